@@ -1,0 +1,99 @@
+"""Request and response bodies of the public API (msgspec Structs → OpenAPI schemas)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from ostinato.schedules import ScheduleSpec
+
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][\w.:-]*$")]
+Priority = Literal["critical", "default", "bulk"]
+
+
+class TenantRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=100,
+                                      pattern=r"^[a-z0-9][a-z0-9-]*$")]
+    weight: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1
+
+
+class TenantCreatedView(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    name: str
+    api_key: str
+
+
+class JobRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    name: Name
+    task: Name | None = None
+    schedule: ScheduleSpec | None = None
+    payload: Any = None
+    pool: Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")] = "default"
+    priority: Priority = "default"
+    idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+
+
+class JobView(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    name: str
+    task: str
+    status: str
+    schedule: dict[str, Any]
+    pool: str
+    priority: str
+    next_run_at: datetime | None
+    last_run_at: datetime | None
+    runs_created: int
+    idempotency_key: str | None
+    created_at: datetime
+    updated_at: datetime
+    payload: Any = None
+
+
+class StateTimes(msgspec.Struct, kw_only=True, omit_defaults=True):
+    scheduled_at: datetime | None = None
+    queued_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class RunView(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    job_id: uuid.UUID
+    task: str
+    pool: str
+    priority: str
+    state: str
+    scheduled_for: datetime
+    attempt: int
+    fencing_token: int
+    worker_id: str | None
+    timestamps: StateTimes
+    last_error: dict[str, Any] | None
+    updated_at: datetime
+    output: Any = None
+
+
+class EventView(msgspec.Struct, kw_only=True):
+    seq: int
+    version: int
+    event_id: uuid.UUID
+    type: str
+    occurred_at: datetime
+    recorded_at: datetime
+    actor: str
+    epoch: int | None
+    data: dict[str, Any]
+
+
+class Page(msgspec.Struct, kw_only=True):
+    items: list[Any]
+    next_cursor: str | None = None
+
+
+class EventsPage(msgspec.Struct, kw_only=True):
+    run_id: uuid.UUID
+    items: list[EventView]

@@ -1,0 +1,83 @@
+"""The one mapping from errors to RFC 9457 problem details, shared by the API and the gateway.
+
+Every error response is `application/problem+json` with a stable `type` URI; field errors go in
+an `errors` extension member as `[{"field": ..., "message": ...}]`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+from litestar import MediaType, Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+
+from ostinato.domain.errors import PROBLEM_BASE, OstinatoError
+from ostinato.telemetry.logging import get_logger
+
+PROBLEM_JSON = "application/problem+json"
+log = get_logger("ostinato.http")
+_NAMED_FIELD = re.compile(r"(?:unknown|missing required) field `([^`]+)`")
+
+_HTTP_TYPES = {400: "bad-request", 401: "unauthorized", 403: "forbidden", 404: "not-found",
+               405: "method-not-allowed", 409: "conflict", 413: "payload-too-large",
+               415: "unsupported-media-type", 429: "too-many-requests"}
+
+
+def problem(status: int, type_: str, title: str, detail: str, request: Request | None = None,
+            **extra: Any) -> Response[bytes]:
+    body: dict[str, Any] = {"type": type_, "title": title, "status": status, "detail": detail}
+    if request is not None:
+        body["instance"] = request.url.path
+    body.update({k: v for k, v in extra.items() if v is not None})
+    return Response(msgspec.json.encode(body), status_code=status, media_type=PROBLEM_JSON)
+
+
+def _field_errors(extra: Any) -> list[dict[str, str]]:
+    errors: list[dict[str, str]] = []
+    for item in extra if isinstance(extra, list) else []:
+        if not isinstance(item, dict):
+            continue
+        message = str(item.get("message", "invalid"))
+        field = str(item.get("key", "")) or "body"
+        named = _NAMED_FIELD.search(message)
+        if named:
+            field = named.group(1) if field in ("body", "data") else f"{field}.{named.group(1)}"
+        errors.append({"field": field, "message": message})
+    return errors
+
+
+def on_ostinato_error(request: Request, exc: OstinatoError) -> Response[bytes]:
+    return problem(exc.status, exc.problem_type, exc.title, exc.detail, request, **exc.extra)
+
+
+def on_validation_error(request: Request, exc: ValidationException) -> Response[bytes]:
+    errors = _field_errors(exc.extra)
+    fields = ", ".join(e["field"] for e in errors) or "request"
+    detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors) or str(exc.detail)
+    status = 422 if errors else 400
+    return problem(status, PROBLEM_BASE + "invalid-input", f"Invalid {fields}", detail, request,
+                   errors=errors or None)
+
+
+def on_http_error(request: Request, exc: HTTPException) -> Response[bytes]:
+    code = _HTTP_TYPES.get(exc.status_code, "http-error")
+    return problem(exc.status_code, PROBLEM_BASE + code, code.replace("-", " ").capitalize(),
+                   str(exc.detail), request)
+
+
+def on_unexpected_error(request: Request, exc: Exception) -> Response[bytes]:
+    log.error("unhandled error", path=request.url.path, error=repr(exc), exc_info=exc)
+    return problem(500, PROBLEM_BASE + "internal", "Internal error",
+                   "an unexpected error occurred; it has been logged", request)
+
+
+EXCEPTION_HANDLERS: dict[Any, Any] = {
+    OstinatoError: on_ostinato_error,
+    ValidationException: on_validation_error,
+    HTTPException: on_http_error,
+    Exception: on_unexpected_error,
+}
+
+__all__ = ["EXCEPTION_HANDLERS", "PROBLEM_JSON", "MediaType", "problem"]

@@ -1,0 +1,114 @@
+"""Batch consumption: poll a batch, handle it (the handler opens one PostgreSQL transaction and
+writes ledger rows for the event ids it handled), then commit the offsets.
+
+A crash before the commit redelivers the batch; the ledger makes the second delivery a no-op.
+A handler error seeks back to the batch start and retries after a pause, so no message is
+skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from ostinato.bus.codec import Envelope, decode
+from ostinato.telemetry import metrics, tracing
+from ostinato.telemetry.logging import get_logger
+
+log = get_logger("ostinato.bus")
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    topic: str
+    partition: int
+    offset: int
+    headers: Sequence[tuple[str, bytes]]
+    envelope: Envelope
+
+
+Handler = Callable[[list[Delivered]], Awaitable[None]]
+
+
+class BatchConsumer:
+    def __init__(self, *, bootstrap: str, group: str | None, topics: Sequence[str],
+                 handler: Handler, max_records: int = 500, poll_timeout_ms: int = 100,
+                 name: str | None = None) -> None:
+        """`group=None` reads every partition from the latest offset and commits nothing: for
+        notifications that each instance must see (the gateway's wake-ups)."""
+        self.group = name or group or "broadcast"
+        self.commits = group is not None
+        self.topics = list(topics)
+        self.handler = handler
+        self.max_records = max_records
+        self.poll_timeout_ms = poll_timeout_ms
+        self.consumer = AIOKafkaConsumer(
+            *self.topics,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest" if group is not None else "latest",
+            isolation_level="read_committed",
+            max_poll_records=max_records,
+            fetch_max_wait_ms=poll_timeout_ms,
+        )
+        self._stopping = asyncio.Event()
+        self.started = False
+
+    async def start(self) -> None:
+        await self.consumer.start()
+        self.started = True
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def close(self) -> None:
+        await self.consumer.stop()
+        self.started = False
+
+    def assigned(self) -> bool:
+        return bool(self.consumer.assignment())
+
+    def pause(self) -> None:
+        """Backpressure: stop fetching (e.g. while a local buffer is full)."""
+        self.consumer.pause(*self.consumer.assignment())
+
+    def resume(self) -> None:
+        self.consumer.resume(*self.consumer.assignment())
+
+    async def run(self) -> None:
+        while not self._stopping.is_set():
+            batches = await self.consumer.getmany(timeout_ms=self.poll_timeout_ms,
+                                                  max_records=self.max_records)
+            if not batches:
+                continue
+            delivered: list[Delivered] = []
+            for tp, records in batches.items():
+                for rec in records:
+                    try:
+                        envelope = decode(rec.value)
+                    except Exception as exc:
+                        log.error("undecodable message skipped", topic=tp.topic,
+                                  partition=tp.partition, offset=rec.offset, error=repr(exc))
+                        continue
+                    delivered.append(Delivered(tp.topic, tp.partition, rec.offset,
+                                               rec.headers or (), envelope))
+            metrics.MESSAGES_CONSUMED.labels(consumer=self.group).inc(len(delivered))
+            try:
+                with metrics.CONSUMER_BATCH_SECONDS.labels(consumer=self.group).time(), \
+                        tracing.consumer_span(self.topics[0] if len(self.topics) == 1 else
+                                              "multiple", delivered[0].headers if delivered else (),
+                                              batch_size=len(delivered)):
+                    if delivered:
+                        await self.handler(delivered)
+                if self.commits:
+                    await self.consumer.commit()
+            except Exception as exc:
+                log.error("batch handling failed; will redeliver", consumer=self.group,
+                          error=repr(exc), exc_info=True)
+                for tp, records in batches.items():
+                    self.consumer.seek(TopicPartition(tp.topic, tp.partition), records[0].offset)
+                await asyncio.sleep(1.0)

@@ -1,0 +1,65 @@
+"""aiokafka clients configured the one way Ostinato uses them, and topic creation."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from ostinato.telemetry.logging import get_logger
+
+log = get_logger("ostinato.bus")
+
+
+def make_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
+    # Idempotent producer: broker-side dedupe of retried sends; small linger batches sends.
+    return AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        client_id=client_id,
+        enable_idempotence=True,
+        acks="all",
+        linger_ms=2,
+        max_batch_size=256 * 1024,
+        request_timeout_ms=15_000,
+    )
+
+
+async def ensure_topics(bootstrap: str, names: Sequence[str], partitions: int) -> list[str]:
+    """Create missing topics (auto-creation is off on our brokers); return those created."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="ostinato-admin")
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [n for n in names if n not in existing]
+        if missing:
+            try:
+                await admin.create_topics(
+                    [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in missing]
+                )
+            except TopicAlreadyExistsError:
+                pass
+            # Metadata propagates asynchronously; wait until every topic is listed.
+            for _ in range(100):
+                if set(missing) <= set(await admin.list_topics()):
+                    break
+                await asyncio.sleep(0.1)
+            log.info("topics created", topics=missing)
+        return missing
+    finally:
+        await admin.close()
+
+
+async def broker_reachable(bootstrap: str) -> bool:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="ostinato-probe",
+                                request_timeout_ms=2000)
+    try:
+        await asyncio.wait_for(admin.start(), 3)
+        await asyncio.wait_for(admin.list_topics(), 3)
+        return True
+    except Exception:
+        return False
+    finally:
+        await admin.close()

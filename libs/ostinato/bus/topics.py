@@ -1,0 +1,57 @@
+"""Topic names and routing: which logged events travel on which topic, keyed by tenant.
+
+Every topic is keyed by tenant id, so one tenant's messages stay in order on one partition and
+tenants spread across partitions. An optional prefix isolates test runs on a shared broker.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ostinato.domain import events as ev
+
+POOL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class Topics:
+    prefix: str = ""
+    pools: tuple[str, ...] = ("default",)
+    partitions: int = 12
+
+    @property
+    def due(self) -> str:
+        return f"{self.prefix}ostinato.runs.due"
+
+    @property
+    def finished(self) -> str:
+        return f"{self.prefix}ostinato.runs.finished"
+
+    def ready(self, pool: str) -> str:
+        if not POOL_NAME.match(pool):
+            raise ValueError(f"invalid pool name {pool!r}")
+        return f"{self.prefix}ostinato.runs.ready.{pool}"
+
+    def all(self) -> list[str]:
+        return [self.due, self.finished, *(self.ready(p) for p in self.pools)]
+
+    def logical(self, topic: str) -> str:
+        """The topic name without the prefix, for metric labels."""
+        return topic.removeprefix(self.prefix)
+
+    def route(self, event: ev.Event) -> str | None:
+        """The topic a logged event is published on, or None if it stays in the log."""
+        match event:
+            case ev.RunScheduled():
+                return self.due
+            case ev.RunQueued(pool=pool):
+                return self.ready(pool)
+            case ev.RunSucceeded() | ev.RunFailed():
+                return self.finished
+            case _:
+                return None
+
+
+def tenant_key(tenant_id: object) -> bytes:
+    return str(tenant_id).encode()

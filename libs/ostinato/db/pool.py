@@ -1,0 +1,45 @@
+"""asyncpg pool with JSON codecs and per-statement time limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import msgspec
+
+_json_encoder = msgspec.json.Encoder()
+
+
+def _encode_json(value: Any) -> str:
+    return _json_encoder.encode(value).decode()
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for typename in ("json", "jsonb"):
+        await conn.set_type_codec(
+            typename, encoder=_encode_json, decoder=msgspec.json.decode, schema="pg_catalog"
+        )
+
+
+async def create_pool(
+    dsn: str, *, min_size: int = 1, max_size: int = 10, statement_timeout_ms: int = 30_000
+) -> asyncpg.Pool:
+    pool = await asyncpg.create_pool(
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        init=_init_connection,
+        server_settings={
+            "statement_timeout": str(statement_timeout_ms),
+            "lock_timeout": "10000",
+            "idle_in_transaction_session_timeout": "60000",
+            "timezone": "UTC",
+        },
+    )
+    assert pool is not None
+    return pool
+
+
+async def ping(pool: asyncpg.Pool) -> bool:
+    async with pool.acquire(timeout=2) as conn:
+        return await conn.fetchval("SELECT 1") == 1

@@ -1,0 +1,50 @@
+"""Named SQL loaded from `.sql` files: no SQL strings in services.
+
+A file holds blocks headed `-- name: some_query` followed by a one-line `-- why` comment; the
+loader refuses duplicate names so a typo cannot silently shadow a query.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from importlib import resources
+from types import MappingProxyType
+
+_HEADER = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+
+
+def parse(text: str, origin: str = "<sql>") -> Mapping[str, str]:
+    parts = _HEADER.split(text)
+    queries: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        sql = body.strip()
+        if name in queries:
+            raise ValueError(f"{origin}: query {name!r} is defined twice")
+        if not sql:
+            raise ValueError(f"{origin}: query {name!r} is empty")
+        queries[name] = sql
+    return MappingProxyType(queries)
+
+
+def load(package: str, filename: str) -> Mapping[str, str]:
+    """Load `package/sql/filename` as a read-only name → SQL mapping."""
+    text = resources.files(package).joinpath("sql", filename).read_text(encoding="utf-8")
+    return parse(text, f"{package}/sql/{filename}")
+
+
+REGISTRY: list[tuple[str, str]] = [
+    ("ostinato.eventlog", "eventlog.sql"),
+    ("ostinato.eventlog", "readmodels.sql"),
+    ("ostinato.eventlog", "outbox.sql"),
+    ("ostinato.leases", "leases.sql"),
+]
+
+
+def all_queries() -> dict[str, str]:
+    """Every named query of the project, for the PREPARE-them-all integration test."""
+    out: dict[str, str] = {}
+    for package, filename in REGISTRY:
+        for name, sql in load(package, filename).items():
+            out[f"{package}/{filename}:{name}"] = sql
+    return out

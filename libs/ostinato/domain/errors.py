@@ -1,0 +1,88 @@
+"""One error taxonomy. Each error has a stable `code`, an HTTP status and a problem `type` URI,
+so the API can render RFC 9457 problem details from one table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PROBLEM_BASE = "https://ostinato.dev/problems/"
+
+
+class OstinatoError(Exception):
+    code: str = "internal"
+    status: int = 500
+    title: str = "Internal error"
+
+    def __init__(self, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extra = extra
+
+    @property
+    def problem_type(self) -> str:
+        return PROBLEM_BASE + self.code
+
+
+class InvalidInput(OstinatoError):
+    code = "invalid-input"
+    status = 422
+    title = "Invalid input"
+
+    def __init__(self, detail: str, errors: list[dict[str, str]]) -> None:
+        super().__init__(detail, errors=errors)
+        self.errors = errors
+
+
+class PayloadTooLarge(OstinatoError):
+    code = "payload-too-large"
+    status = 413
+    title = "Payload too large"
+
+
+class Unauthorized(OstinatoError):
+    code = "unauthorized"
+    status = 401
+    title = "Missing or unknown API key"
+
+
+class Forbidden(OstinatoError):
+    code = "forbidden"
+    status = 403
+    title = "Not allowed for this key"
+
+
+class NotFound(OstinatoError):
+    code = "not-found"
+    status = 404
+    title = "Not found"
+
+
+class Conflict(OstinatoError):
+    code = "conflict"
+    status = 409
+    title = "Conflict"
+
+
+class VersionConflict(Conflict):
+    """An append found the stream at another version than expected."""
+
+    code = "version-conflict"
+    title = "Concurrent modification"
+
+
+class StaleFencingToken(Conflict):
+    """A worker wrote with a fencing token that is no longer current: its lease was lost."""
+
+    code = "stale-fencing-token"
+    title = "Stale fencing token"
+
+
+class InvalidState(Conflict):
+    code = "invalid-state"
+    title = "Not allowed in the current state"
+
+
+class NotImplementedYet(OstinatoError):
+    code = "not-available"
+    status = 422
+    title = "Not available in this version"

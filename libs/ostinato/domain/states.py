@@ -1,0 +1,66 @@
+"""The run state machine: the one table of allowed transitions, used by every service.
+
+    scheduled ──> queued ──> running ──> succeeded
+        │            │          │
+        │            │          └──> failed ──> retry_scheduled ──> queued
+        │            │                  └─────> dead_lettered
+        └────────────┴──────────┴──> cancelled          (from any non-final state)
+
+`failed` is not final: it is followed by a retry or by `dead_lettered` (the retry policy decides,
+see the failure-handling issue). Until that policy exists a failed run stays `failed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+
+class RunState(StrEnum):
+    SCHEDULED = "scheduled"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    RETRY_SCHEDULED = "retry_scheduled"
+    DEAD_LETTERED = "dead_lettered"
+    CANCELLED = "cancelled"
+
+
+S = RunState
+
+FINAL: frozenset[RunState] = frozenset({S.SUCCEEDED, S.DEAD_LETTERED, S.CANCELLED})
+
+TRANSITIONS: Mapping[RunState, frozenset[RunState]] = {
+    S.SCHEDULED: frozenset({S.QUEUED, S.CANCELLED}),
+    S.QUEUED: frozenset({S.RUNNING, S.CANCELLED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED}),
+    S.FAILED: frozenset({S.RETRY_SCHEDULED, S.DEAD_LETTERED, S.CANCELLED}),
+    S.RETRY_SCHEDULED: frozenset({S.QUEUED, S.CANCELLED}),
+    S.SUCCEEDED: frozenset(),
+    S.DEAD_LETTERED: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+
+
+class InvalidTransition(Exception):
+    def __init__(self, current: RunState, target: RunState) -> None:
+        super().__init__(f"a run cannot go from {current} to {target}")
+        self.current = current
+        self.target = target
+
+
+def can_transition(current: RunState, target: RunState) -> bool:
+    return target in TRANSITIONS[current]
+
+
+def transition(current: RunState, target: RunState) -> RunState:
+    """Return `target` if the move is allowed, else raise InvalidTransition."""
+    if not can_transition(current, target):
+        raise InvalidTransition(current, target)
+    return target
+
+
+def allowed_from(target: RunState) -> frozenset[RunState]:
+    """The states from which `target` may be reached: the guard set for SQL `state = ANY(...)`."""
+    return frozenset(s for s, targets in TRANSITIONS.items() if target in targets)

@@ -1,0 +1,141 @@
+"""Read models (tenants, api_keys, jobs, runs): how each event changes them, how to rebuild them
+from the log, and the queries that read them. The only module with SQL for these tables."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from ostinato.db.queries import load
+from ostinato.domain import events as ev
+from ostinato.eventlog.records import RecordedEvent
+
+Q = load("ostinato.eventlog", "readmodels.sql")
+_json = msgspec.json.Encoder()
+
+Args = tuple[Any, ...]
+
+
+def _tenant_created(r: RecordedEvent, e: ev.TenantCreated) -> tuple[str, Args]:
+    return "project_tenant_created", (r.stream_id, e.name, e.weight, r.occurred_at, r.version)
+
+
+def _api_key_issued(r: RecordedEvent, e: ev.ApiKeyIssued) -> tuple[str, Args]:
+    return "project_api_key_issued", (r.stream_id, e.key_hash, e.role, r.occurred_at, r.version)
+
+
+def _job_created(r: RecordedEvent, e: ev.JobCreated) -> tuple[str, Args]:
+    return "project_job_created", (
+        r.stream_id, r.tenant_id, e.name, e.task, _json.encode(e.schedule).decode(),
+        e.payload_ref, e.pool, e.priority, e.idempotency_key, e.next_run_at, r.occurred_at,
+        r.version, r.traceparent,
+    )
+
+
+def _occurrence_fired(r: RecordedEvent, e: ev.OccurrenceFired) -> tuple[str, Args]:
+    return "project_occurrence_fired", (
+        r.stream_id, e.next_run_at, e.scheduled_for, r.occurred_at, r.version,
+    )
+
+
+def _job_deleted(r: RecordedEvent, e: ev.JobDeleted) -> tuple[str, Args]:
+    return "project_job_deleted", (r.stream_id, r.occurred_at, r.version)
+
+
+def _run_scheduled(r: RecordedEvent, e: ev.RunScheduled) -> tuple[str, Args]:
+    return "project_run_scheduled", (
+        r.stream_id, r.tenant_id, e.job_id, e.task, e.pool, e.priority, e.payload_ref,
+        e.scheduled_for, r.occurred_at, r.version,
+    )
+
+
+def _run_queued(r: RecordedEvent, e: ev.RunQueued) -> tuple[str, Args]:
+    return "project_run_queued", (r.stream_id, e.pool, r.occurred_at, r.version)
+
+
+def _run_started(r: RecordedEvent, e: ev.RunStarted) -> tuple[str, Args]:
+    return "project_run_started", (
+        r.stream_id, e.attempt, e.fencing_token, e.worker_id, r.occurred_at, r.version,
+    )
+
+
+def _run_succeeded(r: RecordedEvent, e: ev.RunSucceeded) -> tuple[str, Args]:
+    return "project_run_succeeded", (r.stream_id, e.output_ref, r.occurred_at, r.version)
+
+
+def _run_failed(r: RecordedEvent, e: ev.RunFailed) -> tuple[str, Args]:
+    error = {"type": e.error_type, "message": e.message, "retryable": e.retryable,
+             "attempt": e.attempt}
+    return "project_run_failed", (
+        r.stream_id, _json.encode(error).decode(), r.occurred_at, r.version,
+    )
+
+
+def _version_only(r: RecordedEvent, e: ev.Event) -> tuple[str, Args]:
+    return "project_version_only", (r.stream_id, r.version)
+
+
+PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]]] = {
+    ev.TenantCreated: _tenant_created,
+    ev.ApiKeyIssued: _api_key_issued,
+    ev.JobCreated: _job_created,
+    ev.OccurrenceFired: _occurrence_fired,
+    ev.JobDeleted: _job_deleted,
+    ev.RunScheduled: _run_scheduled,
+    ev.RunQueued: _run_queued,
+    ev.RunStarted: _run_started,
+    ev.RunSucceeded: _run_succeeded,
+    ev.RunFailed: _run_failed,
+    ev.StaleWriteRejected: _version_only,
+}
+
+
+async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> None:
+    """Bring the read models up to date with `recorded`, with as few statements as possible.
+
+    Each stream's events are applied in version order: its k-th event here goes into round k,
+    and within a round the rows of one statement are sent together (executemany). Read models
+    have no foreign keys, so rows of different streams never depend on each other's order.
+    """
+    rounds: list[dict[str, list[Args]]] = []
+    seen: dict[object, int] = defaultdict(int)
+    for r in recorded:
+        k = seen[r.stream_id]
+        seen[r.stream_id] = k + 1
+        if k == len(rounds):
+            rounds.append(defaultdict(list))
+        name, args = PROJECTORS[type(r.event)](r, r.event)
+        rounds[k][name].append(args)
+    for statements in rounds:
+        for name, rows in statements.items():
+            if len(rows) == 1:
+                await conn.execute(Q[name], *rows[0])
+            else:
+                await conn.executemany(Q[name], rows)
+
+
+async def rebuild(conn: asyncpg.Connection, page: int = 2000) -> int:
+    """Recompute every read model from the log; returns the number of events folded."""
+    from ostinato.eventlog.store import read_all_after
+
+    async with conn.transaction():
+        await conn.execute(Q["truncate_read_models"])
+        after, total = 0, 0
+        while True:
+            recorded = await read_all_after(conn, after, page)
+            if not recorded:
+                return total
+            await apply(conn, recorded)
+            after, total = recorded[-1].seq, total + len(recorded)
+
+
+async def snapshot(conn: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:
+    """All read-model rows, for comparing live and rebuilt state."""
+    return {
+        table: [dict(r) for r in await conn.fetch(Q[f"snapshot_{table}"])]
+        for table in ("tenants", "api_keys", "jobs", "runs")
+    }

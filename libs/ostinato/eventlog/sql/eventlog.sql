@@ -1,0 +1,49 @@
+-- name: append_events
+-- Multi-row append; the (stream_id, version) primary key is the optimistic-concurrency check.
+INSERT INTO events (stream_id, version, stream_type, tenant_id, event_id, type, data, actor,
+                    epoch, traceparent, occurred_at)
+SELECT s, v, st, t, e, ty, d::jsonb, a, ep, tp, $11::timestamptz
+FROM unnest($1::uuid[], $2::int[], $3::text[], $4::uuid[], $5::uuid[], $6::text[], $7::text[],
+            $8::text[], $9::bigint[], $10::text[]) AS x(s, v, st, t, e, ty, d, a, ep, tp)
+RETURNING seq, recorded_at;
+
+-- name: read_stream
+-- One stream's events in order, tenant-scoped so a guessed id reveals nothing.
+SELECT seq, event_id, stream_id, stream_type, version, tenant_id, type, data::text AS data, actor,
+       epoch, traceparent, occurred_at, recorded_at
+FROM events
+WHERE stream_id = $1 AND tenant_id = $2
+ORDER BY version;
+
+-- name: read_all_after
+-- The whole log in global order, a page at a time, for rebuilding projections.
+SELECT seq, event_id, stream_id, stream_type, version, tenant_id, type, data::text AS data, actor,
+       epoch, traceparent, occurred_at, recorded_at
+FROM events
+WHERE seq > $1
+ORDER BY seq
+LIMIT $2;
+
+-- name: insert_blob
+-- Payloads and outputs live outside the log, referenced by id.
+INSERT INTO blobs (id, tenant_id, data, size_bytes) VALUES ($1, $2, $3::text::jsonb, $4);
+
+-- name: insert_blobs
+-- Many outputs at once (batched completions).
+INSERT INTO blobs (id, tenant_id, data, size_bytes)
+SELECT i, t, d::jsonb, n FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[]) AS x(i, t, d, n);
+
+-- name: get_blobs
+-- Documents by id, tenant-scoped.
+SELECT id, data::text AS data FROM blobs WHERE id = ANY($1::uuid[]) AND tenant_id = $2;
+
+-- name: get_blobs_any_tenant
+-- Documents by id for the worker gateway, which has already checked the runs' tenant.
+SELECT id, data::text AS data FROM blobs WHERE id = ANY($1::uuid[]);
+
+-- name: ledger_mark
+-- Record that a consumer handled these events; returns only ids not seen before.
+INSERT INTO consumer_ledger (consumer, event_id)
+SELECT $1, e FROM unnest($2::uuid[]) AS x(e)
+ON CONFLICT DO NOTHING
+RETURNING event_id;

@@ -1,0 +1,23 @@
+-- name: enqueue_messages
+-- Outbox rows written in the same transaction as the events they carry.
+INSERT INTO outbox (topic, key, value, headers)
+SELECT t, k, v, h::jsonb FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::text[]) AS x(t, k, v, h);
+
+-- name: claim_messages
+-- The relay locks a batch in id order; SKIP LOCKED lets a second relay take the next batch.
+SELECT id, topic, key, value, headers::text AS headers
+FROM outbox
+ORDER BY id
+LIMIT $1
+FOR UPDATE SKIP LOCKED;
+
+-- name: delete_messages
+-- Published rows leave the outbox in the same transaction that held their locks.
+DELETE FROM outbox WHERE id = ANY($1::bigint[]);
+
+-- name: outbox_lag
+-- How many rows wait and how old the oldest is (database clock).
+SELECT count(*) AS unpublished,
+       coalesce(extract(epoch FROM (coalesce($1::timestamptz, now()) - min(created_at))), 0)::float8
+           AS oldest_age_seconds
+FROM outbox;

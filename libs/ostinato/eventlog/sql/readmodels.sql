@@ -1,0 +1,169 @@
+-- Read models: the only SQL that writes or reads tenants, api_keys, jobs and runs.
+-- Writes (project_*) take every value from the event, never from now(), so a rebuild
+-- from the log reproduces the same rows.
+
+-- name: project_tenant_created
+-- TenantCreated
+INSERT INTO tenants (id, name, weight, created_at, version) VALUES ($1, $2, $3, $4, $5);
+
+-- name: project_api_key_issued
+-- ApiKeyIssued
+WITH k AS (INSERT INTO api_keys (key_hash, tenant_id, role, created_at)
+           VALUES (decode($2, 'hex'), $1, $3, $4))
+UPDATE tenants SET version = $5 WHERE id = $1;
+
+-- name: project_job_created
+-- JobCreated
+INSERT INTO jobs (id, tenant_id, name, task, status, schedule, payload_ref, pool, priority,
+                  idempotency_key, traceparent, next_run_at, runs_created, created_at, updated_at,
+                  version)
+VALUES ($1, $2, $3, $4, CASE WHEN $10::timestamptz IS NULL THEN 'completed' ELSE 'active' END,
+        $5::text::jsonb, $6, $7, $8, $9, $13, $10, 0, $11, $11, $12);
+
+-- name: project_occurrence_fired
+-- OccurrenceFired: a run was created for scheduled_for; the job moves on to next_run_at
+UPDATE jobs SET next_run_at = $2, last_run_at = $3, runs_created = runs_created + 1,
+                status = CASE WHEN $2::timestamptz IS NULL AND status = 'active' THEN 'completed'
+                              ELSE status END,
+                updated_at = $4, version = $5
+WHERE id = $1;
+
+-- name: project_job_deleted
+-- JobDeleted
+UPDATE jobs SET status = 'deleted', next_run_at = NULL, updated_at = $2, version = $3 WHERE id = $1;
+
+-- name: project_run_scheduled
+-- RunScheduled
+INSERT INTO runs (id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, state,
+                  attempt, fencing_token, scheduled_at, updated_at, version)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'scheduled', 0, 0, $9, $9, $10);
+
+-- name: project_run_queued
+-- RunQueued
+UPDATE runs SET state = 'queued', pool = $2, queued_at = $3, updated_at = $3, version = $4
+WHERE id = $1;
+
+-- name: project_run_started
+-- RunStarted
+UPDATE runs SET state = 'running', attempt = $2, fencing_token = $3, worker_id = $4,
+                started_at = $5, updated_at = $5, version = $6
+WHERE id = $1;
+
+-- name: project_run_succeeded
+-- RunSucceeded
+UPDATE runs SET state = 'succeeded', output_ref = $2, finished_at = $3, updated_at = $3,
+                version = $4
+WHERE id = $1;
+
+-- name: project_run_failed
+-- RunFailed
+UPDATE runs SET state = 'failed', last_error = $2::text::jsonb, finished_at = $3, updated_at = $3,
+                version = $4
+WHERE id = $1;
+
+-- name: project_version_only
+-- Events that change no read-model column but the stream version (e.g. StaleWriteRejected)
+UPDATE runs SET version = $2 WHERE id = $1;
+
+-- name: truncate_read_models
+-- Before a rebuild: read models only, never the log.
+TRUNCATE api_keys, runs, jobs, tenants;
+
+-- name: tenant_by_key_hash
+-- Authenticate an API key by its hash.
+SELECT k.tenant_id, k.role, t.name FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
+WHERE k.key_hash = $1;
+
+-- name: tenant_by_name
+-- Tenant names are unique.
+SELECT id FROM tenants WHERE name = $1;
+
+-- name: job_by_id
+-- One job of one tenant.
+SELECT * FROM jobs WHERE id = $1 AND tenant_id = $2;
+
+-- name: job_by_idempotency_key
+-- A repeated submission with the same key returns the first job.
+SELECT * FROM jobs WHERE tenant_id = $1 AND idempotency_key = $2;
+
+-- name: list_jobs
+-- Newest first, keyset-paginated by (created_at, id), one tenant only.
+SELECT * FROM jobs
+WHERE tenant_id = $1
+  AND ($2::text IS NULL OR status = $2)
+  AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT $5;
+
+-- name: lock_job
+-- Writers lock the job row before appending to its stream.
+SELECT id, tenant_id, status, version FROM jobs WHERE id = $1 AND tenant_id = $2 FOR UPDATE;
+
+-- name: claim_due_jobs
+-- The scheduler's poll: due active jobs, oldest first, small batches; SKIP LOCKED gives each
+-- due job to exactly one scheduler transaction.
+SELECT id, tenant_id, task, pool, priority, payload_ref, next_run_at, schedule, traceparent,
+       version
+FROM jobs
+WHERE status = 'active' AND next_run_at IS NOT NULL
+  AND next_run_at <= coalesce($1::timestamptz, now())
+ORDER BY next_run_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED;
+
+-- name: run_by_id
+-- One run of one tenant.
+SELECT * FROM runs WHERE id = $1 AND tenant_id = $2;
+
+-- name: list_runs
+-- Newest occurrence first, keyset-paginated, one tenant only, optional job and state filters.
+SELECT * FROM runs
+WHERE tenant_id = $1
+  AND ($2::uuid IS NULL OR job_id = $2)
+  AND ($3::text IS NULL OR state = $3)
+  AND ($4::timestamptz IS NULL OR (scheduled_for, id) < ($4, $5::uuid))
+ORDER BY scheduled_for DESC, id DESC
+LIMIT $6;
+
+-- name: lock_runs
+-- Writers lock the runs they are about to move, to read state and version consistently.
+SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
+       scheduled_for, version
+FROM runs WHERE id = ANY($1::uuid[])
+ORDER BY id
+FOR UPDATE;
+
+-- name: claim_ready_runs
+-- Worker claim: one tenant's queued runs in the given pools, oldest first; SKIP LOCKED lets
+-- concurrent claims take different runs.
+SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
+       scheduled_for, version
+FROM runs
+WHERE tenant_id = $1 AND pool = ANY($2::text[]) AND state = 'queued'
+  AND ($3::text[] IS NULL OR task = ANY($3::text[]))
+ORDER BY queued_at, id
+LIMIT $4
+FOR UPDATE SKIP LOCKED;
+
+-- name: stuck_runs
+-- Reconciler: runs in a waiting state whose last change is older than the threshold.
+SELECT state, count(*) AS n, min(updated_at) AS oldest
+FROM runs
+WHERE state IN ('scheduled', 'queued') AND updated_at < coalesce($1::timestamptz, now()) - $2::interval
+GROUP BY state;
+
+-- name: snapshot_tenants
+-- For the rebuild-equality check.
+SELECT * FROM tenants ORDER BY id;
+
+-- name: snapshot_api_keys
+-- For the rebuild-equality check.
+SELECT * FROM api_keys ORDER BY key_hash;
+
+-- name: snapshot_jobs
+-- For the rebuild-equality check.
+SELECT * FROM jobs ORDER BY id;
+
+-- name: snapshot_runs
+-- For the rebuild-equality check.
+SELECT * FROM runs ORDER BY id;

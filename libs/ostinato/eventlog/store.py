@@ -1,0 +1,128 @@
+"""Append to and read from the log. `append` must run inside the caller's transaction: it writes
+the events, updates the read models and fills the outbox, so all commit or none do."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from ostinato.bus.topics import Topics
+from ostinato.clock import Clock
+from ostinato.db.queries import load
+from ostinato.domain.errors import VersionConflict
+from ostinato.domain.events import encode_event, event_type
+from ostinato.eventlog import outbox, readmodels
+from ostinato.eventlog.records import NewEvent, RecordedEvent
+from ostinato.telemetry import metrics
+
+Q = load("ostinato.eventlog", "eventlog.sql")
+_json = msgspec.json.Encoder()
+
+
+class EventStore:
+    def __init__(self, clock: Clock, topics: Topics) -> None:
+        self.clock = clock
+        self.topics = topics
+
+    async def append(
+        self, conn: asyncpg.Connection, events: Sequence[NewEvent]
+    ) -> list[RecordedEvent]:
+        """Append `events` (each at its expected version) or raise VersionConflict."""
+        if not events:
+            return []
+        if not conn.is_in_transaction():
+            raise RuntimeError("EventStore.append must run inside a transaction")
+        occurred_at = self.clock.now()
+        data = [encode_event(e.event).decode() for e in events]
+        try:
+            # A savepoint keeps the caller's transaction usable after a conflict.
+            async with conn.transaction():
+                rows = await conn.fetch(
+                    Q["append_events"],
+                    [e.stream_id for e in events],
+                    [e.version for e in events],
+                    [type(e.event).stream_type for e in events],
+                    [e.tenant_id for e in events],
+                    [e.event_id for e in events],
+                    [event_type(e.event) for e in events],
+                    data,
+                    [e.actor for e in events],
+                    [e.epoch for e in events],
+                    [e.traceparent for e in events],
+                    occurred_at,
+                )
+        except asyncpg.UniqueViolationError as exc:
+            if exc.constraint_name == "events_pkey":
+                raise VersionConflict(
+                    "the stream was changed concurrently; re-read it and try again"
+                ) from exc
+            raise
+        recorded = [
+            RecordedEvent(
+                seq=row["seq"], event_id=e.event_id, stream_id=e.stream_id,
+                stream_type=type(e.event).stream_type, version=e.version,
+                tenant_id=e.tenant_id, type=event_type(e.event), event=e.event, actor=e.actor,
+                epoch=e.epoch, traceparent=e.traceparent, occurred_at=occurred_at,
+                recorded_at=row["recorded_at"],
+            )
+            for e, row in zip(events, rows, strict=True)
+        ]
+        await readmodels.apply(conn, recorded)
+        await outbox.enqueue(conn, self.topics, recorded)
+        metrics.EVENTS_APPENDED.inc(len(recorded))
+        return recorded
+
+
+async def read_stream(
+    conn: asyncpg.Connection, stream_id: uuid.UUID, tenant_id: uuid.UUID
+) -> list[RecordedEvent]:
+    return [RecordedEvent.from_row(r) for r in await conn.fetch(Q["read_stream"], stream_id,
+                                                                 tenant_id)]
+
+
+async def read_all_after(conn: asyncpg.Connection, after: int, limit: int) -> list[RecordedEvent]:
+    return [RecordedEvent.from_row(r) for r in await conn.fetch(Q["read_all_after"], after, limit)]
+
+
+async def put_blob(conn: asyncpg.Connection, tenant_id: uuid.UUID, document: Any) -> uuid.UUID:
+    """Store an immutable JSON document and return its id."""
+    text = _json.encode(document).decode()
+    blob_id = uuid.uuid4()
+    await conn.execute(Q["insert_blob"], blob_id, tenant_id, text, len(text.encode()))
+    return blob_id
+
+
+async def put_blobs(
+    conn: asyncpg.Connection, items: Sequence[tuple[uuid.UUID, uuid.UUID, bytes]]
+) -> None:
+    """Store many (blob_id, tenant_id, json bytes) documents at once."""
+    if items:
+        await conn.execute(
+            Q["insert_blobs"], [i[0] for i in items], [i[1] for i in items],
+            [i[2].decode() for i in items], [len(i[2]) for i in items],
+        )
+
+
+async def get_blobs(
+    conn: asyncpg.Connection, ids: Sequence[uuid.UUID], tenant_id: uuid.UUID | None
+) -> dict[uuid.UUID, Any]:
+    """Documents by id; `tenant_id=None` only for callers that already checked the tenant."""
+    if tenant_id is None:
+        rows = await conn.fetch(Q["get_blobs_any_tenant"], list(ids))
+    else:
+        rows = await conn.fetch(Q["get_blobs"], list(ids), tenant_id)
+    return {r["id"]: msgspec.json.decode(r["data"]) for r in rows}
+
+
+async def mark_processed(
+    conn: asyncpg.Connection, consumer: str, event_ids: Sequence[uuid.UUID]
+) -> set[uuid.UUID]:
+    """Write ledger rows in the consumer's transaction; return the ids not processed before."""
+    if not event_ids:
+        return set()
+    rows = await conn.fetch(Q["ledger_mark"], consumer, list(event_ids))
+    return {r["event_id"] for r in rows}

@@ -1,0 +1,150 @@
+"""The worker protocol over HTTP (see `ostinato.sdk.protocol` for the wire types)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from litestar import Litestar, Request, Response, post
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.params import FromPath, JSONBody
+
+from ostinato.api.auth import Caller, principal, require_tenant
+from ostinato.api.problems import EXCEPTION_HANDLERS, problem
+from ostinato.domain.errors import PROBLEM_BASE
+from ostinato.gateway.attempts import Attempts, Outcome
+from ostinato.gateway.wakeups import ReadySignals
+from ostinato.runtime.ops import instrument_http, ops_route_handlers, tracing_middleware
+from ostinato.runtime.service import Service
+from ostinato.sdk import protocol as p
+
+FALLBACK_POLL_SECONDS = 1.0
+
+
+def _outcome(item: p.CompletionItem | p.FailureItem) -> Outcome:
+    try:
+        run_id: uuid.UUID | None = uuid.UUID(item.run_id)
+    except ValueError:
+        run_id = None
+    if isinstance(item, p.CompletionItem):
+        return Outcome(run_id, item.run_id, item.fencing_token, "complete", output=item.output)
+    return Outcome(run_id, item.run_id, item.fencing_token, "fail", error=item.error)
+
+
+def _attempts(request: Request) -> Attempts:
+    return request.app.state.attempts
+
+
+@post(p.CLAIM_PATH, status_code=200, tags=["worker"])
+async def claim(
+    request: Request, data: JSONBody[p.ClaimRequest], caller: Caller
+) -> p.ClaimResponse:
+    """Lease up to `max_runs` of this tenant's queued runs, waiting up to `wait_seconds`."""
+    tenant = require_tenant(caller)
+    state = request.app.state
+    clock = state.clock
+    deadline = clock.monotonic() + data.wait_seconds
+    for pool_name in data.pools:
+        state.settings.topics.ready(pool_name)  # validates the name
+    while True:
+        runs = await _attempts(request).claim(tenant.tenant_id, data)
+        remaining = deadline - clock.monotonic()
+        if runs or remaining <= 0 or state.stopping.is_set():
+            return p.ClaimResponse(runs=runs)
+        await state.signals.wait(tenant.tenant_id, min(remaining, FALLBACK_POLL_SECONDS))
+
+
+@post(p.BATCH_PATH, status_code=200, tags=["worker"])
+async def batch(
+    request: Request, data: JSONBody[p.BatchRequest], caller: Caller
+) -> p.BatchResponse:
+    """Heartbeats and outcomes of many runs in one request; one result per item."""
+    tenant = require_tenant(caller)
+    attempts = _attempts(request)
+    results = await attempts.heartbeat(tenant.tenant_id, data.worker_id, data.heartbeats)
+    outcomes = [_outcome(i) for i in [*data.completions, *data.failures]]
+    results += await attempts.record(tenant.tenant_id, data.worker_id, outcomes)
+    return p.BatchResponse(results=results)
+
+
+def _single(result: p.BatchItemResult, request: Request, body: Any) -> Response[Any]:
+    if result.status == 200:
+        return Response(body, status_code=200)
+    if result.status == 404:
+        return problem(404, PROBLEM_BASE + "not-found", "Not found", result.detail or "", request)
+    return problem(
+        409,
+        PROBLEM_BASE + "stale-fencing-token",
+        "Stale fencing token",
+        result.detail or "",
+        request,
+    )
+
+
+@post("/v1/worker/runs/{run_id:str}/heartbeat", status_code=200, tags=["worker"])
+async def heartbeat(
+    request: Request, run_id: FromPath[str], data: JSONBody[p.HeartbeatRequest], caller: Caller
+) -> Response[Any]:
+    tenant = require_tenant(caller)
+    worker = request.headers.get("x-ostinato-worker", "unknown")
+    [result] = await _attempts(request).heartbeat(
+        tenant.tenant_id, worker, [p.HeartbeatItem(run_id=run_id, fencing_token=data.fencing_token)]
+    )
+    body = None
+    if result.status == 200:
+        assert result.lease_expires_at is not None
+        body = p.HeartbeatResponse(
+            lease_expires_at=result.lease_expires_at, cancel_requested=result.cancel_requested
+        )
+    return _single(result, request, body)
+
+
+@post("/v1/worker/runs/{run_id:str}/complete", status_code=200, tags=["worker"])
+async def complete(
+    request: Request, run_id: FromPath[str], data: JSONBody[p.CompleteRequest], caller: Caller
+) -> Response[Any]:
+    tenant = require_tenant(caller)
+    worker = request.headers.get("x-ostinato-worker", "unknown")
+    item = p.CompletionItem(run_id=run_id, fencing_token=data.fencing_token, output=data.output)
+    [result] = await _attempts(request).record(tenant.tenant_id, worker, [_outcome(item)])
+    return _single(result, request, p.OutcomeResponse(state="succeeded"))
+
+
+@post("/v1/worker/runs/{run_id:str}/fail", status_code=200, tags=["worker"])
+async def fail(
+    request: Request, run_id: FromPath[str], data: JSONBody[p.FailRequest], caller: Caller
+) -> Response[Any]:
+    tenant = require_tenant(caller)
+    worker = request.headers.get("x-ostinato-worker", "unknown")
+    item = p.FailureItem(run_id=run_id, fencing_token=data.fencing_token, error=data.error)
+    [result] = await _attempts(request).record(tenant.tenant_id, worker, [_outcome(item)])
+    return _single(result, request, p.OutcomeResponse(state="failed"))
+
+
+ROUTES = [claim, batch, heartbeat, complete, fail]
+
+
+def create_app(service: Service, attempts: Attempts, signals: ReadySignals) -> Litestar:
+    app = Litestar(
+        route_handlers=[*ROUTES, *ops_route_handlers(lambda: service.readiness(kafka=True))],
+        dependencies={"caller": Provide(principal)},
+        exception_handlers=EXCEPTION_HANDLERS,
+        middleware=tracing_middleware(),
+        openapi_config=OpenAPIConfig(
+            title="Ostinato worker protocol", version="0.1.0", path="/schema"
+        ),
+        logging_config=None,  # logging is configured once, by telemetry.logging
+        state=State(
+            {
+                "pool": service.pool,
+                "attempts": attempts,
+                "signals": signals,
+                "clock": service.clock,
+                "settings": service.settings,
+                "stopping": service.stopping,
+            }
+        ),
+    )
+    return instrument_http(app)

@@ -1,0 +1,229 @@
+"""Claim, heartbeat, complete and fail attempts, all batched: one transaction per request.
+
+Every write about an attempt presents its fencing token; the token is checked against the
+locked run row (state `running`, same token) inside the transaction. A stale token changes
+nothing but appends `StaleWriteRejected` (who tried what) and answers 409 for that item.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from ostinato.clock import Clock
+from ostinato.db.queries import load
+from ostinato.domain import events as ev
+from ostinato.domain.ids import idempotency_key
+from ostinato.domain.states import RunState, can_transition
+from ostinato.eventlog import readmodels
+from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
+from ostinato.sdk import protocol as p
+from ostinato.telemetry import metrics
+
+LQ = load("ostinato.leases", "leases.sql")
+RQ = readmodels.Q
+_json = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A completion or failure to record: exactly one of output/error is meaningful."""
+
+    run_id: uuid.UUID | None  # None when the id did not parse
+    raw_run_id: str
+    fencing_token: int
+    kind: str  # "complete" | "fail"
+    output: Any = None
+    error: p.ErrorInfo | None = None
+
+
+def _parse_id(raw: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        return None
+
+
+class Attempts:
+    def __init__(self, pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
+                 lease_ttl_seconds: float, on_finished: Callable[[], None] = lambda: None) -> None:
+        self.on_finished = on_finished
+        self.pool = pool
+        self.store = store
+        self.clock = clock
+        self.ttl = timedelta(seconds=lease_ttl_seconds)
+
+    async def claim(self, tenant_id: uuid.UUID, req: p.ClaimRequest) -> list[p.ClaimedRun]:
+        """Lease up to `max_runs` queued runs of this tenant; each gets a higher token."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(RQ["claim_ready_runs"], tenant_id, req.pools, req.tasks,
+                                    req.max_runs)
+            if not rows:
+                return []
+            tokens = [r["fencing_token"] + 1 for r in rows]
+            leases = await conn.fetch(
+                LQ["grant_leases"], [r["id"] for r in rows], [r["tenant_id"] for r in rows],
+                tokens, req.worker_id, self.clock.db_now(), self.ttl,
+            )
+            expires = {row["run_id"]: row["expires_at"] for row in leases}
+            await self.store.append(conn, [
+                NewEvent(r["id"], r["version"] + 1, r["tenant_id"],
+                         ev.RunStarted(attempt=r["attempt"] + 1, fencing_token=token,
+                                       worker_id=req.worker_id, lease_expires_at=expires[r["id"]]),
+                         actor=f"worker:{req.worker_id}", epoch=token)
+                for r, token in zip(rows, tokens, strict=True)
+            ])
+            payloads = await get_blobs(conn, [r["payload_ref"] for r in rows], tenant_id)
+        metrics.RUNS_CLAIMED.inc(len(rows))
+        return [
+            p.ClaimedRun(
+                run_id=str(r["id"]), job_id=str(r["job_id"]), tenant_id=str(r["tenant_id"]),
+                task=r["task"], attempt=r["attempt"] + 1, fencing_token=token,
+                lease_expires_at=expires[r["id"]], lease_ttl_seconds=self.ttl.total_seconds(),
+                scheduled_for=r["scheduled_for"], idempotency_key=idempotency_key(r["id"]),
+                payload=payloads.get(r["payload_ref"]),
+            )
+            for r, token in zip(rows, tokens, strict=True)
+        ]
+
+    async def heartbeat(self, tenant_id: uuid.UUID, worker_id: str,
+                        items: Sequence[p.HeartbeatItem]) -> list[p.BatchItemResult]:
+        if not items:
+            return []
+        ids = [_parse_id(i.run_id) for i in items]
+        async with self.pool.acquire() as conn, conn.transaction():
+            extended = {
+                row["run_id"]: row["expires_at"]
+                for row in await conn.fetch(
+                    LQ["extend_leases_if_token"], [i or uuid.UUID(int=0) for i in ids],
+                    [i.fencing_token for i in items], tenant_id, self.clock.db_now(), self.ttl)
+            }
+            missing = [(i, rid) for i, rid in zip(items, ids, strict=True)
+                       if rid is not None and rid not in extended]
+            stale = await self._reject_stale(conn, tenant_id, worker_id, "heartbeat", missing)
+        results = []
+        for item, rid in zip(items, ids, strict=True):
+            if rid in extended:
+                results.append(p.BatchItemResult(run_id=item.run_id, kind="heartbeat", status=200,
+                                                 lease_expires_at=extended[rid]))
+            else:
+                results.append(_failed_item(item.run_id, "heartbeat", stale.get(rid)))
+        return results
+
+    async def record(self, tenant_id: uuid.UUID, worker_id: str,
+                     outcomes: Sequence[Outcome]) -> list[p.BatchItemResult]:
+        """Record completions and failures; one result per outcome, in order."""
+        if not outcomes:
+            return []
+        actor = f"worker:{worker_id}"
+        results: list[p.BatchItemResult] = []
+        async with self.pool.acquire() as conn, conn.transaction():
+            ids = [o.run_id for o in outcomes if o.run_id is not None]
+            rows = {r["id"]: r for r in await conn.fetch(RQ["lock_runs"], ids)
+                    if r["tenant_id"] == tenant_id}
+            state = {rid: RunState(r["state"]) for rid, r in rows.items()}
+            version = {rid: r["version"] for rid, r in rows.items()}
+            events: list[NewEvent] = []
+            blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]] = []
+            for o in outcomes:
+                row = rows.get(o.run_id) if o.run_id else None
+                if row is None:
+                    results.append(_failed_item(o.raw_run_id, o.kind, None))
+                    continue
+                rid, token = row["id"], row["fencing_token"]
+                target = RunState.SUCCEEDED if o.kind == "complete" else RunState.FAILED
+                if token == o.fencing_token and can_transition(state[rid], target):
+                    event = self._outcome_event(o, row["attempt"], tenant_id, blobs)
+                    state[rid] = target
+                    ok = True
+                elif token == o.fencing_token and state[rid] is target:
+                    # A retried report of an outcome already recorded: answer as before.
+                    results.append(p.BatchItemResult(run_id=o.raw_run_id, kind=o.kind,
+                                                     status=200))
+                    continue
+                else:
+                    event = ev.StaleWriteRejected(operation=o.kind, presented_token=o.fencing_token,
+                                                  current_token=token, worker_id=worker_id)
+                    ok = False
+                version[rid] += 1
+                events.append(NewEvent(rid, version[rid], tenant_id, event, actor,
+                                       epoch=o.fencing_token))
+                results.append(p.BatchItemResult(run_id=o.raw_run_id, kind=o.kind, status=200)
+                               if ok else _failed_item(o.raw_run_id, o.kind, token))
+            await put_blobs(conn, blobs)
+            await self.store.append(conn, events)
+            finished = [e.stream_id for e in events
+                        if isinstance(e.event, ev.RunSucceeded | ev.RunFailed)]
+            if finished:
+                await conn.execute(LQ["release_leases"], finished)
+        if finished:
+            self.on_finished()
+        for e in events:
+            match e.event:
+                case ev.RunSucceeded():
+                    metrics.RUNS_COMPLETED.labels(outcome="succeeded").inc()
+                case ev.RunFailed():
+                    metrics.RUNS_COMPLETED.labels(outcome="failed").inc()
+                case _:
+                    metrics.STALE_WRITES_REJECTED.inc()
+        return results
+
+    @staticmethod
+    def _outcome_event(o: Outcome, attempt: int, tenant_id: uuid.UUID,
+                       blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]]) -> ev.Event:
+        if o.kind == "fail":
+            assert o.error is not None
+            return ev.RunFailed(attempt=attempt, fencing_token=o.fencing_token,
+                                error_type=o.error.type, message=o.error.message,
+                                retryable=o.error.retryable)
+        output_ref = None
+        if o.output is not None:
+            output_ref = uuid.uuid4()
+            blobs.append((output_ref, tenant_id, _json.encode(o.output)))
+        return ev.RunSucceeded(attempt=attempt, fencing_token=o.fencing_token,
+                               output_ref=output_ref)
+
+    async def _reject_stale(
+        self, conn: asyncpg.Connection, tenant_id: uuid.UUID, worker_id: str, operation: str,
+        attempts: Sequence[tuple[p.HeartbeatItem, uuid.UUID]],
+    ) -> dict[uuid.UUID, int]:
+        """Record StaleWriteRejected for runs that exist; returns run id → current token."""
+        if not attempts:
+            return {}
+        rows = {r["id"]: r for r in await conn.fetch(RQ["lock_runs"], [a[1] for a in attempts])
+                if r["tenant_id"] == tenant_id}
+        current: dict[uuid.UUID, int] = {}
+        events = []
+        for item, rid in attempts:
+            row = rows.get(rid)
+            if row is None:
+                continue
+            version = row["version"] + 1 + sum(1 for e in events if e.stream_id == rid)
+            events.append(NewEvent(
+                rid, version, tenant_id,
+                ev.StaleWriteRejected(operation=operation, presented_token=item.fencing_token,
+                                      current_token=row["fencing_token"], worker_id=worker_id),
+                actor=f"worker:{worker_id}", epoch=item.fencing_token))
+            current[rid] = row["fencing_token"]
+        await self.store.append(conn, events)
+        metrics.STALE_WRITES_REJECTED.inc(len(events))
+        return current
+
+
+def _failed_item(raw_run_id: str, kind: str, current_token: int | None) -> p.BatchItemResult:
+    if current_token is None:
+        return p.BatchItemResult(run_id=raw_run_id, kind=kind,  # type: ignore[arg-type]
+                                 status=404, detail="no such run for this tenant")
+    return p.BatchItemResult(
+        run_id=raw_run_id, kind=kind, status=409,  # type: ignore[arg-type]
+        detail=f"stale fencing token: the lease is held with token {current_token} "
+               "or the run is no longer running",
+    )
+

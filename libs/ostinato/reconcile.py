@@ -1,0 +1,63 @@
+"""The reconciler's checks: what should have happened and has not.
+
+Today: outbox rows not published (lag and age) and runs waiting in `scheduled` or `queued`
+longer than a threshold. Each check sets a gauge and logs an error line an operator can alert
+on. Repairs (re-publishing, lease expiry, missed occurrences) come with the fault-tolerance and
+recurring-schedule issues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import timedelta
+
+import asyncpg
+
+from ostinato.clock import Clock
+from ostinato.eventlog import outbox
+from ostinato.eventlog.readmodels import Q
+from ostinato.telemetry import metrics
+from ostinato.telemetry.logging import get_logger
+
+log = get_logger("ostinato.reconciler")
+WATCHED_STATES = ("scheduled", "queued")
+
+
+@dataclass(frozen=True, slots=True)
+class Findings:
+    outbox_unpublished: int
+    outbox_oldest: timedelta
+    stuck: dict[str, int]
+
+
+async def check_once(pool: asyncpg.Pool, clock: Clock, *, stuck_after: timedelta,
+                     outbox_alert_after: timedelta = timedelta(seconds=60)) -> Findings:
+    async with pool.acquire() as conn:
+        unpublished, oldest = await outbox.lag(conn, clock)
+        rows = await conn.fetch(Q["stuck_runs"], clock.db_now(), stuck_after)
+    stuck = {state: 0 for state in WATCHED_STATES} | {r["state"]: r["n"] for r in rows}
+    metrics.OUTBOX_UNPUBLISHED.set(unpublished)
+    metrics.OUTBOX_OLDEST_UNPUBLISHED_AGE.set(oldest.total_seconds())
+    for state, n in stuck.items():
+        metrics.STUCK_RUNS.labels(state=state).set(n)
+        if n:
+            log.error("runs stuck", state=state, count=n,
+                      threshold_seconds=stuck_after.total_seconds(), alert="ostinato_stuck_runs")
+    if unpublished and oldest > outbox_alert_after:
+        log.error("outbox not draining", unpublished=unpublished,
+                  oldest_seconds=oldest.total_seconds(), alert="ostinato_outbox_lag")
+    return Findings(unpublished, oldest, stuck)
+
+
+async def run_reconciler(pool: asyncpg.Pool, clock: Clock, *, interval_seconds: float,
+                         stuck_after: timedelta, stopping: asyncio.Event) -> None:
+    while not stopping.is_set():
+        try:
+            await check_once(pool, clock, stuck_after=stuck_after)
+        except (OSError, asyncpg.PostgresError) as exc:
+            log.warning("reconcile pass failed; retrying", error=repr(exc))
+        try:
+            await asyncio.wait_for(stopping.wait(), interval_seconds)
+        except TimeoutError:
+            pass

@@ -1,0 +1,273 @@
+"""The operational HTTP surface every service shares: probes, /metrics, HTTP metrics and spans,
+and an in-loop uvicorn server that leaves signal handling to the service.
+
+Probes follow Kubernetes: /livez (and the /healthz alias) only proves the event loop answers, so a
+database outage never restarts every pod; /readyz runs the service's dependency checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import uvicorn
+from litestar import Litestar, Request, Response, get
+from litestar.datastructures import State
+from litestar.exceptions import HTTPException
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from opentelemetry import trace
+
+from ostinato.telemetry import metrics
+from ostinato.telemetry.logging import get_logger
+from ostinato.telemetry.tracing import tracing_enabled
+
+__all__ = [
+    "HttpMetricsMiddleware",
+    "HttpServer",
+    "instrument_http",
+    "log_unhandled_exception",
+    "ops_app",
+    "ops_route_handlers",
+    "serve_http",
+    "tracing_middleware",
+]
+
+Readiness = Callable[[], Awaitable[dict[str, bool]]]
+READINESS_TIMEOUT_S = 2.0
+OPS_PATHS = ("/livez", "/healthz", "/readyz", "/metrics")
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"})
+_log = get_logger("ostinato.runtime.ops")
+
+
+def _method(scope: Scope) -> str:
+    """Unknown methods collapse to `_OTHER` (OTel's rule) so a client can't mint label values."""
+    method = str(scope.get("method", "")).upper()
+    return method if method in _METHODS else "_OTHER"
+
+
+class HttpMetricsMiddleware:
+    """ASGI middleware observing `ostinato_http_request_duration_seconds`.
+
+    The route label is Litestar's route template (`scope["path_template"]`, e.g. `/items/{id}`),
+    never the raw path; requests no route matched are labelled `unmatched`. Install it around the
+    whole app with `instrument_http` so 404s are counted too: inside Litestar's `middleware=[...]`
+    it would only see requests that matched a route.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500  # what the client gets if the app raises before answering
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            # The router writes path_template into this same scope dict once it has matched.
+            route = scope.get("path_template") or "unmatched"
+            metrics.HTTP_REQUEST_DURATION.labels(_method(scope), route, str(status)).observe(
+                time.perf_counter() - start
+            )
+
+
+def instrument_http(app: Litestar) -> Litestar:
+    """Wrap the app's ASGI entry (outside routing and exception handling) in HTTP metrics.
+
+    Litestar 2 has no public hook for middleware that runs before routing, so this wraps
+    `app.asgi_handler`, the same attribute Litestar itself wraps for its OpenTelemetry middleware.
+    """
+    if app.logging_config is not None:
+        # Litestar's default LoggingConfig replaces the root handler installed by
+        # configure_logging, so uvicorn/aiokafka lines stop being JSON. Say so, loudly.
+        _log.warning("litestar.logging_config_enabled", hint="pass logging_config=None")
+    app.asgi_handler = HttpMetricsMiddleware(app.asgi_handler)
+    return app
+
+
+class _RouteSpanNameMiddleware:
+    """Rename the server span to `{method} {route}` once routing has found the template.
+
+    The OTel middleware runs before routing, so it can only name the span `{method}`.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        span = trace.get_current_span()
+        route = scope.get("path_template")
+        if route and span.is_recording():
+            span.update_name(f"{_method(scope)} {route}")
+            span.set_attribute("http.route", route)
+        await self.app(scope, receive, send)
+
+
+def _span_details(scope: Scope) -> tuple[str, dict[str, Any]]:
+    """Span name before routing: the method alone (semconv: never the URI path)."""
+    return _method(scope) if scope.get("type") == "http" else "websocket", {}
+
+
+def tracing_middleware() -> list[Any]:
+    """Middleware for Litestar's `middleware=[...]` when tracing is on; `[]` when it is off."""
+    if not tracing_enabled():
+        return []
+    from litestar.plugins.opentelemetry import OpenTelemetryConfig
+
+    config = OpenTelemetryConfig(
+        scope_span_details_extractor=_span_details,
+        exclude=[f"^{path}$" for path in OPS_PATHS],  # probes and scrapes are noise in traces
+        exclude_spans=["receive", "send"],
+    )
+    # Litestar hoists the OTel middleware outside routing; the renamer stays per-route.
+    return [config.middleware, _RouteSpanNameMiddleware]
+
+
+async def log_unhandled_exception(exc: Exception, scope: Scope) -> None:
+    """`after_exception` hook: log 5xx causes as one structured line (Litestar's logging is off)."""
+    if isinstance(exc, HTTPException) and exc.status_code < 500:
+        return
+    _log.error(
+        "http.unhandled_exception",
+        method=scope.get("method"),
+        route=scope.get("path_template") or "unmatched",
+        exc_info=exc,
+    )
+
+
+async def _run_readiness(readiness: Readiness) -> tuple[dict[str, bool], str | None]:
+    try:
+        async with asyncio.timeout(READINESS_TIMEOUT_S):
+            result = await readiness()
+    except TimeoutError:
+        return {"readiness": False}, f"checks took longer than {READINESS_TIMEOUT_S:g}s"
+    except Exception as exc:
+        _log.warning("readiness.check_failed", exc_info=exc)
+        return {"readiness": False}, type(exc).__name__
+    # Strict: only a real True passes, so a check returning an error string can't read as ready.
+    return {str(name): ok is True for name, ok in result.items()}, None
+
+
+def ops_route_handlers(readiness: Readiness) -> list[Any]:
+    """/livez, /healthz, /readyz and /metrics handlers, hidden from the OpenAPI schema."""
+
+    @get(["/livez", "/healthz"], include_in_schema=False, sync_to_thread=False)
+    def livez() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @get("/readyz", include_in_schema=False)
+    async def readyz() -> Response[dict[str, Any]]:
+        checks, error = await _run_readiness(readiness)
+        ready = error is None and all(checks.values())
+        body: dict[str, Any] = {"status": "ready" if ready else "not ready", "checks": checks}
+        if error is not None:
+            body["error"] = error
+        return Response(body, status_code=200 if ready else 503)
+
+    @get("/metrics", include_in_schema=False, sync_to_thread=False)
+    def metrics_endpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
+        body, content_type = metrics.render(request.headers.get("accept"))
+        return Response(body, media_type=content_type)
+
+    return [livez, readyz, metrics_endpoint]
+
+
+def ops_app(service: str, readiness: Readiness) -> Litestar:
+    """The whole HTTP app for services without a public API (scheduler, dispatcher, reconciler)."""
+    app = Litestar(
+        route_handlers=ops_route_handlers(readiness),
+        middleware=tracing_middleware(),
+        after_exception=[log_unhandled_exception],
+        openapi_config=None,
+        logging_config=None,  # Litestar's default would reconfigure the root logger
+        state=State({"service": service}),
+    )
+    return instrument_http(app)
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # uvicorn would replace SIGINT/SIGTERM handlers with signal.signal and re-raise the
+        # signal after shutdown; the service owns those signals and calls HttpServer.stop().
+        yield
+
+
+class HttpServer:
+    """uvicorn in the current event loop: `await start()`, later `await stop()`."""
+
+    def __init__(
+        self, app: ASGIApp | Litestar, host: str, port: int, *, graceful_timeout: float = 5.0
+    ) -> None:
+        self.host = host
+        self._config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            lifespan="on",
+            log_config=None,  # keep our structlog routing of the stdlib loggers
+            access_log=False,
+            server_header=False,
+            timeout_graceful_shutdown=graceful_timeout,  # type: ignore[arg-type]
+        )
+        self._server = _Server(self._config)
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._server.started and self._task is not None and not self._task.done()
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful when constructed with port 0)."""
+        if not self._server.started:
+            return int(self._config.port)
+        return int(self._server.servers[0].sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        """Bind and run lifespan startup; returns once serving, raises if startup failed."""
+        if self._task is not None:
+            raise RuntimeError("HttpServer.start() called twice")
+        self._task = asyncio.create_task(self._serve(), name=f"http:{self.host}:{self.port}")
+        while not self._server.started:
+            if self._task.done():
+                await self._task  # raises the startup failure
+                raise RuntimeError("HTTP server exited before it started")
+            await asyncio.sleep(0.01)
+
+    async def _serve(self) -> None:
+        try:
+            await self._server.serve()
+        except SystemExit as exc:  # uvicorn sys.exit()s on bind or lifespan failure
+            raise RuntimeError(
+                f"HTTP server on {self.host}:{self._config.port} failed to start (exit {exc.code})"
+            ) from None
+
+    async def stop(self) -> None:
+        """Stop accepting, let in-flight requests finish (bounded), run lifespan shutdown."""
+        if self._task is None:
+            return
+        self._server.should_exit = True  # uvicorn's main loop checks this every 0.1 s
+        try:
+            await self._task
+        except Exception as exc:
+            _log.warning("http.server_failed", exc_info=exc)
+
+
+async def serve_http(app: ASGIApp | Litestar, host: str, port: int) -> HttpServer:
+    """Start an `HttpServer` and return it; call `await server.stop()` on shutdown."""
+    server = HttpServer(app, host, port)
+    await server.start()
+    return server

@@ -1,0 +1,131 @@
+"""What every service process shares: settings, logging, tracing, the database pool, signal
+handling, and an orderly stop. Each `services/<name>/__main__.py` is a thin composition over it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from ostinato.bus.kafka import broker_reachable, ensure_topics, make_producer
+from ostinato.clock import Clock, SystemClock
+from ostinato.db.migrate import current_version, expected_version
+from ostinato.db.pool import create_pool
+from ostinato.runtime.ops import HttpServer, ops_app
+from ostinato.runtime.settings import Settings, load_settings
+from ostinato.telemetry import metrics, tracing
+from ostinato.telemetry.logging import configure_logging, get_logger
+
+
+class Service:
+    def __init__(self, name: str, settings: Settings | None = None,
+                 clock: Clock | None = None) -> None:
+        self.name = name
+        self.settings = settings or load_settings()
+        self.clock = clock or SystemClock()
+        configure_logging(name, self.settings.log_level)
+        tracing.init_tracing(name)
+        metrics.BUILD_INFO.labels(version="0.1.0").set(1)
+        self.log = get_logger(f"ostinato.{name}")
+        self.stopping = asyncio.Event()
+        self.pool: asyncpg.Pool | None = None
+        self._kafka_ok = False
+        self._kafka_checked = 0.0
+
+    async def connect_database(self, *, attempts: int = 60) -> asyncpg.Pool:
+        """Connect, waiting for the server and for the schema to be migrated."""
+        delay = 0.5
+        for attempt in range(1, attempts + 1):
+            try:
+                pool = await create_pool(self.settings.database_url,
+                                         max_size=self.settings.db_pool_size)
+                async with pool.acquire() as conn:
+                    have, want = await current_version(conn), expected_version()
+                if have >= want:
+                    self.pool = pool
+                    return pool
+                await pool.close()
+                self.log.warning("schema not migrated yet; run `ostinato migrate`",
+                                 have=have, want=want)
+            except (OSError, asyncpg.PostgresError) as exc:
+                self.log.warning("database not reachable yet", attempt=attempt, error=repr(exc))
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+        raise SystemExit(f"{self.name}: database not ready after {attempts} attempts")
+
+    async def start_producer(self, *, attempts: int = 60) -> AIOKafkaProducer:
+        """Start an idempotent producer, waiting for the broker; create missing topics."""
+        delay = 0.5
+        for attempt in range(1, attempts + 1):
+            producer = make_producer(self.settings.kafka_bootstrap, f"ostinato-{self.name}")
+            try:
+                await producer.start()
+                await ensure_topics(self.settings.kafka_bootstrap, self.settings.topics.all(),
+                                    self.settings.topic_partitions)
+                return producer
+            except KafkaError as exc:
+                await producer.stop()
+                self.log.warning("kafka not reachable yet", attempt=attempt, error=repr(exc))
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+        raise SystemExit(f"{self.name}: kafka not ready after {attempts} attempts")
+
+    def ops_server(self, port: int) -> HttpServer:
+        """/livez, /healthz, /readyz and /metrics for services without a public API."""
+        return HttpServer(ops_app(self.name, self.readiness), self.settings.ops_host, port)
+
+    async def readiness(self, kafka: bool = True) -> dict[str, bool]:
+        checks: dict[str, bool] = {}
+        try:
+            assert self.pool is not None
+            async with self.pool.acquire(timeout=1) as conn:
+                checks["postgres"] = await conn.fetchval("SELECT 1") == 1
+        except Exception:
+            checks["postgres"] = False
+        if kafka:
+            # A broker probe opens a connection: cache it for a few seconds.
+            now = self.clock.monotonic()
+            if now - self._kafka_checked > 5 or not self._kafka_ok:
+                self._kafka_ok = await broker_reachable(self.settings.kafka_bootstrap)
+                self._kafka_checked = now
+            checks["kafka"] = self._kafka_ok
+        return checks
+
+    def install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stopping.set)
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+        tracing.shutdown_tracing()
+
+
+async def run_until_stopped(service: Service, tasks: list[Awaitable[Any]],
+                            on_stop: Callable[[], Awaitable[None]]) -> None:
+    """Run background tasks until SIGTERM/SIGINT (or one of them fails), then stop in order."""
+    service.install_signal_handlers()
+    running = [asyncio.ensure_future(t) for t in tasks]
+    stopper = asyncio.ensure_future(service.stopping.wait())
+    done, _ = await asyncio.wait([*running, stopper], return_when=asyncio.FIRST_COMPLETED)
+    failed = [t for t in done if t is not stopper and t.exception() is not None]
+    for t in failed:
+        service.log.error("background task failed; stopping", error=repr(t.exception()))
+    service.log.info("stopping")
+    await on_stop()
+    for t in running:
+        if not t.done():
+            t.cancel()
+    await asyncio.gather(*running, return_exceptions=True)
+    stopper.cancel()
+    await service.close()
+    service.log.info("stopped")
+    if failed:
+        raise SystemExit(1)

@@ -1,0 +1,75 @@
+"""Typed settings from `OSTINATO_*` environment variables, validated at start (12-factor).
+
+Every knob is one flat variable; the README lists them. A bad value stops the service at start
+with a message naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import msgspec
+
+from ostinato.bus.topics import POOL_NAME, Topics
+
+
+class Settings(msgspec.Struct, kw_only=True, frozen=True):
+    database_url: str = "postgresql://ostinato@127.0.0.1:55432/ostinato"
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    topic_prefix: str = ""
+    pools: str = "default"
+    topic_partitions: int = 12
+    admin_key: str = ""
+    api_host: str = "127.0.0.1"
+    api_port: int = 8080
+    gateway_host: str = "127.0.0.1"
+    gateway_port: int = 8081
+    scheduler_port: int = 8082
+    dispatcher_port: int = 8083
+    reconciler_port: int = 8084
+    ops_host: str = "127.0.0.1"
+    max_payload_bytes: int = 262_144
+    scheduler_batch_size: int = 100
+    scheduler_poll_seconds: float = 0.05
+    lease_ttl_seconds: float = 30.0
+    reconcile_interval_seconds: float = 10.0
+    stuck_after_seconds: float = 300.0
+    db_pool_size: int = 10
+    log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        for pool in self.pool_names:
+            if not POOL_NAME.match(pool):
+                raise ValueError(f"OSTINATO_POOLS: invalid pool name {pool!r}")
+        if self.max_payload_bytes <= 0:
+            raise ValueError("OSTINATO_MAX_PAYLOAD_BYTES must be positive")
+        if self.lease_ttl_seconds <= 0:
+            raise ValueError("OSTINATO_LEASE_TTL_SECONDS must be positive")
+
+    @property
+    def pool_names(self) -> tuple[str, ...]:
+        return tuple(p.strip() for p in self.pools.split(",") if p.strip())
+
+    @property
+    def topics(self) -> Topics:
+        return Topics(prefix=self.topic_prefix, pools=self.pool_names,
+                      partitions=self.topic_partitions)
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    fields = {f.name for f in msgspec.structs.fields(Settings)}
+    raw = {
+        key[len("OSTINATO_"):].lower(): value
+        for key, value in env.items()
+        if key.startswith("OSTINATO_") and key[len("OSTINATO_"):].lower() in fields
+    }
+    try:
+        return msgspec.convert(raw, Settings, strict=False)
+    except (msgspec.ValidationError, ValueError) as exc:
+        message = str(exc)
+        if "$." in message:
+            name = message.rsplit("$.", 1)[1].rstrip("`")
+            message = f"{message} (environment variable OSTINATO_{name.upper()})"
+        raise SystemExit(f"invalid configuration: {message}") from exc

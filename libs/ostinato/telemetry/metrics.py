@@ -1,0 +1,118 @@
+"""Every Prometheus metric Ostinato exports, defined once, on the default registry.
+
+Each service is its own process with its own registry, so a service exports only what it touches
+(plus the pre-set zero series below). Names follow Prometheus practice: `ostinato_` prefix, base
+units, counters end in `_total`. Labels stay low-cardinality: never run/tenant/schedule ids or raw
+paths; topics are labelled with their logical name (`Topics.logical`) so per-test prefixes don't
+multiply series. Import the objects and call `.inc()`/`.observe()`/`.set()` on them.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client.exposition import choose_encoder
+
+__all__ = [
+    "BUILD_INFO",
+    "CONSUMER_BATCH_SECONDS",
+    "DUPLICATE_MESSAGES",
+    "EVENTS_APPENDED",
+    "HTTP_BUCKETS",
+    "HTTP_REQUEST_DURATION",
+    "MESSAGES_CONSUMED",
+    "OUTBOX_OLDEST_UNPUBLISHED_AGE",
+    "OUTBOX_PUBLISHED",
+    "OUTBOX_UNPUBLISHED",
+    "RUNS_CLAIMED",
+    "RUNS_COMPLETED",
+    "RUNS_CREATED",
+    "RUNS_QUEUED",
+    "SCHEDULER_TICK_SECONDS",
+    "STALE_WRITES_REJECTED",
+    "STUCK_RUNS",
+    "render",
+]
+
+# Without this every counter also exports `<name>_created` (so `ostinato_runs_created_created`).
+disable_created_metrics()
+
+# OTel's http.server.request.duration advice, reused for our other latency histograms.
+HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+
+RUNS_CREATED = Counter(
+    "ostinato_runs_created_total", "Runs created, by API submission or schedule occurrence."
+)
+RUNS_QUEUED = Counter("ostinato_runs_queued_total", "Runs put on a ready queue for workers.")
+RUNS_CLAIMED = Counter("ostinato_runs_claimed_total", "Run attempts claimed by a worker lease.")
+RUNS_COMPLETED = Counter(
+    "ostinato_runs_completed_total", "Run attempts finished, by outcome.", ["outcome"]
+)
+OUTBOX_PUBLISHED = Counter(
+    "ostinato_outbox_published_total",
+    "Outbox rows published to Kafka, by logical topic (no test prefix).",
+    ["topic"],
+)
+MESSAGES_CONSUMED = Counter(
+    "ostinato_messages_consumed_total", "Kafka messages processed, by consumer.", ["consumer"]
+)
+DUPLICATE_MESSAGES = Counter(
+    "ostinato_duplicate_messages_total",
+    "Messages recognised as redeliveries and skipped, by consumer.",
+    ["consumer"],
+)
+STALE_WRITES_REJECTED = Counter(
+    "ostinato_stale_writes_rejected_total",
+    "Writes refused because their lease or fencing token was no longer current.",
+)
+EVENTS_APPENDED = Counter("ostinato_events_appended_total", "Events appended to the event log.")
+
+SCHEDULER_TICK_SECONDS = Histogram(
+    "ostinato_scheduler_tick_seconds",
+    "Wall time of one scheduler tick (find due occurrences, create runs).",
+    buckets=HTTP_BUCKETS,
+)
+CONSUMER_BATCH_SECONDS = Histogram(
+    "ostinato_consumer_batch_seconds",
+    "Wall time to process one batch of consumed messages, by consumer.",
+    ["consumer"],
+    buckets=HTTP_BUCKETS,
+)
+HTTP_REQUEST_DURATION = Histogram(
+    "ostinato_http_request_duration_seconds",
+    "HTTP server request duration, by method, route template and status code.",
+    ["method", "route", "status"],
+    buckets=HTTP_BUCKETS,
+)
+
+OUTBOX_UNPUBLISHED = Gauge("ostinato_outbox_unpublished", "Outbox rows not yet published.")
+OUTBOX_OLDEST_UNPUBLISHED_AGE = Gauge(
+    "ostinato_outbox_oldest_unpublished_age_seconds",
+    "Age of the oldest unpublished outbox row (0 when the outbox is empty).",
+)
+STUCK_RUNS = Gauge(
+    "ostinato_stuck_runs", "Runs found stuck in a state past its deadline, by state.", ["state"]
+)
+BUILD_INFO = Gauge(
+    "ostinato_build_info", "Always 1; the version label says what is running.", ["version"]
+)
+
+
+def _version() -> str:
+    try:
+        return version("ostinato")
+    except PackageNotFoundError:
+        return "0.0.0+unknown"
+
+
+BUILD_INFO.labels(version=_version()).set(1)
+# Series known in advance start at 0, so rate() and alerts work before the first event.
+for _outcome in ("succeeded", "failed"):
+    RUNS_COMPLETED.labels(outcome=_outcome)
+
+
+def render(accept: str | None = None) -> tuple[bytes, str]:
+    """Body and content type for a /metrics response, negotiated from the Accept header."""
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(REGISTRY), content_type

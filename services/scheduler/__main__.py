@@ -1,0 +1,43 @@
+"""scheduler: finds due occurrences, creates their runs, publishes them to runs.due.
+Ops endpoints on OSTINATO_OPS_HOST:OSTINATO_SCHEDULER_PORT (127.0.0.1:8082)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ostinato.eventlog.outbox import OutboxRelay
+from ostinato.eventlog.store import EventStore
+from ostinato.runtime.service import Service, run_until_stopped
+from ostinato.scheduling import run_scheduler
+
+
+async def amain() -> None:
+    service = Service("scheduler")
+    settings = service.settings
+    pool = await service.connect_database()
+    producer = await service.start_producer()
+    relay = OutboxRelay(pool, producer, settings.topics)
+    store = EventStore(service.clock, settings.topics)
+    ops = service.ops_server(settings.scheduler_port)
+    await ops.start()
+    service.log.info("scheduling", batch_size=settings.scheduler_batch_size)
+
+    async def stop() -> None:
+        relay.stop()
+        await ops.stop()
+
+    await run_until_stopped(service, [
+        run_scheduler(pool, store, service.clock, batch_size=settings.scheduler_batch_size,
+                      poll_seconds=settings.scheduler_poll_seconds, stopping=service.stopping,
+                      on_created=relay.wake),
+        relay.run(),
+    ], on_stop=stop)
+    await producer.stop()
+
+
+def main() -> None:
+    asyncio.run(amain())
+
+
+if __name__ == "__main__":
+    main()

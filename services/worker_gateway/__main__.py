@@ -1,0 +1,53 @@
+"""worker-gateway: the worker protocol on OSTINATO_GATEWAY_HOST:OSTINATO_GATEWAY_PORT
+(127.0.0.1:8081); wakes long polls from runs.ready.<pool>; publishes runs.finished."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ostinato.bus.consumer import BatchConsumer
+from ostinato.eventlog.outbox import OutboxRelay
+from ostinato.eventlog.store import EventStore
+from ostinato.gateway.app import create_app
+from ostinato.gateway.attempts import Attempts
+from ostinato.gateway.wakeups import ReadySignals
+from ostinato.runtime.ops import HttpServer
+from ostinato.runtime.service import Service, run_until_stopped
+
+
+async def amain() -> None:
+    service = Service("worker-gateway")
+    settings = service.settings
+    pool = await service.connect_database()
+    producer = await service.start_producer()
+    relay = OutboxRelay(pool, producer, settings.topics)
+    store = EventStore(service.clock, settings.topics)
+    signals = ReadySignals()
+    attempts = Attempts(pool, store, service.clock, lease_ttl_seconds=settings.lease_ttl_seconds,
+                        on_finished=relay.wake)
+    consumer = BatchConsumer(bootstrap=settings.kafka_bootstrap, group=None,
+                             name="worker-gateway",
+                             topics=[settings.topics.ready(p) for p in settings.pool_names],
+                             handler=signals.on_ready_messages)
+    await consumer.start()
+    server = HttpServer(create_app(service, attempts, signals), settings.gateway_host,
+                        settings.gateway_port)
+    await server.start()
+    service.log.info("listening", url=f"http://{settings.gateway_host}:{server.port}")
+
+    async def stop() -> None:
+        consumer.stop()
+        await server.stop()
+        relay.stop()
+
+    await run_until_stopped(service, [consumer.run(), relay.run()], on_stop=stop)
+    await consumer.close()
+    await producer.stop()
+
+
+def main() -> None:
+    asyncio.run(amain())
+
+
+if __name__ == "__main__":
+    main()

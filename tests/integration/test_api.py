@@ -1,0 +1,189 @@
+"""The public API in-process over the real PostgreSQL: auth, tenant isolation on every endpoint,
+problem details for bad input (and nothing written), runs and their timelines."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from ostinato.api.app import create_app
+from ostinato.runtime.service import Service
+from ostinato.runtime.settings import Settings
+
+from .helpers import TOPICS, store
+from .test_flow import drain_outbox
+
+pytestmark = pytest.mark.integration
+ADMIN = "test-admin-key"
+
+
+@pytest.fixture
+async def client(pool: asyncpg.Pool, db_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    service = Service("api", Settings(database_url=db_url, admin_key=ADMIN,
+                                      max_payload_bytes=1000))
+    service.pool = pool
+    # In the test's own event loop, so the app can use the test's pool.
+    transport = httpx.ASGITransport(app=create_app(service, store()))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as c:
+        yield c
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+async def tenant(client: httpx.AsyncClient, name: str) -> str:
+    r = await client.post("/v1/tenants", json={"name": name}, headers=auth(ADMIN))
+    assert r.status_code == 201, r.text
+    assert r.json()["api_key"].startswith("ost_")
+    return r.json()["api_key"]
+
+
+def assert_problem(r: Any, status: int, field: str | None = None) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    body = r.json()
+    assert body["status"] == status and body["type"].startswith("https://")
+    assert body["title"] and body["detail"]
+    if field is not None:
+        assert field in [e["field"] for e in body["errors"]], body
+    return body
+
+
+async def test_tenants_need_the_admin_key(client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    assert_problem(await client.post("/v1/tenants", json={"name": "x"}), 401)
+    assert_problem(await client.post("/v1/tenants", json={"name": "x"}, headers=auth("nope")),
+                   401)
+    key = await tenant(client, "acme")
+    assert_problem(await client.post("/v1/tenants", json={"name": "x"}, headers=auth(key)), 403)
+    assert_problem(await client.post("/v1/tenants", json={"name": "acme"}, headers=auth(ADMIN)),
+                   409, "name")
+    async with pool.acquire() as conn:  # stored hashed: the key itself appears nowhere
+        hashes = await conn.fetch("SELECT key_hash FROM api_keys")
+        assert len(hashes) == 1 and key.encode() not in hashes[0]["key_hash"]
+        assert not await conn.fetchval("SELECT count(*) FROM events WHERE data::text LIKE $1",
+                                       f"%{key}%")
+
+
+@pytest.mark.parametrize(("body", "status", "field"), [
+    ({"name": "a", "colour": "red"}, 422, "colour"),
+    ({"name": 42}, 422, "name"),
+    ({"name": "a", "schedule": {"at": "tomorrow"}}, 422, "schedule.at"),
+    ({"name": "a", "schedule": {"at": "2026-12-01T09:00:00"}}, 422, "schedule.at"),
+    ({"name": "a", "schedule": {"when": "now"}}, 422, "schedule.when"),
+    ({"name": "a", "payload": {"blob": "x" * 2000}}, 413, "payload"),
+    ({"name": "a", "pool": "nowhere"}, 422, "pool"),
+    ({"name": "a", "priority": "urgent"}, 422, "priority"),
+    ({"name": "a", "schedule": {"cron": "* * * * *"}}, 422, "schedule.cron"),
+    ({}, 422, "name"),
+])
+async def test_bad_job_input_is_a_problem_naming_the_field_and_writes_nothing(
+        client: httpx.AsyncClient, pool: asyncpg.Pool, body: dict[str, Any], status: int,
+        field: str) -> None:
+    key = await tenant(client, "acme")
+    async with pool.acquire() as conn:
+        before = await conn.fetchval("SELECT count(*) FROM events")
+        blobs = await conn.fetchval("SELECT count(*) FROM blobs")
+    assert_problem(await client.post("/v1/jobs", json=body, headers=auth(key)), status, field)
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM events") == before
+        assert await conn.fetchval("SELECT count(*) FROM blobs") == blobs
+
+
+async def test_malformed_json_is_a_problem(client: httpx.AsyncClient) -> None:
+    key = await tenant(client, "acme")
+    r = await client.post("/v1/jobs", content=b"{not json", headers={
+        **auth(key), "content-type": "application/json"})
+    assert_problem(r, 400)
+
+
+async def test_job_lifecycle_and_idempotency(client: httpx.AsyncClient) -> None:
+    key = await tenant(client, "acme")
+    at = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0)
+    body = {"name": "send-invoice", "schedule": {"at": at.isoformat()},
+            "payload": {"invoice": 7}, "idempotency_key": "inv-7"}
+    r = await client.post("/v1/jobs", json=body, headers=auth(key))
+    assert r.status_code == 201, r.text
+    job = r.json()
+    assert job["next_run_at"] == at.isoformat().replace("+00:00", "Z")
+    assert job["status"] == "active" and job["task"] == "send-invoice"
+    again = await client.post("/v1/jobs", json=body, headers=auth(key))
+    assert again.status_code == 200 and again.json()["id"] == job["id"]
+    got = await client.get(f"/v1/jobs/{job['id']}", headers=auth(key))
+    assert got.json()["payload"] == {"invoice": 7}
+    listed = await client.get("/v1/jobs", headers=auth(key))
+    assert [j["id"] for j in listed.json()["items"]] == [job["id"]]
+    assert (await client.delete(f"/v1/jobs/{job['id']}", headers=auth(key))).status_code == 204
+    deleted = (await client.get(f"/v1/jobs/{job['id']}", headers=auth(key))).json()
+    assert deleted["status"] == "deleted" and deleted["next_run_at"] is None
+    assert_problem(await client.delete(f"/v1/jobs/{job['id']}", headers=auth(key)), 409)
+
+
+async def test_pagination_walks_every_job_once(client: httpx.AsyncClient) -> None:
+    key = await tenant(client, "acme")
+    ids = set()
+    for i in range(7):
+        r = await client.post("/v1/jobs", json={"name": f"j{i}", "schedule": {
+            "at": "2030-01-01T00:00:00Z"}}, headers=auth(key))
+        ids.add(r.json()["id"])
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params = {"limit": 3} | ({"cursor": cursor} if cursor else {})
+        page = (await client.get("/v1/jobs", params=params, headers=auth(key))).json()
+        seen += [j["id"] for j in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == sorted(ids)
+    assert_problem(await client.get("/v1/jobs", params={"cursor": "zz"}, headers=auth(key)),
+                   422, "cursor")
+
+
+async def test_tenant_isolation_on_every_endpoint(client: httpx.AsyncClient,
+                                                  pool: asyncpg.Pool) -> None:
+    from ostinato.clock import SystemClock
+    from ostinato.dispatch import queue_due_runs
+    from ostinato.scheduling import fire_due
+
+    a, b = await tenant(client, "alpha"), await tenant(client, "beta")
+    job = (await client.post("/v1/jobs", json={"name": "mine", "payload": 1},
+                             headers=auth(a))).json()
+    await fire_due(pool, store(), SystemClock())
+    await queue_due_runs(pool, store(), await drain_outbox(pool, TOPICS.due))
+    runs = (await client.get("/v1/runs", params={"job_id": job["id"]}, headers=auth(a))).json()
+    [run] = runs["items"]
+    assert run["state"] == "queued" and run["job_id"] == job["id"]
+    timeline = (await client.get(f"/v1/runs/{run['id']}/events", headers=auth(a))).json()
+    assert [e["type"] for e in timeline["items"]] == ["RunScheduled", "RunQueued"]
+    assert [e["version"] for e in timeline["items"]] == [1, 2]
+
+    for path in (f"/v1/jobs/{job['id']}", f"/v1/runs/{run['id']}",
+                 f"/v1/runs/{run['id']}/events"):
+        assert_problem(await client.get(path, headers=auth(b)), 404)
+    assert_problem(await client.delete(f"/v1/jobs/{job['id']}", headers=auth(b)), 404)
+    for path in ("/v1/jobs", "/v1/runs", f"/v1/runs?job_id={job['id']}"):
+        r = await client.get(path, headers=auth(b))
+        assert r.status_code == 200 and r.json()["items"] == []
+    assert_problem(await client.get(f"/v1/runs/{uuid.uuid4()}", headers=auth(a)), 404)
+    assert_problem(await client.get("/v1/runs", params={"state": "sleeping"}, headers=auth(a)),
+                   422, "state")
+    for path in ("/v1/jobs", "/v1/runs"):  # the admin key is not a tenant
+        assert_problem(await client.get(path, headers=auth(ADMIN)), 403)
+
+
+async def test_probes_metrics_and_openapi(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/healthz")).status_code == 200
+    ready = await client.get("/readyz")
+    assert ready.json()["checks"]["postgres"] is True
+    metrics = (await client.get("/metrics")).text
+    assert "ostinato_http_request_duration_seconds" in metrics
+    schema = (await client.get("/schema/openapi.json")).json()
+    assert {"/v1/jobs", "/v1/runs/{run_id}", "/v1/runs/{run_id}/events"} <= set(schema["paths"])
+    assert "/metrics" not in schema["paths"]

@@ -1,0 +1,119 @@
+"""One run through the library code of each service, over the real PostgreSQL (Kafka is
+replaced by reading the outbox rows the relay would publish): the event sequence, per-state
+timestamps, fencing, and the duplicate-delivery guarantee of the dispatcher."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+import pytest
+
+from ostinato.bus.codec import decode
+from ostinato.bus.consumer import Delivered
+from ostinato.clock import SystemClock
+from ostinato.db.queries import load
+from ostinato.dispatch import queue_due_runs
+from ostinato.eventlog.readmodels import Q
+from ostinato.eventlog.store import read_stream
+from ostinato.gateway.attempts import Attempts, Outcome
+from ostinato.scheduling import fire_due
+from ostinato.sdk import protocol as p
+
+from .helpers import TOPICS, new_job, new_tenant, store
+
+pytestmark = pytest.mark.integration
+OUTBOX = load("ostinato.eventlog", "outbox.sql")
+
+
+async def drain_outbox(pool: asyncpg.Pool, topic: str) -> list[Delivered]:
+    """Take the outbox rows of one topic as the consumer would receive them."""
+    async with pool.acquire() as conn, conn.transaction():
+        rows = await conn.fetch(OUTBOX["claim_messages"], 10_000)
+        mine = [r for r in rows if r["topic"] == topic]
+        await conn.execute(OUTBOX["delete_messages"], [r["id"] for r in mine])
+    return [Delivered(r["topic"], 0, i, (), decode(r["value"])) for i, r in enumerate(mine)]
+
+
+async def drive_one_run(pool: asyncpg.Pool, *, succeed: bool,
+                        stale_write: bool = False) -> tuple[uuid.UUID, uuid.UUID]:
+    """Tenant → job → run → queued → claimed → outcome; returns (tenant id, run id)."""
+    tenant_id, _ = await new_tenant(pool)
+    await new_job(pool, tenant_id, payload={"hello": "world"})
+    created = await fire_due(pool, store(), SystemClock())
+    assert len(created) == 1
+    due = await drain_outbox(pool, TOPICS.due)
+    assert await queue_due_runs(pool, store(), due) == 1
+    attempts = Attempts(pool, store(), SystemClock(), lease_ttl_seconds=30)
+    [claimed] = await attempts.claim(tenant_id, p.ClaimRequest(worker_id="w1", max_runs=5))
+    assert claimed.payload == {"hello": "world"} and claimed.attempt == 1
+    run_id = uuid.UUID(claimed.run_id)
+    if stale_write:
+        [result] = await attempts.record(tenant_id, "w0", [Outcome(
+            run_id, claimed.run_id, claimed.fencing_token - 1, "complete", output=1)])
+        assert result.status == 409
+    kind = "complete" if succeed else "fail"
+    error = None if succeed else p.ErrorInfo(type="Boom", message="boom", retryable=True)
+    [result] = await attempts.record(tenant_id, "w1", [Outcome(
+        run_id, claimed.run_id, claimed.fencing_token, kind, output={"ok": True}, error=error)])
+    assert result.status == 200
+    return tenant_id, run_id
+
+
+async def test_a_run_goes_through_every_state_in_order(pool: asyncpg.Pool) -> None:
+    tenant_id, run_id = await drive_one_run(pool, succeed=True)
+    async with pool.acquire() as conn:
+        stream = await read_stream(conn, run_id, tenant_id)
+        run = await conn.fetchrow(Q["run_by_id"], run_id, tenant_id)
+    assert [r.type for r in stream] == ["RunScheduled", "RunQueued", "RunStarted", "RunSucceeded"]
+    assert [r.version for r in stream] == [1, 2, 3, 4]
+    assert [r.actor for r in stream] == ["scheduler", "dispatcher", "worker:w1", "worker:w1"]
+    assert stream[2].epoch == stream[3].epoch == 1
+    assert run["state"] == "succeeded" and run["attempt"] == 1
+    assert run["scheduled_at"] <= run["queued_at"] <= run["started_at"] <= run["finished_at"]
+    async with pool.acquire() as conn:  # the finished run was handed to runs.finished
+        finished = await drain_outbox(pool, TOPICS.finished)
+    assert [d.envelope.stream_id for d in finished] == [run_id]
+
+
+async def test_a_stale_fencing_token_changes_nothing_but_is_recorded(pool: asyncpg.Pool) -> None:
+    tenant_id, run_id = await drive_one_run(pool, succeed=False, stale_write=True)
+    async with pool.acquire() as conn:
+        stream = await read_stream(conn, run_id, tenant_id)
+        run = await conn.fetchrow(Q["run_by_id"], run_id, tenant_id)
+    assert [r.type for r in stream] == ["RunScheduled", "RunQueued", "RunStarted",
+                                        "StaleWriteRejected", "RunFailed"]
+    rejected = stream[3].event
+    assert rejected.presented_token == 0 and rejected.current_token == 1
+    assert rejected.worker_id == "w0" and rejected.operation == "complete"
+    assert run["state"] == "failed" and run["last_error"]["type"] == "Boom"
+    assert run["output_ref"] is None
+
+
+async def test_a_redelivered_due_message_creates_no_second_event(pool: asyncpg.Pool) -> None:
+    tenant_id, _ = await new_tenant(pool)
+    await new_job(pool, tenant_id)
+    await fire_due(pool, store(), SystemClock())
+    due = await drain_outbox(pool, TOPICS.due)
+    assert await queue_due_runs(pool, store(), due) == 1
+    assert await queue_due_runs(pool, store(), due) == 0  # the same messages again
+    assert await queue_due_runs(pool, store(), due + due) == 0
+    run_id = due[0].envelope.stream_id
+    async with pool.acquire() as conn:
+        types = [r.type for r in await read_stream(conn, run_id, tenant_id)]
+    assert types == ["RunScheduled", "RunQueued"]
+
+
+async def test_a_retried_outcome_report_is_answered_again_without_a_new_event(
+        pool: asyncpg.Pool) -> None:
+    tenant_id, run_id = await drive_one_run(pool, succeed=True)
+    attempts = Attempts(pool, store(), SystemClock(), lease_ttl_seconds=30)
+    [again] = await attempts.record(tenant_id, "w1", [Outcome(run_id, str(run_id), 1, "complete",
+                                                              output={"ok": True})])
+    assert again.status == 200
+    other_tenant, _ = await new_tenant(pool)
+    [foreign] = await attempts.record(other_tenant, "w1", [Outcome(run_id, str(run_id), 1,
+                                                                   "complete")])
+    assert foreign.status == 404
+    async with pool.acquire() as conn:
+        assert len(await read_stream(conn, run_id, tenant_id)) == 4

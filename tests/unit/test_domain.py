@@ -1,0 +1,77 @@
+"""Identities, the event catalogue and its committed JSON Schema, named SQL, settings."""
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from ostinato.db.queries import REGISTRY, load, parse
+from ostinato.domain import events as ev
+from ostinato.domain.ids import idempotency_key, run_id_for
+from ostinato.runtime.settings import load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_run_id_is_a_function_of_the_occurrence_instant() -> None:
+    job = uuid.uuid4()
+    at = datetime(2026, 3, 29, 1, 30, tzinfo=UTC)
+    same_instant = at.astimezone(timezone(timedelta(hours=2)))
+    assert run_id_for(job, at) == run_id_for(job, same_instant)
+    assert run_id_for(job, at) != run_id_for(job, at + timedelta(microseconds=1))
+    assert run_id_for(job, at) != run_id_for(uuid.uuid4(), at)
+    with pytest.raises(ValueError):
+        run_id_for(job, datetime(2026, 1, 1))  # noqa: DTZ001 — naive on purpose
+    rid = run_id_for(job, at)
+    assert idempotency_key(rid) == idempotency_key(rid) == f"run:{rid}"
+
+
+def test_every_event_round_trips_through_the_codec() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    samples = [
+        ev.TenantCreated(name="acme"), ev.ApiKeyIssued(key_hash="ab", role="tenant"),
+        ev.JobCreated(name="n", task="t", schedule={"at": now.isoformat()},
+                      payload_ref=uuid.uuid4(), pool="default", priority="default",
+                      next_run_at=now),
+        ev.OccurrenceFired(scheduled_for=now, run_id=uuid.uuid4(), next_run_at=None),
+        ev.JobDeleted(),
+        ev.RunScheduled(job_id=uuid.uuid4(), task="t", pool="default", priority="default",
+                        payload_ref=uuid.uuid4(), scheduled_for=now),
+        ev.RunQueued(pool="default"),
+        ev.RunStarted(attempt=1, fencing_token=1, worker_id="w", lease_expires_at=now),
+        ev.RunSucceeded(attempt=1, fencing_token=1, output_ref=None),
+        ev.RunFailed(attempt=1, fencing_token=1, error_type="x", message="m", retryable=True),
+        ev.StaleWriteRejected(operation="complete", presented_token=1, current_token=2,
+                              worker_id="w"),
+    ]
+    assert {type(s) for s in samples} == set(ev.CATALOGUE)
+    for sample in samples:
+        assert ev.decode_event(ev.encode_event(sample)) == sample
+        assert json.loads(ev.encode_event(sample))["type"] == ev.event_type(sample)
+
+
+def test_committed_event_schema_is_current() -> None:
+    committed = json.loads((ROOT / "schemas" / "events" / "catalogue.json").read_text())
+    assert committed == json.loads(json.dumps(ev.json_schema())), \
+        "schemas/events/catalogue.json is stale: run `ostinato schemas`"
+
+
+def test_named_sql_files_load_and_reject_duplicates() -> None:
+    for package, filename in REGISTRY:
+        assert load(package, filename)
+    with pytest.raises(ValueError, match="defined twice"):
+        parse("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n")
+
+
+def test_settings_from_environment_and_clear_errors() -> None:
+    s = load_settings({"OSTINATO_API_PORT": "9000", "OSTINATO_POOLS": "default, long",
+                       "HOME": "/root"})
+    assert s.api_port == 9000
+    assert s.pool_names == ("default", "long")
+    assert s.topics.ready("long").endswith("ostinato.runs.ready.long")
+    with pytest.raises(SystemExit, match="OSTINATO_API_PORT"):
+        load_settings({"OSTINATO_API_PORT": "eighty"})
+    with pytest.raises(SystemExit, match="OSTINATO_POOLS"):
+        load_settings({"OSTINATO_POOLS": "Bad Pool"})

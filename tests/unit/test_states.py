@@ -1,0 +1,48 @@
+"""The run state machine: every pair of states, accepted exactly when the table allows it."""
+
+import itertools
+
+import pytest
+
+from ostinato.domain.states import (
+    FINAL,
+    TRANSITIONS,
+    InvalidTransition,
+    RunState,
+    allowed_from,
+    can_transition,
+    transition,
+)
+
+ALLOWED = {
+    ("scheduled", "queued"), ("scheduled", "cancelled"),
+    ("queued", "running"), ("queued", "cancelled"),
+    ("running", "succeeded"), ("running", "failed"), ("running", "cancelled"),
+    ("failed", "retry_scheduled"), ("failed", "dead_lettered"), ("failed", "cancelled"),
+    ("retry_scheduled", "queued"), ("retry_scheduled", "cancelled"),
+}
+
+
+@pytest.mark.parametrize(("current", "target"), list(itertools.product(RunState, RunState)))
+def test_every_pair(current: RunState, target: RunState) -> None:
+    if (current.value, target.value) in ALLOWED:
+        assert can_transition(current, target)
+        assert transition(current, target) is target
+    else:
+        assert not can_transition(current, target)
+        with pytest.raises(InvalidTransition):
+            transition(current, target)
+
+
+def test_final_states_have_no_exit_and_every_other_state_can_be_cancelled() -> None:
+    for state in RunState:
+        if state in FINAL:
+            assert TRANSITIONS[state] == frozenset()
+        else:
+            assert RunState.CANCELLED in TRANSITIONS[state]
+
+
+def test_allowed_from_inverts_the_table() -> None:
+    for target in RunState:
+        expected = {RunState(c) for c, t in ALLOWED if t == target.value}
+        assert allowed_from(target) == expected
