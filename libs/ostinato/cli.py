@@ -10,11 +10,12 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from ostinato.db.migrate import MIGRATIONS_DIR, migrate
 
 
-def _settings():  # noqa: ANN202 — imported lazily so `--help` stays fast
+def _settings() -> Any:  # imported lazily so `--help` stays fast
     from ostinato.runtime.settings import load_settings
 
     return load_settings()
@@ -70,9 +71,10 @@ async def _demo(out: Path | None) -> None:
 
     s = _settings()
     info = await bootstrap_demo(f"http://{s.api_host}:{s.api_port}", s.admin_key)
+    text = json.dumps(info, indent=2) + "\n"
     if out is not None:
-        out.write_text(json.dumps(info, indent=2) + "\n")
-    print(json.dumps(info, indent=2))
+        await asyncio.to_thread(out.write_text, text)
+    print(text, end="")
 
 
 def main(argv: list[str] | None = None) -> int:

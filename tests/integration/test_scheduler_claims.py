@@ -13,8 +13,8 @@ from ostinato.api.models import JobRequest
 from ostinato.clock import SystemClock
 from ostinato.domain import events as ev
 from ostinato.jobs import submit_job
-from ostinato.scheduling import fire_due
 from ostinato.schedules import ScheduleSpec
+from ostinato.scheduling import fire_due
 
 from .helpers import new_tenant, store
 

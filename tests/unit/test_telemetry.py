@@ -22,6 +22,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
+from prometheus_client import REGISTRY
+from structlog.contextvars import clear_contextvars, get_contextvars
+
 from ostinato.runtime import ops
 from ostinato.runtime.ops import (
     HttpServer,
@@ -32,8 +35,6 @@ from ostinato.runtime.ops import (
 )
 from ostinato.telemetry import tracing
 from ostinato.telemetry.logging import bind_run, bound, configure_logging, get_logger
-from prometheus_client import REGISTRY
-from structlog.contextvars import clear_contextvars, get_contextvars
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 

@@ -1,0 +1,59 @@
+# Ostinato — the two commands a newcomer needs:
+#   make up     install what is missing, start PostgreSQL, Kafka and the five services + a demo
+#   make test   install what is missing, start the servers the tests need, run the whole suite
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV := .venv
+PY := $(VENV)/bin/python
+export UV_PYTHON_DOWNLOADS := never
+
+.PHONY: help deps up down test unit lint lock infra-up infra-down migrate topics clean
+
+help:
+	@echo "make up | down | test | unit | lint | lock | clean"
+
+# Python environment from the committed, hash-pinned lock file (uv installed with pip if missing).
+deps: $(VENV)/.synced
+$(VENV)/.synced: requirements.lock pyproject.toml
+	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	@test -x $(PY) || uv venv --quiet --python python3 $(VENV)
+	uv pip sync --quiet --python $(PY) requirements.lock
+	uv pip install --quiet --python $(PY) --no-deps -e .
+	@touch $@
+
+infra-up:
+	infra/up.sh postgres kafka
+
+infra-down:
+	infra/down.sh
+
+migrate: deps
+	$(PY) -m ostinato migrate
+
+topics: deps
+	$(PY) -m ostinato topics
+
+up: deps infra-up migrate topics
+	infra/services.sh start
+
+down:
+	-infra/services.sh stop
+	infra/down.sh
+
+test: deps infra-up
+	$(PY) -m pytest
+
+unit: deps
+	$(PY) -m pytest tests/unit
+
+lint: deps
+	$(VENV)/bin/ruff check .
+
+# Re-pin dependencies after editing pyproject.toml (no index URL is written into the file).
+lock:
+	uv pip compile pyproject.toml --group dev --generate-hashes --python-version 3.11 \
+		--quiet -o requirements.lock
+
+# Forget local state (databases, broker data, demo key); download caches are kept.
+clean: down
+	rm -rf .cache

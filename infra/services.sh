@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Start or stop the five Ostinato services and the demo worker as background processes.
+#   infra/services.sh start    # start what is not running, wait until ready, bootstrap the demo
+#   infra/services.sh stop     # SIGTERM each (graceful), SIGKILL after 20 s
+#   infra/services.sh status
+# Logs: .cache/logs/<name>.log (JSON lines). Pid files: .cache/run/<name>.pid.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+. infra/env.sh
+RUN="$ROOT/.cache/run"; LOGS="$ROOT/.cache/logs"; mkdir -p "$RUN" "$LOGS"
+PY="$ROOT/.venv/bin/python"
+SERVICES="api scheduler dispatcher worker_gateway reconciler"
+
+# The bootstrap admin key: from the environment, else generated once for this checkout.
+if [ -z "${OSTINATO_ADMIN_KEY:-}" ]; then
+  [ -s "$ROOT/.cache/admin_key" ] || (umask 077; "$PY" -c 'import secrets; print("adm_" + secrets.token_urlsafe(32))' > "$ROOT/.cache/admin_key")
+  OSTINATO_ADMIN_KEY=$(cat "$ROOT/.cache/admin_key")
+fi
+export OSTINATO_ADMIN_KEY
+
+alive() { [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
+
+start_one() {  # name, command...
+  local name=$1; shift
+  if alive "$name"; then echo "[services] $name already running (pid $(cat "$RUN/$name.pid"))"; return; fi
+  nohup "$@" >> "$LOGS/$name.log" 2>&1 &
+  echo $! > "$RUN/$name.pid"
+  echo "[services] started $name (pid $!, log .cache/logs/$name.log)"
+}
+
+wait_ready() {  # name, url
+  for _ in $(seq 1 120); do
+    if "$PY" -c "import httpx,sys; sys.exit(0 if httpx.get('$2', timeout=2).status_code == 200 else 1)" 2>/dev/null; then
+      return 0
+    fi
+    alive "$1" || { echo "[services] $1 exited; last log lines:"; tail -n 20 "$LOGS/$1.log"; exit 1; }
+    sleep 0.5
+  done
+  echo "[services] $1 not ready at $2 after 60 s; last log lines:"; tail -n 20 "$LOGS/$1.log"; exit 1
+}
+
+case "${1:-}" in
+  start)
+    for s in $SERVICES; do start_one "$s" "$PY" -m "services.$s"; done
+    wait_ready api "http://127.0.0.1:${OSTINATO_API_PORT:-8080}/readyz"
+    wait_ready worker_gateway "http://127.0.0.1:${OSTINATO_GATEWAY_PORT:-8081}/readyz"
+    wait_ready scheduler "http://127.0.0.1:${OSTINATO_SCHEDULER_PORT:-8082}/readyz"
+    wait_ready dispatcher "http://127.0.0.1:${OSTINATO_DISPATCHER_PORT:-8083}/readyz"
+    wait_ready reconciler "http://127.0.0.1:${OSTINATO_RECONCILER_PORT:-8084}/readyz"
+    if [ ! -s "$ROOT/.cache/demo.json" ]; then
+      "$PY" -m ostinato demo --out "$ROOT/.cache/demo.json" > /dev/null
+    fi
+    OSTINATO_DEMO_FILE="$ROOT/.cache/demo.json" start_one demo_worker "$PY" -m ostinato.demo worker
+    "$PY" - "$ROOT/.cache/demo.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(f"""
+Ostinato is up.
+  API           {d['api']}   (OpenAPI: {d['openapi']}, Swagger UI: {d['openapi']}/swagger)
+  worker-gateway http://127.0.0.1:8081
+  demo tenant   {d['tenant']} ({d['tenant_id']})
+  demo API key  {d['api_key']}
+  try:          curl -H 'Authorization: Bearer {d['api_key']}' {d['api']}/v1/runs
+  logs          .cache/logs/*.log      stop with: make down
+""")
+PYEOF
+    ;;
+  stop)
+    for s in demo_worker $SERVICES; do
+      if alive "$s"; then kill -TERM "$(cat "$RUN/$s.pid")"; fi
+    done
+    for s in demo_worker $SERVICES; do
+      if [ -f "$RUN/$s.pid" ]; then
+        pid=$(cat "$RUN/$s.pid")
+        for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+        kill -0 "$pid" 2>/dev/null && { echo "[services] $s did not stop in 20 s: SIGKILL"; kill -9 "$pid"; }
+        rm -f "$RUN/$s.pid"; echo "[services] stopped $s"
+      fi
+    done
+    ;;
+  status)
+    for s in $SERVICES demo_worker; do
+      if alive "$s"; then echo "$s: running (pid $(cat "$RUN/$s.pid"))"; else echo "$s: stopped"; fi
+    done
+    ;;
+  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+esac

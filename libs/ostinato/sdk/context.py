@@ -1,0 +1,280 @@
+"""The running attempt's context, reachable from anywhere in the handler via ``current()``.
+
+A ``contextvars.ContextVar`` (as Temporal's ``activity.info()``) keeps handler signatures plain:
+a handler takes the payload and nothing else, and helpers deep in the call stack can still read
+the idempotency key or heartbeat. The context is copied into the thread that runs a sync handler,
+so ``current()`` works there too (use ``heartbeat_sync()`` from threads).
+
+Rejected: an explicit ``ctx`` parameter (Hatchet) forces every handler to accept an argument it
+rarely needs, and injection by annotation (pgqueuer) makes the call signature magic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+import structlog
+from ostinato.sdk.errors import Cancelled, LeaseLost, OstinatoWorkerError
+from ostinato.sdk.protocol import BatchItemResult, ClaimedRun, HeartbeatItem
+
+__all__ = ["Custody", "HeartbeatHook", "RunContext", "current", "use_context"]
+
+HeartbeatHook = Callable[["RunContext"], Awaitable[None]]
+SendHeartbeat = Callable[[str, int], "asyncio.Future[BatchItemResult]"]
+log = structlog.get_logger("ostinato.sdk")
+
+_current: contextvars.ContextVar[RunContext] = contextvars.ContextVar("ostinato_run_context")
+
+
+class RunContext:
+    """What a handler may know about its attempt, plus the lease it runs under.
+
+    Identity fields are fixed for the attempt. ``lease_expires_at`` (the gateway's view) and the
+    cancelled / lease-lost flags change as heartbeats are answered. ``idempotency_key`` is stable
+    for this attempt: pass it to external APIs so a repeated attempt does not repeat an effect.
+    """
+
+    __slots__ = (
+        "_cancelled",
+        "_heartbeat_hook",
+        "_lease_deadline",
+        "_lease_expires_at",
+        "_lease_lost",
+        "_loop",
+        "attempt",
+        "fencing_token",
+        "idempotency_key",
+        "job_id",
+        "lease_ttl_seconds",
+        "run_id",
+        "scheduled_for",
+        "task",
+        "tenant_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        job_id: str,
+        tenant_id: str,
+        task: str,
+        attempt: int,
+        fencing_token: int,
+        idempotency_key: str,
+        scheduled_for: datetime,
+        lease_expires_at: datetime,
+        lease_ttl_seconds: float,
+        lease_deadline: float | None = None,
+        heartbeat_hook: HeartbeatHook | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.job_id = job_id
+        self.tenant_id = tenant_id
+        self.task = task
+        self.attempt = attempt
+        self.fencing_token = fencing_token
+        self.idempotency_key = idempotency_key
+        self.scheduled_for = scheduled_for
+        self.lease_ttl_seconds = lease_ttl_seconds
+        self._lease_expires_at = lease_expires_at
+        # Monotonic instant by which the lease has surely not yet expired on the gateway:
+        # (time the claim/heartbeat request was *sent*) + ttl is a lower bound of the expiry.
+        self._lease_deadline = (
+            lease_deadline if lease_deadline is not None else time.monotonic() + lease_ttl_seconds
+        )
+        self._heartbeat_hook = heartbeat_hook
+        self._cancelled = False
+        self._lease_lost = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def from_claim(
+        cls, run: ClaimedRun, *, sent_at: float, heartbeat_hook: HeartbeatHook | None = None
+    ) -> RunContext:
+        """Build the context of a claimed run; ``sent_at`` is the claim request's monotonic time."""
+        return cls(
+            run_id=run.run_id,
+            job_id=run.job_id,
+            tenant_id=run.tenant_id,
+            task=run.task,
+            attempt=run.attempt,
+            fencing_token=run.fencing_token,
+            idempotency_key=run.idempotency_key,
+            scheduled_for=run.scheduled_for,
+            lease_expires_at=run.lease_expires_at,
+            lease_ttl_seconds=run.lease_ttl_seconds,
+            lease_deadline=sent_at + run.lease_ttl_seconds,
+            heartbeat_hook=heartbeat_hook,
+        )
+
+    @property
+    def retries(self) -> int:
+        """Attempts before this one (0-based, Celery's ``request.retries``)."""
+        return self.attempt - 1
+
+    @property
+    def lease_expires_at(self) -> datetime:
+        return self._lease_expires_at
+
+    @property
+    def lease_deadline(self) -> float:
+        return self._lease_deadline
+
+    def is_cancelled(self) -> bool:
+        """True once the gateway relayed a cancel request; sync handlers should poll this."""
+        return self._cancelled
+
+    def is_lease_lost(self) -> bool:
+        """True once the gateway fenced this attempt off; its outcome will not be reported."""
+        return self._lease_lost
+
+    async def heartbeat(self) -> None:
+        """Renew the lease now and learn about cancellation.
+
+        Raises ``LeaseLost`` if the gateway rejects the fencing token (or the lease could not be
+        renewed before it surely expired), and ``Cancelled`` if a cancel was requested.
+        Periodic heartbeats happen anyway; call this before an effect you must not duplicate.
+        """
+        if self._lease_lost:
+            raise LeaseLost(self.run_id)
+        if self._heartbeat_hook is not None:
+            await self._heartbeat_hook(self)
+        if self._lease_lost:
+            raise LeaseLost(self.run_id)
+        if self._cancelled:
+            raise Cancelled(self.run_id)
+
+    def heartbeat_sync(self) -> None:
+        """``heartbeat()`` for sync handlers running in a worker thread."""
+        loop = self._loop
+        if loop is None:
+            raise OstinatoWorkerError("heartbeat_sync() needs a context started by a Worker")
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise OstinatoWorkerError("heartbeat_sync() on the event loop; use await heartbeat()")
+        asyncio.run_coroutine_threadsafe(self.heartbeat(), loop).result()
+
+    # -- used by the Worker (and test harnesses) to apply what the gateway said -------------
+
+    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def record_renewal(self, lease_expires_at: datetime | None, lease_deadline: float) -> None:
+        if lease_expires_at is not None:
+            self._lease_expires_at = lease_expires_at
+        self._lease_deadline = max(self._lease_deadline, lease_deadline)
+
+    def mark_lease_lost(self) -> None:
+        self._lease_lost = True
+
+    def request_cancel(self) -> None:
+        self._cancelled = True
+
+    def __repr__(self) -> str:
+        return (
+            f"RunContext(run_id={self.run_id!r}, task={self.task!r}, attempt={self.attempt}, "
+            f"fencing_token={self.fencing_token})"
+        )
+
+
+def current() -> RunContext:
+    """The context of the attempt this code runs in; raises outside a handler."""
+    try:
+        return _current.get()
+    except LookupError:
+        raise OstinatoWorkerError("current() called outside a running handler") from None
+
+
+@contextmanager
+def use_context(ctx: RunContext) -> Iterator[RunContext]:
+    """Make ``ctx`` what ``current()`` returns inside the block (worker and test harnesses)."""
+    token = _current.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _current.reset(token)
+
+
+class Custody:
+    """The runs a worker holds leases on, kept alive by heartbeats until their handlers end.
+
+    Periodic heartbeats go out every ``lease_ttl/3`` for every run in custody (they share one
+    batch request). Answers are applied here: 200 renews the lease (and relays cancel requests),
+    409/404 mark the context lease-lost so no outcome is reported for it.
+    """
+
+    def __init__(self, send_heartbeat: SendHeartbeat) -> None:
+        self._send = send_heartbeat
+        self._runs: dict[str, RunContext] = {}
+        self._nonempty = asyncio.Event()
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def add(self, ctx: RunContext) -> None:
+        previous = self._runs.get(ctx.run_id)
+        if previous is not None:  # a newer fencing token fences our older attempt off
+            previous.mark_lease_lost()
+        self._runs[ctx.run_id] = ctx
+        self._nonempty.set()
+
+    def discard(self, ctx: RunContext) -> None:
+        if self._runs.get(ctx.run_id) is ctx:
+            del self._runs[ctx.run_id]
+            if not self._runs:
+                self._nonempty.clear()
+
+    async def heartbeat_loop(self) -> None:
+        """Heartbeat every run in custody each ``min(lease_ttl)/3`` seconds, forever."""
+        while True:
+            await self._nonempty.wait()
+            ttl = min((c.lease_ttl_seconds for c in self._runs.values()), default=3.0)
+            await asyncio.sleep(ttl / 3)
+            for ctx in list(self._runs.values()):
+                if not ctx.is_lease_lost():
+                    self._send(ctx.run_id, ctx.fencing_token)
+
+    async def heartbeat_now(self, ctx: RunContext) -> None:
+        """The ``RunContext.heartbeat()`` hook: wait for the answer, at most until the lease
+        has surely expired (then ownership cannot be confirmed and the lease counts as lost)."""
+        fut = self._send(ctx.run_id, ctx.fencing_token)
+        try:
+            remaining = max(0.0, ctx.lease_deadline - time.monotonic())
+            await asyncio.wait_for(asyncio.shield(fut), timeout=remaining)
+        except TimeoutError:
+            ctx.mark_lease_lost()
+            log.warning("run.lease_lost", run_id=ctx.run_id, reason="not renewed in time")
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not fut.cancelled() or (task is not None and task.cancelling()):
+                raise
+            ctx.mark_lease_lost()  # reporter closed: ownership can no longer be confirmed
+
+    def on_heartbeat(self, item: HeartbeatItem, result: BatchItemResult, sent_at: float) -> None:
+        """Apply one heartbeat answer; ``sent_at`` bounds the renewed lease from below."""
+        ctx = self._runs.get(item.run_id)
+        if ctx is None or ctx.fencing_token != item.fencing_token:
+            return
+        if result.status == 200:
+            ctx.record_renewal(result.lease_expires_at, sent_at + ctx.lease_ttl_seconds)
+            if result.cancel_requested and not ctx.is_cancelled():
+                ctx.request_cancel()
+                log.info("run.cancel_requested", run_id=ctx.run_id)
+        elif result.status in (404, 409):
+            ctx.mark_lease_lost()
+            log.warning(
+                "run.lease_lost", run_id=ctx.run_id, status=result.status, detail=result.detail
+            )
+        else:
+            log.error(
+                "heartbeat.rejected", run_id=ctx.run_id, status=result.status, detail=result.detail
+            )

@@ -1,0 +1,203 @@
+"""Wire types of the worker protocol, shared by the SDK and the worker-gateway.
+
+Both sides import these exact Structs so the protocol cannot drift: the gateway decodes requests
+with them (``forbid_unknown_fields=True``, so a typo in a client is a 400 rather than silently
+ignored) and encodes responses with them; the SDK does the reverse. Responses tolerate unknown
+fields so a newer gateway can add fields without breaking older workers.
+
+Evolution rules (msgspec's): new fields get defaults, field types never change, names are never
+reused. Timestamps are RFC 3339 strings on the wire and timezone-aware ``datetime`` in Python.
+
+Servers may put a ``msgspec.Raw`` (already-encoded JSON) into ``payload``/``output`` to avoid
+re-encoding stored documents; clients always see decoded JSON values.
+
+Endpoints (all under the gateway base URL, ``Authorization: Bearer <tenant api key>``)::
+
+    POST /v1/worker/claim                    ClaimRequest     -> ClaimResponse
+    POST /v1/worker/batch                    BatchRequest     -> BatchResponse
+    POST /v1/worker/runs/{run_id}/heartbeat  HeartbeatRequest -> HeartbeatResponse
+    POST /v1/worker/runs/{run_id}/complete   CompleteRequest  -> OutcomeResponse
+    POST /v1/worker/runs/{run_id}/fail       FailRequest      -> OutcomeResponse
+    any error                                Problem (application/problem+json, RFC 9457)
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Final, Literal
+
+import msgspec
+
+__all__ = [
+    "BATCH_PATH",
+    "CLAIM_PATH",
+    "MAX_BATCH_ITEMS",
+    "MAX_CLAIM_RUNS",
+    "MAX_CLAIM_WAIT_SECONDS",
+    "MAX_ERROR_MESSAGE_CHARS",
+    "MAX_ERROR_TYPE_CHARS",
+    "BatchItemResult",
+    "BatchRequest",
+    "BatchResponse",
+    "ClaimRequest",
+    "ClaimResponse",
+    "ClaimedRun",
+    "CompleteRequest",
+    "CompletionItem",
+    "ErrorInfo",
+    "FailRequest",
+    "FailureItem",
+    "HeartbeatItem",
+    "HeartbeatRequest",
+    "HeartbeatResponse",
+    "OutcomeResponse",
+    "Problem",
+    "run_path",
+]
+
+CLAIM_PATH: Final = "/v1/worker/claim"
+BATCH_PATH: Final = "/v1/worker/batch"
+MAX_CLAIM_RUNS: Final = 1000
+MAX_CLAIM_WAIT_SECONDS: Final = 30.0
+MAX_BATCH_ITEMS: Final = 1000  # per list (heartbeats, completions, failures) in one batch
+MAX_ERROR_MESSAGE_CHARS: Final = 4096
+MAX_ERROR_TYPE_CHARS: Final = 256
+
+
+def run_path(run_id: str, action: Literal["heartbeat", "complete", "fail"]) -> str:
+    """Path of a single-item endpoint; one function so client and routes agree."""
+    return f"/v1/worker/runs/{run_id}/{action}"
+
+
+RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+FencingToken = Annotated[int, msgspec.Meta(ge=0)]
+AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
+
+
+# ---------------------------------------------------------------------------- requests
+
+
+class _Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """Base of everything a worker sends: strict on decode, compact on encode."""
+
+
+class ClaimRequest(_Request):
+    """Long poll for up to ``max_runs`` runs; answered as soon as one is available."""
+
+    worker_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+    pools: Annotated[list[str], msgspec.Meta(min_length=1)] = msgspec.field(
+        default_factory=lambda: ["default"]
+    )
+    max_runs: Annotated[int, msgspec.Meta(ge=1, le=MAX_CLAIM_RUNS)] = 1
+    wait_seconds: Annotated[float, msgspec.Meta(ge=0, le=MAX_CLAIM_WAIT_SECONDS)] = 0.0
+    tasks: list[str] | None = None  # task names this worker can run; None = any
+
+
+class ErrorInfo(_Request):
+    """Why an attempt failed; ``type`` is the stable string retry policies match on."""
+
+    type: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ERROR_TYPE_CHARS)]
+    message: Annotated[str, msgspec.Meta(max_length=MAX_ERROR_MESSAGE_CHARS)]
+    retryable: bool
+
+
+class HeartbeatItem(_Request):
+    run_id: RunId
+    fencing_token: FencingToken
+
+
+class CompletionItem(_Request):
+    run_id: RunId
+    fencing_token: FencingToken
+    output: Any = None  # any JSON value; null when omitted
+
+
+class FailureItem(_Request):
+    run_id: RunId
+    fencing_token: FencingToken
+    error: ErrorInfo
+
+
+class BatchRequest(_Request):
+    """Heartbeats and outcomes for many runs in one round trip (one result per item)."""
+
+    worker_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+    heartbeats: Annotated[list[HeartbeatItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
+    completions: Annotated[list[CompletionItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
+    failures: Annotated[list[FailureItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
+
+
+class HeartbeatRequest(_Request):
+    fencing_token: FencingToken
+
+
+class CompleteRequest(_Request):
+    fencing_token: FencingToken
+    output: Any = None
+
+
+class FailRequest(_Request):
+    fencing_token: FencingToken
+    error: ErrorInfo
+
+
+# --------------------------------------------------------------------------- responses
+
+
+class _Response(msgspec.Struct, kw_only=True):
+    """Base of everything the gateway sends: unknown fields are ignored by older workers."""
+
+
+class ClaimedRun(_Response):
+    """One leased attempt. ``fencing_token`` must accompany every write about it."""
+
+    run_id: str
+    job_id: str
+    tenant_id: str
+    task: str
+    attempt: Annotated[int, msgspec.Meta(ge=1)]  # 1-based
+    fencing_token: FencingToken
+    lease_expires_at: AwareDatetime
+    lease_ttl_seconds: Annotated[float, msgspec.Meta(gt=0)]
+    scheduled_for: AwareDatetime
+    idempotency_key: str
+    payload: Any = None
+
+
+class ClaimResponse(_Response):
+    runs: list[ClaimedRun] = []
+
+
+class BatchItemResult(_Response):
+    """Answer for one batch item: 200 applied, 409 stale token / lease lost, 404 unknown run."""
+
+    run_id: str
+    kind: Literal["heartbeat", "complete", "fail"]
+    status: int
+    lease_expires_at: AwareDatetime | None = None
+    cancel_requested: bool = False
+    detail: str | None = None
+
+
+class BatchResponse(_Response):
+    """Results in request order: heartbeats, then completions, then failures."""
+
+    results: list[BatchItemResult] = []
+
+
+class HeartbeatResponse(_Response):
+    lease_expires_at: AwareDatetime
+    cancel_requested: bool = False
+
+
+class OutcomeResponse(_Response):
+    state: str
+
+
+class Problem(_Response):
+    """RFC 9457 problem details; extension members are ignored by the SDK."""
+
+    type: str = "about:blank"
+    title: str = ""
+    status: int = 0
+    detail: str | None = None

@@ -1,0 +1,280 @@
+"""Batching of heartbeats and outcomes into ``POST /v1/worker/batch`` requests.
+
+Why: at thousands of runs per second a round trip per outcome would cost more than the runs
+themselves (DESIGN "Performance shape"). Items are queued and flushed through ONE batch request
+when ``max_items`` (200) are pending or ``linger_seconds`` (5 ms) after the first pending item,
+whichever comes first. One request is in flight at a time; the next batch accumulates meanwhile,
+so under load batches grow by themselves and at low rate the added latency stays ≤ 5 ms.
+
+Failure behaviour: a transport error or a non-200 answer for the whole batch is retried with
+capped exponential backoff and jitter, keeping every item. An item is dropped only once the
+gateway answered *for that item* (200, 409 stale token, 404 unknown run, ...); items the
+gateway left unanswered are sent again. Retrying a batch whose first answer was lost re-sends the
+same (run, fencing token, outcome), which the gateway treats as a repeat of the same write.
+What is still queued when ``close()`` times out is logged as an error with its run ids: those
+runs will be retried after their leases expire (at-least-once, never silently lost).
+
+Rejected: one flush task per item with a shared lock (many wakeups, unbounded request count
+under bursts) and Nagle-style "flush when idle" (no latency bound while busy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import defaultdict, deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from ostinato.sdk.protocol import (
+    MAX_BATCH_ITEMS,
+    BatchItemResult,
+    BatchRequest,
+    BatchResponse,
+    CompletionItem,
+    ErrorInfo,
+    FailureItem,
+    HeartbeatItem,
+)
+
+__all__ = ["BatchTransport", "HeartbeatCallback", "Reporter", "backoff_delay"]
+
+BatchTransport = Callable[[BatchRequest], Awaitable[BatchResponse]]
+# (item, result, monotonic time the request carrying it was sent)
+HeartbeatCallback = Callable[[HeartbeatItem, BatchItemResult, float], None]
+_Outcome = CompletionItem | FailureItem
+_HbKey = tuple[str, int]
+
+log = structlog.get_logger("ostinato.sdk.reporter")
+
+
+def backoff_delay(failures: int, initial: float = 0.05, cap: float = 5.0) -> float:
+    """Capped exponential backoff with equal jitter (half fixed, half random), in seconds.
+
+    Equal rather than full jitter so a retry never fires almost at once against a gateway that
+    just failed, while still spreading a fleet of workers that saw the same outage.
+    """
+    ceiling = min(cap, initial * 2 ** max(0, failures - 1))
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+class Reporter:
+    """Queues heartbeats and outcomes and delivers them in batches; see the module docstring."""
+
+    def __init__(
+        self,
+        transport: BatchTransport,
+        *,
+        worker_id: str,
+        on_heartbeat: HeartbeatCallback | None = None,
+        max_items: int = 200,
+        linger_seconds: float = 0.005,
+        backoff_initial: float = 0.05,
+        backoff_max: float = 5.0,
+    ) -> None:
+        if not 1 <= max_items <= MAX_BATCH_ITEMS:
+            raise ValueError(f"max_items must be in 1..{MAX_BATCH_ITEMS}")
+        self._transport = transport
+        self._worker_id = worker_id
+        self._on_heartbeat = on_heartbeat
+        self._max_items = max_items
+        self._linger = linger_seconds
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._outcomes: deque[_Outcome] = deque()
+        self._heartbeats: dict[_HbKey, asyncio.Future[BatchItemResult]] = {}
+        self._inflight: list[_Outcome] = []
+        self._first_at: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self.requests_sent = 0
+
+    # -- producer side ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the flusher task on the running loop."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="ostinato-reporter"
+            )
+
+    def complete(self, run_id: str, fencing_token: int, output: Any) -> None:
+        """Queue a completion; ``output`` may be a ``msgspec.Raw`` already encoded."""
+        self._outcomes.append(
+            CompletionItem(run_id=run_id, fencing_token=fencing_token, output=output)
+        )
+        self._enqueued()
+
+    def fail(self, run_id: str, fencing_token: int, error: ErrorInfo) -> None:
+        """Queue a failure."""
+        self._outcomes.append(FailureItem(run_id=run_id, fencing_token=fencing_token, error=error))
+        self._enqueued()
+
+    def heartbeat(self, run_id: str, fencing_token: int) -> asyncio.Future[BatchItemResult]:
+        """Queue a heartbeat (deduplicated per run and token); the future gets its result."""
+        key = (run_id, fencing_token)
+        fut = self._heartbeats.get(key)
+        if fut is None:
+            fut = asyncio.get_running_loop().create_future()
+            if self._closing:
+                fut.cancel()
+                return fut
+            self._heartbeats[key] = fut
+            self._enqueued()
+        return fut
+
+    @property
+    def pending(self) -> int:
+        """Outcomes not yet answered by the gateway (queued or in flight)."""
+        return len(self._outcomes) + len(self._inflight)
+
+    async def close(self, flush_seconds: float) -> list[str]:
+        """Flush everything, waiting at most ``flush_seconds``; returns run ids left unreported."""
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(self._task, flush_seconds)
+            except TimeoutError:
+                pass
+        if self._timer is not None:
+            self._timer.cancel()
+        lost = [o.run_id for o in (*self._inflight, *self._outcomes)]
+        if lost:
+            log.error("outcomes.unreported", count=len(lost), run_ids=lost[:100])
+        for fut in self._heartbeats.values():
+            fut.cancel()
+        self._heartbeats.clear()
+        return lost
+
+    def _enqueued(self) -> None:
+        if self._first_at is None:
+            self._first_at = time.monotonic()
+            self._timer = asyncio.get_running_loop().call_later(self._linger, self._wake.set)
+        if len(self._outcomes) + len(self._heartbeats) >= self._max_items:
+            self._wake.set()
+
+    # -- flusher ----------------------------------------------------------------------------
+
+    def _due(self, now: float) -> bool:
+        count = len(self._outcomes) + len(self._heartbeats)
+        if count == 0 or self._first_at is None:
+            return False
+        return self._closing or count >= self._max_items or now >= self._first_at + self._linger
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._due(time.monotonic()):
+                outcomes, heartbeats = self._take()
+                await self._deliver(outcomes, heartbeats)
+            if self._closing and not self._outcomes and not self._heartbeats:
+                return
+
+    def _take(self) -> tuple[list[_Outcome], list[tuple[HeartbeatItem, asyncio.Future[Any]]]]:
+        n = min(self._max_items, len(self._outcomes))
+        outcomes = [self._outcomes.popleft() for _ in range(n)]
+        heartbeats = []
+        for key in list(self._heartbeats)[:MAX_BATCH_ITEMS]:
+            fut = self._heartbeats.pop(key)
+            heartbeats.append((HeartbeatItem(run_id=key[0], fencing_token=key[1]), fut))
+        if not self._outcomes and not self._heartbeats:
+            self._first_at = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        return outcomes, heartbeats
+
+    async def _deliver(
+        self,
+        outcomes: list[_Outcome],
+        heartbeats: list[tuple[HeartbeatItem, asyncio.Future[Any]]],
+    ) -> None:
+        """Send until the gateway answered for every item; never drops an unanswered one."""
+        self._inflight = outcomes
+        failures = 0
+        try:
+            while outcomes or heartbeats:
+                request = BatchRequest(
+                    worker_id=self._worker_id,
+                    heartbeats=[item for item, _ in heartbeats],
+                    completions=[o for o in outcomes if isinstance(o, CompletionItem)],
+                    failures=[o for o in outcomes if isinstance(o, FailureItem)],
+                )
+                sent_at = time.monotonic()
+                self.requests_sent += 1
+                try:
+                    response = await self._transport(request)
+                except Exception as exc:
+                    failures += 1
+                    delay = self._backoff(failures)
+                    log.warning(
+                        "batch.retry", error=repr(exc), attempt=failures, delay_s=round(delay, 3),
+                        items=len(outcomes) + len(heartbeats),
+                    )
+                    await asyncio.sleep(delay)
+                    continue
+                outcomes, heartbeats = self._dispatch(request, response, sent_at, heartbeats)
+                self._inflight = outcomes
+                if outcomes or heartbeats:
+                    failures += 1
+                    log.error("batch.unanswered_items", count=len(outcomes) + len(heartbeats))
+                    await asyncio.sleep(self._backoff(failures))
+        finally:
+            if self._inflight:  # cancelled mid-flight: keep them counted as unreported
+                self._outcomes.extendleft(reversed(self._inflight))
+                self._inflight = []
+            for _, fut in heartbeats:
+                fut.cancel()  # no-op for answered ones
+
+    def _backoff(self, failures: int) -> float:
+        return backoff_delay(failures, self._backoff_initial, self._backoff_max)
+
+    def _dispatch(
+        self,
+        request: BatchRequest,
+        response: BatchResponse,
+        sent_at: float,
+        heartbeats: list[tuple[HeartbeatItem, asyncio.Future[Any]]],
+    ) -> tuple[list[_Outcome], list[tuple[HeartbeatItem, asyncio.Future[Any]]]]:
+        """Apply results, matched by (kind, run_id) in order; return the unanswered items."""
+        by_key: defaultdict[tuple[str, str], deque[BatchItemResult]] = defaultdict(deque)
+        for result in response.results:
+            by_key[(result.kind, result.run_id)].append(result)
+
+        def take(kind: str, run_id: str) -> BatchItemResult | None:
+            queue = by_key.get((kind, run_id))
+            return queue.popleft() if queue else None
+
+        unanswered_hb = []
+        for item, fut in heartbeats:
+            result = take("heartbeat", item.run_id)
+            if result is None:
+                unanswered_hb.append((item, fut))
+                continue
+            if self._on_heartbeat is not None:
+                try:
+                    self._on_heartbeat(item, result, sent_at)
+                except Exception:
+                    log.exception("heartbeat.callback_failed", run_id=item.run_id)
+            if not fut.done():
+                fut.set_result(result)
+        unanswered: list[_Outcome] = []
+        for kind, items in (("complete", request.completions), ("fail", request.failures)):
+            for outcome in items:
+                result = take(kind, outcome.run_id)
+                if result is None:
+                    unanswered.append(outcome)
+                elif result.status != 200:
+                    level = log.warning if result.status in (404, 409) else log.error
+                    level(
+                        "outcome.rejected", run_id=outcome.run_id, kind=kind,
+                        status=result.status, detail=result.detail,
+                        fencing_token=outcome.fencing_token,
+                    )
+        return unanswered, unanswered_hb

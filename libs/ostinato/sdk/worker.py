@@ -1,0 +1,381 @@
+"""The worker: claim runs by long poll, run handlers, report outcomes through the Reporter.
+
+One claim loop asks for ``max_runs = free slots`` so a worker never holds more runs than it can
+run (a run claimed but waiting would burn its lease and starve other workers). Handlers run as
+asyncio tasks; sync handlers run in a thread pool sized to ``concurrency`` (rather than
+``asyncio.to_thread``'s shared default pool, capped at 32 threads, which would silently lower the
+concurrency of sync handlers). A semaphore still enforces ``concurrency`` if a gateway ever hands
+out more runs than asked for.
+
+Rejected: a claim request per free slot (a round trip per run, see DESIGN "Performance shape")
+and prefetching beyond ``concurrency`` (leases tick while runs wait).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import msgspec
+import structlog
+from opentelemetry import propagate, trace
+from ostinato.sdk.context import Custody, RunContext, use_context
+from ostinato.sdk.errors import (
+    Cancelled,
+    GatewayError,
+    LeaseLost,
+    PermanentError,
+    RetryableError,
+    error_info,
+)
+from ostinato.sdk.protocol import (
+    BATCH_PATH,
+    CLAIM_PATH,
+    MAX_CLAIM_RUNS,
+    MAX_CLAIM_WAIT_SECONDS,
+    BatchRequest,
+    BatchResponse,
+    ClaimedRun,
+    ClaimRequest,
+    ClaimResponse,
+    ErrorInfo,
+    Problem,
+)
+from ostinato.sdk.reporter import Reporter, backoff_delay
+
+__all__ = ["Handler", "Task", "Worker", "task"]
+
+Handler = Callable[[Any], Any]
+log = structlog.get_logger("ostinato.sdk")
+tracer = trace.get_tracer("ostinato.sdk")
+_encoder = msgspec.json.Encoder()
+_claim_decoder = msgspec.json.Decoder(ClaimResponse)
+_batch_decoder = msgspec.json.Decoder(BatchResponse)
+_problem_decoder = msgspec.json.Decoder(Problem)
+_FATAL_CLAIM_STATUSES = frozenset({400, 401, 403, 404, 422})
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """A handler with its task name; still callable directly, like the plain function."""
+
+    name: str
+    fn: Handler
+
+    def __call__(self, payload: Any) -> Any:
+        return self.fn(payload)
+
+
+def task(name: str) -> Callable[[Handler], Task]:
+    """Name a handler; registration stays explicit: pass the result to ``Worker([...])``."""
+
+    def decorate(fn: Handler) -> Task:
+        return Task(name=name, fn=fn)
+
+    return decorate
+
+
+@dataclass(frozen=True, slots=True)
+class _Registered:
+    fn: Handler
+    is_async: bool
+
+
+def _registry(handlers: Mapping[str, Handler] | Sequence[Task]) -> dict[str, _Registered]:
+    pairs = (
+        list(handlers.items())
+        if isinstance(handlers, Mapping)
+        else [(t.name, t) if isinstance(t, Task) else ("", t) for t in handlers]
+    )
+    registry: dict[str, _Registered] = {}
+    for name, handler in pairs:
+        fn = handler.fn if isinstance(handler, Task) else handler
+        if not name or not callable(fn):
+            raise TypeError(f"handlers need a task name and a callable, got {handler!r}")
+        if name in registry:
+            raise ValueError(f"task {name!r} registered twice")
+        is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            type(fn).__call__  # callable objects with an async __call__
+        )
+        registry[name] = _Registered(fn=fn, is_async=is_async)
+    if not registry:
+        raise ValueError("a Worker needs at least one handler")
+    return registry
+
+
+class Worker:
+    """Runs handlers for claimed runs until ``stop()``; see ``ostinato.sdk`` for the model."""
+
+    def __init__(
+        self,
+        gateway_url: str,
+        api_key: str,
+        handlers: Mapping[str, Handler] | Sequence[Task],
+        *,
+        pools: Sequence[str] = ("default",),
+        concurrency: int = 16,
+        worker_id: str | None = None,
+        claim_wait_seconds: float = 10.0,
+        shutdown_grace_seconds: float = 30.0,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        if not 1 <= concurrency <= MAX_CLAIM_RUNS:
+            raise ValueError(f"concurrency must be in 1..{MAX_CLAIM_RUNS}")
+        if not 0 <= claim_wait_seconds <= MAX_CLAIM_WAIT_SECONDS:
+            raise ValueError(f"claim_wait_seconds must be in 0..{MAX_CLAIM_WAIT_SECONDS}")
+        if shutdown_grace_seconds < 0 or not pools:
+            raise ValueError("shutdown_grace_seconds must be >= 0 and pools non-empty")
+        self._handlers = _registry(handlers)
+        self._base = gateway_url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+        self._pools = list(pools)
+        self._concurrency = concurrency
+        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
+        self._claim_wait = claim_wait_seconds
+        self._grace = shutdown_grace_seconds
+        self._owns_client = http_client is None
+        self._client = http_client or httpx.AsyncClient(timeout=httpx.Timeout(30.0))
+        self._custody = Custody(lambda run_id, token: self._reporter.heartbeat(run_id, token))
+        self._reporter = Reporter(
+            self._send_batch, worker_id=self.worker_id, on_heartbeat=self._custody.on_heartbeat
+        )
+        self._runners: set[asyncio.Task[None]] = set()
+        self._sem = asyncio.Semaphore(concurrency)
+        self._slot_freed = asyncio.Event()
+        self._stop_requested = asyncio.Event()
+        self._done = asyncio.Event()
+        self._started = False
+        self._executor: ThreadPoolExecutor | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Claim and run until ``stop()``; re-raises a fatal claim error (e.g. bad API key)."""
+        if self._started:
+            raise RuntimeError("Worker.run() may be called once")
+        self._started = True
+        if any(not h.is_async for h in self._handlers.values()):
+            self._executor = ThreadPoolExecutor(self._concurrency, "ostinato-handler")
+        self._reporter.start()
+        heartbeats = asyncio.create_task(self._custody.heartbeat_loop(), name="ostinato-heartbeat")
+        claims = asyncio.create_task(self._claim_loop(), name="ostinato-claim")
+        stop_wait = asyncio.create_task(self._stop_requested.wait())
+        log.info(
+            "worker.started", worker_id=self.worker_id, tasks=sorted(self._handlers),
+            pools=self._pools, concurrency=self._concurrency,
+        )
+        error: BaseException | None = None
+        try:
+            await asyncio.wait({claims, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if claims.done() and not claims.cancelled():
+                error = claims.exception()
+        finally:
+            stop_wait.cancel()
+            await self._shutdown(claims, heartbeats)
+        if error is not None:
+            raise error
+
+    async def stop(self) -> None:
+        """Stop claiming, let in-flight handlers finish (up to the grace), flush, close."""
+        self._stop_requested.set()
+        if not self._started:
+            self._started = True  # a later run() must not start on a closed client
+            if self._owns_client:
+                await self._client.aclose()
+            self._done.set()
+        await self._done.wait()
+
+    async def run_until_signal(self) -> None:
+        """``run()`` with SIGTERM/SIGINT mapped to a graceful ``stop()``."""
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGTERM, signal.SIGINT)
+        for sig in signals:
+            with suppress(NotImplementedError):  # not available on Windows event loops
+                loop.add_signal_handler(sig, self._stop_requested.set)
+        try:
+            await self.run()
+        finally:
+            for sig in signals:
+                with suppress(NotImplementedError):
+                    loop.remove_signal_handler(sig)
+
+    def run_forever(self) -> None:
+        """Blocking entry point for a worker process: ``asyncio.run(run_until_signal())``."""
+        asyncio.run(self.run_until_signal())
+
+    async def _shutdown(self, claims: asyncio.Task[None], heartbeats: asyncio.Task[None]) -> None:
+        deadline = time.monotonic() + self._grace
+        claims.cancel()
+        with suppress(BaseException):
+            await claims
+        runners = set(self._runners)
+        if runners:
+            log.info("worker.draining", in_flight=len(runners), grace_s=self._grace)
+            _, pending = await asyncio.wait(runners, timeout=self._grace)
+            if pending:  # their runners report a retryable "worker_shutdown" failure
+                log.warning("worker.grace_expired", cancelled=len(pending))
+                for runner in pending:
+                    runner.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+        heartbeats.cancel()
+        with suppress(BaseException):
+            await heartbeats
+        lost = await self._reporter.close(max(5.0, deadline - time.monotonic()))
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._owns_client:
+            await self._client.aclose()
+        log.info("worker.stopped", worker_id=self.worker_id, unreported=len(lost))
+        self._done.set()
+
+    # -- claiming ------------------------------------------------------------------------------
+
+    async def _claim_loop(self) -> None:
+        failures = 0
+        while not self._stop_requested.is_set():
+            free = self._concurrency - len(self._custody)
+            if free <= 0:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                continue
+            sent_at = time.monotonic()
+            try:
+                runs = await self._claim(min(free, MAX_CLAIM_RUNS))
+            except GatewayError as exc:
+                if exc.status in _FATAL_CLAIM_STATUSES:
+                    log.error("claim.refused", status=exc.status, error=str(exc))
+                    raise
+                failures += 1
+            except (httpx.HTTPError, msgspec.DecodeError) as exc:
+                log.warning("claim.transport_error", error=repr(exc))
+                failures += 1
+            else:
+                failures = 0
+                for run in runs:
+                    self._accept(run, sent_at)
+                if not runs and time.monotonic() - sent_at < 0.01:
+                    await asyncio.sleep(0.05)  # a gateway answering empty at once: don't spin
+                continue
+            await asyncio.sleep(backoff_delay(failures))
+
+    async def _claim(self, max_runs: int) -> list[ClaimedRun]:
+        request = ClaimRequest(
+            worker_id=self.worker_id, pools=self._pools, max_runs=max_runs,
+            wait_seconds=self._claim_wait, tasks=sorted(self._handlers),
+        )
+        response = await self._post(CLAIM_PATH, _encoder.encode(request), self._claim_wait + 10)
+        return _claim_decoder.decode(response.content).runs
+
+    def _accept(self, run: ClaimedRun, sent_at: float) -> None:
+        handler = self._handlers.get(run.task)
+        if handler is None:
+            log.error("run.unknown_task", run_id=run.run_id, task=run.task)
+            message = f"no handler for task {run.task!r} on worker {self.worker_id}"
+            error = ErrorInfo(type="unknown_task", message=message, retryable=False)
+            self._reporter.fail(run.run_id, run.fencing_token, error)
+            return
+        hook = self._custody.heartbeat_now
+        ctx = RunContext.from_claim(run, sent_at=sent_at, heartbeat_hook=hook)
+        ctx.bind_loop(asyncio.get_running_loop())
+        self._custody.add(ctx)
+        runner = asyncio.create_task(self._execute(ctx, handler, run.payload))
+        self._runners.add(runner)
+        runner.add_done_callback(self._runners.discard)
+
+    # -- running -------------------------------------------------------------------------------
+
+    async def _execute(self, ctx: RunContext, handler: _Registered, payload: Any) -> None:
+        fields = {"run_id": ctx.run_id, "tenant_id": ctx.tenant_id, "job_id": ctx.job_id,
+                  "attempt": ctx.attempt, "task": ctx.task}
+        started = time.monotonic()
+        with use_context(ctx), structlog.contextvars.bound_contextvars(**fields):
+            try:
+                async with self._sem:
+                    started = time.monotonic()
+                    attributes = {f"ostinato.{k}": v for k, v in fields.items()}
+                    with tracer.start_as_current_span(
+                        f"run {ctx.task}", kind=trace.SpanKind.CONSUMER, attributes=attributes
+                    ):
+                        result = await self._call(handler, payload)
+            except asyncio.CancelledError:
+                message = "worker stopped before the handler finished"
+                self._fail(ctx, ErrorInfo(type="worker_shutdown", message=message,
+                                          retryable=True), started)
+                raise
+            except LeaseLost as exc:
+                ctx.mark_lease_lost()
+                log.warning("run.lease_lost", reason=exc.reason)
+            except (Exception, Cancelled) as exc:
+                info = error_info(exc)
+                unclassified = not isinstance(exc, RetryableError | PermanentError | Cancelled)
+                self._fail(ctx, info, started, exc if unclassified else None)
+            else:
+                self._complete(ctx, result, started)
+            finally:
+                self._custody.discard(ctx)
+                self._slot_freed.set()
+
+    async def _call(self, handler: _Registered, payload: Any) -> Any:
+        if handler.is_async:
+            return await handler.fn(payload)
+        copied = contextvars.copy_context()  # current() and log bindings inside the thread
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, copied.run, handler.fn, payload)
+
+    def _complete(self, ctx: RunContext, result: Any, started: float) -> None:
+        try:
+            output = msgspec.Raw(_encoder.encode(result))
+        except Exception as exc:
+            message = f"handler output is not JSON-serialisable: {exc}"
+            self._fail(ctx, ErrorInfo(type="invalid_output", message=message[:4096],
+                                      retryable=False), started)
+            return
+        if ctx.is_lease_lost():
+            log.warning("run.lease_lost", reason="outcome not reported")
+            return
+        self._reporter.complete(ctx.run_id, ctx.fencing_token, output)
+        log.info("run.completed", duration_ms=round((time.monotonic() - started) * 1000, 2))
+
+    def _fail(
+        self, ctx: RunContext, info: ErrorInfo, started: float, exc: BaseException | None = None
+    ) -> None:
+        if ctx.is_lease_lost():
+            log.warning("run.lease_lost", reason="outcome not reported", error_type=info.type)
+            return
+        self._reporter.fail(ctx.run_id, ctx.fencing_token, info)
+        log.warning(
+            "run.failed", error_type=info.type, retryable=info.retryable, error=info.message,
+            duration_ms=round((time.monotonic() - started) * 1000, 2), exc_info=exc,
+        )
+
+    # -- HTTP ----------------------------------------------------------------------------------
+
+    async def _send_batch(self, request: BatchRequest) -> BatchResponse:
+        response = await self._post(BATCH_PATH, _encoder.encode(request), 30.0)
+        return _batch_decoder.decode(response.content)
+
+    async def _post(self, path: str, body: bytes, read_seconds: float) -> httpx.Response:
+        headers = dict(self._headers)
+        propagate.inject(headers)  # W3C traceparent; a no-op without an OTel SDK
+        response = await self._client.post(
+            self._base + path, content=body, headers=headers, timeout=read_seconds
+        )
+        if response.status_code != 200:
+            try:
+                problem = _problem_decoder.decode(response.content)
+                title, detail = problem.title or response.reason_phrase, problem.detail
+            except msgspec.DecodeError:
+                title, detail = response.reason_phrase, response.text[:500] or None
+            raise GatewayError(response.status_code, title, detail)
+        return response

@@ -1,0 +1,409 @@
+"""Worker SDK against an in-process fake of the worker-gateway's HTTP protocol.
+
+The fake speaks our own protocol (it decodes requests with the same strict Structs the gateway
+uses), so this is not a mock of a database or broker. Synchronisation uses events and polling
+with a deadline, never timed sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from ostinato.sdk import (
+    Cancelled,
+    GatewayError,
+    LeaseLost,
+    OstinatoWorkerError,
+    PermanentError,
+    Task,
+    Worker,
+    current,
+    task,
+)
+from ostinato.sdk import protocol as p
+
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
+class FakeGateway:
+    """Just enough of the gateway: a run queue, long-poll claims, per-item batch results."""
+
+    def __init__(self) -> None:
+        self.queue: list[p.ClaimedRun] = []
+        self.cond = asyncio.Condition()
+        self.claims: list[p.ClaimRequest] = []
+        self.claim_headers: list[httpx.Headers] = []
+        self.batches: list[p.BatchRequest] = []
+        self.batch_attempts = 0
+        self.fail_batches: list[Exception | int] = []  # next batch calls: raise, or HTTP status
+        self.heartbeat_status: dict[str, int] = {}
+        self.cancel: set[str] = set()
+        self.overdeliver = False
+        self.claim_status = 200
+
+    async def add(self, task: str, payload: Any = None, *, ttl: float = 30.0, **kw: Any) -> str:
+        run_id = str(uuid.uuid4())
+        fields = {"fencing_token": 1, "attempt": 1, **kw}
+        run = p.ClaimedRun(
+            run_id=run_id, job_id="job-1", tenant_id="t1", task=task, payload=payload,
+            lease_expires_at=T0 + timedelta(seconds=ttl), lease_ttl_seconds=ttl,
+            scheduled_for=T0, idempotency_key=f"{run_id}/{fields['attempt']}", **fields,
+        )
+        async with self.cond:
+            self.queue.append(run)
+            self.cond.notify_all()
+        return run_id
+
+    def completions(self) -> dict[str, p.CompletionItem]:
+        return {c.run_id: c for b in self.batches for c in b.completions}
+
+    def failures(self) -> dict[str, p.FailureItem]:
+        return {f.run_id: f for b in self.batches for f in b.failures}
+
+    def heartbeats(self) -> list[p.HeartbeatItem]:
+        return [h for b in self.batches for h in b.heartbeats]
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        assert request.headers["authorization"] == "Bearer test-key"
+        if request.url.path == p.CLAIM_PATH:
+            return await self._claim(request)
+        assert request.url.path == p.BATCH_PATH
+        body = msgspec.json.decode(request.content, type=p.BatchRequest)
+        self.batch_attempts += 1
+        if self.fail_batches:
+            failure = self.fail_batches.pop(0)
+            if isinstance(failure, Exception):
+                raise failure
+            problem = p.Problem(title="Unavailable", status=failure, detail="try later")
+            return httpx.Response(failure, content=msgspec.json.encode(problem))
+        self.batches.append(body)
+        results = [
+            p.BatchItemResult(
+                run_id=h.run_id, kind="heartbeat", status=self.heartbeat_status.get(h.run_id, 200),
+                lease_expires_at=T0, cancel_requested=h.run_id in self.cancel,
+            )
+            for h in body.heartbeats
+        ]
+        results += [p.BatchItemResult(run_id=c.run_id, kind="complete", status=200)
+                    for c in body.completions]
+        results += [p.BatchItemResult(run_id=f.run_id, kind="fail", status=200)
+                    for f in body.failures]
+        return httpx.Response(200, content=msgspec.json.encode(p.BatchResponse(results=results)))
+
+    async def _claim(self, request: httpx.Request) -> httpx.Response:
+        body = msgspec.json.decode(request.content, type=p.ClaimRequest)
+        self.claims.append(body)
+        self.claim_headers.append(request.headers)
+        if self.claim_status != 200:
+            problem = p.Problem(title="Unauthorized", status=self.claim_status)
+            return httpx.Response(self.claim_status, content=msgspec.json.encode(problem))
+        async with self.cond:
+            try:
+                await asyncio.wait_for(self.cond.wait_for(lambda: self.queue), body.wait_seconds)
+            except TimeoutError:
+                pass
+            n = len(self.queue) if self.overdeliver else body.max_runs
+            runs, self.queue[:n] = self.queue[:n], []
+        return httpx.Response(200, content=msgspec.json.encode(p.ClaimResponse(runs=runs)))
+
+
+async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached before the deadline"
+        await asyncio.sleep(0.002)
+
+
+@asynccontextmanager
+async def running(gw: FakeGateway, handlers: Any, **kw: Any) -> AsyncIterator[Worker]:
+    client = httpx.AsyncClient(transport=httpx.MockTransport(gw.handle))
+    worker = Worker("http://gateway.test/", "test-key", handlers, http_client=client, **kw)
+    runner = asyncio.create_task(worker.run())
+    try:
+        yield worker
+    finally:
+        await worker.stop()
+        await runner
+        await client.aclose()
+
+
+async def test_handler_gets_payload_and_completion_carries_fencing_token() -> None:
+    gw, seen = FakeGateway(), []
+
+    @task("echo")
+    async def echo(payload: dict[str, int]) -> dict[str, int]:
+        ctx = current()
+        seen.append((payload, ctx.attempt, ctx.retries, ctx.fencing_token, ctx.scheduled_for))
+        return {"n": payload["n"] + 1}
+
+    run_id = await gw.add("echo", {"n": 41}, fencing_token=7, attempt=3)
+    async with running(gw, [echo], concurrency=8) as worker:
+        await eventually(lambda: run_id in gw.completions())
+    done = gw.completions()[run_id]
+    assert (done.output, done.fencing_token) == ({"n": 42}, 7)
+    assert seen == [({"n": 41}, 3, 2, 7, T0)]
+    claim = gw.claims[0]
+    assert (claim.worker_id, claim.pools, claim.tasks) == (worker.worker_id, ["default"], ["echo"])
+    assert claim.max_runs == 8
+
+
+async def test_many_completions_share_few_batch_requests() -> None:
+    gw, release, started = FakeGateway(), asyncio.Event(), []
+    run_ids = [await gw.add("noop", i) for i in range(100)]
+
+    async def noop(payload: int) -> int:
+        started.append(payload)
+        await release.wait()
+        return payload
+
+    async with running(gw, {"noop": noop}, concurrency=100):
+        await eventually(lambda: len(started) == 100)
+        release.set()
+        await eventually(lambda: len(gw.completions()) == 100)
+    assert sorted(gw.completions()) == sorted(run_ids)
+    assert len([b for b in gw.batches if b.completions]) <= 5
+
+
+async def test_permanent_error_reports_not_retryable_with_its_type() -> None:
+    gw = FakeGateway()
+
+    def charge(payload: Any) -> None:
+        raise PermanentError("card declined", type="card_declined")
+
+    run_id = await gw.add("charge")
+    async with running(gw, {"charge": charge}):
+        await eventually(lambda: run_id in gw.failures())
+    assert gw.failures()[run_id].error == p.ErrorInfo(
+        type="card_declined", message="card declined", retryable=False
+    )
+
+
+async def test_unclassified_exception_is_retryable_with_class_name_and_capped_message() -> None:
+    gw = FakeGateway()
+
+    async def boom(payload: str) -> None:
+        raise ValueError(payload)
+
+    short, long = await gw.add("boom", "kaputt"), await gw.add("boom", "é" * 5000)
+    async with running(gw, {"boom": boom}):
+        await eventually(lambda: {short, long} <= gw.failures().keys())
+    assert gw.failures()[short].error == p.ErrorInfo(type="ValueError", message="kaputt",
+                                                     retryable=True)
+    assert 0 < len(gw.failures()[long].error.message.encode()) <= 4096
+
+
+async def test_sync_handler_runs_in_a_thread_with_its_context() -> None:
+    gw = FakeGateway()
+
+    def report(payload: Any) -> dict[str, Any]:
+        return {"run_id": current().run_id, "main": threading.current_thread() is
+                threading.main_thread()}
+
+    run_id = await gw.add("report")
+    async with running(gw, {"report": report}):
+        await eventually(lambda: run_id in gw.completions())
+    assert gw.completions()[run_id].output == {"run_id": run_id, "main": False}
+
+
+@pytest.mark.parametrize("overdeliver", [False, True])
+async def test_concurrency_is_never_exceeded(overdeliver: bool) -> None:
+    gw, saturated = FakeGateway(), asyncio.Event()
+    gw.overdeliver = overdeliver
+    in_flight, peak = 0, 0
+    for i in range(40):
+        await gw.add("work", i)
+
+    async def work(payload: int) -> int:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        if in_flight == 4:
+            saturated.set()
+        await saturated.wait()
+        await asyncio.sleep(0)
+        in_flight -= 1
+        return payload
+
+    async with running(gw, {"work": work}, concurrency=4):
+        await eventually(lambda: len(gw.completions()) == 40)
+    assert peak == 4
+    assert all(c.max_runs <= 4 for c in gw.claims)
+
+
+async def test_heartbeat_409_raises_lease_lost_and_no_outcome_is_sent() -> None:
+    gw, raised = FakeGateway(), []
+
+    async def fragile(payload: str) -> str:
+        try:
+            try:
+                await current().heartbeat()
+            except Exception:  # a user's broad except must not swallow LeaseLost
+                raised.append("swallowed")
+        except LeaseLost:
+            raised.append(payload)
+            if payload == "reraise":
+                raise
+        return "should not be reported"
+
+    lost = [await gw.add("fragile", kind, fencing_token=5) for kind in ("reraise", "ignore")]
+    ok = await gw.add("fragile", "fine")
+    gw.heartbeat_status.update(dict.fromkeys(lost, 409))
+    async with running(gw, {"fragile": fragile}):
+        await eventually(lambda: sorted(raised) == ["ignore", "reraise"])
+        await eventually(lambda: ok in gw.completions())
+    reported = gw.completions().keys() | gw.failures().keys()
+    assert reported == {ok}  # stop() flushed everything: nothing for the fenced runs
+    assert {(h.run_id, h.fencing_token) for h in gw.heartbeats()} >= {(r, 5) for r in lost}
+
+
+async def test_periodic_heartbeats_renew_and_relay_409_and_cancel() -> None:
+    gw = FakeGateway()
+
+    async def watch(payload: str) -> str:
+        ctx = current()
+        await eventually(lambda: ctx.is_lease_lost() or ctx.is_cancelled())
+        if ctx.is_cancelled():
+            await ctx.heartbeat()  # raises Cancelled
+        return "lost"
+
+    fenced = await gw.add("watch", "fenced", ttl=0.06)
+    cancelled = await gw.add("watch", "cancel", ttl=0.06)
+    gw.heartbeat_status[fenced] = 409
+    gw.cancel.add(cancelled)
+    async with running(gw, {"watch": watch}):
+        await eventually(lambda: cancelled in gw.failures())
+    assert fenced not in gw.completions()
+    assert gw.failures()[cancelled].error.type == "cancelled"
+    assert gw.failures()[cancelled].error.retryable is False
+    assert any(len(b.heartbeats) == 2 for b in gw.batches)  # both runs in one request
+
+
+async def test_stop_waits_for_in_flight_handlers_and_flushes() -> None:
+    gw, started, release = FakeGateway(), asyncio.Event(), asyncio.Event()
+
+    async def slow(payload: Any) -> str:
+        started.set()
+        await release.wait()
+        return "finished"
+
+    run_id = await gw.add("slow")
+    client = httpx.AsyncClient(transport=httpx.MockTransport(gw.handle))
+    worker = Worker("http://gateway.test", "test-key", {"slow": slow}, http_client=client)
+    runner = asyncio.create_task(worker.run())
+    await started.wait()
+    stopping = asyncio.create_task(worker.stop())
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert not stopping.done() and not gw.completions()
+    release.set()
+    await stopping
+    assert gw.completions()[run_id].output == "finished"  # flushed before stop() returned
+    await runner
+    await client.aclose()
+
+
+async def test_grace_expiry_reports_worker_shutdown_as_retryable() -> None:
+    gw = FakeGateway()
+
+    async def stuck(payload: Any) -> None:
+        await asyncio.Event().wait()
+
+    run_id = await gw.add("stuck")
+    async with running(gw, {"stuck": stuck}, shutdown_grace_seconds=0.01):
+        await eventually(lambda: len(gw.claims) >= 2)  # run claimed, next poll waiting
+    assert gw.failures()[run_id].error.type == "worker_shutdown"
+    assert gw.failures()[run_id].error.retryable is True
+
+
+async def test_outcomes_survive_transport_errors_and_5xx() -> None:
+    gw = FakeGateway()
+    gw.fail_batches = [httpx.ConnectError("gateway down"), 503]
+    run_id = await gw.add("echo", "x")
+    async with running(gw, {"echo": lambda payload: payload}):
+        await eventually(lambda: run_id in gw.completions())
+    assert gw.batch_attempts >= 3
+    assert [c.run_id for b in gw.batches for c in b.completions] == [run_id]
+
+
+async def test_unknown_task_and_invalid_output_fail_permanently() -> None:
+    gw = FakeGateway()
+    unknown, bad = await gw.add("nobody-handles-this"), await gw.add("bad")
+    async with running(gw, {"bad": lambda payload: object()}):
+        await eventually(lambda: {unknown, bad} <= gw.failures().keys())
+    assert gw.failures()[unknown].error.type == "unknown_task"
+    assert gw.failures()[bad].error.type == "invalid_output"
+    assert not gw.failures()[unknown].error.retryable and not gw.failures()[bad].error.retryable
+
+
+async def test_refused_claim_stops_the_worker_with_the_problem() -> None:
+    gw = FakeGateway()
+    gw.claim_status = 401
+    client = httpx.AsyncClient(transport=httpx.MockTransport(gw.handle))
+    worker = Worker("http://gateway.test", "test-key", {"x": print}, http_client=client)
+    with pytest.raises(GatewayError) as raised:
+        await worker.run()
+    assert raised.value.status == 401
+    await client.aclose()
+
+
+async def test_trace_context_is_injected_into_requests() -> None:
+    gw = FakeGateway()
+    span_context = trace.SpanContext(
+        trace_id=0xABC, span_id=0xDEF, is_remote=False, trace_flags=trace.TraceFlags(1)
+    )
+    token = otel_context.attach(trace.set_span_in_context(trace.NonRecordingSpan(span_context)))
+    try:
+        async with running(gw, {"x": print}):
+            await eventually(lambda: bool(gw.claim_headers))
+    finally:
+        otel_context.detach(token)
+    assert gw.claim_headers[0]["traceparent"].split("-")[1] == f"{0xABC:032x}"
+
+
+def test_protocol_requests_are_strict_and_compact() -> None:
+    with pytest.raises(msgspec.ValidationError, match="unknown field"):
+        msgspec.json.decode(b'{"worker_id": "w", "max_runs": 1, "extra": 1}', type=p.ClaimRequest)
+    for bad in (b'{"worker_id": "w", "max_runs": 0}', b'{"worker_id": "w", "wait_seconds": 31}'):
+        with pytest.raises(msgspec.ValidationError):
+            msgspec.json.decode(bad, type=p.ClaimRequest)
+    assert msgspec.json.encode(p.BatchRequest(worker_id="w")) == b'{"worker_id":"w"}'
+    run = msgspec.json.decode(
+        b'{"run_id": "r", "job_id": "j", "tenant_id": "t", "task": "a", "attempt": 1,'
+        b' "fencing_token": 3, "lease_expires_at": "2026-12-01T09:00:30Z",'
+        b' "lease_ttl_seconds": 30.0, "scheduled_for": "2026-12-01T09:00:00+00:00",'
+        b' "idempotency_key": "r/1", "payload": {"a": [1]}, "future_field": true}',
+        type=p.ClaimedRun,
+    )
+    assert (run.scheduled_for, run.payload) == (T0, {"a": [1]})
+    result = msgspec.json.decode(b'{"run_id": "r", "kind": "fail", "status": 409}',
+                                 type=p.BatchItemResult)
+    assert (result.lease_expires_at, result.cancel_requested, result.detail) == (None, False, None)
+
+
+def test_registration_is_explicit_and_checked() -> None:
+    @task("double")
+    def double(payload: int) -> int:
+        return 2 * payload
+
+    assert (double.name, double(2)) == ("double", 4)  # a Task stays callable like the function
+    with pytest.raises(TypeError):
+        Worker("http://g", "k", [print])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="twice"):
+        Worker("http://g", "k", [Task("a", print), Task("a", print)])
+    with pytest.raises(OstinatoWorkerError):
+        current()
+    assert issubclass(LeaseLost, BaseException) and not issubclass(LeaseLost, Exception)
+    assert issubclass(Cancelled, BaseException) and not issubclass(Cancelled, Exception)
