@@ -1,0 +1,15 @@
+# shellcheck shell=bash
+# Defaults shared by the infra scripts, the Makefile, .ci/run and the tests.
+# Source it (`. infra/env.sh`); values already set in the environment win.
+
+# Download caches shared by every clone on this machine (maven repo, kafka jars).
+: "${OSTINATO_CACHE:=${HOME:-/root}/.cache/ostinato}"
+# PostgreSQL (infra/postgres/up.sh)
+: "${OSTINATO_PG_PORT:=55432}"
+: "${OSTINATO_DATABASE_URL:=postgresql://ostinato@127.0.0.1:${OSTINATO_PG_PORT}/ostinato}"
+# Kafka (infra/kafka/up.sh); the broker listens on this host:port (127.0.0.1 only)
+: "${OSTINATO_KAFKA_BOOTSTRAP:=127.0.0.1:9092}"
+: "${OSTINATO_KAFKA_CONTROLLER_PORT:=9093}"
+
+export OSTINATO_CACHE OSTINATO_PG_PORT OSTINATO_DATABASE_URL \
+       OSTINATO_KAFKA_BOOTSTRAP OSTINATO_KAFKA_CONTROLLER_PORT

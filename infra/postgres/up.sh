@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# Start a local PostgreSQL 15 for Ostinato (idempotent).
+#   - listens on 127.0.0.1:$OSTINATO_PG_PORT (default 55432) only, trust auth on loopback
+#   - data/logs/socket under <repo>/.cache/pg (or /var/lib/ostinato/<hash> if the
+#     postgres OS user cannot traverse the checkout's path)
+#   - creates role `ostinato` (SUPERUSER LOGIN) and database `ostinato` if missing
+# Runs the server as the `postgres` OS user when invoked as root.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=infra/env.sh
+. "$ROOT/infra/env.sh"
+
+PG_MAJOR=${OSTINATO_PG_MAJOR:-15}
+PGBIN=/usr/lib/postgresql/$PG_MAJOR/bin
+PORT=$OSTINATO_PG_PORT
+START_TIMEOUT=${OSTINATO_PG_START_TIMEOUT:-60}
+
+log() { echo "[infra] $*"; }
+die() { echo "[infra] ERROR: $*" >&2; exit 1; }
+
+# --- binaries -----------------------------------------------------------------
+if [ ! -x "$PGBIN/postgres" ] || [ ! -x "$PGBIN/psql" ]; then
+  [ "$(id -u)" -eq 0 ] || die "PostgreSQL $PG_MAJOR not found in $PGBIN (install postgresql-$PG_MAJOR)"
+  log "installing postgresql-$PG_MAJOR with apt-get (one-off)"
+  # Do not let the Debian package create and start its own 'main' cluster on :5432.
+  if [ ! -e /etc/postgresql-common/createcluster.conf ]; then
+    mkdir -p /etc/postgresql-common
+    echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.conf
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+    "postgresql-$PG_MAJOR" >/dev/null
+  [ -x "$PGBIN/postgres" ] || die "postgresql-$PG_MAJOR installed but $PGBIN/postgres is missing"
+fi
+
+# Run a command as the postgres OS user (PostgreSQL refuses to run as root).
+if [ "$(id -u)" -eq 0 ]; then
+  id postgres >/dev/null 2>&1 || die "OS user 'postgres' does not exist"
+  as_pg() { (cd / && runuser -u postgres -- "$@"); }
+else
+  as_pg() { "$@"; }
+fi
+# chown to postgres (no-op when not root: then everything runs as the caller)
+pg_own() { if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$@"; fi; }
+
+# --- locations ----------------------------------------------------------------
+STATE="$ROOT/.cache/pg"
+HASH=$(printf '%s' "$ROOT" | sha256sum | cut -c1-12)
+mkdir -p "$STATE"
+chmod 0755 "$STATE"
+if as_pg test -x "$STATE" && as_pg test -r "$STATE"; then
+  BASE="$STATE"
+else
+  # The repo sits under a directory the postgres user cannot traverse.
+  BASE="/var/lib/ostinato/$HASH"
+fi
+PGDATA="$BASE/data"
+LOGDIR="$BASE/log"
+SOCKDIR="$BASE/run"
+# unix socket paths are limited to 107 bytes (".s.PGSQL.<port>.lock" included)
+if [ $(( ${#SOCKDIR} + 21 )) -gt 100 ]; then
+  SOCKDIR="/tmp/ostinato-pg-$HASH"
+fi
+LOGFILE="$LOGDIR/postgres.log"
+INIT_MARK="$BASE/initialized"
+
+PSQL=("$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT")
+
+ensure_role_and_db() {
+  "${PSQL[@]}" -U postgres -d postgres <<'SQL'
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ostinato') THEN
+    CREATE ROLE ostinato SUPERUSER LOGIN;
+  END IF;
+END
+$$;
+SELECT 'CREATE DATABASE ostinato OWNER ostinato'
+ WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'ostinato') \gexec
+SQL
+}
+
+ours_running() {
+  [ -f "$PGDATA/PG_VERSION" ] && as_pg "$PGBIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# --- already running? -----------------------------------------------------------
+# (a server that is still starting, or dying after a crash, gets START_TIMEOUT to settle)
+deadline=$(( $(date +%s) + START_TIMEOUT ))
+while ours_running; do
+  if "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -t 2; then
+    ensure_role_and_db
+    log "postgres already running on 127.0.0.1:$PORT (data $PGDATA)"
+    exit 0
+  fi
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    die "postgres of this checkout is running but does not answer on 127.0.0.1:$PORT (port changed? run infra/postgres/down.sh first); see $LOGFILE"
+  fi
+  sleep 1
+done
+
+if port_open "$PORT"; then
+  # Something else owns the port: reuse it if it is a PostgreSQL we can use.
+  if "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -t 5 \
+     && "${PSQL[@]}" -U ostinato -d ostinato -tAc 'SELECT 1' >/dev/null 2>&1; then
+    log "postgres on 127.0.0.1:$PORT was not started by this checkout ($ROOT); reusing it"
+    exit 0
+  fi
+  die "port 127.0.0.1:$PORT is taken by another process that is not a usable PostgreSQL (role/db ostinato); free it or set OSTINATO_PG_PORT"
+fi
+
+# --- directories -------------------------------------------------------------------
+if [ "$BASE" != "$STATE" ]; then
+  log "postgres cannot traverse $STATE; keeping its data in $BASE"
+  mkdir -p "$BASE"
+  printf '%s\n' "$ROOT" > "$BASE/checkout"
+  pg_own "$BASE"
+fi
+for d in "$LOGDIR" "$SOCKDIR"; do
+  mkdir -p "$d"
+  pg_own "$d"
+  chmod 0755 "$d"
+done
+
+# --- initdb (once) ----------------------------------------------------------------
+t0=$(date +%s)
+if [ ! -f "$INIT_MARK" ] || [ ! -f "$PGDATA/PG_VERSION" ]; then
+  log "initdb $PGDATA (UTF8, locale C, trust on loopback)"
+  rm -rf "$PGDATA" "$INIT_MARK"   # an unfinished earlier init: nothing to keep
+  mkdir -p "$PGDATA"
+  pg_own "$PGDATA"
+  chmod 0700 "$PGDATA"
+  as_pg "$PGBIN/initdb" -D "$PGDATA" --username=postgres --auth=trust \
+    --encoding=UTF8 --locale=C >"$LOGDIR/initdb.log" 2>&1 \
+    || { tail -n 30 "$LOGDIR/initdb.log" >&2; die "initdb failed"; }
+  cat > "$PGDATA/pg_hba.conf" <<'EOF'
+# Managed by infra/postgres/up.sh: local development/CI only, loopback + socket.
+# TYPE  DATABASE  USER  ADDRESS        METHOD
+local   all       all                  trust
+host    all       all   127.0.0.1/32   trust
+EOF
+  echo "include_if_exists = 'ostinato.conf'" >> "$PGDATA/postgresql.conf"
+  pg_own "$PGDATA/pg_hba.conf"
+  touch "$INIT_MARK"
+fi
+if [ "$(cat "$PGDATA/PG_VERSION")" != "$PG_MAJOR" ]; then
+  die "$PGDATA was created by PostgreSQL $(cat "$PGDATA/PG_VERSION"), not $PG_MAJOR; reset with: infra/postgres/down.sh && rm -rf $PGDATA $INIT_MARK"
+fi
+
+# Settings are rewritten on every start so that edits here (and the port) apply.
+cat > "$PGDATA/ostinato.conf" <<EOF
+# Managed by infra/postgres/up.sh (rewritten on every start).
+listen_addresses = '127.0.0.1'
+port = $PORT
+unix_socket_directories = '$SOCKDIR'
+max_connections = 300
+shared_buffers = 512MB
+effective_cache_size = 8GB
+work_mem = 8MB
+maintenance_work_mem = 256MB
+max_wal_size = 2GB
+# durability is a product invariant: never turn these off
+fsync = on
+synchronous_commit = on
+full_page_writes = on
+timezone = 'UTC'
+log_timezone = 'UTC'
+log_line_prefix = '%m [%p] %q%u@%d '
+log_lock_waits = on
+EOF
+pg_own "$PGDATA/ostinato.conf"
+
+# --- start --------------------------------------------------------------------------
+log "starting postgres on 127.0.0.1:$PORT"
+# setsid: the server leaves the caller's session, so a Ctrl-C in `make` does not kill it.
+as_pg setsid -w "$PGBIN/pg_ctl" -D "$PGDATA" -l "$LOGFILE" -w -t "$START_TIMEOUT" -s start \
+  || { tail -n 30 "$LOGFILE" >&2 || true; die "pg_ctl start failed (log: $LOGFILE)"; }
+
+deadline=$(( $(date +%s) + START_TIMEOUT ))
+until "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -t 2; do
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    tail -n 30 "$LOGFILE" >&2 || true
+    die "postgres did not become ready within ${START_TIMEOUT}s (log: $LOGFILE)"
+  fi
+  sleep 0.5
+done
+ensure_role_and_db
+log "postgres ready on 127.0.0.1:$PORT in $(( $(date +%s) - t0 ))s (socket $SOCKDIR, data $PGDATA, url $OSTINATO_DATABASE_URL)"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Start the local infrastructure (idempotent), in order.
+#   infra/up.sh                  -> postgres, then kafka
+#   infra/up.sh kafka            -> only kafka (components: postgres kafka; "a,b" works too)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=infra/env.sh
+. "$ROOT/infra/env.sh"
+
+KNOWN="postgres kafka"
+read -r -a components <<<"${*//,/ }"
+[ "${#components[@]}" -gt 0 ] || read -r -a components <<<"$KNOWN"
+for c in "${components[@]}"; do
+  case " $KNOWN " in
+    *" $c "*) ;;
+    *) echo "[infra] ERROR: unknown component '$c' (known: $KNOWN)" >&2; exit 2 ;;
+  esac
+done
+
+t0=$(date +%s)
+for c in $KNOWN; do                       # always in dependency order
+  case " ${components[*]} " in *" $c "*) bash "$ROOT/infra/$c/up.sh" ;; esac
+done
+echo "[infra] up (${components[*]}) in $(( $(date +%s) - t0 ))s:" \
+     "OSTINATO_DATABASE_URL=$OSTINATO_DATABASE_URL OSTINATO_KAFKA_BOOTSTRAP=$OSTINATO_KAFKA_BOOTSTRAP"

@@ -1,0 +1,136 @@
+"""The Kafka bus against the real broker: the outbox relay publishes tenant-keyed messages with
+their trace context in headers, and a message delivered twice creates no second event."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+from aiokafka import AIOKafkaConsumer
+
+from ostinato.bus.codec import HEADER_EVENT_ID, decode
+from ostinato.bus.consumer import BatchConsumer, Delivered
+from ostinato.bus.kafka import ensure_topics, make_producer
+from ostinato.bus.topics import Topics, tenant_key
+from ostinato.clock import SystemClock
+from ostinato.dispatch import queue_due_runs
+from ostinato.eventlog.outbox import OutboxRelay
+from ostinato.eventlog.store import EventStore, read_stream
+from ostinato.scheduling import fire_due
+from tests.conftest import KAFKA_BOOTSTRAP
+
+from .helpers import new_job, new_tenant
+
+pytestmark = pytest.mark.integration
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+async def consume(topic: str, count: int, seconds: float = 30) -> list:
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=KAFKA_BOOTSTRAP,
+                                auto_offset_reset="earliest", group_id=None)
+    await consumer.start()
+    got: list = []
+    try:
+        async with asyncio.timeout(seconds):
+            while len(got) < count:
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    got += records
+    finally:
+        await consumer.stop()
+    return got
+
+
+async def test_relay_publishes_keyed_by_tenant_with_trace_headers_and_redelivery_is_harmless(
+        pool: asyncpg.Pool, topic_prefix: str) -> None:
+    topics = Topics(prefix=topic_prefix, partitions=3)
+    await ensure_topics(KAFKA_BOOTSTRAP, topics.all(), topics.partitions)
+    store = EventStore(SystemClock(), topics)
+    tenant_id, _ = await new_tenant(pool)
+    job = await new_job(pool, tenant_id)
+    producer = make_producer(KAFKA_BOOTSTRAP, "test")
+    await producer.start()
+    try:
+        created = await fire_due(pool, store, SystemClock())
+        assert len(created) == 1
+        relay = OutboxRelay(pool, producer, topics)
+        assert await relay.publish_once() == 1
+        assert await relay.publish_once() == 0  # published rows left the outbox
+
+        [record] = await consume(topics.due, 1)
+        assert record.key == tenant_key(tenant_id)
+        envelope = decode(record.value)
+        assert envelope.tenant_id == tenant_id and envelope.event.job_id == job["id"]
+        headers = dict(record.headers)
+        assert headers[HEADER_EVENT_ID].decode() == str(envelope.event_id)
+
+        # Deliver the very same message a second time, as a retried relay would.
+        await producer.send_and_wait(topics.due, value=record.value, key=record.key,
+                                     headers=list(record.headers))
+    finally:
+        await producer.stop()
+
+    handled: list[int] = []
+    seen: list[Delivered] = []
+    both_seen = asyncio.Event()
+
+    async def handle(batch: list[Delivered]) -> None:
+        handled.append(await queue_due_runs(pool, store, batch))
+        seen.extend(batch)
+        if len(seen) >= 2:  # the original and its duplicate
+            both_seen.set()
+
+    consumer = BatchConsumer(bootstrap=KAFKA_BOOTSTRAP, group=f"{topic_prefix}dispatcher",
+                             topics=[topics.due], handler=handle)
+    await consumer.start()
+    task = asyncio.create_task(consumer.run())
+    try:
+        await asyncio.wait_for(both_seen.wait(), 30)
+    finally:
+        consumer.stop()
+        await task
+        await consumer.close()
+    assert [d.envelope.event_id for d in seen] == [envelope.event_id] * 2
+    assert sum(handled) == 1
+    async with pool.acquire() as conn:
+        types = [r.type for r in await read_stream(conn, envelope.stream_id, tenant_id)]
+    assert types == ["RunScheduled", "RunQueued"]
+
+
+async def test_trace_context_travels_from_the_job_to_the_published_message(
+        pool: asyncpg.Pool, topic_prefix: str) -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from ostinato.telemetry.tracing import context_from_traceparent
+
+    topics = Topics(prefix=topic_prefix, partitions=3)
+    await ensure_topics(KAFKA_BOOTSTRAP, topics.all(), topics.partitions)
+    store = EventStore(SystemClock(), topics)
+    tenant_id, _ = await new_tenant(pool)
+    tracer = TracerProvider().get_tracer("test")
+    with tracer.start_as_current_span("POST /v1/jobs", context=context_from_traceparent(
+            TRACEPARENT)) as span:
+        from ostinato.telemetry.tracing import current_traceparent
+
+        parent = current_traceparent()
+        assert parent is not None and parent.split("-")[1] == TRACEPARENT.split("-")[1]
+        from ostinato.api.models import JobRequest
+        from ostinato.jobs import submit_job
+
+        async with pool.acquire() as conn:
+            await submit_job(conn, store, SystemClock(), tenant_id=tenant_id,
+                             request=JobRequest(name="traced"), pools=("default",),
+                             max_payload_bytes=1024, actor="test", traceparent=parent)
+    assert span.get_span_context().trace_id == int(TRACEPARENT.split("-")[1], 16)
+    await fire_due(pool, store, SystemClock())
+    producer = make_producer(KAFKA_BOOTSTRAP, "test")
+    await producer.start()
+    try:
+        assert await OutboxRelay(pool, producer, topics).publish_once() == 1
+    finally:
+        await producer.stop()
+    [record] = await consume(topics.due, 1)
+    assert dict(record.headers)["traceparent"].decode() == parent
+    assert decode(record.value).traceparent == parent
+    assert trace.get_current_span() is trace.INVALID_SPAN
