@@ -18,9 +18,11 @@ from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore, mark_processed
 from ostinato.telemetry import metrics
+from ostinato.telemetry.logging import get_logger
 
 CONSUMER = "dispatcher"
 ACTOR = "dispatcher"
+log = get_logger("ostinato.dispatcher")
 
 
 async def queue_due_runs(
@@ -45,5 +47,7 @@ async def queue_due_runs(
             if can_transition(RunState(row["state"]), RunState.QUEUED)
         ]
         await store.append(conn, events)
+    for e in events:
+        log.debug("run queued", tenant_id=str(e.tenant_id), run_id=str(e.stream_id))
     metrics.RUNS_QUEUED.inc(len(events))
     return len(events)

@@ -56,6 +56,8 @@ async def fire_due(
             events.append(NewEvent(job["id"], job["version"] + 1, job["tenant_id"], fired, actor,
                                    traceparent=job["traceparent"]))
             created.append(run)
+            log.debug("run scheduled", tenant_id=str(job["tenant_id"]), job_id=str(job["id"]),
+                      run_id=str(run_id), scheduled_for=scheduled_for.isoformat())
         await store.append(conn, events)
     metrics.RUNS_CREATED.inc(len(created))
     return created

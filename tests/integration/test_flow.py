@@ -117,3 +117,28 @@ async def test_a_retried_outcome_report_is_answered_again_without_a_new_event(
     assert foreign.status == 404
     async with pool.acquire() as conn:
         assert len(await read_stream(conn, run_id, tenant_id)) == 4
+
+
+async def test_the_worker_protocol_is_tenant_scoped(pool: asyncpg.Pool) -> None:
+    owner, _ = await new_tenant(pool)
+    intruder, _ = await new_tenant(pool)
+    await new_job(pool, owner)
+    await fire_due(pool, store(), SystemClock())
+    assert await queue_due_runs(pool, store(), await drain_outbox(pool, TOPICS.due)) == 1
+    attempts = Attempts(pool, store(), SystemClock(), lease_ttl_seconds=30)
+    assert await attempts.claim(intruder, p.ClaimRequest(worker_id="x", max_runs=10)) == []
+    [claimed] = await attempts.claim(owner, p.ClaimRequest(worker_id="w", max_runs=10))
+    item = p.HeartbeatItem(run_id=claimed.run_id, fencing_token=claimed.fencing_token)
+    [hb] = await attempts.heartbeat(intruder, "x", [item])
+    assert hb.status == 404
+    [done] = await attempts.record(intruder, "x", [Outcome(
+        uuid.UUID(claimed.run_id), claimed.run_id, claimed.fencing_token, "complete")])
+    assert done.status == 404
+    [hb] = await attempts.heartbeat(owner, "w", [item])
+    assert hb.status == 200 and hb.lease_expires_at > claimed.lease_expires_at
+    [stale] = await attempts.heartbeat(owner, "w", [p.HeartbeatItem(
+        run_id=claimed.run_id, fencing_token=claimed.fencing_token + 5)])
+    assert stale.status == 409
+    async with pool.acquire() as conn:
+        types = [r.type for r in await read_stream(conn, uuid.UUID(claimed.run_id), owner)]
+    assert types == ["RunScheduled", "RunQueued", "RunStarted", "StaleWriteRejected"]

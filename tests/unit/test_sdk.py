@@ -34,6 +34,7 @@ from ostinato.sdk import (
     task,
 )
 from ostinato.sdk import protocol as p
+from ostinato.sdk.reporter import Reporter
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
@@ -120,8 +121,8 @@ class FakeGateway:
         return httpx.Response(200, content=msgspec.json.encode(p.ClaimResponse(runs=runs)))
 
 
-async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
+async def eventually(predicate: Callable[[], bool], within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached before the deadline"
         await asyncio.sleep(0.002)
@@ -269,6 +270,24 @@ async def test_heartbeat_409_raises_lease_lost_and_no_outcome_is_sent() -> None:
     assert {(h.run_id, h.fencing_token) for h in gw.heartbeats()} >= {(r, 5) for r in lost}
 
 
+async def test_sync_handler_heartbeat_sync_raises_lease_lost_in_its_thread() -> None:
+    gw, raised = FakeGateway(), threading.Event()
+
+    def fragile(payload: Any) -> str:
+        try:
+            current().heartbeat_sync()
+        except LeaseLost:
+            raised.set()
+            raise
+        return "should not be reported"
+
+    run_id = await gw.add("fragile")
+    gw.heartbeat_status[run_id] = 409
+    async with running(gw, {"fragile": fragile}):
+        await eventually(raised.is_set)
+    assert run_id not in gw.completions().keys() | gw.failures().keys()
+
+
 async def test_periodic_heartbeats_renew_and_relay_409_and_cancel() -> None:
     gw = FakeGateway()
 
@@ -371,6 +390,29 @@ async def test_trace_context_is_injected_into_requests() -> None:
     finally:
         otel_context.detach(token)
     assert gw.claim_headers[0]["traceparent"].split("-")[1] == f"{0xABC:032x}"
+
+
+async def test_reporter_keeps_one_request_in_flight_and_accumulates_the_next_batch() -> None:
+    gate, requests = asyncio.Event(), []
+
+    async def transport(request: p.BatchRequest) -> p.BatchResponse:
+        requests.append(request)
+        await gate.wait()
+        results = [p.BatchItemResult(run_id=c.run_id, kind="complete", status=200)
+                   for c in request.completions]
+        return p.BatchResponse(results=results)
+
+    reporter = Reporter(transport, worker_id="w")
+    reporter.start()
+    reporter.complete("r0", 1, None)
+    await eventually(lambda: len(requests) == 1)
+    for i in range(1, 451):
+        reporter.complete(f"r{i}", 1, {"i": i})
+    assert len(requests) == 1 and reporter.pending == 451  # still one request in flight
+    gate.set()
+    await eventually(lambda: reporter.pending == 0)
+    assert [len(r.completions) for r in requests] == [1, 200, 200, 50]
+    assert await reporter.close(1.0) == []
 
 
 def test_protocol_requests_are_strict_and_compact() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import structlog
 from litestar import Request
 from litestar.di import NamedDependency
 
@@ -21,6 +22,8 @@ async def principal(request: Request) -> Principal:
         found = await authenticate(conn, key.strip(), state.settings.admin_key)
     if found is None:
         raise Unauthorized("unknown API key")
+    if found.tenant_id is not None:
+        structlog.contextvars.bind_contextvars(tenant_id=str(found.tenant_id))
     return found
 
 

@@ -26,10 +26,12 @@ from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
 from ostinato.sdk import protocol as p
 from ostinato.telemetry import metrics
+from ostinato.telemetry.logging import get_logger
 
 LQ = load("ostinato.leases", "leases.sql")
 RQ = readmodels.Q
 _json = msgspec.json.Encoder()
+log = get_logger("ostinato.gateway")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,10 @@ class Attempts:
             ])
             payloads = await get_blobs(conn, [r["payload_ref"] for r in rows], tenant_id)
         metrics.RUNS_CLAIMED.inc(len(rows))
+        for r, token in zip(rows, tokens, strict=True):
+            log.debug("run claimed", tenant_id=str(tenant_id), job_id=str(r["job_id"]),
+                      run_id=str(r["id"]), attempt=r["attempt"] + 1, fencing_token=token,
+                      worker_id=req.worker_id)
         return [
             p.ClaimedRun(
                 run_id=str(r["id"]), job_id=str(r["job_id"]), tenant_id=str(r["tenant_id"]),
@@ -167,12 +173,16 @@ class Attempts:
             self.on_finished()
         for e in events:
             match e.event:
-                case ev.RunSucceeded():
+                case ev.RunSucceeded(attempt=attempt):
                     metrics.RUNS_COMPLETED.labels(outcome="succeeded").inc()
-                case ev.RunFailed():
+                    log.debug("run succeeded", tenant_id=str(tenant_id), run_id=str(e.stream_id),
+                              attempt=attempt)
+                case ev.RunFailed(attempt=attempt, error_type=error_type):
                     metrics.RUNS_COMPLETED.labels(outcome="failed").inc()
-                case _:
-                    metrics.STALE_WRITES_REJECTED.inc()
+                    log.info("run failed", tenant_id=str(tenant_id), run_id=str(e.stream_id),
+                             attempt=attempt, error_type=error_type)
+                case ev.StaleWriteRejected() as rejected:
+                    _log_stale(tenant_id, e.stream_id, rejected)
         return results
 
     @staticmethod
@@ -213,8 +223,16 @@ class Attempts:
                 actor=f"worker:{worker_id}", epoch=item.fencing_token))
             current[rid] = row["fencing_token"]
         await self.store.append(conn, events)
-        metrics.STALE_WRITES_REJECTED.inc(len(events))
+        for e in events:
+            _log_stale(tenant_id, e.stream_id, e.event)  # type: ignore[arg-type]
         return current
+
+
+def _log_stale(tenant_id: uuid.UUID, run_id: uuid.UUID, e: ev.StaleWriteRejected) -> None:
+    metrics.STALE_WRITES_REJECTED.inc()
+    log.warning("stale write rejected", tenant_id=str(tenant_id), run_id=str(run_id),
+                operation=e.operation, presented_token=e.presented_token,
+                current_token=e.current_token, worker_id=e.worker_id)
 
 
 def _failed_item(raw_run_id: str, kind: str, current_token: int | None) -> p.BatchItemResult:

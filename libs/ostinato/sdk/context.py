@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from datetime import datetime
 
 import structlog
+
 from ostinato.sdk.errors import Cancelled, LeaseLost, OstinatoWorkerError
 from ostinato.sdk.protocol import BatchItemResult, ClaimedRun, HeartbeatItem
 

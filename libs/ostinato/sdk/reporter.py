@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
+
 from ostinato.sdk.protocol import (
     MAX_BATCH_ITEMS,
     BatchItemResult,
@@ -141,6 +142,8 @@ class Reporter:
                 await asyncio.wait_for(self._task, flush_seconds)
             except TimeoutError:
                 pass
+            except Exception:  # a bug in the flusher must not hide what stayed unreported
+                log.exception("reporter.crashed")
         if self._timer is not None:
             self._timer.cancel()
         lost = [o.run_id for o in (*self._inflight, *self._outcomes)]

@@ -30,6 +30,7 @@ import httpx
 import msgspec
 import structlog
 from opentelemetry import propagate, trace
+
 from ostinato.sdk.context import Custody, RunContext, use_context
 from ostinato.sdk.errors import (
     Cancelled,
@@ -252,14 +253,12 @@ class Worker:
             sent_at = time.monotonic()
             try:
                 runs = await self._claim(min(free, MAX_CLAIM_RUNS))
-            except GatewayError as exc:
-                if exc.status in _FATAL_CLAIM_STATUSES:
+            except (GatewayError, httpx.HTTPError, msgspec.DecodeError) as exc:
+                if isinstance(exc, GatewayError) and exc.status in _FATAL_CLAIM_STATUSES:
                     log.error("claim.refused", status=exc.status, error=str(exc))
                     raise
                 failures += 1
-            except (httpx.HTTPError, msgspec.DecodeError) as exc:
-                log.warning("claim.transport_error", error=repr(exc))
-                failures += 1
+                log.warning("claim.retry", error=repr(exc), attempt=failures)
             else:
                 failures = 0
                 for run in runs:
@@ -315,7 +314,7 @@ class Worker:
                 raise
             except LeaseLost as exc:
                 ctx.mark_lease_lost()
-                log.warning("run.lease_lost", reason=exc.reason)
+                log.warning("run.outcome_withheld", reason=exc.reason)
             except (Exception, Cancelled) as exc:
                 info = error_info(exc)
                 unclassified = not isinstance(exc, RetryableError | PermanentError | Cancelled)
@@ -342,7 +341,7 @@ class Worker:
                                       retryable=False), started)
             return
         if ctx.is_lease_lost():
-            log.warning("run.lease_lost", reason="outcome not reported")
+            log.warning("run.outcome_withheld", reason="lease lost")
             return
         self._reporter.complete(ctx.run_id, ctx.fencing_token, output)
         log.info("run.completed", duration_ms=round((time.monotonic() - started) * 1000, 2))
@@ -351,7 +350,7 @@ class Worker:
         self, ctx: RunContext, info: ErrorInfo, started: float, exc: BaseException | None = None
     ) -> None:
         if ctx.is_lease_lost():
-            log.warning("run.lease_lost", reason="outcome not reported", error_type=info.type)
+            log.warning("run.outcome_withheld", reason="lease lost", error_type=info.type)
             return
         self._reporter.fail(ctx.run_id, ctx.fencing_token, info)
         log.warning(
