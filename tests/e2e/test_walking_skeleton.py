@@ -12,9 +12,8 @@ import httpx
 import pytest
 
 from ostinato.sdk import PermanentError, Worker, current, task
+from ostinato.testing.cluster import Cluster
 from tests.conftest import KAFKA_BOOTSTRAP, drop_database, fresh_database, url_for
-
-from .cluster import Cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 EXPECTED = ["RunScheduled", "RunQueued", "RunStarted", "RunSucceeded"]

@@ -1,0 +1,106 @@
+"""Start the five services as separate OS processes against the real servers, each run (a test,
+a benchmark) on its own database, topic prefix and free ports, and stop them afterwards."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[3]
+SERVICES = ("api", "scheduler", "dispatcher", "worker_gateway", "reconciler")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Cluster:
+    database_url: str
+    kafka_bootstrap: str
+    topic_prefix: str
+    log_dir: Path
+    admin_key: str = field(default_factory=lambda: "adm_" + secrets.token_hex(16))
+    ports: dict[str, int] = field(default_factory=lambda: {s: free_port() for s in SERVICES})
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['api']}"
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['worker_gateway']}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "OSTINATO_DATABASE_URL": self.database_url,
+            "OSTINATO_KAFKA_BOOTSTRAP": self.kafka_bootstrap,
+            "OSTINATO_TOPIC_PREFIX": self.topic_prefix,
+            "OSTINATO_TOPIC_PARTITIONS": "3",
+            "OSTINATO_ADMIN_KEY": self.admin_key,
+            "OSTINATO_API_PORT": str(self.ports["api"]),
+            "OSTINATO_GATEWAY_PORT": str(self.ports["worker_gateway"]),
+            "OSTINATO_SCHEDULER_PORT": str(self.ports["scheduler"]),
+            "OSTINATO_DISPATCHER_PORT": str(self.ports["dispatcher"]),
+            "OSTINATO_RECONCILER_PORT": str(self.ports["reconciler"]),
+            "OSTINATO_RECONCILE_INTERVAL_SECONDS": "1",
+            **self.extra_env,
+        }
+
+    def start(self, names: tuple[str, ...] = SERVICES) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            log = (self.log_dir / f"{name}.log").open("ab")
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", f"services.{name}"], cwd=ROOT, env=self.env(),
+                stdout=log, stderr=subprocess.STDOUT,
+            )
+        for name in names:
+            self.wait_ready(name)
+
+    def wait_ready(self, name: str, seconds: float = 90) -> None:
+        deadline = time.monotonic() + seconds
+        url = f"http://127.0.0.1:{self.ports[name]}/readyz"
+        while time.monotonic() < deadline:
+            if self.procs[name].poll() is not None:
+                raise RuntimeError(f"{name} exited: {self.tail(name)}")
+            try:
+                if httpx.get(url, timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"{name} not ready: {self.tail(name)}")
+
+    def tail(self, name: str, lines: int = 30) -> str:
+        path = self.log_dir / f"{name}.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() \
+            else "(no log)"
+
+    def stop(self) -> dict[str, int]:
+        """SIGTERM every service (graceful stop), SIGKILL what does not exit; return exit codes."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        codes = {}
+        for name, proc in self.procs.items():
+            try:
+                codes[name] = proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                codes[name] = proc.wait()
+        return codes
