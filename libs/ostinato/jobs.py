@@ -14,6 +14,7 @@ from ostinato.api.models import JobRequest
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, InvalidState, NotFound, PayloadTooLarge
+from ostinato.domain.ids import run_id_for
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore, put_blob
@@ -75,11 +76,66 @@ async def delete_job(
 ) -> None:
     """Stop a job from creating further runs. Runs already created are not touched."""
     async with conn.transaction():
-        row = await conn.fetchrow(Q["lock_job"], job_id, tenant_id)
-        if row is None:
-            raise NotFound(f"no job {job_id}")
+        row = await _lock_job(conn, tenant_id, job_id)
         if row["status"] == "deleted":
             raise InvalidState(f"job {job_id} is already deleted")
         await store.append(conn, [NewEvent(job_id, row["version"] + 1, tenant_id,
                                            ev.JobDeleted(), actor)])
 
+
+
+async def pause_job(
+    conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID, job_id: uuid.UUID,
+    actor: str, reason: str = "paused by user", auto: bool = False,
+) -> None:
+    """Stop creating runs until resumed; the slots that pass meanwhile are decided at resume."""
+    async with conn.transaction():
+        row = await _lock_job(conn, tenant_id, job_id)
+        if row["status"] != "active":
+            raise InvalidState(f"job {job_id} is {row['status']}; only an active job can pause")
+        await store.append(conn, [NewEvent(job_id, row["version"] + 1, tenant_id,
+                                           ev.JobPaused(reason=reason, auto=auto), actor)])
+
+
+async def resume_job(
+    conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID, job_id: uuid.UUID,
+    actor: str, misfire: str | None = None,
+) -> None:
+    """Resume; `misfire` decides the slots missed while paused (None: the schedule's policy).
+    The decision is recorded in JobResumed and applied by the scheduler's next plan."""
+    async with conn.transaction():
+        row = await _lock_job(conn, tenant_id, job_id)
+        if row["status"] != "paused":
+            raise InvalidState(f"job {job_id} is {row['status']}; only a paused job can resume")
+        await store.append(conn, [NewEvent(job_id, row["version"] + 1, tenant_id,
+                                           ev.JobResumed(misfire=misfire), actor)])
+
+
+async def trigger_now(
+    conn: asyncpg.Connection, store: EventStore, clock: Clock, *, tenant_id: uuid.UUID,
+    job_id: uuid.UUID, actor: str, traceparent: str | None = None,
+) -> uuid.UUID:
+    """An extra run outside the schedule, marked `manual`; the schedule itself is untouched."""
+    async with conn.transaction():
+        job = await conn.fetchrow(Q["job_by_id"], job_id, tenant_id)
+        if job is None:
+            raise NotFound(f"no job {job_id}")
+        if job["status"] == "deleted":
+            raise InvalidState(f"job {job_id} is deleted")
+        now = clock.now()
+        run_id = run_id_for(job_id, now)
+        await store.append(conn, [NewEvent(
+            run_id, 1, tenant_id,
+            ev.RunScheduled(job_id=job_id, task=job["task"], pool=job["pool"],
+                            priority=job["priority"], payload_ref=job["payload_ref"],
+                            scheduled_for=now, trigger="manual", due_at=now),
+            actor, traceparent=traceparent or job["traceparent"])])
+    return run_id
+
+
+async def _lock_job(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                    job_id: uuid.UUID) -> asyncpg.Record:
+    row = await conn.fetchrow(Q["lock_job"], job_id, tenant_id)
+    if row is None:
+        raise NotFound(f"no job {job_id}")
+    return row

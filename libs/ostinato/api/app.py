@@ -6,6 +6,7 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 
+from ostinato.api import control
 from ostinato.api.problems import EXCEPTION_HANDLERS
 from ostinato.api.routes import DEPENDENCIES, ROUTES
 from ostinato.eventlog.store import EventStore
@@ -17,7 +18,11 @@ VERSION = "0.1.0"
 
 def create_app(service: Service, store: EventStore) -> Litestar:
     app = Litestar(
-        route_handlers=[*ROUTES, *ops_route_handlers(lambda: service.readiness(kafka=True))],
+        route_handlers=[
+            *ROUTES,
+            *control.ROUTES,
+            *ops_route_handlers(lambda: service.readiness(kafka=True)),
+        ],
         dependencies=DEPENDENCIES,
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=tracing_middleware(),

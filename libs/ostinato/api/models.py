@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -97,3 +97,29 @@ class Page(msgspec.Struct, kw_only=True):
 class EventsPage(msgspec.Struct, kw_only=True):
     run_id: uuid.UUID
     items: list[EventView]
+
+
+class PauseRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    reason: Annotated[str, msgspec.Meta(max_length=500)] = "paused by user"
+
+
+class ResumeRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """`misfire` decides the slots missed while paused; omitted: the schedule's own policy."""
+
+    misfire: Literal["run_once", "catch_up", "skip"] | None = None
+
+
+class TriggeredView(msgspec.Struct, kw_only=True):
+    run_id: uuid.UUID
+    job_id: uuid.UUID
+    trigger: str
+
+
+class CalendarRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    dates: Annotated[list[date], msgspec.Meta(max_length=10_000)]
+
+
+class CalendarView(msgspec.Struct, kw_only=True):
+    name: str
+    dates: list[date]
+    updated_at: datetime

@@ -8,7 +8,7 @@ test keeps it current. Each event names the kind of stream it belongs to.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, ClassVar
 
 import msgspec
@@ -46,6 +46,7 @@ class JobCreated(Event, tag="JobCreated"):
     priority: str
     next_run_at: datetime | None
     idempotency_key: str | None = None
+    next_slot: datetime | None = None  # nominal slot; next_run_at adds the jitter offset
 
 
 class OccurrenceFired(Event, tag="OccurrenceFired"):
@@ -55,6 +56,51 @@ class OccurrenceFired(Event, tag="OccurrenceFired"):
     scheduled_for: datetime
     run_id: uuid.UUID
     next_run_at: datetime | None
+    next_slot: datetime | None = None
+
+
+class OccurrencesSkipped(Event, tag="OccurrencesSkipped"):
+    """Slots that will not run, with why (misfire policy, calendar, overlap, too late): a skip is
+    always recorded, never a silent gap. `slots` is None when the range was too long to count."""
+
+    stream_type: ClassVar[str] = "job"
+    first: datetime
+    last: datetime
+    slots: int | None
+    reason: str
+    next_run_at: datetime | None
+    next_slot: datetime | None
+
+
+class OccurrenceMissed(Event, tag="OccurrenceMissed"):
+    """The reconciler found a due slot with neither a run nor a recorded skip."""
+
+    stream_type: ClassVar[str] = "job"
+    scheduled_for: datetime
+    detected_by: str
+    repair: str  # what follows: "run" | "skip" | "scheduler" (left to the scheduler's policy)
+
+
+class JobPaused(Event, tag="JobPaused"):
+    stream_type: ClassVar[str] = "job"
+    reason: str
+    auto: bool = False
+
+
+class JobResumed(Event, tag="JobResumed"):
+    """`misfire` decides the slots missed while paused (None: the schedule's own policy)."""
+
+    stream_type: ClassVar[str] = "job"
+    misfire: str | None = None
+
+
+class BackfillRequested(Event, tag="BackfillRequested"):
+    stream_type: ClassVar[str] = "job"
+    start: datetime
+    end: datetime
+    runs_created: int
+    slots_with_runs: int
+    slots_skipped: int
 
 
 class JobDeleted(Event, tag="JobDeleted"):
@@ -73,6 +119,8 @@ class RunScheduled(Event, tag="RunScheduled"):
     priority: str
     payload_ref: uuid.UUID
     scheduled_for: datetime
+    trigger: str = "schedule"  # schedule | manual | backfill | repair
+    due_at: datetime | None = None  # scheduled_for + jitter
 
 
 class RunQueued(Event, tag="RunQueued"):
@@ -115,12 +163,29 @@ class StaleWriteRejected(Event, tag="StaleWriteRejected"):
     worker_id: str
 
 
+# -- calendar streams --------------------------------------------------------------------------
+
+
+class CalendarDefined(Event, tag="CalendarDefined"):
+    """Creates or replaces a named exclusion calendar: dates a schedule skips (in its zone)."""
+
+    stream_type: ClassVar[str] = "calendar"
+    name: str
+    dates: list[date]
+
+
 CATALOGUE: tuple[type[Event], ...] = (
     TenantCreated,
     ApiKeyIssued,
     JobCreated,
     OccurrenceFired,
+    OccurrencesSkipped,
+    OccurrenceMissed,
+    JobPaused,
+    JobResumed,
+    BackfillRequested,
     JobDeleted,
+    CalendarDefined,
     RunScheduled,
     RunQueued,
     RunStarted,
@@ -134,7 +199,13 @@ AnyEvent = (
     | ApiKeyIssued
     | JobCreated
     | OccurrenceFired
+    | OccurrencesSkipped
+    | OccurrenceMissed
+    | JobPaused
+    | JobResumed
+    | BackfillRequested
     | JobDeleted
+    | CalendarDefined
     | RunScheduled
     | RunQueued
     | RunStarted

@@ -32,13 +32,39 @@ def _job_created(r: RecordedEvent, e: ev.JobCreated) -> tuple[str, Args]:
     return "project_job_created", (
         r.stream_id, r.tenant_id, e.name, e.task, _json.encode(e.schedule).decode(),
         e.payload_ref, e.pool, e.priority, e.idempotency_key, e.next_run_at, r.occurred_at,
-        r.version, r.traceparent,
+        r.version, r.traceparent, e.schedule.get("kind", "at"), e.next_slot,
+        e.schedule.get("calendar"), e.schedule.get("overlap", "allow"),
     )
 
 
 def _occurrence_fired(r: RecordedEvent, e: ev.OccurrenceFired) -> tuple[str, Args]:
     return "project_occurrence_fired", (
-        r.stream_id, e.next_run_at, e.scheduled_for, r.occurred_at, r.version,
+        r.stream_id, e.next_run_at, e.scheduled_for, r.occurred_at, r.version, e.next_slot,
+    )
+
+
+def _occurrences_skipped(r: RecordedEvent, e: ev.OccurrencesSkipped) -> tuple[str, Args]:
+    return "project_occurrences_skipped", (
+        r.stream_id, e.next_run_at, r.occurred_at, r.version, e.next_slot, r.tenant_id,
+        e.first, e.last, e.slots, e.reason,
+    )
+
+
+def _job_paused(r: RecordedEvent, e: ev.JobPaused) -> tuple[str, Args]:
+    return "project_job_paused", (r.stream_id, r.occurred_at, r.version, r.tenant_id, e.reason)
+
+
+def _job_resumed(r: RecordedEvent, e: ev.JobResumed) -> tuple[str, Args]:
+    return "project_job_resumed", (r.stream_id, r.occurred_at, r.version, e.misfire)
+
+
+def _job_version_only(r: RecordedEvent, e: ev.Event) -> tuple[str, Args]:
+    return "project_job_version_only", (r.stream_id, r.version)
+
+
+def _calendar_defined(r: RecordedEvent, e: ev.CalendarDefined) -> tuple[str, Args]:
+    return "project_calendar_defined", (
+        r.stream_id, r.tenant_id, e.name, e.dates, r.occurred_at, r.version,
     )
 
 
@@ -49,7 +75,7 @@ def _job_deleted(r: RecordedEvent, e: ev.JobDeleted) -> tuple[str, Args]:
 def _run_scheduled(r: RecordedEvent, e: ev.RunScheduled) -> tuple[str, Args]:
     return "project_run_scheduled", (
         r.stream_id, r.tenant_id, e.job_id, e.task, e.pool, e.priority, e.payload_ref,
-        e.scheduled_for, r.occurred_at, r.version,
+        e.scheduled_for, r.occurred_at, r.version, e.trigger, e.due_at,
     )
 
 
@@ -84,7 +110,13 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.ApiKeyIssued: _api_key_issued,
     ev.JobCreated: _job_created,
     ev.OccurrenceFired: _occurrence_fired,
+    ev.OccurrencesSkipped: _occurrences_skipped,
+    ev.OccurrenceMissed: _job_version_only,
+    ev.JobPaused: _job_paused,
+    ev.JobResumed: _job_resumed,
+    ev.BackfillRequested: _job_version_only,
     ev.JobDeleted: _job_deleted,
+    ev.CalendarDefined: _calendar_defined,
     ev.RunScheduled: _run_scheduled,
     ev.RunQueued: _run_queued,
     ev.RunStarted: _run_started,
@@ -137,5 +169,6 @@ async def snapshot(conn: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:
     """All read-model rows, for comparing live and rebuilt state."""
     return {
         table: [dict(r) for r in await conn.fetch(Q[f"snapshot_{table}"])]
-        for table in ("tenants", "api_keys", "jobs", "runs")
+        for table in ("tenants", "api_keys", "jobs", "runs", "occurrence_skips", "job_pauses",
+                      "calendars")
     }

@@ -16,17 +16,62 @@ UPDATE tenants SET version = $5 WHERE id = $1;
 -- JobCreated
 INSERT INTO jobs (id, tenant_id, name, task, status, schedule, payload_ref, pool, priority,
                   idempotency_key, traceparent, next_run_at, runs_created, created_at, updated_at,
-                  version)
+                  version, kind, next_slot, calendar, overlap)
 VALUES ($1, $2, $3, $4, CASE WHEN $10::timestamptz IS NULL THEN 'completed' ELSE 'active' END,
-        $5::text::jsonb, $6, $7, $8, $9, $13, $10, 0, $11, $11, $12);
+        $5::text::jsonb, $6, $7, $8, $9, $13, $10, 0, $11, $11, $12, $14,
+        coalesce($15::timestamptz, $10), $16, $17);
 
 -- name: project_occurrence_fired
 -- OccurrenceFired: a run was created for scheduled_for; the job moves on to next_run_at
-UPDATE jobs SET next_run_at = $2, last_run_at = $3, runs_created = runs_created + 1,
+UPDATE jobs SET next_run_at = $2, next_slot = coalesce($6::timestamptz, $2),
+                last_run_at = greatest(last_run_at, $3), runs_created = runs_created + 1,
+                resume_policy = NULL,
                 status = CASE WHEN $2::timestamptz IS NULL AND status = 'active' THEN 'completed'
                               ELSE status END,
                 updated_at = $4, version = $5
 WHERE id = $1;
+
+-- name: project_occurrences_skipped
+-- OccurrencesSkipped: the skipped range is recorded; the job moves on like after a fire
+WITH skip AS (
+    INSERT INTO occurrence_skips (job_id, tenant_id, first_slot, last_slot, slots, reason,
+                                  recorded_at)
+    VALUES ($1, $6, $7, $8, $9, $10, $3)
+    ON CONFLICT DO NOTHING
+)
+UPDATE jobs SET next_run_at = $2, next_slot = $5, resume_policy = NULL,
+                status = CASE WHEN $2::timestamptz IS NULL AND status = 'active' THEN 'completed'
+                              ELSE status END,
+                updated_at = $3, version = $4
+WHERE id = $1;
+
+-- name: project_job_paused
+-- JobPaused
+WITH pause AS (
+    INSERT INTO job_pauses (job_id, tenant_id, paused_at, reason) VALUES ($1, $4, $2, $5)
+)
+UPDATE jobs SET status = 'paused', paused_at = $2, updated_at = $2, version = $3 WHERE id = $1;
+
+-- name: project_job_resumed
+-- JobResumed: the pause ends; the chosen misfire policy waits for the next plan
+WITH pause AS (
+    UPDATE job_pauses SET resumed_at = $2, resume_policy = $4
+    WHERE job_id = $1 AND resumed_at IS NULL
+)
+UPDATE jobs SET status = 'active', paused_at = NULL, resume_policy = $4, updated_at = $2,
+                version = $3
+WHERE id = $1;
+
+-- name: project_job_version_only
+-- Job events that change nothing else (OccurrenceMissed, BackfillRequested)
+UPDATE jobs SET version = $2 WHERE id = $1;
+
+-- name: project_calendar_defined
+-- CalendarDefined: create or replace
+INSERT INTO calendars (id, tenant_id, name, dates, created_at, updated_at, version)
+VALUES ($1, $2, $3, $4, $5, $5, $6)
+ON CONFLICT (id) DO UPDATE SET dates = excluded.dates, updated_at = excluded.updated_at,
+                               version = excluded.version;
 
 -- name: project_job_deleted
 -- JobDeleted
@@ -35,8 +80,8 @@ UPDATE jobs SET status = 'deleted', next_run_at = NULL, updated_at = $2, version
 -- name: project_run_scheduled
 -- RunScheduled
 INSERT INTO runs (id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, state,
-                  attempt, fencing_token, scheduled_at, updated_at, version)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'scheduled', 0, 0, $9, $9, $10);
+                  attempt, fencing_token, scheduled_at, updated_at, version, trigger, due_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'scheduled', 0, 0, $9, $9, $10, $11, coalesce($12::timestamptz, $8));
 
 -- name: project_run_queued
 -- RunQueued
@@ -50,16 +95,25 @@ UPDATE runs SET state = 'running', attempt = $2, fencing_token = $3, worker_id =
 WHERE id = $1;
 
 -- name: project_run_succeeded
--- RunSucceeded
-UPDATE runs SET state = 'succeeded', output_ref = $2, finished_at = $3, updated_at = $3,
-                version = $4
-WHERE id = $1;
+-- RunSucceeded: also ends the job's streak of failures
+WITH run AS (
+    UPDATE runs SET state = 'succeeded', output_ref = $2, finished_at = $3, updated_at = $3,
+                    version = $4
+    WHERE id = $1
+    RETURNING job_id
+)
+UPDATE jobs SET consecutive_failures = 0 FROM run WHERE jobs.id = run.job_id;
 
 -- name: project_run_failed
--- RunFailed
-UPDATE runs SET state = 'failed', last_error = $2::text::jsonb, finished_at = $3, updated_at = $3,
-                version = $4
-WHERE id = $1;
+-- RunFailed: counts towards the job's auto-pause threshold
+WITH run AS (
+    UPDATE runs SET state = 'failed', last_error = $2::text::jsonb, finished_at = $3,
+                    updated_at = $3, version = $4
+    WHERE id = $1
+    RETURNING job_id
+)
+UPDATE jobs SET consecutive_failures = consecutive_failures + 1 FROM run
+WHERE jobs.id = run.job_id;
 
 -- name: project_version_only
 -- Events that change no read-model column but the stream version (e.g. StaleWriteRejected)
@@ -67,7 +121,7 @@ UPDATE runs SET version = $2 WHERE id = $1;
 
 -- name: truncate_read_models
 -- Before a rebuild: read models only, never the log.
-TRUNCATE api_keys, runs, jobs, tenants;
+TRUNCATE api_keys, runs, jobs, tenants, occurrence_skips, job_pauses, calendars;
 
 -- name: tenant_by_key_hash
 -- Authenticate an API key by its hash.
@@ -102,8 +156,8 @@ SELECT id, tenant_id, status, version FROM jobs WHERE id = $1 AND tenant_id = $2
 -- name: claim_due_jobs
 -- The scheduler's poll: due active jobs, oldest first, small batches; SKIP LOCKED gives each
 -- due job to exactly one scheduler transaction.
-SELECT id, tenant_id, task, pool, priority, payload_ref, next_run_at, schedule, traceparent,
-       version
+SELECT id, tenant_id, task, pool, priority, payload_ref, next_run_at, next_slot, schedule,
+       traceparent, version, calendar, overlap, resume_policy, consecutive_failures
 FROM jobs
 WHERE status = 'active' AND next_run_at IS NOT NULL
   AND next_run_at <= coalesce($1::timestamptz, now())
@@ -167,3 +221,66 @@ SELECT * FROM jobs ORDER BY id;
 -- name: snapshot_runs
 -- For the rebuild-equality check.
 SELECT * FROM runs ORDER BY id;
+
+-- name: snapshot_occurrence_skips
+-- For the rebuild-equality check.
+SELECT * FROM occurrence_skips ORDER BY job_id, first_slot, reason;
+
+-- name: snapshot_job_pauses
+-- For the rebuild-equality check.
+SELECT * FROM job_pauses ORDER BY job_id, paused_at;
+
+-- name: snapshot_calendars
+-- For the rebuild-equality check.
+SELECT * FROM calendars ORDER BY id;
+
+-- name: lock_calendar
+-- Writers lock a calendar before redefining it.
+SELECT id, version FROM calendars WHERE id = $1 AND tenant_id = $2 FOR UPDATE;
+
+-- name: calendar_by_name
+-- One calendar of one tenant.
+SELECT * FROM calendars WHERE tenant_id = $1 AND name = $2;
+
+-- name: list_calendars
+-- A tenant's calendars by name.
+SELECT * FROM calendars WHERE tenant_id = $1 ORDER BY name;
+
+-- name: calendars_by_id
+-- The scheduler's batch lookup of the calendars its due jobs name.
+SELECT tenant_id, name, dates FROM calendars WHERE id = ANY($1::uuid[]);
+
+-- name: active_runs_of_jobs
+-- Overlap policy: how many runs of each job are not yet final.
+SELECT job_id, count(*) AS active FROM runs
+WHERE job_id = ANY($1::uuid[])
+  AND state NOT IN ('succeeded', 'dead_lettered', 'cancelled', 'failed')
+GROUP BY job_id;
+
+-- name: runs_of_job_between
+-- Backfill and the reconciler: the slots of a job that already have a run.
+SELECT scheduled_for FROM runs
+WHERE job_id = $1 AND scheduled_for >= $2 AND scheduled_for < $3 AND trigger <> 'manual';
+
+-- name: skips_of_job_between
+-- The reconciler: recorded skips overlapping a window.
+SELECT first_slot, last_slot, slots, reason FROM occurrence_skips
+WHERE job_id = $1 AND last_slot >= $2 AND first_slot < $3;
+
+-- name: pauses_of_job
+-- The reconciler: a job's pause history.
+SELECT paused_at, resumed_at FROM job_pauses WHERE job_id = $1 ORDER BY paused_at;
+
+-- name: recurring_jobs
+-- The reconciler's sweep: active and paused recurring jobs.
+SELECT id, tenant_id, schedule, status, next_slot, next_run_at, created_at, version
+FROM jobs
+WHERE kind IN ('cron', 'every') AND status IN ('active', 'paused')
+ORDER BY id
+LIMIT $1 OFFSET $2;
+
+-- name: oldest_due
+-- The reconciler: the oldest due instant of an active job not yet materialised.
+SELECT min(next_run_at) AS oldest FROM jobs
+WHERE status = 'active' AND next_run_at IS NOT NULL
+  AND next_run_at <= coalesce($1::timestamptz, now());
