@@ -22,7 +22,7 @@ $(VENV)/.synced: requirements.lock pyproject.toml
 	@touch $@
 
 infra-up:
-	infra/up.sh postgres kafka
+	infra/up.sh postgres kafka jaeger
 
 infra-down:
 	infra/down.sh

@@ -2,7 +2,8 @@
 # Defaults shared by the infra scripts, the Makefile, .ci/run and the tests.
 # Source it (`. infra/env.sh`); values already set in the environment win.
 
-# Download caches shared by every clone on this machine (maven repo, kafka jars).
+# Download caches shared by every clone on this machine (maven repo, kafka jars, Go module and
+# build caches, the jaeger binary).
 : "${OSTINATO_CACHE:=${HOME:-/root}/.cache/ostinato}"
 # PostgreSQL (infra/postgres/up.sh)
 : "${OSTINATO_PG_PORT:=55432}"
@@ -10,6 +11,11 @@
 # Kafka (infra/kafka/up.sh); the broker listens on this host:port (127.0.0.1 only)
 : "${OSTINATO_KAFKA_BOOTSTRAP:=127.0.0.1:9092}"
 : "${OSTINATO_KAFKA_CONTROLLER_PORT:=9093}"
+# Jaeger (infra/jaeger/up.sh): OTLP/HTTP receiver (give it to services as OSTINATO_OTLP_ENDPOINT)
+# and query API; the ports are fixed in infra/jaeger/config.yaml (127.0.0.1 only)
+: "${OSTINATO_JAEGER_OTLP:=http://127.0.0.1:4318}"
+: "${OSTINATO_JAEGER_QUERY:=http://127.0.0.1:16686}"
 
 export OSTINATO_CACHE OSTINATO_PG_PORT OSTINATO_DATABASE_URL \
-       OSTINATO_KAFKA_BOOTSTRAP OSTINATO_KAFKA_CONTROLLER_PORT
+       OSTINATO_KAFKA_BOOTSTRAP OSTINATO_KAFKA_CONTROLLER_PORT \
+       OSTINATO_JAEGER_OTLP OSTINATO_JAEGER_QUERY

@@ -18,6 +18,8 @@ if [ -z "${OSTINATO_ADMIN_KEY:-}" ]; then
   OSTINATO_ADMIN_KEY=$(cat "$ROOT/.cache/admin_key")
 fi
 export OSTINATO_ADMIN_KEY
+# Traces go to the local Jaeger that `make up` starts (unset OSTINATO_OTLP_ENDPOINT= to turn off).
+export OSTINATO_OTLP_ENDPOINT="${OSTINATO_OTLP_ENDPOINT-${OSTINATO_JAEGER_OTLP:-}}"
 
 alive() { [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
 
@@ -59,6 +61,7 @@ print(f"""
 Ostinato is up.
   API           {d['api']}   (OpenAPI: {d['openapi']}, Swagger UI: {d['openapi']}/swagger)
   worker-gateway http://127.0.0.1:8081
+  traces        http://127.0.0.1:16686/api/traces?service=ostinato-api (Jaeger query API)
   demo tenant   {d['tenant']} ({d['tenant_id']})
   demo API key  {d['api_key']}
   try:          curl -H 'Authorization: Bearer {d['api_key']}' {d['api']}/v1/runs

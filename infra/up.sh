@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Start the local infrastructure (idempotent), in order.
-#   infra/up.sh                  -> postgres, then kafka
-#   infra/up.sh kafka            -> only kafka (components: postgres kafka; "a,b" works too)
+#   infra/up.sh                  -> postgres, then kafka (the default set)
+#   infra/up.sh kafka            -> only kafka (components: postgres kafka jaeger; "a,b" works too)
+#   infra/up.sh postgres kafka jaeger -> all three (jaeger: builds its binary once per machine)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=infra/env.sh
 . "$ROOT/infra/env.sh"
 
-KNOWN="postgres kafka"
+KNOWN="postgres kafka jaeger"            # start order
+DEFAULT="postgres kafka"
 read -r -a components <<<"${*//,/ }"
-[ "${#components[@]}" -gt 0 ] || read -r -a components <<<"$KNOWN"
+[ "${#components[@]}" -gt 0 ] || read -r -a components <<<"$DEFAULT"
 for c in "${components[@]}"; do
   case " $KNOWN " in
     *" $c "*) ;;
@@ -22,5 +24,8 @@ t0=$(date +%s)
 for c in $KNOWN; do                       # always in dependency order
   case " ${components[*]} " in *" $c "*) bash "$ROOT/infra/$c/up.sh" ;; esac
 done
-echo "[infra] up (${components[*]}) in $(( $(date +%s) - t0 ))s:" \
-     "OSTINATO_DATABASE_URL=$OSTINATO_DATABASE_URL OSTINATO_KAFKA_BOOTSTRAP=$OSTINATO_KAFKA_BOOTSTRAP"
+summary="OSTINATO_DATABASE_URL=$OSTINATO_DATABASE_URL OSTINATO_KAFKA_BOOTSTRAP=$OSTINATO_KAFKA_BOOTSTRAP"
+case " ${components[*]} " in
+  *" jaeger "*) summary="$summary OSTINATO_JAEGER_OTLP=$OSTINATO_JAEGER_OTLP OSTINATO_JAEGER_QUERY=$OSTINATO_JAEGER_QUERY" ;;
+esac
+echo "[infra] up (${components[*]}) in $(( $(date +%s) - t0 ))s: $summary"
