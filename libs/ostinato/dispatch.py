@@ -17,7 +17,7 @@ from ostinato.domain.states import RunState, can_transition
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore, mark_processed
-from ostinato.telemetry import metrics
+from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
 
 CONSUMER = "dispatcher"
@@ -39,13 +39,15 @@ async def queue_due_runs(
         if not due:
             return 0
         rows = await conn.fetch(Q["lock_runs"], list(due))
-        events = [
-            NewEvent(row["id"], row["version"] + 1, row["tenant_id"],
-                     ev.RunQueued(pool=row["pool"]), ACTOR,
-                     traceparent=due[row["id"]].envelope.traceparent)
-            for row in rows
-            if can_transition(RunState(row["state"]), RunState.QUEUED)
-        ]
+        events = []
+        for row in rows:
+            if not can_transition(RunState(row["state"]), RunState.QUEUED):
+                continue
+            with tracing.run_span("dispatch run", due[row["id"]].envelope.traceparent,
+                                  tenant_id=row["tenant_id"], job_id=row["job_id"],
+                                  run_id=row["id"]) as tp:
+                events.append(NewEvent(row["id"], row["version"] + 1, row["tenant_id"],
+                                       ev.RunQueued(pool=row["pool"]), ACTOR, traceparent=tp))
         await store.append(conn, events)
     for e in events:
         log.debug("run queued", tenant_id=str(e.tenant_id), run_id=str(e.stream_id))

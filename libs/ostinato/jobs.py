@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 import asyncpg
 import msgspec
@@ -20,6 +21,7 @@ from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore, put_blob
 
 _json = msgspec.json.Encoder()
+_EPSILON = timedelta(microseconds=1)
 
 
 async def submit_job(
@@ -37,24 +39,32 @@ async def submit_job(
     if request.pool not in pools:
         raise InvalidInput(f"unknown pool {request.pool!r}; configured pools: {', '.join(pools)}",
                            errors=[{"field": "pool", "message": "unknown pool"}])
-    if request.schedule is not None:
-        schedules.check_supported(request.schedule)
+    schedule = schedules.parse_schedule(request.schedule, now=clock.now())
+    first = schedules.next_occurrence(schedule, None)
+    if first is None:
+        raise InvalidInput("the schedule has no occurrence left (end_at is past)",
+                           errors=[{"field": "schedule.end_at", "message": "no occurrence left"}])
+    if schedule.calendar is not None and await conn.fetchrow(
+            Q["calendar_by_name"], tenant_id, schedule.calendar) is None:
+        raise InvalidInput(f"no calendar named {schedule.calendar!r}; define it first with "
+                           f"PUT /v1/calendars/{schedule.calendar}",
+                           errors=[{"field": "schedule.calendar", "message": "unknown calendar"}])
     size = len(_json.encode(request.payload))
     if size > max_payload_bytes:
         raise PayloadTooLarge(
             f"payload is {size} bytes; the limit is {max_payload_bytes} bytes",
             errors=[{"field": "payload", "message": f"larger than {max_payload_bytes} bytes"}],
         )
-    first = schedules.first_occurrence(request.schedule, clock.now())
     job_id = uuid.uuid4()
     try:
         async with conn.transaction():
             payload_ref = await put_blob(conn, tenant_id, request.payload)
             created = ev.JobCreated(
                 name=request.name, task=request.task or request.name,
-                schedule=schedules.as_document(request.schedule, first), payload_ref=payload_ref,
-                pool=request.pool, priority=request.priority, next_run_at=first,
-                idempotency_key=request.idempotency_key,
+                schedule=schedules.to_document(schedule), payload_ref=payload_ref,
+                pool=request.pool, priority=request.priority,
+                next_run_at=first + schedules.jitter_offset(schedule, job_id, first),
+                next_slot=first, idempotency_key=request.idempotency_key,
             )
             await store.append(conn, [NewEvent(job_id, 1, tenant_id, created, actor,
                                                traceparent=traceparent)])
@@ -139,3 +149,61 @@ async def _lock_job(conn: asyncpg.Connection, tenant_id: uuid.UUID,
     if row is None:
         raise NotFound(f"no job {job_id}")
     return row
+
+
+MAX_BACKFILL_SLOTS = 1000
+
+
+async def backfill(
+    conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID, job_id: uuid.UUID,
+    start: datetime, end: datetime, actor: str,
+) -> ev.BackfillRequested:
+    """Create runs (marked `backfill`) for the job's slots in [start, end) that have none.
+
+    Idempotent: a slot's run id derives from the slot, so repeating the request creates nothing
+    new. Overlap: `allow` creates every missing run; `skip` creates at most one, and none while
+    a run of the job is active (the rest are recorded as skipped); `queue` is refused, because
+    runs queued behind each other are not available for backfills yet.
+    """
+    if end <= start:
+        raise InvalidInput("end must be after start", errors=[
+            {"field": "end", "message": "not after start"}])
+    async with conn.transaction():
+        row = await _lock_job(conn, tenant_id, job_id)
+        job = await conn.fetchrow(Q["job_by_id"], job_id, tenant_id)
+        s = schedules.from_document(job["schedule"])
+        if s.overlap == "queue":
+            raise InvalidState("backfill of a job with overlap=queue is not supported; "
+                               "change the overlap policy or trigger runs one by one")
+        slots = [x for x in schedules.occurrences(s, start - _EPSILON, until=end,
+                                                  limit=MAX_BACKFILL_SLOTS + 1) if x < end]
+        if len(slots) > MAX_BACKFILL_SLOTS:
+            raise InvalidInput(f"the range holds more than {MAX_BACKFILL_SLOTS} slots; "
+                               "backfill it in parts", errors=[
+                                   {"field": "end", "message": "range too long"}])
+        existing = {r["scheduled_for"] for r in
+                    await conn.fetch(Q["runs_of_job_between"], job_id, start, end)}
+        missing = [x for x in slots if x not in existing]
+        create, skip = missing, []
+        if s.overlap == "skip":
+            active = await conn.fetch(Q["active_runs_of_jobs"], [job_id])
+            keep = 0 if active else 1
+            create, skip = missing[:keep], missing[keep:]
+        version = row["version"]
+        events: list[NewEvent] = []
+        for slot in create:
+            events.append(NewEvent(run_id_for(job_id, slot), 1, tenant_id, ev.RunScheduled(
+                job_id=job_id, task=job["task"], pool=job["pool"], priority=job["priority"],
+                payload_ref=job["payload_ref"], scheduled_for=slot, trigger="backfill",
+                due_at=slot), actor, traceparent=job["traceparent"]))
+        for slot in skip:
+            version += 1
+            events.append(NewEvent(job_id, version, tenant_id, ev.OccurrencesSkipped(
+                first=slot, last=slot, slots=1, reason="overlap",
+                next_run_at=job["next_run_at"], next_slot=job["next_slot"]), actor))
+        summary = ev.BackfillRequested(start=start, end=end, runs_created=len(create),
+                                       slots_with_runs=len(slots) - len(missing),
+                                       slots_skipped=len(skip))
+        events.append(NewEvent(job_id, version + 1, tenant_id, summary, actor))
+        await store.append(conn, events)
+    return summary

@@ -1,4 +1,5 @@
-"""reconciler: anti-entropy checks over the log and read models, with alerts.
+"""reconciler: anti-entropy over the log and read models — outbox lag, stuck runs, overdue and
+silently missed occurrences — with alerts and repairs; its relay publishes what it repairs.
 Ops endpoints on OSTINATO_OPS_HOST:OSTINATO_RECONCILER_PORT (127.0.0.1:8084)."""
 
 from __future__ import annotations
@@ -6,7 +7,9 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from ostinato.reconcile import run_reconciler
+from ostinato.eventlog.outbox import OutboxRelay
+from ostinato.eventlog.store import EventStore
+from ostinato.reconcile.loop import ReconcileConfig, run_reconciler
 from ostinato.runtime.service import Service, run_until_stopped
 
 
@@ -14,13 +17,28 @@ async def amain() -> None:
     service = Service("reconciler")
     settings = service.settings
     pool = await service.connect_database()
+    producer = await service.start_producer()
+    relay = OutboxRelay(pool, producer, settings.topics)
+    store = EventStore(service.clock, settings.topics)
+    config = ReconcileConfig(
+        interval=timedelta(seconds=settings.reconcile_interval_seconds),
+        stuck_after=timedelta(seconds=settings.stuck_after_seconds),
+        missed_grace=timedelta(seconds=settings.missed_grace_seconds),
+        gap_window=timedelta(seconds=settings.gap_window_seconds),
+    )
     ops = service.ops_server(settings.reconciler_port)
     await ops.start()
+
+    async def stop() -> None:
+        relay.stop()
+        await ops.stop()
+
     await run_until_stopped(service, [
-        run_reconciler(pool, service.clock, interval_seconds=settings.reconcile_interval_seconds,
-                       stuck_after=timedelta(seconds=settings.stuck_after_seconds),
-                       stopping=service.stopping),
-    ], on_stop=ops.stop)
+        run_reconciler(pool, store, service.clock, config, stopping=service.stopping,
+                       on_repaired=relay.wake),
+        relay.run(),
+    ], on_stop=stop)
+    await producer.stop()
 
 
 def main() -> None:

@@ -80,7 +80,12 @@ async def test_tenants_need_the_admin_key(client: httpx.AsyncClient, pool: async
     ({"name": "a", "payload": {"blob": "x" * 2000}}, 413, "payload"),
     ({"name": "a", "pool": "nowhere"}, 422, "pool"),
     ({"name": "a", "priority": "urgent"}, 422, "priority"),
-    ({"name": "a", "schedule": {"cron": "* * * * *"}}, 422, "schedule.cron"),
+    ({"name": "a", "schedule": {"cron": "61 * * * *"}}, 422, "schedule.cron"),
+    ({"name": "a", "schedule": {"cron": "0 3 * * *", "timezone": "Mars/Olympus"}}, 422,
+     "schedule.timezone"),
+    ({"name": "a", "schedule": {"every": "fortnightly"}}, 422, "schedule.every"),
+    ({"name": "a", "schedule": {"every": "1h", "calendar": "holidays"}}, 422,
+     "schedule.calendar"),
     ({}, 422, "name"),
 ])
 async def test_bad_job_input_is_a_problem_naming_the_field_and_writes_nothing(

@@ -3,24 +3,32 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Annotated, Any
 
 from litestar import Request, get, post, put
-from litestar.params import FromPath, JSONBody, PathParameter
+from litestar.params import FromPath, JSONBody, PathParameter, QueryParameter
 
-from ostinato import calendars, jobs
+from ostinato import calendars, jobs, schedules
 from ostinato.api.auth import Caller, require_tenant
 from ostinato.api.models import (
+    BackfillRequest,
+    BackfillView,
     CalendarRequest,
     CalendarView,
     PauseRequest,
+    PreviewRequest,
     ResumeRequest,
     TriggeredView,
+    UpcomingItem,
+    UpcomingView,
 )
 from ostinato.domain.errors import NotFound
 from ostinato.eventlog.readmodels import Q
 from ostinato.telemetry import tracing
 
+EPSILON = timedelta(microseconds=1)
+PREVIEW_JOB_ID = uuid.UUID(int=0)
 CalendarName = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][\w.-]{0,99}$")]
 
 
@@ -90,6 +98,69 @@ async def trigger(request: Request, job_id: FromPath[uuid.UUID], caller: Caller)
     return TriggeredView(run_id=run_id, job_id=job_id, trigger="manual")
 
 
+def _upcoming(s: schedules.Schedule, job_id: uuid.UUID, first: Any, count: int) -> UpcomingView:
+    items = [] if first is None else schedules.preview(s, job_id, first - EPSILON, count)
+    return UpcomingView(
+        timezone=s.tz_name,
+        items=[
+            UpcomingItem(slot=slot, due_at=due, local=slot.astimezone(s.tz).isoformat())
+            for slot, due in items
+        ],
+    )
+
+
+@get("/v1/jobs/{job_id:uuid}/upcoming", tags=["jobs"])
+async def upcoming(
+    request: Request,
+    job_id: FromPath[uuid.UUID],
+    caller: Caller,
+    count: Annotated[int, QueryParameter(ge=1, le=100)] = 10,
+) -> UpcomingView:
+    """The job's next `count` occurrences in UTC, with their due instants (jitter) and local
+    times, so DST behaviour can be checked before it happens."""
+    tenant = require_tenant(caller)
+    async with _state(request).pool.acquire() as conn:
+        row = await conn.fetchrow(Q["job_by_id"], job_id, tenant.tenant_id)
+    if row is None:
+        raise NotFound(f"no job {job_id}")
+    first = row["next_slot"] if row["status"] in ("active", "paused") else None
+    return _upcoming(schedules.from_document(row["schedule"]), job_id, first, count)
+
+
+@post("/v1/schedules/preview", status_code=200, tags=["jobs"])
+async def preview(request: Request, data: JSONBody[PreviewRequest], caller: Caller) -> UpcomingView:
+    """The occurrences a schedule not yet created would have (jitter shown for a sample id)."""
+    require_tenant(caller)
+    s = schedules.parse_schedule(data.schedule, now=_state(request).clock.now())
+    return _upcoming(s, PREVIEW_JOB_ID, schedules.next_occurrence(s, None), data.count)
+
+
+@post("/v1/jobs/{job_id:uuid}/backfill", status_code=200, tags=["jobs"])
+async def backfill(
+    request: Request, job_id: FromPath[uuid.UUID], caller: Caller, data: JSONBody[BackfillRequest]
+) -> BackfillView:
+    """Create runs for the slots in [start, end) that have none (idempotent when repeated)."""
+    tenant = require_tenant(caller)
+    st = _state(request)
+    async with st.pool.acquire() as conn:
+        done = await jobs.backfill(
+            conn,
+            st.store,
+            tenant_id=tenant.tenant_id,
+            job_id=job_id,
+            start=data.start,
+            end=data.end,
+            actor=f"tenant:{tenant.name}",
+        )
+    return BackfillView(
+        start=done.start,
+        end=done.end,
+        runs_created=done.runs_created,
+        slots_with_runs=done.slots_with_runs,
+        slots_skipped=done.slots_skipped,
+    )
+
+
 def _calendar_view(row: Any) -> CalendarView:
     return CalendarView(name=row["name"], dates=list(row["dates"]), updated_at=row["updated_at"])
 
@@ -131,4 +202,14 @@ async def list_calendars(request: Request, caller: Caller) -> dict[str, list[Cal
     return {"items": [_calendar_view(r) for r in rows]}
 
 
-ROUTES = [pause, resume, trigger, put_calendar, get_calendar, list_calendars]
+ROUTES = [
+    pause,
+    resume,
+    trigger,
+    upcoming,
+    preview,
+    backfill,
+    put_calendar,
+    get_calendar,
+    list_calendars,
+]

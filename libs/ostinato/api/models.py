@@ -45,8 +45,10 @@ class JobView(msgspec.Struct, kw_only=True):
     pool: str
     priority: str
     next_run_at: datetime | None
+    next_slot: datetime | None
     last_run_at: datetime | None
     runs_created: int
+    consecutive_failures: int
     idempotency_key: str | None
     created_at: datetime
     updated_at: datetime
@@ -68,6 +70,8 @@ class RunView(msgspec.Struct, kw_only=True):
     priority: str
     state: str
     scheduled_for: datetime
+    due_at: datetime | None
+    trigger: str
     attempt: int
     fencing_token: int
     worker_id: str | None
@@ -123,3 +127,32 @@ class CalendarView(msgspec.Struct, kw_only=True):
     name: str
     dates: list[date]
     updated_at: datetime
+
+
+class UpcomingItem(msgspec.Struct, kw_only=True):
+    slot: datetime  # the nominal occurrence (UTC)
+    due_at: datetime  # slot + the deterministic jitter offset
+    local: str  # the slot in the schedule's time zone, for checking DST behaviour
+
+
+class UpcomingView(msgspec.Struct, kw_only=True):
+    timezone: str
+    items: list[UpcomingItem]
+
+
+class PreviewRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    schedule: ScheduleSpec
+    count: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
+
+
+class BackfillRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    start: Annotated[datetime, msgspec.Meta(tz=True)]
+    end: Annotated[datetime, msgspec.Meta(tz=True)]
+
+
+class BackfillView(msgspec.Struct, kw_only=True):
+    start: datetime
+    end: datetime
+    runs_created: int
+    slots_with_runs: int
+    slots_skipped: int

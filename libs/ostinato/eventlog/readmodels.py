@@ -75,17 +75,18 @@ def _job_deleted(r: RecordedEvent, e: ev.JobDeleted) -> tuple[str, Args]:
 def _run_scheduled(r: RecordedEvent, e: ev.RunScheduled) -> tuple[str, Args]:
     return "project_run_scheduled", (
         r.stream_id, r.tenant_id, e.job_id, e.task, e.pool, e.priority, e.payload_ref,
-        e.scheduled_for, r.occurred_at, r.version, e.trigger, e.due_at,
+        e.scheduled_for, r.occurred_at, r.version, e.trigger, e.due_at, r.traceparent,
     )
 
 
 def _run_queued(r: RecordedEvent, e: ev.RunQueued) -> tuple[str, Args]:
-    return "project_run_queued", (r.stream_id, e.pool, r.occurred_at, r.version)
+    return "project_run_queued", (r.stream_id, e.pool, r.occurred_at, r.version, r.traceparent)
 
 
 def _run_started(r: RecordedEvent, e: ev.RunStarted) -> tuple[str, Args]:
     return "project_run_started", (
         r.stream_id, e.attempt, e.fencing_token, e.worker_id, r.occurred_at, r.version,
+        r.traceparent,
     )
 
 

@@ -25,7 +25,7 @@ from ostinato.eventlog import readmodels
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
 from ostinato.sdk import protocol as p
-from ostinato.telemetry import metrics
+from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
 
 LQ = load("ostinato.leases", "leases.sql")
@@ -75,15 +75,25 @@ class Attempts:
                 tokens, req.worker_id, self.clock.db_now(), self.ttl,
             )
             expires = {row["run_id"]: row["expires_at"] for row in leases}
+            traces: dict[uuid.UUID, str | None] = {}
+            for r in rows:
+                with tracing.run_span("claim run", r["traceparent"], tenant_id=tenant_id,
+                                      job_id=r["job_id"], run_id=r["id"],
+                                      attempt=r["attempt"] + 1) as tp:
+                    traces[r["id"]] = tp
             await self.store.append(conn, [
                 NewEvent(r["id"], r["version"] + 1, r["tenant_id"],
                          ev.RunStarted(attempt=r["attempt"] + 1, fencing_token=token,
                                        worker_id=req.worker_id, lease_expires_at=expires[r["id"]]),
-                         actor=f"worker:{req.worker_id}", epoch=token)
+                         actor=f"worker:{req.worker_id}", epoch=token, traceparent=traces[r["id"]])
                 for r, token in zip(rows, tokens, strict=True)
             ])
             payloads = await get_blobs(conn, [r["payload_ref"] for r in rows], tenant_id)
         metrics.RUNS_CLAIMED.inc(len(rows))
+        started = self.clock.now()
+        for r in rows:
+            if r["attempt"] == 0 and r["due_at"] is not None:
+                metrics.SCHEDULE_LAG.observe(max(0.0, (started - r["due_at"]).total_seconds()))
         for r, token in zip(rows, tokens, strict=True):
             log.debug("run claimed", tenant_id=str(tenant_id), job_id=str(r["job_id"]),
                       run_id=str(r["id"]), attempt=r["attempt"] + 1, fencing_token=token,
@@ -94,7 +104,7 @@ class Attempts:
                 task=r["task"], attempt=r["attempt"] + 1, fencing_token=token,
                 lease_expires_at=expires[r["id"]], lease_ttl_seconds=self.ttl.total_seconds(),
                 scheduled_for=r["scheduled_for"], idempotency_key=idempotency_key(r["id"]),
-                payload=payloads.get(r["payload_ref"]),
+                payload=payloads.get(r["payload_ref"]), traceparent=traces[r["id"]],
             )
             for r, token in zip(rows, tokens, strict=True)
         ]
@@ -160,7 +170,7 @@ class Attempts:
                     ok = False
                 version[rid] += 1
                 events.append(NewEvent(rid, version[rid], tenant_id, event, actor,
-                                       epoch=o.fencing_token))
+                                       epoch=o.fencing_token, traceparent=row["traceparent"]))
                 results.append(p.BatchItemResult(run_id=o.raw_run_id, kind=o.kind, status=200)
                                if ok else _failed_item(o.raw_run_id, o.kind, token))
             await put_blobs(conn, blobs)

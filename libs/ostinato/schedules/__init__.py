@@ -1,52 +1,42 @@
-"""Schedule semantics: when a job's occurrences fall.
+"""Schedule semantics: when a job's occurrences fall, and what happens to missed ones.
 
-Only one-off schedules (`at`, or no schedule: due now) exist yet. Cron and interval schedules with
-IANA time zones, DST and misfire policies arrive with the recurring-schedules issue; until then
-they are refused with a clear error, never accepted and ignored.
+Pure functions (no I/O, no clock: `now` is always an argument). The user-facing rules are
+documented in docs/SCHEDULES.md:
+
+- `spec`: the public JSON shape (`ScheduleSpec`);
+- `model`: validation into a normalised `Schedule` and its stored document;
+- `occurrences`: the instants (cron in the schedule's IANA zone with an explicit DST policy,
+  fixed intervals in UTC, one-off instants), jitter and the preview;
+- `misfire`: which due slots fire and which are skipped, and why.
 """
 
-from __future__ import annotations
+from ostinato.schedules.durations import format_duration, parse_duration
+from ostinato.schedules.misfire import Plan, SkipRange, plan_due
+from ostinato.schedules.model import Schedule, from_document, parse_schedule, to_document
+from ostinato.schedules.occurrences import (
+    expected_slots,
+    jitter_offset,
+    next_occurrence,
+    occurrences,
+    preview,
+)
+from ostinato.schedules.spec import AwareDatetime, ScheduleSpec
 
-from datetime import datetime
-from typing import Annotated, Any
-
-import msgspec
-
-from ostinato.domain.errors import NotImplementedYet
-
-AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
-
-
-class ScheduleSpec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
-    at: AwareDatetime | None = None
-    cron: str | None = None
-    timezone: str | None = None
-    every: str | None = None
-
-
-def check_supported(spec: ScheduleSpec) -> None:
-    for field in ("cron", "every", "timezone"):
-        if getattr(spec, field) is not None:
-            raise NotImplementedYet(
-                f"schedule.{field}: recurring schedules are not available yet; "
-                "use a one-off schedule {\"at\": \"<RFC 3339 instant>\"}",
-                errors=[{"field": f"schedule.{field}",
-                         "message": "recurring schedules are not available yet"}],
-            )
-
-
-def first_occurrence(spec: ScheduleSpec | None, now: datetime) -> datetime:
-    """The first instant a new job is due: its `at`, or now when none is given."""
-    if spec is None or spec.at is None:
-        return now
-    return spec.at
-
-
-def next_after(schedule: dict[str, Any], scheduled_for: datetime) -> datetime | None:
-    """The occurrence after `scheduled_for`; a one-off schedule has none."""
-    return None
-
-
-def as_document(spec: ScheduleSpec | None, first: datetime) -> dict[str, Any]:
-    """The schedule as stored in JobCreated: explicit, so the log says exactly when it was due."""
-    return {"at": first.isoformat()}
+__all__ = [
+    "AwareDatetime",
+    "Plan",
+    "Schedule",
+    "ScheduleSpec",
+    "SkipRange",
+    "expected_slots",
+    "format_duration",
+    "from_document",
+    "jitter_offset",
+    "next_occurrence",
+    "occurrences",
+    "parse_duration",
+    "parse_schedule",
+    "plan_due",
+    "preview",
+    "to_document",
+]

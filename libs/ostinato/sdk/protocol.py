@@ -162,6 +162,7 @@ class ClaimedRun(_Response):
     scheduled_for: AwareDatetime
     idempotency_key: str
     payload: Any = None
+    traceparent: str | None = None  # W3C trace context of the run: handlers continue its trace
 
 
 class ClaimResponse(_Response):

@@ -288,13 +288,14 @@ class Worker:
         ctx = RunContext.from_claim(run, sent_at=sent_at, heartbeat_hook=hook)
         ctx.bind_loop(asyncio.get_running_loop())
         self._custody.add(ctx)
-        runner = asyncio.create_task(self._execute(ctx, handler, run.payload))
+        runner = asyncio.create_task(self._execute(ctx, handler, run.payload, run.traceparent))
         self._runners.add(runner)
         runner.add_done_callback(self._runners.discard)
 
     # -- running -------------------------------------------------------------------------------
 
-    async def _execute(self, ctx: RunContext, handler: _Registered, payload: Any) -> None:
+    async def _execute(self, ctx: RunContext, handler: _Registered, payload: Any,
+                       traceparent: str | None = None) -> None:
         fields = {"run_id": ctx.run_id, "tenant_id": ctx.tenant_id, "job_id": ctx.job_id,
                   "attempt": ctx.attempt, "task": ctx.task}
         started = time.monotonic()
@@ -303,8 +304,10 @@ class Worker:
                 async with self._sem:
                     started = time.monotonic()
                     attributes = {f"ostinato.{k}": v for k, v in fields.items()}
+                    parent = propagate.extract({"traceparent": traceparent} if traceparent else {})
                     with tracer.start_as_current_span(
-                        f"run {ctx.task}", kind=trace.SpanKind.CONSUMER, attributes=attributes
+                        f"run {ctx.task}", context=parent, kind=trace.SpanKind.CONSUMER,
+                        attributes=attributes,
                     ):
                         result = await self._call(handler, payload)
             except asyncio.CancelledError:

@@ -21,7 +21,11 @@ __all__ = [
     "EVENTS_APPENDED",
     "HTTP_BUCKETS",
     "HTTP_REQUEST_DURATION",
+    "JOBS_AUTO_PAUSED",
     "MESSAGES_CONSUMED",
+    "OCCURRENCES_MISSED",
+    "OCCURRENCES_SKIPPED",
+    "OLDEST_DUE_AGE",
     "OUTBOX_OLDEST_UNPUBLISHED_AGE",
     "OUTBOX_PUBLISHED",
     "OUTBOX_UNPUBLISHED",
@@ -30,6 +34,7 @@ __all__ = [
     "RUNS_CREATED",
     "RUNS_QUEUED",
     "SCHEDULER_TICK_SECONDS",
+    "SCHEDULE_LAG",
     "STALE_WRITES_REJECTED",
     "STUCK_RUNS",
     "render",
@@ -93,6 +98,27 @@ OUTBOX_OLDEST_UNPUBLISHED_AGE = Gauge(
 )
 STUCK_RUNS = Gauge(
     "ostinato_stuck_runs", "Runs found stuck in a state past its deadline, by state.", ["state"]
+)
+OCCURRENCES_SKIPPED = Counter(
+    "ostinato_occurrences_skipped_total",
+    "Schedule slots recorded as skipped, by reason.",
+    ["reason"],
+)
+OCCURRENCES_MISSED = Counter(
+    "ostinato_occurrences_missed_total",
+    "Due slots the reconciler found with neither a run nor a recorded skip.",
+)
+JOBS_AUTO_PAUSED = Counter(
+    "ostinato_jobs_auto_paused_total", "Jobs paused after too many consecutive failed runs."
+)
+SCHEDULE_LAG = Histogram(
+    "ostinato_schedule_lag_seconds",
+    "Start of a run's first attempt minus its due instant.",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0),
+)
+OLDEST_DUE_AGE = Gauge(
+    "ostinato_oldest_due_age_seconds",
+    "Age of the oldest due occurrence of an active job that has no run yet.",
 )
 BUILD_INFO = Gauge(
     "ostinato_build_info", "Always 1; the version label says what is running.", ["version"]

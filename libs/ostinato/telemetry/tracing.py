@@ -261,3 +261,17 @@ def _error_typed(cm: Any) -> Iterator[Span]:
             if span.is_recording():
                 span.set_attribute("error.type", type(exc).__qualname__)
             raise
+
+
+@contextmanager
+def run_span(name: str, traceparent: str | None, **ids: Any) -> Iterator[str | None]:
+    """A span continuing a run's stored trace (runs wait in the database between hops, so the
+    context travels as the `traceparent` stored on each event). Yields the traceparent to store
+    on the next event: this span's when tracing is on, else the one given, so the chain holds
+    either way and costs nothing when tracing is off."""
+    if not tracing_enabled():
+        yield traceparent
+        return
+    with tracer().start_as_current_span(name, context=context_from_traceparent(traceparent),
+                                        attributes=run_attributes(**ids)):
+        yield current_traceparent() or traceparent

@@ -14,7 +14,8 @@ ALTER TABLE jobs ALTER COLUMN kind SET NOT NULL, ALTER COLUMN overlap SET NOT NU
 
 ALTER TABLE runs
     ADD COLUMN trigger text NOT NULL DEFAULT 'schedule',   -- schedule | manual | backfill | repair
-    ADD COLUMN due_at  timestamptz;                        -- scheduled_for + jitter
+    ADD COLUMN due_at  timestamptz,                        -- scheduled_for + jitter
+    ADD COLUMN traceparent text;                           -- the run's trace, continued by each hop
 UPDATE runs SET due_at = scheduled_for;
 CREATE INDEX runs_job_active ON runs (job_id) WHERE state NOT IN ('succeeded', 'dead_lettered', 'cancelled', 'failed');
 

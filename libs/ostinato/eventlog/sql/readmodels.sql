@@ -80,18 +80,22 @@ UPDATE jobs SET status = 'deleted', next_run_at = NULL, updated_at = $2, version
 -- name: project_run_scheduled
 -- RunScheduled
 INSERT INTO runs (id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, state,
-                  attempt, fencing_token, scheduled_at, updated_at, version, trigger, due_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'scheduled', 0, 0, $9, $9, $10, $11, coalesce($12::timestamptz, $8));
+                  attempt, fencing_token, scheduled_at, updated_at, version, trigger, due_at,
+                  traceparent)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'scheduled', 0, 0, $9, $9, $10, $11,
+        coalesce($12::timestamptz, $8), $13);
 
 -- name: project_run_queued
 -- RunQueued
-UPDATE runs SET state = 'queued', pool = $2, queued_at = $3, updated_at = $3, version = $4
+UPDATE runs SET state = 'queued', pool = $2, queued_at = $3, updated_at = $3, version = $4,
+                traceparent = coalesce($5, traceparent)
 WHERE id = $1;
 
 -- name: project_run_started
 -- RunStarted
 UPDATE runs SET state = 'running', attempt = $2, fencing_token = $3, worker_id = $4,
-                started_at = $5, updated_at = $5, version = $6
+                started_at = $5, updated_at = $5, version = $6,
+                traceparent = coalesce($7, traceparent)
 WHERE id = $1;
 
 -- name: project_run_succeeded
@@ -161,6 +165,7 @@ SELECT id, tenant_id, task, pool, priority, payload_ref, next_run_at, next_slot,
 FROM jobs
 WHERE status = 'active' AND next_run_at IS NOT NULL
   AND next_run_at <= coalesce($1::timestamptz, now())
+  AND NOT (id = ANY($3::uuid[]))
 ORDER BY next_run_at
 LIMIT $2
 FOR UPDATE SKIP LOCKED;
@@ -182,7 +187,7 @@ LIMIT $6;
 -- name: lock_runs
 -- Writers lock the runs they are about to move, to read state and version consistently.
 SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
-       scheduled_for, version
+       scheduled_for, traceparent, version
 FROM runs WHERE id = ANY($1::uuid[])
 ORDER BY id
 FOR UPDATE;
@@ -191,7 +196,7 @@ FOR UPDATE;
 -- Worker claim: one tenant's queued runs in the given pools, oldest first; SKIP LOCKED lets
 -- concurrent claims take different runs.
 SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
-       scheduled_for, version
+       scheduled_for, due_at, traceparent, version
 FROM runs
 WHERE tenant_id = $1 AND pool = ANY($2::text[]) AND state = 'queued'
   AND ($3::text[] IS NULL OR task = ANY($3::text[]))
@@ -284,3 +289,8 @@ LIMIT $1 OFFSET $2;
 SELECT min(next_run_at) AS oldest FROM jobs
 WHERE status = 'active' AND next_run_at IS NOT NULL
   AND next_run_at <= coalesce($1::timestamptz, now());
+
+-- name: lock_job_for_repair
+-- The reconciler locks a job before recording what it found and repaired.
+SELECT id, tenant_id, task, pool, priority, payload_ref, next_run_at, next_slot, version
+FROM jobs WHERE id = $1 FOR UPDATE;

@@ -1,14 +1,11 @@
-"""The reconciler's checks: what should have happened and has not.
-
-Today: outbox rows not published (lag and age) and runs waiting in `scheduled` or `queued`
-longer than a threshold. Each check sets a gauge and logs an error line an operator can alert
-on. Repairs (re-publishing, lease expiry, missed occurrences) come with the fault-tolerance and
-recurring-schedule issues.
+"""Health of the pipeline: outbox rows not published (lag and age) and runs waiting in
+`scheduled` or `queued` longer than a threshold. Each check sets a gauge and logs an error line
+an operator can alert on. (The reconciler's own outbox relay publishes what is waiting; expired
+leases and re-publishing stuck runs come with the fault-tolerance issue.)
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -48,16 +45,3 @@ async def check_once(pool: asyncpg.Pool, clock: Clock, *, stuck_after: timedelta
         log.error("outbox not draining", unpublished=unpublished,
                   oldest_seconds=oldest.total_seconds(), alert="ostinato_outbox_lag")
     return Findings(unpublished, oldest, stuck)
-
-
-async def run_reconciler(pool: asyncpg.Pool, clock: Clock, *, interval_seconds: float,
-                         stuck_after: timedelta, stopping: asyncio.Event) -> None:
-    while not stopping.is_set():
-        try:
-            await check_once(pool, clock, stuck_after=stuck_after)
-        except (OSError, asyncpg.PostgresError) as exc:
-            log.warning("reconcile pass failed; retrying", error=repr(exc))
-        try:
-            await asyncio.wait_for(stopping.wait(), interval_seconds)
-        except TimeoutError:
-            pass

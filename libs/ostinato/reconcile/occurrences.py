@@ -1,0 +1,153 @@
+"""Proof that no occurrence was silently omitted.
+
+Two checks per pass, both independent of the scheduler's own progress report:
+
+1. **Overdue**: an active job whose due instant is older than the grace period has not been
+   looked at (scheduler down, paused by SIGSTOP, crashed mid-batch). Each is reported as an
+   `OccurrenceMissed` (repair = "scheduler") and repaired by running the scheduler's own decision
+   for that job, so its misfire policy applies exactly as if the scheduler had been late.
+2. **Gaps**: over a sliding window, the slots the schedule definition and its pause history say
+   should exist (`schedules.expected_slots`) are compared with what was recorded: runs and
+   recorded skips. A slot before the job's next slot with neither is a silent omission: it gets
+   `OccurrenceMissed` and is repaired by the misfire policy (`run_once`/`catch_up`: a run marked
+   `repair` for the latest, resp. every, missing slot within `max_lateness`; otherwise a
+   recorded skip with reason `missed`).
+
+Every finding is an event, an error log line with `alert=ostinato_occurrence_missed`, and
+`ostinato_occurrences_missed_total`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import asyncpg
+
+from ostinato.clock import Clock
+from ostinato.domain import events as ev
+from ostinato.domain.ids import run_id_for
+from ostinato.eventlog.readmodels import Q
+from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.store import EventStore
+from ostinato.schedules import Schedule, expected_slots, from_document
+from ostinato.scheduling.tick import decide_and_append
+from ostinato.telemetry import metrics
+from ostinato.telemetry.logging import get_logger
+
+ACTOR = "reconciler"
+log = get_logger("ostinato.reconciler")
+
+
+def missing_slots(expected: Sequence[datetime], runs: set[datetime],
+                  skips: Sequence[tuple[datetime, datetime]]) -> list[datetime]:
+    """Expected slots covered by neither a run nor a recorded skip range. Pure."""
+    return [slot for slot in expected
+            if slot not in runs and not any(first <= slot <= last for first, last in skips)]
+
+
+def repairs(s: Schedule, missing: Sequence[datetime], now: datetime) -> list[tuple[datetime, str]]:
+    """(slot, "run" | "skip") per missing slot, by the schedule's misfire policy. Pure."""
+    fresh = [m for m in missing if s.max_lateness is None or now - m <= s.max_lateness]
+    if s.misfire == "catch_up":
+        runnable = set(fresh[: s.catch_up_max])
+    elif s.misfire == "run_once":
+        runnable = set(fresh[-1:])
+    else:
+        runnable = set()
+    return [(m, "run" if m in runnable else "skip") for m in missing]
+
+
+async def check_gaps(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
+                     window: timedelta, grace: timedelta, page: int = 500) -> int:
+    """Find and repair silent omissions in the window; returns how many slots were missing."""
+    now = clock.now()
+    found, offset = 0, 0
+    while True:
+        async with pool.acquire() as conn:
+            jobs = await conn.fetch(Q["recurring_jobs"], page, offset)
+        for job in jobs:
+            found += await _check_job(pool, store, job, now, window, grace)
+        if len(jobs) < page:
+            return found
+        offset += page
+
+
+async def _check_job(pool: asyncpg.Pool, store: EventStore, job: asyncpg.Record, now: datetime,
+                     window: timedelta, grace: timedelta) -> int:
+    s = from_document(job["schedule"])
+    start = max(now - window, job["created_at"])
+    end = now - grace
+    if job["next_slot"] is not None:
+        end = min(end, job["next_slot"])  # the scheduler has not decided later slots yet
+    if end <= start:
+        return 0
+    async with pool.acquire() as conn:
+        pauses = [(r["paused_at"], r["resumed_at"]) for r in
+                  await conn.fetch(Q["pauses_of_job"], job["id"])]
+        expected = expected_slots(s, start, end, paused=pauses)
+        if not expected:
+            return 0
+        runs = {r["scheduled_for"] for r in
+                await conn.fetch(Q["runs_of_job_between"], job["id"], start, end)}
+        skips = [(r["first_slot"], r["last_slot"]) for r in
+                 await conn.fetch(Q["skips_of_job_between"], job["id"], start, end)]
+    missing = missing_slots(expected, runs, skips)
+    if missing:
+        await _repair(pool, store, job, s, missing, now)
+    return len(missing)
+
+
+async def _repair(pool: asyncpg.Pool, store: EventStore, job: asyncpg.Record, s: Schedule,
+                  missing: list[datetime], now: datetime) -> None:
+    tenant, job_id = job["tenant_id"], job["id"]
+    async with pool.acquire() as conn, conn.transaction():
+        locked = await conn.fetchrow(Q["lock_job_for_repair"], job_id)
+        version = locked["version"]
+        events: list[NewEvent] = []
+        for slot, action in repairs(s, missing, now):
+            version += 1
+            events.append(NewEvent(job_id, version, tenant, ev.OccurrenceMissed(
+                scheduled_for=slot, detected_by=ACTOR, repair=action), ACTOR))
+            if action == "run":
+                events.append(NewEvent(run_id_for(job_id, slot), 1, tenant, ev.RunScheduled(
+                    job_id=job_id, task=locked["task"], pool=locked["pool"],
+                    priority=locked["priority"], payload_ref=locked["payload_ref"],
+                    scheduled_for=slot, trigger="repair", due_at=slot), ACTOR))
+            else:
+                version += 1
+                events.append(NewEvent(job_id, version, tenant, ev.OccurrencesSkipped(
+                    first=slot, last=slot, slots=1, reason="missed",
+                    next_run_at=locked["next_run_at"], next_slot=locked["next_slot"]), ACTOR))
+            _alert(tenant, job_id, slot, action)
+        await store.append(conn, events)
+
+
+def _alert(tenant_id: uuid.UUID, job_id: uuid.UUID, slot: datetime, repair: str) -> None:
+    metrics.OCCURRENCES_MISSED.inc()
+    log.error("occurrence missed", tenant_id=str(tenant_id), job_id=str(job_id),
+              scheduled_for=slot.isoformat(), repair=repair, alert="ostinato_occurrence_missed")
+
+
+async def check_overdue(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
+                        grace: timedelta, batch_size: int = 100) -> int:
+    """Repair jobs the scheduler has not looked at in time; returns how many were overdue."""
+    now = clock.now()
+    async with pool.acquire() as conn:
+        oldest = await conn.fetchval(Q["oldest_due"], now)
+    metrics.OLDEST_DUE_AGE.set(0 if oldest is None else (now - oldest).total_seconds())
+    if oldest is None or now - oldest <= grace:
+        return 0
+    async with pool.acquire() as conn, conn.transaction():
+        rows = await conn.fetch(Q["claim_due_jobs"], now - grace, batch_size, [])
+        missed = [NewEvent(r["id"], r["version"] + 1, r["tenant_id"], ev.OccurrenceMissed(
+            scheduled_for=r["next_slot"], detected_by=ACTOR, repair="scheduler"), ACTOR)
+            for r in rows]
+        await store.append(conn, missed)
+        for r in rows:
+            _alert(r["tenant_id"], r["id"], r["next_slot"], "scheduler")
+        # The scheduler's own decision, so the misfire policy applies as if it had been late.
+        await decide_and_append(conn, store, clock, [{**dict(r), "version": r["version"] + 1}
+                                                     for r in rows], actor=ACTOR)
+    return len(rows)
