@@ -3,6 +3,7 @@ caller's transaction; the read model follows from the events."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -175,6 +176,9 @@ async def backfill(
         if s.overlap == "queue":
             raise InvalidState("backfill of a job with overlap=queue is not supported; "
                                "change the overlap policy or trigger runs one by one")
+        if s.start_at is not None and start < s.start_at:
+            # A backfill reaches before the job existed: that is its purpose.
+            s = dataclasses.replace(s, start_at=start)
         slots = [x for x in schedules.occurrences(s, start - _EPSILON, until=end,
                                                   limit=MAX_BACKFILL_SLOTS + 1) if x < end]
         if len(slots) > MAX_BACKFILL_SLOTS:

@@ -192,3 +192,57 @@ async def test_probes_metrics_and_openapi(client: httpx.AsyncClient) -> None:
     schema = (await client.get("/schema/openapi.json")).json()
     assert {"/v1/jobs", "/v1/runs/{run_id}", "/v1/runs/{run_id}/events"} <= set(schema["paths"])
     assert "/metrics" not in schema["paths"]
+
+
+async def test_schedule_endpoints_and_their_isolation(client: httpx.AsyncClient) -> None:
+    a, b = await tenant(client, "alpha"), await tenant(client, "beta")
+    spec = {"cron": "30 2 * * *", "timezone": "America/New_York"}
+    preview = await client.post("/v1/schedules/preview",
+                                json={"schedule": spec, "count": 3}, headers=auth(a))
+    assert preview.status_code == 200, preview.text
+    assert preview.json()["timezone"] == "America/New_York"
+    assert all(i["local"][11:16] == "02:30" or i["local"][11:16] == "03:00"
+               for i in preview.json()["items"])
+    assert_problem(await client.post("/v1/schedules/preview", json={
+        "schedule": {"cron": "30 2 * * *", "timezone": "Nowhere/City"}}, headers=auth(a)),
+        422, "schedule.timezone")
+
+    r = await client.put("/v1/calendars/holidays", json={"dates": ["2026-12-25", "2026-12-24"]},
+                         headers=auth(a))
+    assert r.status_code == 200 and r.json()["dates"] == ["2026-12-24", "2026-12-25"]
+    job = (await client.post("/v1/jobs", json={"name": "nightly", "schedule": {
+        **spec, "calendar": "holidays"}}, headers=auth(a))).json()
+    assert job["status"] == "active" and job["schedule"]["kind"] == "cron"
+    upcoming = (await client.get(f"/v1/jobs/{job['id']}/upcoming", params={"count": 4},
+                                 headers=auth(a))).json()
+    assert len(upcoming["items"]) == 4
+    assert upcoming["items"][0]["slot"] == job["next_slot"]
+
+    assert (await client.post(f"/v1/jobs/{job['id']}/pause", headers=auth(a))).json() == {
+        "status": "paused"}
+    assert_problem(await client.post(f"/v1/jobs/{job['id']}/pause", headers=auth(a)), 409)
+    assert_problem(await client.post(f"/v1/jobs/{job['id']}/resume", json={"misfire": "later"},
+                                     headers=auth(a)), 422, "misfire")
+    r = await client.post(f"/v1/jobs/{job['id']}/resume", json={"misfire": "skip"},
+                          headers=auth(a))
+    assert r.json() == {"status": "active"}
+    trig = await client.post(f"/v1/jobs/{job['id']}/trigger", headers=auth(a))
+    assert trig.status_code == 201 and trig.json()["trigger"] == "manual"
+    run = (await client.get(f"/v1/runs/{trig.json()['run_id']}", headers=auth(a))).json()
+    assert run["trigger"] == "manual" and run["state"] == "scheduled"
+    back = await client.post(f"/v1/jobs/{job['id']}/backfill", json={
+        "start": "2026-11-01T00:00:00Z", "end": "2026-11-04T00:00:00Z"}, headers=auth(a))
+    assert back.status_code == 200 and back.json()["runs_created"] == 3, back.text
+
+    # Tenant B sees none of it.
+    for method, path in [("GET", f"/v1/jobs/{job['id']}/upcoming"),
+                         ("POST", f"/v1/jobs/{job['id']}/pause"),
+                         ("POST", f"/v1/jobs/{job['id']}/resume"),
+                         ("POST", f"/v1/jobs/{job['id']}/trigger"),
+                         ("GET", "/v1/calendars/holidays")]:
+        assert_problem(await client.request(method, path, headers=auth(b)), 404)
+    assert_problem(await client.post(f"/v1/jobs/{job['id']}/backfill", json={
+        "start": "2026-11-01T00:00:00Z", "end": "2026-11-02T00:00:00Z"}, headers=auth(b)), 404)
+    assert (await client.get("/v1/calendars", headers=auth(b))).json() == {"items": []}
+    assert [c["name"] for c in (await client.get("/v1/calendars", headers=auth(a))).json()[
+        "items"]] == ["holidays"]

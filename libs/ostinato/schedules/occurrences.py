@@ -1,7 +1,8 @@
 """When a schedule's occurrences fall: pure functions of the schedule and the instants given.
 
 - `at`: the single instant.
-- `every`: anchor + k * interval, k >= 0, computed in UTC: no drift, and DST never moves it.
+- `every`: anchor + k * interval, computed in UTC: no drift, and DST never moves it (k < 0 only
+  when start_at lies before the anchor, as for a backfill).
 - `cron`: croniter lists matching local wall times; each is mapped to UTC by the DST policy
   (zones.py). Mapped instants are deduplicated (a shifted gap time that lands on a real slot, as
   02:00 -> 03:00 on a spring-forward day with an hourly cron, fires once) and sorted: with
@@ -103,13 +104,11 @@ def _every_forward(s: Schedule, lower: datetime, inclusive: bool,
                    high: datetime | None) -> Iterator[datetime]:
     anchor, step = s.anchor or s.start_at, s.every
     assert step is not None
-    k = 0
-    if lower > anchor:
-        k = (lower - anchor) // step
-        if anchor + k * step < lower or not inclusive:
-            k += 1
-    elif lower == anchor and not inclusive:
-        k = 1
+    # The grid extends both ways from the anchor (k < 0 only when start_at was moved before
+    # it, as a backfill does); `lower` is already clamped to start_at.
+    k = (lower - anchor) // step
+    if anchor + k * step < lower or (anchor + k * step == lower and not inclusive):
+        k += 1
     while True:
         try:
             u = anchor + k * step
@@ -140,12 +139,10 @@ def iter_backward(s: Schedule, upper: datetime, *, inclusive: bool = True,
     if s.kind == "every":
         anchor, step = s.anchor or s.start_at, s.every
         assert step is not None
-        if upper < anchor:
-            return
         k = (upper - anchor) // step
         if anchor + k * step == upper and not inclusive:
             k -= 1
-        while k >= 0 and anchor + k * step >= low:
+        while anchor + k * step >= low:
             yield anchor + k * step
             k -= 1
         return
