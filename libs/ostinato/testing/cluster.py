@@ -72,6 +72,26 @@ class Cluster:
         for name in names:
             self.wait_ready(name)
 
+    def spawn(self, alias: str, service: str) -> None:
+        """Start one more process of `service` (e.g. a second scheduler) under `alias`, with
+        its own ops port, and wait until it is ready."""
+        self.ports[alias] = free_port()
+        port_var = {"api": "API", "worker_gateway": "GATEWAY"}.get(service, service.upper())
+        env = {**self.env(), f"OSTINATO_{port_var}_PORT": str(self.ports[alias])}
+        log = (self.log_dir / f"{alias}.log").open("ab")
+        self.procs[alias] = subprocess.Popen(
+            [sys.executable, "-m", f"services.{service}"], cwd=ROOT, env=env,
+            stdout=log, stderr=subprocess.STDOUT,
+        )
+        self.wait_ready(alias)
+
+    def kill(self, alias: str, sig: int = signal.SIGKILL) -> None:
+        """Send a signal (default kill -9) to one process; SIGKILL also reaps it."""
+        proc = self.procs[alias]
+        proc.send_signal(sig)
+        if sig == signal.SIGKILL:
+            proc.wait(timeout=10)
+
     def wait_ready(self, name: str, seconds: float = 90) -> None:
         deadline = time.monotonic() + seconds
         url = f"http://127.0.0.1:{self.ports[name]}/readyz"
@@ -95,6 +115,7 @@ class Cluster:
         """SIGTERM every service (graceful stop), SIGKILL what does not exit; return exit codes."""
         for proc in self.procs.values():
             if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)  # a stopped process cannot handle SIGTERM
                 proc.send_signal(signal.SIGTERM)
         codes = {}
         for name, proc in self.procs.items():

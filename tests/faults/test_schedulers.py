@@ -1,0 +1,146 @@
+"""Several scheduler processes, some killed with kill -9 and restarted while occurrences fall
+due, and one frozen with SIGSTOP: every occurrence gets exactly one run or a recorded skip, and
+the reconciler notices and repairs what a frozen scheduler leaves undone."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from ostinato.api.models import JobRequest
+from ostinato.bus.topics import Topics
+from ostinato.clock import SystemClock
+from ostinato.db.pool import create_pool
+from ostinato.eventlog.readmodels import Q
+from ostinato.eventlog.store import EventStore, read_stream
+from ostinato.jobs import submit_job
+from ostinato.schedules import ScheduleSpec, expected_slots, from_document
+from ostinato.tenancy import create_tenant
+from ostinato.testing.cluster import Cluster
+from tests.conftest import KAFKA_BOOTSTRAP, drop_database, fresh_database, url_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+
+@pytest.fixture
+async def cluster(template_db: str, topic_prefix: str,
+                  tmp_path: Path) -> AsyncIterator[tuple[Cluster, asyncpg.Pool]]:
+    name = await fresh_database(template_db)
+    c = Cluster(database_url=url_for(name), kafka_bootstrap=KAFKA_BOOTSTRAP,
+                topic_prefix=topic_prefix, log_dir=tmp_path / "logs",
+                extra_env={"OSTINATO_SCHEDULER_POLL_SECONDS": "0.05",
+                           "OSTINATO_SCHEDULER_BATCH_SIZE": "50",
+                           "OSTINATO_RECONCILE_INTERVAL_SECONDS": "0.5",
+                           "OSTINATO_MISSED_GRACE_SECONDS": "2"})
+    pool = await create_pool(c.database_url, max_size=4)
+    try:
+        yield c, pool
+    finally:
+        await asyncio.to_thread(c.stop)
+        await pool.close()
+        await drop_database(name)
+
+
+async def every_second_jobs(pool: asyncpg.Pool, count: int, start: datetime,
+                            **schedule: object) -> tuple[object, list]:
+    store = EventStore(SystemClock(), Topics())
+    async with pool.acquire() as conn:
+        tenant, _ = await create_tenant(conn, store, "faults", actor="test")
+        jobs = []
+        for i in range(count):
+            row, _ = await submit_job(
+                conn, store, SystemClock(), tenant_id=tenant, request=JobRequest(
+                    name=f"tick-{i}", schedule=ScheduleSpec(every="1s", start_at=start,
+                                                            **schedule)),
+                pools=("default",), max_payload_bytes=1024, actor="test")
+            jobs.append(row)
+    return tenant, jobs
+
+
+async def coverage(pool: asyncpg.Pool, job_id: object, start: datetime
+                   ) -> tuple[list[datetime], list[datetime], list[tuple[datetime, datetime]]]:
+    """(expected slots before the job's next slot, runs, recorded skips) of one job."""
+    async with pool.acquire() as conn:
+        job = await conn.fetchrow("SELECT schedule, next_slot, tenant_id FROM jobs WHERE id = $1",
+                                  job_id)
+        runs = [r["scheduled_for"] for r in await conn.fetch(
+            "SELECT scheduled_for FROM runs WHERE job_id = $1 ORDER BY 1", job_id)]
+        skips = [(r["first_slot"], r["last_slot"]) for r in await conn.fetch(
+            Q["skips_of_job_between"], job_id, start, job["next_slot"])]
+    expected = expected_slots(from_document(job["schedule"]), start, job["next_slot"])
+    return expected, runs, skips
+
+
+async def test_schedulers_killed_and_restarted_give_each_occurrence_exactly_one_run(
+        cluster: tuple[Cluster, asyncpg.Pool]) -> None:
+    c, pool = cluster
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+    _, jobs = await every_second_jobs(pool, 120, start, misfire="catch_up", catch_up_max=1000)
+    await asyncio.to_thread(c.start, ("scheduler",))
+    await asyncio.to_thread(c.spawn, "scheduler-b", "scheduler")
+    await asyncio.to_thread(c.spawn, "scheduler-c", "scheduler")
+    await asyncio.sleep((start - datetime.now(UTC)).total_seconds() + 3)
+    c.kill("scheduler-b")  # kill -9 while slots keep falling due
+    await asyncio.sleep(2)
+    await asyncio.to_thread(c.spawn, "scheduler-b", "scheduler")
+    c.kill("scheduler")
+    await asyncio.sleep(3)
+    await asyncio.to_thread(c.spawn, "scheduler", "scheduler")
+    await asyncio.sleep(3)
+
+    total = 0
+    for job in jobs:
+        expected, runs, skips = await coverage(pool, job["id"], start)
+        assert len(runs) == len(set(runs)), "a slot got two runs"
+        assert skips == [], "catch_up with a high bound should skip nothing"
+        assert runs == expected, f"job {job['id']}: runs differ from the expected slots"
+        total += len(runs)
+    assert total >= 120 * 8, f"only {total} occurrences were exercised"
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM runs") == total
+        actors = {r["actor"] for r in await conn.fetch(
+            "SELECT DISTINCT actor FROM events WHERE type = 'RunScheduled'")}
+    assert actors == {"scheduler"}
+
+
+async def test_a_frozen_scheduler_is_noticed_and_its_work_repaired(
+        cluster: tuple[Cluster, asyncpg.Pool]) -> None:
+    c, pool = cluster
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
+    tenant, [job] = await every_second_jobs(pool, 1, start, misfire="run_once")
+    await asyncio.to_thread(c.start, ("scheduler", "reconciler"))
+    await asyncio.sleep((start - datetime.now(UTC)).total_seconds() + 1.5)
+    c.kill("scheduler", signal.SIGSTOP)  # frozen: holds nothing, decides nothing
+    frozen_at = time.monotonic()
+    missed: list = []
+    while time.monotonic() - frozen_at < 30 and not missed:
+        await asyncio.sleep(0.3)
+        async with pool.acquire() as conn:
+            stream = await read_stream(conn, job["id"], tenant)
+        missed = [r for r in stream if r.type == "OccurrenceMissed"]
+    assert missed, "the reconciler did not notice the frozen scheduler"
+    assert missed[0].actor == "reconciler" and missed[0].event.repair == "scheduler"
+    async with pool.acquire() as conn:
+        repaired = await conn.fetchval(
+            "SELECT count(*) FROM events WHERE type = 'RunScheduled' AND actor = 'reconciler'")
+    assert repaired >= 1
+    c.kill("scheduler", signal.SIGCONT)
+    await asyncio.sleep(2)  # the woken scheduler goes on without duplicating anything
+    expected, runs, skips = await coverage(pool, job["id"], start)
+    assert len(runs) == len(set(runs))
+    covered = set(runs) | {s for s in expected for a, b in skips if a <= s <= b}
+    assert covered == set(expected)
+    metrics = await asyncio.to_thread(
+        httpx.get, f"http://127.0.0.1:{c.ports['reconciler']}/metrics")
+    assert "ostinato_occurrences_missed_total" in metrics.text
+    line = next(x for x in metrics.text.splitlines()
+                if x.startswith("ostinato_occurrences_missed_total "))
+    assert float(line.split()[1]) >= 1
