@@ -1,7 +1,7 @@
 """Throughput end to end through all five services: N no-op jobs submitted over the public API,
 run by an SDK worker; prints submit rate, completion rate and database work per run.
 
-    .venv/bin/python bench/throughput.py [--jobs 20000] [--submitters 32] [--concurrency 256]
+    .venv/bin/python bench/throughput.py [--jobs 20000] [--batch 500] [--concurrency 256]
 
 Needs PostgreSQL and Kafka (`infra/up.sh`). Starts its own services on free ports with a fresh
 database and topic prefix, and stops them at the end. Writes bench/results/throughput.json.
@@ -54,19 +54,20 @@ async def count_succeeded(url: str) -> int:
         await conn.close()
 
 
-async def submit_all(api: str, key: str, n: int, submitters: int) -> float:
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in range(n):
-        queue.put_nowait(i)
+async def submit_all(api: str, key: str, n: int, submitters: int, batch: int) -> float:
+    """Bulk submission as users would do it: POST /v1/jobs/batch, `batch` jobs a request."""
+    queue: asyncio.Queue[range] = asyncio.Queue()
+    for lo in range(0, n, batch):
+        queue.put_nowait(range(lo, min(n, lo + batch)))
     limits = httpx.Limits(max_connections=submitters)
-    async with httpx.AsyncClient(base_url=api, timeout=30, limits=limits) as client:
+    async with httpx.AsyncClient(base_url=api, timeout=60, limits=limits) as client:
         headers = {"Authorization": f"Bearer {key}"}
 
         async def submitter() -> None:
             while not queue.empty():
-                i = queue.get_nowait()
-                r = await client.post("/v1/jobs", json={"name": f"noop-{i}", "task": "noop"},
-                                      headers=headers)
+                part = queue.get_nowait()
+                jobs = [{"name": f"noop-{i}", "task": "noop"} for i in part]
+                r = await client.post("/v1/jobs/batch", json={"jobs": jobs}, headers=headers)
                 r.raise_for_status()
 
         start = time.perf_counter()
@@ -95,7 +96,8 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
         running = asyncio.create_task(worker.run())
         before = await db_stats(url)
         start = time.perf_counter()
-        submit_seconds = await submit_all(cluster.api_url, key, args.jobs, args.submitters)
+        submit_seconds = await submit_all(cluster.api_url, key, args.jobs, args.submitters,
+                                          args.batch)
         while (done := await count_succeeded(url)) < args.jobs:
             if time.perf_counter() - start > args.timeout:
                 raise TimeoutError(f"only {done}/{args.jobs} runs succeeded")
@@ -111,6 +113,7 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
     per_run = {k: round((after[k] - before[k]) / args.jobs, 2) for k in before}
     return {
         "scenario": "throughput", "jobs": args.jobs, "submitters": args.submitters,
+        "batch": args.batch,
         "worker_concurrency": args.concurrency,
         "submit_rate_per_s": round(args.jobs / submit_seconds, 1),
         "completion_rate_per_s": round(args.jobs / total, 1),
@@ -125,7 +128,8 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20_000)
-    parser.add_argument("--submitters", type=int, default=32)
+    parser.add_argument("--submitters", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=500, help="jobs per submission request")
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--timeout", type=float, default=900)
     configure_logging("bench", "warning")

@@ -246,3 +246,34 @@ async def test_schedule_endpoints_and_their_isolation(client: httpx.AsyncClient)
     assert (await client.get("/v1/calendars", headers=auth(b))).json() == {"items": []}
     assert [c["name"] for c in (await client.get("/v1/calendars", headers=auth(a))).json()[
         "items"]] == ["holidays"]
+
+
+async def test_batch_submission_is_all_or_nothing_and_idempotent(client: httpx.AsyncClient,
+                                                                  pool: asyncpg.Pool) -> None:
+    key = await tenant(client, "acme")
+    jobs = [{"name": f"j{i}", "payload": {"i": i}, "idempotency_key": f"k{i % 3}"}
+            for i in range(5)]
+    r = await client.post("/v1/jobs/batch", json={"jobs": jobs}, headers=auth(key))
+    assert r.status_code == 200, r.text
+    items = r.json()["items"]
+    assert [i["created"] for i in items] == [True, True, True, False, False]
+    assert items[3]["id"] == items[0]["id"] and items[4]["id"] == items[1]["id"]
+    again = (await client.post("/v1/jobs/batch", json={"jobs": jobs[:2]},
+                               headers=auth(key))).json()["items"]
+    assert [i["id"] for i in again] == [items[0]["id"], items[1]["id"]]
+    assert not any(i["created"] for i in again)
+
+    async with pool.acquire() as conn:
+        before = await conn.fetchval("SELECT count(*) FROM events")
+    bad = [{"name": "ok"}, {"name": "bad", "schedule": {"cron": "nope"}},
+           {"name": "worse", "pool": "mars"}]
+    body = assert_problem(await client.post("/v1/jobs/batch", json={"jobs": bad},
+                                            headers=auth(key)), 422)
+    fields = {e["field"] for e in body["errors"]}
+    assert {"jobs[1].schedule.cron", "jobs[2].pool"} <= fields
+    assert_problem(await client.post("/v1/jobs/batch", json={"jobs": []}, headers=auth(key)),
+                   422, "jobs")
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM events") == before
+    listed = (await client.get("/v1/jobs", params={"limit": 100}, headers=auth(key))).json()
+    assert len(listed["items"]) == 3

@@ -36,6 +36,18 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
 
 
+class JobBatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Up to 1,000 jobs in one request: all are created, or none (errors name `jobs[i].field`)."""
+
+    jobs: Annotated[list[JobRequest], msgspec.Meta(min_length=1, max_length=1000)]
+
+
+class JobBatchItem(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    created: bool
+    next_run_at: datetime | None
+
+
 class JobView(msgspec.Struct, kw_only=True):
     id: uuid.UUID
     name: str

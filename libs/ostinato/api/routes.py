@@ -18,6 +18,8 @@ from ostinato.api.auth import Caller, principal, require_admin, require_tenant
 from ostinato.api.models import (
     EventsPage,
     EventView,
+    JobBatchItem,
+    JobBatchRequest,
     JobRequest,
     JobView,
     Page,
@@ -139,6 +141,31 @@ async def create_job(
     return Response(job_view(row, data.payload), status_code=201 if created else 200)
 
 
+@post("/v1/jobs/batch", status_code=200, tags=["jobs"])
+async def create_jobs(
+    request: Request, data: JSONBody[JobBatchRequest], caller: Caller
+) -> dict[str, list[JobBatchItem]]:
+    """Register up to 1,000 jobs in one transaction: all or none. Items whose
+    `idempotency_key` names an existing job return it with `created: false`."""
+    tenant = require_tenant(caller)
+    s = _state(request)
+    async with s.pool.acquire() as conn:
+        done = await jobs.submit_jobs(
+            conn,
+            s.store,
+            s.clock,
+            tenant_id=tenant.tenant_id,
+            requests=data.jobs,
+            pools=s.settings.pool_names,
+            max_payload_bytes=s.settings.max_payload_bytes,
+            actor=f"tenant:{tenant.name}",
+            traceparent=tracing.current_traceparent(),
+        )
+    return {
+        "items": [JobBatchItem(id=d.id, created=d.created, next_run_at=d.next_run_at) for d in done]
+    }
+
+
 @get("/v1/jobs", tags=["jobs"])
 async def list_jobs(
     request: Request,
@@ -257,5 +284,15 @@ async def run_events(request: Request, run_id: FromPath[uuid.UUID], caller: Call
     )
 
 
-ROUTES = [create_tenant, create_job, list_jobs, get_job, delete_job, list_runs, get_run, run_events]
+ROUTES = [
+    create_tenant,
+    create_job,
+    create_jobs,
+    list_jobs,
+    get_job,
+    delete_job,
+    list_runs,
+    get_run,
+    run_events,
+]
 DEPENDENCIES = {"caller": Provide(principal)}

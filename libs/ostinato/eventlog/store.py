@@ -88,14 +88,6 @@ async def read_all_after(conn: asyncpg.Connection, after: int, limit: int) -> li
     return [RecordedEvent.from_row(r) for r in await conn.fetch(Q["read_all_after"], after, limit)]
 
 
-async def put_blob(conn: asyncpg.Connection, tenant_id: uuid.UUID, document: Any) -> uuid.UUID:
-    """Store an immutable JSON document and return its id."""
-    text = _json.encode(document).decode()
-    blob_id = uuid.uuid4()
-    await conn.execute(Q["insert_blob"], blob_id, tenant_id, text, len(text.encode()))
-    return blob_id
-
-
 async def put_blobs(
     conn: asyncpg.Connection, items: Sequence[tuple[uuid.UUID, uuid.UUID, bytes]]
 ) -> None:

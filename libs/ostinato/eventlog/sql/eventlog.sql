@@ -24,10 +24,6 @@ WHERE seq > $1
 ORDER BY seq
 LIMIT $2;
 
--- name: insert_blob
--- Payloads and outputs live outside the log, referenced by id.
-INSERT INTO blobs (id, tenant_id, data, size_bytes) VALUES ($1, $2, $3::text::jsonb, $4);
-
 -- name: insert_blobs
 -- Many outputs at once (batched completions).
 INSERT INTO blobs (id, tenant_id, data, size_bytes)

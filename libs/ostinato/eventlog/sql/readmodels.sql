@@ -294,3 +294,12 @@ WHERE status = 'active' AND next_run_at IS NOT NULL
 -- The reconciler locks a job before recording what it found and repaired.
 SELECT id, tenant_id, task, pool, priority, payload_ref, next_run_at, next_slot, version
 FROM jobs WHERE id = $1 FOR UPDATE;
+
+-- name: jobs_by_idempotency_keys
+-- Batch submission: the jobs some idempotency keys already name.
+SELECT id, idempotency_key, next_run_at FROM jobs
+WHERE tenant_id = $1 AND idempotency_key = ANY($2::text[]);
+
+-- name: calendar_names
+-- Batch submission: which of these calendars exist.
+SELECT name FROM calendars WHERE tenant_id = $1 AND name = ANY($2::text[]);

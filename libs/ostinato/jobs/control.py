@@ -1,84 +1,24 @@
-"""Job commands: submit and delete. Each validates, then appends to the job's stream in the
-caller's transaction; the read model follows from the events."""
+"""Job commands that steer existing jobs: delete, pause, resume, trigger now, backfill. Each
+validates, then appends to the job's stream in the caller's transaction."""
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import asyncpg
-import msgspec
 
 from ostinato import schedules
-from ostinato.api.models import JobRequest
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
-from ostinato.domain.errors import InvalidInput, InvalidState, NotFound, PayloadTooLarge
+from ostinato.domain.errors import InvalidInput, InvalidState, NotFound
 from ostinato.domain.ids import run_id_for
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent
-from ostinato.eventlog.store import EventStore, put_blob
+from ostinato.eventlog.store import EventStore
 
-_json = msgspec.json.Encoder()
 _EPSILON = timedelta(microseconds=1)
-
-
-async def submit_job(
-    conn: asyncpg.Connection, store: EventStore, clock: Clock, *, tenant_id: uuid.UUID,
-    request: JobRequest, pools: Sequence[str], max_payload_bytes: int, actor: str,
-    traceparent: str | None = None,
-) -> tuple[asyncpg.Record, bool]:
-    """Create the job; returns (job row, created). A repeated idempotency key returns the
-    first job with created=False and writes nothing."""
-    if request.idempotency_key is not None:
-        existing = await conn.fetchrow(Q["job_by_idempotency_key"], tenant_id,
-                                       request.idempotency_key)
-        if existing is not None:
-            return existing, False
-    if request.pool not in pools:
-        raise InvalidInput(f"unknown pool {request.pool!r}; configured pools: {', '.join(pools)}",
-                           errors=[{"field": "pool", "message": "unknown pool"}])
-    schedule = schedules.parse_schedule(request.schedule, now=clock.now())
-    first = schedules.next_occurrence(schedule, None)
-    if first is None:
-        raise InvalidInput("the schedule has no occurrence left (end_at is past)",
-                           errors=[{"field": "schedule.end_at", "message": "no occurrence left"}])
-    if schedule.calendar is not None and await conn.fetchrow(
-            Q["calendar_by_name"], tenant_id, schedule.calendar) is None:
-        raise InvalidInput(f"no calendar named {schedule.calendar!r}; define it first with "
-                           f"PUT /v1/calendars/{schedule.calendar}",
-                           errors=[{"field": "schedule.calendar", "message": "unknown calendar"}])
-    size = len(_json.encode(request.payload))
-    if size > max_payload_bytes:
-        raise PayloadTooLarge(
-            f"payload is {size} bytes; the limit is {max_payload_bytes} bytes",
-            errors=[{"field": "payload", "message": f"larger than {max_payload_bytes} bytes"}],
-        )
-    job_id = uuid.uuid4()
-    try:
-        async with conn.transaction():
-            payload_ref = await put_blob(conn, tenant_id, request.payload)
-            created = ev.JobCreated(
-                name=request.name, task=request.task or request.name,
-                schedule=schedules.to_document(schedule), payload_ref=payload_ref,
-                pool=request.pool, priority=request.priority,
-                next_run_at=first + schedules.jitter_offset(schedule, job_id, first),
-                next_slot=first, idempotency_key=request.idempotency_key,
-            )
-            await store.append(conn, [NewEvent(job_id, 1, tenant_id, created, actor,
-                                               traceparent=traceparent)])
-    except asyncpg.UniqueViolationError:
-        # A concurrent submission with the same idempotency key committed first.
-        if request.idempotency_key is None:
-            raise
-        row = await conn.fetchrow(Q["job_by_idempotency_key"], tenant_id, request.idempotency_key)
-        if row is None:
-            raise
-        return row, False
-    row = await conn.fetchrow(Q["job_by_id"], job_id, tenant_id)
-    return row, True
 
 
 async def delete_job(

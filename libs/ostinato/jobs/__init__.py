@@ -1,0 +1,15 @@
+"""Job commands: submission (one or a batch) and steering (delete, pause, resume, trigger now,
+backfill). Each validates, then appends to the job's stream in the caller's transaction."""
+
+from ostinato.jobs.control import (
+    MAX_BACKFILL_SLOTS,
+    backfill,
+    delete_job,
+    pause_job,
+    resume_job,
+    trigger_now,
+)
+from ostinato.jobs.submit import Submitted, submit_job, submit_jobs
+
+__all__ = ["MAX_BACKFILL_SLOTS", "Submitted", "backfill", "delete_job", "pause_job",
+           "resume_job", "submit_job", "submit_jobs", "trigger_now"]

@@ -1,0 +1,154 @@
+"""Job submission, one or many at a time. A batch is validated whole first (every error named
+with its item's index, nothing written if any item is bad), then written in one transaction
+with multi-row inserts: bulk submission costs a few statements, not a few per job."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+import msgspec
+
+from ostinato import schedules
+from ostinato.api.models import JobRequest
+from ostinato.clock import Clock
+from ostinato.domain import events as ev
+from ostinato.domain.errors import InvalidInput, PayloadTooLarge
+from ostinato.eventlog.readmodels import Q
+from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.store import EventStore, put_blobs
+
+_json = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    id: uuid.UUID
+    created: bool  # False: an earlier job with the same idempotency key
+    next_run_at: datetime | None
+
+
+def _prefixed(errors: list[dict[str, str]], prefix: str) -> list[dict[str, str]]:
+    return [{**e, "field": prefix + e["field"]} for e in errors]
+
+
+async def submit_jobs(
+    conn: asyncpg.Connection, store: EventStore, clock: Clock, *, tenant_id: uuid.UUID,
+    requests: Sequence[JobRequest], pools: Sequence[str], max_payload_bytes: int, actor: str,
+    traceparent: str | None = None, field_prefix: str = "jobs[{i}].",
+) -> list[Submitted]:
+    """Create jobs; one result per request, in order. A repeated idempotency key (earlier, or
+    earlier in the same batch) returns the first job with created=False."""
+    keys = [r.idempotency_key for r in requests if r.idempotency_key is not None]
+    existing = {row["idempotency_key"]: row for row in
+                await conn.fetch(Q["jobs_by_idempotency_keys"], tenant_id, keys)} if keys else {}
+    names = {r.schedule.calendar for r in requests if r.schedule and r.schedule.calendar}
+    known = {row["name"] for row in
+             await conn.fetch(Q["calendar_names"], tenant_id, list(names))} if names else set()
+    now = clock.now()
+    errors: list[dict[str, str]] = []
+    too_large = False
+    results: list[Submitted | int] = []  # int: index of the earlier item with the same key
+    fresh: list[tuple[uuid.UUID, JobRequest, schedules.Schedule, datetime, bytes]] = []
+    first_with_key: dict[str, int] = {}
+    for i, request in enumerate(requests):
+        prefix = field_prefix.format(i=i)
+        key = request.idempotency_key
+        if key is not None and key in existing:
+            row = existing[key]
+            results.append(Submitted(row["id"], False, row["next_run_at"]))
+            continue
+        if key is not None and key in first_with_key:
+            results.append(first_with_key[key])
+            continue
+        item_errors: list[dict[str, str]] = []
+        if request.pool not in pools:
+            item_errors.append({"field": "pool", "message": f"unknown pool; configured: "
+                                                            f"{', '.join(pools)}"})
+        try:
+            schedule = schedules.parse_schedule(request.schedule, now=now)
+        except InvalidInput as exc:
+            item_errors += exc.errors
+            schedule = None
+        first = schedules.next_occurrence(schedule, None) if schedule else None
+        if schedule is not None and first is None:
+            item_errors.append({"field": "schedule.end_at", "message": "no occurrence left"})
+        if schedule is not None and schedule.calendar and schedule.calendar not in known:
+            item_errors.append({"field": "schedule.calendar", "message": "unknown calendar; "
+                                f"define it with PUT /v1/calendars/{schedule.calendar}"})
+        payload = _json.encode(request.payload)
+        if len(payload) > max_payload_bytes:
+            too_large = True
+            item_errors.append({"field": "payload",
+                                "message": f"larger than {max_payload_bytes} bytes"})
+        if item_errors:
+            errors += _prefixed(item_errors, prefix)
+            results.append(Submitted(uuid.UUID(int=0), False, None))
+            continue
+        assert schedule is not None and first is not None
+        job_id = uuid.uuid4()
+        if key is not None:
+            first_with_key[key] = i
+        fresh.append((job_id, request, schedule, first, payload))
+        results.append(Submitted(job_id, True, first + schedules.jitter_offset(schedule, job_id,
+                                                                                first)))
+    if errors:
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:10])
+        if too_large and all(e["field"].endswith("payload") for e in errors):
+            raise PayloadTooLarge(detail, errors=errors)
+        raise InvalidInput(detail, errors=errors)
+    await _write(conn, store, tenant_id, fresh, actor, traceparent)
+    return [r if isinstance(r, Submitted) else _repeat(results[r]) for r in results]
+
+
+def _repeat(first: Submitted | int) -> Submitted:
+    assert isinstance(first, Submitted)
+    return Submitted(first.id, False, first.next_run_at)
+
+
+async def _write(conn: asyncpg.Connection, store: EventStore, tenant_id: uuid.UUID,
+                 fresh: list[tuple[uuid.UUID, JobRequest, schedules.Schedule, datetime, bytes]],
+                 actor: str, traceparent: str | None) -> None:
+    if not fresh:
+        return
+    refs = [uuid.uuid4() for _ in fresh]
+    events = [
+        NewEvent(job_id, 1, tenant_id, ev.JobCreated(
+            name=request.name, task=request.task or request.name,
+            schedule=schedules.to_document(schedule), payload_ref=ref, pool=request.pool,
+            priority=request.priority,
+            next_run_at=first + schedules.jitter_offset(schedule, job_id, first),
+            next_slot=first, idempotency_key=request.idempotency_key,
+        ), actor, traceparent=traceparent)
+        for ref, (job_id, request, schedule, first, _) in zip(refs, fresh, strict=True)
+    ]
+    async with conn.transaction():
+        await put_blobs(conn, [(ref, tenant_id, item[4]) for ref, item in
+                               zip(refs, fresh, strict=True)])
+        await store.append(conn, events)
+
+
+async def submit_job(
+    conn: asyncpg.Connection, store: EventStore, clock: Clock, *, tenant_id: uuid.UUID,
+    request: JobRequest, pools: Sequence[str], max_payload_bytes: int, actor: str,
+    traceparent: str | None = None,
+) -> tuple[asyncpg.Record, bool]:
+    """Create one job; returns (job row, created). A repeated idempotency key returns the first
+    job with created=False and writes nothing."""
+    try:
+        [done] = await submit_jobs(conn, store, clock, tenant_id=tenant_id, requests=[request],
+                                   pools=pools, max_payload_bytes=max_payload_bytes,
+                                   actor=actor, traceparent=traceparent, field_prefix="")
+    except asyncpg.UniqueViolationError:
+        # A concurrent submission with the same idempotency key committed first.
+        row = None
+        if request.idempotency_key is not None:
+            row = await conn.fetchrow(Q["job_by_idempotency_key"], tenant_id,
+                                      request.idempotency_key)
+        if row is None:
+            raise
+        return row, False
+    return await conn.fetchrow(Q["job_by_id"], done.id, tenant_id), done.created
