@@ -34,8 +34,8 @@ async def queue_due_runs(
         duplicates = len(delivered) - len(fresh)
         if duplicates:
             metrics.DUPLICATE_MESSAGES.labels(consumer=CONSUMER).inc(duplicates)
-        due = {d.envelope.stream_id: d for d in delivered
-               if d.envelope.event_id in fresh and isinstance(d.envelope.event, ev.RunScheduled)}
+        due = {d.envelope.stream_id: d for d in delivered if d.envelope.event_id in fresh
+               and isinstance(d.envelope.event, ev.RunScheduled | ev.RetryDue)}
         if not due:
             return 0
         rows = await conn.fetch(Q["lock_runs"], list(due))
@@ -46,8 +46,11 @@ async def queue_due_runs(
             with tracing.run_span("dispatch run", due[row["id"]].envelope.traceparent,
                                   tenant_id=row["tenant_id"], job_id=row["job_id"],
                                   run_id=row["id"]) as tp:
+                reason = "retry" if isinstance(due[row["id"]].envelope.event, ev.RetryDue) \
+                    else "dispatched"
                 events.append(NewEvent(row["id"], row["version"] + 1, row["tenant_id"],
-                                       ev.RunQueued(pool=row["pool"]), ACTOR, traceparent=tp))
+                                       ev.RunQueued(pool=row["pool"], reason=reason), ACTOR,
+                                       traceparent=tp))
         await store.append(conn, events)
     for e in events:
         log.debug("run queued", tenant_id=str(e.tenant_id), run_id=str(e.stream_id))

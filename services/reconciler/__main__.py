@@ -22,6 +22,7 @@ async def amain() -> None:
     store = EventStore(service.clock, settings.topics)
     config = ReconcileConfig(
         interval=timedelta(seconds=settings.reconcile_interval_seconds),
+        fast_interval=timedelta(seconds=min(1.0, settings.reconcile_interval_seconds)),
         stuck_after=timedelta(seconds=settings.stuck_after_seconds),
         missed_grace=timedelta(seconds=settings.missed_grace_seconds),
         gap_window=timedelta(seconds=settings.gap_window_seconds),

@@ -4,9 +4,13 @@ Ops endpoints on OSTINATO_OPS_HOST:OSTINATO_SCHEDULER_PORT (127.0.0.1:8082)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+from datetime import timedelta
 
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
+from ostinato.leases.shard import ShardLeases
 from ostinato.runtime.service import Service, run_until_stopped
 from ostinato.scheduling import run_scheduler
 
@@ -26,10 +30,12 @@ async def amain() -> None:
         relay.stop()
         await ops.stop()
 
+    leases = ShardLeases(pool, service.clock, f"{socket.gethostname()}-{os.getpid()}",
+                         ttl=timedelta(seconds=settings.shard_lease_ttl_seconds))
     await run_until_stopped(service, [
         run_scheduler(pool, store, service.clock, batch_size=settings.scheduler_batch_size,
                       poll_seconds=settings.scheduler_poll_seconds, stopping=service.stopping,
-                      on_created=relay.wake),
+                      on_created=relay.wake, leases=leases),
         relay.run(),
     ], on_stop=stop)
     await producer.stop()

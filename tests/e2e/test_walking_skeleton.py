@@ -42,6 +42,13 @@ async def greet(payload: dict) -> dict:
             "key": ctx.idempotency_key}
 
 
+@task("flaky")
+async def flaky(payload: dict) -> dict:
+    if current().attempt == 1:
+        raise ConnectionError("upstream reset")  # unclassified: retryable by default
+    return {"ok": True}
+
+
 @task("reject")
 async def reject(payload: dict) -> dict:
     raise PermanentError("not today", type="business_rule")
@@ -77,8 +84,11 @@ async def test_jobs_run_through_all_five_services(cluster: Cluster) -> None:
             submitted[r.json()["id"]] = who
         r = await api.post("/v1/jobs", json={"name": "nope", "task": "reject"}, headers=h)
         rejected_job = r.json()["id"]
+        r = await api.post("/v1/jobs", json={"name": "flaky", "task": "flaky", "retry": {
+            "initial_delay": "1s", "jitter": "none"}}, headers=h)
+        flaky_job = r.json()["id"]
 
-        worker = Worker(cluster.gateway_url, key, [greet, reject], concurrency=4,
+        worker = Worker(cluster.gateway_url, key, [greet, reject, flaky], concurrency=4,
                         claim_wait_seconds=2, shutdown_grace_seconds=5)
         running = asyncio.create_task(worker.run())
         try:
@@ -102,10 +112,21 @@ async def test_jobs_run_through_all_five_services(cluster: Cluster) -> None:
                 assert events[2]["epoch"] == events[3]["epoch"] == 1  # the fencing token
                 assert events[2]["actor"] == events[3]["actor"] == f"worker:{worker.worker_id}"
             page = await wait_for(api, f"/v1/runs?job_id={rejected_job}", h, lambda b: any(
-                i["state"] == "failed" for i in b["items"]))
+                i["state"] == "dead_lettered" for i in b["items"]))
             [failed] = page["items"]
             assert failed["last_error"]["type"] == "business_rule"
             assert failed["last_error"]["retryable"] is False
+            letters = (await api.get("/v1/dead-letters", headers=h)).json()
+            assert [d["run_id"] for d in letters["items"]] == [failed["id"]]
+            page = await wait_for(api, f"/v1/runs?job_id={flaky_job}", h, lambda b: any(
+                i["state"] == "succeeded" for i in b["items"]))
+            [flaky_run] = page["items"]
+            assert flaky_run["attempt"] == 2
+            timeline = (await api.get(f"/v1/runs/{flaky_run['id']}/events", headers=h)).json()
+            assert [e["type"] for e in timeline["items"]] == [
+                "RunScheduled", "RunQueued", "RunStarted", "RunFailed", "RetryScheduled",
+                "RetryDue", "RunQueued", "RunStarted", "RunSucceeded"]
+            assert [e["epoch"] for e in timeline["items"] if e["type"] == "RunStarted"] == [1, 2]
         finally:
             await worker.stop()
             await running
@@ -115,6 +136,6 @@ async def test_jobs_run_through_all_five_services(cluster: Cluster) -> None:
                 text = (await ops.get(f"http://127.0.0.1:{port}/metrics")).text
                 assert "ostinato_build_info" in text, name
             gw = (await ops.get(f"{cluster.gateway_url}/metrics")).text
-            assert "ostinato_runs_claimed_total 4.0" in gw
+            assert "ostinato_runs_claimed_total 6.0" in gw
             sched = (await ops.get(f"http://127.0.0.1:{cluster.ports['scheduler']}/metrics")).text
-            assert "ostinato_runs_created_total 4.0" in sched
+            assert "ostinato_runs_created_total 5.0" in sched

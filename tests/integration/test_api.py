@@ -4,7 +4,6 @@ problem details for bad input (and nothing written), runs and their timelines.""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,50 +11,11 @@ import asyncpg
 import httpx
 import pytest
 
-from ostinato.api.app import create_app
-from ostinato.runtime.service import Service
-from ostinato.runtime.settings import Settings
-
+from .conftest import ADMIN, assert_problem, auth, tenant
 from .helpers import TOPICS, store
 from .test_flow import drain_outbox
 
 pytestmark = pytest.mark.integration
-ADMIN = "test-admin-key"
-
-
-@pytest.fixture
-async def client(pool: asyncpg.Pool, db_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    service = Service("api", Settings(database_url=db_url, admin_key=ADMIN,
-                                      max_payload_bytes=1000))
-    service.pool = pool
-    # In the test's own event loop, so the app can use the test's pool.
-    transport = httpx.ASGITransport(app=create_app(service, store()))
-    async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as c:
-        yield c
-
-
-def auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-async def tenant(client: httpx.AsyncClient, name: str) -> str:
-    r = await client.post("/v1/tenants", json={"name": name}, headers=auth(ADMIN))
-    assert r.status_code == 201, r.text
-    assert r.json()["api_key"].startswith("ost_")
-    return r.json()["api_key"]
-
-
-def assert_problem(r: Any, status: int, field: str | None = None) -> dict[str, Any]:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"].startswith("application/problem+json")
-    body = r.json()
-    assert body["status"] == status and body["type"].startswith("https://")
-    assert body["title"] and body["detail"]
-    if field is not None:
-        assert field in [e["field"] for e in body["errors"]], body
-    return body
-
-
 async def test_tenants_need_the_admin_key(client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
     assert_problem(await client.post("/v1/tenants", json={"name": "x"}), 401)
     assert_problem(await client.post("/v1/tenants", json={"name": "x"}, headers=auth("nope")),

@@ -82,11 +82,12 @@ async def test_a_stale_fencing_token_changes_nothing_but_is_recorded(pool: async
         stream = await read_stream(conn, run_id, tenant_id)
         run = await conn.fetchrow(Q["run_by_id"], run_id, tenant_id)
     assert [r.type for r in stream] == ["RunScheduled", "RunQueued", "RunStarted",
-                                        "StaleWriteRejected", "RunFailed"]
+                                        "StaleWriteRejected", "RunFailed", "RetryScheduled"]
     rejected = stream[3].event
     assert rejected.presented_token == 0 and rejected.current_token == 1
     assert rejected.worker_id == "w0" and rejected.operation == "complete"
-    assert run["state"] == "failed" and run["last_error"]["type"] == "Boom"
+    assert run["state"] == "retry_scheduled" and run["last_error"]["type"] == "Boom"
+    assert run["failures"] == 1 and run["retry_at"] is not None
     assert run["output_ref"] is None
 
 

@@ -175,7 +175,7 @@ async def test_auto_pause_after_consecutive_failures(pool: asyncpg.Pool) -> None
         [claimed] = await attempts.claim(tenant, p.ClaimRequest(worker_id="w", max_runs=1))
         await attempts.record(tenant, "w", [Outcome(
             uuid.UUID(claimed.run_id), claimed.run_id, claimed.fencing_token, "fail",
-            error=p.ErrorInfo(type="Boom", message="x", retryable=True))])
+            error=p.ErrorInfo(type="Boom", message="x", retryable=False, classified=True))])
     assert (await get_job(pool, job))["consecutive_failures"] == 2
     clock.set(now + timedelta(minutes=2, seconds=1))
     assert await fire_due(pool, store(clock), clock) == []

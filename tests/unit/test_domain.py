@@ -52,6 +52,17 @@ def test_every_event_round_trips_through_the_codec() -> None:
         ev.RunFailed(attempt=1, fencing_token=1, error_type="x", message="m", retryable=True),
         ev.StaleWriteRejected(operation="complete", presented_token=1, current_token=2,
                               worker_id="w"),
+        ev.AttemptTimedOut(attempt=1, fencing_token=1, timeout_seconds=5, detected_by="w"),
+        ev.LeaseExpired(attempt=1, fencing_token=1, worker_id="w", expired_at=now),
+        ev.LeaseReleased(attempt=1, fencing_token=1, worker_id="w"),
+        ev.RetryScheduled(retry_at=now, reason="retryable", counts=True, failures=1),
+        ev.RetryDue(pool="default"),
+        ev.RunDeadLettered(reason="exhausted", error_type="x", message="m", attempts=3),
+        ev.CancelRequested(by="t"), ev.RunCancelled(by="t", reason="requested"),
+        ev.QueueWaitExpired(deadline=now),
+        ev.DeadLetterTriaged(state="acknowledged", comment=None, by="t"),
+        ev.DeadLetterReplayed(new_run_id=uuid.uuid4(), request_key="k", payload_changed=False,
+                              by="t"),
     ]
     assert {type(s) for s in samples} == set(ev.CATALOGUE)
     for sample in samples:

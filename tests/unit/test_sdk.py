@@ -77,6 +77,9 @@ class FakeGateway:
     def heartbeats(self) -> list[p.HeartbeatItem]:
         return [h for b in self.batches for h in b.heartbeats]
 
+    def releases(self) -> dict[str, p.ReleaseItem]:
+        return {r.run_id: r for b in self.batches for r in b.releases}
+
     async def handle(self, request: httpx.Request) -> httpx.Response:
         assert request.headers["authorization"] == "Bearer test-key"
         if request.url.path == p.CLAIM_PATH:
@@ -102,6 +105,8 @@ class FakeGateway:
                     for c in body.completions]
         results += [p.BatchItemResult(run_id=f.run_id, kind="fail", status=200)
                     for f in body.failures]
+        results += [p.BatchItemResult(run_id=r.run_id, kind="release", status=200)
+                    for r in body.releases]
         return httpx.Response(200, content=msgspec.json.encode(p.BatchResponse(results=results)))
 
     async def _claim(self, request: httpx.Request) -> httpx.Response:
@@ -188,7 +193,7 @@ async def test_permanent_error_reports_not_retryable_with_its_type() -> None:
     async with running(gw, {"charge": charge}):
         await eventually(lambda: run_id in gw.failures())
     assert gw.failures()[run_id].error == p.ErrorInfo(
-        type="card_declined", message="card declined", retryable=False
+        type="card_declined", message="card declined", retryable=False, classified=True
     )
 
 
@@ -334,17 +339,17 @@ async def test_stop_waits_for_in_flight_handlers_and_flushes() -> None:
     await client.aclose()
 
 
-async def test_grace_expiry_reports_worker_shutdown_as_retryable() -> None:
+async def test_grace_expiry_releases_the_lease_instead_of_failing() -> None:
     gw = FakeGateway()
 
     async def stuck(payload: Any) -> None:
         await asyncio.Event().wait()
 
-    run_id = await gw.add("stuck")
+    run_id = await gw.add("stuck", fencing_token=4)
     async with running(gw, {"stuck": stuck}, shutdown_grace_seconds=0.01):
         await eventually(lambda: len(gw.claims) >= 2)  # run claimed, next poll waiting
-    assert gw.failures()[run_id].error.type == "worker_shutdown"
-    assert gw.failures()[run_id].error.retryable is True
+    assert gw.releases()[run_id].fencing_token == 4
+    assert run_id not in gw.failures() and run_id not in gw.completions()
 
 
 async def test_outcomes_survive_transport_errors_and_5xx() -> None:

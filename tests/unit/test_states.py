@@ -15,11 +15,13 @@ from ostinato.domain.states import (
 )
 
 ALLOWED = {
-    ("scheduled", "queued"), ("scheduled", "cancelled"),
-    ("queued", "running"), ("queued", "cancelled"),
+    ("scheduled", "queued"), ("scheduled", "cancelled"), ("scheduled", "dead_lettered"),
+    ("queued", "running"), ("queued", "cancelled"), ("queued", "dead_lettered"),
     ("running", "succeeded"), ("running", "failed"), ("running", "cancelled"),
+    ("running", "retry_scheduled"),  # a released lease
     ("failed", "retry_scheduled"), ("failed", "dead_lettered"), ("failed", "cancelled"),
     ("retry_scheduled", "queued"), ("retry_scheduled", "cancelled"),
+    ("retry_scheduled", "dead_lettered"),  # queue-wait deadline
 }
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from ostinato.policy.retry import RetrySpec
 from ostinato.schedules import ScheduleSpec
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][\w.:-]*$")]
@@ -34,6 +35,10 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     pool: Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")] = "default"
     priority: Priority = "default"
     idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    retry: RetrySpec | None = None  # default: 3 attempts, 1s doubling to 5m, full jitter
+    timeout: str | None = None  # an attempt's time limit, e.g. "30m"; none by default
+    queue_wait_timeout: str | None = None  # schedule-to-start deadline, e.g. "1h"
+    on_queue_wait: Literal["dead_letter", "skip"] = "dead_letter"
 
 
 class JobBatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -168,3 +173,62 @@ class BackfillView(msgspec.Struct, kw_only=True):
     runs_created: int
     slots_with_runs: int
     slots_skipped: int
+
+
+class RetryRunRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    request_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+
+
+class ReplayRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Replay a dead letter as a new run; `payload` replaces the original when given. The same
+    `request_key` replays once, however often it is sent."""
+
+    payload: Any = msgspec.UNSET
+    request_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+
+
+class BulkReplayRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    request_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    job_id: uuid.UUID | None = None
+    error_type: str | None = None
+    triage_state: Literal["new", "acknowledged", "fixed", "wont_fix"] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 100
+
+
+class TriageRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    state: Literal["new", "acknowledged", "fixed", "wont_fix"]
+    comment: Annotated[str, msgspec.Meta(max_length=2000)] | None = None
+
+
+class Rerun(msgspec.Struct, kw_only=True):
+    run_id: uuid.UUID
+    replay_of: uuid.UUID
+    created: bool
+
+
+class AttemptView(msgspec.Struct, kw_only=True):
+    attempt: int
+    worker_id: str | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    outcome: str
+    error: dict[str, Any] | None = None
+
+
+class DeadLetterView(msgspec.Struct, kw_only=True):
+    run_id: uuid.UUID
+    job_id: uuid.UUID
+    task: str
+    reason: str
+    error_type: str | None
+    message: str | None
+    attempts: int
+    dead_lettered_at: datetime
+    triage_state: str
+    triage_by: str | None
+    triage_comment: str | None
+    triaged_at: datetime | None
+    replays: int
+    last_replay_run: uuid.UUID | None
+    payload: Any = None
+    history: list[AttemptView] | None = None

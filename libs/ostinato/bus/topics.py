@@ -43,11 +43,12 @@ class Topics:
     def route(self, event: ev.Event) -> str | None:
         """The topic a logged event is published on, or None if it stays in the log."""
         match event:
-            case ev.RunScheduled():
+            case ev.RunScheduled() | ev.RetryDue():
                 return self.due
             case ev.RunQueued(pool=pool):
                 return self.ready(pool)
-            case ev.RunSucceeded() | ev.RunFailed():
+            case (ev.RunSucceeded() | ev.RunFailed() | ev.AttemptTimedOut() | ev.LeaseExpired()
+                  | ev.LeaseReleased() | ev.RunCancelled() | ev.RunDeadLettered()):
                 return self.finished
             case _:
                 return None

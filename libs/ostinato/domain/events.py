@@ -47,6 +47,10 @@ class JobCreated(Event, tag="JobCreated"):
     next_run_at: datetime | None
     idempotency_key: str | None = None
     next_slot: datetime | None = None  # nominal slot; next_run_at adds the jitter offset
+    retry: dict[str, Any] | None = None  # ostinato.policy.retry document
+    timeout_seconds: float | None = None
+    queue_wait_seconds: float | None = None
+    on_queue_wait: str | None = None  # dead_letter | skip
 
 
 class OccurrenceFired(Event, tag="OccurrenceFired"):
@@ -119,8 +123,13 @@ class RunScheduled(Event, tag="RunScheduled"):
     priority: str
     payload_ref: uuid.UUID
     scheduled_for: datetime
-    trigger: str = "schedule"  # schedule | manual | backfill | repair
+    trigger: str = "schedule"  # schedule | manual | backfill | repair | replay | retry
     due_at: datetime | None = None  # scheduled_for + jitter
+    retry: dict[str, Any] | None = None  # the job's retry policy when the run was created
+    timeout_seconds: float | None = None
+    queue_wait_seconds: float | None = None
+    on_queue_wait: str | None = None
+    replay_of: uuid.UUID | None = None  # the run this one re-runs (replay, manual retry)
 
 
 class RunQueued(Event, tag="RunQueued"):
@@ -142,6 +151,7 @@ class RunSucceeded(Event, tag="RunSucceeded"):
     attempt: int
     fencing_token: int
     output_ref: uuid.UUID | None
+    logs_ref: uuid.UUID | None = None  # the attempt's captured log lines
 
 
 class RunFailed(Event, tag="RunFailed"):
@@ -151,6 +161,99 @@ class RunFailed(Event, tag="RunFailed"):
     error_type: str
     message: str
     retryable: bool
+    logs_ref: uuid.UUID | None = None
+
+
+class AttemptTimedOut(Event, tag="AttemptTimedOut"):
+    """The attempt ran past its timeout: a retryable failure (the SDK interrupts the handler;
+    the reconciler records it when the worker does not)."""
+
+    stream_type: ClassVar[str] = "run"
+    attempt: int
+    fencing_token: int
+    timeout_seconds: float
+    detected_by: str
+
+
+class LeaseExpired(Event, tag="LeaseExpired"):
+    """The worker stopped heartbeating (killed, partitioned, paused): the attempt failed."""
+
+    stream_type: ClassVar[str] = "run"
+    attempt: int
+    fencing_token: int
+    worker_id: str
+    expired_at: datetime
+
+
+class LeaseReleased(Event, tag="LeaseReleased"):
+    """The worker gave the run back unfinished (graceful shutdown): no attempt is used."""
+
+    stream_type: ClassVar[str] = "run"
+    attempt: int
+    fencing_token: int
+    worker_id: str
+
+
+class RetryScheduled(Event, tag="RetryScheduled"):
+    """The next attempt's due time, stored so a restart neither forgets nor repeats it."""
+
+    stream_type: ClassVar[str] = "run"
+    retry_at: datetime
+    reason: str  # retryable | throttled | lease_expired | timed_out | released
+    counts: bool  # whether the failure used up an attempt
+    failures: int  # counted failures so far
+
+
+class RetryDue(Event, tag="RetryDue"):
+    """The retry's time has come: the dispatcher queues the run again."""
+
+    stream_type: ClassVar[str] = "run"
+    pool: str
+
+
+class RunDeadLettered(Event, tag="RunDeadLettered"):
+    stream_type: ClassVar[str] = "run"
+    reason: str  # permanent | exhausted | queue_wait_expired
+    error_type: str | None
+    message: str | None
+    attempts: int
+    job_id: uuid.UUID | None = None
+
+
+class CancelRequested(Event, tag="CancelRequested"):
+    stream_type: ClassVar[str] = "run"
+    by: str
+
+
+class RunCancelled(Event, tag="RunCancelled"):
+    stream_type: ClassVar[str] = "run"
+    by: str
+    reason: str  # requested | queue_wait_expired
+    output_ref: uuid.UUID | None = None  # a result that arrived after the cancel, kept but ignored
+
+
+class QueueWaitExpired(Event, tag="QueueWaitExpired"):
+    """Not started within the job's queue-wait deadline; RunDeadLettered or RunCancelled follows."""
+
+    stream_type: ClassVar[str] = "run"
+    deadline: datetime
+
+
+class DeadLetterTriaged(Event, tag="DeadLetterTriaged"):
+    stream_type: ClassVar[str] = "run"
+    state: str  # new | acknowledged | fixed | wont_fix
+    comment: str | None
+    by: str
+
+
+class DeadLetterReplayed(Event, tag="DeadLetterReplayed"):
+    """Audit of a replay: who, the new run, whether the payload was changed."""
+
+    stream_type: ClassVar[str] = "run"
+    new_run_id: uuid.UUID
+    request_key: str
+    payload_changed: bool
+    by: str
 
 
 class StaleWriteRejected(Event, tag="StaleWriteRejected"):
@@ -191,6 +294,17 @@ CATALOGUE: tuple[type[Event], ...] = (
     RunStarted,
     RunSucceeded,
     RunFailed,
+    AttemptTimedOut,
+    LeaseExpired,
+    LeaseReleased,
+    RetryScheduled,
+    RetryDue,
+    RunDeadLettered,
+    CancelRequested,
+    RunCancelled,
+    QueueWaitExpired,
+    DeadLetterTriaged,
+    DeadLetterReplayed,
     StaleWriteRejected,
 )
 
@@ -211,6 +325,17 @@ AnyEvent = (
     | RunStarted
     | RunSucceeded
     | RunFailed
+    | AttemptTimedOut
+    | LeaseExpired
+    | LeaseReleased
+    | RetryScheduled
+    | RetryDue
+    | RunDeadLettered
+    | CancelRequested
+    | RunCancelled
+    | QueueWaitExpired
+    | DeadLetterTriaged
+    | DeadLetterReplayed
     | StaleWriteRejected
 )
 

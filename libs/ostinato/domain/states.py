@@ -6,8 +6,10 @@
         │            │                  └─────> dead_lettered
         └────────────┴──────────┴──> cancelled          (from any non-final state)
 
-`failed` is not final: it is followed by a retry or by `dead_lettered` (the retry policy decides,
-see the failure-handling issue). Until that policy exists a failed run stays `failed`.
+`failed` is not final: the retry policy follows it with `retry_scheduled` or `dead_lettered`.
+A run that waited past its queue-wait deadline (never started) may also go straight from
+`scheduled`, `queued` or `retry_scheduled` to `dead_lettered`. A worker releasing its lease
+(graceful shutdown) takes `running` to `retry_scheduled` (due at once, no attempt used).
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ S = RunState
 FINAL: frozenset[RunState] = frozenset({S.SUCCEEDED, S.DEAD_LETTERED, S.CANCELLED})
 
 TRANSITIONS: Mapping[RunState, frozenset[RunState]] = {
-    S.SCHEDULED: frozenset({S.QUEUED, S.CANCELLED}),
-    S.QUEUED: frozenset({S.RUNNING, S.CANCELLED}),
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED}),
+    S.SCHEDULED: frozenset({S.QUEUED, S.CANCELLED, S.DEAD_LETTERED}),
+    S.QUEUED: frozenset({S.RUNNING, S.CANCELLED, S.DEAD_LETTERED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.RETRY_SCHEDULED}),
     S.FAILED: frozenset({S.RETRY_SCHEDULED, S.DEAD_LETTERED, S.CANCELLED}),
-    S.RETRY_SCHEDULED: frozenset({S.QUEUED, S.CANCELLED}),
+    S.RETRY_SCHEDULED: frozenset({S.QUEUED, S.CANCELLED, S.DEAD_LETTERED}),
     S.SUCCEEDED: frozenset(),
     S.DEAD_LETTERED: frozenset(),
     S.CANCELLED: frozenset(),

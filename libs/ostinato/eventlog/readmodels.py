@@ -13,6 +13,7 @@ import msgspec
 from ostinato.db.queries import load
 from ostinato.domain import events as ev
 from ostinato.eventlog.records import RecordedEvent
+from ostinato.leases.shard import shard_of
 
 Q = load("ostinato.eventlog", "readmodels.sql")
 _json = msgspec.json.Encoder()
@@ -34,6 +35,8 @@ def _job_created(r: RecordedEvent, e: ev.JobCreated) -> tuple[str, Args]:
         e.payload_ref, e.pool, e.priority, e.idempotency_key, e.next_run_at, r.occurred_at,
         r.version, r.traceparent, e.schedule.get("kind", "at"), e.next_slot,
         e.schedule.get("calendar"), e.schedule.get("overlap", "allow"),
+        _json_or_none(e.retry), e.timeout_seconds, e.queue_wait_seconds, e.on_queue_wait,
+        shard_of(r.stream_id),
     )
 
 
@@ -76,6 +79,8 @@ def _run_scheduled(r: RecordedEvent, e: ev.RunScheduled) -> tuple[str, Args]:
     return "project_run_scheduled", (
         r.stream_id, r.tenant_id, e.job_id, e.task, e.pool, e.priority, e.payload_ref,
         e.scheduled_for, r.occurred_at, r.version, e.trigger, e.due_at, r.traceparent,
+        _json_or_none(e.retry), e.timeout_seconds, e.queue_wait_seconds, e.on_queue_wait,
+        e.replay_of,
     )
 
 
@@ -91,15 +96,72 @@ def _run_started(r: RecordedEvent, e: ev.RunStarted) -> tuple[str, Args]:
 
 
 def _run_succeeded(r: RecordedEvent, e: ev.RunSucceeded) -> tuple[str, Args]:
-    return "project_run_succeeded", (r.stream_id, e.output_ref, r.occurred_at, r.version)
+    return "project_run_succeeded", (r.stream_id, e.output_ref, r.occurred_at, r.version,
+                                     e.logs_ref)
 
 
 def _run_failed(r: RecordedEvent, e: ev.RunFailed) -> tuple[str, Args]:
     error = {"type": e.error_type, "message": e.message, "retryable": e.retryable,
              "attempt": e.attempt}
     return "project_run_failed", (
-        r.stream_id, _json.encode(error).decode(), r.occurred_at, r.version,
+        r.stream_id, _json.encode(error).decode(), r.occurred_at, r.version, e.logs_ref,
     )
+
+
+def _attempt_timed_out(r: RecordedEvent, e: ev.AttemptTimedOut) -> tuple[str, Args]:
+    error = _json.encode({"type": "attempt_timed_out", "retryable": True, "attempt": e.attempt,
+                          "message": f"no outcome within {e.timeout_seconds}s"}).decode()
+    if e.detected_by == "worker":  # the worker's own report under its current token
+        return "project_run_failed", (r.stream_id, error, r.occurred_at, r.version, None)
+    return "project_attempt_revoked", (r.stream_id, error, r.occurred_at, r.version,
+                                       e.fencing_token + 1)
+
+
+def _lease_expired(r: RecordedEvent, e: ev.LeaseExpired) -> tuple[str, Args]:
+    error = {"type": "lease_expired", "message": f"worker {e.worker_id} stopped heartbeating",
+             "retryable": True, "attempt": e.attempt}
+    return "project_attempt_revoked", (r.stream_id, _json.encode(error).decode(), r.occurred_at,
+                                       r.version, e.fencing_token + 1)
+
+
+def _lease_released(r: RecordedEvent, e: ev.LeaseReleased) -> tuple[str, Args]:
+    return "project_retry_scheduled", (r.stream_id, r.occurred_at, r.occurred_at, r.version,
+                                       None)
+
+
+def _retry_scheduled(r: RecordedEvent, e: ev.RetryScheduled) -> tuple[str, Args]:
+    return "project_retry_scheduled", (r.stream_id, e.retry_at, r.occurred_at, r.version,
+                                       e.failures)
+
+
+def _retry_due(r: RecordedEvent, e: ev.RetryDue) -> tuple[str, Args]:
+    return "project_retry_due", (r.stream_id, r.occurred_at, r.version)
+
+
+def _dead_lettered(r: RecordedEvent, e: ev.RunDeadLettered) -> tuple[str, Args]:
+    return "project_run_dead_lettered", (r.stream_id, r.occurred_at, r.version, e.reason,
+                                         e.error_type, e.message, e.attempts)
+
+
+def _cancel_requested(r: RecordedEvent, e: ev.CancelRequested) -> tuple[str, Args]:
+    return "project_cancel_requested", (r.stream_id, r.occurred_at, r.version)
+
+
+def _cancelled(r: RecordedEvent, e: ev.RunCancelled) -> tuple[str, Args]:
+    return "project_run_cancelled", (r.stream_id, r.occurred_at, r.version, e.output_ref)
+
+
+def _triaged(r: RecordedEvent, e: ev.DeadLetterTriaged) -> tuple[str, Args]:
+    return "project_dead_letter_triaged", (r.stream_id, r.occurred_at, r.version, e.state,
+                                           e.comment, e.by)
+
+
+def _replayed(r: RecordedEvent, e: ev.DeadLetterReplayed) -> tuple[str, Args]:
+    return "project_dead_letter_replayed", (r.stream_id, r.occurred_at, r.version, e.new_run_id)
+
+
+def _json_or_none(document: Any) -> str | None:
+    return None if document is None else _json.encode(document).decode()
 
 
 def _version_only(r: RecordedEvent, e: ev.Event) -> tuple[str, Args]:
@@ -123,6 +185,17 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.RunStarted: _run_started,
     ev.RunSucceeded: _run_succeeded,
     ev.RunFailed: _run_failed,
+    ev.AttemptTimedOut: _attempt_timed_out,
+    ev.LeaseExpired: _lease_expired,
+    ev.LeaseReleased: _lease_released,
+    ev.RetryScheduled: _retry_scheduled,
+    ev.RetryDue: _retry_due,
+    ev.RunDeadLettered: _dead_lettered,
+    ev.CancelRequested: _cancel_requested,
+    ev.RunCancelled: _cancelled,
+    ev.QueueWaitExpired: _version_only,
+    ev.DeadLetterTriaged: _triaged,
+    ev.DeadLetterReplayed: _replayed,
     ev.StaleWriteRejected: _version_only,
 }
 
@@ -171,5 +244,5 @@ async def snapshot(conn: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:
     return {
         table: [dict(r) for r in await conn.fetch(Q[f"snapshot_{table}"])]
         for table in ("tenants", "api_keys", "jobs", "runs", "occurrence_skips", "job_pauses",
-                      "calendars")
+                      "calendars", "dead_letters")
     }

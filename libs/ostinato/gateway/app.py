@@ -23,14 +23,27 @@ from ostinato.sdk import protocol as p
 FALLBACK_POLL_SECONDS = 1.0
 
 
-def _outcome(item: p.CompletionItem | p.FailureItem) -> Outcome:
+def _outcome(item: p.CompletionItem | p.FailureItem | p.ReleaseItem) -> Outcome:
     try:
         run_id: uuid.UUID | None = uuid.UUID(item.run_id)
     except ValueError:
         run_id = None
-    if isinstance(item, p.CompletionItem):
-        return Outcome(run_id, item.run_id, item.fencing_token, "complete", output=item.output)
-    return Outcome(run_id, item.run_id, item.fencing_token, "fail", error=item.error)
+    match item:
+        case p.CompletionItem():
+            return Outcome(
+                run_id,
+                item.run_id,
+                item.fencing_token,
+                "complete",
+                output=item.output,
+                logs=item.logs,
+            )
+        case p.FailureItem():
+            return Outcome(
+                run_id, item.run_id, item.fencing_token, "fail", error=item.error, logs=item.logs
+            )
+        case _:
+            return Outcome(run_id, item.run_id, item.fencing_token, "release")
 
 
 def _attempts(request: Request) -> Attempts:
@@ -64,7 +77,7 @@ async def batch(
     tenant = require_tenant(caller)
     attempts = _attempts(request)
     results = await attempts.heartbeat(tenant.tenant_id, data.worker_id, data.heartbeats)
-    outcomes = [_outcome(i) for i in [*data.completions, *data.failures]]
+    outcomes = [_outcome(i) for i in [*data.completions, *data.failures, *data.releases]]
     results += await attempts.record(tenant.tenant_id, data.worker_id, outcomes)
     return p.BatchResponse(results=results)
 
@@ -123,7 +136,19 @@ async def fail(
     return _single(result, request, p.OutcomeResponse(state="failed"))
 
 
-ROUTES = [claim, batch, heartbeat, complete, fail]
+@post("/v1/worker/runs/{run_id:str}/release", status_code=200, tags=["worker"])
+async def release(
+    request: Request, run_id: FromPath[str], data: JSONBody[p.ReleaseRequest], caller: Caller
+) -> Response[Any]:
+    """Give an unfinished run back: it is queued again at once, no attempt is used."""
+    tenant = require_tenant(caller)
+    worker = request.headers.get("x-ostinato-worker", "unknown")
+    item = p.ReleaseItem(run_id=run_id, fencing_token=data.fencing_token)
+    [result] = await _attempts(request).record(tenant.tenant_id, worker, [_outcome(item)])
+    return _single(result, request, p.OutcomeResponse(state="retry_scheduled"))
+
+
+ROUTES = [claim, batch, heartbeat, complete, fail, release]
 
 
 def create_app(service: Service, attempts: Attempts, signals: ReadySignals) -> Litestar:

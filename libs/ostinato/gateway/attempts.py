@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 import asyncpg
 import msgspec
@@ -20,10 +18,11 @@ from ostinato.clock import Clock
 from ostinato.db.queries import load
 from ostinato.domain import events as ev
 from ostinato.domain.ids import idempotency_key
-from ostinato.domain.states import RunState, can_transition
 from ostinato.eventlog import readmodels
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
+from ostinato.gateway.reports import Outcome, record_outcomes
+from ostinato.outcomes import observe
 from ostinato.sdk import protocol as p
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
@@ -32,18 +31,6 @@ LQ = load("ostinato.leases", "leases.sql")
 RQ = readmodels.Q
 _json = msgspec.json.Encoder()
 log = get_logger("ostinato.gateway")
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """A completion or failure to record: exactly one of output/error is meaningful."""
-
-    run_id: uuid.UUID | None  # None when the id did not parse
-    raw_run_id: str
-    fencing_token: int
-    kind: str  # "complete" | "fail"
-    output: Any = None
-    error: p.ErrorInfo | None = None
 
 
 def _parse_id(raw: str) -> uuid.UUID | None:
@@ -105,6 +92,7 @@ class Attempts:
                 lease_expires_at=expires[r["id"]], lease_ttl_seconds=self.ttl.total_seconds(),
                 scheduled_for=r["scheduled_for"], idempotency_key=idempotency_key(r["id"]),
                 payload=payloads.get(r["payload_ref"]), traceparent=traces[r["id"]],
+                timeout_seconds=r["timeout_seconds"],
             )
             for r, token in zip(rows, tokens, strict=True)
         ]
@@ -121,6 +109,8 @@ class Attempts:
                     LQ["extend_leases_if_token"], [i or uuid.UUID(int=0) for i in ids],
                     [i.fencing_token for i in items], tenant_id, self.clock.db_now(), self.ttl)
             }
+            cancel = {r["id"] for r in await conn.fetch(RQ["cancel_flags"], list(extended))} \
+                if extended else set()
             missing = [(i, rid) for i, rid in zip(items, ids, strict=True)
                        if rid is not None and rid not in extended]
             stale = await self._reject_stale(conn, tenant_id, worker_id, "heartbeat", missing)
@@ -128,87 +118,31 @@ class Attempts:
         for item, rid in zip(items, ids, strict=True):
             if rid in extended:
                 results.append(p.BatchItemResult(run_id=item.run_id, kind="heartbeat", status=200,
-                                                 lease_expires_at=extended[rid]))
+                                                 lease_expires_at=extended[rid],
+                                                 cancel_requested=rid in cancel))
             else:
                 results.append(_failed_item(item.run_id, "heartbeat", stale.get(rid)))
         return results
 
     async def record(self, tenant_id: uuid.UUID, worker_id: str,
-                     outcomes: Sequence[Outcome]) -> list[p.BatchItemResult]:
-        """Record completions and failures; one result per outcome, in order."""
-        if not outcomes:
+                     items: Sequence[Outcome]) -> list[p.BatchItemResult]:
+        """Record completions, failures and releases; one result per item, in order."""
+        if not items:
             return []
-        actor = f"worker:{worker_id}"
-        results: list[p.BatchItemResult] = []
         async with self.pool.acquire() as conn, conn.transaction():
-            ids = [o.run_id for o in outcomes if o.run_id is not None]
+            ids = [o.run_id for o in items if o.run_id is not None]
             rows = {r["id"]: r for r in await conn.fetch(RQ["lock_runs"], ids)
                     if r["tenant_id"] == tenant_id}
-            state = {rid: RunState(r["state"]) for rid, r in rows.items()}
-            version = {rid: r["version"] for rid, r in rows.items()}
-            events: list[NewEvent] = []
-            blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]] = []
-            for o in outcomes:
-                row = rows.get(o.run_id) if o.run_id else None
-                if row is None:
-                    results.append(_failed_item(o.raw_run_id, o.kind, None))
-                    continue
-                rid, token = row["id"], row["fencing_token"]
-                target = RunState.SUCCEEDED if o.kind == "complete" else RunState.FAILED
-                if token == o.fencing_token and can_transition(state[rid], target):
-                    event = self._outcome_event(o, row["attempt"], tenant_id, blobs)
-                    state[rid] = target
-                    ok = True
-                elif token == o.fencing_token and state[rid] is target:
-                    # A retried report of an outcome already recorded: answer as before.
-                    results.append(p.BatchItemResult(run_id=o.raw_run_id, kind=o.kind,
-                                                     status=200))
-                    continue
-                else:
-                    event = ev.StaleWriteRejected(operation=o.kind, presented_token=o.fencing_token,
-                                                  current_token=token, worker_id=worker_id)
-                    ok = False
-                version[rid] += 1
-                events.append(NewEvent(rid, version[rid], tenant_id, event, actor,
-                                       epoch=o.fencing_token, traceparent=row["traceparent"]))
-                results.append(p.BatchItemResult(run_id=o.raw_run_id, kind=o.kind, status=200)
-                               if ok else _failed_item(o.raw_run_id, o.kind, token))
-            await put_blobs(conn, blobs)
-            await self.store.append(conn, events)
-            finished = [e.stream_id for e in events
-                        if isinstance(e.event, ev.RunSucceeded | ev.RunFailed)]
-            if finished:
-                await conn.execute(LQ["release_leases"], finished)
-        if finished:
+            done = record_outcomes(rows, tenant_id, worker_id, items, self.clock.now())
+            await put_blobs(conn, done.blobs)
+            await self.store.append(conn, done.events)
+            if done.finished:
+                await conn.execute(LQ["release_leases"], done.finished)
+        if done.finished:
             self.on_finished()
-        for e in events:
-            match e.event:
-                case ev.RunSucceeded(attempt=attempt):
-                    metrics.RUNS_COMPLETED.labels(outcome="succeeded").inc()
-                    log.debug("run succeeded", tenant_id=str(tenant_id), run_id=str(e.stream_id),
-                              attempt=attempt)
-                case ev.RunFailed(attempt=attempt, error_type=error_type):
-                    metrics.RUNS_COMPLETED.labels(outcome="failed").inc()
-                    log.info("run failed", tenant_id=str(tenant_id), run_id=str(e.stream_id),
-                             attempt=attempt, error_type=error_type)
-                case ev.StaleWriteRejected() as rejected:
-                    _log_stale(tenant_id, e.stream_id, rejected)
-        return results
-
-    @staticmethod
-    def _outcome_event(o: Outcome, attempt: int, tenant_id: uuid.UUID,
-                       blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]]) -> ev.Event:
-        if o.kind == "fail":
-            assert o.error is not None
-            return ev.RunFailed(attempt=attempt, fencing_token=o.fencing_token,
-                                error_type=o.error.type, message=o.error.message,
-                                retryable=o.error.retryable)
-        output_ref = None
-        if o.output is not None:
-            output_ref = uuid.uuid4()
-            blobs.append((output_ref, tenant_id, _json.encode(o.output)))
-        return ev.RunSucceeded(attempt=attempt, fencing_token=o.fencing_token,
-                               output_ref=output_ref)
+        for e in done.events:
+            _observe(tenant_id, e)
+        return done.results
 
     async def _reject_stale(
         self, conn: asyncpg.Connection, tenant_id: uuid.UUID, worker_id: str, operation: str,
@@ -236,6 +170,21 @@ class Attempts:
         for e in events:
             _log_stale(tenant_id, e.stream_id, e.event)  # type: ignore[arg-type]
         return current
+
+
+def _observe(tenant_id: uuid.UUID, e: NewEvent) -> None:
+    ids = {"tenant_id": str(tenant_id), "run_id": str(e.stream_id)}
+    match e.event:
+        case ev.RunSucceeded(attempt=attempt):
+            metrics.RUNS_COMPLETED.labels(outcome="succeeded").inc()
+            log.debug("run succeeded", **ids, attempt=attempt)
+        case ev.RunFailed(attempt=attempt, error_type=error_type):
+            metrics.RUNS_COMPLETED.labels(outcome="failed").inc()
+            log.info("attempt failed", **ids, attempt=attempt, error_type=error_type)
+        case ev.StaleWriteRejected() as rejected:
+            _log_stale(tenant_id, e.stream_id, rejected)
+        case _:
+            observe(e.tenant_id, e.stream_id, e.event)
 
 
 def _log_stale(tenant_id: uuid.UUID, run_id: uuid.UUID, e: ev.StaleWriteRejected) -> None:

@@ -13,10 +13,10 @@ from ostinato import schedules
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, InvalidState, NotFound
-from ostinato.domain.ids import run_id_for
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore
+from ostinato.jobs.materialise import run_for
 
 _EPSILON = timedelta(microseconds=1)
 
@@ -73,14 +73,9 @@ async def trigger_now(
             raise NotFound(f"no job {job_id}")
         if job["status"] == "deleted":
             raise InvalidState(f"job {job_id} is deleted")
-        now = clock.now()
-        run_id = run_id_for(job_id, now)
-        await store.append(conn, [NewEvent(
-            run_id, 1, tenant_id,
-            ev.RunScheduled(job_id=job_id, task=job["task"], pool=job["pool"],
-                            priority=job["priority"], payload_ref=job["payload_ref"],
-                            scheduled_for=now, trigger="manual", due_at=now),
-            actor, traceparent=traceparent or job["traceparent"])])
+        run_id, run = run_for(job, clock.now(), trigger="manual")
+        await store.append(conn, [NewEvent(run_id, 1, tenant_id, run, actor,
+                                           traceparent=traceparent or job["traceparent"])])
     return run_id
 
 
@@ -136,10 +131,9 @@ async def backfill(
         version = row["version"]
         events: list[NewEvent] = []
         for slot in create:
-            events.append(NewEvent(run_id_for(job_id, slot), 1, tenant_id, ev.RunScheduled(
-                job_id=job_id, task=job["task"], pool=job["pool"], priority=job["priority"],
-                payload_ref=job["payload_ref"], scheduled_for=slot, trigger="backfill",
-                due_at=slot), actor, traceparent=job["traceparent"]))
+            run_id, run = run_for(job, slot, trigger="backfill")
+            events.append(NewEvent(run_id, 1, tenant_id, run, actor,
+                                   traceparent=job["traceparent"]))
         for slot in skip:
             version += 1
             events.append(NewEvent(job_id, version, tenant_id, ev.OccurrencesSkipped(

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 import msgspec
@@ -20,6 +21,7 @@ from ostinato.domain.errors import InvalidInput, PayloadTooLarge
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore, put_blobs
+from ostinato.policy import retry
 
 _json = msgspec.json.Encoder()
 
@@ -29,6 +31,32 @@ class Submitted:
     id: uuid.UUID
     created: bool  # False: an earlier job with the same idempotency key
     next_run_at: datetime | None
+
+
+Fresh = tuple[uuid.UUID, JobRequest, schedules.Schedule, datetime, bytes, dict[str, Any]]
+
+
+def _limits(request: JobRequest) -> dict[str, Any]:
+    """The job's retry policy and time limits as stored in JobCreated (field errors named)."""
+    errors: list[dict[str, str]] = []
+    seconds: dict[str, float | None] = {"timeout": None, "queue_wait_timeout": None}
+    for name in seconds:
+        text = getattr(request, name)
+        if text is not None:
+            try:
+                seconds[name] = schedules.parse_duration(text).total_seconds()
+            except (InvalidInput, ValueError) as exc:
+                errors.append({"field": name, "message": str(exc)})
+    try:
+        policy = retry.parse_retry(request.retry)
+    except InvalidInput as exc:
+        errors += exc.errors
+        policy = retry.DEFAULT
+    if errors:
+        raise InvalidInput("; ".join(e["message"] for e in errors), errors)
+    return {"retry": retry.to_document(policy), "timeout_seconds": seconds["timeout"],
+            "queue_wait_seconds": seconds["queue_wait_timeout"],
+            "on_queue_wait": request.on_queue_wait}
 
 
 def _prefixed(errors: list[dict[str, str]], prefix: str) -> list[dict[str, str]]:
@@ -52,7 +80,7 @@ async def submit_jobs(
     errors: list[dict[str, str]] = []
     too_large = False
     results: list[Submitted | int] = []  # int: index of the earlier item with the same key
-    fresh: list[tuple[uuid.UUID, JobRequest, schedules.Schedule, datetime, bytes]] = []
+    fresh: list[Fresh] = []
     first_with_key: dict[str, int] = {}
     for i, request in enumerate(requests):
         prefix = field_prefix.format(i=i)
@@ -79,6 +107,11 @@ async def submit_jobs(
         if schedule is not None and schedule.calendar and schedule.calendar not in known:
             item_errors.append({"field": "schedule.calendar", "message": "unknown calendar; "
                                 f"define it with PUT /v1/calendars/{schedule.calendar}"})
+        limits: dict[str, Any] = {}
+        try:
+            limits = _limits(request)
+        except InvalidInput as exc:
+            item_errors += exc.errors
         payload = _json.encode(request.payload)
         if len(payload) > max_payload_bytes:
             too_large = True
@@ -92,7 +125,7 @@ async def submit_jobs(
         job_id = uuid.uuid4()
         if key is not None:
             first_with_key[key] = i
-        fresh.append((job_id, request, schedule, first, payload))
+        fresh.append((job_id, request, schedule, first, payload, limits))
         results.append(Submitted(job_id, True, first + schedules.jitter_offset(schedule, job_id,
                                                                                 first)))
     if errors:
@@ -110,7 +143,7 @@ def _repeat(first: Submitted | int) -> Submitted:
 
 
 async def _write(conn: asyncpg.Connection, store: EventStore, tenant_id: uuid.UUID,
-                 fresh: list[tuple[uuid.UUID, JobRequest, schedules.Schedule, datetime, bytes]],
+                 fresh: list[Fresh],
                  actor: str, traceparent: str | None) -> None:
     if not fresh:
         return
@@ -121,9 +154,9 @@ async def _write(conn: asyncpg.Connection, store: EventStore, tenant_id: uuid.UU
             schedule=schedules.to_document(schedule), payload_ref=ref, pool=request.pool,
             priority=request.priority,
             next_run_at=first + schedules.jitter_offset(schedule, job_id, first),
-            next_slot=first, idempotency_key=request.idempotency_key,
+            next_slot=first, idempotency_key=request.idempotency_key, **limits,
         ), actor, traceparent=traceparent)
-        for ref, (job_id, request, schedule, first, _) in zip(refs, fresh, strict=True)
+        for ref, (job_id, request, schedule, first, _, limits) in zip(refs, fresh, strict=True)
     ]
     async with conn.transaction():
         await put_blobs(conn, [(ref, tenant_id, item[4]) for ref, item in

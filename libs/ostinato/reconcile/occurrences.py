@@ -27,10 +27,10 @@ import asyncpg
 
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
-from ostinato.domain.ids import run_id_for
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore
+from ostinato.jobs.materialise import run_for
 from ostinato.schedules import Schedule, expected_slots, from_document
 from ostinato.scheduling.tick import decide_and_append
 from ostinato.telemetry import metrics
@@ -111,10 +111,8 @@ async def _repair(pool: asyncpg.Pool, store: EventStore, job: asyncpg.Record, s:
             events.append(NewEvent(job_id, version, tenant, ev.OccurrenceMissed(
                 scheduled_for=slot, detected_by=ACTOR, repair=action), ACTOR))
             if action == "run":
-                events.append(NewEvent(run_id_for(job_id, slot), 1, tenant, ev.RunScheduled(
-                    job_id=job_id, task=locked["task"], pool=locked["pool"],
-                    priority=locked["priority"], payload_ref=locked["payload_ref"],
-                    scheduled_for=slot, trigger="repair", due_at=slot), ACTOR))
+                run_id, run = run_for(locked, slot, trigger="repair")
+                events.append(NewEvent(run_id, 1, tenant, run, ACTOR))
             else:
                 version += 1
                 events.append(NewEvent(job_id, version, tenant, ev.OccurrencesSkipped(
@@ -140,7 +138,7 @@ async def check_overdue(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
     if oldest is None or now - oldest <= grace:
         return 0
     async with pool.acquire() as conn, conn.transaction():
-        rows = await conn.fetch(Q["claim_due_jobs"], now - grace, batch_size, [])
+        rows = await conn.fetch(Q["claim_due_jobs"], now - grace, batch_size, [], None)
         missed = [NewEvent(r["id"], r["version"] + 1, r["tenant_id"], ev.OccurrenceMissed(
             scheduled_for=r["next_slot"], detected_by=ACTOR, repair="scheduler"), ACTOR)
             for r in rows]

@@ -119,7 +119,12 @@ async def run_until_stopped(service: Service, tasks: list[Awaitable[Any]],
     for t in failed:
         service.log.error("background task failed; stopping", error=repr(t.exception()))
     service.log.info("stopping")
+    service.stopping.set()
     await on_stop()
+    # Let the loops finish their current step (commit, hand shards back) before cancelling.
+    pending = [t for t in running if not t.done()]
+    if pending:
+        await asyncio.wait(pending, timeout=10)
     for t in running:
         if not t.done():
             t.cancel()

@@ -33,6 +33,7 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     scheduler_batch_size: int = 100
     scheduler_poll_seconds: float = 0.05
     lease_ttl_seconds: float = 30.0
+    shard_lease_ttl_seconds: float = 10.0
     reconcile_interval_seconds: float = 10.0
     stuck_after_seconds: float = 300.0
     missed_grace_seconds: float = 30.0

@@ -27,6 +27,8 @@ from ostinato.domain.ids import run_id_for
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore
+from ostinato.jobs.materialise import run_for
+from ostinato.leases.shard import ShardLeases, ShardOwnership, hold
 from ostinato.schedules import from_document
 from ostinato.scheduling.decide import Decision, decide
 from ostinato.telemetry import metrics, tracing
@@ -52,8 +54,8 @@ class Waiting:
         self._until[job_id] = now + WAIT_RECHECK.total_seconds()
 
 
-def _job_events(job: Mapping[str, Any], d: Decision, actor: str) -> tuple[list[NewEvent],
-                                                                        list[ev.RunScheduled]]:
+def _job_events(job: Mapping[str, Any], d: Decision, actor: str,
+                epoch: int | None = None) -> tuple[list[NewEvent], list[ev.RunScheduled]]:
     tenant, job_id = job["tenant_id"], job["id"]
     version = job["version"]
     events: list[NewEvent] = []
@@ -63,22 +65,19 @@ def _job_events(job: Mapping[str, Any], d: Decision, actor: str) -> tuple[list[N
     for slot, due, skip in sorted(fired + skips, key=lambda step: step[0]):  # chronological
         version += 1
         if skip is None:
-            run_id = run_id_for(job_id, slot)
+            run_id, run = run_for(job, slot, due_at=due)
             with tracing.run_span("schedule run", job["traceparent"], tenant_id=tenant,
                                   job_id=job_id, run_id=run_id) as tp:
                 pass  # the span marks the hop; its context is stored on the events below
-            run = ev.RunScheduled(job_id=job_id, task=job["task"], pool=job["pool"],
-                                  priority=job["priority"], payload_ref=job["payload_ref"],
-                                  scheduled_for=slot, due_at=due)
             runs.append(run)
-            events.append(NewEvent(run_id, 1, tenant, run, actor, traceparent=tp))
+            events.append(NewEvent(run_id, 1, tenant, run, actor, epoch=epoch, traceparent=tp))
             events.append(NewEvent(job_id, version, tenant, ev.OccurrenceFired(
                 scheduled_for=slot, run_id=run_id, next_run_at=d.next_run_at,
-                next_slot=d.next_slot), actor, traceparent=tp))
+                next_slot=d.next_slot), actor, epoch=epoch, traceparent=tp))
         else:
             events.append(NewEvent(job_id, version, tenant, ev.OccurrencesSkipped(
                 first=skip.first, last=skip.last, slots=skip.count, reason=skip.reason,
-                next_run_at=d.next_run_at, next_slot=d.next_slot), actor))
+                next_run_at=d.next_run_at, next_slot=d.next_slot), actor, epoch=epoch))
     if d.pause_reason:
         version += 1
         events.append(NewEvent(job_id, version, tenant,
@@ -89,20 +88,29 @@ def _job_events(job: Mapping[str, Any], d: Decision, actor: str) -> tuple[list[N
 async def fire_due(
     pool: asyncpg.Pool, store: EventStore, clock: Clock, *, batch_size: int = 100,
     actor: str = ACTOR, waiting: Waiting | None = None,
+    ownership: ShardOwnership | None = None,
 ) -> list[ev.RunScheduled]:
-    """Decide one batch of due jobs; returns the runs created."""
+    """Decide one batch of due jobs (of the leased shards, when `ownership` is given: writes
+    happen only under leases still current in this transaction); returns the runs created."""
     waiting = waiting or Waiting()
     async with pool.acquire() as conn, conn.transaction():
+        shards = None
+        if ownership is not None:
+            shards = (await hold(conn, ownership, clock)).shards()
+            if not shards:
+                return []
         due = await conn.fetch(Q["claim_due_jobs"], clock.now(), batch_size,
-                               waiting.ids(clock.monotonic()))
-        created = await decide_and_append(conn, store, clock, due, actor=actor, waiting=waiting)
+                               waiting.ids(clock.monotonic()), shards)
+        created = await decide_and_append(conn, store, clock, due, actor=actor, waiting=waiting,
+                                          epochs=None if ownership is None
+                                          else ownership.epochs)
     metrics.RUNS_CREATED.inc(len(created))
     return created
 
 
 async def decide_and_append(
     conn: asyncpg.Connection, store: EventStore, clock: Clock, due: Sequence[Mapping[str, Any]],
-    *, actor: str, waiting: Waiting | None = None,
+    *, actor: str, waiting: Waiting | None = None, epochs: Mapping[int, int] | None = None,
 ) -> list[ev.RunScheduled]:
     """Decide each locked due job and append the outcome, in the caller's transaction."""
     if not due:
@@ -126,7 +134,8 @@ async def decide_and_append(
             if waiting is not None:
                 waiting.add(job["id"], clock.monotonic())
             continue
-        job_events, runs = _job_events(job, decision, actor)
+        epoch = None if epochs is None else epochs.get(job["shard"])
+        job_events, runs = _job_events(job, decision, actor, epoch)
         events += job_events
         created += runs
         _log_decision(job, decision)
@@ -148,27 +157,52 @@ def _log_decision(job: Mapping[str, Any], d: Decision) -> None:
         log.error("job auto-paused", **ids, reason=d.pause_reason, alert="ostinato_job_auto_paused")
 
 
+async def release_retries(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
+                          batch_size: int = 500, actor: str = ACTOR) -> int:
+    """Hand runs whose retry is due to the dispatcher (`RetryDue` on `runs.due`)."""
+    async with pool.acquire() as conn, conn.transaction():
+        rows = await conn.fetch(Q["claim_due_retries"], clock.now(), batch_size)
+        await store.append(conn, [
+            NewEvent(r["id"], r["version"] + 1, r["tenant_id"], ev.RetryDue(pool=r["pool"]),
+                     actor, traceparent=r["traceparent"])
+            for r in rows])
+    return len(rows)
+
+
 async def run_scheduler(
     pool: asyncpg.Pool, store: EventStore, clock: Clock, *, batch_size: int,
     poll_seconds: float, stopping: asyncio.Event, on_created: Callable[[], None],
+    leases: ShardLeases | None = None,
 ) -> None:
     """Fire due occurrences until `stopping` is set: back to back while batches are full,
-    otherwise once per `poll_seconds`. A database error is logged and retried, never fatal."""
+    otherwise once per `poll_seconds`. With `leases`, only on the shards this instance leases,
+    renewed every third of their time to live and handed back on stop. A database error is
+    logged and retried, never fatal."""
     waiting = Waiting()
+    renew_every = leases.ttl.total_seconds() / 3 if leases else 0.0
+    renewed_at = float("-inf")
     while not stopping.is_set():
         try:
+            if leases is not None and clock.monotonic() - renewed_at >= renew_every:
+                await leases.refresh()
+                renewed_at = clock.monotonic()
             with metrics.SCHEDULER_TICK_SECONDS.time():
                 created = await fire_due(pool, store, clock, batch_size=batch_size,
-                                         waiting=waiting)
+                                         waiting=waiting,
+                                         ownership=leases.ownership if leases else None)
+                retries = await release_retries(pool, store, clock)
         except (OSError, asyncpg.PostgresError) as exc:
             log.warning("scheduler tick failed; retrying", error=repr(exc))
-            created = []
+            created, retries = [], 0
             await asyncio.sleep(1.0)
-        if created:
+        if created or retries:
             on_created()
+        if created:
             log.info("runs created", count=len(created))
         if len(created) < batch_size:
             try:
                 await asyncio.wait_for(stopping.wait(), poll_seconds)
             except TimeoutError:
                 pass
+    if leases is not None:
+        await leases.release_all()

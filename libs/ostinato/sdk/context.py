@@ -17,15 +17,19 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import Any
 
 import structlog
 
 from ostinato.sdk.errors import Cancelled, LeaseLost, OstinatoWorkerError
 from ostinato.sdk.protocol import BatchItemResult, ClaimedRun, HeartbeatItem
 
-__all__ = ["Custody", "HeartbeatHook", "RunContext", "current", "use_context"]
+__all__ = ["Custody", "HeartbeatHook", "InterruptHook", "RunContext", "current", "use_context"]
 
 HeartbeatHook = Callable[["RunContext"], Awaitable[None]]
+# Called on the event loop when the attempt must stop: "cancel" (cancel requested) or
+# "lease_lost"; the Worker cancels an async handler's task with it.
+InterruptHook = Callable[[str], None]
 SendHeartbeat = Callable[[str, int], "asyncio.Future[BatchItemResult]"]
 log = structlog.get_logger("ostinato.sdk")
 
@@ -36,13 +40,17 @@ class RunContext:
     """What a handler may know about its attempt, plus the lease it runs under.
 
     Identity fields are fixed for the attempt. ``lease_expires_at`` (the gateway's view) and the
-    cancelled / lease-lost flags change as heartbeats are answered. ``idempotency_key`` is stable
-    for this attempt: pass it to external APIs so a repeated attempt does not repeat an effect.
+    cancelled / lease-lost flags change as heartbeats are answered. ``idempotency_key`` is the
+    same for every attempt of the run: pass it to external APIs (and ``effects.apply_once``) so
+    a repeated attempt does not repeat an effect. ``fencing_token`` grows with every attempt:
+    ``effects.fence`` makes your own database refuse writes from an older attempt.
     """
 
     __slots__ = (
         "_cancelled",
         "_heartbeat_hook",
+        "_heartbeating",
+        "_interrupt",
         "_lease_deadline",
         "_lease_expires_at",
         "_lease_lost",
@@ -56,6 +64,7 @@ class RunContext:
         "scheduled_for",
         "task",
         "tenant_id",
+        "timeout_seconds",
     )
 
     def __init__(
@@ -73,6 +82,7 @@ class RunContext:
         lease_ttl_seconds: float,
         lease_deadline: float | None = None,
         heartbeat_hook: HeartbeatHook | None = None,
+        timeout_seconds: float | None = None,
     ) -> None:
         self.run_id = run_id
         self.job_id = job_id
@@ -83,6 +93,7 @@ class RunContext:
         self.idempotency_key = idempotency_key
         self.scheduled_for = scheduled_for
         self.lease_ttl_seconds = lease_ttl_seconds
+        self.timeout_seconds = timeout_seconds  # the attempt's time limit; None: no limit
         self._lease_expires_at = lease_expires_at
         # Monotonic instant by which the lease has surely not yet expired on the gateway:
         # (time the claim/heartbeat request was *sent*) + ttl is a lower bound of the expiry.
@@ -93,6 +104,8 @@ class RunContext:
         self._cancelled = False
         self._lease_lost = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._interrupt: InterruptHook | None = None
+        self._heartbeating: set[asyncio.Task[Any]] = set()  # tasks awaiting heartbeat()
 
     @classmethod
     def from_claim(
@@ -112,6 +125,7 @@ class RunContext:
             lease_ttl_seconds=run.lease_ttl_seconds,
             lease_deadline=sent_at + run.lease_ttl_seconds,
             heartbeat_hook=heartbeat_hook,
+            timeout_seconds=run.timeout_seconds,
         )
 
     @property
@@ -145,7 +159,14 @@ class RunContext:
         if self._lease_lost:
             raise LeaseLost(self.run_id)
         if self._heartbeat_hook is not None:
-            await self._heartbeat_hook(self)
+            task = asyncio.current_task()
+            if task is not None:
+                self._heartbeating.add(task)
+            try:
+                await self._heartbeat_hook(self)
+            finally:
+                if task is not None:
+                    self._heartbeating.discard(task)
         if self._lease_lost:
             raise LeaseLost(self.run_id)
         if self._cancelled:
@@ -174,11 +195,28 @@ class RunContext:
             self._lease_expires_at = lease_expires_at
         self._lease_deadline = max(self._lease_deadline, lease_deadline)
 
+    def in_heartbeat(self, task: asyncio.Task[Any]) -> bool:
+        """True while ``task`` awaits ``heartbeat()``, which raises ``LeaseLost``/``Cancelled``
+        itself: the answer is then delivered there rather than by cancelling the task."""
+        return task in self._heartbeating
+
+    def set_interrupt(self, hook: InterruptHook | None) -> None:
+        """Install the hook that stops the handler; it runs at once if a flag is already set."""
+        self._interrupt = hook
+        if hook is not None and (self._lease_lost or self._cancelled):
+            hook("lease_lost" if self._lease_lost else "cancel")
+
     def mark_lease_lost(self) -> None:
+        first = not self._lease_lost
         self._lease_lost = True
+        if first and self._interrupt is not None:
+            self._interrupt("lease_lost")
 
     def request_cancel(self) -> None:
+        first = not self._cancelled
         self._cancelled = True
+        if first and self._interrupt is not None:
+            self._interrupt("cancel")
 
     def __repr__(self) -> str:
         return (

@@ -3,7 +3,19 @@
 Classification is by a stable ``type`` string, never by class identity across processes: the
 gateway's retry policy matches ``non_retryable_types`` against it. Any exception that is not one
 of ours is retryable, like Temporal, Hatchet and Dramatiq (and unlike Celery), because a crash
-is more often transient than permanent and a retry budget bounds the cost of being wrong.
+is more often transient than permanent and a retry budget bounds the cost of being wrong. Such a
+failure is sent with ``classified=false`` so the job's policy may still decide otherwise (by
+``type``, or "unclassified means permanent"); ours are sent with ``classified=true``:
+
+====================  ===================  =========  ==========  ========================
+raised                ``type``             retryable  classified  extra
+====================  ===================  =========  ==========  ========================
+RetryableError        given (retryable)    true       true
+PermanentError        given (permanent)    false      true
+Throttled             given (throttled)    true       true        ``retry_after_seconds``
+Cancelled             cancelled            false      true
+anything else         the class name       true       false
+====================  ===================  =========  ==========  ========================
 
 ``LeaseLost`` and ``Cancelled`` are control flow, not errors: they derive from ``BaseException``
 so that a handler's ``except Exception`` cannot swallow them and carry on writing effects after
@@ -11,6 +23,9 @@ another worker took over the run.
 """
 
 from __future__ import annotations
+
+import math
+from datetime import timedelta
 
 from ostinato.sdk.protocol import MAX_ERROR_MESSAGE_CHARS, MAX_ERROR_TYPE_CHARS, ErrorInfo
 
@@ -21,7 +36,9 @@ __all__ = [
     "OstinatoWorkerError",
     "PermanentError",
     "RetryableError",
+    "Throttled",
     "error_info",
+    "sdk_error",
 ]
 
 MAX_MESSAGE_BYTES = 4096
@@ -53,6 +70,32 @@ class PermanentError(OstinatoWorkerError):
         self.type = type
 
 
+class Throttled(OstinatoWorkerError):
+    """The handler (or the API it called) says "not now, retry after X".
+
+    Reported as a retryable failure with ``retry_after_seconds``; the gateway reschedules the run
+    that much later *without* using up an attempt, so a rate limit cannot exhaust a retry budget.
+    ``retry_after`` is seconds (int or float) or a ``timedelta``; negative values count as 0.
+    Keep the default ``type`` unless you have a reason: the gateway recognises throttling by it.
+    """
+
+    retryable = True
+
+    def __init__(
+        self, message: str, retry_after: float | timedelta, type: str = "throttled"
+    ) -> None:
+        if isinstance(retry_after, timedelta):
+            seconds = retry_after.total_seconds()
+        else:
+            seconds = float(retry_after)
+        if not math.isfinite(seconds):
+            raise ValueError(f"retry_after must be finite, got {retry_after!r}")
+        super().__init__(message)
+        self.message = message
+        self.type = type
+        self.retry_after_seconds = max(0.0, seconds)
+
+
 class GatewayError(OstinatoWorkerError):
     """The gateway answered with a problem document (or an unusable body)."""
 
@@ -81,7 +124,8 @@ class Cancelled(BaseException):
     """Someone asked to cancel the run; raised by ``heartbeat()`` so the handler unwinds.
 
     If it escapes the handler the attempt is reported as a permanent failure of type
-    ``"cancelled"``, which the gateway records against the cancel request.
+    ``"cancelled"``, which the gateway records against the cancel request. Async handlers are
+    also interrupted at their next ``await`` with ``asyncio.CancelledError`` (see ``ostinato.sdk``).
     """
 
     def __init__(self, run_id: str) -> None:
@@ -99,12 +143,24 @@ def truncate_utf8(text: str, max_bytes: int = MAX_MESSAGE_BYTES) -> str:
 
 def error_info(exc: BaseException) -> ErrorInfo:
     """Describe a handler's exception the way the gateway and retry policy expect it."""
-    if isinstance(exc, RetryableError | PermanentError):
-        type_, message, retryable = exc.type, exc.message, exc.retryable
+    retry_after: float | None = None
+    if isinstance(exc, RetryableError | PermanentError | Throttled):
+        type_, message, retryable, classified = exc.type, exc.message, exc.retryable, True
+        if isinstance(exc, Throttled):
+            retry_after = exc.retry_after_seconds
     elif isinstance(exc, Cancelled):
-        type_, message, retryable = "cancelled", str(exc), False
+        type_, message, retryable, classified = "cancelled", str(exc), False, True
     else:
-        type_, message, retryable = type(exc).__name__, str(exc), True
+        type_, message, retryable, classified = type(exc).__name__, str(exc), True, False
     type_ = (type_ or type(exc).__name__)[:MAX_ERROR_TYPE_CHARS]
     message = truncate_utf8(message or type(exc).__name__)[:MAX_ERROR_MESSAGE_CHARS]
-    return ErrorInfo(type=type_, message=message, retryable=retryable)
+    return ErrorInfo(
+        type=type_, message=message, retryable=retryable, classified=classified,
+        retry_after_seconds=retry_after,
+    )
+
+
+def sdk_error(type_: str, message: str, *, retryable: bool) -> ErrorInfo:
+    """A failure the SDK decided itself (timeout, cancel, unknown task, bad output): classified."""
+    message = truncate_utf8(message)[:MAX_ERROR_MESSAGE_CHARS]
+    return ErrorInfo(type=type_, message=message, retryable=retryable, classified=True)

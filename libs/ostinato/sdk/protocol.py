@@ -18,6 +18,7 @@ Endpoints (all under the gateway base URL, ``Authorization: Bearer <tenant api k
     POST /v1/worker/runs/{run_id}/heartbeat  HeartbeatRequest -> HeartbeatResponse
     POST /v1/worker/runs/{run_id}/complete   CompleteRequest  -> OutcomeResponse
     POST /v1/worker/runs/{run_id}/fail       FailRequest      -> OutcomeResponse
+    POST /v1/worker/runs/{run_id}/release    ReleaseRequest   -> OutcomeResponse
     any error                                Problem (application/problem+json, RFC 9457)
 """
 
@@ -36,6 +37,9 @@ __all__ = [
     "MAX_CLAIM_WAIT_SECONDS",
     "MAX_ERROR_MESSAGE_CHARS",
     "MAX_ERROR_TYPE_CHARS",
+    "MAX_LOG_BYTES",
+    "MAX_LOG_LINES",
+    "MAX_LOG_MESSAGE_CHARS",
     "BatchItemResult",
     "BatchRequest",
     "BatchResponse",
@@ -50,8 +54,11 @@ __all__ = [
     "HeartbeatItem",
     "HeartbeatRequest",
     "HeartbeatResponse",
+    "LogLine",
     "OutcomeResponse",
     "Problem",
+    "ReleaseItem",
+    "ReleaseRequest",
     "run_path",
 ]
 
@@ -59,12 +66,19 @@ CLAIM_PATH: Final = "/v1/worker/claim"
 BATCH_PATH: Final = "/v1/worker/batch"
 MAX_CLAIM_RUNS: Final = 1000
 MAX_CLAIM_WAIT_SECONDS: Final = 30.0
-MAX_BATCH_ITEMS: Final = 1000  # per list (heartbeats, completions, failures) in one batch
+MAX_BATCH_ITEMS: Final = 1000  # per list (heartbeats, completions, failures, releases)
 MAX_ERROR_MESSAGE_CHARS: Final = 4096
 MAX_ERROR_TYPE_CHARS: Final = 256
+# Per-attempt log capture: beyond MAX_LOG_LINES lines or MAX_LOG_BYTES of messages the SDK keeps
+# the first and last MAX_LOG_LINES // 2 lines plus one line saying how many were dropped.
+MAX_LOG_LINES: Final = 500
+MAX_LOG_BYTES: Final = 256 * 1024
+MAX_LOG_MESSAGE_CHARS: Final = 8192  # one line's message; the SDK cuts longer ones
 
 
-def run_path(run_id: str, action: Literal["heartbeat", "complete", "fail"]) -> str:
+def run_path(
+    run_id: str, action: Literal["heartbeat", "complete", "fail", "release"]
+) -> str:
     """Path of a single-item endpoint; one function so client and routes agree."""
     return f"/v1/worker/runs/{run_id}/{action}"
 
@@ -99,6 +113,26 @@ class ErrorInfo(_Request):
     type: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ERROR_TYPE_CHARS)]
     message: Annotated[str, msgspec.Meta(max_length=MAX_ERROR_MESSAGE_CHARS)]
     retryable: bool
+    # True when the handler raised one of the SDK's classified errors (RetryableError,
+    # PermanentError, Throttled) or the SDK decided itself (attempt_timed_out, cancelled,
+    # unknown_task, invalid_output). False: an arbitrary exception, whose ``retryable=true`` is
+    # only the default the job's policy may override (by ``type``, or "unclassified: permanent").
+    classified: bool = False
+    # Only with type "throttled": reschedule this many seconds from now, without using an attempt.
+    retry_after_seconds: Annotated[float, msgspec.Meta(ge=0)] | None = None
+
+
+class LogLine(_Request):
+    """One log line a handler emitted during the attempt (structlog event or stdlib record)."""
+
+    t: float  # seconds since the attempt started (monotonic clock of the worker)
+    level: Annotated[str, msgspec.Meta(max_length=32)]  # lower case: debug, info, warning, ...
+    message: Annotated[str, msgspec.Meta(max_length=MAX_LOG_MESSAGE_CHARS)]
+    fields: dict[str, Any] = {}  # JSON-safe key/values of the event (bound run fields omitted)
+
+
+# A bounded capture has at most MAX_LOG_LINES lines plus the one "N lines dropped" line.
+Logs = Annotated[list[LogLine], msgspec.Meta(max_length=MAX_LOG_LINES + 1)]
 
 
 class HeartbeatItem(_Request):
@@ -110,21 +144,34 @@ class CompletionItem(_Request):
     run_id: RunId
     fencing_token: FencingToken
     output: Any = None  # any JSON value; null when omitted
+    logs: Logs | None = None  # the attempt's captured log lines
 
 
 class FailureItem(_Request):
     run_id: RunId
     fencing_token: FencingToken
     error: ErrorInfo
+    logs: Logs | None = None
+
+
+class ReleaseItem(_Request):
+    """Give the run back to the queue at once: no attempt used, no failure recorded."""
+
+    run_id: RunId
+    fencing_token: FencingToken
 
 
 class BatchRequest(_Request):
-    """Heartbeats and outcomes for many runs in one round trip (one result per item)."""
+    """Heartbeats and outcomes for many runs in one round trip (one result per item).
+
+    Results come in the order heartbeats, completions, failures, releases.
+    """
 
     worker_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
     heartbeats: Annotated[list[HeartbeatItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
     completions: Annotated[list[CompletionItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
     failures: Annotated[list[FailureItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
+    releases: Annotated[list[ReleaseItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
 
 
 class HeartbeatRequest(_Request):
@@ -139,6 +186,10 @@ class CompleteRequest(_Request):
 class FailRequest(_Request):
     fencing_token: FencingToken
     error: ErrorInfo
+
+
+class ReleaseRequest(_Request):
+    fencing_token: FencingToken
 
 
 # --------------------------------------------------------------------------- responses
@@ -163,6 +214,7 @@ class ClaimedRun(_Response):
     idempotency_key: str
     payload: Any = None
     traceparent: str | None = None  # W3C trace context of the run: handlers continue its trace
+    timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None  # attempt limit; None: none
 
 
 class ClaimResponse(_Response):
@@ -173,7 +225,7 @@ class BatchItemResult(_Response):
     """Answer for one batch item: 200 applied, 409 stale token / lease lost, 404 unknown run."""
 
     run_id: str
-    kind: Literal["heartbeat", "complete", "fail"]
+    kind: Literal["heartbeat", "complete", "fail", "release"]
     status: int
     lease_expires_at: AwareDatetime | None = None
     cancel_requested: bool = False
@@ -181,7 +233,7 @@ class BatchItemResult(_Response):
 
 
 class BatchResponse(_Response):
-    """Results in request order: heartbeats, then completions, then failures."""
+    """Results in request order: heartbeats, completions, failures, then releases."""
 
     results: list[BatchItemResult] = []
 

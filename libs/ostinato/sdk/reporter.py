@@ -6,6 +6,10 @@ when ``max_items`` (200) are pending or ``linger_seconds`` (5 ms) after the firs
 whichever comes first. One request is in flight at a time; the next batch accumulates meanwhile,
 so under load batches grow by themselves and at low rate the added latency stays ≤ 5 ms.
 
+Releases (a run given back at shutdown) travel in the same requests as outcomes. Captured logs
+make outcomes large, so a request also stops taking outcomes once it carries ``max_log_bytes``
+(4 MiB) of log lines; one outcome always fits, whatever its size.
+
 Failure behaviour: a transport error or a non-200 answer for the whole batch is retried with
 capped exponential backoff and jitter, keeping every item. An item is dropped only once the
 gateway answered *for that item* (200, 409 stale token, 404 unknown run, ...); items the
@@ -38,6 +42,8 @@ from ostinato.sdk.protocol import (
     ErrorInfo,
     FailureItem,
     HeartbeatItem,
+    LogLine,
+    ReleaseItem,
 )
 
 __all__ = ["BatchTransport", "HeartbeatCallback", "Reporter", "backoff_delay"]
@@ -45,7 +51,7 @@ __all__ = ["BatchTransport", "HeartbeatCallback", "Reporter", "backoff_delay"]
 BatchTransport = Callable[[BatchRequest], Awaitable[BatchResponse]]
 # (item, result, monotonic time the request carrying it was sent)
 HeartbeatCallback = Callable[[HeartbeatItem, BatchItemResult, float], None]
-_Outcome = CompletionItem | FailureItem
+_Outcome = CompletionItem | FailureItem | ReleaseItem
 _HbKey = tuple[str, int]
 
 log = structlog.get_logger("ostinato.sdk.reporter")
@@ -74,6 +80,7 @@ class Reporter:
         linger_seconds: float = 0.005,
         backoff_initial: float = 0.05,
         backoff_max: float = 5.0,
+        max_log_bytes: int = 4 * 1024 * 1024,
     ) -> None:
         if not 1 <= max_items <= MAX_BATCH_ITEMS:
             raise ValueError(f"max_items must be in 1..{MAX_BATCH_ITEMS}")
@@ -84,6 +91,7 @@ class Reporter:
         self._linger = linger_seconds
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
+        self._max_log_bytes = max_log_bytes
         self._outcomes: deque[_Outcome] = deque()
         self._heartbeats: dict[_HbKey, asyncio.Future[BatchItemResult]] = {}
         self._inflight: list[_Outcome] = []
@@ -103,16 +111,28 @@ class Reporter:
                 self._run(), name="ostinato-reporter"
             )
 
-    def complete(self, run_id: str, fencing_token: int, output: Any) -> None:
+    def complete(
+        self, run_id: str, fencing_token: int, output: Any, *, logs: list[LogLine] | None = None
+    ) -> None:
         """Queue a completion; ``output`` may be a ``msgspec.Raw`` already encoded."""
         self._outcomes.append(
-            CompletionItem(run_id=run_id, fencing_token=fencing_token, output=output)
+            CompletionItem(run_id=run_id, fencing_token=fencing_token, output=output, logs=logs)
         )
         self._enqueued()
 
-    def fail(self, run_id: str, fencing_token: int, error: ErrorInfo) -> None:
+    def fail(
+        self, run_id: str, fencing_token: int, error: ErrorInfo, *,
+        logs: list[LogLine] | None = None,
+    ) -> None:
         """Queue a failure."""
-        self._outcomes.append(FailureItem(run_id=run_id, fencing_token=fencing_token, error=error))
+        self._outcomes.append(
+            FailureItem(run_id=run_id, fencing_token=fencing_token, error=error, logs=logs)
+        )
+        self._enqueued()
+
+    def release(self, run_id: str, fencing_token: int) -> None:
+        """Queue a release: the gateway re-queues the run at once, no attempt used."""
+        self._outcomes.append(ReleaseItem(run_id=run_id, fencing_token=fencing_token))
         self._enqueued()
 
     def heartbeat(self, run_id: str, fencing_token: int) -> asyncio.Future[BatchItemResult]:
@@ -180,8 +200,14 @@ class Reporter:
                 return
 
     def _take(self) -> tuple[list[_Outcome], list[tuple[HeartbeatItem, asyncio.Future[Any]]]]:
-        n = min(self._max_items, len(self._outcomes))
-        outcomes = [self._outcomes.popleft() for _ in range(n)]
+        outcomes: list[_Outcome] = []
+        log_bytes = 0
+        while self._outcomes and len(outcomes) < self._max_items:
+            weight = _log_weight(self._outcomes[0])
+            if outcomes and log_bytes + weight > self._max_log_bytes:
+                break
+            outcomes.append(self._outcomes.popleft())
+            log_bytes += weight
         heartbeats = []
         for key in list(self._heartbeats)[:MAX_BATCH_ITEMS]:
             fut = self._heartbeats.pop(key)
@@ -208,6 +234,7 @@ class Reporter:
                     heartbeats=[item for item, _ in heartbeats],
                     completions=[o for o in outcomes if isinstance(o, CompletionItem)],
                     failures=[o for o in outcomes if isinstance(o, FailureItem)],
+                    releases=[o for o in outcomes if isinstance(o, ReleaseItem)],
                 )
                 sent_at = time.monotonic()
                 self.requests_sent += 1
@@ -268,7 +295,11 @@ class Reporter:
             if not fut.done():
                 fut.set_result(result)
         unanswered: list[_Outcome] = []
-        for kind, items in (("complete", request.completions), ("fail", request.failures)):
+        kinds: tuple[tuple[str, list[Any]], ...] = (
+            ("complete", request.completions), ("fail", request.failures),
+            ("release", request.releases),
+        )
+        for kind, items in kinds:
             for outcome in items:
                 result = take(kind, outcome.run_id)
                 if result is None:
@@ -281,3 +312,11 @@ class Reporter:
                         fencing_token=outcome.fencing_token,
                     )
         return unanswered, unanswered_hb
+
+
+def _log_weight(outcome: _Outcome) -> int:
+    """Approximate wire size of an outcome's log lines (messages plus a per-line allowance)."""
+    logs = getattr(outcome, "logs", None)
+    if not logs:
+        return 0
+    return sum(len(line.message) + 32 * (1 + len(line.fields)) for line in logs)

@@ -1,11 +1,17 @@
-"""The worker: claim runs by long poll, run handlers, report outcomes through the Reporter.
+"""The worker: claim runs by long poll, run them (``execution.py``), report them in batches.
 
 One claim loop asks for ``max_runs = free slots`` so a worker never holds more runs than it can
 run (a run claimed but waiting would burn its lease and starve other workers). Handlers run as
 asyncio tasks; sync handlers run in a thread pool sized to ``concurrency`` (rather than
 ``asyncio.to_thread``'s shared default pool, capped at 32 threads, which would silently lower the
 concurrency of sync handlers). A semaphore still enforces ``concurrency`` if a gateway ever hands
-out more runs than asked for.
+out more runs than asked for. A sync handler abandoned at its timeout keeps its slot until its
+thread ends.
+
+Graceful shutdown (``stop()``, SIGTERM/SIGINT): stop claiming, wait up to
+``shutdown_grace_seconds`` for in-flight handlers, cancel the rest and *release* their leases
+(``releases`` in the batch: the gateway queues those runs again at once, no attempt used, no
+failure recorded), flush, close.
 
 Rejected: a claim request per free slot (a round trip per run, see DESIGN "Performance shape")
 and prefetching beyond ``concurrency`` (leases tick while runs wait).
@@ -14,32 +20,21 @@ and prefetching beyond ``concurrency`` (leases tick while runs wait).
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import inspect
 import os
 import signal
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
-from typing import Any
 
 import httpx
 import msgspec
 import structlog
-from opentelemetry import propagate, trace
+from opentelemetry import propagate
 
-from ostinato.sdk.context import Custody, RunContext, use_context
-from ostinato.sdk.errors import (
-    Cancelled,
-    GatewayError,
-    LeaseLost,
-    PermanentError,
-    RetryableError,
-    error_info,
-)
+from ostinato.sdk.context import Custody, RunContext
+from ostinato.sdk.errors import GatewayError, sdk_error
+from ostinato.sdk.execution import AttemptRunner
 from ostinato.sdk.protocol import (
     BATCH_PATH,
     CLAIM_PATH,
@@ -50,69 +45,19 @@ from ostinato.sdk.protocol import (
     ClaimedRun,
     ClaimRequest,
     ClaimResponse,
-    ErrorInfo,
     Problem,
 )
 from ostinato.sdk.reporter import Reporter, backoff_delay
+from ostinato.sdk.tasks import Handler, Task, registry, task
 
 __all__ = ["Handler", "Task", "Worker", "task"]
 
-Handler = Callable[[Any], Any]
 log = structlog.get_logger("ostinato.sdk")
-tracer = trace.get_tracer("ostinato.sdk")
 _encoder = msgspec.json.Encoder()
 _claim_decoder = msgspec.json.Decoder(ClaimResponse)
 _batch_decoder = msgspec.json.Decoder(BatchResponse)
 _problem_decoder = msgspec.json.Decoder(Problem)
 _FATAL_CLAIM_STATUSES = frozenset({400, 401, 403, 404, 422})
-
-
-@dataclass(frozen=True, slots=True)
-class Task:
-    """A handler with its task name; still callable directly, like the plain function."""
-
-    name: str
-    fn: Handler
-
-    def __call__(self, payload: Any) -> Any:
-        return self.fn(payload)
-
-
-def task(name: str) -> Callable[[Handler], Task]:
-    """Name a handler; registration stays explicit: pass the result to ``Worker([...])``."""
-
-    def decorate(fn: Handler) -> Task:
-        return Task(name=name, fn=fn)
-
-    return decorate
-
-
-@dataclass(frozen=True, slots=True)
-class _Registered:
-    fn: Handler
-    is_async: bool
-
-
-def _registry(handlers: Mapping[str, Handler] | Sequence[Task]) -> dict[str, _Registered]:
-    pairs = (
-        list(handlers.items())
-        if isinstance(handlers, Mapping)
-        else [(t.name, t) if isinstance(t, Task) else ("", t) for t in handlers]
-    )
-    registry: dict[str, _Registered] = {}
-    for name, handler in pairs:
-        fn = handler.fn if isinstance(handler, Task) else handler
-        if not name or not callable(fn):
-            raise TypeError(f"handlers need a task name and a callable, got {handler!r}")
-        if name in registry:
-            raise ValueError(f"task {name!r} registered twice")
-        is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-            type(fn).__call__  # callable objects with an async __call__
-        )
-        registry[name] = _Registered(fn=fn, is_async=is_async)
-    if not registry:
-        raise ValueError("a Worker needs at least one handler")
-    return registry
 
 
 class Worker:
@@ -129,6 +74,7 @@ class Worker:
         worker_id: str | None = None,
         claim_wait_seconds: float = 10.0,
         shutdown_grace_seconds: float = 30.0,
+        capture_logs: bool = True,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
         if not 1 <= concurrency <= MAX_CLAIM_RUNS:
@@ -137,7 +83,7 @@ class Worker:
             raise ValueError(f"claim_wait_seconds must be in 0..{MAX_CLAIM_WAIT_SECONDS}")
         if shutdown_grace_seconds < 0 or not pools:
             raise ValueError("shutdown_grace_seconds must be >= 0 and pools non-empty")
-        self._handlers = _registry(handlers)
+        self._handlers = registry(handlers)
         self._base = gateway_url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         self._pools = list(pools)
@@ -151,13 +97,14 @@ class Worker:
         self._reporter = Reporter(
             self._send_batch, worker_id=self.worker_id, on_heartbeat=self._custody.on_heartbeat
         )
-        self._runners: set[asyncio.Task[None]] = set()
-        self._sem = asyncio.Semaphore(concurrency)
         self._slot_freed = asyncio.Event()
+        self._attempts = AttemptRunner(
+            self._reporter, self._custody, concurrency=concurrency,
+            on_slot_freed=self._slot_freed.set, capture_logs=capture_logs,
+        )
         self._stop_requested = asyncio.Event()
         self._done = asyncio.Event()
         self._started = False
-        self._executor: ThreadPoolExecutor | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -166,8 +113,7 @@ class Worker:
         if self._started:
             raise RuntimeError("Worker.run() may be called once")
         self._started = True
-        if any(not h.is_async for h in self._handlers.values()):
-            self._executor = ThreadPoolExecutor(self._concurrency, "ostinato-handler")
+        self._attempts.open(needs_threads=any(not h.is_async for h in self._handlers.values()))
         self._reporter.start()
         heartbeats = asyncio.create_task(self._custody.heartbeat_loop(), name="ostinato-heartbeat")
         claims = asyncio.create_task(self._claim_loop(), name="ostinato-claim")
@@ -188,7 +134,8 @@ class Worker:
             raise error
 
     async def stop(self) -> None:
-        """Stop claiming, let in-flight handlers finish (up to the grace), flush, close."""
+        """Stop claiming, let in-flight handlers finish (up to the grace), release the leases
+        of those still running, flush, close; returns once all of that is done."""
         self._stop_requested.set()
         if not self._started:
             self._started = True  # a later run() must not start on a closed client
@@ -220,12 +167,12 @@ class Worker:
         claims.cancel()
         with suppress(BaseException):
             await claims
-        runners = set(self._runners)
+        runners = set(self._attempts.runners)
         if runners:
             log.info("worker.draining", in_flight=len(runners), grace_s=self._grace)
             _, pending = await asyncio.wait(runners, timeout=self._grace)
-            if pending:  # their runners report a retryable "worker_shutdown" failure
-                log.warning("worker.grace_expired", cancelled=len(pending))
+            if pending:  # their runners cancel the handlers and release the leases
+                log.warning("worker.grace_expired", releasing=len(pending))
                 for runner in pending:
                     runner.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
@@ -233,8 +180,7 @@ class Worker:
         with suppress(BaseException):
             await heartbeats
         lost = await self._reporter.close(max(5.0, deadline - time.monotonic()))
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        self._attempts.close()
         if self._owns_client:
             await self._client.aclose()
         log.info("worker.stopped", worker_id=self.worker_id, unreported=len(lost))
@@ -245,7 +191,7 @@ class Worker:
     async def _claim_loop(self) -> None:
         failures = 0
         while not self._stop_requested.is_set():
-            free = self._concurrency - len(self._custody)
+            free = self._concurrency - len(self._custody) - self._attempts.orphaned_threads
             if free <= 0:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
@@ -281,85 +227,14 @@ class Worker:
         if handler is None:
             log.error("run.unknown_task", run_id=run.run_id, task=run.task)
             message = f"no handler for task {run.task!r} on worker {self.worker_id}"
-            error = ErrorInfo(type="unknown_task", message=message, retryable=False)
+            error = sdk_error("unknown_task", message, retryable=False)
             self._reporter.fail(run.run_id, run.fencing_token, error)
             return
         hook = self._custody.heartbeat_now
         ctx = RunContext.from_claim(run, sent_at=sent_at, heartbeat_hook=hook)
         ctx.bind_loop(asyncio.get_running_loop())
         self._custody.add(ctx)
-        runner = asyncio.create_task(self._execute(ctx, handler, run.payload, run.traceparent))
-        self._runners.add(runner)
-        runner.add_done_callback(self._runners.discard)
-
-    # -- running -------------------------------------------------------------------------------
-
-    async def _execute(self, ctx: RunContext, handler: _Registered, payload: Any,
-                       traceparent: str | None = None) -> None:
-        fields = {"run_id": ctx.run_id, "tenant_id": ctx.tenant_id, "job_id": ctx.job_id,
-                  "attempt": ctx.attempt, "task": ctx.task}
-        started = time.monotonic()
-        with use_context(ctx), structlog.contextvars.bound_contextvars(**fields):
-            try:
-                async with self._sem:
-                    started = time.monotonic()
-                    attributes = {f"ostinato.{k}": v for k, v in fields.items()}
-                    parent = propagate.extract({"traceparent": traceparent} if traceparent else {})
-                    with tracer.start_as_current_span(
-                        f"run {ctx.task}", context=parent, kind=trace.SpanKind.CONSUMER,
-                        attributes=attributes,
-                    ):
-                        result = await self._call(handler, payload)
-            except asyncio.CancelledError:
-                message = "worker stopped before the handler finished"
-                self._fail(ctx, ErrorInfo(type="worker_shutdown", message=message,
-                                          retryable=True), started)
-                raise
-            except LeaseLost as exc:
-                ctx.mark_lease_lost()
-                log.warning("run.outcome_withheld", reason=exc.reason)
-            except (Exception, Cancelled) as exc:
-                info = error_info(exc)
-                unclassified = not isinstance(exc, RetryableError | PermanentError | Cancelled)
-                self._fail(ctx, info, started, exc if unclassified else None)
-            else:
-                self._complete(ctx, result, started)
-            finally:
-                self._custody.discard(ctx)
-                self._slot_freed.set()
-
-    async def _call(self, handler: _Registered, payload: Any) -> Any:
-        if handler.is_async:
-            return await handler.fn(payload)
-        copied = contextvars.copy_context()  # current() and log bindings inside the thread
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, copied.run, handler.fn, payload)
-
-    def _complete(self, ctx: RunContext, result: Any, started: float) -> None:
-        try:
-            output = msgspec.Raw(_encoder.encode(result))
-        except Exception as exc:
-            message = f"handler output is not JSON-serialisable: {exc}"
-            self._fail(ctx, ErrorInfo(type="invalid_output", message=message[:4096],
-                                      retryable=False), started)
-            return
-        if ctx.is_lease_lost():
-            log.warning("run.outcome_withheld", reason="lease lost")
-            return
-        self._reporter.complete(ctx.run_id, ctx.fencing_token, output)
-        log.info("run.completed", duration_ms=round((time.monotonic() - started) * 1000, 2))
-
-    def _fail(
-        self, ctx: RunContext, info: ErrorInfo, started: float, exc: BaseException | None = None
-    ) -> None:
-        if ctx.is_lease_lost():
-            log.warning("run.outcome_withheld", reason="lease lost", error_type=info.type)
-            return
-        self._reporter.fail(ctx.run_id, ctx.fencing_token, info)
-        log.warning(
-            "run.failed", error_type=info.type, retryable=info.retryable, error=info.message,
-            duration_ms=round((time.monotonic() - started) * 1000, 2), exc_info=exc,
-        )
+        self._attempts.start(ctx, handler, run.payload, run.traceparent)
 
     # -- HTTP ----------------------------------------------------------------------------------
 

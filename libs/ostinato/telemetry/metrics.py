@@ -17,11 +17,14 @@ from prometheus_client.exposition import choose_encoder
 __all__ = [
     "BUILD_INFO",
     "CONSUMER_BATCH_SECONDS",
+    "DEAD_LETTERS",
+    "DUPLICATE_CLAIMS",
     "DUPLICATE_MESSAGES",
     "EVENTS_APPENDED",
     "HTTP_BUCKETS",
     "HTTP_REQUEST_DURATION",
     "JOBS_AUTO_PAUSED",
+    "LEASE_EXPIRATIONS",
     "MESSAGES_CONSUMED",
     "OCCURRENCES_MISSED",
     "OCCURRENCES_SKIPPED",
@@ -29,12 +32,14 @@ __all__ = [
     "OUTBOX_OLDEST_UNPUBLISHED_AGE",
     "OUTBOX_PUBLISHED",
     "OUTBOX_UNPUBLISHED",
+    "RETRIES_SCHEDULED",
     "RUNS_CLAIMED",
     "RUNS_COMPLETED",
     "RUNS_CREATED",
     "RUNS_QUEUED",
     "SCHEDULER_TICK_SECONDS",
     "SCHEDULE_LAG",
+    "SHARD_EPOCH",
     "STALE_WRITES_REJECTED",
     "STUCK_RUNS",
     "render",
@@ -116,6 +121,25 @@ SCHEDULE_LAG = Histogram(
     "Start of a run's first attempt minus its due instant.",
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0),
 )
+DEAD_LETTERS = Counter(
+    "ostinato_dead_letters_total",
+    "Runs that reached the dead-letter queue, by tenant and job (ids: a deliberate, bounded "
+    "exception to the low-cardinality rule, so an owner can be paged per job).",
+    ["tenant", "job"],
+)
+LEASE_EXPIRATIONS = Counter(
+    "ostinato_lease_expirations_total", "Attempt leases that expired without an outcome."
+)
+DUPLICATE_CLAIMS = Counter(
+    "ostinato_duplicate_claims_total",
+    "Claims that found a run already leased under a current token (must stay 0).",
+)
+RETRIES_SCHEDULED = Counter(
+    "ostinato_retries_scheduled_total", "Retries scheduled, by reason.", ["reason"]
+)
+SHARD_EPOCH = Gauge(
+    "ostinato_shard_epoch", "Epoch of each scheduler shard lease this instance holds.", ["shard"]
+)
 OLDEST_DUE_AGE = Gauge(
     "ostinato_oldest_due_age_seconds",
     "Age of the oldest due occurrence of an active job that has no run yet.",
@@ -136,6 +160,7 @@ BUILD_INFO.labels(version=_version()).set(1)
 # Series known in advance start at 0, so rate() and alerts work before the first event.
 for _outcome in ("succeeded", "failed"):
     RUNS_COMPLETED.labels(outcome=_outcome)
+DUPLICATE_CLAIMS.inc(0)
 
 
 def render(accept: str | None = None) -> tuple[bytes, str]:

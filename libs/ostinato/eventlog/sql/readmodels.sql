@@ -16,10 +16,11 @@ UPDATE tenants SET version = $5 WHERE id = $1;
 -- JobCreated
 INSERT INTO jobs (id, tenant_id, name, task, status, schedule, payload_ref, pool, priority,
                   idempotency_key, traceparent, next_run_at, runs_created, created_at, updated_at,
-                  version, kind, next_slot, calendar, overlap)
+                  version, kind, next_slot, calendar, overlap, retry_policy, timeout_seconds,
+                  queue_wait_seconds, on_queue_wait, shard)
 VALUES ($1, $2, $3, $4, CASE WHEN $10::timestamptz IS NULL THEN 'completed' ELSE 'active' END,
         $5::text::jsonb, $6, $7, $8, $9, $13, $10, 0, $11, $11, $12, $14,
-        coalesce($15::timestamptz, $10), $16, $17);
+        coalesce($15::timestamptz, $10), $16, $17, $18::text::jsonb, $19, $20, $21, $22);
 
 -- name: project_occurrence_fired
 -- OccurrenceFired: a run was created for scheduled_for; the job moves on to next_run_at
@@ -81,9 +82,10 @@ UPDATE jobs SET status = 'deleted', next_run_at = NULL, updated_at = $2, version
 -- RunScheduled
 INSERT INTO runs (id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, state,
                   attempt, fencing_token, scheduled_at, updated_at, version, trigger, due_at,
-                  traceparent)
+                  traceparent, retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait,
+                  replay_of)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'scheduled', 0, 0, $9, $9, $10, $11,
-        coalesce($12::timestamptz, $8), $13);
+        coalesce($12::timestamptz, $8), $13, $14::text::jsonb, $15, $16, $17, $18);
 
 -- name: project_run_queued
 -- RunQueued
@@ -102,22 +104,75 @@ WHERE id = $1;
 -- RunSucceeded: also ends the job's streak of failures
 WITH run AS (
     UPDATE runs SET state = 'succeeded', output_ref = $2, finished_at = $3, updated_at = $3,
-                    version = $4
+                    version = $4, logs_ref = coalesce($5, logs_ref)
     WHERE id = $1
     RETURNING job_id
 )
 UPDATE jobs SET consecutive_failures = 0 FROM run WHERE jobs.id = run.job_id;
 
 -- name: project_run_failed
--- RunFailed: counts towards the job's auto-pause threshold
+-- RunFailed, AttemptTimedOut, LeaseExpired: the attempt failed; a retry or dead letter follows
+UPDATE runs SET state = 'failed', last_error = $2::text::jsonb, finished_at = $3, updated_at = $3,
+                version = $4, logs_ref = coalesce($5, logs_ref)
+WHERE id = $1;
+
+-- name: project_attempt_revoked
+-- LeaseExpired, or AttemptTimedOut found by the reconciler: the attempt failed and its token is
+-- revoked (bumped), so the late worker's writes are refused as stale
+UPDATE runs SET state = 'failed', last_error = $2::text::jsonb, finished_at = $3, updated_at = $3,
+                version = $4, fencing_token = $5
+WHERE id = $1;
+
+-- name: project_retry_scheduled
+-- RetryScheduled and LeaseReleased: waiting until retry_at
+UPDATE runs SET state = 'retry_scheduled', retry_at = $2, failures = coalesce($5, failures),
+                updated_at = $3, version = $4
+WHERE id = $1;
+
+-- name: project_retry_due
+-- RetryDue: handed to the dispatcher; no longer in the scheduler's retry poll
+UPDATE runs SET retry_at = NULL, updated_at = $2, version = $3 WHERE id = $1;
+
+-- name: project_run_dead_lettered
+-- RunDeadLettered: into the dead-letter queue; counts towards the job's auto-pause threshold
 WITH run AS (
-    UPDATE runs SET state = 'failed', last_error = $2::text::jsonb, finished_at = $3,
-                    updated_at = $3, version = $4
+    UPDATE runs SET state = 'dead_lettered', finished_at = $2, updated_at = $2, version = $3,
+                    failures = greatest(failures, $7)
     WHERE id = $1
-    RETURNING job_id
+    RETURNING id, tenant_id, job_id, task
+), letter AS (
+    INSERT INTO dead_letters (run_id, tenant_id, job_id, task, reason, error_type, message,
+                              attempts, dead_lettered_at, triage_state)
+    SELECT id, tenant_id, job_id, task, $4, $5, $6, $7, $2, 'new' FROM run
 )
 UPDATE jobs SET consecutive_failures = consecutive_failures + 1 FROM run
 WHERE jobs.id = run.job_id;
+
+-- name: project_cancel_requested
+-- CancelRequested: the worker learns it on its next heartbeat
+UPDATE runs SET cancel_requested = true, updated_at = $2, version = $3 WHERE id = $1;
+
+-- name: project_run_cancelled
+-- RunCancelled
+UPDATE runs SET state = 'cancelled', output_ref = coalesce($4, output_ref), finished_at = $2,
+                updated_at = $2, version = $3
+WHERE id = $1;
+
+-- name: project_dead_letter_triaged
+-- DeadLetterTriaged
+WITH letter AS (
+    UPDATE dead_letters SET triage_state = $4, triage_comment = $5, triage_by = $6,
+                            triaged_at = $2
+    WHERE run_id = $1
+)
+UPDATE runs SET version = $3 WHERE id = $1;
+
+-- name: project_dead_letter_replayed
+-- DeadLetterReplayed
+WITH letter AS (
+    UPDATE dead_letters SET replays = replays + 1, last_replay_run = $4 WHERE run_id = $1
+)
+UPDATE runs SET version = $3, updated_at = $2 WHERE id = $1;
 
 -- name: project_version_only
 -- Events that change no read-model column but the stream version (e.g. StaleWriteRejected)
@@ -125,7 +180,7 @@ UPDATE runs SET version = $2 WHERE id = $1;
 
 -- name: truncate_read_models
 -- Before a rebuild: read models only, never the log.
-TRUNCATE api_keys, runs, jobs, tenants, occurrence_skips, job_pauses, calendars;
+TRUNCATE api_keys, runs, jobs, tenants, occurrence_skips, job_pauses, calendars, dead_letters;
 
 -- name: tenant_by_key_hash
 -- Authenticate an API key by its hash.
@@ -161,11 +216,13 @@ SELECT id, tenant_id, status, version FROM jobs WHERE id = $1 AND tenant_id = $2
 -- The scheduler's poll: due active jobs, oldest first, small batches; SKIP LOCKED gives each
 -- due job to exactly one scheduler transaction.
 SELECT id, tenant_id, task, pool, priority, payload_ref, next_run_at, next_slot, schedule,
-       traceparent, version, calendar, overlap, resume_policy, consecutive_failures
+       traceparent, version, calendar, overlap, resume_policy, consecutive_failures,
+       retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait, shard
 FROM jobs
 WHERE status = 'active' AND next_run_at IS NOT NULL
   AND next_run_at <= coalesce($1::timestamptz, now())
   AND NOT (id = ANY($3::uuid[]))
+  AND ($4::smallint[] IS NULL OR shard = ANY($4::smallint[]))
 ORDER BY next_run_at
 LIMIT $2
 FOR UPDATE SKIP LOCKED;
@@ -186,8 +243,9 @@ LIMIT $6;
 
 -- name: lock_runs
 -- Writers lock the runs they are about to move, to read state and version consistently.
-SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
-       scheduled_for, traceparent, version
+SELECT id, tenant_id, job_id, task, pool, priority, state, attempt, fencing_token, payload_ref,
+       scheduled_for, traceparent, version, failures, retry_policy, cancel_requested,
+       timeout_seconds, queue_wait_seconds, on_queue_wait, worker_id, started_at, last_error
 FROM runs WHERE id = ANY($1::uuid[])
 ORDER BY id
 FOR UPDATE;
@@ -196,7 +254,7 @@ FOR UPDATE;
 -- Worker claim: one tenant's queued runs in the given pools, oldest first; SKIP LOCKED lets
 -- concurrent claims take different runs.
 SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
-       scheduled_for, due_at, traceparent, version
+       scheduled_for, due_at, traceparent, timeout_seconds, version
 FROM runs
 WHERE tenant_id = $1 AND pool = ANY($2::text[]) AND state = 'queued'
   AND ($3::text[] IS NULL OR task = ANY($3::text[]))
@@ -234,6 +292,10 @@ SELECT * FROM occurrence_skips ORDER BY job_id, first_slot, reason;
 -- name: snapshot_job_pauses
 -- For the rebuild-equality check.
 SELECT * FROM job_pauses ORDER BY job_id, paused_at;
+
+-- name: snapshot_dead_letters
+-- For the rebuild-equality check.
+SELECT * FROM dead_letters ORDER BY run_id;
 
 -- name: snapshot_calendars
 -- For the rebuild-equality check.
@@ -292,7 +354,8 @@ WHERE status = 'active' AND next_run_at IS NOT NULL
 
 -- name: lock_job_for_repair
 -- The reconciler locks a job before recording what it found and repaired.
-SELECT id, tenant_id, task, pool, priority, payload_ref, next_run_at, next_slot, version
+SELECT id, tenant_id, task, pool, priority, payload_ref, next_run_at, next_slot, version,
+       retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait
 FROM jobs WHERE id = $1 FOR UPDATE;
 
 -- name: jobs_by_idempotency_keys
@@ -303,3 +366,57 @@ WHERE tenant_id = $1 AND idempotency_key = ANY($2::text[]);
 -- name: calendar_names
 -- Batch submission: which of these calendars exist.
 SELECT name FROM calendars WHERE tenant_id = $1 AND name = ANY($2::text[]);
+
+-- name: claim_due_retries
+-- The scheduler's retry poll: runs whose next attempt is due (partial index runs_retry_due).
+SELECT id, tenant_id, pool, traceparent, version FROM runs
+WHERE state = 'retry_scheduled' AND retry_at <= coalesce($1::timestamptz, now())
+ORDER BY retry_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED;
+
+-- name: cancel_flags
+-- Heartbeat answers: which of these runs have a cancel requested.
+SELECT id FROM runs WHERE id = ANY($1::uuid[]) AND cancel_requested;
+
+-- name: timed_out_runs
+-- Reconciler: running attempts past their timeout (plus a grace for the worker's own report).
+SELECT id FROM runs
+WHERE state = 'running' AND timeout_seconds IS NOT NULL
+  AND started_at + make_interval(secs => timeout_seconds) + $2::interval
+      < coalesce($1::timestamptz, now())
+LIMIT $3;
+
+-- name: queue_wait_expired
+-- Reconciler: runs not started within their job's queue-wait deadline.
+SELECT id FROM runs
+WHERE state IN ('scheduled', 'queued', 'retry_scheduled') AND queue_wait_seconds IS NOT NULL
+  AND due_at + make_interval(secs => queue_wait_seconds) < coalesce($1::timestamptz, now())
+LIMIT $2;
+
+-- name: list_dead_letters
+-- The dead-letter queue of one tenant, newest first, with filters; keyset-paginated.
+SELECT d.*, r.payload_ref, r.last_error FROM dead_letters d JOIN runs r ON r.id = d.run_id
+WHERE d.tenant_id = $1
+  AND ($2::uuid IS NULL OR d.job_id = $2)
+  AND ($3::text IS NULL OR d.error_type = $3)
+  AND ($4::text IS NULL OR d.triage_state = $4)
+  AND ($5::timestamptz IS NULL OR d.dead_lettered_at <= $5)
+  AND ($6::timestamptz IS NULL OR (d.dead_lettered_at, d.run_id) < ($6, $7::uuid))
+ORDER BY d.dead_lettered_at DESC, d.run_id DESC
+LIMIT $8;
+
+-- name: dead_letter_counts
+-- Counts of one tenant's dead letters by error type and triage state (same filters, no paging).
+SELECT d.error_type, d.triage_state, count(*) AS n FROM dead_letters d
+WHERE d.tenant_id = $1
+  AND ($2::uuid IS NULL OR d.job_id = $2)
+  AND ($3::text IS NULL OR d.error_type = $3)
+  AND ($4::text IS NULL OR d.triage_state = $4)
+  AND ($5::timestamptz IS NULL OR d.dead_lettered_at <= $5)
+GROUP BY d.error_type, d.triage_state;
+
+-- name: dead_letter_by_id
+-- One dead letter of one tenant.
+SELECT d.*, r.payload_ref, r.last_error FROM dead_letters d JOIN runs r ON r.id = d.run_id
+WHERE d.run_id = $1 AND d.tenant_id = $2;

@@ -27,3 +27,63 @@ WHERE run_id = ANY($1::uuid[]) AND tenant_id = $2;
 -- name: release_leases
 -- A final outcome ends the lease.
 DELETE FROM attempt_leases WHERE run_id = ANY($1::uuid[]);
+
+-- name: expired_leases
+-- Reconciler: leases past their expiry by the database clock, locked so one reconciler
+-- handles each.
+SELECT run_id, worker_id, fencing_token AS lease_token, expires_at
+FROM attempt_leases
+WHERE expires_at < coalesce($1::timestamptz, now())
+ORDER BY expires_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED;
+
+-- name: instance_seen
+-- A scheduler instance says it is alive; returns how many instances are alive.
+WITH seen AS (
+    INSERT INTO scheduler_instances (id, last_seen) VALUES ($1, coalesce($2::timestamptz, now()))
+    ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen
+)
+SELECT count(*) + 1 AS live FROM scheduler_instances
+WHERE id <> $1 AND last_seen > coalesce($2::timestamptz, now()) - $3::interval;
+
+-- name: instance_gone
+-- A scheduler instance stopping gracefully.
+DELETE FROM scheduler_instances WHERE id = $1;
+
+-- name: renew_shards_if_epoch
+-- Extend the leases this owner still holds at the epochs it knows; a lost one is not returned.
+UPDATE shard_leases AS l SET expires_at = coalesce($4::timestamptz, now()) + $5::interval
+FROM unnest($2::smallint[], $3::bigint[]) AS x(s, e)
+WHERE l.shard = x.s AND l.epoch = x.e AND l.owner = $1
+  AND l.expires_at > coalesce($4::timestamptz, now())
+RETURNING l.shard, l.epoch;
+
+-- name: acquire_shards
+-- Take free or expired shards (at most $2); each acquisition bumps the shard's epoch.
+UPDATE shard_leases AS l
+SET owner = $1, epoch = l.epoch + 1, expires_at = coalesce($3::timestamptz, now()) + $4::interval
+FROM (SELECT shard FROM shard_leases
+      WHERE owner IS NULL OR expires_at <= coalesce($3::timestamptz, now())
+      ORDER BY shard LIMIT $2 FOR UPDATE SKIP LOCKED) AS free
+WHERE l.shard = free.shard
+RETURNING l.shard, l.epoch;
+
+-- name: release_shards_if_epoch
+-- Give shards back (rebalancing, graceful stop) so another instance can take them at once.
+UPDATE shard_leases AS l SET owner = NULL, expires_at = '-infinity'
+FROM unnest($2::smallint[], $3::bigint[]) AS x(s, e)
+WHERE l.shard = x.s AND l.epoch = x.e AND l.owner = $1
+RETURNING l.shard;
+
+-- name: hold_shards_if_epoch
+-- Inside a scheduler's transaction: its leases are still current (FOR SHARE: a takeover waits
+-- until this transaction ends, so a write under a lost lease can never commit).
+SELECT l.shard FROM shard_leases AS l
+JOIN unnest($2::smallint[], $3::bigint[]) AS x(s, e) ON l.shard = x.s AND l.epoch = x.e
+WHERE l.owner = $1 AND l.expires_at > coalesce($4::timestamptz, now())
+FOR SHARE OF l;
+
+-- name: shard_table
+-- For metrics and tests: every shard's owner and epoch.
+SELECT shard, owner, epoch, expires_at FROM shard_leases ORDER BY shard;

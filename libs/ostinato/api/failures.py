@@ -1,0 +1,317 @@
+"""Route handlers for failure handling: cancel and re-run runs, read their logs, and the
+dead-letter queue (list with counts, detail with attempt history, triage, replay)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Request, Response, get, post
+from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
+
+from ostinato import runs, schedules
+from ostinato.api.auth import Caller, require_tenant
+from ostinato.api.models import (
+    AttemptView,
+    BulkReplayRequest,
+    DeadLetterView,
+    ReplayRequest,
+    Rerun,
+    RetryRunRequest,
+    TriageRequest,
+)
+from ostinato.api.routes import _decode_cursor, _encode_cursor
+from ostinato.domain import events as ev
+from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.eventlog.readmodels import Q
+from ostinato.eventlog.store import get_blobs, read_stream
+
+Limit = Annotated[int, QueryParameter(ge=1, le=500)]
+
+
+def _state(request: Request) -> Any:
+    return request.app.state
+
+
+def _actor(caller: Any) -> str:
+    return f"tenant:{caller.name}"
+
+
+@post("/v1/runs/{run_id:uuid}/cancel", status_code=200, tags=["runs"])
+async def cancel(request: Request, run_id: FromPath[uuid.UUID], caller: Caller) -> dict[str, str]:
+    """A waiting run is cancelled at once; a running one is asked to stop at its next safe
+    point (it ends `cancelled`; a result that still arrives is kept and ignored)."""
+    tenant = require_tenant(caller)
+    s = _state(request)
+    async with s.pool.acquire() as conn:
+        state = await runs.cancel_run(
+            conn, s.store, tenant_id=tenant.tenant_id, run_id=run_id, actor=_actor(tenant)
+        )
+    return {"state": state, "cancel": "done" if state == "cancelled" else "requested"}
+
+
+@post("/v1/runs/{run_id:uuid}/retry", status_code=201, tags=["runs"])
+async def retry_run(
+    request: Request,
+    run_id: FromPath[uuid.UUID],
+    caller: Caller,
+    data: JSONBody[RetryRunRequest | None] = None,
+) -> Response[Rerun]:
+    """Re-run a failed, cancelled or dead-lettered run as a new run linked to it."""
+    tenant = require_tenant(caller)
+    s = _state(request)
+    async with s.pool.acquire() as conn:
+        new_id, created = await runs.rerun(
+            conn,
+            s.store,
+            s.clock,
+            tenant_id=tenant.tenant_id,
+            run_id=run_id,
+            actor=_actor(tenant),
+            request_key=(data or RetryRunRequest()).request_key,
+        )
+    return Response(
+        Rerun(run_id=new_id, replay_of=run_id, created=created), status_code=201 if created else 200
+    )
+
+
+@get("/v1/runs/{run_id:uuid}/logs", tags=["runs"])
+async def run_logs(request: Request, run_id: FromPath[uuid.UUID], caller: Caller) -> dict:
+    """The log lines the handler emitted during the run's latest reported attempt."""
+    tenant = require_tenant(caller)
+    async with _state(request).pool.acquire() as conn:
+        run = await conn.fetchrow(Q["run_by_id"], run_id, tenant.tenant_id)
+        if run is None:
+            raise NotFound(f"no run {run_id}")
+        lines: Any = []
+        if run["logs_ref"] is not None:
+            lines = (await get_blobs(conn, [run["logs_ref"]], tenant.tenant_id)).get(
+                run["logs_ref"], []
+            )
+    return {"run_id": str(run_id), "attempt": run["attempt"], "items": lines}
+
+
+def _letter(
+    row: Any, payload: Any = None, history: list[AttemptView] | None = None
+) -> DeadLetterView:
+    return DeadLetterView(
+        run_id=row["run_id"],
+        job_id=row["job_id"],
+        task=row["task"],
+        reason=row["reason"],
+        error_type=row["error_type"],
+        message=row["message"],
+        attempts=row["attempts"],
+        dead_lettered_at=row["dead_lettered_at"],
+        triage_state=row["triage_state"],
+        triage_by=row["triage_by"],
+        triage_comment=row["triage_comment"],
+        triaged_at=row["triaged_at"],
+        replays=row["replays"],
+        last_replay_run=row["last_replay_run"],
+        payload=payload,
+        history=history,
+    )
+
+
+def attempt_history(stream: list[Any]) -> list[AttemptView]:
+    """Each attempt's worker, start, end, outcome and error, folded from the run's events."""
+    history: list[AttemptView] = []
+    for r in stream:
+        match r.event:
+            case ev.RunStarted(attempt=n, worker_id=worker):
+                history.append(
+                    AttemptView(
+                        attempt=n,
+                        worker_id=worker,
+                        started_at=r.occurred_at,
+                        ended_at=None,
+                        outcome="running",
+                    )
+                )
+            case (
+                ev.RunSucceeded()
+                | ev.RunFailed()
+                | ev.AttemptTimedOut()
+                | ev.LeaseExpired()
+                | ev.LeaseReleased()
+                | ev.RunCancelled()
+            ) if history and history[-1].ended_at is None:
+                last = history[-1]
+                last.ended_at, last.outcome = r.occurred_at, r.type
+                if isinstance(r.event, ev.RunFailed):
+                    last.error = {
+                        "type": r.event.error_type,
+                        "message": r.event.message,
+                        "retryable": r.event.retryable,
+                    }
+    return history
+
+
+def _filters(
+    job_id: uuid.UUID | None,
+    error_type: str | None,
+    triage_state: str | None,
+    older_than: str | None,
+    now: datetime,
+) -> tuple[Any, ...]:
+    before = None
+    if older_than is not None:
+        try:
+            before = now - schedules.parse_duration(older_than)
+        except ValueError as exc:
+            raise InvalidInput(str(exc), [{"field": "older_than", "message": str(exc)}]) from exc
+    return job_id, error_type, triage_state, before
+
+
+@get("/v1/dead-letters", tags=["dead letters"])
+async def list_dead_letters(
+    request: Request,
+    caller: Caller,
+    job_id: FromQuery[uuid.UUID | None] = None,
+    error_type: FromQuery[str | None] = None,
+    triage_state: FromQuery[str | None] = None,
+    older_than: FromQuery[str | None] = None,
+    limit: Limit = 50,
+    cursor: FromQuery[str | None] = None,
+) -> dict[str, Any]:
+    """Dead letters, newest first, filtered by job, error type, triage state and age
+    (`older_than=1h`), with counts by error type and triage state."""
+    tenant = require_tenant(caller)
+    s = _state(request)
+    filters = _filters(job_id, error_type, triage_state, older_than, s.clock.now())
+    at, after = _decode_cursor(cursor)
+    async with s.pool.acquire() as conn:
+        rows = await conn.fetch(
+            Q["list_dead_letters"], tenant.tenant_id, *filters, at, after, limit + 1
+        )
+        counts = await conn.fetch(Q["dead_letter_counts"], tenant.tenant_id, *filters)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    by_type: dict[str, int] = {}
+    by_state: dict[str, int] = {}
+    for c in counts:
+        by_type[c["error_type"] or "none"] = by_type.get(c["error_type"] or "none", 0) + c["n"]
+        by_state[c["triage_state"]] = by_state.get(c["triage_state"], 0) + c["n"]
+    return {
+        "items": [msgspec.to_builtins(_letter(r)) for r in rows],
+        "counts": {
+            "total": sum(by_state.values()),
+            "by_error_type": by_type,
+            "by_triage_state": by_state,
+        },
+        "next_cursor": _encode_cursor(rows[-1]["dead_lettered_at"], rows[-1]["run_id"])
+        if more
+        else None,
+    }
+
+
+@get("/v1/dead-letters/{run_id:uuid}", tags=["dead letters"])
+async def get_dead_letter(
+    request: Request, run_id: FromPath[uuid.UUID], caller: Caller
+) -> DeadLetterView:
+    """One dead letter with its payload and full attempt history."""
+    tenant = require_tenant(caller)
+    async with _state(request).pool.acquire() as conn:
+        row = await conn.fetchrow(Q["dead_letter_by_id"], run_id, tenant.tenant_id)
+        if row is None:
+            raise NotFound(f"no dead letter {run_id}")
+        payload = (await get_blobs(conn, [row["payload_ref"]], tenant.tenant_id)).get(
+            row["payload_ref"]
+        )
+        stream = await read_stream(conn, run_id, tenant.tenant_id)
+    return _letter(row, payload, attempt_history(stream))
+
+
+@post("/v1/dead-letters/{run_id:uuid}/triage", status_code=200, tags=["dead letters"])
+async def triage(
+    request: Request, run_id: FromPath[uuid.UUID], data: JSONBody[TriageRequest], caller: Caller
+) -> dict[str, str]:
+    tenant = require_tenant(caller)
+    s = _state(request)
+    async with s.pool.acquire() as conn:
+        await runs.triage(
+            conn,
+            s.store,
+            tenant_id=tenant.tenant_id,
+            run_id=run_id,
+            state=data.state,
+            comment=data.comment,
+            actor=_actor(tenant),
+        )
+    return {"triage_state": data.state}
+
+
+@post("/v1/dead-letters/{run_id:uuid}/replay", status_code=201, tags=["dead letters"])
+async def replay(
+    request: Request, run_id: FromPath[uuid.UUID], data: JSONBody[ReplayRequest], caller: Caller
+) -> Response[Rerun]:
+    """Re-run a dead letter as a new linked run, optionally with a corrected payload. Audited
+    (`DeadLetterReplayed`: who, the new run, whether the payload changed); idempotent per
+    `request_key`."""
+    tenant = require_tenant(caller)
+    s = _state(request)
+    async with s.pool.acquire() as conn:
+        if await conn.fetchrow(Q["dead_letter_by_id"], run_id, tenant.tenant_id) is None:
+            raise NotFound(f"no dead letter {run_id}")
+        new_id, created = await runs.rerun(
+            conn,
+            s.store,
+            s.clock,
+            tenant_id=tenant.tenant_id,
+            run_id=run_id,
+            actor=_actor(tenant),
+            request_key=data.request_key,
+            payload=data.payload,
+            max_payload_bytes=s.settings.max_payload_bytes,
+            trigger="replay",
+        )
+    return Response(
+        Rerun(run_id=new_id, replay_of=run_id, created=created), status_code=201 if created else 200
+    )
+
+
+@post("/v1/dead-letters/replay", status_code=200, tags=["dead letters"])
+async def bulk_replay(
+    request: Request, data: JSONBody[BulkReplayRequest], caller: Caller
+) -> dict[str, int]:
+    """Replay every dead letter matching the filter (up to `limit`); repeating the same
+    `request_key` replays nothing twice."""
+    tenant = require_tenant(caller)
+    s = _state(request)
+    async with s.pool.acquire() as conn:
+        rows = await conn.fetch(
+            Q["list_dead_letters"],
+            tenant.tenant_id,
+            data.job_id,
+            data.error_type,
+            data.triage_state,
+            None,
+            None,
+            None,
+            data.limit,
+        )
+        created, existing = await runs.replay_many(
+            conn,
+            s.store,
+            s.clock,
+            tenant_id=tenant.tenant_id,
+            run_ids=[r["run_id"] for r in rows],
+            actor=_actor(tenant),
+            request_key=data.request_key,
+        )
+    return {"matched": len(rows), "replayed": created, "already_replayed": existing}
+
+
+ROUTES = [
+    cancel,
+    retry_run,
+    run_logs,
+    list_dead_letters,
+    get_dead_letter,
+    triage,
+    replay,
+    bulk_replay,
+]

@@ -1,0 +1,134 @@
+"""Recording what workers report about their attempts: completions, failures, releases.
+
+Per item, on the run row locked in the request's transaction:
+
+- token current and the run `running`: the outcome is recorded. A completion becomes
+  `RunSucceeded` (or `RunCancelled` keeping the result when a cancel was requested); a failure
+  is classified by the job's retry policy and followed by `RetryScheduled` or
+  `RunDeadLettered` (`outcomes.after_failure`); a release becomes `LeaseReleased` (back to the
+  queue at once, no attempt used). The lease row is deleted.
+- token current but the run already past `running`: a retried report of an outcome already
+  recorded (the SDK resends when an answer was lost): 200, nothing new.
+- any other token: `StaleWriteRejected` with who tried what, and 409.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import msgspec
+
+from ostinato import outcomes
+from ostinato.domain import events as ev
+from ostinato.domain.states import RunState
+from ostinato.eventlog.records import NewEvent
+from ostinato.policy import retry
+from ostinato.sdk import protocol as p
+
+_json = msgspec.json.Encoder()
+ENDINGS = (ev.RunSucceeded, ev.RunFailed, ev.AttemptTimedOut, ev.LeaseReleased, ev.RunCancelled,
+           ev.RunDeadLettered)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A completion, failure or release to record."""
+
+    run_id: uuid.UUID | None  # None when the id did not parse
+    raw_run_id: str
+    fencing_token: int
+    kind: str  # "complete" | "fail" | "release"
+    output: Any = None
+    error: p.ErrorInfo | None = None
+    logs: list[p.LogLine] | None = None
+
+
+@dataclass
+class Recorded:
+    results: list[p.BatchItemResult]
+    events: list[NewEvent]
+    blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]]
+    finished: list[uuid.UUID]  # runs whose lease ends
+
+
+def failure_events(row: Any, o: Outcome, now: datetime, actor: str,
+                   logs_ref: uuid.UUID | None = None) -> list[ev.Event]:
+    assert o.error is not None
+    err = o.error
+    if err.type == "attempt_timed_out":
+        return outcomes.timed_out(row, now=now, detected_by="worker")
+    failure = ev.RunFailed(attempt=row["attempt"], fencing_token=o.fencing_token,
+                           error_type=err.type, message=err.message, retryable=err.retryable,
+                           logs_ref=logs_ref)
+    policy = retry.from_document(row["retry_policy"])
+    classification = retry.classify(policy, error_type=err.type, retryable=err.retryable,
+                                    classified=getattr(err, "classified", False))
+    after = getattr(err, "retry_after_seconds", None)
+    return outcomes.after_failure(
+        row, failure, error_type=err.type, message=err.message, classification=classification,
+        now=now, by=actor, retry_after=None if after is None else timedelta(seconds=after))
+
+
+def record_outcomes(rows: dict[uuid.UUID, Any], tenant_id: uuid.UUID, worker_id: str,
+                    items: Sequence[Outcome], now: datetime) -> Recorded:
+    """Pure over the locked rows: the events and answers for a batch of reports."""
+    actor = f"worker:{worker_id}"
+    done = Recorded([], [], [], [])
+    state = {rid: RunState(r["state"]) for rid, r in rows.items()}
+    version = {rid: r["version"] for rid, r in rows.items()}
+    for o in items:
+        row = rows.get(o.run_id) if o.run_id else None
+        if row is None:
+            done.results.append(_answer(o, 404, "no such run for this tenant"))
+            continue
+        rid, token = row["id"], row["fencing_token"]
+        if token == o.fencing_token and state[rid] is RunState.RUNNING:
+            new = _events_for(row, o, now, actor, tenant_id, done.blobs)
+            state[rid] = RunState.SUCCEEDED  # anything but running: a repeat is answered 200
+            done.finished.append(rid)
+            done.results.append(_answer(o, 200))
+        elif token == o.fencing_token:
+            done.results.append(_answer(o, 200))  # already recorded
+            continue
+        else:
+            new = [ev.StaleWriteRejected(operation=o.kind, presented_token=o.fencing_token,
+                                         current_token=token, worker_id=worker_id)]
+            done.results.append(_answer(
+                o, 409, f"stale fencing token: the run's token is now {token}; this attempt "
+                        "lost its lease"))
+        for event in new:
+            version[rid] += 1
+            done.events.append(NewEvent(rid, version[rid], tenant_id, event, actor,
+                                        epoch=o.fencing_token, traceparent=row["traceparent"]))
+    return done
+
+
+def _events_for(row: Any, o: Outcome, now: datetime, actor: str, tenant_id: uuid.UUID,
+                blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]]) -> list[ev.Event]:
+    if o.kind == "release":
+        return [ev.LeaseReleased(attempt=row["attempt"], fencing_token=o.fencing_token,
+                                 worker_id=actor.removeprefix("worker:"))]
+    logs_ref = _blob(blobs, tenant_id, o.logs) if o.logs else None
+    if o.kind == "fail":
+        return failure_events(row, o, now, actor, logs_ref)
+    output_ref = _blob(blobs, tenant_id, o.output) if o.output is not None else None
+    if row["cancel_requested"]:
+        return [ev.RunCancelled(by=actor, reason="requested", output_ref=output_ref)]
+    return [ev.RunSucceeded(attempt=row["attempt"], fencing_token=o.fencing_token,
+                            output_ref=output_ref, logs_ref=logs_ref)]
+
+
+def _blob(blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]], tenant_id: uuid.UUID,
+          document: Any) -> uuid.UUID:
+    blob_id = uuid.uuid4()
+    blobs.append((blob_id, tenant_id, _json.encode(document)))
+    return blob_id
+
+
+def _answer(o: Outcome, status: int, detail: str | None = None) -> p.BatchItemResult:
+    return p.BatchItemResult(run_id=o.raw_run_id, kind=o.kind,  # type: ignore[arg-type]
+                             status=status, detail=detail)

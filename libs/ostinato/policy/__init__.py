@@ -1,0 +1,2 @@
+"""Pure policy decisions over values: retries (`retry`). No I/O, no clock: `now` and
+randomness are arguments, so tests are exhaustive and restarts repeat the same decisions."""

@@ -1,0 +1,117 @@
+"""Run commands: cancel, re-run (a failed, cancelled or dead-lettered run as a new linked run),
+dead-letter triage and replay. Each appends to run streams in the caller's transaction."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from ostinato import outcomes
+from ostinato.clock import Clock
+from ostinato.domain import events as ev
+from ostinato.domain.errors import InvalidState, NotFound, PayloadTooLarge
+from ostinato.domain.states import FINAL, RunState
+from ostinato.eventlog.readmodels import Q
+from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.store import EventStore, put_blobs
+from ostinato.jobs.materialise import run_for
+
+_json = msgspec.json.Encoder()
+TRIAGE_STATES = ("new", "acknowledged", "fixed", "wont_fix")
+
+
+async def _lock_run(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                    run_id: uuid.UUID) -> asyncpg.Record:
+    rows = await conn.fetch(Q["lock_runs"], [run_id])
+    if not rows or rows[0]["tenant_id"] != tenant_id:
+        raise NotFound(f"no run {run_id}")
+    return rows[0]
+
+
+async def cancel_run(conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID,
+                     run_id: uuid.UUID, actor: str) -> str:
+    """A waiting run is cancelled at once; a running one is asked to stop (its worker learns
+    it on the next heartbeat). Returns the state the run is in afterwards."""
+    async with conn.transaction():
+        run = await _lock_run(conn, tenant_id, run_id)
+        state = RunState(run["state"])
+        if state in FINAL:
+            raise InvalidState(f"run {run_id} is already {state}")
+        if state is RunState.RUNNING:
+            if run["cancel_requested"]:
+                return "running"
+            event: ev.Event = ev.CancelRequested(by=actor)
+        else:
+            event = ev.RunCancelled(by=actor, reason="requested")
+        await store.append(conn, [NewEvent(run_id, run["version"] + 1, tenant_id, event, actor,
+                                           traceparent=run["traceparent"])])
+    outcomes.observe(tenant_id, run_id, event)
+    return "running" if state is RunState.RUNNING else "cancelled"
+
+
+async def rerun(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,
+                tenant_id: uuid.UUID, run_id: uuid.UUID, actor: str, request_key: str | None,
+                payload: Any = msgspec.UNSET, max_payload_bytes: int = 1 << 20,
+                trigger: str = "retry") -> tuple[uuid.UUID, bool]:
+    """A new run linked to `run_id` (which must be failed, cancelled or dead-lettered), due now,
+    optionally with a corrected payload. The same `request_key` on the same run always gives
+    the same new run: (new run id, created now)."""
+    key = request_key or uuid.uuid4().hex
+    new_id = outcomes.new_run_id(run_id, key)
+    async with conn.transaction():
+        run = await _lock_run(conn, tenant_id, run_id)
+        if run["state"] not in ("failed", "cancelled", "dead_lettered"):
+            raise InvalidState(f"run {run_id} is {run['state']}; only a failed, cancelled or "
+                               "dead-lettered run can be re-run")
+        if await conn.fetchrow(Q["run_by_id"], new_id, tenant_id) is not None:
+            return new_id, False  # the same request again
+        job = await conn.fetchrow(Q["job_by_id"], run["job_id"], tenant_id)
+        payload_ref = None
+        if payload is not msgspec.UNSET:
+            body = _json.encode(payload)
+            if len(body) > max_payload_bytes:
+                raise PayloadTooLarge(f"payload is {len(body)} bytes; the limit is "
+                                      f"{max_payload_bytes}", errors=[
+                                          {"field": "payload", "message": "too large"}])
+            payload_ref = uuid.uuid4()
+            await put_blobs(conn, [(payload_ref, tenant_id, body)])
+        source = {**dict(job), "payload_ref": run["payload_ref"], "task": run["task"],
+                  "pool": run["pool"], "priority": run["priority"]}
+        _, event = run_for(source, clock.now(), trigger=trigger, run_id=new_id,
+                           replay_of=run_id, payload_ref=payload_ref)
+        events = [NewEvent(new_id, 1, tenant_id, event, actor, traceparent=run["traceparent"])]
+        if run["state"] == "dead_lettered":
+            events.append(NewEvent(run_id, run["version"] + 1, tenant_id, ev.DeadLetterReplayed(
+                new_run_id=new_id, request_key=key, payload_changed=payload_ref is not None,
+                by=actor), actor))
+        await store.append(conn, events)
+    return new_id, True
+
+
+async def triage(conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID,
+                 run_id: uuid.UUID, state: str, comment: str | None, actor: str) -> None:
+    async with conn.transaction():
+        run = await _lock_run(conn, tenant_id, run_id)
+        if run["state"] != "dead_lettered":
+            raise NotFound(f"run {run_id} is not in the dead-letter queue")
+        await store.append(conn, [NewEvent(run_id, run["version"] + 1, tenant_id,
+                                           ev.DeadLetterTriaged(state=state, comment=comment,
+                                                                by=actor), actor)])
+
+
+async def replay_many(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,
+                      tenant_id: uuid.UUID, run_ids: Sequence[uuid.UUID], actor: str,
+                      request_key: str) -> tuple[int, int]:
+    """Replay each dead letter (same request key for all: repeating the bulk replay creates
+    nothing new). Returns (created, already replayed with this key)."""
+    created = existing = 0
+    for run_id in run_ids:
+        _, new = await rerun(conn, store, clock, tenant_id=tenant_id, run_id=run_id,
+                             actor=actor, request_key=request_key, trigger="replay")
+        created += new
+        existing += not new
+    return created, existing

@@ -1,0 +1,60 @@
+"""Fixtures of the integration tests: the public API in-process over the real PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from ostinato.api.app import create_app
+from ostinato.clock import Clock, SystemClock
+from ostinato.runtime.service import Service
+from ostinato.runtime.settings import Settings
+
+from .helpers import store
+
+ADMIN = "test-admin-key"
+
+
+@pytest.fixture
+def api_clock() -> Clock:
+    return SystemClock()
+
+
+@pytest.fixture
+async def client(pool: asyncpg.Pool, db_url: str,
+                 api_clock: Clock) -> AsyncIterator[httpx.AsyncClient]:
+    service = Service("api", Settings(database_url=db_url, admin_key=ADMIN,
+                                      max_payload_bytes=1000), clock=api_clock)
+    service.pool = pool
+    # In the test's own event loop, so the app can use the test's pool.
+    transport = httpx.ASGITransport(app=create_app(service, store(api_clock)))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as c:
+        yield c
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+async def tenant(client: httpx.AsyncClient, name: str) -> str:
+    r = await client.post("/v1/tenants", json={"name": name}, headers=auth(ADMIN))
+    assert r.status_code == 201, r.text
+    assert r.json()["api_key"].startswith("ost_")
+    return r.json()["api_key"]
+
+
+def assert_problem(r: Any, status: int, field: str | None = None) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    body = r.json()
+    assert body["status"] == status and body["type"].startswith("https://")
+    assert body["title"] and body["detail"]
+    if field is not None:
+        assert field in [e["field"] for e in body["errors"]], body
+    return body
+
+
