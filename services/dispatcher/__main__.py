@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from ostinato.bus.consumer import BatchConsumer, Delivered
-from ostinato.dispatch import CONSUMER, queue_due_runs
+from ostinato.dispatch import CONSUMER, EpochFence, queue_due_runs
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.service import Service, run_until_stopped
@@ -20,8 +20,10 @@ async def amain() -> None:
     relay = OutboxRelay(pool, producer, settings.topics)
     store = EventStore(service.clock, settings.topics)
 
+    fence = EpochFence()
+
     async def handle(batch: list[Delivered]) -> None:
-        if await queue_due_runs(pool, store, batch):
+        if await queue_due_runs(pool, store, batch, fence):
             relay.wake()
 
     consumer = BatchConsumer(bootstrap=settings.kafka_bootstrap,

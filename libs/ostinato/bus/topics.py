@@ -43,7 +43,7 @@ class Topics:
     def route(self, event: ev.Event) -> str | None:
         """The topic a logged event is published on, or None if it stays in the log."""
         match event:
-            case ev.RunScheduled() | ev.RetryDue():
+            case ev.RunScheduled() | ev.RetryDue() | ev.RunRepublished():
                 return self.due
             case ev.RunQueued(pool=pool):
                 return self.ready(pool)

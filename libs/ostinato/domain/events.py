@@ -211,6 +211,14 @@ class RetryDue(Event, tag="RetryDue"):
     pool: str
 
 
+class RunRepublished(Event, tag="RunRepublished"):
+    """The reconciler found the run waiting for the dispatcher too long (its message lost or
+    dropped) and hands it over again."""
+
+    stream_type: ClassVar[str] = "run"
+    reason: str
+
+
 class RunDeadLettered(Event, tag="RunDeadLettered"):
     stream_type: ClassVar[str] = "run"
     reason: str  # permanent | exhausted | queue_wait_expired
@@ -299,6 +307,7 @@ CATALOGUE: tuple[type[Event], ...] = (
     LeaseReleased,
     RetryScheduled,
     RetryDue,
+    RunRepublished,
     RunDeadLettered,
     CancelRequested,
     RunCancelled,
@@ -330,6 +339,7 @@ AnyEvent = (
     | LeaseReleased
     | RetryScheduled
     | RetryDue
+    | RunRepublished
     | RunDeadLettered
     | CancelRequested
     | RunCancelled

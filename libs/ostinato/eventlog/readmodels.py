@@ -160,6 +160,10 @@ def _replayed(r: RecordedEvent, e: ev.DeadLetterReplayed) -> tuple[str, Args]:
     return "project_dead_letter_replayed", (r.stream_id, r.occurred_at, r.version, e.new_run_id)
 
 
+def _republished(r: RecordedEvent, e: ev.RunRepublished) -> tuple[str, Args]:
+    return "project_retry_due", (r.stream_id, r.occurred_at, r.version)
+
+
 def _json_or_none(document: Any) -> str | None:
     return None if document is None else _json.encode(document).decode()
 
@@ -194,6 +198,7 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.CancelRequested: _cancel_requested,
     ev.RunCancelled: _cancelled,
     ev.QueueWaitExpired: _version_only,
+    ev.RunRepublished: _republished,
     ev.DeadLetterTriaged: _triaged,
     ev.DeadLetterReplayed: _replayed,
     ev.StaleWriteRejected: _version_only,

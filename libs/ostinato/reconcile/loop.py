@@ -14,7 +14,12 @@ import asyncpg
 
 from ostinato.clock import Clock
 from ostinato.eventlog.store import EventStore
-from ostinato.reconcile.attempts import expire_leases, expire_queue_waits, expire_timeouts
+from ostinato.reconcile.attempts import (
+    expire_leases,
+    expire_queue_waits,
+    expire_timeouts,
+    republish_undispatched,
+)
 from ostinato.reconcile.health import check_once
 from ostinato.reconcile.occurrences import check_gaps, check_overdue
 from ostinato.telemetry.logging import get_logger
@@ -30,6 +35,7 @@ class ReconcileConfig:
     stuck_after: timedelta = timedelta(minutes=5)
     missed_grace: timedelta = timedelta(seconds=30)  # due this long without a decision: overdue
     gap_window: timedelta = timedelta(hours=24)  # how far back gaps are looked for
+    republish_after: timedelta = timedelta(seconds=30)  # waiting for the dispatcher this long
 
 
 def fast_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
@@ -39,6 +45,8 @@ def fast_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
         "timeouts": lambda: expire_timeouts(pool, store, clock),
         "queue_waits": lambda: expire_queue_waits(pool, store, clock),
         "overdue": lambda: check_overdue(pool, store, clock, grace=config.missed_grace),
+        "undispatched": lambda: republish_undispatched(pool, store, clock,
+                                                       after=config.republish_after),
     }
 
 

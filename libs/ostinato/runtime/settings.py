@@ -38,6 +38,7 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     stuck_after_seconds: float = 300.0
     missed_grace_seconds: float = 30.0
     gap_window_seconds: float = 86_400.0
+    republish_after_seconds: float = 30.0
     db_pool_size: int = 10
     log_level: str = "info"
 

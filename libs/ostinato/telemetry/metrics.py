@@ -40,8 +40,10 @@ __all__ = [
     "SCHEDULER_TICK_SECONDS",
     "SCHEDULE_LAG",
     "SHARD_EPOCH",
+    "STALE_MESSAGES_DROPPED",
     "STALE_WRITES_REJECTED",
     "STUCK_RUNS",
+    "STUCK_RUNS_REPAIRED",
     "render",
 ]
 
@@ -136,6 +138,13 @@ DUPLICATE_CLAIMS = Counter(
 )
 RETRIES_SCHEDULED = Counter(
     "ostinato_retries_scheduled_total", "Retries scheduled, by reason.", ["reason"]
+)
+STALE_MESSAGES_DROPPED = Counter(
+    "ostinato_stale_messages_dropped_total",
+    "Kafka messages dropped because their scheduler epoch was older than one already seen.",
+)
+STUCK_RUNS_REPAIRED = Counter(
+    "ostinato_stuck_runs_repaired_total", "Runs the reconciler handed to the dispatcher again."
 )
 SHARD_EPOCH = Gauge(
     "ostinato_shard_epoch", "Epoch of each scheduler shard lease this instance holds.", ["shard"]

@@ -420,3 +420,12 @@ GROUP BY d.error_type, d.triage_state;
 -- One dead letter of one tenant.
 SELECT d.*, r.payload_ref, r.last_error FROM dead_letters d JOIN runs r ON r.id = d.run_id
 WHERE d.run_id = $1 AND d.tenant_id = $2;
+
+-- name: undispatched_runs
+-- Reconciler: runs waiting for the dispatcher longer than the threshold (their message was
+-- lost or dropped): scheduled, or released for a retry but not yet queued.
+SELECT id FROM runs
+WHERE (state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL))
+  AND updated_at < coalesce($1::timestamptz, now()) - $2::interval
+ORDER BY updated_at
+LIMIT $3;
