@@ -65,9 +65,11 @@ def failure_events(row: Any, o: Outcome, now: datetime, actor: str,
                            error_type=err.type, message=err.message, retryable=err.retryable,
                            logs_ref=logs_ref)
     policy = retry.from_document(row["retry_policy"])
+    after = err.retry_after_seconds
     classification = retry.classify(policy, error_type=err.type, retryable=err.retryable,
-                                    classified=getattr(err, "classified", False))
-    after = getattr(err, "retry_after_seconds", None)
+                                    classified=err.classified)
+    if err.classified and after is not None and classification != "permanent":
+        classification = "throttled"  # the handler said when to come back, whatever its type
     return outcomes.after_failure(
         row, failure, error_type=err.type, message=err.message, classification=classification,
         now=now, by=actor, retry_after=None if after is None else timedelta(seconds=after))
