@@ -215,3 +215,20 @@ async def test_a_released_lease_is_queued_again_at_once_without_using_an_attempt
     assert await world.dispatch() == 1
     again = await world.claim()
     assert again.attempt == 2 and again.fencing_token == run.fencing_token + 1
+
+
+async def test_a_pool_default_policy_applies_unless_the_job_has_its_own(pool: asyncpg.Pool) -> None:
+    from ostinato.policy.retry import parse_retry
+
+    clock = FakeClock(SystemClock().now())
+    tenant, _ = await new_tenant(pool)
+    defaults = {"default": parse_retry(RetrySpec(max_attempts=7))}
+    async with pool.acquire() as conn:
+        plain, _ = await submit_job(conn, store(clock), clock, tenant_id=tenant,
+                                    request=JobRequest(name="a"), pools=("default",),
+                                    max_payload_bytes=100, actor="t", pool_retry=defaults)
+        own, _ = await submit_job(conn, store(clock), clock, tenant_id=tenant,
+                                  request=JobRequest(name="b", retry=RETRY), pools=("default",),
+                                  max_payload_bytes=100, actor="t", pool_retry=defaults)
+    assert plain["retry_policy"]["max_attempts"] == 7
+    assert own["retry_policy"]["max_attempts"] == 3

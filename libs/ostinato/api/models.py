@@ -95,7 +95,12 @@ class RunView(msgspec.Struct, kw_only=True):
     timestamps: StateTimes
     last_error: dict[str, Any] | None
     updated_at: datetime
+    failures: int = 0
+    retry_at: datetime | None = None
+    cancel_requested: bool = False
+    replay_of: uuid.UUID | None = None
     output: Any = None
+    links: dict[str, str] | None = None  # the run's timeline and captured logs
 
 
 class EventView(msgspec.Struct, kw_only=True):

@@ -102,6 +102,11 @@ def run_view(row: asyncpg.Record, output: Any = None) -> RunView:
         last_error=row["last_error"],
         updated_at=row["updated_at"],
         output=output,
+        failures=row["failures"],
+        retry_at=row["retry_at"],
+        cancel_requested=row["cancel_requested"],
+        replay_of=row["replay_of"],
+        links={"events": f"/v1/runs/{row['id']}/events", "logs": f"/v1/runs/{row['id']}/logs"},
     )
 
 
@@ -134,6 +139,7 @@ async def create_job(
             tenant_id=tenant.tenant_id,
             request=data,
             pools=s.settings.pool_names,
+            pool_retry=s.settings.pool_retry,
             max_payload_bytes=s.settings.max_payload_bytes,
             actor=f"tenant:{tenant.name}",
             traceparent=tracing.current_traceparent(),
@@ -157,6 +163,7 @@ async def create_jobs(
             tenant_id=tenant.tenant_id,
             requests=data.jobs,
             pools=s.settings.pool_names,
+            pool_retry=s.settings.pool_retry,
             max_payload_bytes=s.settings.max_payload_bytes,
             actor=f"tenant:{tenant.name}",
             traceparent=tracing.current_traceparent(),

@@ -5,7 +5,7 @@ with multi-row inserts: bulk submission costs a few statements, not a few per jo
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -36,7 +36,7 @@ class Submitted:
 Fresh = tuple[uuid.UUID, JobRequest, schedules.Schedule, datetime, bytes, dict[str, Any]]
 
 
-def _limits(request: JobRequest) -> dict[str, Any]:
+def _limits(request: JobRequest, pool_default: retry.RetryPolicy) -> dict[str, Any]:
     """The job's retry policy and time limits as stored in JobCreated (field errors named)."""
     errors: list[dict[str, str]] = []
     seconds: dict[str, float | None] = {"timeout": None, "queue_wait_timeout": None}
@@ -47,11 +47,12 @@ def _limits(request: JobRequest) -> dict[str, Any]:
                 seconds[name] = schedules.parse_duration(text).total_seconds()
             except (InvalidInput, ValueError) as exc:
                 errors.append({"field": name, "message": str(exc)})
-    try:
-        policy = retry.parse_retry(request.retry)
-    except InvalidInput as exc:
-        errors += exc.errors
-        policy = retry.DEFAULT
+    policy = pool_default
+    if request.retry is not None:
+        try:
+            policy = retry.parse_retry(request.retry)
+        except InvalidInput as exc:
+            errors += exc.errors
     if errors:
         raise InvalidInput("; ".join(e["message"] for e in errors), errors)
     return {"retry": retry.to_document(policy), "timeout_seconds": seconds["timeout"],
@@ -67,6 +68,7 @@ async def submit_jobs(
     conn: asyncpg.Connection, store: EventStore, clock: Clock, *, tenant_id: uuid.UUID,
     requests: Sequence[JobRequest], pools: Sequence[str], max_payload_bytes: int, actor: str,
     traceparent: str | None = None, field_prefix: str = "jobs[{i}].",
+    pool_retry: Mapping[str, retry.RetryPolicy] | None = None,
 ) -> list[Submitted]:
     """Create jobs; one result per request, in order. A repeated idempotency key (earlier, or
     earlier in the same batch) returns the first job with created=False."""
@@ -109,7 +111,7 @@ async def submit_jobs(
                                 f"define it with PUT /v1/calendars/{schedule.calendar}"})
         limits: dict[str, Any] = {}
         try:
-            limits = _limits(request)
+            limits = _limits(request, (pool_retry or {}).get(request.pool, retry.DEFAULT))
         except InvalidInput as exc:
             item_errors += exc.errors
         payload = _json.encode(request.payload)
@@ -167,14 +169,15 @@ async def _write(conn: asyncpg.Connection, store: EventStore, tenant_id: uuid.UU
 async def submit_job(
     conn: asyncpg.Connection, store: EventStore, clock: Clock, *, tenant_id: uuid.UUID,
     request: JobRequest, pools: Sequence[str], max_payload_bytes: int, actor: str,
-    traceparent: str | None = None,
+    traceparent: str | None = None, pool_retry: Mapping[str, retry.RetryPolicy] | None = None,
 ) -> tuple[asyncpg.Record, bool]:
     """Create one job; returns (job row, created). A repeated idempotency key returns the first
     job with created=False and writes nothing."""
     try:
         [done] = await submit_jobs(conn, store, clock, tenant_id=tenant_id, requests=[request],
                                    pools=pools, max_payload_bytes=max_payload_bytes,
-                                   actor=actor, traceparent=traceparent, field_prefix="")
+                                   actor=actor, traceparent=traceparent, field_prefix="",
+                                   pool_retry=pool_retry)
     except asyncpg.UniqueViolationError:
         # A concurrent submission with the same idempotency key committed first.
         row = None

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 import msgspec
 
 from ostinato.bus.topics import POOL_NAME, Topics
+from ostinato.domain.errors import InvalidInput
+from ostinato.policy.retry import RetryPolicy, RetrySpec, parse_retry
 
 
 class Settings(msgspec.Struct, kw_only=True, frozen=True):
@@ -39,6 +41,7 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     missed_grace_seconds: float = 30.0
     gap_window_seconds: float = 86_400.0
     republish_after_seconds: float = 30.0
+    pool_retry_defaults: str = ""  # JSON {"pool": {retry policy}}: a pool's default policy
     db_pool_size: int = 10
     log_level: str = "info"
 
@@ -50,10 +53,23 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
             raise ValueError("OSTINATO_MAX_PAYLOAD_BYTES must be positive")
         if self.lease_ttl_seconds <= 0:
             raise ValueError("OSTINATO_LEASE_TTL_SECONDS must be positive")
+        try:
+            self.pool_retry  # noqa: B018 — validated at start, not at the first job
+        except (msgspec.DecodeError, msgspec.ValidationError, InvalidInput) as exc:
+            raise ValueError(f"OSTINATO_POOL_RETRY_DEFAULTS: {exc}") from exc
 
     @property
     def pool_names(self) -> tuple[str, ...]:
         return tuple(p.strip() for p in self.pools.split(",") if p.strip())
+
+    @property
+    def pool_retry(self) -> dict[str, RetryPolicy]:
+        """Per-pool default retry policies (a job's own `retry` still wins)."""
+        if not self.pool_retry_defaults:
+            return {}
+        raw = msgspec.json.decode(self.pool_retry_defaults, type=dict[str, RetrySpec])
+        return {pool: parse_retry(spec, f"OSTINATO_POOL_RETRY_DEFAULTS.{pool}")
+                for pool, spec in raw.items()}
 
     @property
     def topics(self) -> Topics:
