@@ -7,10 +7,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: help deps up down test unit lint lock infra-up infra-down migrate topics clean
+.PHONY: help deps up down test unit lint lock infra-up infra-down migrate topics clean bench chaos
 
 help:
-	@echo "make up | down | test | unit | lint | lock | clean"
+	@echo "make up | down | test | unit | lint | bench | chaos | lock | clean"
 
 # Python environment from the committed, hash-pinned lock file (uv installed with pip if missing).
 deps: $(VENV)/.synced
@@ -42,6 +42,14 @@ down:
 
 test: deps infra-up
 	$(PY) -m pytest
+
+# Figures, never timed assertions: end-to-end throughput (bench/results/throughput.json).
+bench: deps infra-up
+	$(PY) bench/throughput.py
+
+# The fault suite under load, one table at the end (bench/results/chaos.json).
+chaos: deps infra-up
+	$(PY) bench/chaos.py
 
 unit: deps
 	$(PY) -m pytest tests/unit

@@ -1,0 +1,50 @@
+# shellcheck shell=bash
+# Shared by the infra scripts: find and stop a server this checkout started.
+
+log() { echo "[infra] $*"; }
+
+# cmdline_has PID TEXT: the process's command line contains TEXT (e.g. our config file path).
+cmdline_has() {
+  [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' <"/proc/$1/cmdline" | grep -qF -- "$2"
+}
+
+# find_ours PIDFILE TEXT: print the pid of the process whose command line contains TEXT,
+# trusting the pid file first and scanning /proc when it is lost or stale.
+find_ours() {
+  local pidfile=$1 text=$2 pid="" p
+  if [ -f "$pidfile" ]; then
+    pid=$(cat "$pidfile" 2>/dev/null || true)
+    if [ -n "$pid" ] && ! cmdline_has "$pid" "$text"; then pid=""; fi
+  fi
+  if [ -z "$pid" ]; then
+    for p in /proc/[0-9]*; do
+      if cmdline_has "${p#/proc/}" "$text" 2>/dev/null; then pid=${p#/proc/}; break; fi
+    done
+  fi
+  echo "$pid"
+}
+
+# stop_ours NAME PIDFILE TEXT TIMEOUT: SIGTERM, wait up to TIMEOUT seconds, then SIGKILL.
+stop_ours() {
+  local name=$1 pidfile=$2 text=$3 timeout=$4 pid deadline
+  pid=$(find_ours "$pidfile" "$text")
+  if [ -z "$pid" ]; then
+    rm -f "$pidfile"
+    log "$name not running (for this checkout)"
+    return 0
+  fi
+  log "stopping $name (pid $pid)"
+  kill -TERM "$pid" 2>/dev/null || true
+  deadline=$(( $(date +%s) + timeout ))
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      log "$name still running after ${timeout}s; sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      sleep 1
+      break
+    fi
+    sleep 0.2
+  done
+  rm -f "$pidfile"
+  log "$name stopped"
+}
