@@ -62,6 +62,12 @@ class Attempts:
                 tokens, req.worker_id, self.clock.db_now(), self.ttl,
             )
             expires = {row["run_id"]: row["expires_at"] for row in leases}
+            for row in leases:
+                if row["was_live"]:
+                    metrics.DUPLICATE_CLAIMS.inc()
+                    log.error("duplicate claim: the run still had a live lease",
+                              tenant_id=str(tenant_id), run_id=str(row["run_id"]),
+                              alert="ostinato_duplicate_claims")
             traces: dict[uuid.UUID, str | None] = {}
             for r in rows:
                 with tracing.run_span("claim run", r["traceparent"], tenant_id=tenant_id,

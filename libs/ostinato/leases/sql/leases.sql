@@ -3,13 +3,19 @@
 
 -- name: grant_leases
 -- A claim grants (or replaces) each run's lease with its new, higher fencing token.
+-- `was_live` reports a lease that had not expired yet: a duplicate claim, which must never
+-- happen (a queued run has no live lease) and is counted if it does.
+WITH live AS (
+    SELECT run_id FROM attempt_leases
+    WHERE run_id = ANY($1::uuid[]) AND expires_at > coalesce($5::timestamptz, now())
+)
 INSERT INTO attempt_leases (run_id, tenant_id, fencing_token, worker_id, expires_at)
 SELECT r, t, f, $4, coalesce($5::timestamptz, now()) + $6::interval
 FROM unnest($1::uuid[], $2::uuid[], $3::bigint[]) AS x(r, t, f)
 ON CONFLICT (run_id) DO UPDATE
     SET tenant_id = excluded.tenant_id, fencing_token = excluded.fencing_token,
         worker_id = excluded.worker_id, expires_at = excluded.expires_at
-RETURNING run_id, expires_at;
+RETURNING run_id, expires_at, run_id IN (SELECT run_id FROM live) AS was_live;
 
 -- name: extend_leases_if_token
 -- Heartbeat: extend only leases whose token is current; a stale token extends nothing.
