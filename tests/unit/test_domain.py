@@ -56,7 +56,7 @@ def test_every_event_round_trips_through_the_codec() -> None:
         ev.LeaseExpired(attempt=1, fencing_token=1, worker_id="w", expired_at=now),
         ev.LeaseReleased(attempt=1, fencing_token=1, worker_id="w"),
         ev.RetryScheduled(retry_at=now, reason="retryable", counts=True, failures=1),
-        ev.RetryDue(pool="default"),
+        ev.RetryDue(pool="default"), ev.RunRepublished(reason="lost"),
         ev.RunDeadLettered(reason="exhausted", error_type="x", message="m", attempts=3),
         ev.CancelRequested(by="t"), ev.RunCancelled(by="t", reason="requested"),
         ev.QueueWaitExpired(deadline=now),
