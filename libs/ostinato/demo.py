@@ -33,6 +33,9 @@ def demo_jobs(now: datetime) -> list[dict[str, Any]]:
          "payload": {"report": "usage", "format": "csv"}},
         {"name": "send-invoice", "task": "invoice", "schedule": {"at": later},
          "payload": {"invoice": 1001, "amount_cents": 4200}},
+        {"name": "minutely-report", "task": "report",
+         "schedule": {"cron": "* * * * *", "timezone": "Europe/Berlin"},
+         "payload": {"report": "queue depth", "format": "json"}},
     ]
 
 
