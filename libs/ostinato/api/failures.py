@@ -22,7 +22,7 @@ from ostinato.api.models import (
     RetryRunRequest,
     TriageRequest,
 )
-from ostinato.api.routes import _decode_cursor, _encode_cursor
+from ostinato.api.routes import decode_cursor, encode_cursor
 from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.eventlog.readmodels import Q
@@ -182,7 +182,7 @@ async def list_dead_letters(
     tenant = require_tenant(caller)
     s = _state(request)
     filters = _filters(job_id, error_type, triage_state, older_than, s.clock.now())
-    at, after = _decode_cursor(cursor)
+    at, after = decode_cursor(cursor)
     async with s.pool.acquire() as conn:
         rows = await conn.fetch(
             Q["list_dead_letters"], tenant.tenant_id, *filters, at, after, limit + 1
@@ -202,7 +202,7 @@ async def list_dead_letters(
             "by_error_type": by_type,
             "by_triage_state": by_state,
         },
-        "next_cursor": _encode_cursor(rows[-1]["dead_lettered_at"], rows[-1]["run_id"])
+        "next_cursor": encode_cursor(rows[-1]["dead_lettered_at"], rows[-1]["run_id"])
         if more
         else None,
     }

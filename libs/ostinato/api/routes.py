@@ -41,11 +41,11 @@ def _state(request: Request) -> Any:
     return request.app.state
 
 
-def _encode_cursor(at: datetime, row_id: uuid.UUID) -> str:
+def encode_cursor(at: datetime, row_id: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(f"{at.isoformat()}|{row_id}".encode()).decode()
 
 
-def _decode_cursor(cursor: str | None) -> tuple[datetime | None, uuid.UUID | None]:
+def decode_cursor(cursor: str | None) -> tuple[datetime | None, uuid.UUID | None]:
     if not cursor:
         return None, None
     try:
@@ -183,14 +183,14 @@ async def list_jobs(
 ) -> Page:
     """This tenant's jobs, newest first; pass `next_cursor` back as `cursor` for more."""
     tenant = require_tenant(caller)
-    at, after = _decode_cursor(cursor)
+    at, after = decode_cursor(cursor)
     async with _state(request).pool.acquire() as conn:
         rows = await conn.fetch(Q["list_jobs"], tenant.tenant_id, status, at, after, limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
     return Page(
         items=[job_view(r) for r in rows],
-        next_cursor=_encode_cursor(rows[-1]["created_at"], rows[-1]["id"]) if more else None,
+        next_cursor=encode_cursor(rows[-1]["created_at"], rows[-1]["id"]) if more else None,
     )
 
 
@@ -236,7 +236,7 @@ async def list_runs(
                 {"field": "state", "message": f"one of {', '.join(s.value for s in RunState)}"}
             ],
         )
-    at, after = _decode_cursor(cursor)
+    at, after = decode_cursor(cursor)
     async with _state(request).pool.acquire() as conn:
         rows = await conn.fetch(
             Q["list_runs"], tenant.tenant_id, job_id, run_state, at, after, limit + 1
@@ -245,7 +245,7 @@ async def list_runs(
     rows = rows[:limit]
     return Page(
         items=[run_view(r) for r in rows],
-        next_cursor=_encode_cursor(rows[-1]["scheduled_for"], rows[-1]["id"]) if more else None,
+        next_cursor=encode_cursor(rows[-1]["scheduled_for"], rows[-1]["id"]) if more else None,
     )
 
 
