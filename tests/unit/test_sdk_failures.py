@@ -116,9 +116,8 @@ async def test_timeout_interrupts_an_async_handler_and_reports_attempt_timed_out
         try:
             while True:  # mostly inside heartbeat() when the deadline strikes
                 await current().heartbeat()
-        except asyncio.CancelledError:
+        finally:  # an endless loop ends only when interrupted (how depends on where it was)
             hb_unwound.set()
-            raise
 
     async def stubborn(payload: Any) -> None:
         try:
@@ -139,7 +138,8 @@ async def test_timeout_interrupts_an_async_handler_and_reports_attempt_timed_out
     assert {(e.type, e.retryable, e.classified) for e in errors} == {
         ("attempt_timed_out", True, True)}
     assert "0.05 s" in errors[0].message
-    assert unwound.is_set() and hb_unwound.is_set()
+    # Interrupted, though under load the report may come first (after unwind_seconds).
+    await eventually(lambda: unwound.is_set() and hb_unwound.is_set())
 
 
 async def test_timeout_of_a_sync_handler_is_reported_at_the_deadline_and_keeps_its_slot() -> None:
