@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+import asyncpg
+
 
 class DbErrorKind(StrEnum):
     TRANSIENT = "transient"  # connection lost, server shutting down, out of resources
@@ -22,3 +24,12 @@ def classify(sqlstate: str | None) -> DbErrorKind:
     if sqlstate[:2] in ("08", "53", "57"):
         return DbErrorKind.TRANSIENT
     return DbErrorKind.PERMANENT
+
+
+# What a background loop retries after a pause instead of dying: the server gone or restarting
+# (OSError, PostgresError) and a connection asyncpg found broken mid-operation (InterfaceError,
+# InternalClientError: "the underlying connection is closed", "cannot switch to state").
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    OSError, asyncpg.PostgresError, asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError, TimeoutError,
+)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -61,12 +62,22 @@ async def claim(
     deadline = clock.monotonic() + data.wait_seconds
     for pool_name in data.pools:
         state.settings.topics.ready(pool_name)  # validates the name
-    while True:
-        runs = await _attempts(request).claim(tenant.tenant_id, data)
-        remaining = deadline - clock.monotonic()
-        if runs or remaining <= 0 or state.stopping.is_set():
-            return p.ClaimResponse(runs=runs)
-        await state.signals.wait(tenant.tenant_id, min(remaining, FALLBACK_POLL_SECONDS))
+    # The body is read: the next ASGI message is the client hanging up. A worker that went away
+    # (killed, or stopping and abandoning its poll) must not be leased anything.
+    gone = asyncio.ensure_future(request.receive())
+    try:
+        while not gone.done():
+            runs = await _attempts(request).claim(tenant.tenant_id, data)
+            remaining = deadline - clock.monotonic()
+            if runs or remaining <= 0 or state.stopping.is_set():
+                return p.ClaimResponse(runs=runs)
+            ready = asyncio.ensure_future(
+                state.signals.wait(tenant.tenant_id, min(remaining, FALLBACK_POLL_SECONDS)))
+            await asyncio.wait([ready, gone], return_when=asyncio.FIRST_COMPLETED)
+            ready.cancel()
+        return p.ClaimResponse(runs=[])
+    finally:
+        gone.cancel()
 
 
 @post(p.BATCH_PATH, status_code=200, tags=["worker"])

@@ -13,6 +13,7 @@ from datetime import timedelta
 import asyncpg
 
 from ostinato.clock import Clock
+from ostinato.db.sqlstate import TRANSIENT_ERRORS
 from ostinato.eventlog.store import EventStore
 from ostinato.reconcile.attempts import (
     expire_leases,
@@ -65,7 +66,7 @@ async def run_checks(checks: dict[str, Check]) -> dict[str, int]:
     for name, check in checks.items():
         try:
             result = await check()
-        except (OSError, asyncpg.PostgresError) as exc:
+        except TRANSIENT_ERRORS as exc:
             log.warning("reconcile check failed; next pass retries", check=name, error=repr(exc))
             continue
         found[name] = result if isinstance(result, int) else sum(result.stuck.values())  # type: ignore[attr-defined]

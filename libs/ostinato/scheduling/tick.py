@@ -22,6 +22,7 @@ import asyncpg
 
 from ostinato import calendars
 from ostinato.clock import Clock
+from ostinato.db.sqlstate import TRANSIENT_ERRORS
 from ostinato.domain import events as ev
 from ostinato.domain.ids import run_id_for
 from ostinato.eventlog.readmodels import Q
@@ -191,7 +192,7 @@ async def run_scheduler(
                                          waiting=waiting,
                                          ownership=leases.ownership if leases else None)
                 retries = await release_retries(pool, store, clock)
-        except (OSError, asyncpg.PostgresError) as exc:
+        except TRANSIENT_ERRORS as exc:
             log.warning("scheduler tick failed; retrying", error=repr(exc))
             created, retries = [], 0
             await asyncio.sleep(1.0)

@@ -1,0 +1,228 @@
+"""Services and servers under faults while jobs keep coming: a scheduler frozen past its shard
+lease, PostgreSQL and the Kafka broker restarted, the dispatcher and the worker-gateway killed
+with -9 and restarted. Each test ends with the common check (ostinato.testing.faults.verify):
+every accepted job ran, no effect was applied twice, every run is final, every run's story is
+consistent. (Schedulers killed with -9: tests/faults/test_schedulers.py.)
+
+The PostgreSQL and Kafka tests stop the shared servers (infra/<server>/down.sh) and start them
+again; the fixture starts them in any case when a test ends."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+
+from ostinato.testing.faults import (
+    Lab,
+    Load,
+    coverage,
+    freeze,
+    fx_job,
+    metric_total,
+    respawn,
+    scheduler_owner,
+    scrape,
+    shard_epoch_order,
+    verify,
+    wait_settled,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(150)]
+SHARD_TTL = 3.0  # OSTINATO_SHARD_LEASE_TTL_SECONDS in FAULT_ENV
+
+
+async def shard_owners(lab: Lab) -> dict[int, tuple[str | None, int]]:
+    return {r["shard"]: (r["owner"], r["epoch"]) for r in await lab.db.fetch(
+        "SELECT shard, owner, epoch FROM shard_leases WHERE expires_at > now()")}
+
+
+async def until(probe: object, seconds: float, what: str) -> object:
+    deadline = time.monotonic() + seconds
+    while True:
+        found = await probe()  # type: ignore[operator]
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {seconds}s waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+async def all_ready(lab: Lab, seconds: float = 20) -> None:
+    """Every service process is alive and answers /readyz with 200 (PostgreSQL and Kafka
+    reachable from it) within `seconds`."""
+    deadline = time.monotonic() + seconds
+    async with httpx.AsyncClient(timeout=3) as client:
+        for alias, proc in lab.cluster.procs.items():
+            assert proc.poll() is None, f"{alias} exited: {lab.cluster.tail(alias)}"
+            while True:
+                try:
+                    r = await client.get(f"http://127.0.0.1:{lab.cluster.ports[alias]}/readyz")
+                    if r.status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.monotonic() < deadline, f"{alias} not ready again: " \
+                    f"{lab.cluster.tail(alias)}"
+                await asyncio.sleep(0.2)
+
+
+async def settle_and_verify(lab: Lab, load: Load, seconds: float = 45) -> None:
+    assert load.abandoned == [], f"{len(load.abandoned)} jobs were never accepted"
+    assert len(load.job_ids) > 0
+    missing, open_runs = await wait_settled(lab.db, load.job_ids, seconds)
+    verdict = await verify(lab.db, load.job_ids)
+    assert (missing, open_runs) == (0, 0), verdict.problems()
+    assert verdict.problems() == []
+    assert verdict.succeeded == verdict.runs == len(load.job_ids) == verdict.effects
+
+
+async def test_paused_scheduler_writes_nothing_under_a_lost_shard_lease(lab: Lab) -> None:
+    await lab.start()
+    await asyncio.to_thread(lab.cluster.spawn, "scheduler-b", "scheduler")
+    a, b = (scheduler_owner(lab.cluster, alias) for alias in ("scheduler", "scheduler-b"))
+    for name in ("w1", "w2"):
+        await lab.worker(name, claim_wait_seconds=1)
+    start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
+    schedule = {"every": "1s", "start_at": start.isoformat(), "misfire": "catch_up",
+                "catch_up_max": 1000}
+    job_ids = await lab.submit([fx_job(f"tick-{i}", schedule=schedule) for i in range(32)])
+
+    async def balanced() -> bool:
+        owners = [o for o, _ in (await shard_owners(lab)).values()]
+        return owners.count(a) == owners.count(b) == 8
+
+    await until(balanced, 15, "the two schedulers to share the 16 shards")
+    await asyncio.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()) + 2)
+    before = {s: e for s, (o, e) in (await shard_owners(lab)).items() if o == a}
+    pid = lab.cluster.procs["scheduler"].pid
+    await freeze(lab.db, pid)  # frozen between two transactions, holding 8 shard leases
+    frozen_at = time.monotonic()
+    try:
+        async def taken_over() -> bool:
+            now = await shard_owners(lab)
+            return all(now.get(s, (None, 0))[0] == b and now[s][1] > e
+                       for s, e in before.items())
+
+        await until(taken_over, 3 * SHARD_TTL + 3, "b to take over a's shards")
+        takeover = time.monotonic() - frozen_at
+        await asyncio.sleep(max(0.0, 2 * SHARD_TTL + 1 - takeover))
+    finally:
+        os.kill(pid, signal.SIGCONT)  # a wakes up believing it holds its 8 shards
+    await until(balanced, 15, "a to rejoin with new leases")
+    await asyncio.sleep(2)
+    async with lab.client() as client:
+        for job_id in job_ids:  # no new occurrences: the runs made so far can all finish
+            assert (await client.delete(f"/v1/jobs/{job_id}")).status_code in (200, 204)
+
+    missing, open_runs = await wait_settled(lab.db, job_ids, 30)
+    verdict = await verify(lab.db, job_ids)
+    assert (missing, open_runs) == (0, 0) and verdict.problems() == [], verdict.problems()
+    expected, unaccounted, duplicated, skipped = await coverage(lab.db, job_ids, start)
+    assert expected >= 32 * 10, f"only {expected} occurrences were exercised"
+    assert (unaccounted, duplicated, skipped) == (0, 0, 0)
+    assert verdict.runs == expected == verdict.effects
+    checked, backwards = await shard_epoch_order(lab.db)
+    assert checked == expected and backwards == {}, \
+        f"RunScheduled written under an older epoch than one already used: {backwards}"
+    log = lab.cluster.log_dir.joinpath("scheduler.log").read_text()
+    assert "shard lease lost" in log or "write refused" in log, "a never noticed it lost leases"
+    after = await shard_owners(lab)
+    assert all(epoch > before.get(s, 0) for s, (_, epoch) in after.items() if s in before)
+    assert takeover <= 2 * SHARD_TTL + 2, f"takeover took {takeover:.1f}s"
+    await all_ready(lab)
+
+
+async def _under_load(lab: Lab, fault: object, *, rate: float = 100) -> Load:
+    """Steady load around `fault()`: 3 s before, the fault, 3 s after; then wait for every
+    accepted job."""
+    await lab.start()
+    for name in ("w1", "w2"):
+        await lab.worker(name, concurrency=32)
+    load = Load(lab.cluster.api_url, lab.api_key, rate=rate, batch=10).start()
+    try:
+        await asyncio.sleep(3)
+        await fault()  # type: ignore[operator]
+        await asyncio.sleep(3)
+    finally:
+        await load.stop()
+    return load
+
+
+@pytest.mark.restarts_servers
+async def test_postgres_restart_under_load(lab: Lab) -> None:
+    """The scheduler and the reconciler are frozen *between* transactions while the server
+    restarts (the next test shows what a transaction open at that moment does to them); the
+    api, dispatcher, gateway and workers take the restart as it comes."""
+    async def restart() -> None:
+        frozen = []
+        try:
+            for alias in ("scheduler", "reconciler"):
+                pid = lab.cluster.procs[alias].pid
+                await freeze(lab.db, pid)
+                frozen.append(pid)
+            await lab.server_down("postgres")
+            await asyncio.sleep(1)
+            await lab.server_up("postgres")
+        finally:
+            for pid in frozen:
+                os.kill(pid, signal.SIGCONT)
+
+    load = await _under_load(lab, restart)
+    await all_ready(lab, 30)
+    await settle_and_verify(lab, load)
+    assert load.failed_requests > 0, "the api never noticed the outage: was it one?"
+
+
+@pytest.mark.restarts_servers
+async def test_scheduler_with_an_open_transaction_survives_a_postgres_restart(lab: Lab) -> None:
+    async def restart() -> None:
+        pid = lab.cluster.procs["scheduler"].pid
+        # A tick's transaction in flight, as under load: frozen right after it checked its
+        # shard leases (FOR SHARE), so its next statement meets the closed connection.
+        await freeze(lab.db, pid, in_transaction=True, last_query_like="%FOR SHARE OF l%")
+        try:
+            await lab.server_down("postgres")
+            await asyncio.sleep(1)
+            await lab.server_up("postgres")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+    load = await _under_load(lab, restart, rate=50)
+    await all_ready(lab, 30)
+    await settle_and_verify(lab, load)
+
+
+@pytest.mark.restarts_servers
+async def test_kafka_restart_under_load(lab: Lab) -> None:
+    async def restart() -> None:
+        await lab.server_down("kafka")
+        await asyncio.sleep(1)
+        await lab.server_up("kafka")
+
+    load = await _under_load(lab, restart)
+    await all_ready(lab, 30)
+    await settle_and_verify(lab, load)
+
+
+async def test_dispatcher_then_gateway_killed_under_load(lab: Lab) -> None:
+    async def kill_and_restart() -> None:
+        lab.cluster.kill("dispatcher")
+        await asyncio.sleep(1)
+        await asyncio.to_thread(lab.cluster.spawn, "dispatcher", "dispatcher")
+        await asyncio.sleep(3)
+        lab.cluster.kill("worker_gateway")
+        await asyncio.sleep(1)
+        # same port: the workers know the gateway by its URL
+        await asyncio.to_thread(respawn, lab.cluster, "worker_gateway", "worker_gateway")
+
+    load = await _under_load(lab, kill_and_restart)
+    await all_ready(lab)
+    await settle_and_verify(lab, load)
+    dispatcher = await scrape(lab.cluster.ports["dispatcher"])
+    assert metric_total(dispatcher, "ostinato_messages_consumed_total") > 0
