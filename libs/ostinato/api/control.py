@@ -23,6 +23,7 @@ from ostinato.api.models import (
     UpcomingItem,
     UpcomingView,
 )
+from ostinato.api.routes import app_state
 from ostinato.domain.errors import NotFound
 from ostinato.eventlog.readmodels import Q
 from ostinato.telemetry import tracing
@@ -30,10 +31,6 @@ from ostinato.telemetry import tracing
 EPSILON = timedelta(microseconds=1)
 PREVIEW_JOB_ID = uuid.UUID(int=0)
 CalendarName = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][\w.-]{0,99}$")]
-
-
-def _state(request: Request) -> Any:
-    return request.app.state
 
 
 @post("/v1/jobs/{job_id:uuid}/pause", status_code=200, tags=["jobs"])
@@ -45,7 +42,7 @@ async def pause(
 ) -> dict[str, str]:
     """Stop creating runs. Slots that pass while paused are decided when the job resumes."""
     tenant = require_tenant(caller)
-    s = _state(request)
+    s = app_state(request)
     async with s.pool.acquire() as conn:
         await jobs.pause_job(
             conn,
@@ -67,7 +64,7 @@ async def resume(
 ) -> dict[str, str]:
     """Resume; `misfire` (run_once, catch_up, skip) decides the slots missed while paused."""
     tenant = require_tenant(caller)
-    s = _state(request)
+    s = app_state(request)
     async with s.pool.acquire() as conn:
         await jobs.resume_job(
             conn,
@@ -84,7 +81,7 @@ async def resume(
 async def trigger(request: Request, job_id: FromPath[uuid.UUID], caller: Caller) -> TriggeredView:
     """Run the job once now, outside its schedule; the run is marked `manual`."""
     tenant = require_tenant(caller)
-    s = _state(request)
+    s = app_state(request)
     async with s.pool.acquire() as conn:
         run_id = await jobs.trigger_now(
             conn,
@@ -119,7 +116,7 @@ async def upcoming(
     """The job's next `count` occurrences in UTC, with their due instants (jitter) and local
     times, so DST behaviour can be checked before it happens."""
     tenant = require_tenant(caller)
-    async with _state(request).pool.acquire() as conn:
+    async with app_state(request).pool.acquire() as conn:
         row = await conn.fetchrow(Q["job_by_id"], job_id, tenant.tenant_id)
     if row is None:
         raise NotFound(f"no job {job_id}")
@@ -131,7 +128,7 @@ async def upcoming(
 async def preview(request: Request, data: JSONBody[PreviewRequest], caller: Caller) -> UpcomingView:
     """The occurrences a schedule not yet created would have (jitter shown for a sample id)."""
     require_tenant(caller)
-    s = schedules.parse_schedule(data.schedule, now=_state(request).clock.now())
+    s = schedules.parse_schedule(data.schedule, now=app_state(request).clock.now())
     return _upcoming(s, PREVIEW_JOB_ID, schedules.next_occurrence(s, None), data.count)
 
 
@@ -141,7 +138,7 @@ async def backfill(
 ) -> BackfillView:
     """Create runs for the slots in [start, end) that have none (idempotent when repeated)."""
     tenant = require_tenant(caller)
-    st = _state(request)
+    st = app_state(request)
     async with st.pool.acquire() as conn:
         done = await jobs.backfill(
             conn,
@@ -171,7 +168,7 @@ async def put_calendar(
 ) -> CalendarView:
     """Create or replace an exclusion calendar; schedules naming it skip its dates."""
     tenant = require_tenant(caller)
-    s = _state(request)
+    s = app_state(request)
     async with s.pool.acquire() as conn:
         row = await calendars.define_calendar(
             conn,
@@ -187,7 +184,7 @@ async def put_calendar(
 @get("/v1/calendars/{name:str}", tags=["calendars"])
 async def get_calendar(request: Request, name: CalendarName, caller: Caller) -> CalendarView:
     tenant = require_tenant(caller)
-    async with _state(request).pool.acquire() as conn:
+    async with app_state(request).pool.acquire() as conn:
         row = await conn.fetchrow(Q["calendar_by_name"], tenant.tenant_id, name)
     if row is None:
         raise NotFound(f"no calendar {name!r}")
@@ -197,7 +194,7 @@ async def get_calendar(request: Request, name: CalendarName, caller: Caller) -> 
 @get("/v1/calendars", tags=["calendars"])
 async def list_calendars(request: Request, caller: Caller) -> dict[str, list[CalendarView]]:
     tenant = require_tenant(caller)
-    async with _state(request).pool.acquire() as conn:
+    async with app_state(request).pool.acquire() as conn:
         rows = await conn.fetch(Q["list_calendars"], tenant.tenant_id)
     return {"items": [_calendar_view(r) for r in rows]}
 

@@ -22,17 +22,13 @@ from ostinato.api.models import (
     RetryRunRequest,
     TriageRequest,
 )
-from ostinato.api.routes import decode_cursor, encode_cursor
+from ostinato.api.routes import app_state, decode_cursor, encode_cursor
 from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import get_blobs, read_stream
 
 Limit = Annotated[int, QueryParameter(ge=1, le=500)]
-
-
-def _state(request: Request) -> Any:
-    return request.app.state
 
 
 def _actor(caller: Any) -> str:
@@ -44,7 +40,7 @@ async def cancel(request: Request, run_id: FromPath[uuid.UUID], caller: Caller) 
     """A waiting run is cancelled at once; a running one is asked to stop at its next safe
     point (it ends `cancelled`; a result that still arrives is kept and ignored)."""
     tenant = require_tenant(caller)
-    s = _state(request)
+    s = app_state(request)
     async with s.pool.acquire() as conn:
         state = await runs.cancel_run(
             conn, s.store, tenant_id=tenant.tenant_id, run_id=run_id, actor=_actor(tenant)
@@ -61,7 +57,7 @@ async def retry_run(
 ) -> Response[Rerun]:
     """Re-run a failed, cancelled or dead-lettered run as a new run linked to it."""
     tenant = require_tenant(caller)
-    s = _state(request)
+    s = app_state(request)
     async with s.pool.acquire() as conn:
         new_id, created = await runs.rerun(
             conn,
@@ -81,7 +77,7 @@ async def retry_run(
 async def run_logs(request: Request, run_id: FromPath[uuid.UUID], caller: Caller) -> dict:
     """The log lines the handler emitted during the run's latest reported attempt."""
     tenant = require_tenant(caller)
-    async with _state(request).pool.acquire() as conn:
+    async with app_state(request).pool.acquire() as conn:
         run = await conn.fetchrow(Q["run_by_id"], run_id, tenant.tenant_id)
         if run is None:
             raise NotFound(f"no run {run_id}")
@@ -180,7 +176,7 @@ async def list_dead_letters(
     """Dead letters, newest first, filtered by job, error type, triage state and age
     (`older_than=1h`), with counts by error type and triage state."""
     tenant = require_tenant(caller)
-    s = _state(request)
+    s = app_state(request)
     filters = _filters(job_id, error_type, triage_state, older_than, s.clock.now())
     at, after = decode_cursor(cursor)
     async with s.pool.acquire() as conn:
@@ -214,7 +210,7 @@ async def get_dead_letter(
 ) -> DeadLetterView:
     """One dead letter with its payload and full attempt history."""
     tenant = require_tenant(caller)
-    async with _state(request).pool.acquire() as conn:
+    async with app_state(request).pool.acquire() as conn:
         row = await conn.fetchrow(Q["dead_letter_by_id"], run_id, tenant.tenant_id)
         if row is None:
             raise NotFound(f"no dead letter {run_id}")
@@ -230,7 +226,7 @@ async def triage(
     request: Request, run_id: FromPath[uuid.UUID], data: JSONBody[TriageRequest], caller: Caller
 ) -> dict[str, str]:
     tenant = require_tenant(caller)
-    s = _state(request)
+    s = app_state(request)
     async with s.pool.acquire() as conn:
         await runs.triage(
             conn,
@@ -252,7 +248,7 @@ async def replay(
     (`DeadLetterReplayed`: who, the new run, whether the payload changed); idempotent per
     `request_key`."""
     tenant = require_tenant(caller)
-    s = _state(request)
+    s = app_state(request)
     async with s.pool.acquire() as conn:
         if await conn.fetchrow(Q["dead_letter_by_id"], run_id, tenant.tenant_id) is None:
             raise NotFound(f"no dead letter {run_id}")
@@ -280,7 +276,7 @@ async def bulk_replay(
     """Replay every dead letter matching the filter (up to `limit`); repeating the same
     `request_key` replays nothing twice."""
     tenant = require_tenant(caller)
-    s = _state(request)
+    s = app_state(request)
     async with s.pool.acquire() as conn:
         rows = await conn.fetch(
             Q["list_dead_letters"],

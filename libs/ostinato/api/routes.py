@@ -37,7 +37,8 @@ from ostinato.telemetry import tracing
 Limit = Annotated[int, QueryParameter(ge=1, le=500)]
 
 
-def _state(request: Request) -> Any:
+def app_state(request: Request) -> Any:
+    """The running app's pool, store, clock and settings."""
     return request.app.state
 
 
@@ -116,7 +117,7 @@ async def create_tenant(
 ) -> TenantCreatedView:
     """Create a tenant (admin key only). The tenant's API key is shown once, in this answer."""
     require_admin(caller)
-    s = _state(request)
+    s = app_state(request)
     async with s.pool.acquire() as conn:
         tenant_id, key = await tenancy.create_tenant(
             conn, s.store, data.name, actor="admin", weight=data.weight
@@ -130,7 +131,7 @@ async def create_job(
 ) -> Response[JobView]:
     """Register a job. A repeated `idempotency_key` returns the first job with status 200."""
     tenant = require_tenant(caller)
-    s = _state(request)
+    s = app_state(request)
     async with s.pool.acquire() as conn:
         row, created = await jobs.submit_job(
             conn,
@@ -154,7 +155,7 @@ async def create_jobs(
     """Register up to 1,000 jobs in one transaction: all or none. Items whose
     `idempotency_key` names an existing job return it with `created: false`."""
     tenant = require_tenant(caller)
-    s = _state(request)
+    s = app_state(request)
     async with s.pool.acquire() as conn:
         done = await jobs.submit_jobs(
             conn,
@@ -184,7 +185,7 @@ async def list_jobs(
     """This tenant's jobs, newest first; pass `next_cursor` back as `cursor` for more."""
     tenant = require_tenant(caller)
     at, after = decode_cursor(cursor)
-    async with _state(request).pool.acquire() as conn:
+    async with app_state(request).pool.acquire() as conn:
         rows = await conn.fetch(Q["list_jobs"], tenant.tenant_id, status, at, after, limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
@@ -197,7 +198,7 @@ async def list_jobs(
 @get("/v1/jobs/{job_id:uuid}", tags=["jobs"])
 async def get_job(request: Request, job_id: FromPath[uuid.UUID], caller: Caller) -> JobView:
     tenant = require_tenant(caller)
-    async with _state(request).pool.acquire() as conn:
+    async with app_state(request).pool.acquire() as conn:
         row = await conn.fetchrow(Q["job_by_id"], job_id, tenant.tenant_id)
         if row is None:
             raise NotFound(f"no job {job_id}")
@@ -211,7 +212,7 @@ async def get_job(request: Request, job_id: FromPath[uuid.UUID], caller: Caller)
 async def delete_job(request: Request, job_id: FromPath[uuid.UUID], caller: Caller) -> None:
     """Stop the job from creating runs; runs already created keep going."""
     tenant = require_tenant(caller)
-    s = _state(request)
+    s = app_state(request)
     async with s.pool.acquire() as conn:
         await jobs.delete_job(
             conn, s.store, tenant_id=tenant.tenant_id, job_id=job_id, actor=f"tenant:{tenant.name}"
@@ -237,7 +238,7 @@ async def list_runs(
             ],
         )
     at, after = decode_cursor(cursor)
-    async with _state(request).pool.acquire() as conn:
+    async with app_state(request).pool.acquire() as conn:
         rows = await conn.fetch(
             Q["list_runs"], tenant.tenant_id, job_id, run_state, at, after, limit + 1
         )
@@ -252,7 +253,7 @@ async def list_runs(
 @get("/v1/runs/{run_id:uuid}", tags=["runs"])
 async def get_run(request: Request, run_id: FromPath[uuid.UUID], caller: Caller) -> RunView:
     tenant = require_tenant(caller)
-    async with _state(request).pool.acquire() as conn:
+    async with app_state(request).pool.acquire() as conn:
         row = await conn.fetchrow(Q["run_by_id"], run_id, tenant.tenant_id)
         if row is None:
             raise NotFound(f"no run {run_id}")
@@ -268,7 +269,7 @@ async def get_run(request: Request, run_id: FromPath[uuid.UUID], caller: Caller)
 async def run_events(request: Request, run_id: FromPath[uuid.UUID], caller: Caller) -> EventsPage:
     """The run's timeline, read straight from the append-only log, in version order."""
     tenant = require_tenant(caller)
-    async with _state(request).pool.acquire() as conn:
+    async with app_state(request).pool.acquire() as conn:
         recorded = await read_stream(conn, run_id, tenant.tenant_id)
     if not recorded:
         raise NotFound(f"no run {run_id}")
