@@ -27,6 +27,7 @@ async def amain() -> None:
         missed_grace=timedelta(seconds=settings.missed_grace_seconds),
         gap_window=timedelta(seconds=settings.gap_window_seconds),
         republish_after=timedelta(seconds=settings.republish_after_seconds),
+        output_retention=timedelta(days=settings.output_retention_days),
     )
     ops = service.ops_server(settings.reconciler_port)
     await ops.start()

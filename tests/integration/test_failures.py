@@ -232,3 +232,23 @@ async def test_a_pool_default_policy_applies_unless_the_job_has_its_own(pool: as
                                   max_payload_bytes=100, actor="t", pool_retry=defaults)
     assert plain["retry_policy"]["max_attempts"] == 7
     assert own["retry_policy"]["max_attempts"] == 3
+
+
+async def test_outputs_and_logs_expire_after_the_retention_but_payloads_stay(
+        world: World) -> None:
+    from ostinato.reconcile.health import expire_outputs
+
+    await world.setup()
+    run = await world.claim()
+    logs = [p.LogLine(t=0.1, level="info", message="charging")]
+    await world.report(run, "complete", output={"ok": True}, logs=logs)
+    row = await world.run_row(run)
+    kept = [row["payload_ref"], row["output_ref"], row["logs_ref"]]
+    assert None not in kept
+    retention = timedelta(days=30)
+    assert await expire_outputs(world.pool, world.clock, retention=retention) == 0
+    world.clock.advance(retention.total_seconds() + 3600)
+    assert await expire_outputs(world.pool, world.clock, retention=retention) == 2
+    async with world.pool.acquire() as conn:
+        left = await conn.fetch("SELECT id, kind FROM blobs WHERE id = ANY($1::uuid[])", kept)
+    assert [(r["id"], r["kind"]) for r in left] == [(row["payload_ref"], "payload")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -89,14 +90,23 @@ async def read_all_after(conn: asyncpg.Connection, after: int, limit: int) -> li
 
 
 async def put_blobs(
-    conn: asyncpg.Connection, items: Sequence[tuple[uuid.UUID, uuid.UUID, bytes]]
+    conn: asyncpg.Connection, items: Sequence[tuple[uuid.UUID, uuid.UUID, bytes]],
+    kind: str | Sequence[str] = "payload",
 ) -> None:
-    """Store many (blob_id, tenant_id, json bytes) documents at once."""
+    """Store many (blob_id, tenant_id, json bytes) documents at once; `kind` is one of
+    payload, output, logs (one for all, or one per item): outputs and logs expire."""
     if items:
+        kinds = [kind] * len(items) if isinstance(kind, str) else list(kind)
         await conn.execute(
             Q["insert_blobs"], [i[0] for i in items], [i[1] for i in items],
-            [i[2].decode() for i in items], [len(i[2]) for i in items],
+            [i[2].decode() for i in items], [len(i[2]) for i in items], kinds,
         )
+
+
+async def expire_blobs(conn: asyncpg.Connection, older_than: datetime, limit: int = 5000) -> int:
+    """Delete outputs and logs created before `older_than`; returns how many went."""
+    status = await conn.execute(Q["expire_blobs"], older_than, limit)
+    return int(status.split()[-1])
 
 
 async def get_blobs(

@@ -140,7 +140,7 @@ class Attempts:
             rows = {r["id"]: r for r in await conn.fetch(RQ["lock_runs"], ids)
                     if r["tenant_id"] == tenant_id}
             done = record_outcomes(rows, tenant_id, worker_id, items, self.clock.now())
-            await put_blobs(conn, done.blobs)
+            await put_blobs(conn, [b[:3] for b in done.blobs], [b[3] for b in done.blobs])
             await self.store.append(conn, done.events)
             if done.finished:
                 await conn.execute(LQ["release_leases"], done.finished)

@@ -51,7 +51,7 @@ class Outcome:
 class Recorded:
     results: list[p.BatchItemResult]
     events: list[NewEvent]
-    blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]]
+    blobs: list[tuple[uuid.UUID, uuid.UUID, bytes, str]]
     finished: list[uuid.UUID]  # runs whose lease ends
 
 
@@ -110,24 +110,24 @@ def record_outcomes(rows: dict[uuid.UUID, Any], tenant_id: uuid.UUID, worker_id:
 
 
 def _events_for(row: Any, o: Outcome, now: datetime, actor: str, tenant_id: uuid.UUID,
-                blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]]) -> list[ev.Event]:
+                blobs: list[tuple[uuid.UUID, uuid.UUID, bytes, str]]) -> list[ev.Event]:
     if o.kind == "release":
         return [ev.LeaseReleased(attempt=row["attempt"], fencing_token=o.fencing_token,
                                  worker_id=actor.removeprefix("worker:"))]
-    logs_ref = _blob(blobs, tenant_id, o.logs) if o.logs else None
+    logs_ref = _blob(blobs, tenant_id, o.logs, "logs") if o.logs else None
     if o.kind == "fail":
         return failure_events(row, o, now, actor, logs_ref)
-    output_ref = _blob(blobs, tenant_id, o.output) if o.output is not None else None
+    output_ref = _blob(blobs, tenant_id, o.output, "output") if o.output is not None else None
     if row["cancel_requested"]:
         return [ev.RunCancelled(by=actor, reason="requested", output_ref=output_ref)]
     return [ev.RunSucceeded(attempt=row["attempt"], fencing_token=o.fencing_token,
                             output_ref=output_ref, logs_ref=logs_ref)]
 
 
-def _blob(blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]], tenant_id: uuid.UUID,
-          document: Any) -> uuid.UUID:
+def _blob(blobs: list[tuple[uuid.UUID, uuid.UUID, bytes, str]], tenant_id: uuid.UUID,
+          document: Any, kind: str) -> uuid.UUID:
     blob_id = uuid.uuid4()
-    blobs.append((blob_id, tenant_id, _json.encode(document)))
+    blobs.append((blob_id, tenant_id, _json.encode(document), kind))
     return blob_id
 
 

@@ -14,6 +14,7 @@ import asyncpg
 from ostinato.clock import Clock
 from ostinato.eventlog import outbox
 from ostinato.eventlog.readmodels import Q
+from ostinato.eventlog.store import expire_blobs
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 
@@ -45,3 +46,14 @@ async def check_once(pool: asyncpg.Pool, clock: Clock, *, stuck_after: timedelta
         log.error("outbox not draining", unpublished=unpublished,
                   oldest_seconds=oldest.total_seconds(), alert="ostinato_outbox_lag")
     return Findings(unpublished, oldest, stuck)
+
+
+async def expire_outputs(pool: asyncpg.Pool, clock: Clock, *, retention: timedelta) -> int:
+    """Retention: outputs and captured logs older than `retention` are deleted (payloads stay,
+    so dead letters can still be replayed); the run record then shows no output."""
+    async with pool.acquire() as conn:
+        expired = await expire_blobs(conn, clock.now() - retention)
+    if expired:
+        metrics.BLOBS_EXPIRED.inc(expired)
+        log.info("outputs expired", count=expired, retention_days=retention.days)
+    return expired

@@ -21,7 +21,7 @@ from ostinato.reconcile.attempts import (
     expire_timeouts,
     republish_undispatched,
 )
-from ostinato.reconcile.health import check_once
+from ostinato.reconcile.health import check_once, expire_outputs
 from ostinato.reconcile.occurrences import check_gaps, check_overdue
 from ostinato.telemetry.logging import get_logger
 
@@ -37,6 +37,7 @@ class ReconcileConfig:
     missed_grace: timedelta = timedelta(seconds=30)  # due this long without a decision: overdue
     gap_window: timedelta = timedelta(hours=24)  # how far back gaps are looked for
     republish_after: timedelta = timedelta(seconds=30)  # waiting for the dispatcher this long
+    output_retention: timedelta = timedelta(days=30)  # outputs and logs kept this long
 
 
 def fast_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
@@ -57,6 +58,7 @@ def slow_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
         "health": lambda: check_once(pool, clock, stuck_after=config.stuck_after),
         "gaps": lambda: check_gaps(pool, store, clock, window=config.gap_window,
                                    grace=config.missed_grace),
+        "retention": lambda: expire_outputs(pool, clock, retention=config.output_retention),
     }
 
 
@@ -91,7 +93,7 @@ async def run_reconciler(pool: asyncpg.Pool, store: EventStore, clock: Clock,
             checks |= slow
             next_slow = clock.monotonic() + config.interval.total_seconds()
         found = await run_checks(checks)
-        if any(n for name, n in found.items() if name != "health"):
+        if any(n for name, n in found.items() if name not in ("health", "retention")):
             on_repaired()
         try:
             await asyncio.wait_for(stopping.wait(), config.fast_interval.total_seconds())

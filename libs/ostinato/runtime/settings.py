@@ -41,6 +41,7 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     missed_grace_seconds: float = 30.0
     gap_window_seconds: float = 86_400.0
     republish_after_seconds: float = 30.0
+    output_retention_days: float = 30.0
     pool_retry_defaults: str = ""  # JSON {"pool": {retry policy}}: a pool's default policy
     db_pool_size: int = 10
     log_level: str = "info"

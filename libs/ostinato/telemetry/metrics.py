@@ -15,6 +15,7 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_creat
 from prometheus_client.exposition import choose_encoder
 
 __all__ = [
+    "BLOBS_EXPIRED",
     "BUILD_INFO",
     "CONSUMER_BATCH_SECONDS",
     "DEAD_LETTERS",
@@ -145,6 +146,9 @@ STALE_MESSAGES_DROPPED = Counter(
 )
 STUCK_RUNS_REPAIRED = Counter(
     "ostinato_stuck_runs_repaired_total", "Runs the reconciler handed to the dispatcher again."
+)
+BLOBS_EXPIRED = Counter(
+    "ostinato_blobs_expired_total", "Outputs and captured logs deleted by the retention setting."
 )
 SHARD_EPOCH = Gauge(
     "ostinato_shard_epoch", "Epoch of each scheduler shard lease this instance holds.", ["shard"]

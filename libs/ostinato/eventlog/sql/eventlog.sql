@@ -25,9 +25,16 @@ ORDER BY seq
 LIMIT $2;
 
 -- name: insert_blobs
--- Many outputs at once (batched completions).
-INSERT INTO blobs (id, tenant_id, data, size_bytes)
-SELECT i, t, d::jsonb, n FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[]) AS x(i, t, d, n);
+-- Many documents at once (a batch of jobs, of completions).
+INSERT INTO blobs (id, tenant_id, data, size_bytes, kind)
+SELECT i, t, d::jsonb, n, k
+FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::text[]) AS x(i, t, d, n, k);
+
+-- name: expire_blobs
+-- Retention: outputs and captured logs older than the cutoff go; payloads stay for replays.
+DELETE FROM blobs WHERE id IN (
+    SELECT id FROM blobs WHERE kind <> 'payload' AND created_at < $1 LIMIT $2
+);
 
 -- name: get_blobs
 -- Documents by id, tenant-scoped.
