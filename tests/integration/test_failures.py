@@ -178,6 +178,7 @@ async def test_a_queue_wait_deadline_never_leaves_a_run_waiting(world: World, po
         [row] = await conn.fetch(Q["list_runs"], world.tenant, None, None, None, None, 5)
         stream = await read_stream(conn, row["id"], world.tenant)
     assert row["state"] == state and stream[-2].type == "QueueWaitExpired"
+    assert stream[-2].event.deadline == row["due_at"] + timedelta(minutes=1)
     assert await world.attempts.claim(world.tenant, p.ClaimRequest(worker_id="w")) == []
 
 

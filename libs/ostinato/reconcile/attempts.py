@@ -105,8 +105,9 @@ async def expire_queue_waits(pool: asyncpg.Pool, store: EventStore, clock: Clock
         state = RunState(row["state"])
         if not can_transition(state, RunState.DEAD_LETTERED):
             return []  # started meanwhile
-        deadline = now  # the row was selected because its deadline passed
-        expired = ev.QueueWaitExpired(deadline=deadline)
+        due = row["due_at"] or row["scheduled_for"]
+        expired = ev.QueueWaitExpired(
+            deadline=due + timedelta(seconds=float(row["queue_wait_seconds"] or 0)))
         if row["on_queue_wait"] == "skip":
             return [expired, ev.RunCancelled(by=ACTOR, reason="queue_wait_expired")]
         return [expired, ev.RunDeadLettered(

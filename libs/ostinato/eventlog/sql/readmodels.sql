@@ -244,7 +244,7 @@ LIMIT $6;
 -- name: lock_runs
 -- Writers lock the runs they are about to move, to read state and version consistently.
 SELECT id, tenant_id, job_id, task, pool, priority, state, attempt, fencing_token, payload_ref,
-       scheduled_for, traceparent, version, failures, retry_policy, cancel_requested,
+       scheduled_for, due_at, traceparent, version, failures, retry_policy, cancel_requested,
        timeout_seconds, queue_wait_seconds, on_queue_wait, worker_id, started_at, last_error
 FROM runs WHERE id = ANY($1::uuid[])
 ORDER BY id
