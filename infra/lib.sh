@@ -2,6 +2,13 @@
 # Shared by the infra scripts: find and stop a server this checkout started.
 
 log() { echo "[infra] $*"; }
+die() { echo "[infra] ERROR: $*" >&2; exit 1; }
+
+# show_log: the lines $OUT gained since this start began (offset $OUT_OFFSET), last 40.
+show_log() {
+  echo "----- $OUT (this start, last 40 lines) -----" >&2
+  tail -c +$(( OUT_OFFSET + 1 )) "$OUT" 2>/dev/null | tail -n 40 >&2 || true
+}
 
 # cmdline_has PID TEXT: the process's command line contains TEXT (e.g. our config file path).
 cmdline_has() {

@@ -18,8 +18,8 @@ PIDFILE="$STATE/jaeger.pid"
 HEALTH="http://127.0.0.1:13133/status"
 START_TIMEOUT=${OSTINATO_JAEGER_START_TIMEOUT:-60}
 
-log() { echo "[infra] $*"; }
-die() { echo "[infra] ERROR: $*" >&2; exit 1; }
+# shellcheck source=infra/lib.sh
+. "$ROOT/infra/lib.sh"
 
 command -v curl >/dev/null 2>&1 || die "curl is needed (apt-get install curl)"
 
@@ -54,10 +54,6 @@ our_pid() {
   return 1
 }
 OUT_OFFSET=0   # size of $OUT before this start: show only this start's lines on failure
-show_log() {
-  echo "----- $OUT (this start, last 40 lines) -----" >&2
-  tail -c +$(( OUT_OFFSET + 1 )) "$OUT" 2>/dev/null | tail -n 40 >&2 || true
-}
 wait_ready() {  # $1 = pid, $2 = start time
   local pid=$1 t0=$2 deadline=$(( $2 + START_TIMEOUT ))
   while :; do

@@ -22,8 +22,8 @@ OUT="$STATE/server.out"
 PIDFILE="$STATE/kafka.pid"
 START_TIMEOUT=${OSTINATO_KAFKA_START_TIMEOUT:-90}
 
-log() { echo "[infra] $*"; }
-die() { echo "[infra] ERROR: $*" >&2; exit 1; }
+# shellcheck source=infra/lib.sh
+. "$ROOT/infra/lib.sh"
 
 BOOT=${OSTINATO_KAFKA_BOOTSTRAP%%,*}
 KHOST=${BOOT%:*}
@@ -105,10 +105,6 @@ our_pid() {
   echo "$pid"
 }
 OUT_OFFSET=0   # size of $OUT before this start: show only this start's lines on failure
-show_log() {
-  echo "----- $OUT (this start, last 40 lines) -----" >&2
-  tail -c +$(( OUT_OFFSET + 1 )) "$OUT" 2>/dev/null | tail -n 40 >&2 || true
-}
 wait_ready() {  # $1 = pid, $2 = start time
   local pid=$1 t0=$2 deadline=$(( $2 + START_TIMEOUT ))
   while :; do
