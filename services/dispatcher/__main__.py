@@ -1,12 +1,14 @@
-"""dispatcher: consumes runs.due, queues runs, publishes them to runs.ready.<pool>.
-Ops endpoints on OSTINATO_OPS_HOST:OSTINATO_DISPATCHER_PORT (127.0.0.1:8083)."""
+"""dispatcher: admits waiting runs fairly and publishes them to runs.ready.<pool>; woken by
+runs.due and runs.finished. Ops endpoints on OSTINATO_OPS_HOST:OSTINATO_DISPATCHER_PORT
+(127.0.0.1:8083)."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from ostinato.bus.consumer import BatchConsumer, Delivered
-from ostinato.dispatch import CONSUMER, EpochFence, queue_due_runs
+from ostinato.dispatch import CONSUMER, Dispatcher, EpochFence, live_workers
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.service import Service, run_until_stopped
@@ -19,26 +21,34 @@ async def amain() -> None:
     producer = await service.start_producer()
     relay = OutboxRelay(pool, producer, settings.topics)
     store = EventStore(service.clock, settings.topics)
-
+    dispatcher = Dispatcher(
+        pool, store, service.clock, classes=settings.classes,
+        capacity=live_workers(timedelta(seconds=settings.worker_ttl_seconds)),
+        candidates=settings.dispatch_candidates, key_concurrency=settings.key_concurrency,
+        on_queued=relay.wake)
     fence = EpochFence()
 
     async def handle(batch: list[Delivered]) -> None:
-        if await queue_due_runs(pool, store, batch, fence):
-            relay.wake()
+        if fence.fresh(batch):
+            dispatcher.wake()
 
     consumer = BatchConsumer(bootstrap=settings.kafka_bootstrap,
                              group=f"{settings.topic_prefix}ostinato-{CONSUMER}",
-                             topics=[settings.topics.due], handler=handle)
+                             topics=[settings.topics.due, settings.topics.finished],
+                             handler=handle)
     await consumer.start()
     ops = service.ops_server(settings.dispatcher_port)
     await ops.start()
 
     async def stop() -> None:
         consumer.stop()
+        dispatcher.stop()
         relay.stop()
         await ops.stop()
 
-    await run_until_stopped(service, [consumer.run(), relay.run()], on_stop=stop)
+    await run_until_stopped(
+        service, [consumer.run(), relay.run(), dispatcher.run(settings.dispatch_interval_seconds)],
+        on_stop=stop)
     await consumer.close()
     await producer.stop()
 

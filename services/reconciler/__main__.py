@@ -26,7 +26,6 @@ async def amain() -> None:
         stuck_after=timedelta(seconds=settings.stuck_after_seconds),
         missed_grace=timedelta(seconds=settings.missed_grace_seconds),
         gap_window=timedelta(seconds=settings.gap_window_seconds),
-        republish_after=timedelta(seconds=settings.republish_after_seconds),
         output_retention=timedelta(days=settings.output_retention_days),
     )
     ops = service.ops_server(settings.reconciler_port)

@@ -39,3 +39,15 @@ async def new_job(pool: asyncpg.Pool, tenant_id: uuid.UUID, *, at: datetime | No
                                   tenant_id=tenant_id, request=request, pools=("default",),
                                   max_payload_bytes=1 << 20, actor="test")
     return row
+
+
+async def dispatch(pool: asyncpg.Pool, clock: Clock | None = None, *, slots: int = 10_000,
+                   pools: tuple[str, ...] = ("default", "long", "etl")) -> int:
+    """One dispatcher decision with ample shared capacity in `pools` (the decision itself is
+    tested in test_dispatch.py); returns how many runs were queued."""
+    from ostinato.dispatch import Dispatcher, fixed_capacity
+    from ostinato.policy.fairness import DEFAULT_CLASSES
+
+    clock = clock or SystemClock()
+    return await Dispatcher(pool, store(clock), clock, classes=DEFAULT_CLASSES,
+                            capacity=fixed_capacity(slots, pools)).run_round()

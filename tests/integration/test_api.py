@@ -12,8 +12,7 @@ import httpx
 import pytest
 
 from .conftest import ADMIN, assert_problem, auth, tenant
-from .helpers import TOPICS, store
-from .test_flow import drain_outbox
+from .helpers import dispatch, store
 
 pytestmark = pytest.mark.integration
 async def test_tenants_need_the_admin_key(client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
@@ -114,14 +113,13 @@ async def test_pagination_walks_every_job_once(client: httpx.AsyncClient) -> Non
 async def test_tenant_isolation_on_every_endpoint(client: httpx.AsyncClient,
                                                   pool: asyncpg.Pool) -> None:
     from ostinato.clock import SystemClock
-    from ostinato.dispatch import queue_due_runs
     from ostinato.scheduling import fire_due
 
     a, b = await tenant(client, "alpha"), await tenant(client, "beta")
     job = (await client.post("/v1/jobs", json={"name": "mine", "payload": 1},
                              headers=auth(a))).json()
     await fire_due(pool, store(), SystemClock())
-    await queue_due_runs(pool, store(), await drain_outbox(pool, TOPICS.due))
+    await dispatch(pool)
     runs = (await client.get("/v1/runs", params={"job_id": job["id"]}, headers=auth(a))).json()
     [run] = runs["items"]
     assert run["state"] == "queued" and run["job_id"] == job["id"]

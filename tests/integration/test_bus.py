@@ -14,13 +14,12 @@ from ostinato.bus.consumer import BatchConsumer, Delivered
 from ostinato.bus.kafka import ensure_topics, make_producer
 from ostinato.bus.topics import Topics, tenant_key
 from ostinato.clock import SystemClock
-from ostinato.dispatch import queue_due_runs
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore, read_stream
 from ostinato.scheduling import fire_due
 from tests.conftest import KAFKA_BOOTSTRAP
 
-from .helpers import new_job, new_tenant
+from .helpers import dispatch, new_job, new_tenant
 
 pytestmark = pytest.mark.integration
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -75,7 +74,7 @@ async def test_relay_publishes_keyed_by_tenant_with_trace_headers_and_redelivery
     both_seen = asyncio.Event()
 
     async def handle(batch: list[Delivered]) -> None:
-        handled.append(await queue_due_runs(pool, store, batch))
+        handled.append(await dispatch(pool))
         seen.extend(batch)
         if len(seen) >= 2:  # the original and its duplicate
             both_seen.set()

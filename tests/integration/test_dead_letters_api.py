@@ -11,7 +11,6 @@ import httpx
 import pytest
 
 from ostinato.clock import SystemClock
-from ostinato.dispatch import queue_due_runs
 from ostinato.eventlog.store import read_stream
 from ostinato.gateway.attempts import Attempts
 from ostinato.gateway.reports import Outcome
@@ -19,8 +18,7 @@ from ostinato.scheduling import fire_due
 from ostinato.sdk import protocol as p
 
 from .conftest import assert_problem, auth, tenant
-from .helpers import TOPICS, store
-from .test_flow import drain_outbox
+from .helpers import dispatch, store
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +31,7 @@ async def dead_letters(client: httpx.AsyncClient, pool: asyncpg.Pool, key: str,
                               headers=auth(key))
         assert r.status_code == 201
     await fire_due(pool, store(), SystemClock())
-    await queue_due_runs(pool, store(), await drain_outbox(pool, TOPICS.due))
+    await dispatch(pool)
     attempts = Attempts(pool, store(), SystemClock(), lease_ttl_seconds=30)
     me = (await client.get("/v1/runs", headers=auth(key))).json()["items"]
     assert len(me) == len(errors)

@@ -15,7 +15,6 @@ import pytest
 from ostinato import runs
 from ostinato.api.models import JobRequest
 from ostinato.clock import FakeClock, SystemClock
-from ostinato.dispatch import queue_due_runs
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import read_stream
 from ostinato.gateway.attempts import Attempts
@@ -27,8 +26,7 @@ from ostinato.scheduling import fire_due
 from ostinato.scheduling.tick import release_retries
 from ostinato.sdk import protocol as p
 
-from .helpers import TOPICS, new_tenant, store
-from .test_flow import drain_outbox
+from .helpers import dispatch, new_tenant, store
 
 pytestmark = pytest.mark.integration
 RETRY = RetrySpec(max_attempts=3, initial_delay="10s", multiplier=2.0, jitter="none")
@@ -52,8 +50,7 @@ class World:
         await self.dispatch()
 
     async def dispatch(self) -> int:
-        return await queue_due_runs(self.pool, store(self.clock),
-                                    await drain_outbox(self.pool, TOPICS.due))
+        return await dispatch(self.pool, self.clock)
 
     async def claim(self) -> p.ClaimedRun:
         [run] = await self.attempts.claim(self.tenant, p.ClaimRequest(worker_id="w",

@@ -13,14 +13,13 @@ from ostinato.bus.codec import decode
 from ostinato.bus.consumer import Delivered
 from ostinato.clock import SystemClock
 from ostinato.db.queries import load
-from ostinato.dispatch import queue_due_runs
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import read_stream
 from ostinato.gateway.attempts import Attempts, Outcome
 from ostinato.scheduling import fire_due
 from ostinato.sdk import protocol as p
 
-from .helpers import TOPICS, new_job, new_tenant, store
+from .helpers import TOPICS, dispatch, new_job, new_tenant, store
 
 pytestmark = pytest.mark.integration
 OUTBOX = load("ostinato.eventlog", "outbox.sql")
@@ -42,8 +41,7 @@ async def drive_one_run(pool: asyncpg.Pool, *, succeed: bool,
     await new_job(pool, tenant_id, payload={"hello": "world"})
     created = await fire_due(pool, store(), SystemClock())
     assert len(created) == 1
-    due = await drain_outbox(pool, TOPICS.due)
-    assert await queue_due_runs(pool, store(), due) == 1
+    assert await dispatch(pool) == 1
     attempts = Attempts(pool, store(), SystemClock(), lease_ttl_seconds=30)
     [claimed] = await attempts.claim(tenant_id, p.ClaimRequest(worker_id="w1", max_runs=5))
     assert claimed.payload == {"hello": "world"} and claimed.attempt == 1
@@ -91,14 +89,14 @@ async def test_a_stale_fencing_token_changes_nothing_but_is_recorded(pool: async
     assert run["output_ref"] is None
 
 
-async def test_a_redelivered_due_message_creates_no_second_event(pool: asyncpg.Pool) -> None:
+async def test_a_run_is_queued_once_however_often_the_dispatcher_decides(
+        pool: asyncpg.Pool) -> None:
     tenant_id, _ = await new_tenant(pool)
     await new_job(pool, tenant_id)
     await fire_due(pool, store(), SystemClock())
     due = await drain_outbox(pool, TOPICS.due)
-    assert await queue_due_runs(pool, store(), due) == 1
-    assert await queue_due_runs(pool, store(), due) == 0  # the same messages again
-    assert await queue_due_runs(pool, store(), due + due) == 0
+    assert await dispatch(pool) == 1
+    assert await dispatch(pool) == 0  # a second decision finds nothing waiting
     run_id = due[0].envelope.stream_id
     async with pool.acquire() as conn:
         types = [r.type for r in await read_stream(conn, run_id, tenant_id)]
@@ -125,7 +123,7 @@ async def test_the_worker_protocol_is_tenant_scoped(pool: asyncpg.Pool) -> None:
     intruder, _ = await new_tenant(pool)
     await new_job(pool, owner)
     await fire_due(pool, store(), SystemClock())
-    assert await queue_due_runs(pool, store(), await drain_outbox(pool, TOPICS.due)) == 1
+    assert await dispatch(pool) == 1
     attempts = Attempts(pool, store(), SystemClock(), lease_ttl_seconds=30)
     assert await attempts.claim(intruder, p.ClaimRequest(worker_id="x", max_runs=10)) == []
     [claimed] = await attempts.claim(owner, p.ClaimRequest(worker_id="w", max_runs=10))

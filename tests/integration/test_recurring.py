@@ -20,7 +20,7 @@ from ostinato.reconcile.occurrences import check_gaps, check_overdue
 from ostinato.schedules import ScheduleSpec
 from ostinato.scheduling import fire_due
 
-from .helpers import new_tenant, store
+from .helpers import dispatch, new_tenant, store
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday
@@ -157,7 +157,6 @@ async def test_overlap_skip_and_queue(pool: asyncpg.Pool) -> None:
 
 async def test_auto_pause_after_consecutive_failures(pool: asyncpg.Pool) -> None:
     from ostinato.clock import SystemClock
-    from ostinato.dispatch import queue_due_runs
     from ostinato.gateway.attempts import Attempts, Outcome
     from ostinato.sdk import protocol as p
 
@@ -171,7 +170,8 @@ async def test_auto_pause_after_consecutive_failures(pool: asyncpg.Pool) -> None
     for k in range(2):
         clock.set(now + timedelta(minutes=k, seconds=1))
         assert len(await fire_due(pool, store(clock), clock)) == 1
-        await queue_due_runs(pool, store(clock), await drain_outbox(pool, TOPICS.due))
+        await drain_outbox(pool, TOPICS.due)
+        await dispatch(pool, clock)
         [claimed] = await attempts.claim(tenant, p.ClaimRequest(worker_id="w", max_runs=1))
         await attempts.record(tenant, "w", [Outcome(
             uuid.UUID(claimed.run_id), claimed.run_id, claimed.fencing_token, "fail",

@@ -32,6 +32,9 @@ def test_every_event_round_trips_through_the_codec() -> None:
     now = datetime(2026, 1, 1, tzinfo=UTC)
     samples = [
         ev.TenantCreated(name="acme"), ev.ApiKeyIssued(key_hash="ab", role="tenant"),
+        ev.LimitSet(scope="tenant", name="", max_concurrency=5, rate_per_second=2.5, weight=2.0),
+        ev.PoolPaused(pool="default", scope_tenant_id=None, reason="db maintenance"),
+        ev.PoolResumed(pool="default", scope_tenant_id=uuid.uuid4()),
         ev.JobCreated(name="n", task="t", schedule={"at": now.isoformat()},
                       payload_ref=uuid.uuid4(), pool="default", priority="default",
                       next_run_at=now),

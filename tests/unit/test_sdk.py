@@ -54,6 +54,8 @@ class FakeGateway:
         self.cancel: set[str] = set()
         self.overdeliver = False
         self.claim_status = 200
+        self.goodbyes: list[p.GoodbyeRequest] = []
+        self.paths: list[str] = []  # every request's path, in order
 
     async def add(self, task: str, payload: Any = None, *, ttl: float = 30.0, **kw: Any) -> str:
         run_id = str(uuid.uuid4())
@@ -82,8 +84,13 @@ class FakeGateway:
 
     async def handle(self, request: httpx.Request) -> httpx.Response:
         assert request.headers["authorization"] == "Bearer test-key"
+        self.paths.append(request.url.path)
         if request.url.path == p.CLAIM_PATH:
             return await self._claim(request)
+        if request.url.path == p.GOODBYE_PATH:
+            self.goodbyes.append(msgspec.json.decode(request.content, type=p.GoodbyeRequest))
+            return httpx.Response(200, content=msgspec.json.encode(
+                p.GoodbyeResponse(forgotten=True)))
         assert request.url.path == p.BATCH_PATH
         body = msgspec.json.decode(request.content, type=p.BatchRequest)
         self.batch_attempts += 1
@@ -164,6 +171,22 @@ async def test_handler_gets_payload_and_completion_carries_fencing_token() -> No
     claim = gw.claims[0]
     assert (claim.worker_id, claim.pools, claim.tasks) == (worker.worker_id, ["default"], ["echo"])
     assert claim.max_runs == 8
+
+
+async def test_claims_declare_slots_and_a_stopping_worker_says_goodbye_last() -> None:
+    gw, started = FakeGateway(), asyncio.Event()
+
+    async def hang(payload: Any) -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    run_id = await gw.add("hang")
+    async with running(gw, {"hang": hang}, concurrency=5, shutdown_grace_seconds=0) as worker:
+        await started.wait()
+    assert {c.slots for c in gw.claims} == {5}  # the whole concurrency, not the free slots
+    assert run_id in gw.releases()
+    assert gw.goodbyes == [p.GoodbyeRequest(worker_id=worker.worker_id)]
+    assert gw.paths[-1] == p.GOODBYE_PATH  # after the releases were flushed
 
 
 async def test_many_completions_share_few_batch_requests() -> None:

@@ -12,7 +12,7 @@ from ostinato.policy.retry import RetrySpec
 from ostinato.schedules import ScheduleSpec
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][\w.:-]*$")]
-Priority = Literal["critical", "default", "bulk"]
+ResourceName = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")]
 
 
 class TenantRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -33,8 +33,10 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     schedule: ScheduleSpec | None = None
     payload: Any = None
     pool: Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")] = "default"
-    priority: Priority = "default"
+    priority: ResourceName = "default"  # a configured priority class (OSTINATO_PRIORITY_CLASSES)
     idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    concurrency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    resource: ResourceName | None = None  # rate-limited with PUT /v1/limits/resources/{name}
     retry: RetrySpec | None = None  # default: 3 attempts, 1s doubling to 5m, full jitter
     timeout: str | None = None  # an attempt's time limit, e.g. "30m"; none by default
     queue_wait_timeout: str | None = None  # schedule-to-start deadline, e.g. "1h"

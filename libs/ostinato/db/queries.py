@@ -36,8 +36,12 @@ def load(package: str, filename: str) -> Mapping[str, str]:
 REGISTRY: list[tuple[str, str]] = [
     ("ostinato.eventlog", "eventlog.sql"),
     ("ostinato.eventlog", "readmodels.sql"),
+    ("ostinato.eventlog", "controls.sql"),
+    ("ostinato.dispatch", "dispatch.sql"),
     ("ostinato.eventlog", "outbox.sql"),
     ("ostinato.leases", "leases.sql"),
+    ("ostinato.workers", "workers.sql"),
+    ("ostinato.gateway", "claims.sql"),
 ]
 
 

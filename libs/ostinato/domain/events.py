@@ -33,6 +33,19 @@ class ApiKeyIssued(Event, tag="ApiKeyIssued"):
     role: str
 
 
+class LimitSet(Event, tag="LimitSet"):
+    """A fair-dispatch limit of the tenant (docs/FAIRNESS.md): scope `tenant` (name ""; also
+    its weight), `task` (a job type) or `resource` (a named external API). None = no limit."""
+
+    stream_type: ClassVar[str] = "tenant"
+    scope: str  # tenant | task | resource
+    name: str
+    max_concurrency: int | None = None
+    rate_per_second: float | None = None
+    burst: float | None = None
+    weight: float | None = None  # scope tenant only: its share in weighted fair queueing
+
+
 # -- job streams -------------------------------------------------------------------------------
 
 
@@ -51,6 +64,8 @@ class JobCreated(Event, tag="JobCreated"):
     timeout_seconds: float | None = None
     queue_wait_seconds: float | None = None
     on_queue_wait: str | None = None  # dead_letter | skip
+    concurrency_key: str | None = None  # at most N runs per key of the tenant at a time
+    resource: str | None = None  # a named external resource whose rate limit the runs obey
 
 
 class OccurrenceFired(Event, tag="OccurrenceFired"):
@@ -130,6 +145,8 @@ class RunScheduled(Event, tag="RunScheduled"):
     queue_wait_seconds: float | None = None
     on_queue_wait: str | None = None
     replay_of: uuid.UUID | None = None  # the run this one re-runs (replay, manual retry)
+    concurrency_key: str | None = None
+    resource: str | None = None
 
 
 class RunQueued(Event, tag="RunQueued"):
@@ -274,6 +291,24 @@ class StaleWriteRejected(Event, tag="StaleWriteRejected"):
     worker_id: str
 
 
+# -- pool streams (one per pool and scope: every tenant, or one tenant's queue) ----------------
+
+
+class PoolPaused(Event, tag="PoolPaused"):
+    """Dispatch into the pool stops (for one tenant's queue, or for all); runs wait."""
+
+    stream_type: ClassVar[str] = "pool"
+    pool: str
+    scope_tenant_id: uuid.UUID | None  # None: every tenant (an operator's pause)
+    reason: str | None = None
+
+
+class PoolResumed(Event, tag="PoolResumed"):
+    stream_type: ClassVar[str] = "pool"
+    pool: str
+    scope_tenant_id: uuid.UUID | None
+
+
 # -- calendar streams --------------------------------------------------------------------------
 
 
@@ -288,6 +323,7 @@ class CalendarDefined(Event, tag="CalendarDefined"):
 CATALOGUE: tuple[type[Event], ...] = (
     TenantCreated,
     ApiKeyIssued,
+    LimitSet,
     JobCreated,
     OccurrenceFired,
     OccurrencesSkipped,
@@ -297,6 +333,8 @@ CATALOGUE: tuple[type[Event], ...] = (
     BackfillRequested,
     JobDeleted,
     CalendarDefined,
+    PoolPaused,
+    PoolResumed,
     RunScheduled,
     RunQueued,
     RunStarted,
@@ -320,6 +358,7 @@ CATALOGUE: tuple[type[Event], ...] = (
 AnyEvent = (
     TenantCreated
     | ApiKeyIssued
+    | LimitSet
     | JobCreated
     | OccurrenceFired
     | OccurrencesSkipped
@@ -329,6 +368,8 @@ AnyEvent = (
     | BackfillRequested
     | JobDeleted
     | CalendarDefined
+    | PoolPaused
+    | PoolResumed
     | RunScheduled
     | RunQueued
     | RunStarted

@@ -15,7 +15,7 @@ from ostinato.domain import events as ev
 from ostinato.eventlog.records import RecordedEvent
 from ostinato.leases.shard import shard_of
 
-Q = load("ostinato.eventlog", "readmodels.sql")
+Q = {**load("ostinato.eventlog", "readmodels.sql"), **load("ostinato.eventlog", "controls.sql")}
 _json = msgspec.json.Encoder()
 
 Args = tuple[Any, ...]
@@ -36,7 +36,7 @@ def _job_created(r: RecordedEvent, e: ev.JobCreated) -> tuple[str, Args]:
         r.version, r.traceparent, e.schedule.get("kind", "at"), e.next_slot,
         e.schedule.get("calendar"), e.schedule.get("overlap", "allow"),
         _json_or_none(e.retry), e.timeout_seconds, e.queue_wait_seconds, e.on_queue_wait,
-        shard_of(r.stream_id),
+        shard_of(r.stream_id), e.concurrency_key, e.resource,
     )
 
 
@@ -80,7 +80,7 @@ def _run_scheduled(r: RecordedEvent, e: ev.RunScheduled) -> tuple[str, Args]:
         r.stream_id, r.tenant_id, e.job_id, e.task, e.pool, e.priority, e.payload_ref,
         e.scheduled_for, r.occurred_at, r.version, e.trigger, e.due_at, r.traceparent,
         _json_or_none(e.retry), e.timeout_seconds, e.queue_wait_seconds, e.on_queue_wait,
-        e.replay_of,
+        e.replay_of, e.concurrency_key, e.resource,
     )
 
 
@@ -164,6 +164,18 @@ def _republished(r: RecordedEvent, e: ev.RunRepublished) -> tuple[str, Args]:
     return "project_retry_due", (r.stream_id, r.occurred_at, r.version)
 
 
+def _limit_set(r: RecordedEvent, e: ev.LimitSet) -> tuple[str, Args]:
+    return "project_limit_set", (r.stream_id, e.scope, e.name, e.max_concurrency,
+                                 e.rate_per_second, e.burst, r.occurred_at, e.weight, r.version)
+
+
+def _pool_control(r: RecordedEvent, e: ev.PoolPaused | ev.PoolResumed) -> tuple[str, Args]:
+    paused = isinstance(e, ev.PoolPaused)
+    return "project_pool_control", (r.stream_id, e.scope_tenant_id, e.pool, paused,
+                                    e.reason if isinstance(e, ev.PoolPaused) else None, r.actor,
+                                    r.occurred_at, r.version)
+
+
 def _json_or_none(document: Any) -> str | None:
     return None if document is None else _json.encode(document).decode()
 
@@ -175,6 +187,9 @@ def _version_only(r: RecordedEvent, e: ev.Event) -> tuple[str, Args]:
 PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]]] = {
     ev.TenantCreated: _tenant_created,
     ev.ApiKeyIssued: _api_key_issued,
+    ev.LimitSet: _limit_set,
+    ev.PoolPaused: _pool_control,
+    ev.PoolResumed: _pool_control,
     ev.JobCreated: _job_created,
     ev.OccurrenceFired: _occurrence_fired,
     ev.OccurrencesSkipped: _occurrences_skipped,
@@ -249,5 +264,5 @@ async def snapshot(conn: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:
     return {
         table: [dict(r) for r in await conn.fetch(Q[f"snapshot_{table}"])]
         for table in ("tenants", "api_keys", "jobs", "runs", "occurrence_skips", "job_pauses",
-                      "calendars", "dead_letters")
+                      "calendars", "dead_letters", "limits", "pool_controls")
     }

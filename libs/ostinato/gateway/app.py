@@ -1,4 +1,9 @@
-"""The worker protocol over HTTP (see `ostinato.sdk.protocol` for the wire types)."""
+"""The worker protocol over HTTP (see `ostinato.sdk.protocol` for the wire types).
+
+A worker authenticates with a tenant's key (it serves that tenant only) or with the admin key: a
+shared worker serving every tenant's runs in its pools (`worker_scope`). Every route records the
+worker's presence in the registry (`presence.py`), from which fair dispatch reads capacity.
+"""
 
 from __future__ import annotations
 
@@ -12,14 +17,16 @@ from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.params import FromPath, JSONBody
 
-from ostinato.api.auth import Caller, principal, require_tenant
+from ostinato.api.auth import Caller, principal
 from ostinato.api.problems import EXCEPTION_HANDLERS, problem
-from ostinato.domain.errors import PROBLEM_BASE
+from ostinato.domain.errors import PROBLEM_BASE, Forbidden
 from ostinato.gateway.attempts import Attempts, Outcome
+from ostinato.gateway.presence import WorkerPresence
 from ostinato.gateway.wakeups import ReadySignals
 from ostinato.runtime.ops import instrument_http, ops_route_handlers, tracing_middleware
 from ostinato.runtime.service import Service
 from ostinato.sdk import protocol as p
+from ostinato.tenancy import ADMIN, Principal
 
 FALLBACK_POLL_SECONDS = 1.0
 
@@ -51,28 +58,52 @@ def _attempts(request: Request) -> Attempts:
     return request.app.state.attempts
 
 
+def _presence(request: Request) -> WorkerPresence:
+    return request.app.state.presence
+
+
+def worker_scope(caller: Principal) -> uuid.UUID | None:
+    """The tenant a worker serves: its key's tenant, or None (every tenant) for the admin key."""
+    if caller.tenant_id is not None:
+        return caller.tenant_id
+    if caller.role != ADMIN:
+        raise Forbidden("a worker needs a tenant's API key or the admin key")
+    return None
+
+
+async def _header_worker(request: Request, scope: uuid.UUID | None) -> str:
+    """Single-run routes name the worker in a header; a named one is seen alive."""
+    worker = request.headers.get("x-ostinato-worker")
+    if worker:
+        await _presence(request).reported(scope, worker)
+    return worker or "unknown"
+
+
 @post(p.CLAIM_PATH, status_code=200, tags=["worker"])
 async def claim(
     request: Request, data: JSONBody[p.ClaimRequest], caller: Caller
 ) -> p.ClaimResponse:
-    """Lease up to `max_runs` of this tenant's queued runs, waiting up to `wait_seconds`."""
-    tenant = require_tenant(caller)
+    """Lease up to `max_runs` queued runs of this tenant (of every tenant with the admin key),
+    waiting up to `wait_seconds`."""
+    scope = worker_scope(caller)
     state = request.app.state
     clock = state.clock
     deadline = clock.monotonic() + data.wait_seconds
     for pool_name in data.pools:
         state.settings.topics.ready(pool_name)  # validates the name
+    # Before the wait: the registry TTL is longer than any wait, so this keeps the worker live.
+    await _presence(request).claimed(scope, data)
     # The body is read: the next ASGI message is the client hanging up. A worker that went away
     # (killed, or stopping and abandoning its poll) must not be leased anything.
     gone = asyncio.ensure_future(request.receive())
     try:
         while not gone.done():
-            runs = await _attempts(request).claim(tenant.tenant_id, data)
+            runs = await _attempts(request).claim(scope, data)
             remaining = deadline - clock.monotonic()
             if runs or remaining <= 0 or state.stopping.is_set():
                 return p.ClaimResponse(runs=runs)
             ready = asyncio.ensure_future(
-                state.signals.wait(tenant.tenant_id, min(remaining, FALLBACK_POLL_SECONDS)))
+                state.signals.wait(scope, min(remaining, FALLBACK_POLL_SECONDS)))
             await asyncio.wait([ready, gone], return_when=asyncio.FIRST_COMPLETED)
             ready.cancel()
         return p.ClaimResponse(runs=[])
@@ -85,11 +116,12 @@ async def batch(
     request: Request, data: JSONBody[p.BatchRequest], caller: Caller
 ) -> p.BatchResponse:
     """Heartbeats and outcomes of many runs in one request; one result per item."""
-    tenant = require_tenant(caller)
+    scope = worker_scope(caller)
+    await _presence(request).reported(scope, data.worker_id)
     attempts = _attempts(request)
-    results = await attempts.heartbeat(tenant.tenant_id, data.worker_id, data.heartbeats)
+    results = await attempts.heartbeat(scope, data.worker_id, data.heartbeats)
     outcomes = [_outcome(i) for i in [*data.completions, *data.failures, *data.releases]]
-    results += await attempts.record(tenant.tenant_id, data.worker_id, outcomes)
+    results += await attempts.record(scope, data.worker_id, outcomes)
     return p.BatchResponse(results=results)
 
 
@@ -111,10 +143,10 @@ def _single(result: p.BatchItemResult, request: Request, body: Any) -> Response[
 async def heartbeat(
     request: Request, run_id: FromPath[str], data: JSONBody[p.HeartbeatRequest], caller: Caller
 ) -> Response[Any]:
-    tenant = require_tenant(caller)
-    worker = request.headers.get("x-ostinato-worker", "unknown")
+    scope = worker_scope(caller)
+    worker = await _header_worker(request, scope)
     [result] = await _attempts(request).heartbeat(
-        tenant.tenant_id, worker, [p.HeartbeatItem(run_id=run_id, fencing_token=data.fencing_token)]
+        scope, worker, [p.HeartbeatItem(run_id=run_id, fencing_token=data.fencing_token)]
     )
     body = None
     if result.status == 200:
@@ -129,10 +161,10 @@ async def heartbeat(
 async def complete(
     request: Request, run_id: FromPath[str], data: JSONBody[p.CompleteRequest], caller: Caller
 ) -> Response[Any]:
-    tenant = require_tenant(caller)
-    worker = request.headers.get("x-ostinato-worker", "unknown")
+    scope = worker_scope(caller)
+    worker = await _header_worker(request, scope)
     item = p.CompletionItem(run_id=run_id, fencing_token=data.fencing_token, output=data.output)
-    [result] = await _attempts(request).record(tenant.tenant_id, worker, [_outcome(item)])
+    [result] = await _attempts(request).record(scope, worker, [_outcome(item)])
     return _single(result, request, p.OutcomeResponse(state="succeeded"))
 
 
@@ -140,10 +172,10 @@ async def complete(
 async def fail(
     request: Request, run_id: FromPath[str], data: JSONBody[p.FailRequest], caller: Caller
 ) -> Response[Any]:
-    tenant = require_tenant(caller)
-    worker = request.headers.get("x-ostinato-worker", "unknown")
+    scope = worker_scope(caller)
+    worker = await _header_worker(request, scope)
     item = p.FailureItem(run_id=run_id, fencing_token=data.fencing_token, error=data.error)
-    [result] = await _attempts(request).record(tenant.tenant_id, worker, [_outcome(item)])
+    [result] = await _attempts(request).record(scope, worker, [_outcome(item)])
     return _single(result, request, p.OutcomeResponse(state="failed"))
 
 
@@ -152,17 +184,27 @@ async def release(
     request: Request, run_id: FromPath[str], data: JSONBody[p.ReleaseRequest], caller: Caller
 ) -> Response[Any]:
     """Give an unfinished run back: it is queued again at once, no attempt is used."""
-    tenant = require_tenant(caller)
-    worker = request.headers.get("x-ostinato-worker", "unknown")
+    scope = worker_scope(caller)
+    worker = await _header_worker(request, scope)
     item = p.ReleaseItem(run_id=run_id, fencing_token=data.fencing_token)
-    [result] = await _attempts(request).record(tenant.tenant_id, worker, [_outcome(item)])
+    [result] = await _attempts(request).record(scope, worker, [_outcome(item)])
     return _single(result, request, p.OutcomeResponse(state="retry_scheduled"))
 
 
-ROUTES = [claim, batch, heartbeat, complete, fail, release]
+@post(p.GOODBYE_PATH, status_code=200, tags=["worker"])
+async def goodbye(
+    request: Request, data: JSONBody[p.GoodbyeRequest], caller: Caller
+) -> p.GoodbyeResponse:
+    """A worker stopping gracefully: its declared slots leave the pool capacity at once."""
+    forgotten = await _presence(request).goodbye(worker_scope(caller), data.worker_id)
+    return p.GoodbyeResponse(forgotten=forgotten)
 
 
-def create_app(service: Service, attempts: Attempts, signals: ReadySignals) -> Litestar:
+ROUTES = [claim, batch, heartbeat, complete, fail, release, goodbye]
+
+
+def create_app(service: Service, attempts: Attempts, signals: ReadySignals,
+               presence: WorkerPresence | None = None) -> Litestar:
     app = Litestar(
         route_handlers=[*ROUTES, *ops_route_handlers(lambda: service.readiness(kafka=True))],
         dependencies={"caller": Provide(principal)},
@@ -177,6 +219,7 @@ def create_app(service: Service, attempts: Attempts, signals: ReadySignals) -> L
                 "pool": service.pool,
                 "attempts": attempts,
                 "signals": signals,
+                "presence": presence or WorkerPresence(service.pool, service.clock),
                 "clock": service.clock,
                 "settings": service.settings,
                 "stopping": service.stopping,

@@ -3,6 +3,10 @@
 Every write about an attempt presents its fencing token; the token is checked against the
 locked run row (state `running`, same token) inside the transaction. A stale token changes
 nothing but appends `StaleWriteRejected` (who tried what) and answers 409 for that item.
+
+`tenant_id` is the worker's scope: a tenant's key sees only that tenant's runs (any other run is
+answered 404, as if it did not exist); `None` is a shared worker (admin key) serving every
+tenant. Events, blobs, logs and metrics always carry the run's own tenant, from its row.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
 
 LQ = load("ostinato.leases", "leases.sql")
+CQ = load("ostinato.gateway", "claims.sql")
 RQ = readmodels.Q
 _json = msgspec.json.Encoder()
 log = get_logger("ostinato.gateway")
@@ -49,11 +54,17 @@ class Attempts:
         self.clock = clock
         self.ttl = timedelta(seconds=lease_ttl_seconds)
 
-    async def claim(self, tenant_id: uuid.UUID, req: p.ClaimRequest) -> list[p.ClaimedRun]:
-        """Lease up to `max_runs` queued runs of this tenant; each gets a higher token."""
+    async def claim(self, tenant_id: uuid.UUID | None,
+                    req: p.ClaimRequest) -> list[p.ClaimedRun]:
+        """Lease up to `max_runs` queued runs of this tenant (None: of any tenant, oldest
+        first); each gets a higher token."""
         async with self.pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(RQ["claim_ready_runs"], tenant_id, req.pools, req.tasks,
-                                    req.max_runs)
+            if tenant_id is None:
+                rows = await conn.fetch(CQ["claim_ready_runs_any_tenant"], req.pools, req.tasks,
+                                        req.max_runs)
+            else:
+                rows = await conn.fetch(RQ["claim_ready_runs"], tenant_id, req.pools, req.tasks,
+                                        req.max_runs)
             if not rows:
                 return []
             tokens = [r["fencing_token"] + 1 for r in rows]
@@ -62,15 +73,16 @@ class Attempts:
                 tokens, req.worker_id, self.clock.db_now(), self.ttl,
             )
             expires = {row["run_id"]: row["expires_at"] for row in leases}
+            owner = {r["id"]: r["tenant_id"] for r in rows}
             for row in leases:
                 if row["was_live"]:
                     metrics.DUPLICATE_CLAIMS.inc()
                     log.error("duplicate claim: the run still had a live lease",
-                              tenant_id=str(tenant_id), run_id=str(row["run_id"]),
+                              tenant_id=str(owner[row["run_id"]]), run_id=str(row["run_id"]),
                               alert="ostinato_duplicate_claims")
             traces: dict[uuid.UUID, str | None] = {}
             for r in rows:
-                with tracing.run_span("claim run", r["traceparent"], tenant_id=tenant_id,
+                with tracing.run_span("claim run", r["traceparent"], tenant_id=r["tenant_id"],
                                       job_id=r["job_id"], run_id=r["id"],
                                       attempt=r["attempt"] + 1) as tp:
                     traces[r["id"]] = tp
@@ -81,6 +93,7 @@ class Attempts:
                          actor=f"worker:{req.worker_id}", epoch=token, traceparent=traces[r["id"]])
                 for r, token in zip(rows, tokens, strict=True)
             ])
+            # None (shared worker): the refs come from the claimed rows, so each is its run's.
             payloads = await get_blobs(conn, [r["payload_ref"] for r in rows], tenant_id)
         metrics.RUNS_CLAIMED.inc(len(rows))
         started = self.clock.now()
@@ -88,7 +101,7 @@ class Attempts:
             if r["attempt"] == 0 and r["due_at"] is not None:
                 metrics.SCHEDULE_LAG.observe(max(0.0, (started - r["due_at"]).total_seconds()))
         for r, token in zip(rows, tokens, strict=True):
-            log.debug("run claimed", tenant_id=str(tenant_id), job_id=str(r["job_id"]),
+            log.debug("run claimed", tenant_id=str(r["tenant_id"]), job_id=str(r["job_id"]),
                       run_id=str(r["id"]), attempt=r["attempt"] + 1, fencing_token=token,
                       worker_id=req.worker_id)
         return [
@@ -103,7 +116,7 @@ class Attempts:
             for r, token in zip(rows, tokens, strict=True)
         ]
 
-    async def heartbeat(self, tenant_id: uuid.UUID, worker_id: str,
+    async def heartbeat(self, tenant_id: uuid.UUID | None, worker_id: str,
                         items: Sequence[p.HeartbeatItem]) -> list[p.BatchItemResult]:
         if not items:
             return []
@@ -130,16 +143,15 @@ class Attempts:
                 results.append(_failed_item(item.run_id, "heartbeat", stale.get(rid)))
         return results
 
-    async def record(self, tenant_id: uuid.UUID, worker_id: str,
+    async def record(self, tenant_id: uuid.UUID | None, worker_id: str,
                      items: Sequence[Outcome]) -> list[p.BatchItemResult]:
         """Record completions, failures and releases; one result per item, in order."""
         if not items:
             return []
         async with self.pool.acquire() as conn, conn.transaction():
             ids = [o.run_id for o in items if o.run_id is not None]
-            rows = {r["id"]: r for r in await conn.fetch(RQ["lock_runs"], ids)
-                    if r["tenant_id"] == tenant_id}
-            done = record_outcomes(rows, tenant_id, worker_id, items, self.clock.now())
+            rows = _visible(await conn.fetch(RQ["lock_runs"], ids), tenant_id)
+            done = record_outcomes(rows, worker_id, items, self.clock.now())
             await put_blobs(conn, [b[:3] for b in done.blobs], [b[3] for b in done.blobs])
             await self.store.append(conn, done.events)
             if done.finished:
@@ -147,18 +159,18 @@ class Attempts:
         if done.finished:
             self.on_finished()
         for e in done.events:
-            _observe(tenant_id, e)
+            _observe(e)
         return done.results
 
     async def _reject_stale(
-        self, conn: asyncpg.Connection, tenant_id: uuid.UUID, worker_id: str, operation: str,
+        self, conn: asyncpg.Connection, tenant_id: uuid.UUID | None, worker_id: str,
+        operation: str,
         attempts: Sequence[tuple[p.HeartbeatItem, uuid.UUID]],
     ) -> dict[uuid.UUID, int]:
         """Record StaleWriteRejected for runs that exist; returns run id → current token."""
         if not attempts:
             return {}
-        rows = {r["id"]: r for r in await conn.fetch(RQ["lock_runs"], [a[1] for a in attempts])
-                if r["tenant_id"] == tenant_id}
+        rows = _visible(await conn.fetch(RQ["lock_runs"], [a[1] for a in attempts]), tenant_id)
         current: dict[uuid.UUID, int] = {}
         events = []
         for item, rid in attempts:
@@ -167,19 +179,25 @@ class Attempts:
                 continue
             version = row["version"] + 1 + sum(1 for e in events if e.stream_id == rid)
             events.append(NewEvent(
-                rid, version, tenant_id,
+                rid, version, row["tenant_id"],
                 ev.StaleWriteRejected(operation=operation, presented_token=item.fencing_token,
                                       current_token=row["fencing_token"], worker_id=worker_id),
                 actor=f"worker:{worker_id}", epoch=item.fencing_token))
             current[rid] = row["fencing_token"]
         await self.store.append(conn, events)
         for e in events:
-            _log_stale(tenant_id, e.stream_id, e.event)  # type: ignore[arg-type]
+            _log_stale(e.tenant_id, e.stream_id, e.event)  # type: ignore[arg-type]
         return current
 
 
-def _observe(tenant_id: uuid.UUID, e: NewEvent) -> None:
-    ids = {"tenant_id": str(tenant_id), "run_id": str(e.stream_id)}
+def _visible(rows: Sequence[asyncpg.Record],
+             tenant_id: uuid.UUID | None) -> dict[uuid.UUID, asyncpg.Record]:
+    """The locked rows this worker may act on: its tenant's, or all for a shared worker."""
+    return {r["id"]: r for r in rows if tenant_id is None or r["tenant_id"] == tenant_id}
+
+
+def _observe(e: NewEvent) -> None:
+    ids = {"tenant_id": str(e.tenant_id), "run_id": str(e.stream_id)}
     match e.event:
         case ev.RunSucceeded(attempt=attempt):
             metrics.RUNS_COMPLETED.labels(outcome="succeeded").inc()
@@ -188,7 +206,7 @@ def _observe(tenant_id: uuid.UUID, e: NewEvent) -> None:
             metrics.RUNS_COMPLETED.labels(outcome="failed").inc()
             log.info("attempt failed", **ids, attempt=attempt, error_type=error_type)
         case ev.StaleWriteRejected() as rejected:
-            _log_stale(tenant_id, e.stream_id, rejected)
+            _log_stale(e.tenant_id, e.stream_id, rejected)
         case _:
             observe(e.tenant_id, e.stream_id, e.event)
 

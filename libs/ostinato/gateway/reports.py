@@ -10,6 +10,9 @@ Per item, on the run row locked in the request's transaction:
 - token current but the run already past `running`: a retried report of an outcome already
   recorded (the SDK resends when an answer was lost): 200, nothing new.
 - any other token: `StaleWriteRejected` with who tried what, and 409.
+
+Events and blobs carry the tenant of the locked run row: a shared worker (admin key) reports for
+runs of many tenants in one batch. The caller passes only the rows the worker may see.
 """
 
 from __future__ import annotations
@@ -75,9 +78,10 @@ def failure_events(row: Any, o: Outcome, now: datetime, actor: str,
         now=now, by=actor, retry_after=None if after is None else timedelta(seconds=after))
 
 
-def record_outcomes(rows: dict[uuid.UUID, Any], tenant_id: uuid.UUID, worker_id: str,
-                    items: Sequence[Outcome], now: datetime) -> Recorded:
-    """Pure over the locked rows: the events and answers for a batch of reports."""
+def record_outcomes(rows: dict[uuid.UUID, Any], worker_id: str, items: Sequence[Outcome],
+                    now: datetime) -> Recorded:
+    """Pure over the locked rows (those of runs the worker may report on): the events and
+    answers for a batch of reports."""
     actor = f"worker:{worker_id}"
     done = Recorded([], [], [], [])
     state = {rid: RunState(r["state"]) for rid, r in rows.items()}
@@ -87,7 +91,7 @@ def record_outcomes(rows: dict[uuid.UUID, Any], tenant_id: uuid.UUID, worker_id:
         if row is None:
             done.results.append(_answer(o, 404, "no such run for this tenant"))
             continue
-        rid, token = row["id"], row["fencing_token"]
+        rid, token, tenant_id = row["id"], row["fencing_token"], row["tenant_id"]
         if token == o.fencing_token and state[rid] is RunState.RUNNING:
             new = _events_for(row, o, now, actor, tenant_id, done.blobs)
             state[rid] = RunState.SUCCEEDED  # anything but running: a repeat is answered 200

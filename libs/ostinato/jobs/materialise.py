@@ -23,5 +23,5 @@ def run_for(job: Mapping[str, Any], slot: datetime, *, trigger: str = "schedule"
         payload_ref=payload_ref or job["payload_ref"], scheduled_for=slot, trigger=trigger,
         due_at=due_at or slot, retry=job["retry_policy"], timeout_seconds=job["timeout_seconds"],
         queue_wait_seconds=job["queue_wait_seconds"], on_queue_wait=job["on_queue_wait"],
-        replay_of=replay_of,
+        replay_of=replay_of, concurrency_key=job["concurrency_key"], resource=job["resource"],
     )

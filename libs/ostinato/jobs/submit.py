@@ -57,7 +57,8 @@ def _limits(request: JobRequest, pool_default: retry.RetryPolicy) -> dict[str, A
         raise InvalidInput("; ".join(e["message"] for e in errors), errors)
     return {"retry": retry.to_document(policy), "timeout_seconds": seconds["timeout"],
             "queue_wait_seconds": seconds["queue_wait_timeout"],
-            "on_queue_wait": request.on_queue_wait}
+            "on_queue_wait": request.on_queue_wait, "concurrency_key": request.concurrency_key,
+            "resource": request.resource}
 
 
 def _prefixed(errors: list[dict[str, str]], prefix: str) -> list[dict[str, str]]:
@@ -69,6 +70,7 @@ async def submit_jobs(
     requests: Sequence[JobRequest], pools: Sequence[str], max_payload_bytes: int, actor: str,
     traceparent: str | None = None, field_prefix: str = "jobs[{i}].",
     pool_retry: Mapping[str, retry.RetryPolicy] | None = None,
+    classes: Sequence[str] = ("critical", "default", "bulk"),
 ) -> list[Submitted]:
     """Create jobs; one result per request, in order. A repeated idempotency key (earlier, or
     earlier in the same batch) returns the first job with created=False."""
@@ -98,6 +100,9 @@ async def submit_jobs(
         if request.pool not in pools:
             item_errors.append({"field": "pool", "message": f"unknown pool; configured: "
                                                             f"{', '.join(pools)}"})
+        if request.priority not in classes:
+            item_errors.append({"field": "priority", "message": "unknown priority class; "
+                                f"configured: {', '.join(classes)}"})
         try:
             schedule = schedules.parse_schedule(request.schedule, now=now)
         except InvalidInput as exc:

@@ -35,7 +35,8 @@ from ostinato.policy.limits import Bucket, Buckets, Ledger, Limits, refill, seco
 
 __all__ = [
     "DEFAULT_CLASSES", "Bucket", "Buckets", "ClassConfig", "Decision", "FairState", "Limits",
-    "PoolState", "Share", "Waiting", "decide", "refill", "seconds_until", "shares", "take",
+    "PoolState", "Share", "Waiting", "decide", "parse_classes", "refill", "seconds_until",
+    "shares", "take",
 ]
 
 _EPS = 1e-9
@@ -114,6 +115,26 @@ class Decision:
 class Share:
     reserved: int  # R: slots the class gets first when it has work
     guaranteed: int  # N: the non-lendable part, never used by another class
+
+
+def parse_classes(text: str) -> tuple[ClassConfig, ...]:
+    """`name:reserved_share[:lendable_fraction],...` in priority order (highest first)."""
+    classes = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, *numbers = item.split(":")
+        if not name or len(numbers) not in (1, 2):
+            raise ValueError(f"expected name:reserved_share[:lendable_fraction], got {item!r}")
+        try:
+            values = [float(n) for n in numbers]
+        except ValueError as exc:
+            raise ValueError(f"{item!r}: shares must be numbers") from exc
+        classes.append(ClassConfig(name, *values))
+    if not classes:
+        raise ValueError("no priority class configured")
+    _check_classes(classes)
+    return tuple(classes)
 
 
 def shares(total_slots: int, classes: Sequence[ClassConfig]) -> dict[str, Share]:

@@ -119,24 +119,6 @@ async def expire_queue_waits(pool: asyncpg.Pool, store: EventStore, clock: Clock
                           end_lease=False)
 
 
-async def republish_undispatched(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
-                                 after: timedelta = timedelta(seconds=30),
-                                 batch_size: int = 200) -> int:
-    """Hand runs whose dispatch message was lost (or dropped by epoch fencing) over again."""
-
-    def decide(row: Mapping[str, Any]) -> list[ev.Event]:
-        if row["state"] not in ("scheduled", "retry_scheduled"):
-            return []
-        metrics.STUCK_RUNS_REPAIRED.inc()
-        log.warning("run republished", tenant_id=str(row["tenant_id"]), run_id=str(row["id"]),
-                    job_id=str(row["job_id"]), state=row["state"], alert="ostinato_stuck_runs")
-        return [ev.RunRepublished(reason=f"waited over {after.total_seconds():.0f}s "
-                                         f"in {row['state']}")]
-
-    return await _per_run(pool, store, Q["undispatched_runs"], (clock.now(), after, batch_size),
-                          decide, end_lease=False)
-
-
 def _observe(events: list[NewEvent]) -> None:
     for e in events:
         outcomes.observe(e.tenant_id, e.stream_id, e.event)

@@ -19,7 +19,6 @@ from ostinato.reconcile.attempts import (
     expire_leases,
     expire_queue_waits,
     expire_timeouts,
-    republish_undispatched,
 )
 from ostinato.reconcile.health import check_once, expire_outputs
 from ostinato.reconcile.occurrences import check_gaps, check_overdue
@@ -36,7 +35,6 @@ class ReconcileConfig:
     stuck_after: timedelta = timedelta(minutes=5)
     missed_grace: timedelta = timedelta(seconds=30)  # due this long without a decision: overdue
     gap_window: timedelta = timedelta(hours=24)  # how far back gaps are looked for
-    republish_after: timedelta = timedelta(seconds=30)  # waiting for the dispatcher this long
     output_retention: timedelta = timedelta(days=30)  # outputs and logs kept this long
 
 
@@ -47,8 +45,6 @@ def fast_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
         "timeouts": lambda: expire_timeouts(pool, store, clock),
         "queue_waits": lambda: expire_queue_waits(pool, store, clock),
         "overdue": lambda: check_overdue(pool, store, clock, grace=config.missed_grace),
-        "undispatched": lambda: republish_undispatched(pool, store, clock,
-                                                       after=config.republish_after),
     }
 
 

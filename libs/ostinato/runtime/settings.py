@@ -13,7 +13,9 @@ import msgspec
 
 from ostinato.bus.topics import POOL_NAME, Topics
 from ostinato.domain.errors import InvalidInput
+from ostinato.policy.fairness import ClassConfig, parse_classes
 from ostinato.policy.retry import RetryPolicy, RetrySpec, parse_retry
+from ostinato.sdk.protocol import MAX_CLAIM_WAIT_SECONDS
 
 
 class Settings(msgspec.Struct, kw_only=True, frozen=True):
@@ -36,12 +38,21 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     scheduler_poll_seconds: float = 0.05
     lease_ttl_seconds: float = 30.0
     shard_lease_ttl_seconds: float = 10.0
+    # A worker counts as live (its slots as pool capacity) this long after its last claim or
+    # heartbeat. Longer than the longest claim wait, so a worker blocked in a long poll stays
+    # live without writes while it waits; keep it above a third of the lease TTL too (a busy
+    # worker only heartbeats).
+    worker_ttl_seconds: float = MAX_CLAIM_WAIT_SECONDS + 5.0
     reconcile_interval_seconds: float = 10.0
     stuck_after_seconds: float = 300.0
     missed_grace_seconds: float = 30.0
     gap_window_seconds: float = 86_400.0
-    republish_after_seconds: float = 30.0
     output_retention_days: float = 30.0
+    # Fair dispatch (docs/FAIRNESS.md): classes in priority order, name:reserved_share[:lendable]
+    priority_classes: str = "critical:0.2:0.5,default:0.6:0.5,bulk:0.2:0.5"
+    dispatch_interval_seconds: float = 0.2  # a decision at least this often, besides wake-ups
+    dispatch_candidates: int = 256  # oldest waiting runs looked at per (tenant, pool, class)
+    key_concurrency: int = 1  # runs at a time per (tenant, concurrency key)
     pool_retry_defaults: str = ""  # JSON {"pool": {retry policy}}: a pool's default policy
     db_pool_size: int = 10
     log_level: str = "info"
@@ -54,6 +65,16 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
             raise ValueError("OSTINATO_MAX_PAYLOAD_BYTES must be positive")
         if self.lease_ttl_seconds <= 0:
             raise ValueError("OSTINATO_LEASE_TTL_SECONDS must be positive")
+        if self.worker_ttl_seconds <= MAX_CLAIM_WAIT_SECONDS:
+            raise ValueError("OSTINATO_WORKER_TTL_SECONDS must exceed the longest claim wait "
+                             f"({MAX_CLAIM_WAIT_SECONDS:g} s)")
+        try:
+            self.classes  # noqa: B018 — validated at start
+        except ValueError as exc:
+            raise ValueError(f"OSTINATO_PRIORITY_CLASSES: {exc}") from exc
+        if self.dispatch_candidates < 1 or self.key_concurrency < 0:
+            raise ValueError("OSTINATO_DISPATCH_CANDIDATES must be >= 1 and "
+                             "OSTINATO_KEY_CONCURRENCY >= 0")
         try:
             self.pool_retry  # noqa: B018 — validated at start, not at the first job
         except (msgspec.DecodeError, msgspec.ValidationError, InvalidInput) as exc:
@@ -62,6 +83,10 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     @property
     def pool_names(self) -> tuple[str, ...]:
         return tuple(p.strip() for p in self.pools.split(",") if p.strip())
+
+    @property
+    def classes(self) -> tuple[ClassConfig, ...]:
+        return parse_classes(self.priority_classes)
 
     @property
     def pool_retry(self) -> dict[str, RetryPolicy]:

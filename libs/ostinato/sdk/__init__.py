@@ -19,6 +19,10 @@ functions, ``async def`` or plain (plain ones run in a thread pool)::
 
     Worker("http://127.0.0.1:8081", api_key, [charge], concurrency=50).run_forever()
 
+With a tenant's API key the worker runs that tenant's runs; with the admin key it is a shared
+worker running every tenant's runs in its pools (``current().tenant_id`` tells whose). Its
+``concurrency`` is declared on every claim as the slots fair dispatch shares among tenants.
+
 Every attempt holds a lease identified by a fencing token. Outcomes and heartbeats for many runs
 travel in one ``POST /v1/worker/batch`` request, flushed at 200 items or 5 ms after the first
 pending one; heartbeats for all in-flight runs go out every ``lease_ttl/3``::

@@ -11,7 +11,8 @@ reused. Timestamps are RFC 3339 strings on the wire and timezone-aware ``datetim
 Servers may put a ``msgspec.Raw`` (already-encoded JSON) into ``payload``/``output`` to avoid
 re-encoding stored documents; clients always see decoded JSON values.
 
-Endpoints (all under the gateway base URL, ``Authorization: Bearer <tenant api key>``)::
+Endpoints (all under the gateway base URL, ``Authorization: Bearer <tenant api key>``, or the
+admin key for a shared worker serving every tenant)::
 
     POST /v1/worker/claim                    ClaimRequest     -> ClaimResponse
     POST /v1/worker/batch                    BatchRequest     -> BatchResponse
@@ -19,6 +20,7 @@ Endpoints (all under the gateway base URL, ``Authorization: Bearer <tenant api k
     POST /v1/worker/runs/{run_id}/complete   CompleteRequest  -> OutcomeResponse
     POST /v1/worker/runs/{run_id}/fail       FailRequest      -> OutcomeResponse
     POST /v1/worker/runs/{run_id}/release    ReleaseRequest   -> OutcomeResponse
+    POST /v1/worker/goodbye                  GoodbyeRequest   -> GoodbyeResponse
     any error                                Problem (application/problem+json, RFC 9457)
 """
 
@@ -32,6 +34,7 @@ import msgspec
 __all__ = [
     "BATCH_PATH",
     "CLAIM_PATH",
+    "GOODBYE_PATH",
     "MAX_BATCH_ITEMS",
     "MAX_CLAIM_RUNS",
     "MAX_CLAIM_WAIT_SECONDS",
@@ -51,6 +54,8 @@ __all__ = [
     "ErrorInfo",
     "FailRequest",
     "FailureItem",
+    "GoodbyeRequest",
+    "GoodbyeResponse",
     "HeartbeatItem",
     "HeartbeatRequest",
     "HeartbeatResponse",
@@ -64,6 +69,7 @@ __all__ = [
 
 CLAIM_PATH: Final = "/v1/worker/claim"
 BATCH_PATH: Final = "/v1/worker/batch"
+GOODBYE_PATH: Final = "/v1/worker/goodbye"
 MAX_CLAIM_RUNS: Final = 1000
 MAX_CLAIM_WAIT_SECONDS: Final = 30.0
 MAX_BATCH_ITEMS: Final = 1000  # per list (heartbeats, completions, failures, releases)
@@ -105,6 +111,9 @@ class ClaimRequest(_Request):
     max_runs: Annotated[int, msgspec.Meta(ge=1, le=MAX_CLAIM_RUNS)] = 1
     wait_seconds: Annotated[float, msgspec.Meta(ge=0, le=MAX_CLAIM_WAIT_SECONDS)] = 0.0
     tasks: list[str] | None = None  # task names this worker can run; None = any
+    # The worker's total concurrency (declared slots): the pool capacity it adds for fair
+    # dispatch. None: the gateway counts ``max_runs``.
+    slots: Annotated[int, msgspec.Meta(ge=1, le=MAX_CLAIM_RUNS)] | None = None
 
 
 class ErrorInfo(_Request):
@@ -172,6 +181,12 @@ class BatchRequest(_Request):
     completions: Annotated[list[CompletionItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
     failures: Annotated[list[FailureItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
     releases: Annotated[list[ReleaseItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
+
+
+class GoodbyeRequest(_Request):
+    """A worker stopping gracefully: its slots leave the pool capacity at once."""
+
+    worker_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 
 
 class HeartbeatRequest(_Request):
@@ -245,6 +260,10 @@ class HeartbeatResponse(_Response):
 
 class OutcomeResponse(_Response):
     state: str
+
+
+class GoodbyeResponse(_Response):
+    forgotten: bool  # False: the gateway did not know the worker (never claimed, or expired)
 
 
 class Problem(_Response):

@@ -11,7 +11,10 @@ thread ends.
 Graceful shutdown (``stop()``, SIGTERM/SIGINT): stop claiming, wait up to
 ``shutdown_grace_seconds`` for in-flight handlers, cancel the rest and *release* their leases
 (``releases`` in the batch: the gateway queues those runs again at once, no attempt used, no
-failure recorded), flush, close.
+failure recorded), flush, say goodbye (the gateway forgets the worker, so its declared slots stop
+counting as pool capacity at once rather than after the registry's TTL), close.
+
+Every claim declares ``slots=concurrency``: the capacity fair dispatch shares among tenants.
 
 Rejected: a claim request per free slot (a round trip per run, see DESIGN "Performance shape")
 and prefetching beyond ``concurrency`` (leases tick while runs wait).
@@ -38,6 +41,7 @@ from ostinato.sdk.execution import AttemptRunner
 from ostinato.sdk.protocol import (
     BATCH_PATH,
     CLAIM_PATH,
+    GOODBYE_PATH,
     MAX_CLAIM_RUNS,
     MAX_CLAIM_WAIT_SECONDS,
     BatchRequest,
@@ -45,6 +49,7 @@ from ostinato.sdk.protocol import (
     ClaimedRun,
     ClaimRequest,
     ClaimResponse,
+    GoodbyeRequest,
     Problem,
 )
 from ostinato.sdk.reporter import Reporter, backoff_delay
@@ -181,6 +186,7 @@ class Worker:
             await heartbeats
         lost = await self._reporter.close(max(5.0, deadline - time.monotonic()))
         self._attempts.close()
+        await self._goodbye()
         if self._owns_client:
             await self._client.aclose()
         log.info("worker.stopped", worker_id=self.worker_id, unreported=len(lost))
@@ -217,7 +223,7 @@ class Worker:
     async def _claim(self, max_runs: int) -> list[ClaimedRun]:
         request = ClaimRequest(
             worker_id=self.worker_id, pools=self._pools, max_runs=max_runs,
-            wait_seconds=self._claim_wait, tasks=sorted(self._handlers),
+            wait_seconds=self._claim_wait, tasks=sorted(self._handlers), slots=self._concurrency,
         )
         response = await self._post(CLAIM_PATH, _encoder.encode(request), self._claim_wait + 10)
         return _claim_decoder.decode(response.content).runs
@@ -235,6 +241,14 @@ class Worker:
         ctx.bind_loop(asyncio.get_running_loop())
         self._custody.add(ctx)
         self._attempts.start(ctx, handler, run.payload, run.traceparent)
+
+    async def _goodbye(self) -> None:
+        """Best effort: a gateway that does not answer forgets the worker after its TTL."""
+        body = _encoder.encode(GoodbyeRequest(worker_id=self.worker_id))
+        try:
+            await self._post(GOODBYE_PATH, body, 5.0)
+        except Exception as exc:  # stopping must not fail on a courtesy call
+            log.warning("worker.goodbye_failed", error=repr(exc))
 
     # -- HTTP ----------------------------------------------------------------------------------
 

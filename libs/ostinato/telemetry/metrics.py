@@ -44,7 +44,6 @@ __all__ = [
     "STALE_MESSAGES_DROPPED",
     "STALE_WRITES_REJECTED",
     "STUCK_RUNS",
-    "STUCK_RUNS_REPAIRED",
     "render",
 ]
 
@@ -144,9 +143,6 @@ STALE_MESSAGES_DROPPED = Counter(
     "ostinato_stale_messages_dropped_total",
     "Kafka messages dropped because their scheduler epoch was older than one already seen.",
 )
-STUCK_RUNS_REPAIRED = Counter(
-    "ostinato_stuck_runs_repaired_total", "Runs the reconciler handed to the dispatcher again."
-)
 BLOBS_EXPIRED = Counter(
     "ostinato_blobs_expired_total", "Outputs and captured logs deleted by the retention setting."
 )
@@ -156,6 +152,26 @@ SHARD_EPOCH = Gauge(
 OLDEST_DUE_AGE = Gauge(
     "ostinato_oldest_due_age_seconds",
     "Age of the oldest due occurrence of an active job that has no run yet.",
+)
+QUEUE_DEPTH = Gauge(
+    "ostinato_queue_depth", "Runs waiting for the dispatcher, by tenant, priority class and pool.",
+    ["tenant", "class", "pool"],
+)
+OLDEST_WAITING = Gauge(
+    "ostinato_oldest_waiting_seconds",
+    "Age of the oldest run waiting for the dispatcher, by tenant, priority class and pool.",
+    ["tenant", "class", "pool"],
+)
+POOL_SLOTS = Gauge(
+    "ostinato_pool_slots", "Slots declared by live workers (scope: shared or own).",
+    ["pool", "scope"],
+)
+DISPATCH_DECISIONS = Counter(
+    "ostinato_dispatch_decisions_total", "Fair-dispatch decisions taken (one per round)."
+)
+DISPATCH_ROUND_SECONDS = Histogram(
+    "ostinato_dispatch_round_seconds", "Time of one dispatch round (snapshot, decide, write).",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
 BUILD_INFO = Gauge(
     "ostinato_build_info", "Always 1; the version label says what is running.", ["version"]

@@ -17,10 +17,11 @@ UPDATE tenants SET version = $5 WHERE id = $1;
 INSERT INTO jobs (id, tenant_id, name, task, status, schedule, payload_ref, pool, priority,
                   idempotency_key, traceparent, next_run_at, runs_created, created_at, updated_at,
                   version, kind, next_slot, calendar, overlap, retry_policy, timeout_seconds,
-                  queue_wait_seconds, on_queue_wait, shard)
+                  queue_wait_seconds, on_queue_wait, shard, concurrency_key, resource)
 VALUES ($1, $2, $3, $4, CASE WHEN $10::timestamptz IS NULL THEN 'completed' ELSE 'active' END,
         $5::text::jsonb, $6, $7, $8, $9, $13, $10, 0, $11, $11, $12, $14,
-        coalesce($15::timestamptz, $10), $16, $17, $18::text::jsonb, $19, $20, $21, $22);
+        coalesce($15::timestamptz, $10), $16, $17, $18::text::jsonb, $19, $20, $21, $22, $23,
+        $24);
 
 -- name: project_occurrence_fired
 -- OccurrenceFired: a run was created for scheduled_for; the job moves on to next_run_at
@@ -83,9 +84,9 @@ UPDATE jobs SET status = 'deleted', next_run_at = NULL, updated_at = $2, version
 INSERT INTO runs (id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, state,
                   attempt, fencing_token, scheduled_at, updated_at, version, trigger, due_at,
                   traceparent, retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait,
-                  replay_of)
+                  replay_of, concurrency_key, resource)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'scheduled', 0, 0, $9, $9, $10, $11,
-        coalesce($12::timestamptz, $8), $13, $14::text::jsonb, $15, $16, $17, $18);
+        coalesce($12::timestamptz, $8), $13, $14::text::jsonb, $15, $16, $17, $18, $19, $20);
 
 -- name: project_run_queued
 -- RunQueued
@@ -180,7 +181,8 @@ UPDATE runs SET version = $2 WHERE id = $1;
 
 -- name: truncate_read_models
 -- Before a rebuild: read models only, never the log.
-TRUNCATE api_keys, runs, jobs, tenants, occurrence_skips, job_pauses, calendars, dead_letters;
+TRUNCATE api_keys, runs, jobs, tenants, occurrence_skips, job_pauses, calendars, dead_letters,
+         limits, pool_controls;
 
 -- name: tenant_by_key_hash
 -- Authenticate an API key by its hash.
@@ -217,7 +219,8 @@ SELECT id, tenant_id, status, version FROM jobs WHERE id = $1 AND tenant_id = $2
 -- due job to exactly one scheduler transaction.
 SELECT id, tenant_id, task, pool, priority, payload_ref, next_run_at, next_slot, schedule,
        traceparent, version, calendar, overlap, resume_policy, consecutive_failures,
-       retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait, shard
+       retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait, shard, concurrency_key,
+       resource
 FROM jobs
 WHERE status = 'active' AND next_run_at IS NOT NULL
   AND next_run_at <= coalesce($1::timestamptz, now())
@@ -355,7 +358,7 @@ WHERE status = 'active' AND next_run_at IS NOT NULL
 -- name: lock_job_for_repair
 -- The reconciler locks a job before recording what it found and repaired.
 SELECT id, tenant_id, task, pool, priority, payload_ref, next_run_at, next_slot, version,
-       retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait
+       retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait, concurrency_key, resource
 FROM jobs WHERE id = $1 FOR UPDATE;
 
 -- name: jobs_by_idempotency_keys
@@ -421,11 +424,44 @@ GROUP BY d.error_type, d.triage_state;
 SELECT d.*, r.payload_ref, r.last_error FROM dead_letters d JOIN runs r ON r.id = d.run_id
 WHERE d.run_id = $1 AND d.tenant_id = $2;
 
--- name: undispatched_runs
--- Reconciler: runs waiting for the dispatcher longer than the threshold (their message was
--- lost or dropped): scheduled, or released for a retry but not yet queued.
-SELECT id FROM runs
+-- name: waiting_candidates
+-- The dispatcher's snapshot: the oldest $1 waiting runs of every (tenant, pool, class). The
+-- groups are found by a loose index scan of runs_dispatchable, so a long backlog in one group
+-- costs one index descent, not a scan of the backlog.
+WITH RECURSIVE grp AS (
+    (SELECT tenant_id, pool, priority FROM runs
+     WHERE state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL)
+     ORDER BY tenant_id, pool, priority LIMIT 1)
+    UNION ALL
+    SELECT nxt.* FROM grp, LATERAL (
+        SELECT tenant_id, pool, priority FROM runs
+        WHERE (state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL))
+          AND (tenant_id, pool, priority) > (grp.tenant_id, grp.pool, grp.priority)
+        ORDER BY tenant_id, pool, priority LIMIT 1) nxt
+)
+SELECT c.id, grp.tenant_id, grp.pool, grp.priority, c.task, c.concurrency_key, c.resource,
+       c.updated_at
+FROM grp, LATERAL (
+    SELECT id, task, concurrency_key, resource, updated_at FROM runs
+    WHERE (state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL))
+      AND tenant_id = grp.tenant_id AND pool = grp.pool AND priority = grp.priority
+    ORDER BY updated_at, id LIMIT $1) c;
+
+-- name: waiting_depth
+-- Queue depth and oldest waiting run per (tenant, pool, class), for metrics and GET /v1/pools.
+SELECT tenant_id, pool, priority, count(*) AS depth, min(updated_at) AS oldest
+FROM runs
+WHERE state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL)
+GROUP BY tenant_id, pool, priority;
+
+-- name: in_flight_runs
+-- The dispatcher's busy slots: runs queued (published, not yet claimed) or running.
+SELECT tenant_id, pool, priority, task, concurrency_key, count(*) AS n
+FROM runs WHERE state IN ('queued', 'running')
+GROUP BY tenant_id, pool, priority, task, concurrency_key;
+
+-- name: waiting_position
+-- GET /v1/runs/{id}: how many runs of the same tenant, pool and class wait ahead of this one.
+SELECT count(*) FROM runs
 WHERE (state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL))
-  AND updated_at < coalesce($1::timestamptz, now()) - $2::interval
-ORDER BY updated_at
-LIMIT $3;
+  AND tenant_id = $1 AND pool = $2 AND priority = $3 AND (updated_at, id) < ($4, $5::uuid);

@@ -19,10 +19,11 @@ RETURNING run_id, expires_at, run_id IN (SELECT run_id FROM live) AS was_live;
 
 -- name: extend_leases_if_token
 -- Heartbeat: extend only leases whose token is current; a stale token extends nothing.
+-- $3: the worker's tenant, or NULL for a shared worker (admin key) serving every tenant.
 UPDATE attempt_leases AS l
 SET expires_at = coalesce($4::timestamptz, now()) + $5::interval
 FROM unnest($1::uuid[], $2::bigint[]) AS x(r, f)
-WHERE l.run_id = x.r AND l.fencing_token = x.f AND l.tenant_id = $3
+WHERE l.run_id = x.r AND l.fencing_token = x.f AND ($3::uuid IS NULL OR l.tenant_id = $3::uuid)
 RETURNING l.run_id, l.expires_at;
 
 -- name: current_tokens

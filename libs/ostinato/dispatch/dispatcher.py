@@ -1,0 +1,193 @@
+"""The dispatcher: which waiting runs go to their pool's ready topic now (docs/FAIRNESS.md).
+
+Runs wait in the database (`scheduled`, or a retry whose time has come) until a decision admits
+them; Kafka messages on `runs.due` and `runs.finished` only wake the dispatcher early. One round
+is one transaction under an advisory lock (one decision at a time across instances, so limits
+hold globally): read the snapshot, call the pure `decide`, append `RunQueued` for the admitted
+runs (the outbox carries them to `runs.ready.<pool>`), record why the others wait, save the
+token buckets. A crash anywhere rolls the round back: nothing is lost, nothing is queued twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+import asyncpg
+
+from ostinato.clock import Clock
+from ostinato.dispatch import snapshot
+from ostinato.dispatch.snapshot import DQ, CapacitySource
+from ostinato.domain import events as ev
+from ostinato.domain.states import RunState, can_transition
+from ostinato.eventlog.readmodels import Q
+from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.store import EventStore
+from ostinato.policy.fairness import ClassConfig, FairState, decide
+from ostinato.telemetry import metrics, tracing
+from ostinato.telemetry.logging import get_logger
+from ostinato.workers import registry
+from ostinato.workers.registry import PoolCapacity
+
+ACTOR = "dispatcher"
+HOLD_REFRESH_SECONDS = 2.0  # a hold whose reason only changed its place in line waits this long
+DEPTH_EVERY_SECONDS = 1.0
+PRUNE_EVERY_SECONDS = 10.0
+log = get_logger("ostinato.dispatcher")
+
+
+def live_workers(ttl: timedelta) -> CapacitySource:
+    """Capacity from the worker registry: slots of workers seen within `ttl`."""
+
+    async def source(conn: asyncpg.Connection, db_now: datetime | None) -> list[PoolCapacity]:
+        return await registry.live_capacity(conn, db_now, ttl)
+
+    return source
+
+
+def fixed_capacity(slots: int, pools: Sequence[str]) -> CapacitySource:
+    """Shared capacity of `slots` per pool whatever the workers: for tests and benchmarks of
+    the decision alone."""
+
+    async def source(conn: asyncpg.Connection, db_now: datetime | None) -> list[PoolCapacity]:
+        return [PoolCapacity(None, p, slots) for p in pools]
+
+    return source
+
+
+class Dispatcher:
+    def __init__(self, pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
+                 classes: Sequence[ClassConfig], capacity: CapacitySource,
+                 candidates: int = 256, key_concurrency: int = 1,
+                 on_queued: Callable[[], None] = lambda: None) -> None:
+        self.pool = pool
+        self.store = store
+        self.clock = clock
+        self.classes = tuple(classes)
+        self.capacity = capacity
+        self.candidates = candidates
+        self.key_concurrency = key_concurrency
+        self.on_queued = on_queued
+        self.state = FairState()
+        self._written: dict[uuid.UUID, tuple[str, float]] = {}
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._depth_at = self._pruned_at = float("-inf")
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    async def run(self, interval: float) -> None:
+        """Decide on every wake-up and at least every `interval` seconds, until stopped."""
+        while not self._stopping:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=interval)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            if self._stopping:
+                return
+            await self.run_round()
+            await self.housekeeping()
+
+    async def run_round(self) -> int:
+        """One decision; returns how many runs were queued."""
+        started = time.perf_counter()
+        now = self.clock.now()
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute(DQ["dispatch_lock"])
+            snap = await snapshot.load(conn, now, self.clock.db_now(), self.capacity,
+                                       self.candidates)
+            given = snapshot.inputs(snap, self.key_concurrency)
+            decision = decide(given.waiting, given.pools, self.classes, given.limits,
+                              given.buckets, self.state, now)
+            events = await self._queue(conn, decision.admit)
+            await self._record_holds(conn, {**given.held, **decision.held}, given.tenant_of,
+                                     [e.stream_id for e in events])
+            columns = snapshot.bucket_rows(decision.buckets, given.bucket_keys)
+            if columns[0]:
+                await conn.execute(DQ["save_buckets"], *columns)
+        self.state = decision.state
+        metrics.DISPATCH_DECISIONS.inc()
+        metrics.DISPATCH_ROUND_SECONDS.observe(time.perf_counter() - started)
+        if events:
+            metrics.RUNS_QUEUED.inc(len(events))
+            self.on_queued()
+            for e in events:
+                log.debug("run queued", tenant_id=str(e.tenant_id), run_id=str(e.stream_id))
+        return len(events)
+
+    async def _queue(self, conn: asyncpg.Connection,
+                     admitted: Sequence[uuid.UUID]) -> list[NewEvent]:
+        if not admitted:
+            return []
+        rows = {r["id"]: r for r in await conn.fetch(Q["lock_runs"], list(admitted))}
+        events = []
+        for run_id in admitted:  # in decision order
+            row = rows.get(run_id)
+            if row is None or not can_transition(RunState(row["state"]), RunState.QUEUED):
+                continue
+            with tracing.run_span("dispatch run", row["traceparent"], tenant_id=row["tenant_id"],
+                                  job_id=row["job_id"], run_id=run_id) as tp:
+                reason = "retry" if row["state"] == RunState.RETRY_SCHEDULED else "dispatched"
+                events.append(NewEvent(run_id, row["version"] + 1, row["tenant_id"],
+                                       ev.RunQueued(pool=row["pool"], reason=reason), ACTOR,
+                                       traceparent=tp))
+        await self.store.append(conn, events)
+        return events
+
+    async def _record_holds(self, conn: asyncpg.Connection, held: dict[uuid.UUID, str],
+                            tenant_of: dict[uuid.UUID, uuid.UUID],
+                            admitted: list[uuid.UUID]) -> None:
+        """Write the reasons that changed. A reason that only moved in line ("behind N runs")
+        is refreshed at most every HOLD_REFRESH_SECONDS, so a long backlog is not rewritten on
+        every decision."""
+        mono = self.clock.monotonic()
+        changed = []
+        for run_id, reason in held.items():
+            base = reason.split("; behind ", 1)[0]
+            last = self._written.get(run_id)
+            if last is None or last[0] != base or mono - last[1] >= HOLD_REFRESH_SECONDS:
+                changed.append((run_id, reason))
+                self._written[run_id] = (base, mono)
+        if changed:
+            await conn.execute(DQ["save_holds"], [r for r, _ in changed],
+                               [tenant_of[r] for r, _ in changed], [x for _, x in changed],
+                               self.clock.now())
+        if admitted:
+            await conn.execute(DQ["drop_holds"], admitted)
+            for run_id in admitted:
+                self._written.pop(run_id, None)
+
+    async def housekeeping(self) -> None:
+        """Queue-depth metrics every second; holds of runs no longer waiting pruned now and
+        then."""
+        mono = self.clock.monotonic()
+        if mono - self._depth_at >= DEPTH_EVERY_SECONDS:
+            self._depth_at = mono
+            await self.export_depth()
+        if mono - self._pruned_at >= PRUNE_EVERY_SECONDS:
+            self._pruned_at = mono
+            async with self.pool.acquire() as conn:
+                await conn.execute(DQ["prune_holds"])
+            if len(self._written) > 100_000:
+                self._written.clear()
+
+    async def export_depth(self) -> None:
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(Q["waiting_depth"])
+        now = self.clock.now()
+        metrics.QUEUE_DEPTH.clear()
+        metrics.OLDEST_WAITING.clear()
+        for r in rows:
+            labels = {"tenant": str(r["tenant_id"]), "class": r["priority"], "pool": r["pool"]}
+            metrics.QUEUE_DEPTH.labels(**labels).set(r["depth"])
+            metrics.OLDEST_WAITING.labels(**labels).set(
+                max(0.0, (now - r["oldest"]).total_seconds()))

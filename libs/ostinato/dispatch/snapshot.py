@@ -1,0 +1,177 @@
+"""The dispatcher's snapshot: what `policy.fairness.decide` needs, read from PostgreSQL.
+
+`load()` does the reading (one transaction, a handful of statements); `inputs()` is pure and
+maps rows to the decision's values. Everything comes from the read models of the log (waiting
+and in-flight runs, limits, pauses, tenants' weights), the worker registry (pool capacity) and
+the persisted token buckets, so a restarted dispatcher decides exactly as before it stopped,
+less at most one run's worth of fair-queueing credit per tenant (`FairState` is soft state).
+
+Pool keys: a tenant's runs use its own workers' capacity when it has live workers in the pool
+(key `pool/tenant`), else the shared workers' (key `pool`). So a tenant without workers never
+fills a shared pool with runs nobody can claim, and fair queueing across tenants happens on
+the shared fleet.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from ostinato.db.queries import load as load_queries
+from ostinato.eventlog.readmodels import Q
+from ostinato.policy.fairness import Bucket, Buckets, Limits, PoolState, Waiting
+from ostinato.workers.registry import PoolCapacity
+
+DQ = load_queries("ostinato.dispatch", "dispatch.sql")
+
+Row = Mapping[str, Any]
+# (connection, the database clock as `Clock.db_now()` gives it) → live capacity
+CapacitySource = Callable[[asyncpg.Connection, datetime | None],
+                          Awaitable[Sequence[PoolCapacity]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    now: datetime
+    tenants: Sequence[Row]  # id, name, weight
+    limits: Sequence[Row]
+    paused: Sequence[Row]  # tenant_id (None: every tenant), pool
+    capacity: Sequence[PoolCapacity]
+    in_flight: Sequence[Row]  # tenant_id, pool, priority, task, concurrency_key, n
+    waiting: Sequence[Row]  # id, tenant_id, pool, priority, task, concurrency_key, ...
+    buckets: Sequence[Row]  # tenant_id, scope, name, tokens, updated_at
+
+
+async def load(conn: asyncpg.Connection, now: datetime, db_now: datetime | None,
+               capacity: CapacitySource, candidates: int) -> Snapshot:
+    return Snapshot(
+        now=now,
+        tenants=await conn.fetch(Q["tenant_weights"]),
+        limits=await conn.fetch(Q["all_limits"]),
+        paused=await conn.fetch(Q["paused_pools"]),
+        capacity=await capacity(conn, db_now),
+        in_flight=await conn.fetch(Q["in_flight_runs"]),
+        waiting=await conn.fetch(Q["waiting_candidates"], candidates),
+        buckets=await conn.fetch(DQ["load_buckets"]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    waiting: list[Waiting]
+    pools: dict[str, PoolState]
+    limits: Limits
+    buckets: Buckets
+    held: dict[uuid.UUID, str]  # held before the decision (a tenant's queue paused)
+    tenant_of: dict[uuid.UUID, uuid.UUID]  # run id → tenant id, for every waiting run
+    bucket_keys: dict[tuple[str, str], tuple[uuid.UUID, str, str]] = field(default_factory=dict)
+
+
+def inputs(snap: Snapshot, key_concurrency: int) -> Inputs:
+    """The decision's inputs. Names in reasons are tenants' names; a job type, resource or
+    concurrency key is scoped to its tenant (`tenant/task`), so tenants never share limits."""
+    names = {r["id"]: r["name"] for r in snap.tenants}
+    own = {(c.tenant_id, c.pool): c.slots for c in snap.capacity if c.tenant_id is not None}
+    shared = {c.pool: c.slots for c in snap.capacity if c.tenant_id is None}
+    operator_paused = {r["pool"] for r in snap.paused if r["tenant_id"] is None}
+    queue_paused = {(r["tenant_id"], r["pool"]) for r in snap.paused if r["tenant_id"] is not None}
+
+    def pool_key(tenant_id: uuid.UUID, pool: str) -> str:
+        return f"{pool}/{names[tenant_id]}" if (tenant_id, pool) in own else pool
+
+    pools: dict[str, PoolState] = {}
+    for pool, slots in shared.items():
+        pools[pool] = PoolState(pool, slots, paused=pool in operator_paused)
+    for (tenant_id, pool), slots in own.items():
+        if tenant_id in names:
+            key = pool_key(tenant_id, pool)
+            pools[key] = PoolState(key, slots, paused=pool in operator_paused)
+    busy: dict[str, Counter[str]] = {}
+    by_tenant: Counter[str] = Counter()
+    by_job_type: Counter[str] = Counter()
+    by_key: Counter[tuple[str, str]] = Counter()
+    for r in snap.in_flight:
+        tenant = names.get(r["tenant_id"])
+        if tenant is None:
+            continue
+        n = r["n"]
+        busy.setdefault(pool_key(r["tenant_id"], r["pool"]), Counter())[r["priority"]] += n
+        by_tenant[tenant] += n
+        by_job_type[f"{tenant}/{r['task']}"] += n
+        if r["concurrency_key"] is not None:
+            by_key[(tenant, r["concurrency_key"])] += n
+    pools = {k: PoolState(p.name, p.total_slots, dict(busy.get(k, {})), p.paused)
+             for k, p in pools.items()}
+
+    tenant_limit: dict[str, int] = {}
+    job_type_limit: dict[str, int] = {}
+    tenant_buckets: dict[str, Bucket] = {}
+    resource_buckets: dict[str, Bucket] = {}
+    saved = {(r["tenant_id"], r["scope"], r["name"]): r for r in snap.buckets}
+    bucket_keys: dict[tuple[str, str], tuple[uuid.UUID, str, str]] = {}
+    for r in snap.limits:
+        tenant = names.get(r["tenant_id"])
+        if tenant is None:
+            continue
+        scope = r["scope"]
+        if scope == "tenant" and r["max_concurrency"] is not None:
+            tenant_limit[tenant] = r["max_concurrency"]
+        elif scope == "task" and r["max_concurrency"] is not None:
+            job_type_limit[f"{tenant}/{r['name']}"] = r["max_concurrency"]
+        if scope in ("tenant", "resource") and r["rate_per_second"] is not None:
+            name = tenant if scope == "tenant" else f"{tenant}/{r['name']}"
+            bucket = _bucket(r, saved.get((r["tenant_id"], scope, r["name"])), snap.now)
+            (tenant_buckets if scope == "tenant" else resource_buckets)[name] = bucket
+            bucket_keys[(scope, name)] = (r["tenant_id"], scope, r["name"])
+
+    waiting: list[Waiting] = []
+    held: dict[uuid.UUID, str] = {}
+    tenant_of: dict[uuid.UUID, uuid.UUID] = {}
+    for r in snap.waiting:
+        tenant = names.get(r["tenant_id"])
+        if tenant is None:
+            continue
+        tenant_of[r["id"]] = r["tenant_id"]
+        if (r["tenant_id"], r["pool"]) in queue_paused:
+            held[r["id"]] = f"queue {r['pool']} of tenant {tenant} paused"
+            continue
+        waiting.append(Waiting(
+            run_id=r["id"], tenant=tenant, klass=r["priority"],
+            pool=pool_key(r["tenant_id"], r["pool"]), job_type=f"{tenant}/{r['task']}",
+            concurrency_key=r["concurrency_key"],
+            resource=f"{tenant}/{r['resource']}" if r["resource"] is not None else None,
+            enqueued_at=r["updated_at"]))
+    limits = Limits(
+        tenant_concurrency=tenant_limit, job_type_concurrency=job_type_limit,
+        key_concurrency=key_concurrency,
+        tenant_weights={r["name"]: float(r["weight"]) for r in snap.tenants},
+        in_flight_by_tenant=dict(by_tenant), in_flight_by_job_type=dict(by_job_type),
+        in_flight_by_key=dict(by_key))
+    return Inputs(waiting, pools, limits, Buckets(tenant_buckets, resource_buckets), held,
+                  tenant_of, bucket_keys)
+
+
+def _bucket(limit: Row, saved: Row | None, now: datetime) -> Bucket:
+    """A limit's bucket: as saved by the last decision (refilled later by `decide`), or full."""
+    rate = float(limit["rate_per_second"])
+    capacity = float(limit["burst"]) if limit["burst"] is not None else max(1.0, rate)
+    if saved is None:
+        return Bucket(capacity, capacity, rate, now)
+    return Bucket(min(capacity, max(0.0, float(saved["tokens"]))), capacity, rate,
+                  min(saved["updated_at"], now))
+
+
+def bucket_rows(buckets: Buckets, keys: Mapping[tuple[str, str], tuple[uuid.UUID, str, str]]
+                ) -> tuple[list[Any], ...]:
+    """Columns for `save_buckets`."""
+    rows = [(keys[(scope, name)], b) for scope, group in (("tenant", buckets.tenants),
+                                                          ("resource", buckets.resources))
+            for name, b in group.items() if (scope, name) in keys]
+    return ([k[0] for k, _ in rows], [k[1] for k, _ in rows], [k[2] for k, _ in rows],
+            [b.tokens for _, b in rows], [b.updated_at for _, b in rows])

@@ -1,0 +1,37 @@
+-- The dispatcher's operational state: holds (why a waiting run waits) and token buckets.
+
+-- name: dispatch_lock
+-- One decision at a time across dispatcher instances, so global limits hold.
+SELECT pg_advisory_xact_lock(7286135501);
+
+-- name: save_holds
+-- Create or refresh the reason of each held run.
+INSERT INTO dispatch_holds (run_id, tenant_id, reason, updated_at)
+SELECT run_id, tenant_id, reason, $4::timestamptz
+FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS h (run_id, tenant_id, reason)
+ON CONFLICT (run_id) DO UPDATE SET reason = excluded.reason, updated_at = excluded.updated_at;
+
+-- name: drop_holds
+-- Admitted runs wait no more.
+DELETE FROM dispatch_holds WHERE run_id = ANY($1::uuid[]);
+
+-- name: prune_holds
+-- Holds of runs that are no longer waiting (cancelled, expired, admitted by another instance).
+DELETE FROM dispatch_holds h
+WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = h.run_id
+                  AND (r.state = 'scheduled' OR (r.state = 'retry_scheduled' AND r.retry_at IS NULL)));
+
+-- name: hold_of_run
+-- GET /v1/runs/{id}: why this waiting run waits, as of the last decision that looked at it.
+SELECT reason, updated_at FROM dispatch_holds WHERE run_id = $1 AND tenant_id = $2;
+
+-- name: load_buckets
+-- Token buckets as of the last decision.
+SELECT tenant_id, scope, name, tokens, updated_at FROM token_buckets;
+
+-- name: save_buckets
+-- Token buckets after a decision.
+INSERT INTO token_buckets (tenant_id, scope, name, tokens, updated_at)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::float8[], $5::timestamptz[])
+ON CONFLICT (tenant_id, scope, name) DO UPDATE
+    SET tokens = excluded.tokens, updated_at = excluded.updated_at;
