@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
+from ostinato import controls
 from ostinato.db.queries import all_queries
 from ostinato.domain import events as ev
 from ostinato.domain.errors import VersionConflict
@@ -70,8 +71,18 @@ async def test_rebuilt_read_models_equal_the_live_ones(pool: asyncpg.Pool) -> No
     await drive_one_run(pool, succeed=True)
     await drive_one_run(pool, succeed=False, stale_write=True)
     async with pool.acquire() as conn:
+        await controls.set_limit(conn, store(), tenant_id=tenant_id, actor="t", limit=ev.LimitSet(
+            scope="tenant", name="", max_concurrency=3, rate_per_second=2.0, weight=2.5))
+        await controls.set_limit(conn, store(), tenant_id=tenant_id, actor="t", limit=ev.LimitSet(
+            scope="resource", name="crm", rate_per_second=1.0, burst=4.0))
+        for paused in (True, False, True):
+            await controls.set_paused(conn, store(), pool="default", tenant_id=None,
+                                      paused=paused, reason="r", actor="admin")
+        await controls.set_paused(conn, store(), pool="long", tenant_id=tenant_id, paused=True,
+                                  reason=None, actor="t")
         live = await snapshot(conn)
         assert live["runs"] and live["jobs"] and live["tenants"] and live["api_keys"]
+        assert len(live["limits"]) == 2 and len(live["pool_controls"]) == 2
         folded = await rebuild(conn)
         rebuilt = await snapshot(conn)
     assert folded > 0

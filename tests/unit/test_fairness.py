@@ -22,7 +22,10 @@ from ostinato.policy.fairness import ClassConfig, Decision, FairState, PoolState
 from ostinato.policy.limits import Bucket, Buckets, Limits, refill, seconds_until, take
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-DEFAULT_CLASSES, shares = fairness.DEFAULT_CLASSES, fairness.shares
+shares = fairness.shares
+# The worked example of docs/FAIRNESS.md: every class lends half of its reservation.
+DEFAULT_CLASSES = (ClassConfig("critical", 0.2), ClassConfig("default", 0.6),
+                   ClassConfig("bulk", 0.2))
 ONE = (ClassConfig("default", 1.0, 0.0),)
 _ids = itertools.count(1)
 

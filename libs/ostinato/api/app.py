@@ -6,7 +6,7 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 
-from ostinato.api import control, failures
+from ostinato.api import control, dispatching, failures
 from ostinato.api.problems import EXCEPTION_HANDLERS
 from ostinato.api.routes import DEPENDENCIES, ROUTES
 from ostinato.eventlog.store import EventStore
@@ -22,6 +22,7 @@ def create_app(service: Service, store: EventStore) -> Litestar:
             *ROUTES,
             *control.ROUTES,
             *failures.ROUTES,
+            *dispatching.ROUTES,
             *ops_route_handlers(lambda: service.readiness(kafka=True)),
         ],
         dependencies=DEPENDENCIES,

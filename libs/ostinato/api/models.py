@@ -103,6 +103,9 @@ class RunView(msgspec.Struct, kw_only=True):
     replay_of: uuid.UUID | None = None
     output: Any = None
     links: dict[str, str] | None = None  # the run's timeline and captured logs
+    concurrency_key: str | None = None
+    resource: str | None = None
+    waiting_reason: str | None = None  # why a run waiting for the dispatcher still waits
 
 
 class EventView(msgspec.Struct, kw_only=True):
@@ -239,3 +242,40 @@ class DeadLetterView(msgspec.Struct, kw_only=True):
     last_replay_run: uuid.UUID | None
     payload: Any = None
     history: list[AttemptView] | None = None
+
+
+class LimitRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A fair-dispatch limit; an omitted field means no limit of that kind (docs/FAIRNESS.md)."""
+
+    max_concurrency: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    rate_per_second: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    burst: Annotated[float, msgspec.Meta(ge=1)] | None = None
+    weight: Annotated[float, msgspec.Meta(ge=0)] | None = None  # tenants only
+
+
+class LimitView(msgspec.Struct, kw_only=True):
+    scope: str
+    name: str
+    max_concurrency: int | None
+    rate_per_second: float | None
+    burst: float | None
+    updated_at: datetime
+
+
+class PoolPauseRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None
+
+
+class ClassLoad(msgspec.Struct, kw_only=True):
+    waiting: int
+    oldest_waiting_seconds: float | None
+    in_flight: int  # queued for a worker or running
+
+
+class PoolView(msgspec.Struct, kw_only=True):
+    name: str
+    paused: bool  # by an operator, for every tenant
+    queue_paused: bool  # the caller's own queue in this pool
+    shared_slots: int  # slots of live shared workers (admin key)
+    own_slots: int  # slots of the caller's own live workers (every tenant's, for the admin)
+    classes: dict[str, ClassLoad]

@@ -28,6 +28,7 @@ from ostinato.api.models import (
     TenantCreatedView,
     TenantRequest,
 )
+from ostinato.dispatch.snapshot import DQ
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.domain.states import RunState
 from ostinato.eventlog.readmodels import Q
@@ -80,7 +81,8 @@ def job_view(row: asyncpg.Record, payload: Any = None) -> JobView:
     )
 
 
-def run_view(row: asyncpg.Record, output: Any = None) -> RunView:
+def run_view(row: asyncpg.Record, output: Any = None,
+             waiting_reason: str | None = None) -> RunView:
     return RunView(
         id=row["id"],
         job_id=row["job_id"],
@@ -108,6 +110,9 @@ def run_view(row: asyncpg.Record, output: Any = None) -> RunView:
         cancel_requested=row["cancel_requested"],
         replay_of=row["replay_of"],
         links={"events": f"/v1/runs/{row['id']}/events", "logs": f"/v1/runs/{row['id']}/logs"},
+        concurrency_key=row["concurrency_key"],
+        resource=row["resource"],
+        waiting_reason=waiting_reason,
     )
 
 
@@ -141,6 +146,7 @@ async def create_job(
             request=data,
             pools=s.settings.pool_names,
             pool_retry=s.settings.pool_retry,
+            classes=[c.name for c in s.settings.classes],
             max_payload_bytes=s.settings.max_payload_bytes,
             actor=f"tenant:{tenant.name}",
             traceparent=tracing.current_traceparent(),
@@ -165,6 +171,7 @@ async def create_jobs(
             requests=data.jobs,
             pools=s.settings.pool_names,
             pool_retry=s.settings.pool_retry,
+            classes=[c.name for c in s.settings.classes],
             max_payload_bytes=s.settings.max_payload_bytes,
             actor=f"tenant:{tenant.name}",
             traceparent=tracing.current_traceparent(),
@@ -250,6 +257,22 @@ async def list_runs(
     )
 
 
+async def waiting_reason(conn: asyncpg.Connection, row: asyncpg.Record) -> str | None:
+    """Why a run waiting for the dispatcher waits: the reason of the last decision that looked
+    at it, or (not looked at yet: deep in a backlog) its place in its tenant's queue."""
+    waiting = row["state"] == "scheduled" or (row["state"] == "retry_scheduled"
+                                              and row["retry_at"] is None)
+    if not waiting:
+        return None
+    hold = await conn.fetchrow(DQ["hold_of_run"], row["id"], row["tenant_id"])
+    if hold is not None:
+        return hold["reason"]
+    ahead = await conn.fetchval(Q["waiting_position"], row["tenant_id"], row["pool"],
+                                row["priority"], row["updated_at"], row["id"])
+    return (f"waiting for the dispatcher; behind {ahead} earlier runs of this tenant in class "
+            f"{row['priority']} of pool {row['pool']}")
+
+
 @get("/v1/runs/{run_id:uuid}", tags=["runs"])
 async def get_run(request: Request, run_id: FromPath[uuid.UUID], caller: Caller) -> RunView:
     tenant = require_tenant(caller)
@@ -262,7 +285,8 @@ async def get_run(request: Request, run_id: FromPath[uuid.UUID], caller: Caller)
             output = (await get_blobs(conn, [row["output_ref"]], tenant.tenant_id)).get(
                 row["output_ref"]
             )
-    return run_view(row, output)
+        reason = await waiting_reason(conn, row)
+    return run_view(row, output, reason)
 
 
 @get("/v1/runs/{run_id:uuid}/events", tags=["runs"])

@@ -175,6 +175,7 @@ async def submit_job(
     conn: asyncpg.Connection, store: EventStore, clock: Clock, *, tenant_id: uuid.UUID,
     request: JobRequest, pools: Sequence[str], max_payload_bytes: int, actor: str,
     traceparent: str | None = None, pool_retry: Mapping[str, retry.RetryPolicy] | None = None,
+    classes: Sequence[str] = ("critical", "default", "bulk"),
 ) -> tuple[asyncpg.Record, bool]:
     """Create one job; returns (job row, created). A repeated idempotency key returns the first
     job with created=False and writes nothing."""
@@ -182,7 +183,7 @@ async def submit_job(
         [done] = await submit_jobs(conn, store, clock, tenant_id=tenant_id, requests=[request],
                                    pools=pools, max_payload_bytes=max_payload_bytes,
                                    actor=actor, traceparent=traceparent, field_prefix="",
-                                   pool_retry=pool_retry)
+                                   pool_retry=pool_retry, classes=classes)
     except asyncpg.UniqueViolationError:
         # A concurrent submission with the same idempotency key committed first.
         row = None

@@ -58,8 +58,12 @@ class ClassConfig:
                 raise ValueError(f"class {self.name}: {name} must be within 0..1, got {value!r}")
 
 
+# The product default (OSTINATO_PRIORITY_CLASSES): critical keeps half of its 10 % ready at
+# once; default and bulk lend all of theirs (they get it back as borrowers finish), so a pool
+# running one class uses all but critical's non-lendable slots.
 DEFAULT_CLASSES: tuple[ClassConfig, ...] = (
-    ClassConfig("critical", 0.2), ClassConfig("default", 0.6), ClassConfig("bulk", 0.2),
+    ClassConfig("critical", 0.1, 0.5), ClassConfig("default", 0.7, 1.0),
+    ClassConfig("bulk", 0.2, 1.0),
 )
 
 

@@ -49,7 +49,7 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     gap_window_seconds: float = 86_400.0
     output_retention_days: float = 30.0
     # Fair dispatch (docs/FAIRNESS.md): classes in priority order, name:reserved_share[:lendable]
-    priority_classes: str = "critical:0.2:0.5,default:0.6:0.5,bulk:0.2:0.5"
+    priority_classes: str = "critical:0.1:0.5,default:0.7:1,bulk:0.2:1"
     dispatch_interval_seconds: float = 0.2  # a decision at least this often, besides wake-ups
     dispatch_candidates: int = 256  # oldest waiting runs looked at per (tenant, pool, class)
     key_concurrency: int = 1  # runs at a time per (tenant, concurrency key)

@@ -1,0 +1,165 @@
+"""Route handlers for fair dispatch: pools (load, pause, resume) and limits (docs/FAIRNESS.md).
+
+Pausing with the admin key pauses the pool for every tenant (an operator draining a fragile
+dependency); with a tenant's key it pauses that tenant's own queue in the pool. Both are
+recorded as events and undone by resume.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Annotated
+
+from litestar import Request, get, post, put
+from litestar.params import FromPath, JSONBody, PathParameter
+
+from ostinato import controls
+from ostinato.api.auth import Caller, require_admin, require_tenant
+from ostinato.api.models import (
+    ClassLoad,
+    LimitRequest,
+    LimitView,
+    PoolPauseRequest,
+    PoolView,
+)
+from ostinato.api.routes import app_state
+from ostinato.domain import events as ev
+from ostinato.domain.errors import NotFound
+from ostinato.eventlog.readmodels import Q
+from ostinato.tenancy import Principal
+from ostinato.workers import registry
+
+PoolName = Annotated[str, PathParameter(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+LimitName = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][\w.:-]{0,199}$")]
+
+
+def _actor(p: Principal) -> str:
+    return "admin" if p.tenant_id is None else f"tenant:{p.name}"
+
+
+def _known_pool(request: Request, pool: str) -> None:
+    if pool not in app_state(request).settings.pool_names:
+        raise NotFound(f"no pool {pool!r}")
+
+
+@get("/v1/pools", tags=["pools"])
+async def list_pools(request: Request, caller: Caller) -> dict[str, list[PoolView]]:
+    """Each pool's capacity, pauses and load per priority class: the caller's own runs (every
+    tenant's, for the admin)."""
+    s = app_state(request)
+    mine = caller.tenant_id
+    async with s.pool.acquire() as conn:
+        capacity = await registry.live_capacity(
+            conn, s.clock.db_now(), timedelta(seconds=s.settings.worker_ttl_seconds))
+        waiting = await conn.fetch(Q["waiting_depth"])
+        in_flight = await conn.fetch(Q["in_flight_runs"])
+        pauses = await conn.fetch(Q["pool_controls_visible"], mine)
+    now = s.clock.now()
+    views = []
+    for pool in s.settings.pool_names:
+        classes = {c.name: ClassLoad(waiting=0, oldest_waiting_seconds=None, in_flight=0)
+                   for c in s.settings.classes}
+        for r in waiting:
+            if r["pool"] == pool and (mine is None or r["tenant_id"] == mine):
+                load = classes.setdefault(r["priority"], ClassLoad(
+                    waiting=0, oldest_waiting_seconds=None, in_flight=0))
+                age = max(0.0, (now - r["oldest"]).total_seconds())
+                load.waiting += r["depth"]
+                load.oldest_waiting_seconds = max(load.oldest_waiting_seconds or 0.0, age)
+        for r in in_flight:
+            if r["pool"] == pool and (mine is None or r["tenant_id"] == mine):
+                classes.setdefault(r["priority"], ClassLoad(
+                    waiting=0, oldest_waiting_seconds=None, in_flight=0)).in_flight += r["n"]
+        paused = {(p["tenant_id"], p["pool"]) for p in pauses if p["paused"]}
+        views.append(PoolView(
+            name=pool, paused=(None, pool) in paused,
+            queue_paused=mine is not None and (mine, pool) in paused,
+            shared_slots=sum(c.slots for c in capacity if c.pool == pool and c.tenant_id is None),
+            own_slots=sum(c.slots for c in capacity if c.pool == pool and c.tenant_id is not None
+                          and (mine is None or c.tenant_id == mine)),
+            classes=classes))
+    return {"items": views}
+
+
+async def _pause(request: Request, pool: str, caller: Principal, paused: bool,
+                 reason: str | None) -> dict[str, str | bool]:
+    _known_pool(request, pool)
+    s = app_state(request)
+    async with s.pool.acquire() as conn:
+        changed = await controls.set_paused(conn, s.store, pool=pool, tenant_id=caller.tenant_id,
+                                            paused=paused, reason=reason, actor=_actor(caller))
+    scope = "every tenant" if caller.tenant_id is None else "this tenant's queue"
+    return {"pool": pool, "scope": scope, "status": "paused" if paused else "active",
+            "changed": changed}
+
+
+@post("/v1/pools/{pool:str}/pause", status_code=200, tags=["pools"])
+async def pause_pool(request: Request, pool: PoolName, caller: Caller,
+                     data: JSONBody[PoolPauseRequest | None] = None) -> dict[str, str | bool]:
+    """Stop dispatching into the pool; waiting runs stay waiting, running ones finish."""
+    return await _pause(request, pool, caller, True, (data or PoolPauseRequest()).reason)
+
+
+@post("/v1/pools/{pool:str}/resume", status_code=200, tags=["pools"])
+async def resume_pool(request: Request, pool: PoolName, caller: Caller) -> dict[str, str | bool]:
+    return await _pause(request, pool, caller, False, None)
+
+
+async def _set(request: Request, tenant_id: uuid.UUID, scope: str, name: str, data: LimitRequest,
+               actor: str) -> dict[str, str]:
+    s = app_state(request)
+    limit = ev.LimitSet(scope=scope, name=name, max_concurrency=data.max_concurrency,
+                        rate_per_second=data.rate_per_second, burst=data.burst,
+                        weight=data.weight)
+    async with s.pool.acquire() as conn:
+        await controls.set_limit(conn, s.store, tenant_id=tenant_id, limit=limit, actor=actor)
+    return {"scope": scope, "name": name, "status": "set"}
+
+
+@put("/v1/tenants/{tenant_id:uuid}/limits", status_code=200, tags=["limits"])
+async def put_tenant_limits(request: Request, tenant_id: FromPath[uuid.UUID],
+                            data: JSONBody[LimitRequest], caller: Caller) -> dict[str, str]:
+    """The tenant's weight, concurrency limit and rate limit (admin key)."""
+    require_admin(caller)
+    return await _set(request, tenant_id, "tenant", "", data, "admin")
+
+
+@put("/v1/limits/tasks/{task:str}", status_code=200, tags=["limits"])
+async def put_task_limit(request: Request, task: LimitName, data: JSONBody[LimitRequest],
+                         caller: Caller) -> dict[str, str]:
+    """At most `max_concurrency` runs of this job type of the tenant at a time."""
+    tenant = require_tenant(caller)
+    return await _set(request, tenant.tenant_id, "task", task, data, _actor(tenant))
+
+
+@put("/v1/limits/resources/{name:str}", status_code=200, tags=["limits"])
+async def put_resource_limit(request: Request, name: LimitName, data: JSONBody[LimitRequest],
+                             caller: Caller) -> dict[str, str]:
+    """A token bucket for a named external resource: jobs with `resource: name` start at most
+    `rate_per_second` a second, with bursts up to `burst`."""
+    tenant = require_tenant(caller)
+    return await _set(request, tenant.tenant_id, "resource", name, data, _actor(tenant))
+
+
+@get("/v1/workers", tags=["pools"])
+async def list_workers(request: Request, caller: Caller) -> dict[str, list[dict[str, object]]]:
+    """Live and recently seen workers: the caller's own and the shared ones (all, for the
+    admin), with the pools they serve and their declared slots."""
+    async with app_state(request).pool.acquire() as conn:
+        workers = await registry.list_workers(conn, caller.tenant_id)
+    return {"items": [{"worker_id": w.worker_id, "shared": w.tenant_id is None,
+                       "pools": w.pools, "slots": w.slots, "seen_at": w.seen_at.isoformat()}
+                      for w in workers]}
+
+
+@get("/v1/limits", tags=["limits"])
+async def list_limits(request: Request, caller: Caller) -> dict[str, list[LimitView]]:
+    tenant = require_tenant(caller)
+    async with app_state(request).pool.acquire() as conn:
+        rows = await conn.fetch(Q["limits_of_tenant"], tenant.tenant_id)
+    return {"items": [LimitView(**dict(r)) for r in rows]}
+
+
+ROUTES = [list_pools, pause_pool, resume_pool, list_workers, put_tenant_limits, put_task_limit,
+          put_resource_limit, list_limits]

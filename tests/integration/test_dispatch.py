@@ -1,0 +1,266 @@
+"""The dispatcher over the real PostgreSQL: backpressure by declared slots, limits enforced from
+the database, pauses, rate limits that survive a restart, and the reasons a waiting run shows.
+The decision itself is pinned by tests/unit/test_fairness.py; here, its wiring."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import asyncpg
+import httpx
+import pytest
+
+from ostinato import controls
+from ostinato.api.models import JobRequest
+from ostinato.clock import FakeClock, SystemClock
+from ostinato.dispatch import Dispatcher, fixed_capacity, live_workers
+from ostinato.dispatch.snapshot import CapacitySource
+from ostinato.domain import events as ev
+from ostinato.eventlog.readmodels import Q
+from ostinato.eventlog.store import read_stream
+from ostinato.gateway.attempts import Attempts, Outcome
+from ostinato.jobs import submit_jobs
+from ostinato.policy.fairness import DEFAULT_CLASSES
+from ostinato.scheduling import fire_due
+from ostinato.sdk import protocol as p
+from ostinato.workers import registry
+
+from .conftest import ADMIN, assert_problem, auth, tenant
+from .helpers import new_tenant, store
+
+pytestmark = pytest.mark.integration
+
+
+async def runs_of(pool: asyncpg.Pool, clock: FakeClock, tenant_id: uuid.UUID, n: int,
+                  **fields: object) -> None:
+    """`n` jobs due now, each made a waiting run by the scheduler."""
+    requests = [JobRequest(name=f"j{i}", task="work", **fields) for i in range(n)]  # type: ignore[arg-type]
+    async with pool.acquire() as conn:
+        await submit_jobs(conn, store(clock), clock, tenant_id=tenant_id, requests=requests,
+                          pools=("default", "long"), max_payload_bytes=1 << 20, actor="test")
+    while await fire_due(pool, store(clock), clock):
+        pass
+
+
+def dispatcher(pool: asyncpg.Pool, clock: FakeClock, capacity: CapacitySource) -> Dispatcher:
+    return Dispatcher(pool, store(clock), clock, classes=DEFAULT_CLASSES, capacity=capacity)
+
+
+async def states(pool: asyncpg.Pool, tenant_id: uuid.UUID) -> dict[str, int]:
+    async with pool.acquire() as conn:
+        rows = await conn.fetch(Q["list_runs"], tenant_id, None, None, None, None, 1000)
+    out: dict[str, int] = {}
+    for r in rows:
+        out[r["state"]] = out.get(r["state"], 0) + 1
+    return out
+
+
+async def complete_all(pool: asyncpg.Pool, clock: FakeClock, tenant_id: uuid.UUID) -> int:
+    attempts = Attempts(pool, store(clock), clock, lease_ttl_seconds=30)
+    claimed = await attempts.claim(tenant_id, p.ClaimRequest(worker_id="w", max_runs=100,
+                                                             pools=["default", "long"]))
+    await attempts.record(tenant_id, "w", [Outcome(uuid.UUID(c.run_id), c.run_id,
+                                                   c.fencing_token, "complete") for c in claimed])
+    return len(claimed)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(SystemClock().now())
+
+
+async def test_backpressure_admits_only_free_slots_and_more_as_runs_finish(
+        pool: asyncpg.Pool, clock: FakeClock) -> None:
+    t, _ = await new_tenant(pool)
+    await runs_of(pool, clock, t, 12)
+    d = dispatcher(pool, clock, fixed_capacity(10, ["default"]))
+    # 10 slots: 9 for class default, 1 never lent (critical's non-lendable reservation).
+    assert await d.run_round() == 9
+    assert await d.run_round() == 0  # queued runs hold their slots until claimed and done
+    assert await states(pool, t) == {"queued": 9, "scheduled": 3}
+    async with pool.acquire() as conn:
+        holds = await conn.fetch("SELECT reason FROM dispatch_holds")
+    assert len(holds) == 3
+    assert all(h["reason"].startswith("pool default saturated for class default (1 free slots "
+                                      "reserved for critical); behind ") for h in holds)
+    assert await complete_all(pool, clock, t) == 9
+    assert await d.run_round() == 3
+    assert await states(pool, t) == {"succeeded": 9, "queued": 3}
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM dispatch_holds") == 0
+
+
+async def test_capacity_comes_from_live_workers_of_the_right_scope(
+        pool: asyncpg.Pool, clock: FakeClock) -> None:
+    owner, _ = await new_tenant(pool)
+    other, _ = await new_tenant(pool)
+    await runs_of(pool, clock, owner, 5)
+    await runs_of(pool, clock, other, 5)
+    d = dispatcher(pool, clock, live_workers(timedelta(seconds=35)))
+    assert await d.run_round() == 0  # no worker anywhere: nothing is piled into ready topics
+    async with pool.acquire() as conn:
+        await registry.touch(conn, "own", owner, ["default"], 2, clock.db_now())
+    assert await d.run_round() == 2
+    # The other tenant has no worker of its own and there is no shared one: it waits, and its
+    # runs never take the owner's slots.
+    assert await states(pool, other) == {"scheduled": 5}
+    async with pool.acquire() as conn:
+        await registry.touch(conn, "shared", None, ["default"], 4, clock.db_now())
+    assert await d.run_round() == 4
+    assert await states(pool, other) == {"queued": 4, "scheduled": 1}
+    clock.advance(36)  # both workers silent past the TTL: their slots are gone
+    await complete_all(pool, clock, owner)
+    assert await d.run_round() == 0
+
+
+async def test_concurrency_key_task_and_tenant_limits_hold_across_decisions(
+        pool: asyncpg.Pool, clock: FakeClock) -> None:
+    t, _ = await new_tenant(pool)
+    await runs_of(pool, clock, t, 3, concurrency_key="customer-1")
+    await runs_of(pool, clock, t, 3, concurrency_key="customer-2")
+    d = dispatcher(pool, clock, fixed_capacity(100, ["default"]))
+    assert await d.run_round() == 2  # one per key
+    assert await d.run_round() == 0
+    await complete_all(pool, clock, t)
+    assert await d.run_round() == 2
+
+    u, _ = await new_tenant(pool)
+    async with pool.acquire() as conn:
+        await controls.set_limit(conn, store(clock), tenant_id=u, actor="test",
+                                 limit=ev.LimitSet(scope="task", name="work", max_concurrency=2))
+    await runs_of(pool, clock, u, 5)
+    assert await d.run_round() == 2
+    async with pool.acquire() as conn:
+        await controls.set_limit(conn, store(clock), tenant_id=u, actor="test",
+                                 limit=ev.LimitSet(scope="task", name="work"))  # lifted
+        await controls.set_limit(conn, store(clock), tenant_id=u, actor="test",
+                                 limit=ev.LimitSet(scope="tenant", name="", max_concurrency=4))
+    assert await d.run_round() == 2  # 4 in flight: the tenant's limit
+    assert await states(pool, u) == {"queued": 4, "scheduled": 1}
+    [row] = [r async for r in _waiting(pool, u)]
+    async with pool.acquire() as conn:
+        hold = await conn.fetchval("SELECT reason FROM dispatch_holds WHERE run_id = $1", row)
+    assert hold.startswith("concurrency limit tenant ") and hold.endswith("reached (4/4)")
+
+
+async def _waiting(pool: asyncpg.Pool, tenant_id: uuid.UUID):  # type: ignore[no-untyped-def]
+    async with pool.acquire() as conn:
+        for r in await conn.fetch(Q["list_runs"], tenant_id, None, None, None, None, 1000):
+            if r["state"] == "scheduled":
+                yield r["id"]
+
+
+async def test_a_resource_rate_limit_survives_a_dispatcher_restart(
+        pool: asyncpg.Pool, clock: FakeClock) -> None:
+    t, _ = await new_tenant(pool)
+    async with pool.acquire() as conn:
+        await controls.set_limit(conn, store(clock), tenant_id=t, actor="test", limit=ev.LimitSet(
+            scope="resource", name="crm", rate_per_second=1.0, burst=2.0))
+    await runs_of(pool, clock, t, 6, resource="crm")
+    capacity = fixed_capacity(100, ["default"])
+    assert await dispatcher(pool, clock, capacity).run_round() == 2  # the burst
+    # A new dispatcher (a restart) reads the bucket as the last decision left it: empty.
+    assert await dispatcher(pool, clock, capacity).run_round() == 0
+    clock.advance(1.0)
+    assert await dispatcher(pool, clock, capacity).run_round() == 1
+    clock.advance(0.5)
+    assert await dispatcher(pool, clock, capacity).run_round() == 0
+    assert await states(pool, t) == {"queued": 3, "scheduled": 3}
+
+
+async def test_pausing_a_pool_or_one_tenants_queue_holds_runs_and_is_recorded(
+        pool: asyncpg.Pool, clock: FakeClock) -> None:
+    a, _ = await new_tenant(pool)
+    b, _ = await new_tenant(pool)
+    await runs_of(pool, clock, a, 2)
+    await runs_of(pool, clock, b, 2)
+    d = dispatcher(pool, clock, fixed_capacity(100, ["default"]))
+    async with pool.acquire() as conn:
+        assert await controls.set_paused(conn, store(clock), pool="default", tenant_id=None,
+                                         paused=True, reason="db upgrade", actor="admin")
+        assert not await controls.set_paused(conn, store(clock), pool="default", tenant_id=None,
+                                             paused=True, reason="again", actor="admin")
+    assert await d.run_round() == 0
+    async with pool.acquire() as conn:
+        reasons = {r["reason"] for r in await conn.fetch("SELECT reason FROM dispatch_holds")}
+        assert reasons == {"pool default paused"}
+        await controls.set_paused(conn, store(clock), pool="default", tenant_id=None,
+                                  paused=False, reason=None, actor="admin")
+        await controls.set_paused(conn, store(clock), pool="default", tenant_id=a, paused=True,
+                                  reason="fragile API", actor="tenant:a")
+    assert await d.run_round() == 2
+    assert await states(pool, a) == {"scheduled": 2} and await states(pool, b) == {"queued": 2}
+    async with pool.acquire() as conn:
+        stream = await read_stream(conn, controls.pool_stream("default", None),
+                                   controls.SYSTEM_TENANT)
+    assert [type(r.event).__name__ for r in stream] == ["PoolPaused", "PoolResumed"]
+    assert stream[0].actor == "admin" and stream[0].event.reason == "db upgrade"
+
+
+async def test_the_api_explains_waiting_runs_and_steers_pools_and_limits(
+        pool: asyncpg.Pool, client: httpx.AsyncClient) -> None:
+    key = await tenant(client, "acme")
+    ids = []
+    for i in range(3):
+        r = await client.post("/v1/jobs", json={"name": f"j{i}", "task": "work",
+                                                "concurrency_key": "cust-7"}, headers=auth(key))
+        assert r.status_code == 201, r.text
+        ids.append(r.json()["id"])
+    clock = SystemClock()
+    await fire_due(pool, store(), clock)
+    runs = (await client.get("/v1/runs", headers=auth(key))).json()["items"]
+    assert len(runs) == 3
+    before = (await client.get(f"/v1/runs/{runs[0]['id']}", headers=auth(key))).json()
+    assert before["waiting_reason"].startswith("waiting for the dispatcher; behind ")
+    await Dispatcher(pool, store(), clock, classes=DEFAULT_CLASSES,
+                     capacity=fixed_capacity(10, ["default"])).run_round()
+    views = [(await client.get(f"/v1/runs/{r['id']}", headers=auth(key))).json() for r in runs]
+    waiting = [v for v in views if v["state"] == "scheduled"]
+    assert len(waiting) == 2 and all(v["concurrency_key"] == "cust-7" for v in views)
+    assert all(v["waiting_reason"].startswith("concurrency limit key cust-7 of tenant acme "
+                                              "reached (1/1)") for v in waiting)
+    assert [v["waiting_reason"] for v in views if v["state"] == "queued"] == [None]
+
+    pools = (await client.get("/v1/pools", headers=auth(key))).json()["items"]
+    default = next(x for x in pools if x["name"] == "default")
+    assert default["classes"]["default"]["waiting"] == 2
+    assert default["classes"]["default"]["in_flight"] == 1
+
+    r = await client.post("/v1/pools/default/pause", json={"reason": "migrating"},
+                          headers=auth(key))
+    assert r.status_code == 200 and r.json()["scope"] == "this tenant's queue"
+    pools = (await client.get("/v1/pools", headers=auth(key))).json()["items"]
+    default = next(x for x in pools if x["name"] == "default")
+    assert default["queue_paused"] and not default["paused"]
+    assert_problem(await client.post("/v1/pools/nope/pause", headers=auth(key)), 404)
+    assert (await client.post("/v1/pools/default/resume", headers=auth(key))).json()["changed"]
+
+    r = await client.put("/v1/limits/resources/crm", json={"rate_per_second": 5, "burst": 10},
+                         headers=auth(key))
+    assert r.status_code == 200, r.text
+    assert_problem(await client.put("/v1/limits/resources/crm", json={"burst": 0.5},
+                                    headers=auth(key)), 422, "burst")
+    assert_problem(await client.put("/v1/limits/tasks/work", json={"weight": 2},
+                                    headers=auth(key)), 422, "weight")
+    limits = (await client.get("/v1/limits", headers=auth(key))).json()["items"]
+    assert [(x["scope"], x["name"], x["rate_per_second"]) for x in limits] == [
+        ("resource", "crm", 5.0)]
+    me = (await client.get("/v1/tenants/me", headers=auth(key)))
+    tenant_id = me.json()["id"] if me.status_code == 200 else await _tenant_id(pool, "acme")
+    assert_problem(await client.put(f"/v1/tenants/{tenant_id}/limits", json={"weight": 3},
+                                    headers=auth(key)), 403)
+    r = await client.put(f"/v1/tenants/{tenant_id}/limits", json={"weight": 3,
+                         "max_concurrency": 50}, headers=auth(ADMIN))
+    assert r.status_code == 200, r.text
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT weight FROM tenants WHERE name = 'acme'") == 3.0
+
+    bad = await client.post("/v1/jobs", json={"name": "x", "priority": "urgent"},
+                            headers=auth(key))
+    assert_problem(bad, 422, "priority")
+
+
+async def _tenant_id(pool: asyncpg.Pool, name: str) -> uuid.UUID:
+    async with pool.acquire() as conn:
+        return (await conn.fetchrow(Q["tenant_by_name"], name))["id"]
