@@ -1,6 +1,6 @@
 """Ownership in storage: scheduler shard leases with epochs (acquire, renew, rebalance,
 takeover after expiry, writes refused under a lost lease) and Kafka-side epoch fencing with the
-reconciler's republishing of what it dropped."""
+dispatcher still finding the run a stale message named."""
 
 from __future__ import annotations
 
