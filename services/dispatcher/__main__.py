@@ -25,7 +25,7 @@ async def amain() -> None:
         pool, store, service.clock, classes=settings.classes,
         capacity=live_workers(timedelta(seconds=settings.worker_ttl_seconds)),
         candidates=settings.dispatch_candidates, key_concurrency=settings.key_concurrency,
-        on_queued=relay.wake)
+        prefetch=settings.dispatch_prefetch, on_queued=relay.wake)
     fence = EpochFence()
 
     async def handle(batch: list[Delivered]) -> None:

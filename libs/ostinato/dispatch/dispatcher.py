@@ -61,7 +61,7 @@ def fixed_capacity(slots: int, pools: Sequence[str]) -> CapacitySource:
 class Dispatcher:
     def __init__(self, pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
                  classes: Sequence[ClassConfig], capacity: CapacitySource,
-                 candidates: int = 256, key_concurrency: int = 1,
+                 candidates: int = 256, key_concurrency: int = 1, prefetch: float = 0.0,
                  on_queued: Callable[[], None] = lambda: None) -> None:
         self.pool = pool
         self.store = store
@@ -70,6 +70,7 @@ class Dispatcher:
         self.capacity = capacity
         self.candidates = candidates
         self.key_concurrency = key_concurrency
+        self.prefetch = prefetch
         self.on_queued = on_queued
         self.state = FairState()
         self._written: dict[uuid.UUID, tuple[str, float]] = {}
@@ -105,7 +106,7 @@ class Dispatcher:
             await conn.execute(DQ["dispatch_lock"])
             snap = await snapshot.load(conn, now, self.clock.db_now(), self.capacity,
                                        self.candidates)
-            given = snapshot.inputs(snap, self.key_concurrency)
+            given = snapshot.inputs(snap, self.key_concurrency, self.prefetch)
             decision = decide(given.waiting, given.pools, self.classes, given.limits,
                               given.buckets, self.state, now)
             events = await self._queue(conn, decision.admit)

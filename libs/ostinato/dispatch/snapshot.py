@@ -14,6 +14,7 @@ the shared fleet.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -73,12 +74,17 @@ class Inputs:
     bucket_keys: dict[tuple[str, str], tuple[uuid.UUID, str, str]] = field(default_factory=dict)
 
 
-def inputs(snap: Snapshot, key_concurrency: int) -> Inputs:
+def inputs(snap: Snapshot, key_concurrency: int, prefetch: float = 0.0) -> Inputs:
     """The decision's inputs. Names in reasons are tenants' names; a job type, resource or
-    concurrency key is scoped to its tenant (`tenant/task`), so tenants never share limits."""
+    concurrency key is scoped to its tenant (`tenant/task`), so tenants never share limits.
+    A pool's capacity is its workers' slots plus `prefetch` times as many: runs queued ready for
+    the next free slot, so a worker finishing a run finds the next one without waiting for a
+    decision (a bounded buffer, not a pile)."""
     names = {r["id"]: r["name"] for r in snap.tenants}
-    own = {(c.tenant_id, c.pool): c.slots for c in snap.capacity if c.tenant_id is not None}
-    shared = {c.pool: c.slots for c in snap.capacity if c.tenant_id is None}
+    extra = 1.0 + max(0.0, prefetch)
+    own = {(c.tenant_id, c.pool): math.ceil(c.slots * extra) for c in snap.capacity
+           if c.tenant_id is not None}
+    shared = {c.pool: math.ceil(c.slots * extra) for c in snap.capacity if c.tenant_id is None}
     operator_paused = {r["pool"] for r in snap.paused if r["tenant_id"] is None}
     queue_paused = {(r["tenant_id"], r["pool"]) for r in snap.paused if r["tenant_id"] is not None}
 

@@ -53,6 +53,7 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     dispatch_interval_seconds: float = 0.2  # a decision at least this often, besides wake-ups
     dispatch_candidates: int = 256  # oldest waiting runs looked at per (tenant, pool, class)
     key_concurrency: int = 1  # runs at a time per (tenant, concurrency key)
+    dispatch_prefetch: float = 0.5  # runs queued ahead of free slots, as a fraction of slots
     pool_retry_defaults: str = ""  # JSON {"pool": {retry policy}}: a pool's default policy
     db_pool_size: int = 10
     log_level: str = "info"
@@ -72,9 +73,10 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
             self.classes  # noqa: B018 — validated at start
         except ValueError as exc:
             raise ValueError(f"OSTINATO_PRIORITY_CLASSES: {exc}") from exc
-        if self.dispatch_candidates < 1 or self.key_concurrency < 0:
-            raise ValueError("OSTINATO_DISPATCH_CANDIDATES must be >= 1 and "
-                             "OSTINATO_KEY_CONCURRENCY >= 0")
+        if self.dispatch_candidates < 1 or self.key_concurrency < 0 or not (
+                0 <= self.dispatch_prefetch <= 10):
+            raise ValueError("OSTINATO_DISPATCH_CANDIDATES must be >= 1, "
+                             "OSTINATO_KEY_CONCURRENCY >= 0, OSTINATO_DISPATCH_PREFETCH 0..10")
         try:
             self.pool_retry  # noqa: B018 — validated at start, not at the first job
         except (msgspec.DecodeError, msgspec.ValidationError, InvalidInput) as exc:
