@@ -206,6 +206,9 @@ def test_any_decision_keeps_capacity_reservations_limits_and_explains_every_hold
     assert all(lag <= 2.0 / 0.5 + 1e-9 for lag in d.state.tags.values())  # <= c_max / w_min
     shuffled = data.draw(st.permutations(snap["waiting"]))
     assert decide(**{**snap, "waiting": shuffled}) == d  # deterministic, order-independent
+    quick = decide(**snap, explain=False)  # what the dispatcher runs between explanations
+    assert (quick.admit, quick.state, quick.buckets) == (d.admit, d.state, d.buckets)
+    assert all(d.held[run_id] == reason for run_id, reason in quick.held.items())
 
 
 # --- weighted fair queueing -----------------------------------------------------------------

@@ -76,7 +76,7 @@ class Dispatcher:
         self._written: dict[uuid.UUID, tuple[str, float]] = {}
         self._wake = asyncio.Event()
         self._stopping = False
-        self._depth_at = self._pruned_at = float("-inf")
+        self._depth_at = self._pruned_at = self._explained_at = float("-inf")
 
     def wake(self) -> None:
         self._wake.set()
@@ -104,11 +104,19 @@ class Dispatcher:
         now = self.clock.now()
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute(DQ["dispatch_lock"])
-            snap = await snapshot.load(conn, now, self.clock.db_now(), self.capacity,
-                                       self.candidates)
+            snap = await snapshot.load(conn, now, self.clock.db_now(), self.capacity)
+            explain = self.clock.monotonic() - self._explained_at >= HOLD_REFRESH_SECONDS
+            free = snapshot.free_slots(snap, self.prefetch)
+            if free <= 0 and not explain:
+                return 0  # saturated: nothing to admit, and the reasons are fresh enough
+            # A decision admits at most `free` runs per pool; a few more candidates per queue
+            # let it skip runs that a limit refuses. Every HOLD_REFRESH_SECONDS, all of them, so
+            # every candidate's reason is recorded.
+            snap = await snapshot.with_waiting(
+                conn, snap, self.candidates if explain else min(self.candidates, free + 16))
             given = snapshot.inputs(snap, self.key_concurrency, self.prefetch)
             decision = decide(given.waiting, given.pools, self.classes, given.limits,
-                              given.buckets, self.state, now)
+                              given.buckets, self.state, now, explain=explain)
             events = await self._queue(conn, decision.admit)
             await self._record_holds(conn, {**given.held, **decision.held}, given.tenant_of,
                                      [e.stream_id for e in events])
@@ -116,6 +124,8 @@ class Dispatcher:
             if columns[0]:
                 await conn.execute(DQ["save_buckets"], *columns)
         self.state = decision.state
+        if explain:
+            self._explained_at = self.clock.monotonic()
         metrics.DISPATCH_DECISIONS.inc()
         metrics.DISPATCH_ROUND_SECONDS.observe(time.perf_counter() - started)
         if events:

@@ -18,7 +18,7 @@ import math
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -50,7 +50,9 @@ class Snapshot:
 
 
 async def load(conn: asyncpg.Connection, now: datetime, db_now: datetime | None,
-               capacity: CapacitySource, candidates: int) -> Snapshot:
+               capacity: CapacitySource) -> Snapshot:
+    """Everything but the waiting runs (`with_waiting` adds them, once the number of candidates
+    worth looking at is known)."""
     return Snapshot(
         now=now,
         tenants=await conn.fetch(Q["tenant_weights"]),
@@ -58,9 +60,21 @@ async def load(conn: asyncpg.Connection, now: datetime, db_now: datetime | None,
         paused=await conn.fetch(Q["paused_pools"]),
         capacity=await capacity(conn, db_now),
         in_flight=await conn.fetch(Q["in_flight_runs"]),
-        waiting=await conn.fetch(Q["waiting_candidates"], candidates),
+        waiting=(),
         buckets=await conn.fetch(DQ["load_buckets"]),
     )
+
+
+async def with_waiting(conn: asyncpg.Connection, snap: Snapshot, candidates: int) -> Snapshot:
+    """The snapshot with the oldest `candidates` waiting runs of every (tenant, pool, class)."""
+    return replace(snap, waiting=await conn.fetch(Q["waiting_candidates"], candidates))
+
+
+def free_slots(snap: Snapshot, prefetch: float = 0.0) -> int:
+    """The most runs any pool could take now (0: no decision can admit anything)."""
+    pools = inputs(snap, 1, prefetch).pools
+    return max((p.total_slots - sum(p.busy.values()) for p in pools.values() if not p.paused),
+               default=0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -279,8 +279,10 @@ class _Queue:
 
 def decide(waiting: Sequence[Waiting], pools: Mapping[str, PoolState],
            classes: Sequence[ClassConfig], limits: Limits, buckets: Buckets, state: FairState,
-           now: datetime) -> Decision:
-    """Which waiting runs to dispatch now, in order, and why every other one waits."""
+           now: datetime, *, explain: bool = True) -> Decision:
+    """Which waiting runs to dispatch now, in order, and why every other one waits. With
+    `explain` False, `held` names only the runs refused on the way (pool, class, limits met
+    while admitting), not every run left waiting: the same admissions, less work."""
     _check_classes(classes)
     order = [c.name for c in classes]
     known = set(order)
@@ -324,7 +326,8 @@ def decide(waiting: Sequence[Waiting], pools: Mapping[str, PoolState],
         active = still
 
     for (p, c), queue in queues.items():
-        queue.hold_rest(ledger, held, capacity[p].reason(c, order), f"class {c} in pool {p}")
+        if explain:
+            queue.hold_rest(ledger, held, capacity[p].reason(c, order), f"class {c} in pool {p}")
     tags = {(p, c, t): lag for (p, c), lags in stored.items() if (p, c) not in queues
             for t, lag in lags.items()}
     for (p, c), queue in queues.items():
