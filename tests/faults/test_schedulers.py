@@ -68,8 +68,9 @@ async def every_second_jobs(pool: asyncpg.Pool, count: int, start: datetime,
 
 async def coverage(pool: asyncpg.Pool, job_id: object, start: datetime
                    ) -> tuple[list[datetime], list[datetime], list[tuple[datetime, datetime]]]:
-    """(expected slots before the job's next slot, runs, recorded skips) of one job."""
-    async with pool.acquire() as conn:
+    """(expected slots before the job's next slot, runs, recorded skips) of one job, read in one
+    snapshot (schedulers may still be firing)."""
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
         job = await conn.fetchrow("SELECT schedule, next_slot, tenant_id FROM jobs WHERE id = $1",
                                   job_id)
         runs = [r["scheduled_for"] for r in await conn.fetch(

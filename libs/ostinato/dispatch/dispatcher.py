@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from ostinato.clock import Clock
+from ostinato.db.sqlstate import TRANSIENT_ERRORS
 from ostinato.dispatch import snapshot
 from ostinato.dispatch.snapshot import DQ, CapacitySource
 from ostinato.domain import events as ev
@@ -95,8 +96,12 @@ class Dispatcher:
             self._wake.clear()
             if self._stopping:
                 return
-            await self.run_round()
-            await self.housekeeping()
+            try:
+                await self.run_round()
+                await self.housekeeping()
+            except TRANSIENT_ERRORS as exc:  # PostgreSQL restarting: the next round retries
+                log.warning("dispatch round failed; retrying", error=repr(exc))
+                await asyncio.sleep(min(1.0, interval * 5))
 
     async def run_round(self) -> int:
         """One decision; returns how many runs were queued."""
