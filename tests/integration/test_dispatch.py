@@ -4,6 +4,7 @@ The decision itself is pinned by tests/unit/test_fairness.py; here, its wiring."
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import timedelta
 
@@ -24,6 +25,7 @@ from ostinato.jobs import submit_jobs
 from ostinato.policy.fairness import DEFAULT_CLASSES
 from ostinato.scheduling import fire_due
 from ostinato.sdk import protocol as p
+from ostinato.telemetry import metrics
 from ostinato.workers import registry
 
 from .conftest import ADMIN, assert_problem, auth, tenant
@@ -32,14 +34,14 @@ from .helpers import new_tenant, store
 pytestmark = pytest.mark.integration
 
 
-async def runs_of(pool: asyncpg.Pool, clock: FakeClock, tenant_id: uuid.UUID, n: int,
+async def runs_of(db: asyncpg.Pool, clock: FakeClock, tenant_id: uuid.UUID, n: int,
                   **fields: object) -> None:
     """`n` jobs due now, each made a waiting run by the scheduler."""
     requests = [JobRequest(name=f"j{i}", task="work", **fields) for i in range(n)]  # type: ignore[arg-type]
-    async with pool.acquire() as conn:
+    async with db.acquire() as conn:
         await submit_jobs(conn, store(clock), clock, tenant_id=tenant_id, requests=requests,
                           pools=("default", "long"), max_payload_bytes=1 << 20, actor="test")
-    while await fire_due(pool, store(clock), clock):
+    while await fire_due(db, store(clock), clock):
         pass
 
 
@@ -264,3 +266,33 @@ async def test_the_api_explains_waiting_runs_and_steers_pools_and_limits(
 async def _tenant_id(pool: asyncpg.Pool, name: str) -> uuid.UUID:
     async with pool.acquire() as conn:
         return (await conn.fetchrow(Q["tenant_by_name"], name))["id"]
+
+
+async def test_two_dispatchers_deciding_at_once_never_exceed_a_global_limit(
+        pool: asyncpg.Pool, clock: FakeClock) -> None:
+    t, _ = await new_tenant(pool)
+    async with pool.acquire() as conn:
+        await controls.set_limit(conn, store(clock), tenant_id=t, actor="test",
+                                 limit=ev.LimitSet(scope="tenant", name="", max_concurrency=5))
+    await runs_of(pool, clock, t, 30)
+    capacity = fixed_capacity(100, ["default"])
+    a, b = dispatcher(pool, clock, capacity), dispatcher(pool, clock, capacity)
+    for _ in range(3):
+        admitted = await asyncio.gather(*(d.run_round() for d in (a, b, a, b)))
+        assert sum(admitted) <= 5
+        assert await states(pool, t) == {"queued": 5, "scheduled": 25}
+    await complete_all(pool, clock, t)
+    assert sum(await asyncio.gather(a.run_round(), b.run_round())) == 5
+
+
+async def test_queue_depth_and_oldest_wait_are_exported_per_tenant_class_and_pool(
+        pool: asyncpg.Pool, clock: FakeClock) -> None:
+    t, _ = await new_tenant(pool)
+    await runs_of(pool, clock, t, 4, priority="bulk", pool="long")
+    clock.advance(7)
+    d = dispatcher(pool, clock, fixed_capacity(0, ["long"]))
+    await d.run_round()
+    await d.export_depth()
+    labels = {"tenant": str(t), "class": "bulk", "pool": "long"}
+    assert metrics.QUEUE_DEPTH.labels(**labels)._value.get() == 4
+    assert metrics.OLDEST_WAITING.labels(**labels)._value.get() >= 7
