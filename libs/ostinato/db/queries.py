@@ -41,7 +41,6 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.eventlog", "outbox.sql"),
     ("ostinato.leases", "leases.sql"),
     ("ostinato.workers", "workers.sql"),
-    ("ostinato.gateway", "claims.sql"),
 ]
 
 

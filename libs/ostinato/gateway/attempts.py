@@ -32,7 +32,6 @@ from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
 
 LQ = load("ostinato.leases", "leases.sql")
-CQ = load("ostinato.gateway", "claims.sql")
 RQ = readmodels.Q
 _json = msgspec.json.Encoder()
 log = get_logger("ostinato.gateway")
@@ -60,7 +59,7 @@ class Attempts:
         first); each gets a higher token."""
         async with self.pool.acquire() as conn, conn.transaction():
             if tenant_id is None:
-                rows = await conn.fetch(CQ["claim_ready_runs_any_tenant"], req.pools, req.tasks,
+                rows = await conn.fetch(RQ["claim_ready_runs_any_tenant"], req.pools, req.tasks,
                                         req.max_runs)
             else:
                 rows = await conn.fetch(RQ["claim_ready_runs"], tenant_id, req.pools, req.tasks,

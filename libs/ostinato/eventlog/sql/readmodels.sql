@@ -265,6 +265,18 @@ ORDER BY queued_at, id
 LIMIT $4
 FOR UPDATE SKIP LOCKED;
 
+-- name: claim_ready_runs_any_tenant
+-- Shared worker claim: queued runs of any tenant in the given pools, oldest first (index
+-- runs_ready_pool); SKIP LOCKED lets concurrent claims take different runs.
+SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
+       scheduled_for, due_at, traceparent, timeout_seconds, version
+FROM runs
+WHERE pool = ANY($1::text[]) AND state = 'queued'
+  AND ($2::text[] IS NULL OR task = ANY($2::text[]))
+ORDER BY queued_at, id
+LIMIT $3
+FOR UPDATE SKIP LOCKED;
+
 -- name: stuck_runs
 -- Reconciler: runs in a waiting state whose last change is older than the threshold.
 SELECT state, count(*) AS n, min(updated_at) AS oldest
