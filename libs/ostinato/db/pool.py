@@ -21,6 +21,13 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         )
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Release without asyncpg's default reset query (advisory unlock, CLOSE ALL, UNLISTEN,
+    RESET ALL): a round trip on every release, for session state this code never creates
+    (locks are transaction-scoped, no LISTEN, no session SET). An open transaction is still
+    rolled back by asyncpg before this runs."""
+
+
 async def create_pool(
     dsn: str, *, min_size: int = 1, max_size: int = 10, statement_timeout_ms: int = 30_000
 ) -> asyncpg.Pool:
@@ -29,6 +36,7 @@ async def create_pool(
         min_size=min_size,
         max_size=max_size,
         init=_init_connection,
+        reset=_keep_session,
         server_settings={
             "statement_timeout": str(statement_timeout_ms),
             "lock_timeout": "10000",
