@@ -31,6 +31,7 @@ from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.materialise import run_for
+from ostinato.leases.shard import SHARDS
 from ostinato.schedules import Schedule, expected_slots, from_document
 from ostinato.scheduling.tick import decide_and_append
 from ostinato.telemetry import metrics
@@ -133,7 +134,7 @@ async def check_overdue(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
     """Repair jobs the scheduler has not looked at in time; returns how many were overdue."""
     now = clock.now()
     async with pool.acquire() as conn:
-        oldest = await conn.fetchval(Q["oldest_due"], now)
+        oldest = await conn.fetchval(Q["oldest_due"], now, SHARDS)
     metrics.OLDEST_DUE_AGE.set(0 if oldest is None else (now - oldest).total_seconds())
     if oldest is None or now - oldest <= grace:
         return 0

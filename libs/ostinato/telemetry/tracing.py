@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -56,6 +57,7 @@ def _truthy(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() == "true"
 
 
+@cache
 def _service_version() -> str:
     try:
         return version("ostinato")

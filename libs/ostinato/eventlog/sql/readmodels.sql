@@ -363,9 +363,14 @@ LIMIT $1 OFFSET $2;
 
 -- name: oldest_due
 -- The reconciler: the oldest due instant of an active job not yet materialised.
-SELECT min(next_run_at) AS oldest FROM jobs
-WHERE status = 'active' AND next_run_at IS NOT NULL
-  AND next_run_at <= coalesce($1::timestamptz, now());
+-- One descent of jobs_due (shard, next_run_at) per shard ($2 shards): min() over the whole
+-- partial index would read every future job.
+SELECT min(first.next_run_at) AS oldest
+FROM generate_series(0, $2::int - 1) AS s (shard),
+     LATERAL (SELECT next_run_at FROM jobs
+              WHERE status = 'active' AND next_run_at IS NOT NULL AND shard = s.shard
+              ORDER BY next_run_at LIMIT 1) AS first
+WHERE first.next_run_at <= coalesce($1::timestamptz, now());
 
 -- name: lock_job_for_repair
 -- The reconciler locks a job before recording what it found and repaired.
