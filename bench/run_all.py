@@ -59,7 +59,7 @@ HEADLINES: dict[str, list[tuple[str, Reader, str]]] = {
 
 
 def run(name: str, args: argparse.Namespace) -> tuple[bool, float]:
-    cmd = [sys.executable, "-m", f"bench.{name}"]
+    cmd = [sys.executable, "-m", f"bench.{'peers.run' if name == 'peers' else name}"]
     if args.quick:
         cmd.append("--quick")
     if args.profile and name in ("throughput", "start_lag", "burst"):
