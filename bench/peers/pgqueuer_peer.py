@@ -59,10 +59,11 @@ def worker_commands(url: str, out: Path) -> list[list[str]]:
 async def worker(url: str, out: str) -> None:
     from pgqueuer import QueueManager
     from pgqueuer.db import AsyncpgDriver
+    from pgqueuer.queries import Queries
 
     record = Recorder(out)
     conn = await asyncpg.connect(url)
-    qm = QueueManager(AsyncpgDriver(conn))
+    qm = QueueManager(Queries(AsyncpgDriver(conn)))
 
     @qm.entrypoint("noop")
     async def noop(job: object) -> None:
