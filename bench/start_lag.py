@@ -91,7 +91,8 @@ async def main(args: Any) -> dict[str, Any]:
               for q in ("p50", "p95", "p99", "max")}
     return {"scenario": SCENARIO, "rate_per_s": args.rate, "seconds": args.seconds,
             "worker_concurrency": args.concurrency, "repetitions": len(runs),
-            "median": median, "target_p99_ms": TARGET_P99_MS, "runs": runs, "profiled_run": profiled,
+            "median": median, "target_p99_ms": TARGET_P99_MS, "runs": runs,
+            "profiled_run": profiled,
             "machine": await machine()}
 
 

@@ -81,7 +81,8 @@ async def main(args: Any) -> dict[str, Any]:
     return {"scenario": SCENARIO, "jobs": args.jobs, "submitters": args.submitters,
             "batch": args.batch, "worker_concurrency": args.concurrency,
             "repetitions": len(runs), "median": median,
-            "target_runs_per_s": TARGET_RUNS_PER_S, "runs": runs, "profiled_run": profiled, "machine": await machine()}
+            "target_runs_per_s": TARGET_RUNS_PER_S, "runs": runs, "profiled_run": profiled,
+            "machine": await machine()}
 
 
 def report(r: dict[str, Any]) -> str:
