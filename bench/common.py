@@ -301,13 +301,18 @@ class Profiler:
             if not raw.exists():
                 log(self.scenario, f"py-spy {alias}: {err.decode(errors='replace')[-300:]}")
                 continue
-            tops[alias] = top_frames(raw.read_text())
+            folded = raw.read_text()
+            tops[alias] = top_frames(folded)
             lines = [f"{t['own_pct']:6.1f}% own {t['total_pct']:6.1f}% total  {t['frame']}"
                      for t in tops[alias]]
+            ours = [f"{t['own_pct']:6.1f}%  {t['frame']}"
+                    for t in top_frames(folded, within=("ostinato/", "services/"))]
             raw.with_suffix(".txt").write_text(
                 f"py-spy, {alias}, {self.seconds:.0f}s at {self.rate} Hz; own = samples whose "
                 "innermost frame is this function, total = samples with it anywhere on the "
-                "stack\n" + "\n".join(lines) + "\n")
+                "stack (EpollSelector.select is the event loop waiting: idle)\n"
+                + "\n".join(lines) + "\n\nBy the innermost Ostinato frame (library and system "
+                "time charged to the Ostinato code that called it):\n" + "\n".join(ours) + "\n")
             flame = shutil.which("flamegraph.pl")
             if flame:
                 with raw.with_suffix(".svg").open("wb") as out:
@@ -315,8 +320,10 @@ class Profiler:
         return tops
 
 
-def top_frames(folded: str, count: int = 25) -> list[dict[str, Any]]:
-    """From collapsed stacks (`a;b;c N` lines), the functions with the most own samples."""
+def top_frames(folded: str, count: int = 25, within: tuple[str, ...] = ()
+               ) -> list[dict[str, Any]]:
+    """From collapsed stacks (`a;b;c N` lines), the functions with the most own samples; with
+    `within`, a sample's "own" frame is its innermost frame containing one of those strings."""
     own: dict[str, int] = {}
     total: dict[str, int] = {}
     samples = 0
@@ -327,6 +334,8 @@ def top_frames(folded: str, count: int = 25) -> list[dict[str, Any]]:
         k = int(n)
         samples += k
         frames = stack.split(";")
+        if within:
+            frames = [f for f in frames if any(w in f for w in within)] or ["(outside)"]
         own[frames[-1]] = own.get(frames[-1], 0) + k
         for f in set(frames):
             total[f] = total.get(f, 0) + k

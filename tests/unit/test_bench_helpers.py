@@ -38,3 +38,9 @@ def test_top_frames_counts_own_and_total_samples() -> None:
 def test_table_shows_missing_values_as_dashes() -> None:
     text = table("T", [("a", None, ""), ("b", 1.5, "target ≥ 1")])
     assert "-" in text.splitlines()[2] and "target ≥ 1" in text.splitlines()[3]
+
+
+def test_top_frames_charged_to_the_innermost_matching_frame() -> None:
+    folded = "main;ostinato/a;lib/x 3\nmain;ostinato/b 1\nmain;lib/y 1\n"
+    top = {t["frame"]: t["own_pct"] for t in top_frames(folded, within=("ostinato/",))}
+    assert top == {"ostinato/a": 60.0, "ostinato/b": 20.0, "(outside)": 20.0}
