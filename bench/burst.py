@@ -25,6 +25,7 @@ from bench.common import (
     median_of,
     repeat_count,
     sdk_worker,
+    service_env,
     submit_jobs,
     table,
     wait_succeeded,
@@ -38,7 +39,8 @@ TARGET_ALL_STARTED_S = 60
 
 async def once(args: Any, rep: int) -> dict[str, Any]:
     n = args.jobs
-    async with bench_cluster(SCENARIO) as bench, sdk_worker(bench, args.concurrency):
+    env = service_env(args)
+    async with bench_cluster(SCENARIO, env=env) as bench, sdk_worker(bench, args.concurrency):
         await warm_up(bench, SCENARIO)
         lead = 8 + n / 4000  # the submission must end before the burst
         t0 = (datetime.now(UTC) + timedelta(seconds=lead)).replace(microsecond=0)
@@ -85,7 +87,7 @@ async def main(args: Any) -> dict[str, Any]:
     median.update({f"scheduler_lag_ms_{q}": median_of(runs, "scheduler_lag_ms", q)
                    for q in ("p50", "p99", "max")})
     return {"scenario": SCENARIO, "jobs": args.jobs, "worker_concurrency": args.concurrency,
-            "repetitions": len(runs), "median": median,
+            "repetitions": len(runs), "service_env": service_env(args), "median": median,
             "target_all_started_s": TARGET_ALL_STARTED_S, "runs": runs, "profiled_run": profiled,
             "machine": await machine()}
 

@@ -144,7 +144,16 @@ def base_parser(doc: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--repeat", type=int, default=None, help="repetitions (median taken)")
     parser.add_argument("--profile", action="store_true",
                         help="py-spy the services during one repetition (needs py-spy)")
+    parser.add_argument("--env", action="append", default=[], metavar="OSTINATO_X=VALUE",
+                        help="a setting for the services (repeatable), e.g. "
+                             "OSTINATO_SCHEDULER_BATCH_SIZE=500; recorded in the result")
     return parser
+
+
+def service_env(args: argparse.Namespace) -> dict[str, str]:
+    """The --env settings as a dict."""
+    pairs = [item.partition("=") for item in getattr(args, "env", [])]
+    return {k: v for k, _, v in pairs if k}
 
 
 # -- a cluster on a fresh database -------------------------------------------------------------

@@ -26,6 +26,7 @@ from bench.common import (
     median_of,
     repeat_count,
     sdk_worker,
+    service_env,
     submit_jobs,
     table,
     wait_succeeded,
@@ -47,7 +48,8 @@ async def warm_up(bench: Any, scenario: str) -> None:
 
 async def once(args: Any, rep: int) -> dict[str, Any]:
     total = int(args.rate * args.seconds)
-    async with bench_cluster(SCENARIO) as bench, sdk_worker(bench, args.concurrency):
+    env = service_env(args)
+    async with bench_cluster(SCENARIO, env=env) as bench, sdk_worker(bench, args.concurrency):
         await warm_up(bench, SCENARIO)
         lead = 8 + total / 2500  # the submission must end before the first job falls due
         t0 = (datetime.now(UTC) + timedelta(seconds=lead)).replace(microsecond=0)
@@ -91,6 +93,7 @@ async def main(args: Any) -> dict[str, Any]:
               for q in ("p50", "p95", "p99", "max")}
     return {"scenario": SCENARIO, "rate_per_s": args.rate, "seconds": args.seconds,
             "worker_concurrency": args.concurrency, "repetitions": len(runs),
+            "service_env": service_env(args),
             "median": median, "target_p99_ms": TARGET_P99_MS, "runs": runs,
             "profiled_run": profiled,
             "machine": await machine()}

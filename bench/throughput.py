@@ -25,6 +25,7 @@ from bench.common import (
     pg_stats,
     repeat_count,
     sdk_worker,
+    service_env,
     submit_jobs,
     table,
     wait_succeeded,
@@ -39,7 +40,8 @@ PROFILED = ("api", "scheduler", "dispatcher", "worker_gateway")
 
 async def once(args: Any, rep: int) -> dict[str, Any]:
     n = args.jobs
-    async with bench_cluster(SCENARIO) as bench, sdk_worker(bench, args.concurrency):
+    env = service_env(args)
+    async with bench_cluster(SCENARIO, env=env) as bench, sdk_worker(bench, args.concurrency):
         await warm_up(bench, SCENARIO)
         await asyncio.sleep(1.5)  # PostgreSQL flushes its statistics counters up to 1 s late
         before = await pg_stats(bench.url)
@@ -80,7 +82,7 @@ async def main(args: Any) -> dict[str, Any]:
                    for k in ("xact_commit", "tup_inserted", "tup_updated", "tup_deleted")})
     return {"scenario": SCENARIO, "jobs": args.jobs, "submitters": args.submitters,
             "batch": args.batch, "worker_concurrency": args.concurrency,
-            "repetitions": len(runs), "median": median,
+            "repetitions": len(runs), "service_env": service_env(args), "median": median,
             "target_runs_per_s": TARGET_RUNS_PER_S, "runs": runs, "profiled_run": profiled,
             "machine": await machine()}
 
