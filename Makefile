@@ -7,10 +7,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: help deps up down test unit lint lock infra-up infra-down migrate topics clean bench chaos
+.PHONY: help deps bench-deps up down test unit lint lock infra-up infra-down migrate topics clean \
+	bench bench-infra chaos
 
 help:
-	@echo "make up | down | test | unit | lint | bench | chaos | lock | clean"
+	@echo "make up | down | test | unit | lint | bench [QUICK=1] | chaos | lock | clean"
 
 # Python environment from the committed, hash-pinned lock file (uv installed with pip if missing).
 deps: $(VENV)/.synced
@@ -43,9 +44,23 @@ down:
 test: deps infra-up
 	$(PY) -m pytest
 
-# Figures, never timed assertions: end-to-end throughput (bench/results/throughput.json).
-bench: deps infra-up
-	$(PY) bench/throughput.py
+# Benchmarks only: the peers and the profiler on top of the project's own lock (never in `deps`).
+bench-deps: $(VENV)/.synced-bench
+$(VENV)/.synced-bench: requirements-bench.lock $(VENV)/.synced
+	uv pip sync --quiet --python $(PY) requirements-bench.lock
+	uv pip install --quiet --python $(PY) --no-deps -e .
+	@touch $@
+
+# PostgreSQL, Kafka and (for Celery, a peer) Redis; the same variables as infra/up.sh.
+bench-infra:
+	infra/up.sh postgres kafka redis
+
+# Figures, never timed assertions: every scenario of bench/README.md, one summary table at the
+# end (bench/results/*.json). QUICK=1: minutes instead of an hour; ONLY=a,b / SKIP=a,b choose
+# scenarios (throughput start_lag burst idle_cost failover peers); PROFILE=1: py-spy summaries.
+bench: bench-deps bench-infra
+	$(PY) -m bench.run_all $(if $(QUICK),--quick) $(if $(ONLY),--only $(ONLY)) \
+		$(if $(SKIP),--skip $(SKIP)) $(if $(PROFILE),--profile)
 
 # The fault suite under load, one table at the end (bench/results/chaos.json).
 chaos: deps infra-up
@@ -61,6 +76,8 @@ lint: deps
 lock:
 	uv pip compile pyproject.toml --group dev --generate-hashes --python-version 3.11 \
 		--quiet -o requirements.lock
+	uv pip compile pyproject.toml --group dev --extra bench --generate-hashes \
+		--python-version 3.11 --quiet -c requirements.lock -o requirements-bench.lock
 
 # Forget local state (databases, broker data, demo key); download caches are kept.
 clean: down

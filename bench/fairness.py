@@ -423,8 +423,12 @@ if __name__ == "__main__":
                         help="how long a run takes in pool long")
     parser.add_argument("--repeat", type=int, default=20, help="decide() calls to time")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--quick", action="store_true", help="a smaller backlog (--base 200)")
     configure_logging("bench", "warning")
-    result = asyncio.run(main(parser.parse_args()))
+    args = parser.parse_args()
+    if args.quick:
+        args.base = min(args.base, 200)
+    result = asyncio.run(main(args))
     report(result)
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)

@@ -1,146 +1,114 @@
 """Throughput end to end through all five services: N no-op jobs submitted over the public API,
 run by an SDK worker; prints submit rate, completion rate and database work per run.
 
-    .venv/bin/python bench/throughput.py [--jobs 20000] [--batch 500] [--concurrency 256]
+    .venv/bin/python -m bench.throughput [--quick] [--jobs 20000] [--batch 500] [--repeat 3]
 
-Needs PostgreSQL and Kafka (`infra/up.sh`). Starts its own services on free ports with a fresh
-database and topic prefix, and stops them at the end. Writes bench/results/throughput.json.
+Needs PostgreSQL and Kafka (`infra/up.sh`). Each repetition starts its own services on free
+ports with a fresh database and topic prefix, warms up with 2,000 jobs, measures, and stops
+them. Completion rate = jobs / (first submission request to last run succeeded), so it includes
+the submission. Writes bench/results/throughput.json (--profile: py-spy summaries beside it).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
-import os
-import platform
 import time
-import uuid
-from pathlib import Path
+from typing import Any
 
-import asyncpg
-import httpx
+from bench.common import (
+    Profiler,
+    base_parser,
+    bench_cluster,
+    log,
+    machine,
+    median_of,
+    pg_stats,
+    repeat_count,
+    sdk_worker,
+    service_env,
+    submit_jobs,
+    table,
+    wait_succeeded,
+    write_result,
+)
+from bench.start_lag import WARMUP, warm_up
 
-from ostinato.db.migrate import migrate
-from ostinato.sdk import Worker, task
-from ostinato.telemetry.logging import configure_logging
-from ostinato.testing.cluster import Cluster
-
-ROOT = Path(__file__).resolve().parents[1]
-BASE_URL = os.environ.get("OSTINATO_DATABASE_URL", "postgresql://ostinato@127.0.0.1:55432/ostinato")
-KAFKA = os.environ.get("OSTINATO_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
-
-
-@task("noop")
-async def noop(payload: object) -> None:
-    return None
-
-
-async def db_stats(url: str) -> dict[str, int]:
-    conn = await asyncpg.connect(url)
-    try:
-        row = await conn.fetchrow("SELECT xact_commit, tup_inserted, tup_updated, tup_deleted "
-                                  "FROM pg_stat_database WHERE datname = current_database()")
-        return dict(row)
-    finally:
-        await conn.close()
+SCENARIO = "throughput"
+TARGET_RUNS_PER_S = 2000
+PROFILED = ("api", "scheduler", "dispatcher", "worker_gateway")
 
 
-async def count_succeeded(url: str) -> int:
-    conn = await asyncpg.connect(url)
-    try:
-        return await conn.fetchval("SELECT count(*) FROM runs WHERE state = 'succeeded'")
-    finally:
-        await conn.close()
-
-
-async def submit_all(api: str, key: str, n: int, submitters: int, batch: int) -> float:
-    """Bulk submission as users would do it: POST /v1/jobs/batch, `batch` jobs a request."""
-    queue: asyncio.Queue[range] = asyncio.Queue()
-    for lo in range(0, n, batch):
-        queue.put_nowait(range(lo, min(n, lo + batch)))
-    limits = httpx.Limits(max_connections=submitters)
-    async with httpx.AsyncClient(base_url=api, timeout=60, limits=limits) as client:
-        headers = {"Authorization": f"Bearer {key}"}
-
-        async def submitter() -> None:
-            while not queue.empty():
-                part = queue.get_nowait()
-                jobs = [{"name": f"noop-{i}", "task": "noop"} for i in part]
-                r = await client.post("/v1/jobs/batch", json={"jobs": jobs}, headers=headers)
-                r.raise_for_status()
-
+async def once(args: Any, rep: int) -> dict[str, Any]:
+    n = args.jobs
+    env = service_env(args)
+    async with bench_cluster(SCENARIO, env=env) as bench, sdk_worker(bench, args.concurrency):
+        await warm_up(bench, SCENARIO)
+        await asyncio.sleep(1.5)  # PostgreSQL flushes its statistics counters up to 1 s late
+        before = await pg_stats(bench.url)
+        profiler = None
+        if rep == 0:  # the profiled repetition (not in the median: py-spy slows what it samples)
+            profiler = Profiler(SCENARIO, {a: bench.pid(a) for a in PROFILED},
+                                max(5.0, n / 1500)).start()
         start = time.perf_counter()
-        await asyncio.gather(*(submitter() for _ in range(submitters)))
-        return time.perf_counter() - start
-
-
-async def main(args: argparse.Namespace) -> dict[str, object]:
-    name = f"ostinato_bench_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(BASE_URL)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    url = BASE_URL.rpartition("/")[0] + "/" + name
-    await migrate(url)
-    cluster = Cluster(database_url=url, kafka_bootstrap=KAFKA,
-                      topic_prefix=f"b{uuid.uuid4().hex[:8]}.", log_dir=ROOT / ".cache" / "bench",
-                      extra_env={"OSTINATO_LOG_LEVEL": "warning",
-                                 "OSTINATO_DB_POOL_SIZE": "20"})
-    try:
-        await asyncio.to_thread(cluster.start)
-        async with httpx.AsyncClient(base_url=cluster.api_url) as c:
-            r = await c.post("/v1/tenants", json={"name": "bench"},
-                             headers={"Authorization": f"Bearer {cluster.admin_key}"})
-            key = r.json()["api_key"]
-        worker = Worker(cluster.gateway_url, key, [noop], concurrency=args.concurrency,
-                        claim_wait_seconds=1)
-        running = asyncio.create_task(worker.run())
-        before = await db_stats(url)
-        start = time.perf_counter()
-        submit_seconds = await submit_all(cluster.api_url, key, args.jobs, args.submitters,
-                                          args.batch)
-        while (done := await count_succeeded(url)) < args.jobs:
-            if time.perf_counter() - start > args.timeout:
-                raise TimeoutError(f"only {done}/{args.jobs} runs succeeded")
-            await asyncio.sleep(0.2)
+        submit_s = await submit_jobs(bench, n, lambda i: {"name": f"noop-{i}", "task": "noop"},
+                                     batch=args.batch, submitters=args.submitters,
+                                     scenario=SCENARIO)
+        done = await wait_succeeded(bench.url, n + WARMUP, within=args.timeout,
+                                    scenario=SCENARIO)
         total = time.perf_counter() - start
-        after = await db_stats(url)
-        await worker.stop()
-        await running
-    finally:
-        await asyncio.to_thread(cluster.stop)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
-    per_run = {k: round((after[k] - before[k]) / args.jobs, 2) for k in before}
-    return {
-        "scenario": "throughput", "jobs": args.jobs, "submitters": args.submitters,
-        "batch": args.batch,
-        "worker_concurrency": args.concurrency,
-        "submit_rate_per_s": round(args.jobs / submit_seconds, 1),
-        "completion_rate_per_s": round(args.jobs / total, 1),
-        "end_to_end_seconds": round(total, 2),
-        "db_per_run": per_run,
-        "target_runs_per_s": 2000,
-        "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform()},
-    }
+        await asyncio.sleep(1.5)
+        after = await pg_stats(bench.url)
+        tops = profiler.finish() if profiler else {}
+    if done < n + WARMUP:
+        raise TimeoutError(f"only {done - WARMUP}/{n} runs succeeded")
+    return {"submit_rate_per_s": round(n / submit_s, 1),
+            "completion_rate_per_s": round(n / total, 1), "end_to_end_seconds": round(total, 2),
+            "db_per_run": {k: round((after[k] - before[k]) / n, 2) for k in before},
+            "profile_top": {a: t[:8] for a, t in tops.items()}}
+
+
+async def main(args: Any) -> dict[str, Any]:
+    if args.quick and args.jobs == 20_000:
+        args.jobs = 10_000
+    runs = []
+    profiled = await once(args, 0) if args.profile else None
+    for rep in range(1, repeat_count(args) + 1):
+        log(SCENARIO, f"#{rep}: {args.jobs} jobs")
+        runs.append(await once(args, rep))
+        log(SCENARIO, f"#{rep}: {runs[-1]['completion_rate_per_s']} runs/s")
+    median = {k: median_of(runs, k) for k in ("submit_rate_per_s", "completion_rate_per_s",
+                                               "end_to_end_seconds")}
+    median.update({f"db_{k}_per_run": median_of(runs, "db_per_run", k)
+                   for k in ("xact_commit", "tup_inserted", "tup_updated", "tup_deleted")})
+    return {"scenario": SCENARIO, "jobs": args.jobs, "submitters": args.submitters,
+            "batch": args.batch, "worker_concurrency": args.concurrency,
+            "repetitions": len(runs), "service_env": service_env(args), "median": median,
+            "target_runs_per_s": TARGET_RUNS_PER_S, "runs": runs, "profiled_run": profiled,
+            "machine": await machine()}
+
+
+def report(r: dict[str, Any]) -> str:
+    m = r["median"]
+    rows = [("submit rate (jobs/s)", m["submit_rate_per_s"], ""),
+            ("completion rate (runs/s)", m["completion_rate_per_s"],
+             f"target ≥ {TARGET_RUNS_PER_S}"),
+            ("end to end (s)", m["end_to_end_seconds"], ""),
+            ("per run: commits", m["db_xact_commit_per_run"], ""),
+            ("per run: rows inserted", m["db_tup_inserted_per_run"], ""),
+            ("per run: rows updated", m["db_tup_updated_per_run"], ""),
+            ("per run: rows deleted", m["db_tup_deleted_per_run"], "")]
+    return table(f"Throughput: {r['jobs']} no-op jobs, median of {r['repetitions']}", rows)
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = base_parser(__doc__)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--submitters", type=int, default=4)
     parser.add_argument("--batch", type=int, default=500, help="jobs per submission request")
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--timeout", type=float, default=900)
+    from ostinato.telemetry.logging import configure_logging
     configure_logging("bench", "warning")
     result = asyncio.run(main(parser.parse_args()))
-    print(f"{'jobs':<28}{result['jobs']}")
-    print(f"{'submit rate (jobs/s)':<28}{result['submit_rate_per_s']}")
-    print(f"{'completion rate (runs/s)':<28}{result['completion_rate_per_s']}"
-          f"   target ≥ {result['target_runs_per_s']}")
-    print(f"{'end to end (s)':<28}{result['end_to_end_seconds']}")
-    print(f"{'per run: commits, inserts':<28}{result['db_per_run']['xact_commit']}, "
-          f"{result['db_per_run']['tup_inserted']}")
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "throughput.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_result(SCENARIO, result)
+    print(report(result))

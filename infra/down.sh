@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Stop the local infrastructure of this checkout (idempotent): jaeger, kafka, then postgres.
-#   infra/down.sh                -> jaeger, kafka, then postgres (whatever of them runs)
+# Stop the local infrastructure of this checkout (idempotent): jaeger, redis, kafka, postgres.
+#   infra/down.sh                -> jaeger, redis, kafka, then postgres (whatever of them runs)
 #   infra/down.sh postgres       -> only postgres
 # Data is kept; see infra/README.md to reset it.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
-KNOWN_DOWN="jaeger kafka postgres"        # reverse of the start order
+KNOWN_DOWN="jaeger redis kafka postgres"  # reverse of the start order
 read -r -a components <<<"${*//,/ }"
 [ "${#components[@]}" -gt 0 ] || read -r -a components <<<"$KNOWN_DOWN"
 for c in "${components[@]}"; do

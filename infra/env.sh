@@ -11,6 +11,8 @@
 # Kafka (infra/kafka/up.sh); the broker listens on this host:port (127.0.0.1 only)
 : "${OSTINATO_KAFKA_BOOTSTRAP:=127.0.0.1:9092}"
 : "${OSTINATO_KAFKA_CONTROLLER_PORT:=9093}"
+# Redis, for the benchmarks' Celery peer only (infra/redis/up.sh)
+: "${OSTINATO_REDIS_PORT:=56379}"
 # Jaeger (infra/jaeger/up.sh): OTLP/HTTP receiver (give it to services as OSTINATO_OTLP_ENDPOINT)
 # and query API; the ports are fixed in infra/jaeger/config.yaml (127.0.0.1 only)
 : "${OSTINATO_JAEGER_OTLP:=http://127.0.0.1:4318}"
@@ -18,4 +20,4 @@
 
 export OSTINATO_CACHE OSTINATO_PG_PORT OSTINATO_DATABASE_URL \
        OSTINATO_KAFKA_BOOTSTRAP OSTINATO_KAFKA_CONTROLLER_PORT \
-       OSTINATO_JAEGER_OTLP OSTINATO_JAEGER_QUERY
+       OSTINATO_JAEGER_OTLP OSTINATO_JAEGER_QUERY OSTINATO_REDIS_PORT

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start the local infrastructure (idempotent), in order.
 #   infra/up.sh                  -> postgres, then kafka (the default set)
-#   infra/up.sh kafka            -> only kafka (components: postgres kafka jaeger; "a,b" works too)
+#   infra/up.sh kafka            -> only kafka (components: postgres kafka redis jaeger; "a,b" works too)
 #   infra/up.sh postgres kafka jaeger -> all three (jaeger: builds its binary once per machine)
 set -euo pipefail
 
@@ -9,7 +9,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=infra/env.sh
 . "$ROOT/infra/env.sh"
 
-KNOWN="postgres kafka jaeger"            # start order
+KNOWN="postgres kafka redis jaeger"      # start order (redis: benchmarks only)
 DEFAULT="postgres kafka"
 read -r -a components <<<"${*//,/ }"
 [ "${#components[@]}" -gt 0 ] || read -r -a components <<<"$DEFAULT"

@@ -1,0 +1,1 @@
+"""Benchmarks: one module per scenario (see bench/README.md)."""

@@ -1,0 +1,404 @@
+"""Pieces every benchmark scenario shares: the servers it uses, a fresh cluster of the five
+services on its own database, job submission through the public API, an in-process SDK worker,
+percentiles, the machine's description, CPU readings, profiling with py-spy, and the JSON and
+table output. Figures only: nothing here asserts on time."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+BASE_URL = os.environ.get("OSTINATO_DATABASE_URL", "postgresql://ostinato@127.0.0.1:55432/ostinato")
+KAFKA = os.environ.get("OSTINATO_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
+NOISE = ("figures from one shared machine: other work on it (and the benchmark's own client, "
+         "worker and servers) competes for the same cores, so expect run-to-run noise")
+
+
+def log(scenario: str, message: str) -> None:
+    """A progress line on stderr (long steps print one before they start)."""
+    print(f"[{scenario} {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# -- numbers -----------------------------------------------------------------------------------
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of an already sorted, non-empty sequence."""
+    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def distribution(values: Iterable[float], digits: int = 1) -> dict[str, float | int | None]:
+    """n, min, p50, p95, p99, max and mean of `values` (None when there are none)."""
+    v = sorted(values)
+    if not v:
+        return {"n": 0, "min": None, "p50": None, "p95": None, "p99": None, "max": None,
+                "mean": None}
+    return {"n": len(v), "min": round(v[0], digits),
+            "p50": round(percentile(v, 50), digits), "p95": round(percentile(v, 95), digits),
+            "p99": round(percentile(v, 99), digits), "max": round(v[-1], digits),
+            "mean": round(statistics.fmean(v), digits)}
+
+
+def median_of(runs: Sequence[Mapping[str, Any]], *path: str) -> float | None:
+    """The median over repetitions of one (nested) figure; None when no run has it."""
+    values = []
+    for run in runs:
+        value: Any = run
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if isinstance(value, int | float):
+            values.append(float(value))
+    return round(statistics.median(values), 3) if values else None
+
+
+# -- the machine -------------------------------------------------------------------------------
+
+
+def _cpu_model() -> str:
+    with suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def _memory_gib() -> float | None:
+    with suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    return None
+
+
+def _git_commit() -> str | None:
+    done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=False)
+    return done.stdout.strip() or None
+
+
+async def machine(database_url: str = BASE_URL) -> dict[str, Any]:
+    """Cores, memory, CPU, load, versions of Python, PostgreSQL and the benchmarked code."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        pg = await conn.fetchval("SHOW server_version")
+        sync = await conn.fetchval("SHOW synchronous_commit")
+    finally:
+        await conn.close()
+    return {"cores": os.cpu_count(), "memory_gib": _memory_gib(), "cpu": _cpu_model(),
+            "load_avg_1m_at_start": round(os.getloadavg()[0], 2),
+            "python": platform.python_version(), "platform": platform.platform(),
+            "postgresql": pg, "postgresql_synchronous_commit": sync,
+            "kafka_bootstrap": KAFKA, "ostinato_commit": _git_commit(), "note": NOISE}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# -- output ------------------------------------------------------------------------------------
+
+
+def write_result(name: str, result: Mapping[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    return path
+
+
+def table(title: str, rows: Sequence[tuple[str, Any, str]]) -> str:
+    """(figure, value, target) rows as aligned text."""
+    width = max(len(r[0]) for r in rows) + 2
+    lines = [title, "-" * len(title)]
+    for label, value, target in rows:
+        shown = "-" if value is None else str(value)
+        lines.append(f"{label:<{width}}{shown:>14}   {target}".rstrip())
+    return "\n".join(lines)
+
+
+def base_parser(doc: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller and shorter (minutes)")
+    parser.add_argument("--repeat", type=int, default=None, help="repetitions (median taken)")
+    parser.add_argument("--profile", action="store_true",
+                        help="py-spy the services during one repetition (needs py-spy)")
+    parser.add_argument("--env", action="append", default=[], metavar="OSTINATO_X=VALUE",
+                        help="a setting for the services (repeatable), e.g. "
+                             "OSTINATO_SCHEDULER_BATCH_SIZE=500; recorded in the result")
+    return parser
+
+
+def service_env(args: argparse.Namespace) -> dict[str, str]:
+    """The --env settings as a dict."""
+    pairs = [item.partition("=") for item in getattr(args, "env", [])]
+    return {k: v for k, _, v in pairs if k}
+
+
+# -- a cluster on a fresh database -------------------------------------------------------------
+
+
+@dataclass
+class Bench:
+    """Five services (or a subset) on a fresh database and topic prefix, one tenant."""
+
+    cluster: Any
+    url: str
+    key: str
+    name: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def client(self, timeout: float = 120) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.cluster.api_url, timeout=timeout,
+                                 headers={"Authorization": f"Bearer {self.key}"},
+                                 limits=httpx.Limits(max_connections=16))
+
+    def pid(self, alias: str) -> int:
+        return int(self.cluster.procs[alias].pid)
+
+
+@asynccontextmanager
+async def bench_cluster(scenario: str, *, env: Mapping[str, str] | None = None,
+                        services: tuple[str, ...] | None = None) -> AsyncIterator[Bench]:
+    """Create a database, migrate it, start the services on free ports, create a tenant;
+    afterwards stop every process and drop the database (also on errors)."""
+    from ostinato.db.migrate import migrate
+    from ostinato.testing.cluster import SERVICES, Cluster
+    from ostinato.testing.faults import create_tenant
+
+    name = f"ostinato_bench_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(BASE_URL)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    url = BASE_URL.rpartition("/")[0] + "/" + name
+    cluster = Cluster(database_url=url, kafka_bootstrap=KAFKA,
+                      topic_prefix=f"b{uuid.uuid4().hex[:8]}.",
+                      log_dir=ROOT / ".cache" / "bench" / f"{scenario}-{name[-8:]}",
+                      extra_env={"OSTINATO_LOG_LEVEL": "warning", "OSTINATO_DB_POOL_SIZE": "20",
+                                 **(env or {})})
+    try:
+        await migrate(url)
+        log(scenario, f"starting services (logs: {cluster.log_dir})")
+        await asyncio.to_thread(cluster.start, services or SERVICES)
+        key = await create_tenant(cluster.api_url, cluster.admin_key, "bench")
+        yield Bench(cluster, url, key, name)
+    finally:
+        await asyncio.to_thread(cluster.stop)
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+async def submit_jobs(bench: Bench, count: int, make: Callable[[int], dict[str, Any]], *,
+                      batch: int = 1000, submitters: int = 4, scenario: str = "bench",
+                      ) -> float:
+    """Submit `count` jobs, `make(i)` each, through POST /v1/jobs/batch with `submitters`
+    concurrent requests; returns the seconds it took. Progress every 10%."""
+    queue: asyncio.Queue[range] = asyncio.Queue()
+    for lo in range(0, count, batch):
+        queue.put_nowait(range(lo, min(count, lo + batch)))
+    done = 0
+    step = max(batch, count // 10)
+    async with bench.client() as client:
+
+        async def submitter() -> None:
+            nonlocal done
+            while not queue.empty():
+                part = queue.get_nowait()
+                r = await client.post("/v1/jobs/batch", json={"jobs": [make(i) for i in part]})
+                if r.status_code != 200:
+                    raise RuntimeError(f"batch refused: {r.status_code} {r.text[:300]}")
+                before, done = done, done + len(part)
+                if before // step != done // step and count > 10 * batch:
+                    log(scenario, f"submitted {done}/{count}")
+
+        start = time.perf_counter()
+        await asyncio.gather(*(submitter() for _ in range(submitters)))
+        return time.perf_counter() - start
+
+
+@asynccontextmanager
+async def sdk_worker(bench: Bench, concurrency: int = 256) -> AsyncIterator[Any]:
+    """An SDK worker for the `noop` task in this process, stopped (gracefully) afterwards."""
+    from ostinato.sdk import Worker, task
+
+    @task("noop")
+    async def noop(payload: object) -> None:
+        return None
+
+    worker = Worker(bench.cluster.gateway_url, bench.key, [noop], concurrency=concurrency,
+                    claim_wait_seconds=1, capture_logs=False)
+    running = asyncio.create_task(worker.run())
+    try:
+        yield worker
+    finally:
+        await worker.stop()
+        with suppress(Exception):
+            await running
+
+
+async def pg_stats(url: str) -> dict[str, int]:
+    """Commits and row counters of the current database (pg_stat_database)."""
+    conn = await asyncpg.connect(url)
+    try:
+        row = await conn.fetchrow("SELECT xact_commit, tup_inserted, tup_updated, tup_deleted "
+                                  "FROM pg_stat_database WHERE datname = current_database()")
+        return dict(row)
+    finally:
+        await conn.close()
+
+
+# -- profiling ---------------------------------------------------------------------------------
+
+
+class Profiler:
+    """py-spy records the given processes (alias -> pid) for `seconds`: a flame graph (SVG) and a
+    top-frames summary (own time per function, from the collapsed stacks) per process, written
+    next to the results as <scenario>-profile-<alias>.svg / .txt. Absent py-spy: says so."""
+
+    def __init__(self, scenario: str, pids: Mapping[str, int], seconds: float,
+                 rate: int = 50) -> None:
+        self.scenario = scenario
+        self.pids = dict(pids)
+        self.seconds = seconds
+        self.rate = rate
+        self.procs: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+        self.exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+
+    def start(self) -> Profiler:
+        if not Path(self.exe).exists():
+            log(self.scenario, "py-spy not installed (make bench installs it): no profile")
+            return self
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        for alias, pid in self.pids.items():
+            raw = RESULTS / f"{self.scenario}-profile-{alias}.folded"
+            self.procs[alias] = (subprocess.Popen(
+                [self.exe, "record", "--pid", str(pid), "--rate", str(self.rate),
+                 "--duration", str(max(1, int(self.seconds))), "--format", "raw",
+                 "--nonblocking", "--output", str(raw)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), raw)
+        return self
+
+    def finish(self) -> dict[str, list[dict[str, Any]]]:
+        """Wait for the recorders; write the summaries; return alias -> top frames."""
+        tops: dict[str, list[dict[str, Any]]] = {}
+        for alias, (proc, raw) in self.procs.items():
+            try:
+                _, err = proc.communicate(timeout=self.seconds + 60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+            if not raw.exists():
+                log(self.scenario, f"py-spy {alias}: {err.decode(errors='replace')[-300:]}")
+                continue
+            folded = raw.read_text()
+            tops[alias] = top_frames(folded)
+            lines = [f"{t['own_pct']:6.1f}% own {t['total_pct']:6.1f}% total  {t['frame']}"
+                     for t in tops[alias]]
+            ours = [f"{t['own_pct']:6.1f}%  {t['frame']}"
+                    for t in top_frames(folded, within=("ostinato/", "services/"))]
+            raw.with_suffix(".txt").write_text(
+                f"py-spy, {alias}, {self.seconds:.0f}s at {self.rate} Hz; own = samples whose "
+                "innermost frame is this function, total = samples with it anywhere on the "
+                "stack (EpollSelector.select is the event loop waiting: idle)\n"
+                + "\n".join(lines) + "\n\nBy the innermost Ostinato frame (library and system "
+                "time charged to the Ostinato code that called it):\n" + "\n".join(ours) + "\n")
+            flame = shutil.which("flamegraph.pl")
+            if flame:
+                with raw.with_suffix(".svg").open("wb") as out:
+                    subprocess.run([flame, str(raw)], stdout=out, check=False)
+        return tops
+
+
+def top_frames(folded: str, count: int = 25, within: tuple[str, ...] = ()
+               ) -> list[dict[str, Any]]:
+    """From collapsed stacks (`a;b;c N` lines), the functions with the most own samples; with
+    `within`, a sample's "own" frame is its innermost frame containing one of those strings."""
+    own: dict[str, int] = {}
+    total: dict[str, int] = {}
+    samples = 0
+    for line in folded.splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or not n.isdigit():
+            continue
+        k = int(n)
+        samples += k
+        frames = stack.split(";")
+        if within:
+            frames = [f for f in frames if any(w in f for w in within)] or ["(outside)"]
+        own[frames[-1]] = own.get(frames[-1], 0) + k
+        for f in set(frames):
+            total[f] = total.get(f, 0) + k
+    ranked = sorted(own.items(), key=lambda kv: -kv[1])[:count]
+    return [{"frame": f, "own_pct": round(100 * n / samples, 1),
+             "total_pct": round(100 * total[f] / samples, 1)} for f, n in ranked] \
+        if samples else []
+
+
+# -- runs: how late they started ----------------------------------------------------------------
+
+
+async def wait_succeeded(url: str, count: int, *, within: float, scenario: str,
+                         where: str = "TRUE") -> int:
+    """Poll until `count` runs matching `where` succeeded (progress every ~10 s)."""
+    conn = await asyncpg.connect(url)
+    try:
+        deadline = time.monotonic() + within
+        said = time.monotonic()
+        while True:
+            done = await conn.fetchval(
+                f"SELECT count(*) FROM runs WHERE state = 'succeeded' AND {where}")
+            if done >= count or time.monotonic() > deadline:
+                return int(done)
+            if time.monotonic() - said > 10:
+                log(scenario, f"{done}/{count} runs succeeded")
+                said = time.monotonic()
+            await asyncio.sleep(0.5)
+    finally:
+        await conn.close()
+
+
+async def lag_figures(url: str, where: str) -> dict[str, Any]:
+    """For the runs matching `where`: start lag (started_at - due_at) split into the scheduler's
+    part (scheduled_at - due_at) and the rest (queue, dispatch, claim: started_at -
+    scheduled_at), in milliseconds; first due, last start and last finish instants."""
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(
+            "SELECT extract(epoch FROM started_at - due_at) * 1000 AS lag, "
+            "       extract(epoch FROM scheduled_at - due_at) * 1000 AS sched, "
+            "       extract(epoch FROM started_at - scheduled_at) * 1000 AS rest "
+            f"FROM runs WHERE started_at IS NOT NULL AND {where}")
+        span = await conn.fetchrow(
+            "SELECT min(due_at) AS first_due, max(due_at) AS last_due, "
+            "       max(started_at) AS last_start, max(finished_at) AS last_finish, "
+            f"       count(*) AS runs FROM runs WHERE {where}")
+    finally:
+        await conn.close()
+    return {"start_lag_ms": distribution(float(r["lag"]) for r in rows),
+            "scheduler_lag_ms": distribution(float(r["sched"]) for r in rows),
+            "queue_to_start_ms": distribution(float(r["rest"]) for r in rows),
+            "span": dict(span)}
+
+
+def repeat_count(args: argparse.Namespace) -> int:
+    return args.repeat if args.repeat is not None else (1 if args.quick else 3)

@@ -1,0 +1,1 @@
+"""Peers measured like Ostinato (bench/peers/run.py)."""

@@ -1,0 +1,123 @@
+"""Every benchmark scenario, one after another, each in its own process (fresh services and
+database each), then one summary table of the headline figures next to their targets.
+
+    .venv/bin/python -m bench.run_all [--quick] [--only start_lag,burst] [--skip idle_cost]
+                                      [--profile]
+
+`make bench` runs this (QUICK=1, ONLY=..., SKIP=..., PROFILE=1 map to the flags). A scenario
+that fails is reported and the next one runs; the exit status is 1 if any failed. Results:
+bench/results/<scenario>.json, bench/results/summary.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.common import RESULTS, ROOT, log, machine, table, write_result
+
+SCENARIOS = ("throughput", "start_lag", "burst", "idle_cost", "failover", "fairness", "peers")
+
+# scenario -> [(label, how to read the figure from its JSON, target)]
+Reader = Callable[[dict[str, Any]], Any]
+HEADLINES: dict[str, list[tuple[str, Reader, str]]] = {
+    "throughput": [
+        ("runs/s end to end", lambda r: r["median"]["completion_rate_per_s"], "≥ 2000"),
+        ("submit jobs/s", lambda r: r["median"]["submit_rate_per_s"], ""),
+        ("PostgreSQL commits per run", lambda r: r["median"]["db_xact_commit_per_run"], "")],
+    "start_lag": [
+        ("start lag p50 ms @1000/s", lambda r: r["median"]["start_lag_ms_p50"], ""),
+        ("start lag p99 ms @1000/s", lambda r: r["median"]["start_lag_ms_p99"], "≤ 250"),
+        ("start lag max ms @1000/s", lambda r: r["median"]["start_lag_ms_max"], "")],
+    "burst": [
+        ("burst: all started (s)", lambda r: r["median"]["all_started_s"], "≤ 60"),
+        ("burst: all finished (s)", lambda r: r["median"]["all_finished_s"], ""),
+        ("burst: start lag p99 ms", lambda r: r["median"]["start_lag_ms_p99"], "")],
+    "idle_cost": [
+        ("idle: due poll p50 ratio with/without",
+         lambda r: r["poll_p50_ratio_with_over_without"]["claim_due_jobs"], "≈ 1"),
+        ("idle: oldest_due p50 ratio with/without",
+         lambda r: r["poll_p50_ratio_with_over_without"]["oldest_due"], "≈ 1"),
+        ("idle: scheduler CPU ratio with/without",
+         lambda r: r["cpu_ratio_with_over_without"], "≈ 1"),
+        ("idle: bytes per future job", lambda r: r["bytes_per_future_job"]["database"], "")],
+    "failover": [
+        ("failover max (lease TTLs)", lambda r: r["failover_ttls_max"], "≤ 2"),
+        ("failover: missed occurrences", lambda r: r["missed"], "0"),
+        ("failover: duplicated occurrences", lambda r: r["duplicated"], "0")],
+    "fairness": [
+        ("fairness: worst tenant share / weight share",
+         lambda r: min(t["share"] / t["weight_share"] for t in r["shares"]["tenants"].values()),
+         "≈ 1"),
+        ("fairness: light tenant critical wait p99 s",
+         lambda r: r["waits"]["trickle/critical"]["p99_s"], ""),
+        ("fairness: dispatch decisions/s (back to back)",
+         lambda r: r["dispatcher"]["decisions_per_s_busy"], "")],
+    "peers": [
+        (f"Ostinato/{peer} throughput ratio",
+         lambda r, p=peer: r["ratios"].get(p, {}).get("throughput"), "")
+        for peer in ("pgqueuer", "procrastinate", "celery")],
+}
+
+
+def run(name: str, args: argparse.Namespace) -> tuple[bool, float]:
+    cmd = [sys.executable, "-m", f"bench.{'peers.run' if name == 'peers' else name}"]
+    if args.quick:
+        cmd.append("--quick")
+    if args.profile and name in ("throughput", "start_lag", "burst"):
+        cmd.append("--profile")
+    log("bench", f"{name}: {' '.join(cmd[1:])}")
+    started = time.monotonic()
+    done = subprocess.run(cmd, cwd=ROOT, check=False)
+    return done.returncode == 0, time.monotonic() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--only", default="", help=f"comma-separated, of {', '.join(SCENARIOS)}")
+    parser.add_argument("--skip", default="")
+    args = parser.parse_args()
+    only = [s for s in args.only.split(",") if s] or list(SCENARIOS)
+    skip = {s for s in args.skip.split(",") if s}
+    unknown = (set(only) | skip) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenarios: {sorted(unknown)}")
+    status: dict[str, Any] = {}
+    for name in (s for s in SCENARIOS if s in only and s not in skip):
+        ok, seconds = run(name, args)
+        status[name] = {"ok": ok, "seconds": round(seconds, 1)}
+    rows: list[tuple[str, Any, str]] = []
+    for name, st in status.items():
+        path = RESULTS / f"{name}.json"
+        if not st["ok"] or not path.exists():
+            rows.append((f"{name}: FAILED", None, ""))
+            continue
+        result = json.loads(path.read_text())
+        for label, read, target in HEADLINES[name]:
+            try:
+                value = read(result)
+            except (KeyError, TypeError, ZeroDivisionError):
+                value = None
+            rows.append((label, value, f"target {target}" if target else ""))
+    summary = {"quick": args.quick, "scenarios": status, "headlines": rows,
+               "machine": asyncio.run(machine())}
+    write_result("summary", summary)
+    m = summary["machine"]
+    print()
+    print(table(f"Ostinato benchmarks{' (quick)' if args.quick else ''} — {m['cores']} cores, "
+                f"{m['memory_gib']} GiB, PostgreSQL {m['postgresql']}, Python {m['python']}",
+                rows))
+    print(f"note: {m['note']}")
+    return 0 if all(s["ok"] for s in status.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

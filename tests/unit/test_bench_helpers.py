@@ -1,0 +1,46 @@
+"""The benchmarks' shared arithmetic (bench/common.py): percentiles, distributions, medians over
+repetitions and the profile summary. No servers, no timing."""
+
+from __future__ import annotations
+
+from bench.common import distribution, median_of, percentile, table, top_frames
+
+
+def test_nearest_rank_percentiles() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert percentile(values, 50) == 50.0
+    assert percentile(values, 99) == 99.0
+    assert percentile(values, 100) == 100.0
+    assert percentile([7.0], 99) == 7.0
+
+
+def test_distribution_of_nothing_and_of_values() -> None:
+    assert distribution([])["p99"] is None
+    d = distribution([3.0, 1.0, 2.0, 10.0])
+    assert (d["n"], d["min"], d["p50"], d["max"]) == (4, 1.0, 2.0, 10.0)
+    assert d["mean"] == 4.0
+
+
+def test_median_over_repetitions_skips_missing_figures() -> None:
+    runs = [{"lag": {"p99": 5}}, {"lag": {"p99": 1}}, {"lag": {"p99": 3}}, {"lag": None}]
+    assert median_of(runs, "lag", "p99") == 3
+    assert median_of(runs, "absent") is None
+
+
+def test_top_frames_counts_own_and_total_samples() -> None:
+    folded = "main;loop;parse 6\nmain;loop;write 3\nmain;idle 1\n"
+    top = top_frames(folded)
+    assert top[0] == {"frame": "parse", "own_pct": 60.0, "total_pct": 60.0}
+    loop = next(t for t in top_frames(folded + "main;loop 1\n") if t["frame"] == "loop")
+    assert loop["total_pct"] == round(100 * 10 / 11, 1)
+
+
+def test_table_shows_missing_values_as_dashes() -> None:
+    text = table("T", [("a", None, ""), ("b", 1.5, "target ≥ 1")])
+    assert "-" in text.splitlines()[2] and "target ≥ 1" in text.splitlines()[3]
+
+
+def test_top_frames_charged_to_the_innermost_matching_frame() -> None:
+    folded = "main;ostinato/a;lib/x 3\nmain;ostinato/b 1\nmain;lib/y 1\n"
+    top = {t["frame"]: t["own_pct"] for t in top_frames(folded, within=("ostinato/",))}
+    assert top == {"ostinato/a": 60.0, "ostinato/b": 20.0, "(outside)": 20.0}
