@@ -35,10 +35,11 @@ from bench.common import (
     write_result,
 )
 from ostinato.eventlog.readmodels import Q
+from ostinato.leases.shard import SHARDS
 from ostinato.testing.faults import metric_total, scrape
 
 SCENARIO = "idle_cost"
-SHARDS = list(range(16))
+SHARD_LIST = list(range(SHARDS))
 TABLES = ("jobs", "events", "blobs", "outbox", "runs")
 
 
@@ -47,9 +48,9 @@ async def time_polls(url: str, polls: int) -> dict[str, Any]:
     conn = await asyncpg.connect(url)
     try:
         queries = {
-            "claim_due_jobs": (Q["claim_due_jobs"], lambda now: (now, 100, [], SHARDS)),
+            "claim_due_jobs": (Q["claim_due_jobs"], lambda now: (now, 100, [], SHARD_LIST)),
             "claim_due_retries": (Q["claim_due_retries"], lambda now: (now, 500)),
-            "oldest_due": (Q["oldest_due"], lambda now: (now,)),
+            "oldest_due": (Q["oldest_due"], lambda now: (now, SHARDS)),
         }
         out: dict[str, Any] = {}
         for name, (sql, params) in queries.items():
@@ -73,7 +74,7 @@ async def time_polls(url: str, polls: int) -> dict[str, Any]:
         # five executions PostgreSQL may switch to the generic plan): the plan without values.
         await conn.execute("SET plan_cache_mode = force_generic_plan")
         await conn.execute(f"PREPARE due_generic AS {sql.strip().rstrip(';')}")
-        shards = "{" + ",".join(map(str, SHARDS)) + "}"
+        shards = "{" + ",".join(map(str, SHARD_LIST)) + "}"
         plan = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS) EXECUTE due_generic("
                                 f"'{datetime.now(UTC).isoformat()}', 100, '{{}}', '{shards}')")
         await conn.execute("DEALLOCATE due_generic; RESET plan_cache_mode")

@@ -139,7 +139,8 @@ async def check_overdue(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
     if oldest is None or now - oldest <= grace:
         return 0
     async with pool.acquire() as conn, conn.transaction():
-        rows = await conn.fetch(Q["claim_due_jobs"], now - grace, batch_size, [], None)
+        rows = await conn.fetch(Q["claim_due_jobs"], now - grace, batch_size, [],
+                                list(range(SHARDS)))
         missed = [NewEvent(r["id"], r["version"] + 1, r["tenant_id"], ev.OccurrenceMissed(
             scheduled_for=r["next_slot"], detected_by=ACTOR, repair="scheduler"), ACTOR)
             for r in rows]

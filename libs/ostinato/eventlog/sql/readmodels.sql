@@ -225,7 +225,7 @@ FROM jobs
 WHERE status = 'active' AND next_run_at IS NOT NULL
   AND next_run_at <= coalesce($1::timestamptz, now())
   AND NOT (id = ANY($3::uuid[]))
-  AND ($4::smallint[] IS NULL OR shard = ANY($4::smallint[]))
+  AND shard = ANY($4::smallint[])  -- no "IS NULL OR": its generic plan is a sequential scan
 ORDER BY next_run_at
 LIMIT $2
 FOR UPDATE SKIP LOCKED;
