@@ -1,18 +1,19 @@
 """The transactional outbox and its relay.
 
-Rows are written by `EventStore.append` in the writer's transaction. The relay locks a batch in
-id order (SKIP LOCKED), produces it, waits for the broker's acks, then deletes the rows and
-commits. A crash between the acks and the commit re-publishes the batch: consumers deduplicate
-by event id, so that is harmless. A transaction that commits late only delays its rows to the
-next poll; there is no cursor that could skip them (id order is not commit order, so we never
-track a high-water mark).
+Rows are written by `EventStore.append` in the writer's transaction, in the same statement as
+the events they carry (`messages` builds them; eventlog.sql's `append_events` inserts both).
+The relay locks a batch in id order (SKIP LOCKED), produces it, waits for the broker's acks,
+then deletes the rows and commits. A crash between the acks and the commit re-publishes the
+batch: consumers deduplicate by event id, so that is harmless. A transaction that commits late
+only delays its rows to the next poll; there is no cursor that could skip them (id order is not
+commit order, so we never track a high-water mark).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import asyncpg
@@ -22,7 +23,8 @@ from ostinato.bus.codec import HEADER_EVENT_ID, HEADER_TENANT, HEADER_TYPE, Enve
 from ostinato.bus.topics import Topics, tenant_key
 from ostinato.clock import Clock
 from ostinato.db.queries import load
-from ostinato.eventlog.records import RecordedEvent
+from ostinato.domain.events import event_type
+from ostinato.eventlog.records import NewEvent
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 
@@ -31,28 +33,30 @@ _json = msgspec.json.Encoder()
 log = get_logger("ostinato.outbox")
 
 
-async def enqueue(
-    conn: asyncpg.Connection, topics: Topics, recorded: Sequence[RecordedEvent]
-) -> int:
-    rows: list[tuple[str, bytes, bytes, str]] = []
-    for r in recorded:
-        topic = topics.route(r.event)
+Messages = tuple[list[str], list[bytes], list[bytes], list[str]]  # topic, key, value, headers
+
+
+def messages(topics: Topics, events: Sequence[NewEvent], occurred_at: datetime) -> Messages:
+    """The outbox rows of the events that travel on a topic, as columns."""
+    rows: Messages = ([], [], [], [])
+    for e in events:
+        topic = topics.route(e.event)
         if topic is None:
             continue
         envelope = Envelope(
-            event_id=r.event_id, stream_id=r.stream_id, version=r.version, tenant_id=r.tenant_id,
-            occurred_at=r.occurred_at, actor=r.actor, epoch=r.epoch, traceparent=r.traceparent,
-            event=r.event,  # type: ignore[arg-type]
+            event_id=e.event_id, stream_id=e.stream_id, version=e.version, tenant_id=e.tenant_id,
+            occurred_at=occurred_at, actor=e.actor, epoch=e.epoch, traceparent=e.traceparent,
+            event=e.event,  # type: ignore[arg-type]
         )
-        headers = {HEADER_EVENT_ID: str(r.event_id), HEADER_TYPE: r.type,
-                   HEADER_TENANT: str(r.tenant_id)}
-        if r.traceparent:
-            headers["traceparent"] = r.traceparent
-        rows.append((topic, tenant_key(r.tenant_id), encode(envelope),
-                     _json.encode(headers).decode()))
-    if rows:
-        await conn.execute(Q["enqueue_messages"], *map(list, zip(*rows, strict=True)))
-    return len(rows)
+        headers = {HEADER_EVENT_ID: str(e.event_id), HEADER_TYPE: event_type(e.event),
+                   HEADER_TENANT: str(e.tenant_id)}
+        if e.traceparent:
+            headers["traceparent"] = e.traceparent
+        rows[0].append(topic)
+        rows[1].append(tenant_key(e.tenant_id))
+        rows[2].append(encode(envelope))
+        rows[3].append(_json.encode(headers).decode())
+    return rows
 
 
 class Producer(Protocol):

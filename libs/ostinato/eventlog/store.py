@@ -55,6 +55,7 @@ class EventStore:
                 [e.epoch for e in events],
                 [e.traceparent for e in events],
                 occurred_at,
+                *outbox.messages(self.topics, events, occurred_at),
             )
         except asyncpg.UniqueViolationError as exc:
             if exc.constraint_name == "events_pkey":
@@ -62,18 +63,18 @@ class EventStore:
                     "the stream was changed concurrently; re-read it and try again"
                 ) from exc
             raise
+        by_id = {row["event_id"]: row for row in rows}  # RETURNING order is not promised
         recorded = [
             RecordedEvent(
-                seq=row["seq"], event_id=e.event_id, stream_id=e.stream_id,
+                seq=by_id[e.event_id]["seq"], event_id=e.event_id, stream_id=e.stream_id,
                 stream_type=type(e.event).stream_type, version=e.version,
                 tenant_id=e.tenant_id, type=event_type(e.event), event=e.event, actor=e.actor,
                 epoch=e.epoch, traceparent=e.traceparent, occurred_at=occurred_at,
-                recorded_at=row["recorded_at"],
+                recorded_at=by_id[e.event_id]["recorded_at"],
             )
-            for e, row in zip(events, rows, strict=True)
+            for e in events
         ]
         await readmodels.apply(conn, recorded)
-        await outbox.enqueue(conn, self.topics, recorded)
         metrics.EVENTS_APPENDED.inc(len(recorded))
         return recorded
 

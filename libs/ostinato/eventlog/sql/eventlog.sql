@@ -1,11 +1,18 @@
 -- name: append_events
 -- Multi-row append; the (stream_id, version) primary key is the optimistic-concurrency check.
+-- The outbox rows of the events ($12..$15, built by eventlog/outbox.py `messages`) go in with
+-- them, in the same statement: one round trip, and a conflict writes neither.
+WITH queued AS (
+    INSERT INTO outbox (topic, key, value, headers)
+    SELECT ot, ok, ov, oh::jsonb
+    FROM unnest($12::text[], $13::bytea[], $14::bytea[], $15::text[]) AS o(ot, ok, ov, oh)
+)
 INSERT INTO events (stream_id, version, stream_type, tenant_id, event_id, type, data, actor,
                     epoch, traceparent, occurred_at)
 SELECT s, v, st, t, e, ty, d::jsonb, a, ep, tp, $11::timestamptz
 FROM unnest($1::uuid[], $2::int[], $3::text[], $4::uuid[], $5::uuid[], $6::text[], $7::text[],
             $8::text[], $9::bigint[], $10::text[]) AS x(s, v, st, t, e, ty, d, a, ep, tp)
-RETURNING seq, recorded_at;
+RETURNING seq, recorded_at, event_id;
 
 -- name: read_stream
 -- One stream's events in order, tenant-scoped so a guessed id reveals nothing.

@@ -1,7 +1,4 @@
--- name: enqueue_messages
--- Outbox rows written in the same transaction as the events they carry.
-INSERT INTO outbox (topic, key, value, headers)
-SELECT t, k, v, h::jsonb FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::text[]) AS x(t, k, v, h);
+-- Rows are inserted by eventlog.sql's append_events, in the statement that appends the events.
 
 -- name: claim_messages
 -- The relay locks a batch in id order; SKIP LOCKED lets a second relay take the next batch.
