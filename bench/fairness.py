@@ -1,7 +1,7 @@
 """Fair dispatch under a mixed load of tenants, classes and pools: per tenant throughput share
 versus weight, p50/p99 wait per class, and dispatch decisions per second.
 
-    .venv/bin/python bench/fairness.py [--base 500] [--slots 20] [--long-seconds 0.2]
+    .venv/bin/python -m bench.fairness [--quick] [--base 500] [--slots 20] [--long-seconds 0.2]
 
 Needs PostgreSQL only (`infra/up.sh postgres`; no Kafka, no service processes). On a fresh
 database it drives the library code each service runs, in one process: jobs submitted with
