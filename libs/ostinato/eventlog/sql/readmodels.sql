@@ -239,8 +239,10 @@ SELECT j.id, j.tenant_id, j.task, j.pool, j.priority, j.payload_ref, j.next_run_
        j.consecutive_failures, j.retry_policy, j.timeout_seconds, j.queue_wait_seconds,
        j.on_queue_wait, j.shard, j.concurrency_key, j.resource
 FROM candidates JOIN jobs j ON j.id = candidates.id
-WHERE j.status = 'active' AND j.next_run_at IS NOT NULL
-  AND j.next_run_at <= coalesce($1::timestamptz, now())
+-- Re-checked on the locked row, and written so that no index can serve it: the planner's
+-- histogram of next_run_at was taken while these jobs were in the future, so it believes almost
+-- none are due and would otherwise scan jobs_due for every candidate instead of the primary key.
+WHERE (j.status = 'active' AND j.next_run_at <= coalesce($1::timestamptz, now())) IS TRUE
 ORDER BY j.next_run_at
 LIMIT $2
 FOR UPDATE OF j SKIP LOCKED;
