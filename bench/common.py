@@ -118,6 +118,43 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_by_process_group(services: Mapping[str, int]) -> dict[str, float]:
+    """CPU seconds used so far by every process on the machine, grouped: each service (alias ->
+    pid, with its children), PostgreSQL, Kafka (java), this benchmark process, the rest."""
+    groups: dict[str, float] = {}
+    owner = {pid: alias for alias, pid in services.items()}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+        except OSError:
+            continue
+        comm = raw[raw.index("(") + 1:raw.rindex(")")]
+        fields = raw.rsplit(")", 1)[1].split()
+        pid, ppid = int(entry.name), int(fields[1])
+        if pid == os.getpid():
+            group = "bench (client + SDK worker)"
+        elif pid in owner or ppid in owner:
+            group = owner.get(pid) or owner[ppid]
+        elif comm.startswith("postgres"):
+            group = "postgresql"
+        elif comm == "java":
+            group = "kafka"
+        else:
+            group = "other"
+        ticks = int(fields[11]) + int(fields[12])
+        groups[group] = groups.get(group, 0.0) + ticks / os.sysconf("SC_CLK_TCK")
+    return groups
+
+
+def cores_used(before: Mapping[str, float], after: Mapping[str, float],
+               seconds: float) -> dict[str, float]:
+    """Cores each group kept busy between two cpu_by_process_group() samples."""
+    used = {g: (after[g] - before.get(g, 0.0)) / seconds for g in after}
+    return {g: round(c, 2) for g, c in sorted(used.items(), key=lambda gc: -gc[1]) if c > 0.005}
+
+
 # -- output ------------------------------------------------------------------------------------
 
 
@@ -265,6 +302,42 @@ async def pg_stats(url: str) -> dict[str, int]:
         return dict(row)
     finally:
         await conn.close()
+
+
+async def statement_stats(url: str) -> dict[str, tuple[int, float]] | None:
+    """Calls and execution milliseconds per statement of the current database
+    (pg_stat_statements; None when the server does not preload it)."""
+    conn = await asyncpg.connect(url)
+    try:
+        try:
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            rows = await conn.fetch(
+                "SELECT query, sum(calls)::bigint AS calls, sum(total_exec_time) AS ms "
+                "FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database "
+                "WHERE datname = current_database()) GROUP BY query")
+        except asyncpg.PostgresError:
+            return None
+        return {r["query"]: (r["calls"], r["ms"]) for r in rows}
+    finally:
+        await conn.close()
+
+
+def statements_per_run(before: Mapping[str, tuple[int, float]] | None,
+                       after: Mapping[str, tuple[int, float]] | None, runs: int,
+                       top: int = 12) -> dict[str, Any] | None:
+    """Statements and server milliseconds per run, and the statements that cost most."""
+    if before is None or after is None:
+        return None
+    delta = []
+    for query, (calls, ms) in after.items():
+        c0, m0 = before.get(query, (0, 0.0))
+        if calls > c0:
+            delta.append((query, calls - c0, ms - m0))
+    delta.sort(key=lambda d: d[2], reverse=True)
+    return {"statements": round(sum(d[1] for d in delta) / runs, 2),
+            "server_ms": round(sum(d[2] for d in delta) / runs, 3),
+            "top": [{"query": " ".join(q.split())[:160], "calls_per_run": round(c / runs, 3),
+                     "ms_per_run": round(m / runs, 4)} for q, c, m in delta[:top]]}
 
 
 # -- profiling ---------------------------------------------------------------------------------

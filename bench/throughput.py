@@ -19,6 +19,8 @@ from bench.common import (
     Profiler,
     base_parser,
     bench_cluster,
+    cores_used,
+    cpu_by_process_group,
     log,
     machine,
     median_of,
@@ -26,6 +28,8 @@ from bench.common import (
     repeat_count,
     sdk_worker,
     service_env,
+    statement_stats,
+    statements_per_run,
     submit_jobs,
     table,
     wait_succeeded,
@@ -45,10 +49,13 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
         await warm_up(bench, SCENARIO)
         await asyncio.sleep(1.5)  # PostgreSQL flushes its statistics counters up to 1 s late
         before = await pg_stats(bench.url)
+        statements_before = await statement_stats(bench.url)
         profiler = None
         if rep == 0:  # the profiled repetition (not in the median: py-spy slows what it samples)
             profiler = Profiler(SCENARIO, {a: bench.pid(a) for a in PROFILED},
                                 max(5.0, n / 1500)).start()
+        services = {a: bench.pid(a) for a in bench.cluster.procs}
+        cpu_before = cpu_by_process_group(services)
         start = time.perf_counter()
         submit_s = await submit_jobs(bench, n, lambda i: {"name": f"noop-{i}", "task": "noop"},
                                      batch=args.batch, submitters=args.submitters,
@@ -56,14 +63,17 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
         done = await wait_succeeded(bench.url, n + WARMUP, within=args.timeout,
                                     scenario=SCENARIO)
         total = time.perf_counter() - start
+        cpu = cores_used(cpu_before, cpu_by_process_group(services), total)
         await asyncio.sleep(1.5)
         after = await pg_stats(bench.url)
+        statements = statements_per_run(statements_before, await statement_stats(bench.url), n)
         tops = profiler.finish() if profiler else {}
     if done < n + WARMUP:
         raise TimeoutError(f"only {done - WARMUP}/{n} runs succeeded")
     return {"submit_rate_per_s": round(n / submit_s, 1),
             "completion_rate_per_s": round(n / total, 1), "end_to_end_seconds": round(total, 2),
             "db_per_run": {k: round((after[k] - before[k]) / n, 2) for k in before},
+            "statements_per_run": statements, "cores_used": cpu,
             "profile_top": {a: t[:8] for a, t in tops.items()}}
 
 
@@ -80,6 +90,8 @@ async def main(args: Any) -> dict[str, Any]:
                                                "end_to_end_seconds")}
     median.update({f"db_{k}_per_run": median_of(runs, "db_per_run", k)
                    for k in ("xact_commit", "tup_inserted", "tup_updated", "tup_deleted")})
+    median.update({f"sql_{k}_per_run": median_of(runs, "statements_per_run", k)
+                   for k in ("statements", "server_ms")})
     return {"scenario": SCENARIO, "jobs": args.jobs, "submitters": args.submitters,
             "batch": args.batch, "worker_concurrency": args.concurrency,
             "repetitions": len(runs), "service_env": service_env(args), "median": median,
@@ -93,10 +105,14 @@ def report(r: dict[str, Any]) -> str:
             ("completion rate (runs/s)", m["completion_rate_per_s"],
              f"target ≥ {TARGET_RUNS_PER_S}"),
             ("end to end (s)", m["end_to_end_seconds"], ""),
+            ("per run: statements", m.get("sql_statements_per_run"), "pg_stat_statements"),
+            ("per run: server ms", m.get("sql_server_ms_per_run"), "execution time"),
             ("per run: commits", m["db_xact_commit_per_run"], ""),
             ("per run: rows inserted", m["db_tup_inserted_per_run"], ""),
             ("per run: rows updated", m["db_tup_updated_per_run"], ""),
             ("per run: rows deleted", m["db_tup_deleted_per_run"], "")]
+    cores = r["runs"][-1].get("cores_used") or {}
+    rows += [(f"cores: {group}", used, "last repetition") for group, used in cores.items()]
     return table(f"Throughput: {r['jobs']} no-op jobs, median of {r['repetitions']}", rows)
 
 

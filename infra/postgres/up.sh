@@ -172,6 +172,9 @@ timezone = 'UTC'
 log_timezone = 'UTC'
 log_line_prefix = '%m [%p] %q%u@%d '
 log_lock_waits = on
+# statements per run in bench/ (cheap; the extension is created only where read)
+shared_preload_libraries = 'pg_stat_statements'
+pg_stat_statements.track = top
 EOF
 pg_own "$PGDATA/ostinato.conf"
 

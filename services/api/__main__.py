@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from ostinato.api.app import create_app
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.ops import HttpServer
-from ostinato.runtime.service import Service, run_until_stopped
+from ostinato.runtime.service import Service, run_service, run_until_stopped
 
 
 async def amain() -> None:
@@ -22,7 +20,7 @@ async def amain() -> None:
 
 
 def main() -> None:
-    asyncio.run(amain())
+    run_service(amain)
 
 
 if __name__ == "__main__":

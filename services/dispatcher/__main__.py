@@ -4,14 +4,13 @@ runs.due and runs.finished. Ops endpoints on OSTINATO_OPS_HOST:OSTINATO_DISPATCH
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from ostinato.bus.consumer import BatchConsumer, Delivered
 from ostinato.dispatch import CONSUMER, Dispatcher, EpochFence, live_workers
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
-from ostinato.runtime.service import Service, run_until_stopped
+from ostinato.runtime.service import Service, run_service, run_until_stopped
 
 
 async def amain() -> None:
@@ -54,7 +53,7 @@ async def amain() -> None:
 
 
 def main() -> None:
-    asyncio.run(amain())
+    run_service(amain)
 
 
 if __name__ == "__main__":

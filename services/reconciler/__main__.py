@@ -4,13 +4,12 @@ Ops endpoints on OSTINATO_OPS_HOST:OSTINATO_RECONCILER_PORT (127.0.0.1:8084)."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
 from ostinato.reconcile.loop import ReconcileConfig, run_reconciler
-from ostinato.runtime.service import Service, run_until_stopped
+from ostinato.runtime.service import Service, run_service, run_until_stopped
 
 
 async def amain() -> None:
@@ -44,7 +43,7 @@ async def amain() -> None:
 
 
 def main() -> None:
-    asyncio.run(amain())
+    run_service(amain)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@ Ops endpoints on OSTINATO_OPS_HOST:OSTINATO_SCHEDULER_PORT (127.0.0.1:8082)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 from datetime import timedelta
@@ -11,14 +10,14 @@ from datetime import timedelta
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
 from ostinato.leases.shard import ShardLeases
-from ostinato.runtime.service import Service, run_until_stopped
+from ostinato.runtime.service import Service, run_service, run_until_stopped
 from ostinato.scheduling import run_scheduler
 
 
 async def amain() -> None:
     service = Service("scheduler")
     settings = service.settings
-    pool = await service.connect_database()
+    pool = await service.connect_database(custom_plans=True)  # the due poll: see create_pool
     producer = await service.start_producer()
     relay = OutboxRelay(pool, producer, settings.topics)
     store = EventStore(service.clock, settings.topics)
@@ -42,7 +41,7 @@ async def amain() -> None:
 
 
 def main() -> None:
-    asyncio.run(amain())
+    run_service(amain)
 
 
 if __name__ == "__main__":

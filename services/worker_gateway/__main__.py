@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from ostinato.bus.consumer import BatchConsumer
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
@@ -12,7 +10,7 @@ from ostinato.gateway.app import create_app
 from ostinato.gateway.attempts import Attempts
 from ostinato.gateway.wakeups import ReadySignals
 from ostinato.runtime.ops import HttpServer
-from ostinato.runtime.service import Service, run_until_stopped
+from ostinato.runtime.service import Service, run_service, run_until_stopped
 
 
 async def amain() -> None:
@@ -46,7 +44,7 @@ async def amain() -> None:
 
 
 def main() -> None:
-    asyncio.run(amain())
+    run_service(amain)
 
 
 if __name__ == "__main__":

@@ -220,11 +220,18 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
 }
 
 
+# The writes of the events every run goes through: one array per value, so a batch is one
+# statement rather than one execution per row (readmodels.sql).
+COLUMNAR = frozenset({"project_job_created", "project_occurrence_fired", "project_run_scheduled",
+                      "project_run_queued", "project_run_started", "project_run_succeeded"})
+
+
 async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> None:
     """Bring the read models up to date with `recorded`, with as few statements as possible.
 
     Each stream's events are applied in version order: its k-th event here goes into round k,
-    and within a round the rows of one statement are sent together (executemany). Read models
+    and within a round the rows of one statement are sent together (one columnar statement, or
+    executemany). Read models
     have no foreign keys, so rows of different streams never depend on each other's order.
     """
     rounds: list[dict[str, list[Args]]] = []
@@ -238,7 +245,9 @@ async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> 
         rounds[k][name].append(args)
     for statements in rounds:
         for name, rows in statements.items():
-            if len(rows) == 1:
+            if name in COLUMNAR:
+                await conn.execute(Q[name], *map(list, zip(*rows, strict=True)))
+            elif len(rows) == 1:
                 await conn.execute(Q[name], *rows[0])
             else:
                 await conn.executemany(Q[name], rows)

@@ -1,6 +1,7 @@
 -- Read models: the only SQL that writes or reads tenants, api_keys, jobs and runs.
 -- Writes (project_*) take every value from the event, never from now(), so a rebuild
--- from the log reproduces the same rows.
+-- from the log reproduces the same rows. The writes of the events every run goes through
+-- take one array per value (readmodels.py COLUMNAR): one statement for a whole batch.
 
 -- name: project_tenant_created
 -- TenantCreated
@@ -13,25 +14,37 @@ WITH k AS (INSERT INTO api_keys (key_hash, tenant_id, role, created_at)
 UPDATE tenants SET version = $5 WHERE id = $1;
 
 -- name: project_job_created
--- JobCreated
+-- JobCreated (columnar)
 INSERT INTO jobs (id, tenant_id, name, task, status, schedule, payload_ref, pool, priority,
                   idempotency_key, traceparent, next_run_at, runs_created, created_at, updated_at,
                   version, kind, next_slot, calendar, overlap, retry_policy, timeout_seconds,
                   queue_wait_seconds, on_queue_wait, shard, concurrency_key, resource)
-VALUES ($1, $2, $3, $4, CASE WHEN $10::timestamptz IS NULL THEN 'completed' ELSE 'active' END,
-        $5::text::jsonb, $6, $7, $8, $9, $13, $10, 0, $11, $11, $12, $14,
-        coalesce($15::timestamptz, $10), $16, $17, $18::text::jsonb, $19, $20, $21, $22, $23,
-        $24);
+SELECT id, tenant_id, name, task, CASE WHEN next_run_at IS NULL THEN 'completed' ELSE 'active' END,
+       schedule::jsonb, payload_ref, pool, priority, idempotency_key, traceparent, next_run_at, 0,
+       created_at, created_at, version, kind, coalesce(next_slot, next_run_at), calendar, overlap,
+       retry_policy::jsonb, timeout_seconds, queue_wait_seconds, on_queue_wait, shard,
+       concurrency_key, resource
+FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::uuid[], $7::text[],
+            $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::int[],
+            $13::text[], $14::text[], $15::timestamptz[], $16::text[], $17::text[], $18::text[],
+            $19::float8[], $20::float8[], $21::text[], $22::smallint[], $23::text[], $24::text[])
+     AS r(id, tenant_id, name, task, schedule, payload_ref, pool, priority, idempotency_key,
+          next_run_at, created_at, version, traceparent, kind, next_slot, calendar, overlap,
+          retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait, shard,
+          concurrency_key, resource);
 
 -- name: project_occurrence_fired
--- OccurrenceFired: a run was created for scheduled_for; the job moves on to next_run_at
-UPDATE jobs SET next_run_at = $2, next_slot = coalesce($6::timestamptz, $2),
-                last_run_at = greatest(last_run_at, $3), runs_created = runs_created + 1,
-                resume_policy = NULL,
-                status = CASE WHEN $2::timestamptz IS NULL AND status = 'active' THEN 'completed'
-                              ELSE status END,
-                updated_at = $4, version = $5
-WHERE id = $1;
+-- OccurrenceFired (columnar): a run was created for scheduled_for; the job moves on to
+-- next_run_at
+UPDATE jobs SET next_run_at = r.next_run_at, next_slot = coalesce(r.next_slot, r.next_run_at),
+                last_run_at = greatest(jobs.last_run_at, r.scheduled_for),
+                runs_created = jobs.runs_created + 1, resume_policy = NULL,
+                status = CASE WHEN r.next_run_at IS NULL AND jobs.status = 'active'
+                              THEN 'completed' ELSE jobs.status END,
+                updated_at = r.occurred_at, version = r.version
+FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], $5::int[],
+            $6::timestamptz[]) AS r(id, next_run_at, scheduled_for, occurred_at, version, next_slot)
+WHERE jobs.id = r.id;
 
 -- name: project_occurrences_skipped
 -- OccurrencesSkipped: the skipped range is recorded; the job moves on like after a fire
@@ -80,36 +93,56 @@ ON CONFLICT (id) DO UPDATE SET dates = excluded.dates, updated_at = excluded.upd
 UPDATE jobs SET status = 'deleted', next_run_at = NULL, updated_at = $2, version = $3 WHERE id = $1;
 
 -- name: project_run_scheduled
--- RunScheduled
+-- RunScheduled (columnar)
 INSERT INTO runs (id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, state,
                   attempt, fencing_token, scheduled_at, updated_at, version, trigger, due_at,
                   traceparent, retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait,
                   replay_of, concurrency_key, resource)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'scheduled', 0, 0, $9, $9, $10, $11,
-        coalesce($12::timestamptz, $8), $13, $14::text::jsonb, $15, $16, $17, $18, $19, $20);
+SELECT id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, 'scheduled', 0, 0,
+       occurred_at, occurred_at, version, trigger, coalesce(due_at, scheduled_for), traceparent,
+       retry_policy::jsonb, timeout_seconds, queue_wait_seconds, on_queue_wait, replay_of,
+       concurrency_key, resource
+FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::uuid[],
+            $8::timestamptz[], $9::timestamptz[], $10::int[], $11::text[], $12::timestamptz[],
+            $13::text[], $14::text[], $15::float8[], $16::float8[], $17::text[], $18::uuid[],
+            $19::text[], $20::text[])
+     AS r(id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, occurred_at,
+          version, trigger, due_at, traceparent, retry_policy, timeout_seconds,
+          queue_wait_seconds, on_queue_wait, replay_of, concurrency_key, resource);
 
 -- name: project_run_queued
--- RunQueued
-UPDATE runs SET state = 'queued', pool = $2, queued_at = $3, updated_at = $3, version = $4,
-                traceparent = coalesce($5, traceparent)
-WHERE id = $1;
+-- RunQueued (columnar)
+UPDATE runs SET state = 'queued', pool = r.pool, queued_at = r.occurred_at,
+                updated_at = r.occurred_at, version = r.version,
+                traceparent = coalesce(r.traceparent, runs.traceparent)
+FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::int[], $5::text[])
+     AS r(id, pool, occurred_at, version, traceparent)
+WHERE runs.id = r.id;
 
 -- name: project_run_started
--- RunStarted
-UPDATE runs SET state = 'running', attempt = $2, fencing_token = $3, worker_id = $4,
-                started_at = $5, updated_at = $5, version = $6,
-                traceparent = coalesce($7, traceparent)
-WHERE id = $1;
+-- RunStarted (columnar)
+UPDATE runs SET state = 'running', attempt = r.attempt, fencing_token = r.fencing_token,
+                worker_id = r.worker_id, started_at = r.occurred_at, updated_at = r.occurred_at,
+                version = r.version, traceparent = coalesce(r.traceparent, runs.traceparent)
+FROM unnest($1::uuid[], $2::int[], $3::bigint[], $4::text[], $5::timestamptz[], $6::int[],
+            $7::text[]) AS r(id, attempt, fencing_token, worker_id, occurred_at, version,
+                             traceparent)
+WHERE runs.id = r.id;
 
 -- name: project_run_succeeded
--- RunSucceeded: also ends the job's streak of failures
+-- RunSucceeded (columnar): also ends the job's streak of failures (a write only when there is
+-- one: most jobs have none)
 WITH run AS (
-    UPDATE runs SET state = 'succeeded', output_ref = $2, finished_at = $3, updated_at = $3,
-                    version = $4, logs_ref = coalesce($5, logs_ref)
-    WHERE id = $1
-    RETURNING job_id
+    UPDATE runs SET state = 'succeeded', output_ref = r.output_ref, finished_at = r.occurred_at,
+                    updated_at = r.occurred_at, version = r.version,
+                    logs_ref = coalesce(r.logs_ref, runs.logs_ref)
+    FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $4::int[], $5::uuid[])
+         AS r(id, output_ref, occurred_at, version, logs_ref)
+    WHERE runs.id = r.id
+    RETURNING runs.job_id
 )
-UPDATE jobs SET consecutive_failures = 0 FROM run WHERE jobs.id = run.job_id;
+UPDATE jobs SET consecutive_failures = 0
+FROM run WHERE jobs.id = run.job_id AND jobs.consecutive_failures <> 0;
 
 -- name: project_run_failed
 -- RunFailed, AttemptTimedOut, LeaseExpired: the attempt failed; a retry or dead letter follows
