@@ -324,7 +324,7 @@ async def statement_stats(url: str) -> dict[str, tuple[int, float]] | None:
 
 def statements_per_run(before: Mapping[str, tuple[int, float]] | None,
                        after: Mapping[str, tuple[int, float]] | None, runs: int,
-                       top: int = 12) -> dict[str, Any] | None:
+                       top: int = 20) -> dict[str, Any] | None:
     """Statements and server milliseconds per run, and the statements that cost most."""
     if before is None or after is None:
         return None

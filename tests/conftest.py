@@ -63,11 +63,33 @@ async def drop_database(name: str) -> None:
         await conn.close()
 
 
+async def slots_out_of_step(url: str) -> list[str]:
+    """Runs whose dispatch slot (run_slots) disagrees with their state: run_slots must hold
+    exactly the queued and running runs, whatever path moved them."""
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(
+            "(SELECT run_id AS id, 'slot without a queued or running run' AS why FROM run_slots "
+            " EXCEPT SELECT id, 'slot without a queued or running run' FROM runs "
+            " WHERE state IN ('queued', 'running')) "
+            "UNION ALL (SELECT id, 'queued or running run without a slot' FROM runs "
+            " WHERE state IN ('queued', 'running') EXCEPT SELECT run_id, "
+            " 'queued or running run without a slot' FROM run_slots)")
+        return [f"{r['id']}: {r['why']}" for r in rows]
+    finally:
+        await conn.close()
+
+
 @pytest.fixture
 async def db_url(template_db: str) -> AsyncIterator[str]:
+    """A fresh database; afterwards, every test also checks that the dispatcher's slot count
+    followed every run it moved."""
     name = await fresh_database(template_db)
     yield url_for(name)
-    await drop_database(name)
+    try:
+        assert not await slots_out_of_step(url_for(name))
+    finally:
+        await drop_database(name)
 
 
 @pytest.fixture

@@ -226,6 +226,11 @@ COLUMNAR = frozenset({"project_job_created", "project_occurrence_fired", "projec
                       "project_run_queued", "project_run_started", "project_run_succeeded"})
 
 
+# Run events after which a run holds a dispatch slot exactly when it held one before (scheduled
+# stays slot-less, queued → running keeps it); after any other, run_slots follows the run.
+SLOT_UNCHANGED = frozenset({ev.RunScheduled, ev.RunStarted})
+
+
 async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> None:
     """Bring the read models up to date with `recorded`, with as few statements as possible.
 
@@ -243,6 +248,8 @@ async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> 
             rounds.append(defaultdict(list))
         name, args = PROJECTORS[type(r.event)](r, r.event)
         rounds[k][name].append(args)
+    moved = [r.stream_id for r in recorded
+             if r.stream_type == "run" and type(r.event) not in SLOT_UNCHANGED]
     for statements in rounds:
         for name, rows in statements.items():
             if name in COLUMNAR:
@@ -251,6 +258,8 @@ async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> 
                 await conn.execute(Q[name], *rows[0])
             else:
                 await conn.executemany(Q[name], rows)
+    if moved:
+        await conn.execute(Q["sync_run_slots"], moved)
 
 
 async def rebuild(conn: asyncpg.Connection, page: int = 2000) -> int:
@@ -273,5 +282,5 @@ async def snapshot(conn: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:
     return {
         table: [dict(r) for r in await conn.fetch(Q[f"snapshot_{table}"])]
         for table in ("tenants", "api_keys", "jobs", "runs", "occurrence_skips", "job_pauses",
-                      "calendars", "dead_letters", "limits", "pool_controls")
+                      "calendars", "dead_letters", "limits", "pool_controls", "run_slots")
     }

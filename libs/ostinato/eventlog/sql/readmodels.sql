@@ -215,7 +215,7 @@ UPDATE runs SET version = $2 WHERE id = $1;
 -- name: truncate_read_models
 -- Before a rebuild: read models only, never the log.
 TRUNCATE api_keys, runs, jobs, tenants, occurrence_skips, job_pauses, calendars, dead_letters,
-         limits, pool_controls;
+         limits, pool_controls, run_slots;
 
 -- name: tenant_by_key_hash
 -- Authenticate an API key by its hash.
@@ -349,6 +349,10 @@ SELECT * FROM jobs ORDER BY id;
 -- name: snapshot_runs
 -- For the rebuild-equality check.
 SELECT * FROM runs ORDER BY id;
+
+-- name: snapshot_run_slots
+-- For the rebuild-equality check.
+SELECT * FROM run_slots ORDER BY run_id;
 
 -- name: snapshot_occurrence_skips
 -- For the rebuild-equality check.
@@ -524,8 +528,22 @@ GROUP BY tenant_id, pool, priority;
 -- name: in_flight_runs
 -- The dispatcher's busy slots: runs queued (published, not yet claimed) or running.
 SELECT tenant_id, pool, priority, task, concurrency_key, count(*) AS n
-FROM runs WHERE state IN ('queued', 'running')
+FROM run_slots
 GROUP BY tenant_id, pool, priority, task, concurrency_key;
+
+-- name: sync_run_slots
+-- After the given runs changed state: a queued or running run holds its slot, any other frees
+-- it (run_slots, migration 0008).
+WITH touched AS (
+    SELECT id, tenant_id, pool, priority, task, concurrency_key,
+           state IN ('queued', 'running') AS holds
+    FROM runs WHERE id = ANY($1::uuid[])
+), freed AS (
+    DELETE FROM run_slots s USING touched t WHERE s.run_id = t.id AND NOT t.holds
+)
+INSERT INTO run_slots (run_id, tenant_id, pool, priority, task, concurrency_key)
+SELECT id, tenant_id, pool, priority, task, concurrency_key FROM touched WHERE holds
+ON CONFLICT (run_id) DO NOTHING;
 
 -- name: waiting_position
 -- GET /v1/runs/{id}: how many runs of the same tenant, pool and class wait ahead of this one.
