@@ -32,6 +32,7 @@ from bench.common import (
     write_result,
 )
 from bench.start_lag import PROFILED, warm_up
+from ostinato import eventloop
 
 SCENARIO = "burst"
 TARGET_ALL_STARTED_S = 60
@@ -112,6 +113,6 @@ if __name__ == "__main__":
     parser.add_argument("--timeout", type=float, default=900)
     from ostinato.telemetry.logging import configure_logging
     configure_logging("bench", "warning")
-    result = asyncio.run(main(parser.parse_args()))
+    result = eventloop.run(main(parser.parse_args()))
     write_result(SCENARIO, result)
     print(report(result))

@@ -52,6 +52,7 @@ from typing import Any
 import asyncpg
 import httpx
 
+from ostinato import eventloop
 from ostinato.db.migrate import migrate
 from ostinato.telemetry.logging import configure_logging
 from ostinato.testing.cluster import Cluster
@@ -812,7 +813,7 @@ def main() -> None:
     if args.settle is None:
         args.settle = 0.5 if args.quick else 5.0
     configure_logging("chaos", "warning")
-    result = asyncio.run(amain(args))
+    result = eventloop.run(amain(args))
     print(table(result))
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,7 @@ from bench.common import (
     table,
     write_result,
 )
+from ostinato import eventloop
 from ostinato.testing.faults import FAULT_ENV, Db, Lab, coverage, shard_epoch_order
 
 SCENARIO = "failover"
@@ -116,6 +117,6 @@ if __name__ == "__main__":
     parser.add_argument("--settle", type=float, default=3)
     from ostinato.telemetry.logging import configure_logging
     configure_logging("bench", "warning")
-    result = asyncio.run(main(parser.parse_args()))
+    result = eventloop.run(main(parser.parse_args()))
     write_result(SCENARIO, result)
     print(report(result))

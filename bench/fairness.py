@@ -38,6 +38,7 @@ from typing import Any
 
 import asyncpg
 
+from ostinato import eventloop
 from ostinato.api.models import JobRequest
 from ostinato.bus.topics import Topics
 from ostinato.clock import SystemClock
@@ -428,7 +429,7 @@ if __name__ == "__main__":
     args = parser.parse_args()
     if args.quick:
         args.base = min(args.base, 200)
-    result = asyncio.run(main(args))
+    result = eventloop.run(main(args))
     report(result)
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ from bench.common import (
     table,
     write_result,
 )
+from ostinato import eventloop
 from ostinato.eventlog.readmodels import Q
 from ostinato.leases.shard import SHARDS
 from ostinato.testing.faults import metric_total, scrape
@@ -207,6 +208,6 @@ if __name__ == "__main__":
     parser.add_argument("--polls", type=int, default=500)
     from ostinato.telemetry.logging import configure_logging
     configure_logging("bench", "warning")
-    result = asyncio.run(main(parser.parse_args()))
+    result = eventloop.run(main(parser.parse_args()))
     write_result(SCENARIO, result)
     print(report(result))

@@ -32,6 +32,7 @@ from bench.common import (
     wait_succeeded,
     write_result,
 )
+from ostinato import eventloop
 
 SCENARIO = "start_lag"
 TARGET_P99_MS = 250
@@ -118,6 +119,6 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", type=int, default=256)
     from ostinato.telemetry.logging import configure_logging
     configure_logging("bench", "warning")
-    result = asyncio.run(main(parser.parse_args()))
+    result = eventloop.run(main(parser.parse_args()))
     write_result(SCENARIO, result)
     print(report(result))

@@ -36,6 +36,7 @@ from bench.common import (
     write_result,
 )
 from bench.start_lag import WARMUP, warm_up
+from ostinato import eventloop
 
 SCENARIO = "throughput"
 TARGET_RUNS_PER_S = 2000
@@ -125,6 +126,6 @@ if __name__ == "__main__":
     parser.add_argument("--timeout", type=float, default=900)
     from ostinato.telemetry.logging import configure_logging
     configure_logging("bench", "warning")
-    result = asyncio.run(main(parser.parse_args()))
+    result = eventloop.run(main(parser.parse_args()))
     write_result(SCENARIO, result)
     print(report(result))

@@ -21,6 +21,7 @@ from pathlib import Path
 import asyncpg
 
 from bench.peers.harness import Items, Peer, Recorder, python_module
+from ostinato import eventloop
 
 
 async def setup(url: str) -> None:
@@ -80,4 +81,4 @@ PEER = Peer("pgqueuer", setup, enqueue, worker_commands,
             workers="2 processes x QueueManager(batch_size=10), async handler")
 
 if __name__ == "__main__":
-    asyncio.run(worker(sys.argv[2], sys.argv[3]))
+    eventloop.run(worker(sys.argv[2], sys.argv[3]))

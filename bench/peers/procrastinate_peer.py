@@ -11,7 +11,6 @@ with `configure(schedule_at=...)`, as procrastinate's API offers.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.peers.harness import Items, Peer, Recorder, python_module
+from ostinato import eventloop
 
 _record: Recorder | None = None
 
@@ -75,4 +75,4 @@ PEER = Peer("procrastinate", setup, enqueue, worker_commands, enqueuers=4,
             workers="2 processes x run_worker_async(concurrency=10), async handler")
 
 if __name__ == "__main__":
-    asyncio.run(worker(sys.argv[2], sys.argv[3]))
+    eventloop.run(worker(sys.argv[2], sys.argv[3]))

@@ -15,7 +15,6 @@ many jobs started). One repetition per figure (--repeat for more, median taken).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
@@ -31,6 +30,7 @@ from bench.common import (
     write_result,
 )
 from bench.peers.harness import Peer, throughput, timed
+from ostinato import eventloop
 
 SCENARIO = "peers"
 PEERS = ("pgqueuer", "procrastinate", "celery")
@@ -170,6 +170,6 @@ if __name__ == "__main__":
     parsed = parser.parse_args()
     if parsed.repeat is None:
         parsed.repeat = 1
-    result = asyncio.run(main(parsed))
+    result = eventloop.run(main(parsed))
     write_result(SCENARIO, result)
     print(report(result))

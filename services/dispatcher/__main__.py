@@ -34,7 +34,7 @@ async def amain() -> None:
     consumer = BatchConsumer(bootstrap=settings.kafka_bootstrap,
                              group=f"{settings.topic_prefix}ostinato-{CONSUMER}",
                              topics=[settings.topics.due, settings.topics.finished],
-                             handler=handle)
+                             handler=handle, commit_every_seconds=1.0)  # wake-ups only
     await consumer.start()
     ops = service.ops_server(settings.dispatcher_port)
     await ops.start()

@@ -443,6 +443,31 @@ async def test_reporter_keeps_one_request_in_flight_and_accumulates_the_next_bat
     assert await reporter.close(1.0) == []
 
 
+async def test_reporter_sends_items_whose_linger_timer_fired_early() -> None:
+    """uvloop keeps millisecond time, so the linger timer can fire just before the deadline by
+    `time.monotonic()`; the items must still go out at the deadline, not wait for a full
+    batch."""
+    requests: list[p.BatchRequest] = []
+
+    async def transport(request: p.BatchRequest) -> p.BatchResponse:
+        requests.append(request)
+        return p.BatchResponse(results=[p.BatchItemResult(run_id=c.run_id, kind="complete",
+                                                          status=200)
+                                        for c in request.completions])
+
+    reporter = Reporter(transport, worker_id="w", linger_seconds=0.05)
+    reporter.start()
+    reporter.complete("r0", 1, None)
+    assert reporter._timer is not None
+    reporter._timer.cancel()  # the timer "fires" now, 50 ms before the deadline
+    reporter._wake.set()
+    await asyncio.sleep(0.01)
+    assert requests == []  # not due yet
+    await eventually(lambda: len(requests) == 1)
+    assert [c.run_id for c in requests[0].completions] == ["r0"]
+    assert await reporter.close(1.0) == []
+
+
 def test_protocol_requests_are_strict_and_compact() -> None:
     with pytest.raises(msgspec.ValidationError, match="unknown field"):
         msgspec.json.decode(b'{"worker_id": "w", "max_runs": 1, "extra": 1}', type=p.ClaimRequest)

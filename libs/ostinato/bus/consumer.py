@@ -9,10 +9,13 @@ skipped.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
 
 from ostinato.bus.codec import Envelope, decode
 from ostinato.telemetry import metrics, tracing
@@ -36,15 +39,21 @@ Handler = Callable[[list[Delivered]], Awaitable[None]]
 class BatchConsumer:
     def __init__(self, *, bootstrap: str, group: str | None, topics: Sequence[str],
                  handler: Handler, max_records: int = 500, poll_timeout_ms: int = 100,
-                 name: str | None = None) -> None:
+                 name: str | None = None, commit_every_seconds: float = 0.0) -> None:
         """`group=None` reads every partition from the latest offset and commits nothing: for
-        notifications that each instance must see (the gateway's wake-ups)."""
+        notifications that each instance must see (the gateway's wake-ups).
+        `commit_every_seconds`: commit offsets at most that often (and on close) rather than
+        after every batch, for handlers for which a redelivery costs nothing (wake-ups): an
+        offset commit is a broker round trip, as dear as the batch itself."""
         self.group = name or group or "broadcast"
         self.commits = group is not None
         self.topics = list(topics)
         self.handler = handler
         self.max_records = max_records
         self.poll_timeout_ms = poll_timeout_ms
+        self.commit_every_seconds = commit_every_seconds
+        self._committed_at = float("-inf")
+        self._uncommitted = False
         self.consumer = AIOKafkaConsumer(
             *self.topics,
             bootstrap_servers=bootstrap,
@@ -66,6 +75,9 @@ class BatchConsumer:
         self._stopping.set()
 
     async def close(self) -> None:
+        if self.commits and self._uncommitted:
+            with suppress(KafkaError):
+                await self.consumer.commit()
         await self.consumer.stop()
         self.started = False
 
@@ -78,6 +90,14 @@ class BatchConsumer:
 
     def resume(self) -> None:
         self.consumer.resume(*self.consumer.assignment())
+
+    async def _commit(self) -> None:
+        now = time.monotonic()
+        if now - self._committed_at >= self.commit_every_seconds:
+            await self.consumer.commit()
+            self._committed_at, self._uncommitted = now, False
+        else:
+            self._uncommitted = True
 
     async def run(self) -> None:
         while not self._stopping.is_set():
@@ -105,7 +125,7 @@ class BatchConsumer:
                     if delivered:
                         await self.handler(delivered)
                 if self.commits:
-                    await self.consumer.commit()
+                    await self._commit()
             except Exception as exc:
                 log.error("batch handling failed; will redeliver", consumer=self.group,
                           error=repr(exc), exc_info=True)

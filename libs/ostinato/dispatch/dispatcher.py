@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from logging import DEBUG
 
 import asyncpg
 
@@ -136,7 +137,7 @@ class Dispatcher:
         if events:
             metrics.RUNS_QUEUED.inc(len(events))
             self.on_queued()
-            for e in events:
+            for e in events if log.is_enabled_for(DEBUG) else ():
                 log.debug("run queued", tenant_id=str(e.tenant_id), run_id=str(e.stream_id))
         return len(events)
 

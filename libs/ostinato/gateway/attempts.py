@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from logging import DEBUG
 
 import asyncpg
 import msgspec
@@ -99,7 +100,7 @@ class Attempts:
         for r in rows:
             if r["attempt"] == 0 and r["due_at"] is not None:
                 metrics.SCHEDULE_LAG.observe(max(0.0, (started - r["due_at"]).total_seconds()))
-        for r, token in zip(rows, tokens, strict=True):
+        for r, token in zip(rows, tokens, strict=True) if log.is_enabled_for(DEBUG) else ():
             log.debug("run claimed", tenant_id=str(r["tenant_id"]), job_id=str(r["job_id"]),
                       run_id=str(r["id"]), attempt=r["attempt"] + 1, fencing_token=token,
                       worker_id=req.worker_id)

@@ -14,6 +14,7 @@ import asyncpg
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
+from ostinato import eventloop
 from ostinato.bus.kafka import broker_reachable, ensure_topics, make_producer
 from ostinato.clock import Clock, SystemClock
 from ostinato.db.migrate import current_version, expected_version
@@ -113,14 +114,8 @@ class Service:
 
 
 def run_service(amain: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Run a service's main coroutine on uvloop when it is installed (libuv's loop: every
-    service spends most of its time in socket I/O to PostgreSQL and Kafka), else on asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(amain())
-    else:
-        uvloop.run(amain())
+    """Run a service's main coroutine (on uvloop when installed: `ostinato.eventloop`)."""
+    eventloop.run(amain())
 
 
 def settle_heap() -> None:

@@ -13,6 +13,7 @@ already keeps concurrent schedulers from sharing a job.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
@@ -146,9 +147,10 @@ async def decide_and_append(
 
 def _log_decision(job: Mapping[str, Any], d: Decision) -> None:
     ids = {"tenant_id": str(job["tenant_id"]), "job_id": str(job["id"])}
-    for slot, _ in d.fire:
-        log.debug("run scheduled", **ids, run_id=str(run_id_for(job["id"], slot)),
-                  scheduled_for=slot.isoformat())
+    if log.is_enabled_for(logging.DEBUG):  # the ids cost more than the call: skip them unless read
+        for slot, _ in d.fire:
+            log.debug("run scheduled", **ids, run_id=str(run_id_for(job["id"], slot)),
+                      scheduled_for=slot.isoformat())
     for r in d.skipped:
         metrics.OCCURRENCES_SKIPPED.labels(reason=r.reason).inc(r.count or 1)
         log.info("occurrences skipped", **ids, first=r.first.isoformat(),

@@ -198,6 +198,19 @@ class Reporter:
                 await self._deliver(outcomes, heartbeats)
             if self._closing and not self._outcomes and not self._heartbeats:
                 return
+            self._rearm()
+
+    def _rearm(self) -> None:
+        """Items wait and their linger timer has fired (or was never set for them): wake again
+        at their deadline. A timer may fire a little before `time.monotonic()` reaches it
+        (uvloop keeps millisecond time); without this the items would wait for the next
+        full batch, past their leases."""
+        if self._first_at is None or self._closing:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        delay = max(0.0, self._first_at + self._linger - time.monotonic())
+        self._timer = asyncio.get_running_loop().call_later(delay, self._wake.set)
 
     def _take(self) -> tuple[list[_Outcome], list[tuple[HeartbeatItem, asyncio.Future[Any]]]]:
         outcomes: list[_Outcome] = []

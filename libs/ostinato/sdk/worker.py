@@ -35,6 +35,7 @@ import msgspec
 import structlog
 from opentelemetry import propagate
 
+from ostinato import eventloop
 from ostinato.sdk.context import Custody, RunContext
 from ostinato.sdk.errors import GatewayError, sdk_error
 from ostinato.sdk.execution import AttemptRunner
@@ -164,8 +165,9 @@ class Worker:
                     loop.remove_signal_handler(sig)
 
     def run_forever(self) -> None:
-        """Blocking entry point for a worker process: ``asyncio.run(run_until_signal())``."""
-        asyncio.run(self.run_until_signal())
+        """Blocking entry point for a worker process: ``asyncio.run(run_until_signal())``, on
+        uvloop when it is installed (``ostinato.eventloop``)."""
+        eventloop.run(self.run_until_signal())
 
     async def _shutdown(self, claims: asyncio.Task[None], heartbeats: asyncio.Task[None]) -> None:
         deadline = time.monotonic() + self._grace
