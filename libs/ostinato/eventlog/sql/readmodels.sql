@@ -249,12 +249,13 @@ SELECT id, tenant_id, status, version FROM jobs WHERE id = $1 AND tenant_id = $2
 
 -- name: claim_due_jobs
 -- The scheduler's poll: due active jobs of the given shards, oldest first, small batches; SKIP
--- LOCKED gives each due job to exactly one scheduler transaction. Candidates: the oldest 2 x $2
--- of all shards, read without locks by one ordered descent of jobs_due (shard, next_run_at) per
--- shard, so a poll costs the same with 100 or 100,000 jobs due (`shard = ANY(...) ORDER BY
--- next_run_at` over the whole index would fetch and sort every due job); then the oldest $2 of
--- them not locked by another claimer are locked. Shards are always named: an "IS NULL OR" would
--- make the generic plan a sequential scan.
+-- LOCKED gives each due job to exactly one scheduler transaction. Candidates: the oldest $2 of
+-- each shard (the oldest $2 of all are among them), read without locks by one ordered descent
+-- of jobs_due (shard, next_run_at) per shard, so a poll costs the same with 100 or 100,000 jobs
+-- due (`shard = ANY(...) ORDER BY next_run_at` over the whole index would fetch and sort every
+-- due job); of those the oldest 2 x $2, and of them the oldest $2 not locked by another
+-- claimer are locked. Shards are always named: an "IS NULL OR" would make the generic plan a
+-- sequential scan.
 WITH candidates AS MATERIALIZED (
     SELECT c.id
     FROM unnest($4::smallint[]) AS s (shard),
@@ -263,7 +264,7 @@ WITH candidates AS MATERIALIZED (
                     AND next_run_at <= coalesce($1::timestamptz, now())
                     AND NOT (id = ANY($3::uuid[]))
                   ORDER BY next_run_at
-                  LIMIT $2 * 2) AS c
+                  LIMIT $2) AS c
     ORDER BY c.next_run_at
     LIMIT $2 * 2
 )
