@@ -34,7 +34,7 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     reconciler_port: int = 8084
     ops_host: str = "127.0.0.1"
     max_payload_bytes: int = 262_144
-    scheduler_batch_size: int = 100
+    scheduler_batch_size: int = 400  # a 100,000 burst: 55.7 s all started (100: 60.4 s)
     scheduler_poll_seconds: float = 0.05
     lease_ttl_seconds: float = 30.0
     shard_lease_ttl_seconds: float = 10.0
