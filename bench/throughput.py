@@ -12,6 +12,7 @@ the submission. Writes bench/results/throughput.json (--profile: py-spy summarie
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Any
 
@@ -53,7 +54,8 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
         statements_before = await statement_stats(bench.url)
         profiler = None
         if rep == 0:  # the profiled repetition (not in the median: py-spy slows what it samples)
-            profiler = Profiler(SCENARIO, {a: bench.pid(a) for a in PROFILED},
+            profiler = Profiler(SCENARIO, {**{a: bench.pid(a) for a in PROFILED},
+                                           "bench_sdk_worker": os.getpid()},
                                 max(5.0, n / 1500)).start()
         services = {a: bench.pid(a) for a in bench.cluster.procs}
         cpu_before = cpu_by_process_group(services)

@@ -17,7 +17,7 @@ import pytest
 
 from ostinato.sdk import PermanentError, Worker, current, task
 from ostinato.testing.cluster import Cluster
-from tests.conftest import KAFKA_BOOTSTRAP, drop_database, fresh_database, url_for
+from tests.e2e.services import running_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 HERE = Path(__file__).parent
@@ -26,17 +26,10 @@ HERE = Path(__file__).parent
 @pytest.fixture
 async def cluster(template_db: str, topic_prefix: str,
                   tmp_path: Path) -> AsyncIterator[Cluster]:
-    name = await fresh_database(template_db)
-    c = Cluster(database_url=url_for(name), kafka_bootstrap=KAFKA_BOOTSTRAP,
-                topic_prefix=topic_prefix, log_dir=tmp_path / "logs",
-                extra_env={"OSTINATO_LEASE_TTL_SECONDS": "3",
-                           "OSTINATO_RECONCILE_INTERVAL_SECONDS": "0.5"})
-    try:
-        await asyncio.to_thread(c.start)
+    async with running_cluster(template_db, topic_prefix, tmp_path / "logs", clean_exit=False,
+                               env={"OSTINATO_LEASE_TTL_SECONDS": "3",
+                                    "OSTINATO_RECONCILE_INTERVAL_SECONDS": "0.5"}) as c:
         yield c
-    finally:
-        await asyncio.to_thread(c.stop)
-        await drop_database(name)
 
 
 def start_worker(log: Path, *args: str) -> subprocess.Popen[bytes]:

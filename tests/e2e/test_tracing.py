@@ -17,7 +17,7 @@ import pytest
 
 from ostinato.sdk import Worker, current, task
 from ostinato.testing.cluster import Cluster
-from tests.conftest import KAFKA_BOOTSTRAP, drop_database, fresh_database, url_for
+from tests.e2e.services import running_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -43,27 +43,18 @@ def jaeger() -> str:
 @pytest.fixture
 async def cluster(jaeger: str, template_db: str, topic_prefix: str,
                   tmp_path: Path) -> AsyncIterator[Cluster]:
-    name = await fresh_database(template_db)
-    c = Cluster(database_url=url_for(name), kafka_bootstrap=KAFKA_BOOTSTRAP,
-                topic_prefix=topic_prefix, log_dir=tmp_path / "logs")
     # Export every service's spans to Jaeger (see ostinato.telemetry.tracing.init_tracing).
     # Each service names itself ostinato-<service>: a service name inherited from the
     # environment must not merge them, nor may a sampler or an SDK switch inherited from it
     # drop spans. A short batch delay makes spans queryable while the services still run.
-    c.extra_env.update({
+    async with running_cluster(template_db, topic_prefix, tmp_path / "logs", env={
         "OSTINATO_OTLP_ENDPOINT": JAEGER_OTLP,
         "OTEL_SERVICE_NAME": "",
         "OTEL_SDK_DISABLED": "false",
         "OTEL_TRACES_SAMPLER": "parentbased_always_on",
         "OTEL_BSP_SCHEDULE_DELAY": "200",
-    })
-    try:
-        await asyncio.to_thread(c.start)
+    }) as c:
         yield c
-    finally:
-        codes = await asyncio.to_thread(c.stop)
-        await drop_database(name)
-    assert codes == {s: 0 for s in codes}, f"unclean exits: {codes}"
 
 
 @task("traced")

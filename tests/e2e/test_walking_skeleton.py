@@ -13,7 +13,7 @@ import pytest
 
 from ostinato.sdk import PermanentError, Worker, current, task
 from ostinato.testing.cluster import Cluster
-from tests.conftest import KAFKA_BOOTSTRAP, drop_database, fresh_database, url_for
+from tests.e2e.services import running_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 EXPECTED = ["RunScheduled", "RunQueued", "RunStarted", "RunSucceeded"]
@@ -22,16 +22,8 @@ EXPECTED = ["RunScheduled", "RunQueued", "RunStarted", "RunSucceeded"]
 @pytest.fixture
 async def cluster(template_db: str, topic_prefix: str,
                   tmp_path: Path) -> AsyncIterator[Cluster]:
-    name = await fresh_database(template_db)
-    c = Cluster(database_url=url_for(name), kafka_bootstrap=KAFKA_BOOTSTRAP,
-                topic_prefix=topic_prefix, log_dir=tmp_path / "logs")
-    try:
-        await asyncio.to_thread(c.start)
+    async with running_cluster(template_db, topic_prefix, tmp_path / "logs") as c:
         yield c
-    finally:
-        codes = await asyncio.to_thread(c.stop)
-        await drop_database(name)
-    assert codes == {s: 0 for s in codes}, f"unclean exits: {codes}"
 
 
 @task("greet")

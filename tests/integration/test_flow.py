@@ -25,13 +25,24 @@ pytestmark = pytest.mark.integration
 OUTBOX = load("ostinato.eventlog", "outbox.sql")
 
 
+# pool id -> (the pool, kept so that its id is not reused; (row id, index) drained)
+_drained: dict[int, tuple[asyncpg.Pool, set[tuple[int, int]]]] = {}
+
+
 async def drain_outbox(pool: asyncpg.Pool, topic: str) -> list[Delivered]:
-    """Take the outbox rows of one topic as the consumer would receive them."""
-    async with pool.acquire() as conn, conn.transaction():
+    """The outbox messages of one topic not drained before, as the consumer would receive
+    them. Rows stay (an outbox row holds an append's messages of every topic); what this
+    database's messages were already taken is remembered per pool."""
+    taken = _drained.setdefault(id(pool), (pool, set()))[1]
+    async with pool.acquire() as conn:
         rows = await conn.fetch(OUTBOX["claim_messages"], 10_000)
-        mine = [r for r in rows if r["topic"] == topic]
-        await conn.execute(OUTBOX["delete_messages"], [r["id"] for r in mine])
-    return [Delivered(r["topic"], 0, i, (), decode(r["value"])) for i, r in enumerate(mine)]
+    mine = []
+    for r in rows:
+        for i, (t, payload) in enumerate(zip(r["topics"], r["payloads"], strict=True)):
+            if t == topic and (r["id"], i) not in taken:
+                taken.add((r["id"], i))
+                mine.append(payload)
+    return [Delivered(topic, 0, i, (), decode(payload)) for i, payload in enumerate(mine)]
 
 
 async def drive_one_run(pool: asyncpg.Pool, *, succeed: bool,

@@ -1,11 +1,12 @@
 """The transactional outbox and its relay.
 
-Rows are written by `EventStore.append` in the writer's transaction, in the same statement as
-the events they carry (`messages` builds them; eventlog.sql's `append_events` inserts both).
-The relay locks a batch in id order (SKIP LOCKED), produces it, waits for the broker's acks,
-then deletes the rows and commits. A crash between the acks and the commit re-publishes the
-batch: consumers deduplicate by event id, so that is harmless. A transaction that commits late
-only delays its rows to the next poll; there is no cursor that could skip them (id order is not
+`EventStore.append` writes one outbox row per append (its messages as parallel arrays; none if
+no event travels) in the writer's transaction, in the same statement as the events
+(`messages` builds the arrays; eventlog.sql's `append_events` inserts both). The relay locks a
+few rows in id order (SKIP LOCKED), produces their messages in order, waits for the broker's
+acks, then deletes the rows and commits. A crash between the acks and the commit re-publishes
+them: consumers deduplicate by event id, so that is harmless. A transaction that commits late
+only delays its row to the next poll; there is no cursor that could skip it (id order is not
 commit order, so we never track a high-water mark).
 """
 
@@ -30,6 +31,7 @@ from ostinato.telemetry.logging import get_logger
 
 Q = load("ostinato.eventlog", "outbox.sql")
 _json = msgspec.json.Encoder()
+_headers = msgspec.json.Decoder(dict[str, str])
 log = get_logger("ostinato.outbox")
 
 
@@ -37,7 +39,7 @@ Messages = tuple[list[str], list[bytes], list[bytes], list[str]]  # topic, key, 
 
 
 def messages(topics: Topics, events: Sequence[NewEvent], occurred_at: datetime) -> Messages:
-    """The outbox rows of the events that travel on a topic, as columns."""
+    """The messages of the events that travel on a topic, as parallel arrays (one outbox row)."""
     rows: Messages = ([], [], [], [])
     for e in events:
         topic = topics.route(e.event)
@@ -70,7 +72,8 @@ class OutboxRelay:
     """Publishes outbox rows. `wake()` lets in-process writers skip the poll delay."""
 
     def __init__(self, pool: asyncpg.Pool, producer: Producer, topics: Topics, *,
-                 batch_size: int = 500, idle_poll_seconds: float = 0.2) -> None:
+                 batch_size: int = 32, idle_poll_seconds: float = 0.2) -> None:
+        """`batch_size`: outbox rows (appends) per relay transaction."""
         self.pool = pool
         self.producer = producer
         self.topics = topics
@@ -83,37 +86,42 @@ class OutboxRelay:
         self._wake.set()
 
     async def publish_once(self) -> int:
-        """Publish one batch; return how many messages went out."""
+        """Publish one batch of rows; return how many messages went out."""
+        return (await self._publish_rows())[1]
+
+    async def _publish_rows(self) -> tuple[int, int]:
+        """(rows, messages) published."""
         async with self.pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(Q["claim_messages"], self.batch_size)
             if not rows:
-                return 0
-            futures = [
-                await self.producer.send(
-                    r["topic"], value=r["value"], key=r["key"],
-                    headers=[(k, v.encode()) for k, v in msgspec.json.decode(r["headers"]).items()],
-                )
-                for r in rows
-            ]
+                return 0, 0
+            futures = []
+            for r in rows:
+                for topic, key, payload, headers in zip(r["topics"], r["keys"], r["payloads"],
+                                                        r["headers"], strict=True):
+                    futures.append(await self.producer.send(
+                        topic, value=payload, key=key,
+                        headers=[(k, v.encode()) for k, v in _headers.decode(headers).items()]))
             await asyncio.gather(*futures)
             await conn.execute(Q["delete_messages"], [r["id"] for r in rows])
         for r in rows:
-            metrics.OUTBOX_PUBLISHED.labels(topic=self.topics.logical(r["topic"])).inc()
-        return len(rows)
+            for topic in r["topics"]:
+                metrics.OUTBOX_PUBLISHED.labels(topic=self.topics.logical(topic)).inc()
+        return len(rows), len(futures)
 
     async def run(self) -> None:
         while not self._stopping:
             try:
-                sent = await self.publish_once()
+                taken, _ = await self._publish_rows()
             except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
                 log.warning("outbox relay failed; retrying", error=repr(exc))
-                sent = 0
+                taken = 0
                 await asyncio.sleep(1.0)
             except Exception as exc:
                 log.error("outbox relay error; retrying", error=repr(exc))
-                sent = 0
+                taken = 0
                 await asyncio.sleep(1.0)
-            if sent < self.batch_size:
+            if taken < self.batch_size:
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), self.idle_poll_seconds)

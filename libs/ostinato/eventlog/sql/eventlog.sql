@@ -1,11 +1,12 @@
 -- name: append_events
 -- Multi-row append; the (stream_id, version) primary key is the optimistic-concurrency check.
--- The outbox rows of the events ($12..$15, built by eventlog/outbox.py `messages`) go in with
--- them, in the same statement: one round trip, and a conflict writes neither.
+-- The outbox row of the events' messages ($12..$15, built by eventlog/outbox.py `messages`;
+-- none when no event travels) goes in with them, in the same statement: one round trip, and a
+-- conflict writes neither.
 WITH queued AS (
-    INSERT INTO outbox (topic, key, value, headers)
-    SELECT ot, ok, ov, oh::jsonb
-    FROM unnest($12::text[], $13::bytea[], $14::bytea[], $15::text[]) AS o(ot, ok, ov, oh)
+    INSERT INTO outbox (topics, keys, payloads, headers)
+    SELECT $12::text[], $13::bytea[], $14::bytea[], $15::text[]
+    WHERE cardinality($12::text[]) > 0
 )
 INSERT INTO events (stream_id, version, stream_type, tenant_id, event_id, type, data, actor,
                     epoch, traceparent, occurred_at)

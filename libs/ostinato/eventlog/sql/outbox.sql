@@ -1,8 +1,10 @@
--- Rows are inserted by eventlog.sql's append_events, in the statement that appends the events.
+-- Rows (one per append: its messages as parallel arrays) are inserted by eventlog.sql's
+-- append_events, in the statement that appends the events.
 
 -- name: claim_messages
--- The relay locks a batch in id order; SKIP LOCKED lets a second relay take the next batch.
-SELECT id, topic, key, value, headers::text AS headers
+-- The relay locks a few rows (each an append's messages) in id order; SKIP LOCKED lets a
+-- second relay take the next ones.
+SELECT id, topics, keys, payloads, headers
 FROM outbox
 ORDER BY id
 LIMIT $1
@@ -14,7 +16,7 @@ DELETE FROM outbox WHERE id = ANY($1::bigint[]);
 
 -- name: outbox_lag
 -- How many rows wait and how old the oldest is (database clock).
-SELECT count(*) AS unpublished,
+SELECT coalesce(sum(cardinality(topics)), 0)::bigint AS unpublished,
        coalesce(extract(epoch FROM (coalesce($1::timestamptz, now()) - min(created_at))), 0)::float8
            AS oldest_age_seconds
 FROM outbox;
