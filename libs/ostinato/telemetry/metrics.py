@@ -98,7 +98,7 @@ HTTP_REQUEST_DURATION = Histogram(
     buckets=HTTP_BUCKETS,
 )
 
-OUTBOX_UNPUBLISHED = Gauge("ostinato_outbox_unpublished", "Outbox rows not yet published.")
+OUTBOX_UNPUBLISHED = Gauge("ostinato_outbox_unpublished", "Outbox messages not yet published.")
 OUTBOX_OLDEST_UNPUBLISHED_AGE = Gauge(
     "ostinato_outbox_oldest_unpublished_age_seconds",
     "Age of the oldest unpublished outbox row (0 when the outbox is empty).",
