@@ -45,8 +45,12 @@ TABLES = ("jobs", "events", "blobs", "outbox", "runs")
 
 
 async def time_polls(url: str, polls: int) -> dict[str, Any]:
-    """Each poll query `polls` times in its own transaction (rolled back), in microseconds."""
+    """Each poll query `polls` times in its own transaction (rolled back), in microseconds,
+    planned as its service plans it: the scheduler's two with a custom plan per execution (its
+    connections' `plan_cache_mode`, db/pool.py), the reconciler's as PostgreSQL chooses."""
     conn = await asyncpg.connect(url)
+    scheduler_conn = await asyncpg.connect(
+        url, server_settings={"plan_cache_mode": "force_custom_plan"})
     try:
         queries = {
             "claim_due_jobs": (Q["claim_due_jobs"], lambda now: (now, 100, [], SHARD_LIST)),
@@ -55,11 +59,12 @@ async def time_polls(url: str, polls: int) -> dict[str, Any]:
         }
         out: dict[str, Any] = {}
         for name, (sql, params) in queries.items():
-            stmt = await conn.prepare(sql)
+            runner = conn if name == "oldest_due" else scheduler_conn
+            stmt = await runner.prepare(sql)
             samples = []
             for _ in range(polls):
                 now = datetime.now(UTC)
-                tr = conn.transaction()
+                tr = runner.transaction()
                 await tr.start()
                 t = time.perf_counter()
                 await stmt.fetch(*params(now))
@@ -83,6 +88,7 @@ async def time_polls(url: str, polls: int) -> dict[str, Any]:
         return out
     finally:
         await conn.close()
+        await scheduler_conn.close()
 
 
 async def idle_cpu(bench: Any, seconds: float) -> dict[str, Any]:
