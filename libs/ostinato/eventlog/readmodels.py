@@ -236,8 +236,8 @@ async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> 
 
     Each stream's events are applied in version order: its k-th event here goes into round k,
     and within a round the rows of one statement are sent together (one columnar statement, or
-    executemany). Read models
-    have no foreign keys, so rows of different streams never depend on each other's order.
+    executemany). Read models have no foreign keys, so rows of different streams never depend
+    on each other's order. Last, `run_slots` follows the runs whose state may have changed.
     """
     rounds: list[dict[str, list[Args]]] = []
     seen: dict[object, int] = defaultdict(int)

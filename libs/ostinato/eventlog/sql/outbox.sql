@@ -15,7 +15,7 @@ FOR UPDATE SKIP LOCKED;
 DELETE FROM outbox WHERE id = ANY($1::bigint[]);
 
 -- name: outbox_lag
--- How many rows wait and how old the oldest is (database clock).
+-- How many messages wait and how old the oldest row is (database clock).
 SELECT coalesce(sum(cardinality(topics)), 0)::bigint AS unpublished,
        coalesce(extract(epoch FROM (coalesce($1::timestamptz, now()) - min(created_at))), 0)::float8
            AS oldest_age_seconds
