@@ -25,19 +25,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import platform
 import statistics
 import time
 import uuid
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 
+from bench.common import BASE_URL, machine, percentile, write_result
 from ostinato import eventloop
 from ostinato.api.models import JobRequest
 from ostinato.bus.topics import Topics
@@ -63,8 +60,6 @@ from ostinato.sdk import protocol as p
 from ostinato.telemetry.logging import configure_logging
 from ostinato.tenancy import create_tenant
 
-ROOT = Path(__file__).resolve().parents[1]
-BASE_URL = os.environ.get("OSTINATO_DATABASE_URL", "postgresql://ostinato@127.0.0.1:55432/ostinato")
 POOLS = ("default", "long")
 CLASSES = [c.name for c in DEFAULT_CLASSES]
 BACKLOGGED = {"alpha": 1, "beta": 1, "gamma": 2, "delta": 4}
@@ -81,10 +76,8 @@ def mix(i: int) -> tuple[str, str]:
 
 
 def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+    """`bench.common.percentile` of unsorted values, q in 0..1 (nan when there are none)."""
+    return percentile(sorted(values), q * 100) if values else float("nan")
 
 
 class Bench:
@@ -327,18 +320,6 @@ def pure_decide(tenants: int, candidates: int, slots: int, repeat: int) -> dict[
     return result
 
 
-def machine(pg_version: str) -> dict[str, Any]:
-    mem = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem = round(int(line.split()[1]) / 1024 / 1024, 1)
-    except OSError:
-        pass
-    return {"cores": os.cpu_count(), "memory_gib": mem, "python": platform.python_version(),
-            "postgres": pg_version, "platform": platform.platform()}
-
-
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     name = f"ostinato_bench_{uuid.uuid4().hex[:8]}"
     admin = await asyncpg.connect(BASE_URL)
@@ -348,7 +329,6 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     try:
         await migrate(url)
         pool = await create_pool(url, max_size=10)
-        pg_version = await admin.fetchval("SHOW server_version")
         bench = Bench(pool, args)
         backlog = await bench.setup()
         elapsed = await bench.drain(backlog)
@@ -383,7 +363,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "shares": shares,
         "waits": waits,
         "pure_decide": pure_decide(10, 256, args.slots * 4, args.repeat),
-        "machine": machine(pg_version),
+        "machine": await machine(BASE_URL),
     }
 
 
@@ -413,7 +393,7 @@ def report(r: dict[str, Any]) -> None:
                       f"admits {pd[k]['admitted_per_decision']})" for k in ("free", "saturated")))
     m = r["machine"]
     print(f"machine: {m['cores']} cores, {m['memory_gib']} GiB, Python {m['python']}, "
-          f"PostgreSQL {m['postgres']}")
+          f"PostgreSQL {m['postgresql']}")
 
 
 if __name__ == "__main__":
@@ -431,6 +411,4 @@ if __name__ == "__main__":
         args.base = min(args.base, 200)
     result = eventloop.run(main(args))
     report(result)
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "fairness.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_result("fairness", result)
