@@ -13,6 +13,7 @@ import msgspec
 from ostinato import outcomes
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
+from ostinato.domain import ids
 from ostinato.domain.errors import InvalidState, NotFound, PayloadTooLarge
 from ostinato.domain.states import FINAL, RunState
 from ostinato.eventlog.readmodels import Q
@@ -77,7 +78,7 @@ async def rerun(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,
                 raise PayloadTooLarge(f"payload is {len(body)} bytes; the limit is "
                                       f"{max_payload_bytes}", errors=[
                                           {"field": "payload", "message": "too large"}])
-            payload_ref = uuid.uuid4()
+            payload_ref = ids.new_id()
             await put_blobs(conn, [(payload_ref, tenant_id, body)])
         source = {**dict(job), "payload_ref": run["payload_ref"], "task": run["task"],
                   "pool": run["pool"], "priority": run["priority"]}

@@ -13,6 +13,7 @@ import asyncpg
 
 from ostinato.domain import events as ev
 from ostinato.domain.errors import Conflict
+from ostinato.domain.ids import new_id
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore
@@ -43,7 +44,7 @@ async def create_tenant(
     if await conn.fetchval(Q["tenant_by_name"], name) is not None:
         raise Conflict(f"a tenant named {name!r} already exists", errors=[
             {"field": "name", "message": "already taken"}])
-    tenant_id = uuid.uuid4()
+    tenant_id = new_id()
     key = new_api_key()
     try:
         async with conn.transaction():

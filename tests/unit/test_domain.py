@@ -1,6 +1,7 @@
 """Identities, the event catalogue and its committed JSON Schema, named SQL, settings."""
 
 import json
+import time
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -9,7 +10,7 @@ import pytest
 
 from ostinato.db.queries import REGISTRY, load, parse
 from ostinato.domain import events as ev
-from ostinato.domain.ids import idempotency_key, run_id_for
+from ostinato.domain.ids import idempotency_key, new_id, run_id_for
 from ostinato.runtime.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +27,18 @@ def test_run_id_is_a_function_of_the_occurrence_instant() -> None:
         run_id_for(job, datetime(2026, 1, 1))  # noqa: DTZ001 — naive on purpose
     rid = run_id_for(job, at)
     assert idempotency_key(rid) == idempotency_key(rid) == f"run:{rid}"
+
+
+def test_new_ids_are_uuidv7_ordered_by_the_millisecond_they_were_made() -> None:
+    before = time.time_ns() // 1_000_000
+    first = [new_id() for _ in range(1000)]
+    time.sleep(0.002)
+    later = new_id()
+    after = time.time_ns() // 1_000_000
+    assert {i.version for i in first} == {7} and {i.variant for i in first} == {uuid.RFC_4122}
+    assert len(set(first)) == 1000  # the random bits differ within one millisecond
+    assert all(before <= i.int >> 80 <= after for i in [*first, later])  # Unix milliseconds
+    assert later > max(first)  # a later millisecond sorts after: index inserts go rightmost
 
 
 def test_every_event_round_trips_through_the_codec() -> None:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 import uuid
 from datetime import UTC, datetime
 
@@ -11,7 +13,15 @@ RUN_NAMESPACE = uuid.UUID("6f1b7e52-2b0c-4c59-9d7e-0a1e5c3f7a11")
 
 
 def new_id() -> uuid.UUID:
-    return uuid.uuid4()
+    """A fresh id for an event, job, tenant or document: UUIDv7 (RFC 9562), 48 bits of Unix
+    milliseconds then 74 random bits. Ids made one after another sort side by side, so their
+    B-tree inserts land on the index's rightmost page, not on a random page each (fewer pages
+    dirtied and logged per append); uniqueness rests on the random bits as with UUIDv4."""
+    millis = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = ((millis & 0xFFFF_FFFF_FFFF) << 80 | 0x7 << 76 | (rand >> 62 & 0xFFF) << 64
+             | 0b10 << 62 | rand & (1 << 62) - 1)
+    return uuid.UUID(int=value)
 
 
 def occurrence_key(job_id: uuid.UUID, scheduled_for: datetime) -> str:

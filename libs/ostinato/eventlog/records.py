@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ostinato.domain.events import Event, decode_event
+from ostinato.domain.ids import new_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +21,7 @@ class NewEvent:
     actor: str
     epoch: int | None = None
     traceparent: str | None = None
-    event_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    event_id: uuid.UUID = field(default_factory=new_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ import msgspec
 
 from ostinato import outcomes
 from ostinato.domain import events as ev
+from ostinato.domain.ids import new_id
 from ostinato.domain.states import RunState
 from ostinato.eventlog.records import NewEvent
 from ostinato.policy import retry
@@ -130,7 +131,7 @@ def _events_for(row: Any, o: Outcome, now: datetime, actor: str, tenant_id: uuid
 
 def _blob(blobs: list[tuple[uuid.UUID, uuid.UUID, bytes, str]], tenant_id: uuid.UUID,
           document: Any, kind: str) -> uuid.UUID:
-    blob_id = uuid.uuid4()
+    blob_id = new_id()
     blobs.append((blob_id, tenant_id, _json.encode(document), kind))
     return blob_id
 

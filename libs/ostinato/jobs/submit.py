@@ -18,6 +18,7 @@ from ostinato.api.models import JobRequest
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, PayloadTooLarge
+from ostinato.domain.ids import new_id
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore, put_blobs
@@ -129,7 +130,7 @@ async def submit_jobs(
             results.append(Submitted(uuid.UUID(int=0), False, None))
             continue
         assert schedule is not None and first is not None
-        job_id = uuid.uuid4()
+        job_id = new_id()
         if key is not None:
             first_with_key[key] = i
         fresh.append((job_id, request, schedule, first, payload, limits))
@@ -154,7 +155,7 @@ async def _write(conn: asyncpg.Connection, store: EventStore, tenant_id: uuid.UU
                  actor: str, traceparent: str | None) -> None:
     if not fresh:
         return
-    refs = [uuid.uuid4() for _ in fresh]
+    refs = [new_id() for _ in fresh]
     events = [
         NewEvent(job_id, 1, tenant_id, ev.JobCreated(
             name=request.name, task=request.task or request.name,

@@ -14,6 +14,7 @@ or expired shards. A dead instance's shards are free once their leases expire.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import uuid
 from dataclasses import dataclass, field
@@ -33,8 +34,6 @@ log = get_logger("ostinato.scheduler")
 
 def shard_of(job_id: uuid.UUID) -> int:
     """The shard a job belongs to (same formula as migration 0004's backfill: md5 prefix)."""
-    import hashlib
-
     return int(hashlib.md5(str(job_id).encode()).hexdigest()[:8], 16) % SHARDS
 
 
