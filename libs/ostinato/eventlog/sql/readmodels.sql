@@ -309,9 +309,8 @@ ORDER BY id
 FOR UPDATE;
 
 -- name: claim_ready_runs
--- Worker claim: one tenant's queued runs in the given pools, oldest first (index
--- runs_ready_pool, the tenant filtered: queued runs are few, they hold dispatch slots); SKIP
--- LOCKED lets concurrent claims take different runs.
+-- Worker claim: one tenant's queued runs in the given pools, oldest first (index runs_ready,
+-- migration 0011 says why it must stay); SKIP LOCKED lets concurrent claims take different runs.
 SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
        scheduled_for, due_at, traceparent, timeout_seconds, version
 FROM runs
