@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from functools import lru_cache
 
 MAX_DURATION = timedelta(days=3660)
 
@@ -16,6 +17,7 @@ _ISO = re.compile(r"^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)
 _UNIT_SECONDS = (7 * 86400, 86400, 3600, 60, 1)
 
 
+@lru_cache(maxsize=4096)  # a few distinct texts, read again for every job the scheduler fires
 def parse_duration(text: str) -> timedelta:
     """Parse "90s", "15m", "1h30m", "2d", "1w" or ISO 8601 "PT15M"/"P1DT2H"; ValueError says why."""
     raw = text.strip()
@@ -39,6 +41,7 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
+@lru_cache(maxsize=4096)  # written again for every job submitted
 def format_duration(value: timedelta) -> str:
     """The canonical compact form ("1d2h3m4s", "0s"), parsed back to the same value."""
     total = int(value.total_seconds())
