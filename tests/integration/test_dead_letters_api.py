@@ -4,6 +4,7 @@ bulk replay, cancel and retry — each tenant-scoped."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import asyncpg
@@ -93,7 +94,7 @@ async def test_the_dead_letter_queue_end_to_end(client: httpx.AsyncClient,
             "SELECT b.data::text FROM runs r JOIN blobs b ON b.id = r.payload_ref "
             "WHERE r.id = $1", uuid.UUID(first.json()["run_id"]))
     assert len(audit) == 1 and audit[0].event.payload_changed and audit[0].actor == "tenant:acme"
-    assert payload == '{"n": 100}'
+    assert json.loads(payload) == {"n": 100}
     assert_problem(await client.post(f"/v1/dead-letters/{ids[1]}/replay", json={
         "payload": {"big": "x" * 2000}}, headers=auth(key)), 413, "payload")
 

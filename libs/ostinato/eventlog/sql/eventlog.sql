@@ -10,7 +10,7 @@ WITH queued AS (
 )
 INSERT INTO events (stream_id, version, stream_type, tenant_id, event_id, type, data, actor,
                     epoch, traceparent, occurred_at)
-SELECT s, v, st, t, e, ty, d::jsonb, a, ep, tp, $11::timestamptz
+SELECT s, v, st, t, e, ty, d::json, a, ep, tp, $11::timestamptz
 FROM unnest($1::uuid[], $2::int[], $3::text[], $4::uuid[], $5::uuid[], $6::text[], $7::text[],
             $8::text[], $9::bigint[], $10::text[]) AS x(s, v, st, t, e, ty, d, a, ep, tp)
 RETURNING seq, recorded_at, event_id;
@@ -35,7 +35,7 @@ LIMIT $2;
 -- name: insert_blobs
 -- Many documents at once (a batch of jobs, of completions).
 INSERT INTO blobs (id, tenant_id, data, size_bytes, kind)
-SELECT i, t, d::jsonb, n, k
+SELECT i, t, d::json, n, k
 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::text[]) AS x(i, t, d, n, k);
 
 -- name: expire_blobs
