@@ -20,9 +20,9 @@ INSERT INTO jobs (id, tenant_id, name, task, status, schedule, payload_ref, pool
                   version, kind, next_slot, calendar, overlap, retry_policy, timeout_seconds,
                   queue_wait_seconds, on_queue_wait, shard, concurrency_key, resource)
 SELECT id, tenant_id, name, task, CASE WHEN next_run_at IS NULL THEN 'completed' ELSE 'active' END,
-       schedule::jsonb, payload_ref, pool, priority, idempotency_key, traceparent, next_run_at, 0,
+       schedule::json, payload_ref, pool, priority, idempotency_key, traceparent, next_run_at, 0,
        created_at, created_at, version, kind, coalesce(next_slot, next_run_at), calendar, overlap,
-       retry_policy::jsonb, timeout_seconds, queue_wait_seconds, on_queue_wait, shard,
+       retry_policy::json, timeout_seconds, queue_wait_seconds, on_queue_wait, shard,
        concurrency_key, resource
 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::uuid[], $7::text[],
             $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::int[],
@@ -100,7 +100,7 @@ INSERT INTO runs (id, tenant_id, job_id, task, pool, priority, payload_ref, sche
                   replay_of, concurrency_key, resource)
 SELECT id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, 'scheduled', 0, 0,
        occurred_at, occurred_at, version, trigger, coalesce(due_at, scheduled_for), traceparent,
-       retry_policy::jsonb, timeout_seconds, queue_wait_seconds, on_queue_wait, replay_of,
+       retry_policy::json, timeout_seconds, queue_wait_seconds, on_queue_wait, replay_of,
        concurrency_key, resource
 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::uuid[],
             $8::timestamptz[], $9::timestamptz[], $10::int[], $11::text[], $12::timestamptz[],
