@@ -450,6 +450,16 @@ async def wait_succeeded(url: str, count: int, *, within: float, scenario: str,
         await conn.close()
 
 
+async def last_finished(url: str) -> float:
+    """When the last run finished (Unix seconds, the database's clock: the same host's), so a
+    rate does not carry the half-second granularity of `wait_succeeded`'s polling."""
+    conn = await asyncpg.connect(url)
+    try:
+        return float(await conn.fetchval("SELECT extract(epoch FROM max(finished_at)) FROM runs"))
+    finally:
+        await conn.close()
+
+
 async def lag_figures(url: str, where: str) -> dict[str, Any]:
     """For the runs matching `where`: start lag (started_at - due_at) split into the scheduler's
     part (scheduled_at - due_at) and the rest (queue, dispatch, claim: started_at -

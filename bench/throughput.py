@@ -22,6 +22,7 @@ from bench.common import (
     bench_cluster,
     cores_used,
     cpu_by_process_group,
+    last_finished,
     log,
     machine,
     median_of,
@@ -59,14 +60,15 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
                                 max(5.0, n / 1500)).start()
         services = {a: bench.pid(a) for a in bench.cluster.procs}
         cpu_before = cpu_by_process_group(services)
-        start = time.perf_counter()
+        start, started_at = time.perf_counter(), time.time()
         submit_s = await submit_jobs(bench, n, lambda i: {"name": f"noop-{i}", "task": "noop"},
                                      batch=args.batch, submitters=args.submitters,
                                      scenario=SCENARIO)
         done = await wait_succeeded(bench.url, n + WARMUP, within=args.timeout,
                                     scenario=SCENARIO)
-        total = time.perf_counter() - start
-        cpu = cores_used(cpu_before, cpu_by_process_group(services), total)
+        polled = time.perf_counter() - start
+        cpu = cores_used(cpu_before, cpu_by_process_group(services), polled)
+        total = await last_finished(bench.url) - started_at
         await asyncio.sleep(1.5)
         after = await pg_stats(bench.url)
         statements = statements_per_run(statements_before, await statement_stats(bench.url), n)
