@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import platform
 import signal
 import statistics
 import sys
@@ -46,12 +44,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 import httpx
 
+from bench.common import BASE_URL, KAFKA, ROOT, machine, write_result
 from ostinato import eventloop
 from ostinato.db.migrate import migrate
 from ostinato.telemetry.logging import configure_logging
@@ -74,9 +72,6 @@ from ostinato.testing.faults import (
     wait_settled,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-BASE_URL = os.environ.get("OSTINATO_DATABASE_URL", "postgresql://ostinato@127.0.0.1:55432/ostinato")
-KAFKA = os.environ.get("OSTINATO_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
 LEASE_TTL = float(FAULT_ENV["OSTINATO_LEASE_TTL_SECONDS"])
 SHARD_TTL = float(FAULT_ENV["OSTINATO_SHARD_LEASE_TTL_SECONDS"])
 RECURRING = 32  # every-1s jobs: about two per shard
@@ -657,8 +652,6 @@ class Chaos:
                           "effects": verdict.effects, "problems": verdict.problems()},
             "runtime_s": round(time.monotonic() - began, 1),
             "log_dir": str(self.cluster.log_dir),
-            "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
-                        "platform": platform.platform()},
         }
 
 
@@ -766,7 +759,8 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     try:
         await migrate(url)
-        return await Chaos(args, lab).run()
+        result = await Chaos(args, lab).run()
+        return {**result, "machine": await machine(BASE_URL)}
     finally:
         try:
             await lab.close()
@@ -815,9 +809,7 @@ def main() -> None:
     configure_logging("chaos", "warning")
     result = eventloop.run(amain(args))
     print(table(result))
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "chaos.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    write_result("chaos", result)
     if failures(result):
         print(f"chaos: FAILED: {'; '.join(failures(result))}", file=sys.stderr)
         sys.exit(1)

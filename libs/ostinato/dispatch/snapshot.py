@@ -72,7 +72,7 @@ async def with_waiting(conn: asyncpg.Connection, snap: Snapshot, candidates: int
 
 def free_slots(snap: Snapshot, prefetch: float = 0.0) -> int:
     """The most runs any pool could take now (0: no decision can admit anything)."""
-    pools = inputs(snap, 1, prefetch).pools
+    pools, _ = pool_states(snap, prefetch)
     return max((p.total_slots - sum(p.busy.values()) for p in pools.values() if not p.paused),
                default=0)
 
@@ -95,24 +95,8 @@ def inputs(snap: Snapshot, key_concurrency: int, prefetch: float = 0.0) -> Input
     the next free slot, so a worker finishing a run finds the next one without waiting for a
     decision (a bounded buffer, not a pile)."""
     names = {r["id"]: r["name"] for r in snap.tenants}
-    extra = 1.0 + max(0.0, prefetch)
-    own = {(c.tenant_id, c.pool): math.ceil(c.slots * extra) for c in snap.capacity
-           if c.tenant_id is not None}
-    shared = {c.pool: math.ceil(c.slots * extra) for c in snap.capacity if c.tenant_id is None}
-    operator_paused = {r["pool"] for r in snap.paused if r["tenant_id"] is None}
     queue_paused = {(r["tenant_id"], r["pool"]) for r in snap.paused if r["tenant_id"] is not None}
-
-    def pool_key(tenant_id: uuid.UUID, pool: str) -> str:
-        return f"{pool}/{names[tenant_id]}" if (tenant_id, pool) in own else pool
-
-    pools: dict[str, PoolState] = {}
-    for pool, slots in shared.items():
-        pools[pool] = PoolState(pool, slots, paused=pool in operator_paused)
-    for (tenant_id, pool), slots in own.items():
-        if tenant_id in names:
-            key = pool_key(tenant_id, pool)
-            pools[key] = PoolState(key, slots, paused=pool in operator_paused)
-    busy: dict[str, Counter[str]] = {}
+    pools, pool_key = pool_states(snap, prefetch)
     by_tenant: Counter[str] = Counter()
     by_job_type: Counter[str] = Counter()
     by_key: Counter[tuple[str, str]] = Counter()
@@ -121,13 +105,10 @@ def inputs(snap: Snapshot, key_concurrency: int, prefetch: float = 0.0) -> Input
         if tenant is None:
             continue
         n = r["n"]
-        busy.setdefault(pool_key(r["tenant_id"], r["pool"]), Counter())[r["priority"]] += n
         by_tenant[tenant] += n
         by_job_type[f"{tenant}/{r['task']}"] += n
         if r["concurrency_key"] is not None:
             by_key[(tenant, r["concurrency_key"])] += n
-    pools = {k: PoolState(p.name, p.total_slots, dict(busy.get(k, {})), p.paused)
-             for k, p in pools.items()}
 
     tenant_limit: dict[str, int] = {}
     job_type_limit: dict[str, int] = {}
@@ -175,6 +156,32 @@ def inputs(snap: Snapshot, key_concurrency: int, prefetch: float = 0.0) -> Input
         in_flight_by_key=dict(by_key))
     return Inputs(waiting, pools, limits, Buckets(tenant_buckets, resource_buckets), held,
                   tenant_of, bucket_keys)
+
+
+def pool_states(snap: Snapshot, prefetch: float = 0.0
+                ) -> tuple[dict[str, PoolState], Callable[[uuid.UUID, str], str]]:
+    """Every pool's slots (`prefetch` included) and busy slots per class, and the function
+    giving a tenant's runs in a pool their pool key (see the module's docstring)."""
+    names = {r["id"]: r["name"] for r in snap.tenants}
+    extra = 1.0 + max(0.0, prefetch)
+    own = {(c.tenant_id, c.pool): math.ceil(c.slots * extra) for c in snap.capacity
+           if c.tenant_id is not None}
+    shared = {c.pool: math.ceil(c.slots * extra) for c in snap.capacity if c.tenant_id is None}
+    operator_paused = {r["pool"] for r in snap.paused if r["tenant_id"] is None}
+
+    def pool_key(tenant_id: uuid.UUID, pool: str) -> str:
+        return f"{pool}/{names[tenant_id]}" if (tenant_id, pool) in own else pool
+
+    slots = {pool: (pool, n) for pool, n in shared.items()}  # key -> (pool, slots)
+    slots.update({pool_key(t, pool): (pool, n) for (t, pool), n in own.items() if t in names})
+    busy: dict[str, Counter[str]] = {}
+    for r in snap.in_flight:
+        if r["tenant_id"] in names:
+            key = pool_key(r["tenant_id"], r["pool"])
+            busy.setdefault(key, Counter())[r["priority"]] += r["n"]
+    pools = {key: PoolState(key, n, dict(busy.get(key, {})), paused=pool in operator_paused)
+             for key, (pool, n) in slots.items()}
+    return pools, pool_key
 
 
 def _bucket(limit: Row, saved: Row | None, now: datetime) -> Bucket:
