@@ -112,10 +112,17 @@ async def machine(database_url: str = BASE_URL) -> dict[str, Any]:
             "kafka_bootstrap": KAFKA, "ostinato_commit": _git_commit(), "note": NOISE}
 
 
+def _proc_stat(raw: str) -> tuple[str, int, float]:
+    """A /proc/<pid>/stat line: the command name, the parent pid and the user + system CPU
+    seconds used so far."""
+    fields = raw.rsplit(")", 1)[1].split()
+    comm = raw[raw.index("(") + 1:raw.rindex(")")]
+    return comm, int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds a process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return _proc_stat(Path(f"/proc/{pid}/stat").read_text())[2]
 
 
 def cpu_by_process_group(services: Mapping[str, int]) -> dict[str, float]:
@@ -127,12 +134,10 @@ def cpu_by_process_group(services: Mapping[str, int]) -> dict[str, float]:
         if not entry.name.isdigit():
             continue
         try:
-            raw = (entry / "stat").read_text()
+            comm, ppid, seconds = _proc_stat((entry / "stat").read_text())
         except OSError:
             continue
-        comm = raw[raw.index("(") + 1:raw.rindex(")")]
-        fields = raw.rsplit(")", 1)[1].split()
-        pid, ppid = int(entry.name), int(fields[1])
+        pid = int(entry.name)
         if pid == os.getpid():
             group = "bench (client + SDK worker)"
         elif pid in owner or ppid in owner:
@@ -143,8 +148,7 @@ def cpu_by_process_group(services: Mapping[str, int]) -> dict[str, float]:
             group = "kafka"
         else:
             group = "other"
-        ticks = int(fields[11]) + int(fields[12])
-        groups[group] = groups.get(group, 0.0) + ticks / os.sysconf("SC_CLK_TCK")
+        groups[group] = groups.get(group, 0.0) + seconds
     return groups
 
 
