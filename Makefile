@@ -71,6 +71,7 @@ unit: deps
 
 lint: deps
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-logo
 
 # Re-pin dependencies after editing pyproject.toml (no index URL is written into the file).
 lock:

@@ -36,16 +36,13 @@ import asyncpg
 
 from bench.common import BASE_URL, machine, percentile, write_result
 from ostinato import eventloop
-from ostinato.api.models import JobRequest
 from ostinato.bus.topics import Topics
 from ostinato.clock import SystemClock
 from ostinato.db.migrate import migrate
 from ostinato.db.pool import create_pool
-from ostinato.dispatch import Dispatcher, fixed_capacity
 from ostinato.eventlog.store import EventStore, read_all_after
-from ostinato.gateway.attempts import Attempts
-from ostinato.gateway.reports import Outcome
 from ostinato.jobs import submit_jobs
+from ostinato.jobs.request import JobRequest
 from ostinato.policy.fairness import (
     DEFAULT_CLASSES,
     FairState,
@@ -55,10 +52,13 @@ from ostinato.policy.fairness import (
     decide,
 )
 from ostinato.policy.limits import Buckets
-from ostinato.scheduling import fire_due
 from ostinato.sdk import protocol as p
 from ostinato.telemetry.logging import configure_logging
 from ostinato.tenancy import create_tenant
+from services.dispatcher.dispatcher import Dispatcher, fixed_capacity
+from services.scheduler.tick import fire_due
+from services.worker_gateway.attempts import Attempts
+from services.worker_gateway.reports import Outcome
 
 POOLS = ("default", "long")
 CLASSES = [c.name for c in DEFAULT_CLASSES]

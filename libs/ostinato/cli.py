@@ -38,7 +38,7 @@ async def _rebuild() -> None:
     import asyncpg
 
     from ostinato.db.pool import _init_connection
-    from ostinato.eventlog.readmodels import rebuild
+    from ostinato.eventlog.rebuild import rebuild
 
     conn = await asyncpg.connect(_settings().database_url)
     try:

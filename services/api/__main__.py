@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ostinato.api.app import create_app
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service, run_service, run_until_stopped
+from services.api.app import create_app
 
 
 async def amain() -> None:

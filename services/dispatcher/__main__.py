@@ -7,10 +7,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from ostinato.bus.consumer import BatchConsumer, Delivered
-from ostinato.dispatch import CONSUMER, Dispatcher, EpochFence, live_workers
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.service import Service, run_service, run_until_stopped
+from services.dispatcher.dispatcher import Dispatcher, live_workers
+from services.dispatcher.fence import EpochFence
 
 
 async def amain() -> None:
@@ -32,7 +33,7 @@ async def amain() -> None:
             dispatcher.wake()
 
     consumer = BatchConsumer(bootstrap=settings.kafka_bootstrap,
-                             group=f"{settings.topic_prefix}ostinato-{CONSUMER}",
+                             group=f"{settings.topic_prefix}ostinato-dispatcher",
                              topics=[settings.topics.due, settings.topics.finished],
                              handler=handle, commit_every_seconds=1.0)  # wake-ups only
     await consumer.start()

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
-from ostinato.reconcile.loop import ReconcileConfig, run_reconciler
 from ostinato.runtime.service import Service, run_service, run_until_stopped
+from services.reconciler.loop import ReconcileConfig, run_reconciler
 
 
 async def amain() -> None:

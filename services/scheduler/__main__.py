@@ -11,7 +11,7 @@ from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
 from ostinato.leases.shard import ShardLeases
 from ostinato.runtime.service import Service, run_service, run_until_stopped
-from ostinato.scheduling import run_scheduler
+from services.scheduler.tick import run_scheduler
 
 
 async def amain() -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from ostinato.bus.consumer import BatchConsumer
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
-from ostinato.gateway.app import create_app
-from ostinato.gateway.attempts import Attempts
-from ostinato.gateway.wakeups import ReadySignals
 from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service, run_service, run_until_stopped
+from services.worker_gateway.app import create_app
+from services.worker_gateway.attempts import Attempts
+from services.worker_gateway.wakeups import ReadySignals
 
 
 async def amain() -> None:

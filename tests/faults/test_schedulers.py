@@ -15,13 +15,13 @@ import asyncpg
 import httpx
 import pytest
 
-from ostinato.api.models import JobRequest
 from ostinato.bus.topics import Topics
 from ostinato.clock import SystemClock
 from ostinato.db.pool import create_pool
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import EventStore, read_stream
 from ostinato.jobs import submit_job
+from ostinato.jobs.request import JobRequest
 from ostinato.schedules import ScheduleSpec, expected_slots, from_document
 from ostinato.tenancy import create_tenant
 from ostinato.testing.cluster import Cluster

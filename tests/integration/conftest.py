@@ -9,10 +9,10 @@ import asyncpg
 import httpx
 import pytest
 
-from ostinato.api.app import create_app
 from ostinato.clock import Clock, SystemClock
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
+from services.api.app import create_app
 
 from .helpers import store
 

@@ -8,11 +8,11 @@ from datetime import datetime
 
 import asyncpg
 
-from ostinato.api.models import JobRequest
 from ostinato.bus.topics import Topics
 from ostinato.clock import Clock, SystemClock
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs import submit_job
+from ostinato.jobs.request import JobRequest
 from ostinato.schedules import ScheduleSpec
 from ostinato.tenancy import create_tenant
 
@@ -45,8 +45,8 @@ async def dispatch(pool: asyncpg.Pool, clock: Clock | None = None, *, slots: int
                    pools: tuple[str, ...] = ("default", "long", "etl")) -> int:
     """One dispatcher decision with ample shared capacity in `pools` (the decision itself is
     tested in test_dispatch.py); returns how many runs were queued."""
-    from ostinato.dispatch import Dispatcher, fixed_capacity
     from ostinato.policy.fairness import DEFAULT_CLASSES
+    from services.dispatcher.dispatcher import Dispatcher, fixed_capacity
 
     clock = clock or SystemClock()
     return await Dispatcher(pool, store(clock), clock, classes=DEFAULT_CLASSES,

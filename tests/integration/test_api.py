@@ -113,7 +113,7 @@ async def test_pagination_walks_every_job_once(client: httpx.AsyncClient) -> Non
 async def test_tenant_isolation_on_every_endpoint(client: httpx.AsyncClient,
                                                   pool: asyncpg.Pool) -> None:
     from ostinato.clock import SystemClock
-    from ostinato.scheduling import fire_due
+    from services.scheduler.tick import fire_due
 
     a, b = await tenant(client, "alpha"), await tenant(client, "beta")
     job = (await client.post("/v1/jobs", json={"name": "mine", "payload": 1},

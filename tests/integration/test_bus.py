@@ -16,7 +16,7 @@ from ostinato.bus.topics import Topics, tenant_key
 from ostinato.clock import SystemClock
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore, read_stream
-from ostinato.scheduling import fire_due
+from services.scheduler.tick import fire_due
 from tests.conftest import KAFKA_BOOTSTRAP
 
 from .helpers import dispatch, new_job, new_tenant
@@ -114,8 +114,8 @@ async def test_trace_context_travels_from_the_job_to_the_published_message(
 
         parent = current_traceparent()
         assert parent is not None and parent.split("-")[1] == TRACEPARENT.split("-")[1]
-        from ostinato.api.models import JobRequest
         from ostinato.jobs import submit_job
+        from ostinato.jobs.request import JobRequest
 
         async with pool.acquire() as conn:
             await submit_job(conn, store, SystemClock(), tenant_id=tenant_id,

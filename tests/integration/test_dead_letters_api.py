@@ -13,10 +13,10 @@ import pytest
 
 from ostinato.clock import SystemClock
 from ostinato.eventlog.store import read_stream
-from ostinato.gateway.attempts import Attempts
-from ostinato.gateway.reports import Outcome
-from ostinato.scheduling import fire_due
 from ostinato.sdk import protocol as p
+from services.scheduler.tick import fire_due
+from services.worker_gateway.attempts import Attempts
+from services.worker_gateway.reports import Outcome
 
 from .conftest import assert_problem, auth, tenant
 from .helpers import dispatch, store

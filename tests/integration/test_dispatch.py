@@ -12,21 +12,21 @@ import asyncpg
 import httpx
 import pytest
 
-from ostinato import controls
-from ostinato.api.models import JobRequest
+from ostinato import dispatch_controls as controls
 from ostinato.clock import FakeClock, SystemClock
-from ostinato.dispatch import Dispatcher, fixed_capacity, live_workers
-from ostinato.dispatch.snapshot import CapacitySource
 from ostinato.domain import events as ev
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import read_stream
-from ostinato.gateway.attempts import Attempts, Outcome
 from ostinato.jobs import submit_jobs
+from ostinato.jobs.request import JobRequest
 from ostinato.policy.fairness import DEFAULT_CLASSES
-from ostinato.scheduling import fire_due
 from ostinato.sdk import protocol as p
 from ostinato.telemetry import metrics
 from ostinato.workers import registry
+from services.dispatcher.dispatcher import Dispatcher, fixed_capacity, live_workers
+from services.dispatcher.snapshot import CapacitySource
+from services.scheduler.tick import fire_due
+from services.worker_gateway.attempts import Attempts, Outcome
 
 from .conftest import ADMIN, assert_problem, auth, tenant
 from .helpers import new_tenant, store

@@ -6,15 +6,17 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import asyncpg
 import pytest
 
-from ostinato import controls
-from ostinato.db.queries import all_queries
+from ostinato import dispatch_controls as controls
+from ostinato.db.queries import REGISTRY, all_queries, sql_files_under
 from ostinato.domain import events as ev
 from ostinato.domain.errors import VersionConflict
-from ostinato.eventlog.readmodels import rebuild, snapshot
+from ostinato.eventlog.readmodels import snapshot
+from ostinato.eventlog.rebuild import rebuild
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import read_stream
 
@@ -22,6 +24,8 @@ from .helpers import new_job, new_tenant, store
 from .test_flow import drive_one_run
 
 pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("statement", [
@@ -91,7 +95,9 @@ async def test_rebuilt_read_models_equal_the_live_ones(pool: asyncpg.Pool) -> No
 
 async def test_every_named_query_prepares_against_the_schema(pool: asyncpg.Pool) -> None:
     async with pool.acquire() as conn:
-        for name, sql in all_queries().items():
+        queries = all_queries([*REGISTRY, *sql_files_under(ROOT, "services")])
+        assert any(name.startswith("services.dispatcher/") for name in queries)
+        for name, sql in queries.items():
             try:
                 await conn.prepare(sql)
             except asyncpg.PostgresError as exc:  # pragma: no cover — the failure message

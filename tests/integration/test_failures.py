@@ -13,18 +13,17 @@ import asyncpg
 import pytest
 
 from ostinato import runs
-from ostinato.api.models import JobRequest
 from ostinato.clock import FakeClock, SystemClock
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import read_stream
-from ostinato.gateway.attempts import Attempts
-from ostinato.gateway.reports import Outcome
 from ostinato.jobs import submit_job
+from ostinato.jobs.request import JobRequest
 from ostinato.policy.retry import RetrySpec
-from ostinato.reconcile.attempts import expire_leases, expire_queue_waits, expire_timeouts
-from ostinato.scheduling import fire_due
-from ostinato.scheduling.tick import release_retries
 from ostinato.sdk import protocol as p
+from services.reconciler.checks.attempts import expire_leases, expire_queue_waits, expire_timeouts
+from services.scheduler.tick import fire_due, release_retries
+from services.worker_gateway.attempts import Attempts
+from services.worker_gateway.reports import Outcome
 
 from .helpers import dispatch, new_tenant, store
 
@@ -234,7 +233,7 @@ async def test_a_pool_default_policy_applies_unless_the_job_has_its_own(pool: as
 
 async def test_outputs_and_logs_expire_after_the_retention_but_payloads_stay(
         world: World) -> None:
-    from ostinato.reconcile.health import expire_outputs
+    from services.reconciler.checks.health import expire_outputs
 
     await world.setup()
     run = await world.claim()

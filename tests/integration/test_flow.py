@@ -15,9 +15,9 @@ from ostinato.clock import SystemClock
 from ostinato.db.queries import load
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import read_stream
-from ostinato.gateway.attempts import Attempts, Outcome
-from ostinato.scheduling import fire_due
 from ostinato.sdk import protocol as p
+from services.scheduler.tick import fire_due
+from services.worker_gateway.attempts import Attempts, Outcome
 
 from .helpers import TOPICS, dispatch, new_job, new_tenant, store
 

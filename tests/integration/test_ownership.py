@@ -11,12 +11,12 @@ import asyncpg
 import pytest
 
 from ostinato.clock import FakeClock, SystemClock
-from ostinato.dispatch import EpochFence
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import read_stream
 from ostinato.leases.shard import SHARDS, ShardLeases, fair_share, shard_of, surplus
-from ostinato.scheduling import fire_due
 from ostinato.telemetry import metrics
+from services.dispatcher.fence import EpochFence
+from services.scheduler.tick import fire_due
 
 from .helpers import TOPICS, dispatch, new_job, new_tenant, store
 from .test_flow import drain_outbox

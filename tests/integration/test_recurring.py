@@ -12,13 +12,13 @@ import asyncpg
 import pytest
 
 from ostinato import calendars, jobs
-from ostinato.api.models import JobRequest
 from ostinato.clock import FakeClock
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import read_stream
-from ostinato.reconcile.occurrences import check_gaps, check_overdue
+from ostinato.jobs.request import JobRequest
 from ostinato.schedules import ScheduleSpec
-from ostinato.scheduling import fire_due
+from services.reconciler.checks.occurrences import check_gaps, check_overdue
+from services.scheduler.tick import fire_due
 
 from .helpers import dispatch, new_tenant, store
 
@@ -157,8 +157,8 @@ async def test_overlap_skip_and_queue(pool: asyncpg.Pool) -> None:
 
 async def test_auto_pause_after_consecutive_failures(pool: asyncpg.Pool) -> None:
     from ostinato.clock import SystemClock
-    from ostinato.gateway.attempts import Attempts, Outcome
     from ostinato.sdk import protocol as p
+    from services.worker_gateway.attempts import Attempts, Outcome
 
     from .test_flow import TOPICS, drain_outbox
 

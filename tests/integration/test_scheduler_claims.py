@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from ostinato.api.models import JobRequest
 from ostinato.clock import SystemClock
 from ostinato.domain import events as ev
 from ostinato.jobs import submit_job
+from ostinato.jobs.request import JobRequest
 from ostinato.schedules import ScheduleSpec
-from ostinato.scheduling import fire_due
+from services.scheduler.tick import fire_due
 
 from .helpers import new_tenant, store
 

@@ -21,14 +21,14 @@ from ostinato.domain import events as ev
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import get_blobs, read_stream
-from ostinato.gateway.app import create_app
-from ostinato.gateway.attempts import Attempts
-from ostinato.gateway.wakeups import ReadySignals
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
-from ostinato.scheduling import fire_due
 from ostinato.sdk import protocol as p
 from ostinato.workers import registry
+from services.scheduler.tick import fire_due
+from services.worker_gateway.app import create_app
+from services.worker_gateway.attempts import Attempts
+from services.worker_gateway.wakeups import ReadySignals
 
 from .conftest import ADMIN, auth
 from .helpers import new_job, new_tenant, store

@@ -10,10 +10,10 @@ import asyncpg
 import pytest
 
 from ostinato.clock import FakeClock
-from ostinato.gateway.presence import WorkerPresence
 from ostinato.sdk import protocol as p
 from ostinato.workers import registry
 from ostinato.workers.registry import PoolCapacity
+from services.worker_gateway.presence import WorkerPresence
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

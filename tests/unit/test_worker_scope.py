@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from ostinato.db.queries import REGISTRY
+from ostinato.db.queries import REGISTRY, sql_files_under
 from ostinato.domain.errors import Forbidden
-from ostinato.gateway.app import worker_scope
-from ostinato.gateway.wakeups import ReadySignals
 from ostinato.runtime.settings import load_settings
 from ostinato.sdk.protocol import MAX_CLAIM_WAIT_SECONDS
 from ostinato.tenancy import ADMIN, TENANT_ROLE, Principal
+from services.worker_gateway.app import worker_scope
+from services.worker_gateway.wakeups import ReadySignals
 
 LIBS = Path(__file__).resolve().parents[2] / "libs"
 
@@ -47,7 +47,7 @@ def test_the_worker_ttl_outlasts_the_longest_claim_wait() -> None:
         load_settings({"OSTINATO_WORKER_TTL_SECONDS": str(MAX_CLAIM_WAIT_SECONDS)})
 
 
-def test_every_named_sql_file_is_registered_for_the_prepare_test() -> None:
-    on_disk = {(".".join(f.parent.parent.relative_to(LIBS).parts), f.name)
-               for f in (LIBS / "ostinato").rglob("sql/*.sql")}
+def test_every_named_sql_file_of_the_library_is_registered_for_the_prepare_test() -> None:
+    on_disk = set(sql_files_under(LIBS, "ostinato"))
+    assert on_disk, "no named SQL found under libs/"
     assert on_disk - set(REGISTRY) == set(), "add these to ostinato.db.queries.REGISTRY"

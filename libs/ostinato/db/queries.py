@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from importlib import resources
+from pathlib import Path
 from types import MappingProxyType
 
 _HEADER = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
@@ -37,17 +38,24 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.eventlog", "eventlog.sql"),
     ("ostinato.eventlog", "readmodels.sql"),
     ("ostinato.eventlog", "controls.sql"),
-    ("ostinato.dispatch", "dispatch.sql"),
     ("ostinato.eventlog", "outbox.sql"),
     ("ostinato.leases", "leases.sql"),
     ("ostinato.workers", "workers.sql"),
 ]
 
 
-def all_queries() -> dict[str, str]:
-    """Every named query of the project, for the PREPARE-them-all integration test."""
+def sql_files_under(root: Path, package: str) -> list[tuple[str, str]]:
+    """(package, file name) of every `sql/*.sql` inside `package` (a folder of `root`, which is on
+    `sys.path`): how tests find the services' own SQL without the library importing them."""
+    return sorted((".".join(f.parent.parent.relative_to(root).parts), f.name)
+                  for f in (root / package).rglob("sql/*.sql"))
+
+
+def all_queries(files: list[tuple[str, str]] | None = None) -> dict[str, str]:
+    """Every named query of `files` (default: the shared library's `REGISTRY`), keyed by
+    `package/file:name`, for the PREPARE-them-all integration test."""
     out: dict[str, str] = {}
-    for package, filename in REGISTRY:
+    for package, filename in files if files is not None else REGISTRY:
         for name, sql in load(package, filename).items():
             out[f"{package}/{filename}:{name}"] = sql
     return out

@@ -262,21 +262,6 @@ async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> 
         await conn.execute(Q["sync_run_slots"], moved)
 
 
-async def rebuild(conn: asyncpg.Connection, page: int = 2000) -> int:
-    """Recompute every read model from the log; returns the number of events folded."""
-    from ostinato.eventlog.store import read_all_after
-
-    async with conn.transaction():
-        await conn.execute(Q["truncate_read_models"])
-        after, total = 0, 0
-        while True:
-            recorded = await read_all_after(conn, after, page)
-            if not recorded:
-                return total
-            await apply(conn, recorded)
-            after, total = recorded[-1].seq, total + len(recorded)
-
-
 async def snapshot(conn: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:
     """All read-model rows, for comparing live and rebuilt state."""
     return {

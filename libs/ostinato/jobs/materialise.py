@@ -1,16 +1,39 @@
-"""The one way a job's row becomes a run: `RunScheduled` with the job's task, pool, payload and
-its retry, timeout and queue-wait settings as they were when the run was created (a later
-change to the job does not change runs already made)."""
+"""The one writer of `RunScheduled`: how a job's row becomes a run.
+
+`run_for` builds the event with the job's task, pool, payload and its retry, timeout and
+queue-wait settings as they were when the run was created (a later change to the job does not
+change runs already made); the run id derives from the occurrence, so a second creation of the
+same occurrence is a version conflict. `decide_and_append` decides each locked due job
+(`ostinato.jobs.decide`) and appends, in the caller's transaction: per fired slot `RunScheduled`
+on the run's stream and `OccurrenceFired` on the job's, per skipped range `OccurrencesSkipped`,
+and `JobPaused` for an auto-pause. The scheduler's tick and the reconciler's repairs call it;
+trigger, backfill, retry and replay call `run_for`.
+"""
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Mapping
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
+import asyncpg
+
+from ostinato import calendars
+from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.domain.ids import run_id_for
+from ostinato.eventlog.readmodels import Q
+from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.store import EventStore
+from ostinato.jobs.decide import Decision, decide
+from ostinato.schedules import from_document
+from ostinato.telemetry import metrics, tracing
+from ostinato.telemetry.logging import get_logger
+
+WAIT_RECHECK = timedelta(seconds=1)  # how often a job waiting on overlap=queue is looked at
+log = get_logger("ostinato.scheduler")
 
 
 def run_for(job: Mapping[str, Any], slot: datetime, *, trigger: str = "schedule",
@@ -25,3 +48,99 @@ def run_for(job: Mapping[str, Any], slot: datetime, *, trigger: str = "schedule"
         queue_wait_seconds=job["queue_wait_seconds"], on_queue_wait=job["on_queue_wait"],
         replay_of=replay_of, concurrency_key=job["concurrency_key"], resource=job["resource"],
     )
+
+
+class Waiting:
+    """Jobs waiting for a previous run (overlap=queue), left out of polls for a moment so they
+    cannot crowd the batch. In memory only: forgetting it costs one extra look, nothing more."""
+
+    def __init__(self) -> None:
+        self._until: dict[uuid.UUID, float] = {}
+
+    def ids(self, now: float) -> list[uuid.UUID]:
+        self._until = {k: v for k, v in self._until.items() if v > now}
+        return list(self._until)
+
+    def add(self, job_id: uuid.UUID, now: float) -> None:
+        self._until[job_id] = now + WAIT_RECHECK.total_seconds()
+
+
+def _job_events(job: Mapping[str, Any], d: Decision, actor: str,
+                epoch: int | None = None) -> tuple[list[NewEvent], list[ev.RunScheduled]]:
+    tenant, job_id = job["tenant_id"], job["id"]
+    version = job["version"]
+    events: list[NewEvent] = []
+    runs: list[ev.RunScheduled] = []
+    fired = [(slot, due, None) for slot, due in d.fire]
+    skips = [(r.first, None, r) for r in d.skipped]
+    for slot, due, skip in sorted(fired + skips, key=lambda step: step[0]):  # chronological
+        version += 1
+        if skip is None:
+            run_id, run = run_for(job, slot, due_at=due)
+            with tracing.run_span("schedule run", job["traceparent"], tenant_id=tenant,
+                                  job_id=job_id, run_id=run_id) as tp:
+                pass  # the span marks the hop; its context is stored on the events below
+            runs.append(run)
+            events.append(NewEvent(run_id, 1, tenant, run, actor, epoch=epoch, traceparent=tp))
+            events.append(NewEvent(job_id, version, tenant, ev.OccurrenceFired(
+                scheduled_for=slot, run_id=run_id, next_run_at=d.next_run_at,
+                next_slot=d.next_slot), actor, epoch=epoch, traceparent=tp))
+        else:
+            events.append(NewEvent(job_id, version, tenant, ev.OccurrencesSkipped(
+                first=skip.first, last=skip.last, slots=skip.count, reason=skip.reason,
+                next_run_at=d.next_run_at, next_slot=d.next_slot), actor, epoch=epoch))
+    if d.pause_reason:
+        version += 1
+        events.append(NewEvent(job_id, version, tenant,
+                               ev.JobPaused(reason=d.pause_reason, auto=True), actor))
+    return events, runs
+
+
+async def decide_and_append(
+    conn: asyncpg.Connection, store: EventStore, clock: Clock, due: Sequence[Mapping[str, Any]],
+    *, actor: str, waiting: Waiting | None = None, epochs: Mapping[int, int] | None = None,
+) -> list[ev.RunScheduled]:
+    """Decide each locked due job and append the outcome, in the caller's transaction."""
+    if not due:
+        return []
+    now = clock.now()
+    excluded = await calendars.excluded_dates(
+        conn, {(j["tenant_id"], j["calendar"]) for j in due if j["calendar"]})
+    overlapping = [j["id"] for j in due if j["overlap"] != "allow"]
+    active = {r["job_id"]: r["active"] for r in
+              await conn.fetch(Q["active_runs_of_jobs"], overlapping)} if overlapping else {}
+    events: list[NewEvent] = []
+    created: list[ev.RunScheduled] = []
+    for job in due:
+        decision = decide(
+            from_document(job["schedule"]), job_id=job["id"], next_slot=job["next_slot"],
+            now=now, excluded_dates=excluded.get((job["tenant_id"], job["calendar"]),
+                                                 frozenset()),
+            policy=job["resume_policy"], active_runs=active.get(job["id"], 0),
+            consecutive_failures=job["consecutive_failures"])
+        if decision.wait:
+            if waiting is not None:
+                waiting.add(job["id"], clock.monotonic())
+            continue
+        epoch = None if epochs is None else epochs.get(job["shard"])
+        job_events, runs = _job_events(job, decision, actor, epoch)
+        events += job_events
+        created += runs
+        _log_decision(job, decision)
+    await store.append(conn, events)
+    return created
+
+
+def _log_decision(job: Mapping[str, Any], d: Decision) -> None:
+    ids = {"tenant_id": str(job["tenant_id"]), "job_id": str(job["id"])}
+    if log.is_enabled_for(logging.DEBUG):  # the ids cost more than the call: skip them unless read
+        for slot, _ in d.fire:
+            log.debug("run scheduled", **ids, run_id=str(run_id_for(job["id"], slot)),
+                      scheduled_for=slot.isoformat())
+    for r in d.skipped:
+        metrics.OCCURRENCES_SKIPPED.labels(reason=r.reason).inc(r.count or 1)
+        log.info("occurrences skipped", **ids, first=r.first.isoformat(),
+                 last=r.last.isoformat(), slots=r.count, reason=r.reason)
+    if d.pause_reason:
+        metrics.JOBS_AUTO_PAUSED.inc()
+        log.error("job auto-paused", **ids, reason=d.pause_reason, alert="ostinato_job_auto_paused")

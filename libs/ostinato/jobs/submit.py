@@ -14,7 +14,6 @@ import asyncpg
 import msgspec
 
 from ostinato import schedules
-from ostinato.api.models import JobRequest
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, PayloadTooLarge
@@ -22,6 +21,7 @@ from ostinato.domain.ids import new_id
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore, put_blobs
+from ostinato.jobs.request import JobRequest
 from ostinato.policy import retry
 
 _json = msgspec.json.Encoder()

@@ -22,8 +22,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from ostinato.domain.durations import format_duration, parse_duration
 from ostinato.domain.errors import InvalidInput
-from ostinato.schedules import format_duration, parse_duration
 
 Jitter = Literal["full", "equal", "none"]
 

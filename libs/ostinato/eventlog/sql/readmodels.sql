@@ -555,3 +555,7 @@ ON CONFLICT (run_id) DO NOTHING;
 SELECT count(*) FROM runs
 WHERE (state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL))
   AND tenant_id = $1 AND pool = $2 AND priority = $3 AND (updated_at, id) < ($4, $5::uuid);
+
+-- name: hold_of_run
+-- GET /v1/runs/{id}: why this waiting run waits, as of the last decision that looked at it.
+SELECT reason, updated_at FROM dispatch_holds WHERE run_id = $1 AND tenant_id = $2;

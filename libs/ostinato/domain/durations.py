@@ -1,4 +1,5 @@
-"""Durations in schedules: whole seconds, written compactly ("1h30m") or in ISO 8601 ("PT1H30M").
+"""Durations in schedules, retry policies and timeouts: whole seconds, written compactly ("1h30m")
+or in ISO 8601 ("PT1H30M").
 
 Only fixed-length units are accepted (weeks, days, hours, minutes, seconds): a month or a year has
 no fixed length, so "every P1M" would be a calendar rule, which is what `cron` is for.

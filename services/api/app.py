@@ -6,12 +6,12 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 
-from ostinato.api import control, dispatching, failures
-from ostinato.api.problems import EXCEPTION_HANDLERS
-from ostinato.api.routes import DEPENDENCIES, ROUTES
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.ops import instrument_http, ops_route_handlers, tracing_middleware
+from ostinato.runtime.problems import EXCEPTION_HANDLERS
 from ostinato.runtime.service import Service
+from services.api import capacity, failures, job_control
+from services.api.routes import DEPENDENCIES, ROUTES
 
 VERSION = "0.1.0"
 
@@ -20,9 +20,9 @@ def create_app(service: Service, store: EventStore) -> Litestar:
     app = Litestar(
         route_handlers=[
             *ROUTES,
-            *control.ROUTES,
+            *job_control.ROUTES,
             *failures.ROUTES,
-            *dispatching.ROUTES,
+            *capacity.ROUTES,
             *ops_route_handlers(lambda: service.readiness(kafka=True)),
         ],
         dependencies=DEPENDENCIES,

@@ -15,14 +15,14 @@ import asyncpg
 from ostinato.clock import Clock
 from ostinato.db.sqlstate import TRANSIENT_ERRORS
 from ostinato.eventlog.store import EventStore
-from ostinato.reconcile.attempts import (
+from ostinato.telemetry.logging import get_logger
+from services.reconciler.checks.attempts import (
     expire_leases,
     expire_queue_waits,
     expire_timeouts,
 )
-from ostinato.reconcile.health import check_once, expire_outputs
-from ostinato.reconcile.occurrences import check_gaps, check_overdue
-from ostinato.telemetry.logging import get_logger
+from services.reconciler.checks.health import check_once, expire_outputs
+from services.reconciler.checks.occurrences import check_gaps, check_overdue
 
 log = get_logger("ostinato.reconciler")
 Check = Callable[[], Awaitable[object]]

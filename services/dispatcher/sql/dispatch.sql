@@ -21,10 +21,6 @@ DELETE FROM dispatch_holds h
 WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = h.run_id
                   AND (r.state = 'scheduled' OR (r.state = 'retry_scheduled' AND r.retry_at IS NULL)));
 
--- name: hold_of_run
--- GET /v1/runs/{id}: why this waiting run waits, as of the last decision that looked at it.
-SELECT reason, updated_at FROM dispatch_holds WHERE run_id = $1 AND tenant_id = $2;
-
 -- name: load_buckets
 -- Token buckets as of the last decision.
 SELECT tenant_id, scope, name, tokens, updated_at FROM token_buckets;

@@ -10,8 +10,11 @@ from litestar import Request, get, post, put
 from litestar.params import FromPath, JSONBody, PathParameter, QueryParameter
 
 from ostinato import calendars, jobs, schedules
-from ostinato.api.auth import Caller, require_tenant
-from ostinato.api.models import (
+from ostinato.domain.errors import NotFound
+from ostinato.eventlog.readmodels import Q
+from ostinato.runtime.auth import Caller, require_tenant
+from ostinato.telemetry import tracing
+from services.api.models import (
     BackfillRequest,
     BackfillView,
     CalendarRequest,
@@ -23,10 +26,7 @@ from ostinato.api.models import (
     UpcomingItem,
     UpcomingView,
 )
-from ostinato.api.routes import app_state
-from ostinato.domain.errors import NotFound
-from ostinato.eventlog.readmodels import Q
-from ostinato.telemetry import tracing
+from services.api.routes import app_state
 
 EPSILON = timedelta(microseconds=1)
 PREVIEW_JOB_ID = uuid.UUID(int=0)

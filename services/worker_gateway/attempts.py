@@ -26,11 +26,11 @@ from ostinato.domain.ids import idempotency_key
 from ostinato.eventlog import readmodels
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
-from ostinato.gateway.reports import Outcome, record_outcomes
 from ostinato.outcomes import observe
 from ostinato.sdk import protocol as p
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
+from services.worker_gateway.reports import Outcome, record_outcomes
 
 LQ = load("ostinato.leases", "leases.sql")
 RQ = readmodels.Q

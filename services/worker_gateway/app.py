@@ -17,16 +17,16 @@ from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.params import FromPath, JSONBody
 
-from ostinato.api.auth import Caller, principal
-from ostinato.api.problems import EXCEPTION_HANDLERS, problem
 from ostinato.domain.errors import PROBLEM_BASE, Forbidden
-from ostinato.gateway.attempts import Attempts, Outcome
-from ostinato.gateway.presence import WorkerPresence
-from ostinato.gateway.wakeups import ReadySignals
+from ostinato.runtime.auth import Caller, principal
 from ostinato.runtime.ops import instrument_http, ops_route_handlers, tracing_middleware
+from ostinato.runtime.problems import EXCEPTION_HANDLERS, problem
 from ostinato.runtime.service import Service
 from ostinato.sdk import protocol as p
 from ostinato.tenancy import ADMIN, Principal
+from services.worker_gateway.attempts import Attempts, Outcome
+from services.worker_gateway.presence import WorkerPresence
+from services.worker_gateway.wakeups import ReadySignals
 
 FALLBACK_POLL_SECONDS = 1.0
 

@@ -29,7 +29,7 @@ from ostinato.eventlog.readmodels import Q
 from ostinato.policy.fairness import Bucket, Buckets, Limits, PoolState, Waiting
 from ostinato.workers.registry import PoolCapacity
 
-DQ = load_queries("ostinato.dispatch", "dispatch.sql")
+DQ = load_queries("services.dispatcher", "dispatch.sql")
 
 Row = Mapping[str, Any]
 # (connection, the database clock as `Clock.db_now()` gives it) → live capacity

@@ -21,8 +21,6 @@ import asyncpg
 
 from ostinato.clock import Clock
 from ostinato.db.sqlstate import TRANSIENT_ERRORS
-from ostinato.dispatch import snapshot
-from ostinato.dispatch.snapshot import DQ, CapacitySource
 from ostinato.domain import events as ev
 from ostinato.domain.states import RunState, can_transition
 from ostinato.eventlog.readmodels import Q
@@ -33,6 +31,8 @@ from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
 from ostinato.workers import registry
 from ostinato.workers.registry import PoolCapacity
+from services.dispatcher import snapshot
+from services.dispatcher.snapshot import DQ, CapacitySource
 
 ACTOR = "dispatcher"
 HOLD_REFRESH_SECONDS = 2.0  # a hold whose reason only changed its place in line waits this long

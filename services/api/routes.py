@@ -14,8 +14,13 @@ from litestar.di import Provide
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from ostinato import jobs, tenancy
-from ostinato.api.auth import Caller, principal, require_admin, require_tenant
-from ostinato.api.models import (
+from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.domain.states import RunState
+from ostinato.eventlog.readmodels import Q
+from ostinato.eventlog.store import get_blobs, read_stream
+from ostinato.runtime.auth import Caller, principal, require_admin, require_tenant
+from ostinato.telemetry import tracing
+from services.api.models import (
     EventsPage,
     EventView,
     JobBatchItem,
@@ -28,12 +33,6 @@ from ostinato.api.models import (
     TenantCreatedView,
     TenantRequest,
 )
-from ostinato.dispatch.snapshot import DQ
-from ostinato.domain.errors import InvalidInput, NotFound
-from ostinato.domain.states import RunState
-from ostinato.eventlog.readmodels import Q
-from ostinato.eventlog.store import get_blobs, read_stream
-from ostinato.telemetry import tracing
 
 Limit = Annotated[int, QueryParameter(ge=1, le=500)]
 
@@ -264,7 +263,7 @@ async def waiting_reason(conn: asyncpg.Connection, row: asyncpg.Record) -> str |
                                               and row["retry_at"] is None)
     if not waiting:
         return None
-    hold = await conn.fetchrow(DQ["hold_of_run"], row["id"], row["tenant_id"])
+    hold = await conn.fetchrow(Q["hold_of_run"], row["id"], row["tenant_id"])
     if hold is not None:
         return hold["reason"]
     ahead = await conn.fetchval(Q["waiting_position"], row["tenant_id"], row["pool"],

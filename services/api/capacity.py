@@ -14,21 +14,21 @@ from typing import Annotated
 from litestar import Request, get, post, put
 from litestar.params import FromPath, JSONBody, PathParameter
 
-from ostinato import controls
-from ostinato.api.auth import Caller, require_admin, require_tenant
-from ostinato.api.models import (
+from ostinato import dispatch_controls as controls
+from ostinato.domain import events as ev
+from ostinato.domain.errors import NotFound
+from ostinato.eventlog.readmodels import Q
+from ostinato.runtime.auth import Caller, require_admin, require_tenant
+from ostinato.tenancy import Principal
+from ostinato.workers import registry
+from services.api.models import (
     ClassLoad,
     LimitRequest,
     LimitView,
     PoolPauseRequest,
     PoolView,
 )
-from ostinato.api.routes import app_state
-from ostinato.domain import events as ev
-from ostinato.domain.errors import NotFound
-from ostinato.eventlog.readmodels import Q
-from ostinato.tenancy import Principal
-from ostinato.workers import registry
+from services.api.routes import app_state
 
 PoolName = Annotated[str, PathParameter(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 LimitName = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][\w.:-]{0,199}$")]

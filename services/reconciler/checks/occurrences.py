@@ -30,10 +30,9 @@ from ostinato.domain import events as ev
 from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore
-from ostinato.jobs.materialise import run_for
+from ostinato.jobs.materialise import decide_and_append, run_for
 from ostinato.leases.shard import SHARDS
 from ostinato.schedules import Schedule, expected_slots, from_document
-from ostinato.scheduling.tick import decide_and_append
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 

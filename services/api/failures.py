@@ -12,8 +12,12 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from ostinato import runs, schedules
-from ostinato.api.auth import Caller, require_tenant
-from ostinato.api.models import (
+from ostinato.domain import events as ev
+from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.eventlog.readmodels import Q
+from ostinato.eventlog.store import get_blobs, read_stream
+from ostinato.runtime.auth import Caller, require_tenant
+from services.api.models import (
     AttemptView,
     BulkReplayRequest,
     DeadLetterView,
@@ -22,11 +26,7 @@ from ostinato.api.models import (
     RetryRunRequest,
     TriageRequest,
 )
-from ostinato.api.routes import app_state, decode_cursor, encode_cursor
-from ostinato.domain import events as ev
-from ostinato.domain.errors import InvalidInput, NotFound
-from ostinato.eventlog.readmodels import Q
-from ostinato.eventlog.store import get_blobs, read_stream
+from services.api.routes import app_state, decode_cursor, encode_cursor
 
 Limit = Annotated[int, QueryParameter(ge=1, le=500)]
 
