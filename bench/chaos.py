@@ -54,23 +54,13 @@ from ostinato import eventloop
 from ostinato.db.migrate import migrate
 from ostinato.telemetry.logging import configure_logging
 from ostinato.testing.cluster import Cluster
-from ostinato.testing.faults import (
-    FAULT_ENV,
-    Db,
-    Lab,
-    Load,
-    WorkerProc,
-    coverage,
-    freeze,
-    fx_job,
-    metric_total,
-    respawn,
-    scheduler_owner,
-    scrape,
-    shard_epoch_order,
-    verify,
-    wait_settled,
-)
+from ostinato.testing.database import Db
+from ostinato.testing.injection import freeze
+from ostinato.testing.invariants import coverage, shard_epoch_order, verify, wait_settled
+from ostinato.testing.lab import FAULT_ENV, Lab
+from ostinato.testing.load import Load, fx_job
+from ostinato.testing.metrics import metric_total, scrape
+from ostinato.testing.processes import WorkerProc, respawn, scheduler_owner
 
 LEASE_TTL = float(FAULT_ENV["OSTINATO_LEASE_TTL_SECONDS"])
 SHARD_TTL = float(FAULT_ENV["OSTINATO_SHARD_LEASE_TTL_SECONDS"])

@@ -226,7 +226,7 @@ async def bench_cluster(scenario: str, *, env: Mapping[str, str] | None = None,
     afterwards stop every process and drop the database (also on errors)."""
     from ostinato.db.migrate import migrate
     from ostinato.testing.cluster import SERVICES, Cluster
-    from ostinato.testing.faults import create_tenant
+    from ostinato.testing.load import create_tenant
 
     name = f"ostinato_bench_{uuid.uuid4().hex[:8]}"
     admin = await asyncpg.connect(BASE_URL)

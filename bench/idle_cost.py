@@ -37,7 +37,7 @@ from bench.common import (
 from ostinato import eventloop
 from ostinato.eventlog.readmodels import Q
 from ostinato.leases.shard import SHARDS
-from ostinato.testing.faults import metric_total, scrape
+from ostinato.testing.metrics import metric_total, scrape
 
 SCENARIO = "idle_cost"
 SHARD_LIST = list(range(SHARDS))

@@ -11,8 +11,9 @@ import asyncpg
 
 from ostinato.domain import events as ev
 from ostinato.eventlog.readmodels import Q
-from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore
+from ostinato.stores import calendars as calendar_store
 
 CALENDAR_NAMESPACE = uuid.UUID("2f0e3c1a-8d7b-4b4e-9a52-5b1d3c9e7f20")
 
@@ -25,14 +26,16 @@ def calendar_id(tenant_id: uuid.UUID, name: str) -> uuid.UUID:
 async def define_calendar(
     conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID, name: str,
     dates: Iterable[date], actor: str,
-) -> asyncpg.Record:
+) -> calendar_store.CalendarRow:
     stream = calendar_id(tenant_id, name)
     async with conn.transaction():
         current = await conn.fetchrow(Q["lock_calendar"], stream, tenant_id)
-        version = (current["version"] if current else 0) + 1
-        await store.append(conn, [NewEvent(stream, version, tenant_id, ev.CalendarDefined(
+        head = StreamHead(stream, tenant_id, current["version"] if current else 0)
+        await store.append(conn, [head.next(ev.CalendarDefined(
             name=name, dates=sorted(set(dates))), actor)])
-        return await conn.fetchrow(Q["calendar_by_name"], tenant_id, name)
+        defined = await calendar_store.by_name(conn, tenant_id, name)
+        assert defined is not None  # just appended, in this transaction
+        return defined
 
 
 async def excluded_dates(

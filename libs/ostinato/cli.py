@@ -1,4 +1,5 @@
-"""`ostinato` administrative commands: migrate, topics, rebuild-projections, schemas, demo.
+"""`ostinato` administrative commands: migrate, topics, rebuild-projections, schemas,
+schema-dump, demo.
 
 Configuration comes from the same `OSTINATO_*` variables as the services.
 """
@@ -49,14 +50,11 @@ async def _rebuild() -> None:
     print(f"read models rebuilt from {folded} events")
 
 
-def _schemas(check: bool) -> int:
-    from ostinato.domain.events import json_schema
-
-    target = MIGRATIONS_DIR.parents[1] / "events" / "catalogue.json"
-    text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+def _pin(target: Path, text: str, check: bool, command: str) -> int:
+    """Write `text` to the committed file `target`; with `check`, fail unless it holds it."""
     if check:
         if not target.exists() or target.read_text() != text:
-            print(f"{target} is out of date: run `ostinato schemas`", file=sys.stderr)
+            print(f"{target} is out of date: run `{command}`", file=sys.stderr)
             return 1
         print(f"{target} is current")
         return 0
@@ -64,6 +62,21 @@ def _schemas(check: bool) -> int:
     target.write_text(text)
     print(f"wrote {target}")
     return 0
+
+
+def _schemas(check: bool) -> int:
+    from ostinato.domain.events import json_schema
+
+    target = MIGRATIONS_DIR.parents[1] / "events" / "catalogue.json"
+    text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    return _pin(target, text, check, "ostinato schemas")
+
+
+def _schema_dump(check: bool) -> int:
+    from ostinato.db.schema_dump import SCHEMA_FILE, migrated_schema
+
+    text = asyncio.run(migrated_schema(_settings().database_url))
+    return _pin(SCHEMA_FILE, text, check, "ostinato schema-dump")
 
 
 async def _demo(out: Path | None) -> None:
@@ -85,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("rebuild-projections", help="recompute read models from the event log")
     schemas = sub.add_parser("schemas", help="write schemas/events/catalogue.json")
     schemas.add_argument("--check", action="store_true", help="fail if the file is not current")
+    dump = sub.add_parser("schema-dump", help="write schemas/sql/schema.sql (pg_dump of the "
+                                              "migrations applied to a scratch database)")
+    dump.add_argument("--check", action="store_true", help="fail if the file is not current")
     demo = sub.add_parser("demo", help="create the demo tenant and jobs through the API")
     demo.add_argument("--out", type=Path, help="also write the tenant and key to this file")
     args = parser.parse_args(argv)
@@ -97,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(_rebuild())
         case "schemas":
             return _schemas(args.check)
+        case "schema-dump":
+            return _schema_dump(args.check)
         case "demo":
             asyncio.run(_demo(args.out))
     return 0

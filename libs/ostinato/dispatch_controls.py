@@ -12,7 +12,7 @@ import asyncpg
 from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.eventlog.readmodels import Q
-from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore
 
 POOL_NAMESPACE = uuid.UUID("0b6c7f3e-5d1a-4e8b-9c2f-7a4d1e6b3c58")
@@ -56,8 +56,8 @@ async def set_limit(conn: asyncpg.Connection, store: EventStore, *, tenant_id: u
         tenant = await conn.fetchrow(Q["lock_tenant"], tenant_id)
         if tenant is None:
             raise NotFound(f"no tenant {tenant_id}")
-        await store.append(conn, [NewEvent(tenant_id, tenant["version"] + 1, tenant_id, limit,
-                                           actor)])
+        head = StreamHead(tenant_id, tenant_id, tenant["version"])
+        await store.append(conn, [head.next(limit, actor)])
 
 
 async def set_paused(conn: asyncpg.Connection, store: EventStore, *, pool: str,
@@ -72,6 +72,6 @@ async def set_paused(conn: asyncpg.Connection, store: EventStore, *, pool: str,
             return False
         event: ev.Event = (ev.PoolPaused(pool=pool, scope_tenant_id=tenant_id, reason=reason)
                            if paused else ev.PoolResumed(pool=pool, scope_tenant_id=tenant_id))
-        await store.append(conn, [NewEvent(stream, (row["version"] if row else 0) + 1,
-                                           tenant_id or SYSTEM_TENANT, event, actor)])
+        head = StreamHead(stream, tenant_id or SYSTEM_TENANT, row["version"] if row else 0)
+        await store.append(conn, [head.next(event, actor)])
     return True

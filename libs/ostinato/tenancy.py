@@ -15,7 +15,7 @@ from ostinato.domain import events as ev
 from ostinato.domain.errors import Conflict
 from ostinato.domain.ids import new_id
 from ostinato.eventlog.readmodels import Q
-from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore
 
 ADMIN = "admin"
@@ -48,11 +48,10 @@ async def create_tenant(
     key = new_api_key()
     try:
         async with conn.transaction():
+            head = StreamHead(tenant_id, tenant_id)
             await store.append(conn, [
-                NewEvent(tenant_id, 1, tenant_id, ev.TenantCreated(name=name, weight=weight),
-                         actor),
-                NewEvent(tenant_id, 2, tenant_id,
-                         ev.ApiKeyIssued(key_hash=hash_key(key).hex(), role=TENANT_ROLE), actor),
+                head.next(ev.TenantCreated(name=name, weight=weight), actor),
+                head.next(ev.ApiKeyIssued(key_hash=hash_key(key).hex(), role=TENANT_ROLE), actor),
             ])
     except asyncpg.UniqueViolationError as exc:  # a concurrent create with the same name won
         raise Conflict(f"a tenant named {name!r} already exists", errors=[

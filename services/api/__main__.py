@@ -16,7 +16,8 @@ async def amain() -> None:
     await server.start()
     service.log.info("listening", url=f"http://{service.settings.api_host}:{server.port}",
                      openapi=f"http://{service.settings.api_host}:{server.port}/schema")
-    await run_until_stopped(service, [], on_stop=server.stop)
+    # No duties of its own: the other services' relays publish the api's outbox rows.
+    await run_until_stopped(service, on_stop=server.stop)
 
 
 def main() -> None:

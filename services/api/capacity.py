@@ -11,14 +11,17 @@ import uuid
 from datetime import timedelta
 from typing import Annotated
 
+import asyncpg
+import msgspec
 from litestar import Request, get, post, put
 from litestar.params import FromPath, JSONBody, PathParameter
 
 from ostinato import dispatch_controls as controls
 from ostinato.domain import events as ev
 from ostinato.domain.errors import NotFound
-from ostinato.eventlog.readmodels import Q
-from ostinato.runtime.auth import Caller, require_admin, require_tenant
+from ostinato.eventlog.store import EventStore
+from ostinato.runtime.auth import Caller, require_admin
+from ostinato.stores import limits
 from ostinato.tenancy import Principal
 from ostinato.workers import registry
 from services.api.models import (
@@ -29,6 +32,7 @@ from services.api.models import (
     PoolView,
 )
 from services.api.routes import app_state
+from services.api.scope import Tenant
 
 PoolName = Annotated[str, PathParameter(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 LimitName = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][\w.:-]{0,199}$")]
@@ -52,26 +56,26 @@ async def list_pools(request: Request, caller: Caller) -> dict[str, list[PoolVie
     async with s.pool.acquire() as conn:
         capacity = await registry.live_capacity(
             conn, s.clock.db_now(), timedelta(seconds=s.settings.worker_ttl_seconds))
-        waiting = await conn.fetch(Q["waiting_depth"])
-        in_flight = await conn.fetch(Q["in_flight_runs"])
-        pauses = await conn.fetch(Q["pool_controls_visible"], mine)
+        waiting = await limits.waiting_load(conn)
+        in_flight = await limits.in_flight(conn)
+        pauses = await limits.pool_controls(conn, mine)
     now = s.clock.now()
     views = []
     for pool in s.settings.pool_names:
         classes = {c.name: ClassLoad(waiting=0, oldest_waiting_seconds=None, in_flight=0)
                    for c in s.settings.classes}
-        for r in waiting:
-            if r["pool"] == pool and (mine is None or r["tenant_id"] == mine):
-                load = classes.setdefault(r["priority"], ClassLoad(
+        for w in waiting:
+            if w.pool == pool and (mine is None or w.tenant_id == mine):
+                load = classes.setdefault(w.priority, ClassLoad(
                     waiting=0, oldest_waiting_seconds=None, in_flight=0))
-                age = max(0.0, (now - r["oldest"]).total_seconds())
-                load.waiting += r["depth"]
+                age = max(0.0, (now - w.oldest).total_seconds())
+                load.waiting += w.depth
                 load.oldest_waiting_seconds = max(load.oldest_waiting_seconds or 0.0, age)
-        for r in in_flight:
-            if r["pool"] == pool and (mine is None or r["tenant_id"] == mine):
-                classes.setdefault(r["priority"], ClassLoad(
-                    waiting=0, oldest_waiting_seconds=None, in_flight=0)).in_flight += r["n"]
-        paused = {(p["tenant_id"], p["pool"]) for p in pauses if p["paused"]}
+        for f in in_flight:
+            if f.pool == pool and (mine is None or f.tenant_id == mine):
+                classes.setdefault(f.priority, ClassLoad(
+                    waiting=0, oldest_waiting_seconds=None, in_flight=0)).in_flight += f.n
+        paused = {(p.tenant_id, p.pool) for p in pauses if p.paused}
         views.append(PoolView(
             name=pool, paused=(None, pool) in paused,
             queue_paused=mine is not None and (mine, pool) in paused,
@@ -106,14 +110,12 @@ async def resume_pool(request: Request, pool: PoolName, caller: Caller) -> dict[
     return await _pause(request, pool, caller, False, None)
 
 
-async def _set(request: Request, tenant_id: uuid.UUID, scope: str, name: str, data: LimitRequest,
-               actor: str) -> dict[str, str]:
-    s = app_state(request)
+async def _set(conn: asyncpg.Connection, store: EventStore, tenant_id: uuid.UUID, scope: str,
+               name: str, data: LimitRequest, actor: str) -> dict[str, str]:
     limit = ev.LimitSet(scope=scope, name=name, max_concurrency=data.max_concurrency,
                         rate_per_second=data.rate_per_second, burst=data.burst,
                         weight=data.weight)
-    async with s.pool.acquire() as conn:
-        await controls.set_limit(conn, s.store, tenant_id=tenant_id, limit=limit, actor=actor)
+    await controls.set_limit(conn, store, tenant_id=tenant_id, limit=limit, actor=actor)
     return {"scope": scope, "name": name, "status": "set"}
 
 
@@ -122,24 +124,25 @@ async def put_tenant_limits(request: Request, tenant_id: FromPath[uuid.UUID],
                             data: JSONBody[LimitRequest], caller: Caller) -> dict[str, str]:
     """The tenant's weight, concurrency limit and rate limit (admin key)."""
     require_admin(caller)
-    return await _set(request, tenant_id, "tenant", "", data, "admin")
+    s = app_state(request)
+    async with s.pool.acquire() as conn:
+        return await _set(conn, s.store, tenant_id, "tenant", "", data, "admin")
 
 
 @put("/v1/limits/tasks/{task:str}", status_code=200, tags=["limits"])
-async def put_task_limit(request: Request, task: LimitName, data: JSONBody[LimitRequest],
-                         caller: Caller) -> dict[str, str]:
+async def put_task_limit(task: LimitName, data: JSONBody[LimitRequest],
+                         tenant: Tenant) -> dict[str, str]:
     """At most `max_concurrency` runs of this job type of the tenant at a time."""
-    tenant = require_tenant(caller)
-    return await _set(request, tenant.tenant_id, "task", task, data, _actor(tenant))
+    return await _set(tenant.conn, tenant.store, tenant.tenant_id, "task", task, data, tenant.actor)
 
 
 @put("/v1/limits/resources/{name:str}", status_code=200, tags=["limits"])
-async def put_resource_limit(request: Request, name: LimitName, data: JSONBody[LimitRequest],
-                             caller: Caller) -> dict[str, str]:
+async def put_resource_limit(name: LimitName, data: JSONBody[LimitRequest],
+                             tenant: Tenant) -> dict[str, str]:
     """A token bucket for a named external resource: jobs with `resource: name` start at most
     `rate_per_second` a second, with bursts up to `burst`."""
-    tenant = require_tenant(caller)
-    return await _set(request, tenant.tenant_id, "resource", name, data, _actor(tenant))
+    return await _set(tenant.conn, tenant.store, tenant.tenant_id, "resource", name, data,
+                      tenant.actor)
 
 
 @get("/v1/workers", tags=["pools"])
@@ -154,11 +157,9 @@ async def list_workers(request: Request, caller: Caller) -> dict[str, list[dict[
 
 
 @get("/v1/limits", tags=["limits"])
-async def list_limits(request: Request, caller: Caller) -> dict[str, list[LimitView]]:
-    tenant = require_tenant(caller)
-    async with app_state(request).pool.acquire() as conn:
-        rows = await conn.fetch(Q["limits_of_tenant"], tenant.tenant_id)
-    return {"items": [LimitView(**dict(r)) for r in rows]}
+async def list_limits(tenant: Tenant) -> dict[str, list[LimitView]]:
+    return {"items": [LimitView(**msgspec.structs.asdict(r))
+                      for r in await limits.of_tenant(tenant.conn, tenant.tenant_id)]}
 
 
 ROUTES = [list_pools, pause_pool, resume_pool, list_workers, put_tenant_limits, put_task_limit,

@@ -8,15 +8,16 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Request, Response, get, post
+from litestar import Response, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from ostinato import runs, schedules
 from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, NotFound
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import get_blobs, read_stream
-from ostinato.runtime.auth import Caller, require_tenant
+from ostinato.stores import dead_letters as letters
+from ostinato.stores import runs as run_store
+from ostinato.stores.dead_letters import DeadLetterRow
 from services.api.models import (
     AttemptView,
     BulkReplayRequest,
@@ -26,88 +27,55 @@ from services.api.models import (
     RetryRunRequest,
     TriageRequest,
 )
-from services.api.routes import app_state, decode_cursor, encode_cursor
+from services.api.routes import decode_cursor, encode_cursor
+from services.api.scope import Tenant
 
 Limit = Annotated[int, QueryParameter(ge=1, le=500)]
 
 
-def _actor(caller: Any) -> str:
-    return f"tenant:{caller.name}"
-
-
 @post("/v1/runs/{run_id:uuid}/cancel", status_code=200, tags=["runs"])
-async def cancel(request: Request, run_id: FromPath[uuid.UUID], caller: Caller) -> dict[str, str]:
+async def cancel(run_id: FromPath[uuid.UUID], tenant: Tenant) -> dict[str, str]:
     """A waiting run is cancelled at once; a running one is asked to stop at its next safe
     point (it ends `cancelled`; a result that still arrives is kept and ignored)."""
-    tenant = require_tenant(caller)
-    s = app_state(request)
-    async with s.pool.acquire() as conn:
-        state = await runs.cancel_run(
-            conn, s.store, tenant_id=tenant.tenant_id, run_id=run_id, actor=_actor(tenant)
-        )
+    state = await runs.cancel_run(tenant.conn, tenant.store, tenant_id=tenant.tenant_id,
+                                  run_id=run_id, actor=tenant.actor)
     return {"state": state, "cancel": "done" if state == "cancelled" else "requested"}
 
 
 @post("/v1/runs/{run_id:uuid}/retry", status_code=201, tags=["runs"])
 async def retry_run(
-    request: Request,
-    run_id: FromPath[uuid.UUID],
-    caller: Caller,
-    data: JSONBody[RetryRunRequest | None] = None,
+    run_id: FromPath[uuid.UUID], tenant: Tenant, data: JSONBody[RetryRunRequest | None] = None,
 ) -> Response[Rerun]:
     """Re-run a failed, cancelled or dead-lettered run as a new run linked to it."""
-    tenant = require_tenant(caller)
-    s = app_state(request)
-    async with s.pool.acquire() as conn:
-        new_id, created = await runs.rerun(
-            conn,
-            s.store,
-            s.clock,
-            tenant_id=tenant.tenant_id,
-            run_id=run_id,
-            actor=_actor(tenant),
-            request_key=(data or RetryRunRequest()).request_key,
-        )
+    new_id, created = await runs.rerun(
+        tenant.conn, tenant.store, tenant.clock, tenant_id=tenant.tenant_id, run_id=run_id,
+        actor=tenant.actor, request_key=(data or RetryRunRequest()).request_key)
     return Response(
         Rerun(run_id=new_id, replay_of=run_id, created=created), status_code=201 if created else 200
     )
 
 
 @get("/v1/runs/{run_id:uuid}/logs", tags=["runs"])
-async def run_logs(request: Request, run_id: FromPath[uuid.UUID], caller: Caller) -> dict:
+async def run_logs(run_id: FromPath[uuid.UUID], tenant: Tenant) -> dict:
     """The log lines the handler emitted during the run's latest reported attempt."""
-    tenant = require_tenant(caller)
-    async with app_state(request).pool.acquire() as conn:
-        run = await conn.fetchrow(Q["run_by_id"], run_id, tenant.tenant_id)
-        if run is None:
-            raise NotFound(f"no run {run_id}")
-        lines: Any = []
-        if run["logs_ref"] is not None:
-            lines = (await get_blobs(conn, [run["logs_ref"]], tenant.tenant_id)).get(
-                run["logs_ref"], []
-            )
-    return {"run_id": str(run_id), "attempt": run["attempt"], "items": lines}
+    run = await run_store.by_id(tenant.conn, tenant.tenant_id, run_id)
+    if run is None:
+        raise NotFound(f"no run {run_id}")
+    lines: Any = []
+    if run.logs_ref is not None:
+        logs = await get_blobs(tenant.conn, [run.logs_ref], tenant.tenant_id)
+        lines = logs.get(run.logs_ref, [])
+    return {"run_id": str(run_id), "attempt": run.attempt, "items": lines}
 
 
-def _letter(
-    row: Any, payload: Any = None, history: list[AttemptView] | None = None
-) -> DeadLetterView:
+def _letter(row: DeadLetterRow, payload: Any = None,
+            history: list[AttemptView] | None = None) -> DeadLetterView:
     return DeadLetterView(
-        run_id=row["run_id"],
-        job_id=row["job_id"],
-        task=row["task"],
-        reason=row["reason"],
-        error_type=row["error_type"],
-        message=row["message"],
-        attempts=row["attempts"],
-        dead_lettered_at=row["dead_lettered_at"],
-        triage_state=row["triage_state"],
-        triage_by=row["triage_by"],
-        triage_comment=row["triage_comment"],
-        triaged_at=row["triaged_at"],
-        replays=row["replays"],
-        last_replay_run=row["last_replay_run"],
-        payload=payload,
+        run_id=row.run_id, job_id=row.job_id, task=row.task, reason=row.reason,
+        error_type=row.error_type, message=row.message, attempts=row.attempts,
+        dead_lettered_at=row.dead_lettered_at, triage_state=row.triage_state,
+        triage_by=row.triage_by, triage_comment=row.triage_comment, triaged_at=row.triaged_at,
+        replays=row.replays, last_replay_run=row.last_replay_run, payload=payload,
         history=history,
     )
 
@@ -146,26 +114,21 @@ def attempt_history(stream: list[Any]) -> list[AttemptView]:
     return history
 
 
-def _filters(
-    job_id: uuid.UUID | None,
-    error_type: str | None,
-    triage_state: str | None,
-    older_than: str | None,
-    now: datetime,
-) -> tuple[Any, ...]:
+def _filter(job_id: uuid.UUID | None, error_type: str | None, triage_state: str | None,
+            older_than: str | None, now: datetime) -> letters.Filter:
     before = None
     if older_than is not None:
         try:
             before = now - schedules.parse_duration(older_than)
         except ValueError as exc:
             raise InvalidInput(str(exc), [{"field": "older_than", "message": str(exc)}]) from exc
-    return job_id, error_type, triage_state, before
+    return letters.Filter(job_id=job_id, error_type=error_type, triage_state=triage_state,
+                          dead_lettered_before=before)
 
 
 @get("/v1/dead-letters", tags=["dead letters"])
 async def list_dead_letters(
-    request: Request,
-    caller: Caller,
+    tenant: Tenant,
     job_id: FromQuery[uuid.UUID | None] = None,
     error_type: FromQuery[str | None] = None,
     triage_state: FromQuery[str | None] = None,
@@ -175,22 +138,17 @@ async def list_dead_letters(
 ) -> dict[str, Any]:
     """Dead letters, newest first, filtered by job, error type, triage state and age
     (`older_than=1h`), with counts by error type and triage state."""
-    tenant = require_tenant(caller)
-    s = app_state(request)
-    filters = _filters(job_id, error_type, triage_state, older_than, s.clock.now())
-    at, after = decode_cursor(cursor)
-    async with s.pool.acquire() as conn:
-        rows = await conn.fetch(
-            Q["list_dead_letters"], tenant.tenant_id, *filters, at, after, limit + 1
-        )
-        counts = await conn.fetch(Q["dead_letter_counts"], tenant.tenant_id, *filters)
+    where = _filter(job_id, error_type, triage_state, older_than, tenant.clock.now())
+    rows = await letters.page(tenant.conn, tenant.tenant_id, where, after=decode_cursor(cursor),
+                              limit=limit + 1)
+    counts = await letters.counts(tenant.conn, tenant.tenant_id, where)
     more = len(rows) > limit
     rows = rows[:limit]
     by_type: dict[str, int] = {}
     by_state: dict[str, int] = {}
     for c in counts:
-        by_type[c["error_type"] or "none"] = by_type.get(c["error_type"] or "none", 0) + c["n"]
-        by_state[c["triage_state"]] = by_state.get(c["triage_state"], 0) + c["n"]
+        by_type[c.error_type or "none"] = by_type.get(c.error_type or "none", 0) + c.n
+        by_state[c.triage_state] = by_state.get(c.triage_state, 0) + c.n
     return {
         "items": [msgspec.to_builtins(_letter(r)) for r in rows],
         "counts": {
@@ -198,106 +156,60 @@ async def list_dead_letters(
             "by_error_type": by_type,
             "by_triage_state": by_state,
         },
-        "next_cursor": encode_cursor(rows[-1]["dead_lettered_at"], rows[-1]["run_id"])
+        "next_cursor": encode_cursor(rows[-1].dead_lettered_at, rows[-1].run_id)
         if more
         else None,
     }
 
 
 @get("/v1/dead-letters/{run_id:uuid}", tags=["dead letters"])
-async def get_dead_letter(
-    request: Request, run_id: FromPath[uuid.UUID], caller: Caller
-) -> DeadLetterView:
+async def get_dead_letter(run_id: FromPath[uuid.UUID], tenant: Tenant) -> DeadLetterView:
     """One dead letter with its payload and full attempt history."""
-    tenant = require_tenant(caller)
-    async with app_state(request).pool.acquire() as conn:
-        row = await conn.fetchrow(Q["dead_letter_by_id"], run_id, tenant.tenant_id)
-        if row is None:
-            raise NotFound(f"no dead letter {run_id}")
-        payload = (await get_blobs(conn, [row["payload_ref"]], tenant.tenant_id)).get(
-            row["payload_ref"]
-        )
-        stream = await read_stream(conn, run_id, tenant.tenant_id)
-    return _letter(row, payload, attempt_history(stream))
+    row = await letters.by_id(tenant.conn, tenant.tenant_id, run_id)
+    if row is None:
+        raise NotFound(f"no dead letter {run_id}")
+    payloads = await get_blobs(tenant.conn, [row.payload_ref], tenant.tenant_id)
+    stream = await read_stream(tenant.conn, run_id, tenant.tenant_id)
+    return _letter(row, payloads.get(row.payload_ref), attempt_history(stream))
 
 
 @post("/v1/dead-letters/{run_id:uuid}/triage", status_code=200, tags=["dead letters"])
 async def triage(
-    request: Request, run_id: FromPath[uuid.UUID], data: JSONBody[TriageRequest], caller: Caller
+    run_id: FromPath[uuid.UUID], data: JSONBody[TriageRequest], tenant: Tenant
 ) -> dict[str, str]:
-    tenant = require_tenant(caller)
-    s = app_state(request)
-    async with s.pool.acquire() as conn:
-        await runs.triage(
-            conn,
-            s.store,
-            tenant_id=tenant.tenant_id,
-            run_id=run_id,
-            state=data.state,
-            comment=data.comment,
-            actor=_actor(tenant),
-        )
+    await runs.triage(tenant.conn, tenant.store, tenant_id=tenant.tenant_id, run_id=run_id,
+                      state=data.state, comment=data.comment, actor=tenant.actor)
     return {"triage_state": data.state}
 
 
 @post("/v1/dead-letters/{run_id:uuid}/replay", status_code=201, tags=["dead letters"])
 async def replay(
-    request: Request, run_id: FromPath[uuid.UUID], data: JSONBody[ReplayRequest], caller: Caller
+    run_id: FromPath[uuid.UUID], data: JSONBody[ReplayRequest], tenant: Tenant
 ) -> Response[Rerun]:
     """Re-run a dead letter as a new linked run, optionally with a corrected payload. Audited
     (`DeadLetterReplayed`: who, the new run, whether the payload changed); idempotent per
     `request_key`."""
-    tenant = require_tenant(caller)
-    s = app_state(request)
-    async with s.pool.acquire() as conn:
-        if await conn.fetchrow(Q["dead_letter_by_id"], run_id, tenant.tenant_id) is None:
-            raise NotFound(f"no dead letter {run_id}")
-        new_id, created = await runs.rerun(
-            conn,
-            s.store,
-            s.clock,
-            tenant_id=tenant.tenant_id,
-            run_id=run_id,
-            actor=_actor(tenant),
-            request_key=data.request_key,
-            payload=data.payload,
-            max_payload_bytes=s.settings.max_payload_bytes,
-            trigger="replay",
-        )
+    if await letters.by_id(tenant.conn, tenant.tenant_id, run_id) is None:
+        raise NotFound(f"no dead letter {run_id}")
+    new_id, created = await runs.rerun(
+        tenant.conn, tenant.store, tenant.clock, tenant_id=tenant.tenant_id, run_id=run_id,
+        actor=tenant.actor, request_key=data.request_key, payload=data.payload,
+        max_payload_bytes=tenant.settings.max_payload_bytes, trigger="replay")
     return Response(
         Rerun(run_id=new_id, replay_of=run_id, created=created), status_code=201 if created else 200
     )
 
 
 @post("/v1/dead-letters/replay", status_code=200, tags=["dead letters"])
-async def bulk_replay(
-    request: Request, data: JSONBody[BulkReplayRequest], caller: Caller
-) -> dict[str, int]:
+async def bulk_replay(data: JSONBody[BulkReplayRequest], tenant: Tenant) -> dict[str, int]:
     """Replay every dead letter matching the filter (up to `limit`); repeating the same
     `request_key` replays nothing twice."""
-    tenant = require_tenant(caller)
-    s = app_state(request)
-    async with s.pool.acquire() as conn:
-        rows = await conn.fetch(
-            Q["list_dead_letters"],
-            tenant.tenant_id,
-            data.job_id,
-            data.error_type,
-            data.triage_state,
-            None,
-            None,
-            None,
-            data.limit,
-        )
-        created, existing = await runs.replay_many(
-            conn,
-            s.store,
-            s.clock,
-            tenant_id=tenant.tenant_id,
-            run_ids=[r["run_id"] for r in rows],
-            actor=_actor(tenant),
-            request_key=data.request_key,
-        )
+    where = letters.Filter(job_id=data.job_id, error_type=data.error_type,
+                           triage_state=data.triage_state)
+    rows = await letters.page(tenant.conn, tenant.tenant_id, where, limit=data.limit)
+    created, existing = await runs.replay_many(
+        tenant.conn, tenant.store, tenant.clock, tenant_id=tenant.tenant_id,
+        run_ids=[r.run_id for r in rows], actor=tenant.actor, request_key=data.request_key)
     return {"matched": len(rows), "replayed": created, "already_replayed": existing}
 
 

@@ -7,7 +7,6 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-import asyncpg
 import msgspec
 from litestar import Request, Response, delete, get, post
 from litestar.di import Provide
@@ -16,9 +15,12 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from ostinato import jobs, tenancy
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.domain.states import RunState
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import get_blobs, read_stream
-from ostinato.runtime.auth import Caller, principal, require_admin, require_tenant
+from ostinato.runtime.auth import Caller, principal, require_admin
+from ostinato.stores import jobs as job_store
+from ostinato.stores import runs as run_store
+from ostinato.stores.jobs import JobRow
+from ostinato.stores.runs import RunRow
 from ostinato.telemetry import tracing
 from services.api.models import (
     EventsPage,
@@ -33,6 +35,7 @@ from services.api.models import (
     TenantCreatedView,
     TenantRequest,
 )
+from services.api.scope import Tenant, tenant_scope
 
 Limit = Annotated[int, QueryParameter(ge=1, le=500)]
 
@@ -59,58 +62,29 @@ def decode_cursor(cursor: str | None) -> tuple[datetime | None, uuid.UUID | None
         ) from exc
 
 
-def job_view(row: asyncpg.Record, payload: Any = None) -> JobView:
+def job_view(job: JobRow, payload: Any = None) -> JobView:
     return JobView(
-        id=row["id"],
-        name=row["name"],
-        task=row["task"],
-        status=row["status"],
-        schedule=row["schedule"],
-        pool=row["pool"],
-        priority=row["priority"],
-        next_run_at=row["next_run_at"],
-        next_slot=row["next_slot"],
-        last_run_at=row["last_run_at"],
-        runs_created=row["runs_created"],
-        consecutive_failures=row["consecutive_failures"],
-        idempotency_key=row["idempotency_key"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        payload=payload,
+        id=job.id, name=job.name, task=job.task, status=job.status, schedule=job.schedule,
+        pool=job.pool, priority=job.priority, next_run_at=job.next_run_at,
+        next_slot=job.next_slot, last_run_at=job.last_run_at, runs_created=job.runs_created,
+        consecutive_failures=job.consecutive_failures, idempotency_key=job.idempotency_key,
+        created_at=job.created_at, updated_at=job.updated_at, payload=payload,
     )
 
 
-def run_view(row: asyncpg.Record, output: Any = None,
-             waiting_reason: str | None = None) -> RunView:
+def run_view(run: RunRow, output: Any = None, waiting_reason: str | None = None) -> RunView:
     return RunView(
-        id=row["id"],
-        job_id=row["job_id"],
-        task=row["task"],
-        pool=row["pool"],
-        priority=row["priority"],
-        state=row["state"],
-        scheduled_for=row["scheduled_for"],
-        due_at=row["due_at"],
-        trigger=row["trigger"],
-        attempt=row["attempt"],
-        fencing_token=row["fencing_token"],
-        worker_id=row["worker_id"],
-        timestamps=StateTimes(
-            scheduled_at=row["scheduled_at"],
-            queued_at=row["queued_at"],
-            started_at=row["started_at"],
-            finished_at=row["finished_at"],
-        ),
-        last_error=row["last_error"],
-        updated_at=row["updated_at"],
-        output=output,
-        failures=row["failures"],
-        retry_at=row["retry_at"],
-        cancel_requested=row["cancel_requested"],
-        replay_of=row["replay_of"],
-        links={"events": f"/v1/runs/{row['id']}/events", "logs": f"/v1/runs/{row['id']}/logs"},
-        concurrency_key=row["concurrency_key"],
-        resource=row["resource"],
+        id=run.id, job_id=run.job_id, task=run.task, pool=run.pool, priority=run.priority,
+        state=run.state, scheduled_for=run.scheduled_for, due_at=run.due_at,
+        trigger=run.trigger, attempt=run.attempt, fencing_token=run.fencing_token,
+        worker_id=run.worker_id,
+        timestamps=StateTimes(scheduled_at=run.scheduled_at, queued_at=run.queued_at,
+                              started_at=run.started_at, finished_at=run.finished_at),
+        last_error=run.last_error, updated_at=run.updated_at, output=output,
+        failures=run.failures, retry_at=run.retry_at, cancel_requested=run.cancel_requested,
+        replay_of=run.replay_of,
+        links={"events": f"/v1/runs/{run.id}/events", "logs": f"/v1/runs/{run.id}/logs"},
+        concurrency_key=run.concurrency_key, resource=run.resource,
         waiting_reason=waiting_reason,
     )
 
@@ -130,51 +104,31 @@ async def create_tenant(
 
 
 @post("/v1/jobs", status_code=201, tags=["jobs"])
-async def create_job(
-    request: Request, data: JSONBody[JobRequest], caller: Caller
-) -> Response[JobView]:
+async def create_job(data: JSONBody[JobRequest], tenant: Tenant) -> Response[JobView]:
     """Register a job. A repeated `idempotency_key` returns the first job with status 200."""
-    tenant = require_tenant(caller)
-    s = app_state(request)
-    async with s.pool.acquire() as conn:
-        row, created = await jobs.submit_job(
-            conn,
-            s.store,
-            s.clock,
-            tenant_id=tenant.tenant_id,
-            request=data,
-            pools=s.settings.pool_names,
-            pool_retry=s.settings.pool_retry,
-            classes=[c.name for c in s.settings.classes],
-            max_payload_bytes=s.settings.max_payload_bytes,
-            actor=f"tenant:{tenant.name}",
-            traceparent=tracing.current_traceparent(),
-        )
-    return Response(job_view(row, data.payload), status_code=201 if created else 200)
+    settings = tenant.settings
+    job, created = await jobs.submit_job(
+        tenant.conn, tenant.store, tenant.clock, tenant_id=tenant.tenant_id, request=data,
+        pools=settings.pool_names, pool_retry=settings.pool_retry,
+        classes=[c.name for c in settings.classes], max_payload_bytes=settings.max_payload_bytes,
+        actor=tenant.actor, traceparent=tracing.current_traceparent(),
+    )
+    return Response(job_view(job, data.payload), status_code=201 if created else 200)
 
 
 @post("/v1/jobs/batch", status_code=200, tags=["jobs"])
 async def create_jobs(
-    request: Request, data: JSONBody[JobBatchRequest], caller: Caller
+    data: JSONBody[JobBatchRequest], tenant: Tenant
 ) -> dict[str, list[JobBatchItem]]:
     """Register up to 1,000 jobs in one transaction: all or none. Items whose
     `idempotency_key` names an existing job return it with `created: false`."""
-    tenant = require_tenant(caller)
-    s = app_state(request)
-    async with s.pool.acquire() as conn:
-        done = await jobs.submit_jobs(
-            conn,
-            s.store,
-            s.clock,
-            tenant_id=tenant.tenant_id,
-            requests=data.jobs,
-            pools=s.settings.pool_names,
-            pool_retry=s.settings.pool_retry,
-            classes=[c.name for c in s.settings.classes],
-            max_payload_bytes=s.settings.max_payload_bytes,
-            actor=f"tenant:{tenant.name}",
-            traceparent=tracing.current_traceparent(),
-        )
+    settings = tenant.settings
+    done = await jobs.submit_jobs(
+        tenant.conn, tenant.store, tenant.clock, tenant_id=tenant.tenant_id, requests=data.jobs,
+        pools=settings.pool_names, pool_retry=settings.pool_retry,
+        classes=[c.name for c in settings.classes], max_payload_bytes=settings.max_payload_bytes,
+        actor=tenant.actor, traceparent=tracing.current_traceparent(),
+    )
     return {
         "items": [JobBatchItem(id=d.id, created=d.created, next_run_at=d.next_run_at) for d in done]
     }
@@ -182,60 +136,47 @@ async def create_jobs(
 
 @get("/v1/jobs", tags=["jobs"])
 async def list_jobs(
-    request: Request,
-    caller: Caller,
+    tenant: Tenant,
     status: FromQuery[str | None] = None,
     limit: Limit = 50,
     cursor: FromQuery[str | None] = None,
 ) -> Page:
     """This tenant's jobs, newest first; pass `next_cursor` back as `cursor` for more."""
-    tenant = require_tenant(caller)
-    at, after = decode_cursor(cursor)
-    async with app_state(request).pool.acquire() as conn:
-        rows = await conn.fetch(Q["list_jobs"], tenant.tenant_id, status, at, after, limit + 1)
+    rows = await job_store.page(tenant.conn, tenant.tenant_id, status=status,
+                                after=decode_cursor(cursor), limit=limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
     return Page(
         items=[job_view(r) for r in rows],
-        next_cursor=encode_cursor(rows[-1]["created_at"], rows[-1]["id"]) if more else None,
+        next_cursor=encode_cursor(rows[-1].created_at, rows[-1].id) if more else None,
     )
 
 
 @get("/v1/jobs/{job_id:uuid}", tags=["jobs"])
-async def get_job(request: Request, job_id: FromPath[uuid.UUID], caller: Caller) -> JobView:
-    tenant = require_tenant(caller)
-    async with app_state(request).pool.acquire() as conn:
-        row = await conn.fetchrow(Q["job_by_id"], job_id, tenant.tenant_id)
-        if row is None:
-            raise NotFound(f"no job {job_id}")
-        payload = (await get_blobs(conn, [row["payload_ref"]], tenant.tenant_id)).get(
-            row["payload_ref"]
-        )
-    return job_view(row, payload)
+async def get_job(job_id: FromPath[uuid.UUID], tenant: Tenant) -> JobView:
+    job = await job_store.by_id(tenant.conn, tenant.tenant_id, job_id)
+    if job is None:
+        raise NotFound(f"no job {job_id}")
+    payloads = await get_blobs(tenant.conn, [job.payload_ref], tenant.tenant_id)
+    return job_view(job, payloads.get(job.payload_ref))
 
 
 @delete("/v1/jobs/{job_id:uuid}", status_code=204, tags=["jobs"])
-async def delete_job(request: Request, job_id: FromPath[uuid.UUID], caller: Caller) -> None:
+async def delete_job(job_id: FromPath[uuid.UUID], tenant: Tenant) -> None:
     """Stop the job from creating runs; runs already created keep going."""
-    tenant = require_tenant(caller)
-    s = app_state(request)
-    async with s.pool.acquire() as conn:
-        await jobs.delete_job(
-            conn, s.store, tenant_id=tenant.tenant_id, job_id=job_id, actor=f"tenant:{tenant.name}"
-        )
+    await jobs.delete_job(tenant.conn, tenant.store, tenant_id=tenant.tenant_id, job_id=job_id,
+                          actor=tenant.actor)
 
 
 @get("/v1/runs", tags=["runs"])
 async def list_runs(
-    request: Request,
-    caller: Caller,
+    tenant: Tenant,
     job_id: FromQuery[uuid.UUID | None] = None,
     run_state: Annotated[str | None, QueryParameter(name="state")] = None,
     limit: Limit = 50,
     cursor: FromQuery[str | None] = None,
 ) -> Page:
     """This tenant's runs, latest occurrence first, optionally of one job or in one state."""
-    tenant = require_tenant(caller)
     if run_state is not None and run_state not in RunState.__members__.values():
         raise InvalidInput(
             f"unknown state {run_state!r}",
@@ -243,57 +184,32 @@ async def list_runs(
                 {"field": "state", "message": f"one of {', '.join(s.value for s in RunState)}"}
             ],
         )
-    at, after = decode_cursor(cursor)
-    async with app_state(request).pool.acquire() as conn:
-        rows = await conn.fetch(
-            Q["list_runs"], tenant.tenant_id, job_id, run_state, at, after, limit + 1
-        )
+    rows = await run_store.page(tenant.conn, tenant.tenant_id, job_id=job_id, state=run_state,
+                                after=decode_cursor(cursor), limit=limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
     return Page(
         items=[run_view(r) for r in rows],
-        next_cursor=encode_cursor(rows[-1]["scheduled_for"], rows[-1]["id"]) if more else None,
+        next_cursor=encode_cursor(rows[-1].scheduled_for, rows[-1].id) if more else None,
     )
 
 
-async def waiting_reason(conn: asyncpg.Connection, row: asyncpg.Record) -> str | None:
-    """Why a run waiting for the dispatcher waits: the reason of the last decision that looked
-    at it, or (not looked at yet: deep in a backlog) its place in its tenant's queue."""
-    waiting = row["state"] == "scheduled" or (row["state"] == "retry_scheduled"
-                                              and row["retry_at"] is None)
-    if not waiting:
-        return None
-    hold = await conn.fetchrow(Q["hold_of_run"], row["id"], row["tenant_id"])
-    if hold is not None:
-        return hold["reason"]
-    ahead = await conn.fetchval(Q["waiting_position"], row["tenant_id"], row["pool"],
-                                row["priority"], row["updated_at"], row["id"])
-    return (f"waiting for the dispatcher; behind {ahead} earlier runs of this tenant in class "
-            f"{row['priority']} of pool {row['pool']}")
-
-
 @get("/v1/runs/{run_id:uuid}", tags=["runs"])
-async def get_run(request: Request, run_id: FromPath[uuid.UUID], caller: Caller) -> RunView:
-    tenant = require_tenant(caller)
-    async with app_state(request).pool.acquire() as conn:
-        row = await conn.fetchrow(Q["run_by_id"], run_id, tenant.tenant_id)
-        if row is None:
-            raise NotFound(f"no run {run_id}")
-        output = None
-        if row["output_ref"] is not None:
-            output = (await get_blobs(conn, [row["output_ref"]], tenant.tenant_id)).get(
-                row["output_ref"]
-            )
-        reason = await waiting_reason(conn, row)
-    return run_view(row, output, reason)
+async def get_run(run_id: FromPath[uuid.UUID], tenant: Tenant) -> RunView:
+    run = await run_store.by_id(tenant.conn, tenant.tenant_id, run_id)
+    if run is None:
+        raise NotFound(f"no run {run_id}")
+    output = None
+    if run.output_ref is not None:
+        outputs = await get_blobs(tenant.conn, [run.output_ref], tenant.tenant_id)
+        output = outputs.get(run.output_ref)
+    return run_view(run, output, await run_store.waiting_reason(tenant.conn, run))
 
 
 @get("/v1/runs/{run_id:uuid}/events", tags=["runs"])
-async def run_events(request: Request, run_id: FromPath[uuid.UUID], caller: Caller) -> EventsPage:
+async def run_events(run_id: FromPath[uuid.UUID], tenant: Tenant) -> EventsPage:
     """The run's timeline, read straight from the append-only log, in version order."""
-    tenant = require_tenant(caller)
-    async with app_state(request).pool.acquire() as conn:
-        recorded = await read_stream(conn, run_id, tenant.tenant_id)
+    recorded = await read_stream(tenant.conn, run_id, tenant.tenant_id)
     if not recorded:
         raise NotFound(f"no run {run_id}")
     return EventsPage(
@@ -326,4 +242,4 @@ ROUTES = [
     get_run,
     run_events,
 ]
-DEPENDENCIES = {"caller": Provide(principal)}
+DEPENDENCIES = {"caller": Provide(principal), "tenant": Provide(tenant_scope)}

@@ -9,6 +9,7 @@ from datetime import timedelta
 from ostinato.bus.consumer import BatchConsumer, Delivered
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
+from ostinato.runtime.duties import outbox_relay
 from ostinato.runtime.service import Service, run_service, run_until_stopped
 from services.dispatcher.dispatcher import Dispatcher, live_workers
 from services.dispatcher.fence import EpochFence
@@ -19,18 +20,20 @@ async def amain() -> None:
     settings = service.settings
     pool = await service.connect_database()
     producer = await service.start_producer()
-    relay = OutboxRelay(pool, producer, settings.topics)
     store = EventStore(service.clock, settings.topics)
+
+    relay = service.add_duty(outbox_relay(OutboxRelay(pool, producer, settings.topics)))
     dispatcher = Dispatcher(
         pool, store, service.clock, classes=settings.classes,
         capacity=live_workers(timedelta(seconds=settings.worker_ttl_seconds)),
         candidates=settings.dispatch_candidates, key_concurrency=settings.key_concurrency,
         prefetch=settings.dispatch_prefetch, on_queued=relay.wake)
+    rounds = service.add_duty(dispatcher.duty(settings.dispatch_interval_seconds))
     fence = EpochFence()
 
     async def handle(batch: list[Delivered]) -> None:
         if fence.fresh(batch):
-            dispatcher.wake()
+            rounds.wake()
 
     consumer = BatchConsumer(bootstrap=settings.kafka_bootstrap,
                              group=f"{settings.topic_prefix}ostinato-dispatcher",
@@ -42,13 +45,9 @@ async def amain() -> None:
 
     async def stop() -> None:
         consumer.stop()
-        dispatcher.stop()
-        relay.stop()
         await ops.stop()
 
-    await run_until_stopped(
-        service, [consumer.run(), relay.run(), dispatcher.run(settings.dispatch_interval_seconds)],
-        on_stop=stop)
+    await run_until_stopped(service, [consumer.run()], on_stop=stop)
     await consumer.close()
     await producer.stop()
 

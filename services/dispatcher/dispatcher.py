@@ -10,7 +10,6 @@ token buckets. A crash anywhere rolls the round back: nothing is lost, nothing i
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -20,13 +19,14 @@ from logging import DEBUG
 import asyncpg
 
 from ostinato.clock import Clock
-from ostinato.db.sqlstate import TRANSIENT_ERRORS
 from ostinato.domain import events as ev
 from ostinato.domain.states import RunState, can_transition
 from ostinato.eventlog.readmodels import Q
-from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.policy.fairness import ClassConfig, FairState, decide
+from ostinato.runtime.duties import Duty
+from ostinato.stores import limits
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
 from ostinato.workers import registry
@@ -76,33 +76,18 @@ class Dispatcher:
         self.on_queued = on_queued
         self.state = FairState()
         self._written: dict[uuid.UUID, tuple[str, float]] = {}
-        self._wake = asyncio.Event()
-        self._stopping = False
         self._depth_at = self._pruned_at = self._explained_at = float("-inf")
 
-    def wake(self) -> None:
-        self._wake.set()
+    def duty(self, interval: float) -> Duty:
+        """A round (a decision, then housekeeping) on every wake-up (`runs.due`,
+        `runs.finished`: its runner's `wake()`) and at least every `interval` seconds."""
 
-    def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
+        async def round_(now: datetime) -> int:
+            queued = await self.run_round()
+            await self.housekeeping()
+            return queued
 
-    async def run(self, interval: float) -> None:
-        """Decide on every wake-up and at least every `interval` seconds, until stopped."""
-        while not self._stopping:
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=interval)
-            except TimeoutError:
-                pass
-            self._wake.clear()
-            if self._stopping:
-                return
-            try:
-                await self.run_round()
-                await self.housekeeping()
-            except TRANSIENT_ERRORS as exc:  # PostgreSQL restarting: the next round retries
-                log.warning("dispatch round failed; retrying", error=repr(exc))
-                await asyncio.sleep(min(1.0, interval * 5))
+        return Duty("dispatch_round", interval, round_)
 
     async def run_round(self) -> int:
         """One decision; returns how many runs were queued."""
@@ -154,9 +139,8 @@ class Dispatcher:
             with tracing.run_span("dispatch run", row["traceparent"], tenant_id=row["tenant_id"],
                                   job_id=row["job_id"], run_id=run_id) as tp:
                 reason = "retry" if row["state"] == RunState.RETRY_SCHEDULED else "dispatched"
-                events.append(NewEvent(run_id, row["version"] + 1, row["tenant_id"],
-                                       ev.RunQueued(pool=row["pool"], reason=reason), ACTOR,
-                                       traceparent=tp))
+                events.append(StreamHead.of(row).next(
+                    ev.RunQueued(pool=row["pool"], reason=reason), ACTOR, traceparent=tp))
         await self.store.append(conn, events)
         return events
 
@@ -199,12 +183,12 @@ class Dispatcher:
 
     async def export_depth(self) -> None:
         async with self.pool.acquire() as conn:
-            rows = await conn.fetch(Q["waiting_depth"])
+            load = await limits.waiting_load(conn)
         now = self.clock.now()
         metrics.QUEUE_DEPTH.clear()
         metrics.OLDEST_WAITING.clear()
-        for r in rows:
-            labels = {"tenant": str(r["tenant_id"]), "class": r["priority"], "pool": r["pool"]}
-            metrics.QUEUE_DEPTH.labels(**labels).set(r["depth"])
+        for w in load:
+            labels = {"tenant": str(w.tenant_id), "class": w.priority, "pool": w.pool}
+            metrics.QUEUE_DEPTH.labels(**labels).set(w.depth)
             metrics.OLDEST_WAITING.labels(**labels).set(
-                max(0.0, (now - r["oldest"]).total_seconds()))
+                max(0.0, (now - w.oldest).total_seconds()))

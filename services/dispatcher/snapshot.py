@@ -27,6 +27,7 @@ import asyncpg
 from ostinato.db.queries import load as load_queries
 from ostinato.eventlog.readmodels import Q
 from ostinato.policy.fairness import Bucket, Buckets, Limits, PoolState, Waiting
+from ostinato.stores import limits
 from ostinato.workers.registry import PoolCapacity
 
 DQ = load_queries("services.dispatcher", "dispatch.sql")
@@ -44,7 +45,7 @@ class Snapshot:
     limits: Sequence[Row]
     paused: Sequence[Row]  # tenant_id (None: every tenant), pool
     capacity: Sequence[PoolCapacity]
-    in_flight: Sequence[Row]  # tenant_id, pool, priority, task, concurrency_key, n
+    in_flight: Sequence[limits.InFlight]
     waiting: Sequence[Row]  # id, tenant_id, pool, priority, task, concurrency_key, ...
     buckets: Sequence[Row]  # tenant_id, scope, name, tokens, updated_at
 
@@ -59,7 +60,7 @@ async def load(conn: asyncpg.Connection, now: datetime, db_now: datetime | None,
         limits=await conn.fetch(Q["all_limits"]),
         paused=await conn.fetch(Q["paused_pools"]),
         capacity=await capacity(conn, db_now),
-        in_flight=await conn.fetch(Q["in_flight_runs"]),
+        in_flight=await limits.in_flight(conn),
         waiting=(),
         buckets=await conn.fetch(DQ["load_buckets"]),
     )
@@ -100,15 +101,14 @@ def inputs(snap: Snapshot, key_concurrency: int, prefetch: float = 0.0) -> Input
     by_tenant: Counter[str] = Counter()
     by_job_type: Counter[str] = Counter()
     by_key: Counter[tuple[str, str]] = Counter()
-    for r in snap.in_flight:
-        tenant = names.get(r["tenant_id"])
+    for f in snap.in_flight:
+        tenant = names.get(f.tenant_id)
         if tenant is None:
             continue
-        n = r["n"]
-        by_tenant[tenant] += n
-        by_job_type[f"{tenant}/{r['task']}"] += n
-        if r["concurrency_key"] is not None:
-            by_key[(tenant, r["concurrency_key"])] += n
+        by_tenant[tenant] += f.n
+        by_job_type[f"{tenant}/{f.task}"] += f.n
+        if f.concurrency_key is not None:
+            by_key[(tenant, f.concurrency_key)] += f.n
 
     tenant_limit: dict[str, int] = {}
     job_type_limit: dict[str, int] = {}
@@ -175,10 +175,9 @@ def pool_states(snap: Snapshot, prefetch: float = 0.0
     slots = {pool: (pool, n) for pool, n in shared.items()}  # key -> (pool, slots)
     slots.update({pool_key(t, pool): (pool, n) for (t, pool), n in own.items() if t in names})
     busy: dict[str, Counter[str]] = {}
-    for r in snap.in_flight:
-        if r["tenant_id"] in names:
-            key = pool_key(r["tenant_id"], r["pool"])
-            busy.setdefault(key, Counter())[r["priority"]] += r["n"]
+    for f in snap.in_flight:
+        if f.tenant_id in names:
+            busy.setdefault(pool_key(f.tenant_id, f.pool), Counter())[f.priority] += f.n
     pools = {key: PoolState(key, n, dict(busy.get(key, {})), paused=pool in operator_paused)
              for key, (pool, n) in slots.items()}
     return pools, pool_key

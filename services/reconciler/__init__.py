@@ -1,3 +1,4 @@
-"""reconciler: what should have happened and has not. `checks/` holds one module per kind of
-check (attempts: expired leases, timeouts, queue waits; occurrences: overdue jobs and silent
-gaps; health: outbox lag, stuck runs, output retention); `loop` runs them."""
+"""reconciler: what should have happened and has not. `checks/` holds one module per check:
+expired leases (`leases`), unreported timeouts (`timeouts`), queue-wait deadlines
+(`queue_waits`), overdue jobs (`overdue`), silent gaps in recurring schedules (`gaps`), outbox
+lag and stuck runs (`pipeline`), output retention (`retention`); `loop` makes each one a duty."""

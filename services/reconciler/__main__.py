@@ -8,8 +8,10 @@ from datetime import timedelta
 
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
+from ostinato.runtime.duties import outbox_relay
 from ostinato.runtime.service import Service, run_service, run_until_stopped
-from services.reconciler.loop import ReconcileConfig, run_reconciler
+from services.reconciler import loop
+from services.reconciler.loop import ReconcileConfig
 
 
 async def amain() -> None:
@@ -17,7 +19,6 @@ async def amain() -> None:
     settings = service.settings
     pool = await service.connect_database()
     producer = await service.start_producer()
-    relay = OutboxRelay(pool, producer, settings.topics)
     store = EventStore(service.clock, settings.topics)
     config = ReconcileConfig(
         interval=timedelta(seconds=settings.reconcile_interval_seconds),
@@ -27,18 +28,13 @@ async def amain() -> None:
         gap_window=timedelta(seconds=settings.gap_window_seconds),
         output_retention=timedelta(days=settings.output_retention_days),
     )
+
+    relay = service.add_duty(outbox_relay(OutboxRelay(pool, producer, settings.topics)))
+    service.add_duties(loop.duties(pool, store, service.clock, config, on_repaired=relay.wake))
+
     ops = service.ops_server(settings.reconciler_port)
     await ops.start()
-
-    async def stop() -> None:
-        relay.stop()
-        await ops.stop()
-
-    await run_until_stopped(service, [
-        run_reconciler(pool, store, service.clock, config, stopping=service.stopping,
-                       on_repaired=relay.wake),
-        relay.run(),
-    ], on_stop=stop)
+    await run_until_stopped(service, on_stop=ops.stop)
     await producer.stop()
 
 

@@ -1,30 +1,29 @@
-"""The reconciler's passes. Fast checks (expired leases, timeouts, queue-wait deadlines,
-overdue jobs: cheap indexed queries whose latency decides recovery time) run every
-`fast_interval`; slow ones (pipeline health, the gap enumeration over every recurring schedule)
-every `interval`. A failing check is logged and the others still run."""
+"""The reconciler's checks as duties (`ostinato.runtime.duties`). Fast checks (expired leases,
+timeouts, queue-wait deadlines, overdue jobs: cheap indexed queries whose latency decides
+recovery time) run every `fast_interval`; slow ones (pipeline health, the gap enumeration over
+every recurring schedule, retention) every `interval`. Each is its own duty, so a failing check
+is retried and reported on its own while the others still run."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import asyncpg
 
 from ostinato.clock import Clock
-from ostinato.db.sqlstate import TRANSIENT_ERRORS
 from ostinato.eventlog.store import EventStore
-from ostinato.telemetry.logging import get_logger
-from services.reconciler.checks.attempts import (
-    expire_leases,
-    expire_queue_waits,
-    expire_timeouts,
-)
-from services.reconciler.checks.health import check_once, expire_outputs
-from services.reconciler.checks.occurrences import check_gaps, check_overdue
+from ostinato.runtime.duties import Duty
+from services.reconciler.checks.gaps import check_gaps
+from services.reconciler.checks.leases import expire_leases
+from services.reconciler.checks.overdue import check_overdue
+from services.reconciler.checks.pipeline import check_once
+from services.reconciler.checks.queue_waits import expire_queue_waits
+from services.reconciler.checks.retention import expire_outputs
+from services.reconciler.checks.timeouts import expire_timeouts
 
-log = get_logger("ostinato.reconciler")
 Check = Callable[[], Awaitable[object]]
 
 
@@ -58,40 +57,28 @@ def slow_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
     }
 
 
-async def run_checks(checks: dict[str, Check]) -> dict[str, int]:
-    """Run each check; returns how many items each found (repairs made, for most)."""
-    found: dict[str, int] = {}
-    for name, check in checks.items():
-        try:
-            result = await check()
-        except TRANSIENT_ERRORS as exc:
-            log.warning("reconcile check failed; next pass retries", check=name, error=repr(exc))
-            continue
-        found[name] = result if isinstance(result, int) else sum(result.stuck.values())  # type: ignore[attr-defined]
-    return found
+def found(result: object) -> int:
+    """How many items a check found: its count, or the stuck runs of the health check."""
+    return result if isinstance(result, int) else sum(result.stuck.values())  # type: ignore[attr-defined]
 
 
-async def reconcile_once(pool: asyncpg.Pool, store: EventStore, clock: Clock,
-                         config: ReconcileConfig) -> dict[str, int]:
-    return await run_checks({**fast_checks(pool, store, clock, config),
-                             **slow_checks(pool, store, clock, config)})
+def duties(pool: asyncpg.Pool, store: EventStore, clock: Clock, config: ReconcileConfig, *,
+           on_repaired: Callable[[], None] = lambda: None) -> list[Duty]:
+    """One duty per check, taking turns (one check at a time, each failing on its own): the
+    fast ones every `fast_interval`, the slow ones every `interval`. A check that repaired
+    something (any but health and retention) calls `on_repaired`, the relay's wake-up."""
+    turn = asyncio.Lock()
 
+    def duty(name: str, check: Check, interval: timedelta) -> Duty:
+        async def run_once(now: datetime) -> int:
+            count = found(await check())
+            if count and name not in ("health", "retention"):
+                on_repaired()
+            return count
 
-async def run_reconciler(pool: asyncpg.Pool, store: EventStore, clock: Clock,
-                         config: ReconcileConfig, *, stopping: asyncio.Event,
-                         on_repaired: Callable[[], None] = lambda: None) -> None:
-    fast = fast_checks(pool, store, clock, config)
-    slow = slow_checks(pool, store, clock, config)
-    next_slow = 0.0
-    while not stopping.is_set():
-        checks = dict(fast)
-        if clock.monotonic() >= next_slow:
-            checks |= slow
-            next_slow = clock.monotonic() + config.interval.total_seconds()
-        found = await run_checks(checks)
-        if any(n for name, n in found.items() if name not in ("health", "retention")):
-            on_repaired()
-        try:
-            await asyncio.wait_for(stopping.wait(), config.fast_interval.total_seconds())
-        except TimeoutError:
-            pass
+        return Duty(f"reconcile_{name}", interval.total_seconds(), run_once, turn=turn)
+
+    return [*(duty(name, check, config.fast_interval)
+              for name, check in fast_checks(pool, store, clock, config).items()),
+            *(duty(name, check, config.interval)
+              for name, check in slow_checks(pool, store, clock, config).items())]

@@ -10,8 +10,9 @@ from datetime import timedelta
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
 from ostinato.leases.shard import ShardLeases
+from ostinato.runtime.duties import outbox_relay
 from ostinato.runtime.service import Service, run_service, run_until_stopped
-from services.scheduler.tick import run_scheduler
+from services.scheduler import tick
 
 
 async def amain() -> None:
@@ -19,24 +20,19 @@ async def amain() -> None:
     settings = service.settings
     pool = await service.connect_database(custom_plans=True)  # the due poll: see create_pool
     producer = await service.start_producer()
-    relay = OutboxRelay(pool, producer, settings.topics)
     store = EventStore(service.clock, settings.topics)
+    leases = ShardLeases(pool, service.clock, f"{socket.gethostname()}-{os.getpid()}",
+                         ttl=timedelta(seconds=settings.shard_lease_ttl_seconds))
+
+    relay = service.add_duty(outbox_relay(OutboxRelay(pool, producer, settings.topics)))
+    service.add_duties(tick.duties(
+        pool, store, service.clock, batch_size=settings.scheduler_batch_size,
+        poll_seconds=settings.scheduler_poll_seconds, on_created=relay.wake, leases=leases))
+
     ops = service.ops_server(settings.scheduler_port)
     await ops.start()
     service.log.info("scheduling", batch_size=settings.scheduler_batch_size)
-
-    async def stop() -> None:
-        relay.stop()
-        await ops.stop()
-
-    leases = ShardLeases(pool, service.clock, f"{socket.gethostname()}-{os.getpid()}",
-                         ttl=timedelta(seconds=settings.shard_lease_ttl_seconds))
-    await run_until_stopped(service, [
-        run_scheduler(pool, store, service.clock, batch_size=settings.scheduler_batch_size,
-                      poll_seconds=settings.scheduler_poll_seconds, stopping=service.stopping,
-                      on_created=relay.wake, leases=leases),
-        relay.run(),
-    ], on_stop=stop)
+    await run_until_stopped(service, on_stop=ops.stop)
     await producer.stop()
 
 

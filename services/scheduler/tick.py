@@ -1,32 +1,33 @@
-"""The scheduler's duty: turn due occurrences into runs (or recorded skips), and hand runs whose
-retry is due back to the dispatcher.
+"""The scheduler's duties (`duties`, run by `ostinato.runtime.duties`): turn due occurrences
+into runs (or recorded skips), hand runs whose retry is due back to the dispatcher, and keep the
+shard leases.
 
-One tick holds the shard leases still current in its transaction, locks a small batch of due
-jobs of those shards (`FOR UPDATE SKIP LOCKED` over the partial index on `next_run_at`) and
-hands them to `ostinato.jobs.materialise.decide_and_append`, which decides and appends in the
-same transaction, each write under the shard's epoch.
+One `fire_due` tick holds the shard leases still current in its transaction, locks a small
+batch of due jobs of those shards (`FOR UPDATE SKIP LOCKED` over the partial index on
+`next_run_at`) and hands them to `ostinato.jobs.materialise.decide_and_append`, which decides
+and appends in the same transaction, each write under the shard's epoch.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import datetime
 
 import asyncpg
 
 from ostinato.clock import Clock
-from ostinato.db.sqlstate import TRANSIENT_ERRORS
 from ostinato.domain import events as ev
 from ostinato.eventlog.readmodels import Q
-from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.materialise import Waiting, decide_and_append
 from ostinato.leases.shard import SHARDS, ShardLeases, ShardOwnership, hold
+from ostinato.runtime.duties import Duty
 from ostinato.telemetry import metrics
-from ostinato.telemetry.logging import get_logger
 
 ACTOR = "scheduler"
-log = get_logger("ostinato.scheduler")
+RETRY_BATCH = 500  # runs whose retry is due, per transaction
 
 
 async def fire_due(
@@ -58,46 +59,46 @@ async def release_retries(pool: asyncpg.Pool, store: EventStore, clock: Clock, *
     async with pool.acquire() as conn, conn.transaction():
         rows = await conn.fetch(Q["claim_due_retries"], clock.now(), batch_size)
         await store.append(conn, [
-            NewEvent(r["id"], r["version"] + 1, r["tenant_id"], ev.RetryDue(pool=r["pool"]),
-                     actor, traceparent=r["traceparent"])
+            StreamHead.of(r).next(ev.RetryDue(pool=r["pool"]), actor,
+                                  traceparent=r["traceparent"])
             for r in rows])
     return len(rows)
 
 
-async def run_scheduler(
+def duties(
     pool: asyncpg.Pool, store: EventStore, clock: Clock, *, batch_size: int,
-    poll_seconds: float, stopping: asyncio.Event, on_created: Callable[[], None],
-    leases: ShardLeases | None = None,
-) -> None:
-    """Fire due occurrences until `stopping` is set: back to back while batches are full,
-    otherwise once per `poll_seconds`. With `leases`, only on the shards this instance leases,
-    renewed every third of their time to live and handed back on stop. A database error is
-    logged and retried, never fatal."""
+    poll_seconds: float, on_created: Callable[[], None], leases: ShardLeases | None = None,
+) -> list[Duty]:
+    """The scheduler's duties, taking turns (one scheduler transaction at a time): with
+    `leases`, their renewal every third of their time to live (handed back on stop; retried at
+    least that often after an error); `fire_due` every `poll_seconds`, back to back while
+    batches are full, only on the shards leased; the retry release at the same pace.
+    `on_created` (the relay's wake-up) follows every tick that appended."""
+    turn = asyncio.Lock()
     waiting = Waiting()
-    renew_every = leases.ttl.total_seconds() / 3 if leases else 0.0
-    renewed_at = float("-inf")
-    while not stopping.is_set():
-        try:
-            if leases is not None and clock.monotonic() - renewed_at >= renew_every:
-                await leases.refresh()
-                renewed_at = clock.monotonic()
-            with metrics.SCHEDULER_TICK_SECONDS.time():
-                created = await fire_due(pool, store, clock, batch_size=batch_size,
-                                         waiting=waiting,
-                                         ownership=leases.ownership if leases else None)
-                retries = await release_retries(pool, store, clock)
-        except TRANSIENT_ERRORS as exc:
-            log.warning("scheduler tick failed; retrying", error=repr(exc))
-            created, retries = [], 0
-            await asyncio.sleep(1.0)
-        if created or retries:
-            on_created()
+
+    async def fire(now: datetime) -> int:
+        with metrics.SCHEDULER_TICK_SECONDS.time():
+            created = await fire_due(pool, store, clock, batch_size=batch_size, waiting=waiting,
+                                     ownership=leases.ownership if leases else None)
         if created:
-            log.info("runs created", count=len(created))
-        if len(created) < batch_size:
-            try:
-                await asyncio.wait_for(stopping.wait(), poll_seconds)
-            except TimeoutError:
-                pass
-    if leases is not None:
-        await leases.release_all()
+            on_created()
+        return len(created)
+
+    async def retries(now: datetime) -> int:
+        released = await release_retries(pool, store, clock, batch_size=RETRY_BATCH)
+        if released:
+            on_created()
+        return released
+
+    found = [Duty("fire_due", poll_seconds, fire, batch=batch_size, turn=turn),
+             Duty("release_retries", poll_seconds, retries, batch=RETRY_BATCH, turn=turn)]
+    if leases is None:
+        return found
+    renew_every = leases.ttl.total_seconds() / 3
+
+    async def renew(now: datetime) -> int:
+        return len((await leases.refresh()).shards())
+
+    return [Duty("shard_leases", renew_every, renew, max_backoff=renew_every, turn=turn,
+                 on_stop=leases.release_all), *found]

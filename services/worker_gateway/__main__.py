@@ -6,6 +6,7 @@ from __future__ import annotations
 from ostinato.bus.consumer import BatchConsumer
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
+from ostinato.runtime.duties import outbox_relay
 from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service, run_service, run_until_stopped
 from services.worker_gateway.app import create_app
@@ -18,8 +19,8 @@ async def amain() -> None:
     settings = service.settings
     pool = await service.connect_database()
     producer = await service.start_producer()
-    relay = OutboxRelay(pool, producer, settings.topics)
     store = EventStore(service.clock, settings.topics)
+    relay = service.add_duty(outbox_relay(OutboxRelay(pool, producer, settings.topics)))
     signals = ReadySignals()
     attempts = Attempts(pool, store, service.clock, lease_ttl_seconds=settings.lease_ttl_seconds,
                         on_finished=relay.wake)
@@ -35,10 +36,9 @@ async def amain() -> None:
 
     async def stop() -> None:
         consumer.stop()
-        await server.stop()
-        relay.stop()
+        await server.stop()  # in-flight reports finish; the relay, stopped next, publishes them
 
-    await run_until_stopped(service, [consumer.run(), relay.run()], on_stop=stop)
+    await run_until_stopped(service, [consumer.run()], on_stop=stop)
     await consumer.close()
     await producer.stop()
 

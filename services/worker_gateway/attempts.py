@@ -24,7 +24,7 @@ from ostinato.db.queries import load
 from ostinato.domain import events as ev
 from ostinato.domain.ids import idempotency_key
 from ostinato.eventlog import readmodels
-from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
 from ostinato.outcomes import observe
 from ostinato.sdk import protocol as p
@@ -87,10 +87,10 @@ class Attempts:
                                       attempt=r["attempt"] + 1) as tp:
                     traces[r["id"]] = tp
             await self.store.append(conn, [
-                NewEvent(r["id"], r["version"] + 1, r["tenant_id"],
-                         ev.RunStarted(attempt=r["attempt"] + 1, fencing_token=token,
-                                       worker_id=req.worker_id, lease_expires_at=expires[r["id"]]),
-                         actor=f"worker:{req.worker_id}", epoch=token, traceparent=traces[r["id"]])
+                StreamHead.of(r).next(
+                    ev.RunStarted(attempt=r["attempt"] + 1, fencing_token=token,
+                                  worker_id=req.worker_id, lease_expires_at=expires[r["id"]]),
+                    f"worker:{req.worker_id}", epoch=token, traceparent=traces[r["id"]])
                 for r, token in zip(rows, tokens, strict=True)
             ])
             # None (shared worker): the refs come from the claimed rows, so each is its run's.
@@ -172,17 +172,16 @@ class Attempts:
             return {}
         rows = _visible(await conn.fetch(RQ["lock_runs"], [a[1] for a in attempts]), tenant_id)
         current: dict[uuid.UUID, int] = {}
+        heads = {rid: StreamHead.of(row) for rid, row in rows.items()}
         events = []
         for item, rid in attempts:
             row = rows.get(rid)
             if row is None:
                 continue
-            version = row["version"] + 1 + sum(1 for e in events if e.stream_id == rid)
-            events.append(NewEvent(
-                rid, version, row["tenant_id"],
+            events.append(heads[rid].next(
                 ev.StaleWriteRejected(operation=operation, presented_token=item.fencing_token,
                                       current_token=row["fencing_token"], worker_id=worker_id),
-                actor=f"worker:{worker_id}", epoch=item.fencing_token))
+                f"worker:{worker_id}", epoch=item.fencing_token))
             current[rid] = row["fencing_token"]
         await self.store.append(conn, events)
         for e in events:

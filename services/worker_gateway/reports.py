@@ -29,7 +29,7 @@ from ostinato import outcomes
 from ostinato.domain import events as ev
 from ostinato.domain.ids import new_id
 from ostinato.domain.states import RunState
-from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.policy import retry
 from ostinato.sdk import protocol as p
 
@@ -85,18 +85,17 @@ def record_outcomes(rows: dict[uuid.UUID, Any], worker_id: str, items: Sequence[
     answers for a batch of reports."""
     actor = f"worker:{worker_id}"
     done = Recorded([], [], [], [])
-    state = {rid: RunState(r["state"]) for rid, r in rows.items()}
-    version = {rid: r["version"] for rid, r in rows.items()}
+    heads = {rid: StreamHead.of(r) for rid, r in rows.items()}
     for o in items:
         row = rows.get(o.run_id) if o.run_id else None
         if row is None:
             done.results.append(_answer(o, 404, "no such run for this tenant"))
             continue
         rid, token, tenant_id = row["id"], row["fencing_token"], row["tenant_id"]
-        if token == o.fencing_token and state[rid] is RunState.RUNNING:
+        head = heads[rid]
+        if token == o.fencing_token and head.state is RunState.RUNNING:
             new = _events_for(row, o, now, actor, tenant_id, done.blobs)
-            state[rid] = RunState.SUCCEEDED  # anything but running: a repeat is answered 200
-            done.finished.append(rid)
+            done.finished.append(rid)  # no longer running: a repeat below is answered 200
             done.results.append(_answer(o, 200))
         elif token == o.fencing_token:
             done.results.append(_answer(o, 200))  # already recorded
@@ -107,10 +106,8 @@ def record_outcomes(rows: dict[uuid.UUID, Any], worker_id: str, items: Sequence[
             done.results.append(_answer(
                 o, 409, f"stale fencing token: the run's token is now {token}; this attempt "
                         "lost its lease"))
-        for event in new:
-            version[rid] += 1
-            done.events.append(NewEvent(rid, version[rid], tenant_id, event, actor,
-                                        epoch=o.fencing_token, traceparent=row["traceparent"]))
+        done.events.extend(head.next(event, actor, epoch=o.fencing_token,
+                                     traceparent=row["traceparent"]) for event in new)
     return done
 
 

@@ -1,4 +1,4 @@
-"""Fixtures of the fault suite: a `Lab` (ostinato.testing.faults) per test — the five services as
+"""Fixtures of the fault suite: a `Lab` (ostinato.testing.lab) per test — the five services as
 real processes on a fresh database and topic prefix, short leases, a tenant, and worker
 processes started on demand — torn down whatever happens, including restarting the shared
 PostgreSQL or Kafka server if the test stopped it."""
@@ -14,7 +14,9 @@ import pytest
 
 from ostinato.db.migrate import migrate
 from ostinato.testing.cluster import Cluster
-from ostinato.testing.faults import FAULT_ENV, Db, Lab, server
+from ostinato.testing.database import Db
+from ostinato.testing.injection import server
+from ostinato.testing.lab import FAULT_ENV, Lab
 from tests.conftest import (
     DATABASE_URL,
     KAFKA_BOOTSTRAP,

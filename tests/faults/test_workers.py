@@ -1,33 +1,42 @@
 """Worker processes killed, frozen and stopped mid-run, with the five services as real processes
-and leases of 3 s. Each test ends with the common check (ostinato.testing.faults.verify): every
-accepted job ran, no effect was applied twice, every run is final, every run's story is
+and leases of 3 s. Each test ends with the common check (ostinato.testing.invariants.verify):
+every accepted job ran, no effect was applied twice, every run is final, every run's story is
 consistent.
 
 Workers long-poll their claims. A poll left open by a worker that died or stopped must lease
 nothing (the gateway watches for the client hanging up; the two tests at the end); the
 lease-recovery tests give their workers a 1 s poll so that what they measure is lease expiry
 alone.
+
+No assertion compares a duration with a number: what happened when is read from the run-event
+log (its order, and times recorded by the database clock, e.g. the lease deadline a claim was
+given). The tests about a release rather than an expiry run with 20 s leases, so that "before
+the lease could have run out" is a wide margin, not a race with a process's start-up.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
-import time
 import uuid
+from datetime import datetime
 from typing import Any
 
 import pytest
 
-from ostinato.testing.faults import Lab, fx_job, metric_total, scrape, verify, wait_settled
+from ostinato.testing.invariants import verify, wait_settled
+from ostinato.testing.lab import Lab
+from ostinato.testing.load import fx_job
+from ostinato.testing.metrics import metric_total, scrape
+from ostinato.testing.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(120)]
-TTL = 3.0  # OSTINATO_LEASE_TTL_SECONDS in FAULT_ENV
+LONG_LEASES = {"OSTINATO_LEASE_TTL_SECONDS": "20"}  # a release must not look like an expiry
 
 
 async def events_of(lab: Lab, run_id: Any) -> list[dict[str, Any]]:
     return [dict(r) for r in await lab.db.fetch(
-        "SELECT version, type, actor, epoch, data, recorded_at FROM events "
+        "SELECT seq, version, type, actor, epoch, data, occurred_at, recorded_at FROM events "
         "WHERE stream_id = $1 ORDER BY version", uuid.UUID(str(run_id)))]
 
 
@@ -37,16 +46,13 @@ async def runs_of(lab: Lab, job_ids: list[str]) -> list[dict[str, Any]]:
         "WHERE job_id = ANY($1::uuid[])", [uuid.UUID(j) for j in job_ids])]
 
 
-async def wait_for(probe: Any, seconds: float, what: str) -> Any:
-    """Poll `probe()` (async) until it returns something truthy; fail after `seconds`."""
-    deadline = time.monotonic() + seconds
-    while True:
-        found = await probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {seconds}s waiting for {what}")
-        await asyncio.sleep(0.1)
+def at(event: dict[str, Any], key: str) -> datetime:
+    """A time an event's data holds (ISO 8601, written from the database's answer)."""
+    return datetime.fromisoformat(event["data"][key])
+
+
+def first(events: list[dict[str, Any]], kind: str, start: int = 0) -> dict[str, Any]:
+    return next(e for e in events[start:] if e["type"] == kind)
 
 
 async def running_on(lab: Lab, job_ids: list[str], worker: str) -> bool:
@@ -72,11 +78,11 @@ async def test_worker_killed_mid_run_is_retried_on_another_worker_after_lease_ex
     jobs = [fx_job(f"before-{i}", sleep=30, slow_attempts=1) for i in range(6)] + \
            [fx_job(f"after-{i}", hold=30, slow_attempts=1) for i in range(6)]
     job_ids = await lab.submit(jobs)
-    await wait_for(lambda: running_on(lab, job_ids, "a"), 15, "worker a to hold every run")
-    await wait_for(lambda: lab.db.fetchval("SELECT count(*) >= 6 FROM effects"), 10,
-                   "the 'after' runs to apply their effect")
+    await until(lambda: running_on(lab, job_ids, "a"), 15, "worker a to hold every run")
+    await until(lambda: lab.db.fetchval("SELECT count(*) >= 6 FROM effects"), 10,
+                "the 'after' runs to apply their effect")
     b = await lab.worker("b", concurrency=16, claim_wait_seconds=1)
-    killed_at = await lab.db.fetchval("SELECT clock_timestamp()")
+    killed_at = await lab.db.now()
     a.kill()
 
     await settle_and_verify(lab, job_ids, seconds=40)
@@ -89,11 +95,19 @@ async def test_worker_killed_mid_run_is_retried_on_another_worker_after_lease_ex
         assert [e["actor"] for e in started] == ["worker:a", "worker:b"]
         # the expiry revoked token 1 (the run's token became 2): b's claim got a higher one
         assert started[0]["epoch"] == 1 and started[1]["epoch"] > 2
-        expired = next(e for e in events if e["type"] == "LeaseExpired")
-        lag = (expired["recorded_at"] - killed_at).total_seconds()
-        assert 0 < lag <= TTL + 2, f"lease expired {lag:.2f}s after the kill"
-        recovered = (started[1]["recorded_at"] - killed_at).total_seconds()
-        assert recovered <= TTL + 5, f"run restarted {recovered:.2f}s after the kill"
+        expired, retry = events[3], events[4]
+        # By the database clock: a's lease ran out after the kill (it heartbeated until then),
+        # and only once past the deadline its claim was given (heartbeats only extend it)...
+        assert killed_at < expired["recorded_at"], "a's lease expired before it was killed"
+        assert at(started[0], "lease_expires_at") < expired["recorded_at"], \
+            "the lease was expired before its deadline"
+        # ...and b started the run only after the retry had fallen due and been released.
+        due = first(events, "RetryDue", 5)
+        # (retry_at and the retry poll's "due" are both the services' clock: compare it with
+        # the poll's own time, occurred_at; the log's order is the database's)
+        assert at(retry, "retry_at") <= due["occurred_at"]
+        assert due["recorded_at"] < started[1]["recorded_at"]
+        assert events.index(due) < events.index(started[1])
         assert events[-1]["type"] == "RunSucceeded" and events[-1]["actor"] == "worker:b"
     effects = {r["run_id"]: dict(r) for r in await lab.db.fetch("SELECT * FROM effects")}
     for run in await runs_of(lab, job_ids):
@@ -113,7 +127,7 @@ async def test_paused_worker_is_fenced_off_when_it_wakes(lab: Lab) -> None:
     # effect (the SDK's advice), the others rely on the fence in the effects database.
     jobs = [fx_job(f"paused-{i}", sleep=2, heartbeat=i % 2 == 0) for i in range(6)]
     job_ids = await lab.submit(jobs)
-    await wait_for(lambda: running_on(lab, job_ids, "a"), 15, "worker a to hold every run")
+    await until(lambda: running_on(lab, job_ids, "a"), 15, "worker a to hold every run")
     a.send(signal.SIGSTOP)
     b = await lab.worker("b", concurrency=16, claim_wait_seconds=1)
 
@@ -121,7 +135,9 @@ async def test_paused_worker_is_fenced_off_when_it_wakes(lab: Lab) -> None:
         runs = await runs_of(lab, job_ids)
         return all(r["state"] == "succeeded" and r["worker_id"] == "b" for r in runs)
 
-    await wait_for(all_done_by_b, 25, "b to take over and finish every run")
+    await until(all_done_by_b, 25, "b to take over and finish every run")
+    run_ids = {str(r["id"]) for r in await runs_of(lab, job_ids)}
+    woke_at = a.log_mark()
     a.send(signal.SIGCONT)  # a wakes up believing it still holds six runs
 
     async def rejected() -> list[dict[str, Any]]:
@@ -134,11 +150,19 @@ async def test_paused_worker_is_fenced_off_when_it_wakes(lab: Lab) -> None:
             found.append(stale[0])
         return found
 
-    for event in await wait_for(rejected, 10, "a's stale writes to be rejected"):
+    for event in await until(rejected, 10, "a's stale writes to be rejected"):
         assert event["actor"] == "worker:a" and event["data"]["worker_id"] == "a"
         assert event["data"]["presented_token"] == 1 < event["data"]["current_token"]
         assert event["data"]["operation"] in ("heartbeat", "complete")
-    await asyncio.sleep(1)  # anything else a would still try, it has tried by now
+
+    async def a_gave_up_every_run() -> bool:
+        """a's last word on each run, in its log since it woke: the outcome withheld (lease
+        lost) or reported and refused. After that it holds nothing and has nothing to send."""
+        ended = {r.get("run_id") for r in a.records(since=woke_at)
+                 if r.get("event") in ("run.outcome_withheld", "outcome.rejected")}
+        return run_ids <= ended
+
+    await until(a_gave_up_every_run, 15, "a to give up every run it held")
     await settle_and_verify(lab, job_ids)
     effects = await lab.db.fetch("SELECT worker_id, fencing_token FROM effects")
     assert {(e["worker_id"], e["fencing_token"] > 1) for e in effects} == {("b", True)}
@@ -150,13 +174,12 @@ async def test_paused_worker_is_fenced_off_when_it_wakes(lab: Lab) -> None:
 
 
 async def test_stopped_worker_releases_its_runs_at_once(lab: Lab) -> None:
-    await lab.start()
+    await lab.start(env=LONG_LEASES)
     a = await lab.worker("a", concurrency=16, grace_seconds=0)
     job_ids = await lab.submit([fx_job(f"released-{i}", sleep=30, slow_attempts=1)
                                 for i in range(4)])
-    await wait_for(lambda: running_on(lab, job_ids, "a"), 15, "worker a to hold every run")
+    await until(lambda: running_on(lab, job_ids, "a"), 15, "worker a to hold every run")
     await lab.worker("b", concurrency=16)
-    stopped_at = await lab.db.fetchval("SELECT clock_timestamp()")
     assert await asyncio.to_thread(a.stop) == 0  # SIGTERM, grace 0: release at once
 
     await settle_and_verify(lab, job_ids)
@@ -167,23 +190,39 @@ async def test_stopped_worker_releases_its_runs_at_once(lab: Lab) -> None:
         assert events[released]["actor"] == "worker:a"
         queued = types.index("RunQueued", released)
         assert set(types[released + 1:queued]) <= {"RetryDue", "StaleWriteRejected"}
-        back = (events[queued]["recorded_at"] - stopped_at).total_seconds()
-        assert back < TTL / 2, f"queued again {back:.2f}s after SIGTERM (lease expiry: {TTL}s)"
+        # Queued again through the release, not the lease running out: before the deadline
+        # the database gave a's claim (heartbeats only extend it), and with no expiry at all.
+        granted = at(first(events, "RunStarted"), "lease_expires_at")
+        assert events[queued]["recorded_at"] < granted, "queued again only after a's lease ran out"
+        assert "LeaseExpired" not in types, types
         assert events[-1]["actor"] == "worker:b"
 
 
 async def test_released_runs_are_not_leased_again_to_the_stopping_worker(lab: Lab) -> None:
-    await lab.start()
+    await lab.start(env=LONG_LEASES)
     a = await lab.worker("a", concurrency=16, grace_seconds=0)
     job_ids = await lab.submit([fx_job(f"released-{i}", sleep=30, slow_attempts=1)
                                 for i in range(4)])
-    await wait_for(lambda: running_on(lab, job_ids, "a"), 15, "worker a to hold every run")
+    await until(lambda: running_on(lab, job_ids, "a"), 15, "worker a to hold every run")
     assert await asyncio.to_thread(a.stop) == 0  # released; a's process is gone
-    await asyncio.sleep(0.5)
-    b_ready_at = await lab.db.fetchval("SELECT clock_timestamp()")
+
+    async def a_is_gone() -> bool:
+        """a said goodbye (the gateway forgot it: its slots count no more) and the scheduler
+        handed every released run back to the dispatcher (RetryDue): from here on only a live
+        worker's claim can take them."""
+        if await lab.db.fetchval("SELECT count(*) FROM workers WHERE worker_id = 'a'"):
+            return False
+        for r in await runs_of(lab, job_ids):
+            types = [e["type"] for e in await events_of(lab, r["id"])]
+            if "LeaseReleased" not in types or \
+                    "RetryDue" not in types[types.index("LeaseReleased"):]:
+                return False
+        return True
+
+    await until(a_is_gone, 15, "a's goodbye and its runs released to the dispatcher")
     await lab.worker("b", concurrency=16)
 
-    await settle_and_verify(lab, job_ids)
+    await settle_and_verify(lab, job_ids, seconds=60)  # time for a wrong lease to expire
     for run in await runs_of(lab, job_ids):
         events = await events_of(lab, run["id"])
         types = [e["type"] for e in events]
@@ -191,26 +230,42 @@ async def test_released_runs_are_not_leased_again_to_the_stopping_worker(lab: La
         after = [(e["type"], e["actor"]) for e in events[released:]
                  if e["type"] in ("RunStarted", "LeaseExpired")]
         assert after[0] == ("RunStarted", "worker:b"), after
-        restarted = next(e for e in events[released:] if e["type"] == "RunStarted")
-        lag = (restarted["recorded_at"] - b_ready_at).total_seconds()
-        assert lag < TTL / 2, f"b started the released run only {lag:.2f}s after it came up"
+        # b's claim came before the lease a's attempt was given could have run out: the run
+        # came back through the release, not through an expiry of a lease a was leased again.
+        restarted = first(events, "RunStarted", released)
+        granted = at(first(events, "RunStarted"), "lease_expires_at")
+        assert restarted["recorded_at"] < granted, "b started the run only after a's lease ran out"
+        assert "LeaseExpired" not in types, types
 
 
 async def test_a_killed_workers_open_claim_leases_nothing(lab: Lab) -> None:
-    await lab.start()
+    await lab.start(env=LONG_LEASES)
     a = await lab.worker("a", concurrency=16)  # the SDK's 10 s long poll
-    [first] = await lab.submit([fx_job("first", sleep=30, slow_attempts=1)])
-    await wait_for(lambda: running_on(lab, [first], "a"), 15, "worker a to hold the run")
+    [held] = await lab.submit([fx_job("first", sleep=30, slow_attempts=1)])
+    await until(lambda: running_on(lab, [held], "a"), 15, "worker a to hold the run")
     a.kill()  # a had just claimed: its next long poll is open for ~10 s
     [second] = await lab.submit([fx_job("second")])
-    await asyncio.sleep(0.5)
-    b_ready_at = await lab.db.fetchval("SELECT clock_timestamp()")
+
+    async def second_queued() -> bool:
+        """The new run is in the queue (a killed worker's slots still count until its
+        registration runs out): an open claim of a's would have been woken for it."""
+        runs = await runs_of(lab, [second])
+        return bool(runs) and "RunQueued" in [e["type"] for e in await events_of(
+            lab, runs[0]["id"])]
+
+    await until(second_queued, 15, "the new run to be queued")
     await lab.worker("b", concurrency=16, claim_wait_seconds=1)
 
-    await settle_and_verify(lab, [first, second])
+    await settle_and_verify(lab, [held, second], seconds=60)  # the held run's lease expires
     [run] = await runs_of(lab, [second])
     events = await events_of(lab, run["id"])
     started = [e for e in events if e["type"] == "RunStarted"]
     assert [e["actor"] for e in started] == ["worker:b"], [e["type"] for e in events]
-    lag = (started[0]["recorded_at"] - b_ready_at).total_seconds()
-    assert lag < TTL / 2, f"the new run started {lag:.2f}s after b came up"
+    assert "LeaseExpired" not in [e["type"] for e in events]
+    # b got the new run before a's killed attempt on the other one expired, and before the
+    # deadline its claim was given: nothing leased to a dead claim was waited for.
+    [held_run] = await runs_of(lab, [held])
+    held_events = await events_of(lab, held_run["id"])
+    expired = first(held_events, "LeaseExpired")
+    assert started[0]["seq"] < expired["seq"], "b started the new run only after an expiry"
+    assert started[0]["recorded_at"] < at(first(held_events, "RunStarted"), "lease_expires_at")

@@ -1,5 +1,10 @@
-"""Building blocks for integration tests: a tenant, jobs, and one run driven through the
-library code each service runs (no hand-written SQL in tests)."""
+"""Building blocks for integration tests: a tenant, jobs, a dispatcher decision, and one run
+driven through the code each service runs (`drive_one_run`). Helpers that need service code
+live here rather than in `ostinato.testing`, which may not import `services` (an import-linter
+contract); the ones that do not are in `ostinato.testing` (e.g. `outbox.drain_outbox`).
+
+The tests still read and set up rows with inline SQL in many places (asserting what a table
+holds, or arranging a state no public call makes); the stores are the way to move them to."""
 
 from __future__ import annotations
 
@@ -14,7 +19,11 @@ from ostinato.eventlog.store import EventStore
 from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
 from ostinato.schedules import ScheduleSpec
+from ostinato.sdk import protocol as p
+from ostinato.stores.jobs import JobRow
 from ostinato.tenancy import create_tenant
+from services.scheduler.tick import fire_due
+from services.worker_gateway.attempts import Attempts, Outcome
 
 TOPICS = Topics()
 
@@ -31,7 +40,7 @@ async def new_tenant(pool: asyncpg.Pool, name: str | None = None) -> tuple[uuid.
 
 async def new_job(pool: asyncpg.Pool, tenant_id: uuid.UUID, *, at: datetime | None = None,
                   name: str = "job", payload: object = None, clock: Clock | None = None,
-                  ) -> asyncpg.Record:
+                  ) -> JobRow:
     request = JobRequest(name=name, schedule=ScheduleSpec(at=at) if at else None,
                          payload=payload)
     async with pool.acquire() as conn:
@@ -51,3 +60,29 @@ async def dispatch(pool: asyncpg.Pool, clock: Clock | None = None, *, slots: int
     clock = clock or SystemClock()
     return await Dispatcher(pool, store(clock), clock, classes=DEFAULT_CLASSES,
                             capacity=fixed_capacity(slots, pools)).run_round()
+
+
+async def drive_one_run(pool: asyncpg.Pool, *, succeed: bool,
+                        stale_write: bool = False) -> tuple[uuid.UUID, uuid.UUID]:
+    """Tenant → job → run → queued → claimed → outcome through the scheduler's, dispatcher's
+    and gateway's code; with `stale_write`, a completion under an older fencing token first.
+    Returns (tenant id, run id)."""
+    tenant_id, _ = await new_tenant(pool)
+    await new_job(pool, tenant_id, payload={"hello": "world"})
+    created = await fire_due(pool, store(), SystemClock())
+    assert len(created) == 1
+    assert await dispatch(pool) == 1
+    attempts = Attempts(pool, store(), SystemClock(), lease_ttl_seconds=30)
+    [claimed] = await attempts.claim(tenant_id, p.ClaimRequest(worker_id="w1", max_runs=5))
+    assert claimed.payload == {"hello": "world"} and claimed.attempt == 1
+    run_id = uuid.UUID(claimed.run_id)
+    if stale_write:
+        [result] = await attempts.record(tenant_id, "w0", [Outcome(
+            run_id, claimed.run_id, claimed.fencing_token - 1, "complete", output=1)])
+        assert result.status == 409
+    kind = "complete" if succeed else "fail"
+    error = None if succeed else p.ErrorInfo(type="Boom", message="boom", retryable=True)
+    [result] = await attempts.record(tenant_id, "w1", [Outcome(
+        run_id, claimed.run_id, claimed.fencing_token, kind, output={"ok": True}, error=error)])
+    assert result.status == 200
+    return tenant_id, run_id

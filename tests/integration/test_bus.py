@@ -59,7 +59,7 @@ async def test_relay_publishes_keyed_by_tenant_with_trace_headers_and_redelivery
         [record] = await consume(topics.due, 1)
         assert record.key == tenant_key(tenant_id)
         envelope = decode(record.value)
-        assert envelope.tenant_id == tenant_id and envelope.event.job_id == job["id"]
+        assert envelope.tenant_id == tenant_id and envelope.event.job_id == job.id
         headers = dict(record.headers)
         assert headers[HEADER_EVENT_ID].decode() == str(envelope.event_id)
 

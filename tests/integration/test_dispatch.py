@@ -21,6 +21,7 @@ from ostinato.jobs import submit_jobs
 from ostinato.jobs.request import JobRequest
 from ostinato.policy.fairness import DEFAULT_CLASSES
 from ostinato.sdk import protocol as p
+from ostinato.stores.runs import Q as RUNS
 from ostinato.telemetry import metrics
 from ostinato.workers import registry
 from services.dispatcher.dispatcher import Dispatcher, fixed_capacity, live_workers
@@ -51,7 +52,7 @@ def dispatcher(pool: asyncpg.Pool, clock: FakeClock, capacity: CapacitySource) -
 
 async def states(pool: asyncpg.Pool, tenant_id: uuid.UUID) -> dict[str, int]:
     async with pool.acquire() as conn:
-        rows = await conn.fetch(Q["list_runs"], tenant_id, None, None, None, None, 1000)
+        rows = await conn.fetch(RUNS["list_runs"], tenant_id, None, None, None, None, 1000)
     out: dict[str, int] = {}
     for r in rows:
         out[r["state"]] = out.get(r["state"], 0) + 1
@@ -148,7 +149,7 @@ async def test_concurrency_key_task_and_tenant_limits_hold_across_decisions(
 
 async def _waiting(pool: asyncpg.Pool, tenant_id: uuid.UUID):  # type: ignore[no-untyped-def]
     async with pool.acquire() as conn:
-        for r in await conn.fetch(Q["list_runs"], tenant_id, None, None, None, None, 1000):
+        for r in await conn.fetch(RUNS["list_runs"], tenant_id, None, None, None, None, 1000):
             if r["state"] == "scheduled":
                 yield r["id"]
 

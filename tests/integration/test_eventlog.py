@@ -20,8 +20,7 @@ from ostinato.eventlog.rebuild import rebuild
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import read_stream
 
-from .helpers import new_job, new_tenant, store
-from .test_flow import drive_one_run
+from .helpers import drive_one_run, new_job, new_tenant, store
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +49,7 @@ async def test_concurrent_appends_at_the_same_version_one_wins(pool: asyncpg.Poo
     async def delete_at_version(actor: str) -> str:
         async with pool.acquire() as conn, conn.transaction():
             await gate.wait()  # both have read version 1; both now append version 2
-            await store().append(conn, [NewEvent(job["id"], job["version"] + 1, tenant_id,
+            await store().append(conn, [NewEvent(job.id, job.version + 1, tenant_id,
                                                  ev.JobDeleted(reason=actor), actor)])
             return actor
 
@@ -61,7 +60,7 @@ async def test_concurrent_appends_at_the_same_version_one_wins(pool: asyncpg.Poo
     assert len(winners) == 1 and len(losers) == 1
     assert isinstance(losers[0], VersionConflict)
     async with pool.acquire() as conn:
-        stream = await read_stream(conn, job["id"], tenant_id)
+        stream = await read_stream(conn, job.id, tenant_id)
     assert [r.version for r in stream] == [1, 2]
     assert stream[1].event == ev.JobDeleted(reason=winners[0])
 
@@ -109,6 +108,6 @@ async def test_streams_are_tenant_scoped(pool: asyncpg.Pool) -> None:
     b, _ = await new_tenant(pool)
     job = await new_job(pool, a)
     async with pool.acquire() as conn:
-        assert [r.type for r in await read_stream(conn, job["id"], a)] == ["JobCreated"]
-        assert await read_stream(conn, job["id"], b) == []
+        assert [r.type for r in await read_stream(conn, job.id, a)] == ["JobCreated"]
+        assert await read_stream(conn, job.id, b) == []
         assert await read_stream(conn, uuid.uuid4(), a) == []

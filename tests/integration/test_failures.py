@@ -14,13 +14,16 @@ import pytest
 
 from ostinato import runs
 from ostinato.clock import FakeClock, SystemClock
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import read_stream
 from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
 from ostinato.policy.retry import RetrySpec
 from ostinato.sdk import protocol as p
-from services.reconciler.checks.attempts import expire_leases, expire_queue_waits, expire_timeouts
+from ostinato.stores.dead_letters import Q as LETTERS
+from ostinato.stores.runs import Q as RUNS
+from services.reconciler.checks.leases import expire_leases
+from services.reconciler.checks.queue_waits import expire_queue_waits
+from services.reconciler.checks.timeouts import expire_timeouts
 from services.scheduler.tick import fire_due, release_retries
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.reports import Outcome
@@ -65,7 +68,7 @@ class World:
 
     async def run_row(self, run: p.ClaimedRun) -> asyncpg.Record:
         async with self.pool.acquire() as conn:
-            return await conn.fetchrow(Q["run_by_id"], uuid.UUID(run.run_id), self.tenant)
+            return await conn.fetchrow(RUNS["run_by_id"], uuid.UUID(run.run_id), self.tenant)
 
     async def types(self, run: p.ClaimedRun) -> list[str]:
         async with self.pool.acquire() as conn:
@@ -104,7 +107,7 @@ async def test_retries_wait_their_stored_delay_then_exhaust_into_the_dead_letter
     assert row["state"] == "dead_lettered" and row["attempt"] == 3
     assert (await world.types(run))[-2:] == ["RunFailed", "RunDeadLettered"]
     async with world.pool.acquire() as conn:
-        letter = await conn.fetchrow(Q["dead_letter_by_id"], row["id"], world.tenant)
+        letter = await conn.fetchrow(LETTERS["dead_letter_by_id"], row["id"], world.tenant)
     assert (letter["reason"], letter["attempts"], letter["triage_state"]) == ("exhausted", 3,
                                                                               "new")
 
@@ -171,7 +174,7 @@ async def test_a_queue_wait_deadline_never_leaves_a_run_waiting(world: World, po
     world.clock.advance(2)
     assert await expire_queue_waits(world.pool, store(world.clock), world.clock) == 1
     async with world.pool.acquire() as conn:
-        [row] = await conn.fetch(Q["list_runs"], world.tenant, None, None, None, None, 5)
+        [row] = await conn.fetch(RUNS["list_runs"], world.tenant, None, None, None, None, 5)
         stream = await read_stream(conn, row["id"], world.tenant)
     assert row["state"] == state and stream[-2].type == "QueueWaitExpired"
     assert stream[-2].event.deadline == row["due_at"] + timedelta(minutes=1)
@@ -181,7 +184,7 @@ async def test_a_queue_wait_deadline_never_leaves_a_run_waiting(world: World, po
 async def test_cancelling_queued_and_running_runs(world: World) -> None:
     await world.setup()
     async with world.pool.acquire() as conn:
-        [queued] = await conn.fetch(Q["list_runs"], world.tenant, None, None, None, None, 5)
+        [queued] = await conn.fetch(RUNS["list_runs"], world.tenant, None, None, None, None, 5)
         assert await runs.cancel_run(conn, store(world.clock), tenant_id=world.tenant,
                                      run_id=queued["id"], actor="t") == "cancelled"
     assert await world.attempts.claim(world.tenant, p.ClaimRequest(worker_id="w")) == []
@@ -227,13 +230,13 @@ async def test_a_pool_default_policy_applies_unless_the_job_has_its_own(pool: as
         own, _ = await submit_job(conn, store(clock), clock, tenant_id=tenant,
                                   request=JobRequest(name="b", retry=RETRY), pools=("default",),
                                   max_payload_bytes=100, actor="t", pool_retry=defaults)
-    assert plain["retry_policy"]["max_attempts"] == 7
-    assert own["retry_policy"]["max_attempts"] == 3
+    assert plain.retry_policy["max_attempts"] == 7
+    assert own.retry_policy["max_attempts"] == 3
 
 
 async def test_outputs_and_logs_expire_after_the_retention_but_payloads_stay(
         world: World) -> None:
-    from services.reconciler.checks.health import expire_outputs
+    from services.reconciler.checks.retention import expire_outputs
 
     await world.setup()
     run = await world.claim()

@@ -9,71 +9,24 @@ import uuid
 import asyncpg
 import pytest
 
-from ostinato.bus.codec import decode
-from ostinato.bus.consumer import Delivered
 from ostinato.clock import SystemClock
-from ostinato.db.queries import load
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import read_stream
 from ostinato.sdk import protocol as p
+from ostinato.stores.runs import Q as RUNS
+from ostinato.testing.outbox import drain_outbox
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome
 
-from .helpers import TOPICS, dispatch, new_job, new_tenant, store
+from .helpers import TOPICS, dispatch, drive_one_run, new_job, new_tenant, store
 
 pytestmark = pytest.mark.integration
-OUTBOX = load("ostinato.eventlog", "outbox.sql")
-
-
-# pool id -> (the pool, kept so that its id is not reused; (row id, index) drained)
-_drained: dict[int, tuple[asyncpg.Pool, set[tuple[int, int]]]] = {}
-
-
-async def drain_outbox(pool: asyncpg.Pool, topic: str) -> list[Delivered]:
-    """The outbox messages of one topic not drained before, as the consumer would receive
-    them. Rows stay (an outbox row holds an append's messages of every topic); what this
-    database's messages were already taken is remembered per pool."""
-    taken = _drained.setdefault(id(pool), (pool, set()))[1]
-    async with pool.acquire() as conn:
-        rows = await conn.fetch(OUTBOX["claim_messages"], 10_000)
-    mine = []
-    for r in rows:
-        for i, (t, payload) in enumerate(zip(r["topics"], r["payloads"], strict=True)):
-            if t == topic and (r["id"], i) not in taken:
-                taken.add((r["id"], i))
-                mine.append(payload)
-    return [Delivered(topic, 0, i, (), decode(payload)) for i, payload in enumerate(mine)]
-
-
-async def drive_one_run(pool: asyncpg.Pool, *, succeed: bool,
-                        stale_write: bool = False) -> tuple[uuid.UUID, uuid.UUID]:
-    """Tenant → job → run → queued → claimed → outcome; returns (tenant id, run id)."""
-    tenant_id, _ = await new_tenant(pool)
-    await new_job(pool, tenant_id, payload={"hello": "world"})
-    created = await fire_due(pool, store(), SystemClock())
-    assert len(created) == 1
-    assert await dispatch(pool) == 1
-    attempts = Attempts(pool, store(), SystemClock(), lease_ttl_seconds=30)
-    [claimed] = await attempts.claim(tenant_id, p.ClaimRequest(worker_id="w1", max_runs=5))
-    assert claimed.payload == {"hello": "world"} and claimed.attempt == 1
-    run_id = uuid.UUID(claimed.run_id)
-    if stale_write:
-        [result] = await attempts.record(tenant_id, "w0", [Outcome(
-            run_id, claimed.run_id, claimed.fencing_token - 1, "complete", output=1)])
-        assert result.status == 409
-    kind = "complete" if succeed else "fail"
-    error = None if succeed else p.ErrorInfo(type="Boom", message="boom", retryable=True)
-    [result] = await attempts.record(tenant_id, "w1", [Outcome(
-        run_id, claimed.run_id, claimed.fencing_token, kind, output={"ok": True}, error=error)])
-    assert result.status == 200
-    return tenant_id, run_id
 
 
 async def test_a_run_goes_through_every_state_in_order(pool: asyncpg.Pool) -> None:
     tenant_id, run_id = await drive_one_run(pool, succeed=True)
     async with pool.acquire() as conn:
         stream = await read_stream(conn, run_id, tenant_id)
-        run = await conn.fetchrow(Q["run_by_id"], run_id, tenant_id)
+        run = await conn.fetchrow(RUNS["run_by_id"], run_id, tenant_id)
     assert [r.type for r in stream] == ["RunScheduled", "RunQueued", "RunStarted", "RunSucceeded"]
     assert [r.version for r in stream] == [1, 2, 3, 4]
     assert [r.actor for r in stream] == ["scheduler", "dispatcher", "worker:w1", "worker:w1"]
@@ -89,7 +42,7 @@ async def test_a_stale_fencing_token_changes_nothing_but_is_recorded(pool: async
     tenant_id, run_id = await drive_one_run(pool, succeed=False, stale_write=True)
     async with pool.acquire() as conn:
         stream = await read_stream(conn, run_id, tenant_id)
-        run = await conn.fetchrow(Q["run_by_id"], run_id, tenant_id)
+        run = await conn.fetchrow(RUNS["run_by_id"], run_id, tenant_id)
     assert [r.type for r in stream] == ["RunScheduled", "RunQueued", "RunStarted",
                                         "StaleWriteRejected", "RunFailed", "RetryScheduled"]
     rejected = stream[3].event

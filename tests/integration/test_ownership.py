@@ -11,15 +11,15 @@ import asyncpg
 import pytest
 
 from ostinato.clock import FakeClock, SystemClock
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import read_stream
 from ostinato.leases.shard import SHARDS, ShardLeases, fair_share, shard_of, surplus
+from ostinato.stores.runs import Q as RUNS
 from ostinato.telemetry import metrics
+from ostinato.testing.outbox import drain_outbox
 from services.dispatcher.fence import EpochFence
 from services.scheduler.tick import fire_due
 
 from .helpers import TOPICS, dispatch, new_job, new_tenant, store
-from .test_flow import drain_outbox
 
 pytestmark = pytest.mark.integration
 
@@ -63,9 +63,9 @@ async def test_a_scheduler_that_lost_its_lease_writes_nothing(pool: asyncpg.Pool
     created = await fire_due(pool, store(clock), clock, ownership=fresh.ownership)
     assert len(created) == 1
     async with pool.acquire() as conn:
-        [run] = await conn.fetch(Q["list_runs"], tenant, job["id"], None, None, None, 5)
+        [run] = await conn.fetch(RUNS["list_runs"], tenant, job.id, None, None, None, 5)
         stream = await read_stream(conn, run["id"], tenant)
-    assert stream[0].epoch == fresh.ownership.epochs[shard_of(job["id"])]
+    assert stream[0].epoch == fresh.ownership.epochs[shard_of(job.id)]
 
 
 async def test_kafka_side_fencing_drops_a_stale_epoch_and_the_run_is_still_dispatched(
@@ -78,7 +78,7 @@ async def test_kafka_side_fencing_drops_a_stale_epoch_and_the_run_is_still_dispa
     await fire_due(pool, store(clock), clock, ownership=leases.ownership)
     [message] = await drain_outbox(pool, TOPICS.due)
     fence = EpochFence()
-    shard = shard_of(job["id"])
+    shard = shard_of(job.id)
     assert fence.admit(shard, message.envelope.epoch + 1)  # a newer owner was seen already
     dropped = metrics.STALE_MESSAGES_DROPPED._value.get()
     assert fence.fresh([message]) == []  # no wake-up from a stale producer

@@ -17,17 +17,22 @@ from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import read_stream
 from ostinato.jobs.request import JobRequest
 from ostinato.schedules import ScheduleSpec
-from services.reconciler.checks.occurrences import check_gaps, check_overdue
+from ostinato.stores import jobs as job_store
+from ostinato.stores.jobs import JobRow
+from ostinato.stores.runs import Q as RUNS
+from ostinato.testing.outbox import drain_outbox
+from services.reconciler.checks.gaps import check_gaps
+from services.reconciler.checks.overdue import check_overdue
 from services.scheduler.tick import fire_due
 
-from .helpers import dispatch, new_tenant, store
+from .helpers import TOPICS, dispatch, new_tenant, store
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday
 
 
 async def recurring(pool: asyncpg.Pool, clock: FakeClock, tenant: uuid.UUID,
-                    **schedule: object) -> asyncpg.Record:
+                    **schedule: object) -> JobRow:
     spec = ScheduleSpec(**schedule)  # type: ignore[arg-type]
     async with pool.acquire() as conn:
         row, _ = await jobs.submit_job(conn, store(clock), clock, tenant_id=tenant,
@@ -36,28 +41,30 @@ async def recurring(pool: asyncpg.Pool, clock: FakeClock, tenant: uuid.UUID,
     return row
 
 
-async def job_types(pool: asyncpg.Pool, job: asyncpg.Record) -> list[str]:
+async def job_types(pool: asyncpg.Pool, job: JobRow) -> list[str]:
     async with pool.acquire() as conn:
-        return [r.type for r in await read_stream(conn, job["id"], job["tenant_id"])]
+        return [r.type for r in await read_stream(conn, job.id, job.tenant_id)]
 
 
-async def runs_of(pool: asyncpg.Pool, job: asyncpg.Record) -> list[datetime]:
+async def runs_of(pool: asyncpg.Pool, job: JobRow) -> list[datetime]:
     async with pool.acquire() as conn:
-        rows = await conn.fetch(Q["list_runs"], job["tenant_id"], job["id"], None, None, None,
+        rows = await conn.fetch(RUNS["list_runs"], job.tenant_id, job.id, None, None, None,
                                 500)
     return sorted(r["scheduled_for"] for r in rows)
 
 
-async def skips_of(pool: asyncpg.Pool, job: asyncpg.Record) -> list[tuple]:
+async def skips_of(pool: asyncpg.Pool, job: JobRow) -> list[tuple]:
     async with pool.acquire() as conn:
-        rows = await conn.fetch(Q["skips_of_job_between"], job["id"], T0 - timedelta(days=400),
+        rows = await conn.fetch(Q["skips_of_job_between"], job.id, T0 - timedelta(days=400),
                                 T0 + timedelta(days=400))
     return sorted((r["first_slot"], r["last_slot"], r["slots"], r["reason"]) for r in rows)
 
 
-async def get_job(pool: asyncpg.Pool, job: asyncpg.Record) -> asyncpg.Record:
+async def get_job(pool: asyncpg.Pool, job: JobRow) -> JobRow:
     async with pool.acquire() as conn:
-        return await conn.fetchrow(Q["job_by_id"], job["id"], job["tenant_id"])
+        found = await job_store.by_id(conn, job.tenant_id, job.id)
+    assert found is not None
+    return found
 
 
 def minutes(*ks: int) -> list[datetime]:
@@ -69,12 +76,12 @@ async def test_each_slot_becomes_one_run_and_the_next_slot_is_stored_with_it(
     clock = FakeClock(T0)
     tenant, _ = await new_tenant(pool)
     job = await recurring(pool, clock, tenant, every="1m", start_at=T0)
-    assert (await get_job(pool, job))["next_slot"] == T0
+    assert (await get_job(pool, job)).next_slot == T0
     for k in range(3):
         clock.set(T0 + timedelta(minutes=k, seconds=5))
         created = await fire_due(pool, store(clock), clock)
         assert [r.scheduled_for for r in created] == minutes(k)
-        assert (await get_job(pool, job))["next_slot"] == T0 + timedelta(minutes=k + 1)
+        assert (await get_job(pool, job)).next_slot == T0 + timedelta(minutes=k + 1)
         assert await fire_due(pool, store(clock), clock) == []  # nothing twice
     assert await runs_of(pool, job) == minutes(0, 1, 2)
     assert await job_types(pool, job) == ["JobCreated"] + ["OccurrenceFired"] * 3
@@ -98,7 +105,7 @@ async def test_misfire_policies_after_the_scheduler_was_down(
     assert await skips_of(pool, job) == [
         (T0 + timedelta(minutes=a), T0 + timedelta(minutes=b), n, reason)
         for a, b, n, reason in skipped]
-    assert (await get_job(pool, job))["next_slot"] == T0 + timedelta(minutes=6)
+    assert (await get_job(pool, job)).next_slot == T0 + timedelta(minutes=6)
 
 
 async def test_pause_creates_nothing_and_resume_applies_the_chosen_policy(
@@ -107,20 +114,20 @@ async def test_pause_creates_nothing_and_resume_applies_the_chosen_policy(
     tenant, _ = await new_tenant(pool)
     job = await recurring(pool, clock, tenant, every="1m", start_at=T0, misfire="skip")
     async with pool.acquire() as conn:
-        await jobs.pause_job(conn, store(clock), tenant_id=tenant, job_id=job["id"], actor="t")
+        await jobs.pause_job(conn, store(clock), tenant_id=tenant, job_id=job.id, actor="t")
     clock.set(T0 + timedelta(minutes=3, seconds=10))
     assert await fire_due(pool, store(clock), clock) == []
     async with pool.acquire() as conn:
-        await jobs.resume_job(conn, store(clock), tenant_id=tenant, job_id=job["id"], actor="t",
+        await jobs.resume_job(conn, store(clock), tenant_id=tenant, job_id=job.id, actor="t",
                               misfire="catch_up")
     created = await fire_due(pool, store(clock), clock)
     assert [r.scheduled_for for r in created] == minutes(0, 1, 2, 3)
     types = await job_types(pool, job)
     assert types[:3] == ["JobCreated", "JobPaused", "JobResumed"]
     async with pool.acquire() as conn:
-        stream = await read_stream(conn, job["id"], tenant)
+        stream = await read_stream(conn, job.id, tenant)
     assert stream[2].event.misfire == "catch_up"  # the decision is recorded
-    assert (await get_job(pool, job))["resume_policy"] is None  # and used once
+    assert (await get_job(pool, job)).resume_policy is None  # and used once
 
 
 async def test_calendar_dates_are_skipped_and_recorded(pool: asyncpg.Pool) -> None:
@@ -152,15 +159,13 @@ async def test_overlap_skip_and_queue(pool: asyncpg.Pool) -> None:
     assert await skips_of(pool, skipper) == [(minutes(1)[0], minutes(1)[0], 1, "overlap")]
     assert await runs_of(pool, queuer) == minutes(0)
     assert await skips_of(pool, queuer) == []
-    assert (await get_job(pool, queuer))["next_slot"] == minutes(1)[0]  # waiting its turn
+    assert (await get_job(pool, queuer)).next_slot == minutes(1)[0]  # waiting its turn
 
 
 async def test_auto_pause_after_consecutive_failures(pool: asyncpg.Pool) -> None:
     from ostinato.clock import SystemClock
     from ostinato.sdk import protocol as p
     from services.worker_gateway.attempts import Attempts, Outcome
-
-    from .test_flow import TOPICS, drain_outbox
 
     now = SystemClock().now()
     clock = FakeClock(now)
@@ -176,13 +181,13 @@ async def test_auto_pause_after_consecutive_failures(pool: asyncpg.Pool) -> None
         await attempts.record(tenant, "w", [Outcome(
             uuid.UUID(claimed.run_id), claimed.run_id, claimed.fencing_token, "fail",
             error=p.ErrorInfo(type="Boom", message="x", retryable=False, classified=True))])
-    assert (await get_job(pool, job))["consecutive_failures"] == 2
+    assert (await get_job(pool, job)).consecutive_failures == 2
     clock.set(now + timedelta(minutes=2, seconds=1))
     assert await fire_due(pool, store(clock), clock) == []
     row = await get_job(pool, job)
-    assert row["status"] == "paused"
+    assert row.status == "paused"
     async with pool.acquire() as conn:
-        stream = await read_stream(conn, job["id"], tenant)
+        stream = await read_stream(conn, job.id, tenant)
     assert stream[-1].type == "JobPaused" and stream[-1].event.auto
 
 
@@ -192,13 +197,13 @@ async def test_trigger_now_and_idempotent_backfill(pool: asyncpg.Pool) -> None:
     job = await recurring(pool, clock, tenant, cron="*/15 * * * *", start_at=T0)
     async with pool.acquire() as conn:
         run_id = await jobs.trigger_now(conn, store(clock), clock, tenant_id=tenant,
-                                        job_id=job["id"], actor="t")
-        first = await jobs.backfill(conn, store(clock), tenant_id=tenant, job_id=job["id"],
+                                        job_id=job.id, actor="t")
+        first = await jobs.backfill(conn, store(clock), tenant_id=tenant, job_id=job.id,
                                     start=T0, end=T0 + timedelta(hours=1), actor="t")
-        again = await jobs.backfill(conn, store(clock), tenant_id=tenant, job_id=job["id"],
+        again = await jobs.backfill(conn, store(clock), tenant_id=tenant, job_id=job.id,
                                     start=T0, end=T0 + timedelta(hours=1), actor="t")
-        manual = await conn.fetchrow(Q["run_by_id"], run_id, tenant)
-        backfilled = await conn.fetch(Q["list_runs"], tenant, job["id"], None, None, None, 100)
+        manual = await conn.fetchrow(RUNS["run_by_id"], run_id, tenant)
+        backfilled = await conn.fetch(RUNS["list_runs"], tenant, job.id, None, None, None, 100)
     assert manual["trigger"] == "manual"
     assert (first.runs_created, first.slots_with_runs) == (4, 0)
     assert (again.runs_created, again.slots_with_runs) == (0, 4)
@@ -232,17 +237,17 @@ async def test_the_reconciler_finds_a_silent_gap_and_repairs_it(pool: asyncpg.Po
     # A faulty writer moves the job past slots 1 and 2 without a run or a recorded skip.
     async with pool.acquire() as conn, conn.transaction():
         row = await get_job(pool, job)
-        await store(clock).append(conn, [NewEvent(job["id"], row["version"] + 1, tenant,
+        await store(clock).append(conn, [NewEvent(job.id, row.version + 1, tenant,
                                                   ev.JobResumed(), "faulty")])
         await conn.execute("UPDATE jobs SET next_slot = $2, next_run_at = $2 WHERE id = $1",
-                           job["id"], T0 + timedelta(minutes=3))
+                           job.id, T0 + timedelta(minutes=3))
     clock.set(T0 + timedelta(minutes=2, seconds=50))
     missed = await check_gaps(pool, store(clock), clock, window=timedelta(hours=1),
                               grace=timedelta(seconds=30))
     assert missed == 2
     assert await runs_of(pool, job) == minutes(0, 1, 2)
     async with pool.acquire() as conn:
-        repaired = await conn.fetch(Q["list_runs"], tenant, job["id"], None, None, None, 10)
+        repaired = await conn.fetch(RUNS["list_runs"], tenant, job.id, None, None, None, 10)
     assert {r["trigger"] for r in repaired if r["scheduled_for"] > T0} == {"repair"}
     assert (await job_types(pool, job)).count("OccurrenceMissed") == 2
     assert await check_gaps(pool, store(clock), clock, window=timedelta(hours=1),

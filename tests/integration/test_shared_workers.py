@@ -18,12 +18,12 @@ import pytest
 
 from ostinato.clock import SystemClock
 from ostinato.domain import events as ev
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import get_blobs, read_stream
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from ostinato.sdk import protocol as p
+from ostinato.stores.runs import Q as RUNS
 from ostinato.workers import registry
 from services.scheduler.tick import fire_due
 from services.worker_gateway.app import create_app
@@ -52,7 +52,7 @@ async def queued_run(pool: asyncpg.Pool, tenant_id: uuid.UUID, payload: Any) -> 
     job = await new_job(pool, tenant_id, payload=payload)
     await fire_due(pool, store(), SystemClock())
     async with pool.acquire() as conn, conn.transaction():
-        [run] = await conn.fetch(Q["list_runs"], tenant_id, job["id"], "scheduled", None, None,
+        [run] = await conn.fetch(RUNS["list_runs"], tenant_id, job.id, "scheduled", None, None,
                                  10)
         await store().append(conn, [NewEvent(run["id"], run["version"] + 1, tenant_id,
                                              ev.RunQueued(pool=run["pool"]), "test")])
@@ -100,7 +100,7 @@ async def test_a_shared_worker_claims_and_completes_runs_of_two_tenants(
             assert types[-1] == "RunSucceeded" and "RunStarted" in types
             assert ("StaleWriteRejected" in types) == (run_id == run_a)
             assert stream[-1].actor == "worker:shared"
-            row = await conn.fetchrow(Q["run_by_id"], run_id, tenant)
+            row = await conn.fetchrow(RUNS["run_by_id"], run_id, tenant)
             assert row["state"] == "succeeded"
             output = await get_blobs(conn, [row["output_ref"]], tenant)  # the run's tenant's
             assert output == {row["output_ref"]: {"done": str(tenant)}}

@@ -1,19 +1,16 @@
-"""Worker SDK against an in-process fake of the worker-gateway's HTTP protocol.
+"""Worker SDK against an in-process fake of the worker-gateway's HTTP protocol
+(`ostinato.testing.gateway`).
 
 The fake speaks our own protocol (it decodes requests with the same strict Structs the gateway
 uses), so this is not a mock of a database or broker. Synchronisation uses events and polling
-with a deadline, never timed sleeps.
+with a deadline (`ostinato.testing.waiting.eventually`), never timed sleeps.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-import time
-import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -34,123 +31,10 @@ from ostinato.sdk import (
     task,
 )
 from ostinato.sdk import protocol as p
+from ostinato.sdk import reporter as reporter_module
 from ostinato.sdk.reporter import Reporter
-
-T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-
-
-class FakeGateway:
-    """Just enough of the gateway: a run queue, long-poll claims, per-item batch results."""
-
-    def __init__(self) -> None:
-        self.queue: list[p.ClaimedRun] = []
-        self.cond = asyncio.Condition()
-        self.claims: list[p.ClaimRequest] = []
-        self.claim_headers: list[httpx.Headers] = []
-        self.batches: list[p.BatchRequest] = []
-        self.batch_attempts = 0
-        self.fail_batches: list[Exception | int] = []  # next batch calls: raise, or HTTP status
-        self.heartbeat_status: dict[str, int] = {}
-        self.cancel: set[str] = set()
-        self.overdeliver = False
-        self.claim_status = 200
-        self.goodbyes: list[p.GoodbyeRequest] = []
-        self.paths: list[str] = []  # every request's path, in order
-
-    async def add(self, task: str, payload: Any = None, *, ttl: float = 30.0, **kw: Any) -> str:
-        run_id = str(uuid.uuid4())
-        fields = {"fencing_token": 1, "attempt": 1, **kw}
-        run = p.ClaimedRun(
-            run_id=run_id, job_id="job-1", tenant_id="t1", task=task, payload=payload,
-            lease_expires_at=T0 + timedelta(seconds=ttl), lease_ttl_seconds=ttl,
-            scheduled_for=T0, idempotency_key=f"{run_id}/{fields['attempt']}", **fields,
-        )
-        async with self.cond:
-            self.queue.append(run)
-            self.cond.notify_all()
-        return run_id
-
-    def completions(self) -> dict[str, p.CompletionItem]:
-        return {c.run_id: c for b in self.batches for c in b.completions}
-
-    def failures(self) -> dict[str, p.FailureItem]:
-        return {f.run_id: f for b in self.batches for f in b.failures}
-
-    def heartbeats(self) -> list[p.HeartbeatItem]:
-        return [h for b in self.batches for h in b.heartbeats]
-
-    def releases(self) -> dict[str, p.ReleaseItem]:
-        return {r.run_id: r for b in self.batches for r in b.releases}
-
-    async def handle(self, request: httpx.Request) -> httpx.Response:
-        assert request.headers["authorization"] == "Bearer test-key"
-        self.paths.append(request.url.path)
-        if request.url.path == p.CLAIM_PATH:
-            return await self._claim(request)
-        if request.url.path == p.GOODBYE_PATH:
-            self.goodbyes.append(msgspec.json.decode(request.content, type=p.GoodbyeRequest))
-            return httpx.Response(200, content=msgspec.json.encode(
-                p.GoodbyeResponse(forgotten=True)))
-        assert request.url.path == p.BATCH_PATH
-        body = msgspec.json.decode(request.content, type=p.BatchRequest)
-        self.batch_attempts += 1
-        if self.fail_batches:
-            failure = self.fail_batches.pop(0)
-            if isinstance(failure, Exception):
-                raise failure
-            problem = p.Problem(title="Unavailable", status=failure, detail="try later")
-            return httpx.Response(failure, content=msgspec.json.encode(problem))
-        self.batches.append(body)
-        results = [
-            p.BatchItemResult(
-                run_id=h.run_id, kind="heartbeat", status=self.heartbeat_status.get(h.run_id, 200),
-                lease_expires_at=T0, cancel_requested=h.run_id in self.cancel,
-            )
-            for h in body.heartbeats
-        ]
-        results += [p.BatchItemResult(run_id=c.run_id, kind="complete", status=200)
-                    for c in body.completions]
-        results += [p.BatchItemResult(run_id=f.run_id, kind="fail", status=200)
-                    for f in body.failures]
-        results += [p.BatchItemResult(run_id=r.run_id, kind="release", status=200)
-                    for r in body.releases]
-        return httpx.Response(200, content=msgspec.json.encode(p.BatchResponse(results=results)))
-
-    async def _claim(self, request: httpx.Request) -> httpx.Response:
-        body = msgspec.json.decode(request.content, type=p.ClaimRequest)
-        self.claims.append(body)
-        self.claim_headers.append(request.headers)
-        if self.claim_status != 200:
-            problem = p.Problem(title="Unauthorized", status=self.claim_status)
-            return httpx.Response(self.claim_status, content=msgspec.json.encode(problem))
-        async with self.cond:
-            try:
-                await asyncio.wait_for(self.cond.wait_for(lambda: self.queue), body.wait_seconds)
-            except TimeoutError:
-                pass
-            n = len(self.queue) if self.overdeliver else body.max_runs
-            runs, self.queue[:n] = self.queue[:n], []
-        return httpx.Response(200, content=msgspec.json.encode(p.ClaimResponse(runs=runs)))
-
-
-async def eventually(predicate: Callable[[], bool], within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        await asyncio.sleep(0.002)
-
-
-@asynccontextmanager
-async def running(gw: FakeGateway, handlers: Any, **kw: Any) -> AsyncIterator[Worker]:
-    client = httpx.AsyncClient(transport=httpx.MockTransport(gw.handle))
-    worker = Worker("http://gateway.test/", "test-key", handlers, http_client=client, **kw)
-    runner = asyncio.create_task(worker.run())
-    try:
-        yield worker
-    finally:
-        await worker.stop()
-        await runner
-        await client.aclose()
+from ostinato.testing.gateway import T0, FakeGateway, running
+from ostinato.testing.waiting import eventually
 
 
 async def test_handler_gets_payload_and_completion_carries_fencing_token() -> None:
@@ -443,10 +327,14 @@ async def test_reporter_keeps_one_request_in_flight_and_accumulates_the_next_bat
     assert await reporter.close(1.0) == []
 
 
-async def test_reporter_sends_items_whose_linger_timer_fired_early() -> None:
+async def test_reporter_sends_items_whose_linger_timer_fired_early(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """uvloop keeps millisecond time, so the linger timer can fire just before the deadline by
     `time.monotonic()`; the items must still go out at the deadline, not wait for a full
-    batch."""
+    batch. The reporter reads a hand-moved monotonic clock here, so "not due yet" holds however
+    slowly this machine runs."""
+    now = [1000.0]
+    monkeypatch.setattr(reporter_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
     requests: list[p.BatchRequest] = []
 
     async def transport(request: p.BatchRequest) -> p.BatchResponse:
@@ -458,11 +346,13 @@ async def test_reporter_sends_items_whose_linger_timer_fired_early() -> None:
     reporter = Reporter(transport, worker_id="w", linger_seconds=0.05)
     reporter.start()
     reporter.complete("r0", 1, None)
-    assert reporter._timer is not None
-    reporter._timer.cancel()  # the timer "fires" now, 50 ms before the deadline
+    early = reporter._timer
+    assert early is not None
+    early.cancel()  # the timer "fires" now, 50 ms before the deadline
     reporter._wake.set()
-    await asyncio.sleep(0.01)
+    await eventually(lambda: reporter._timer is not early)  # woken: re-armed for the deadline
     assert requests == []  # not due yet
+    now[0] += 0.05  # the deadline
     await eventually(lambda: len(requests) == 1)
     assert [c.run_id for c in requests[0].completions] == ["r0"]
     assert await reporter.close(1.0) == []

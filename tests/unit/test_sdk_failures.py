@@ -1,8 +1,10 @@
 """Failure handling in the worker SDK: classification, throttling, timeouts, cancellation,
-graceful release and per-run logs, against the in-process fake gateway of ``test_sdk``.
+graceful release and per-run logs, against the in-process fake gateway
+(``ostinato.testing.gateway``).
 
-Synchronisation polls with a deadline (``eventually``); the only waits are a few milliseconds
-to show that something does *not* happen.
+Synchronisation polls with a deadline (``eventually``), never timed sleeps: that something does
+*not* happen is shown once the worker has visibly decided (e.g. its claim loop went back to
+waiting for a free slot).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from ostinato.sdk import protocol as p
 from ostinato.sdk.errors import error_info
 from ostinato.sdk.logs import LogBuffer, capture_into, capture_processor
 from ostinato.sdk.reporter import Reporter
-from tests.unit.test_sdk import FakeGateway, eventually, running
+from ostinato.testing.gateway import FakeGateway, running
+from ostinato.testing.waiting import eventually
 
 
 def _messages(logs: list[p.LogLine] | None) -> list[str]:
@@ -156,7 +159,11 @@ async def test_timeout_of_a_sync_handler_is_reported_at_the_deadline_and_keeps_i
         assert gw.failures()[run_id].error.type == "attempt_timed_out"
         assert not finished.is_set()  # reported while the thread still runs
         claims = len(gw.claims)
-        await asyncio.sleep(0.03)
+        # The attempt's end woke the claim loop (the slot-freed event, set before the report
+        # went out); it counts the abandoned thread's slot as taken and waits again, or (the
+        # bug) claims at once.
+        await eventually(lambda: len(gw.claims) > claims or not worker._slot_freed.is_set())
+        assert worker._attempts.orphaned_threads == 1
         assert len(gw.claims) == claims  # its thread still holds the only slot: no claim
         release.set()
         await eventually(lambda: len(gw.claims) > claims)  # slot back once the thread ended

@@ -53,7 +53,3 @@ async def create_pool(
     assert pool is not None
     return pool
 
-
-async def ping(pool: asyncpg.Pool) -> bool:
-    async with pool.acquire(timeout=2) as conn:
-        return await conn.fetchval("SELECT 1") == 1

@@ -41,6 +41,11 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.eventlog", "outbox.sql"),
     ("ostinato.leases", "leases.sql"),
     ("ostinato.workers", "workers.sql"),
+    ("ostinato.stores", "runs.sql"),
+    ("ostinato.stores", "jobs.sql"),
+    ("ostinato.stores", "dead_letters.sql"),
+    ("ostinato.stores", "calendars.sql"),
+    ("ostinato.stores", "limits.sql"),
 ]
 
 

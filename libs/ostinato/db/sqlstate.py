@@ -15,6 +15,8 @@ class DbErrorKind(StrEnum):
 
 
 def classify(sqlstate: str | None) -> DbErrorKind:
+    """What a SQLSTATE (asyncpg's `exc.sqlstate`) means for a retry: the one classifier, used by
+    `is_transient` and so by every background duty (`ostinato.runtime.duties`)."""
     if not sqlstate:
         return DbErrorKind.TRANSIENT
     if sqlstate in ("40001", "40P01"):
@@ -26,10 +28,23 @@ def classify(sqlstate: str | None) -> DbErrorKind:
     return DbErrorKind.PERMANENT
 
 
-# What a background loop retries after a pause instead of dying: the server gone or restarting
-# (OSError, PostgresError) and a connection asyncpg found broken mid-operation (InterfaceError,
-# InternalClientError: "the underlying connection is closed", "cannot switch to state").
-TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
-    OSError, asyncpg.PostgresError, asyncpg.InterfaceError,
-    asyncpg.exceptions.InternalClientError, TimeoutError,
+# Errors of the connection itself, whatever the SQLSTATE: the server gone or restarting
+# (OSError and its ConnectionError, TimeoutError) and a connection asyncpg found broken
+# mid-operation (InterfaceError, InternalClientError: "the underlying connection is closed",
+# "cannot switch to state").
+_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError, ConnectionError, TimeoutError, asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
 )
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether retrying the same work later may succeed: a broken connection, or a SQLSTATE
+    `classify` calls transient or worth a new transaction (connection 08, resources 53,
+    operator intervention 57, serialization 40001, deadlock 40P01). Anything else (a missing
+    table, a syntax error, a constraint) fails again the same way."""
+    if isinstance(exc, _CONNECTION_ERRORS):
+        return True
+    code = getattr(exc, "sqlstate", None)
+    return isinstance(code, str) and bool(code) and classify(code) in (
+        DbErrorKind.TRANSIENT, DbErrorKind.RETRY_TRANSACTION)

@@ -70,19 +70,7 @@ class VersionConflict(Conflict):
     title = "Concurrent modification"
 
 
-class StaleFencingToken(Conflict):
-    """A worker wrote with a fencing token that is no longer current: its lease was lost."""
-
-    code = "stale-fencing-token"
-    title = "Stale fencing token"
-
-
 class InvalidState(Conflict):
     code = "invalid-state"
     title = "Not allowed in the current state"
 
-
-class NotImplementedYet(OstinatoError):
-    code = "not-available"
-    status = 422
-    title = "Not available in this version"

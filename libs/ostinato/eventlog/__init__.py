@@ -1,10 +1,13 @@
 """The run-event log: append with optimistic concurrency, read streams, keep read models and the
-outbox in step — all in the caller's transaction.
+outbox in step — all in the caller's transaction. Every event to append is made by
+`records.StreamHead.next`, which numbers it and checks a run event against the lifecycle.
 
     writer ──append(events)──> events (append-only)      one transaction
                           ├──> read models (projections)
                           └──> outbox ──relay──> Kafka   (after commit)
 
 UPDATE, DELETE and TRUNCATE on `events` are refused by a trigger. Read models are a fold of the
-log: `rebuild()` recomputes them and a test proves the result equals the live rows.
+log: `rebuild.rebuild()` recomputes them and tests prove the result equals the live rows, and
+that the `runs` row equals the domain's `fold()` of its stream. Reading the read models is the
+stores' job (`ostinato.stores`).
 """

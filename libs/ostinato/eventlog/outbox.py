@@ -28,12 +28,11 @@ from ostinato.db.queries import load
 from ostinato.domain.events import event_type
 from ostinato.eventlog.records import NewEvent
 from ostinato.telemetry import metrics
-from ostinato.telemetry.logging import get_logger
 
 Q = load("ostinato.eventlog", "outbox.sql")
 _json = msgspec.json.Encoder()
 _headers = msgspec.json.Decoder(dict[str, str])
-log = get_logger("ostinato.outbox")
+DRAIN_BATCHES = 16
 
 
 Messages = tuple[list[str], list[bytes], list[bytes], list[str]]  # topic, key, value, headers
@@ -70,7 +69,9 @@ class Producer(Protocol):
 
 
 class OutboxRelay:
-    """Publishes outbox rows. `wake()` lets in-process writers skip the poll delay."""
+    """Publishes outbox rows, a batch per `publish_batch`. Services run it as a duty
+    (`ostinato.runtime.duties.outbox_relay`), whose `wake()` lets in-process writers skip the
+    poll delay."""
 
     def __init__(self, pool: asyncpg.Pool, producer: Producer, topics: Topics, *,
                  batch_size: int = 32, idle_poll_seconds: float = 0.2) -> None:
@@ -80,15 +81,15 @@ class OutboxRelay:
         self.topics = topics
         self.batch_size = batch_size
         self.idle_poll_seconds = idle_poll_seconds
-        self._wake = asyncio.Event()
-        self._stopping = False
-
-    def wake(self) -> None:
-        self._wake.set()
 
     async def publish_once(self) -> int:
         """Publish one batch of rows; return how many messages went out."""
         return (await self._publish_rows())[1]
+
+    async def publish_batch(self) -> int:
+        """Publish one batch of rows; return how many rows (appends) it took: `batch_size`
+        means more are waiting."""
+        return (await self._publish_rows())[0]
 
     async def _publish_rows(self) -> tuple[int, int]:
         """(rows, messages) published."""
@@ -109,28 +110,12 @@ class OutboxRelay:
             metrics.OUTBOX_PUBLISHED.labels(topic=self.topics.logical(topic)).inc(n)
         return len(rows), len(futures)
 
-    async def run(self) -> None:
-        while not self._stopping:
-            try:
-                taken, _ = await self._publish_rows()
-            except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
-                log.warning("outbox relay failed; retrying", error=repr(exc))
-                taken = 0
-                await asyncio.sleep(1.0)
-            except Exception as exc:
-                log.error("outbox relay error; retrying", error=repr(exc))
-                taken = 0
-                await asyncio.sleep(1.0)
-            if taken < self.batch_size:
-                self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), self.idle_poll_seconds)
-                except TimeoutError:
-                    pass
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
+    async def drain(self) -> None:
+        """On stop: publish batch after batch while they come full (at most DRAIN_BATCHES), so
+        what this process appended last leaves with it; any relay takes the rest later."""
+        for _ in range(DRAIN_BATCHES):
+            if await self.publish_batch() < self.batch_size:
+                return
 
 
 async def lag(conn: asyncpg.Connection, clock: Clock) -> tuple[int, timedelta]:

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from ostinato.domain.events import Event, decode_event
 from ostinato.domain.ids import new_id
+from ostinato.domain.lifecycle import advance
+from ostinato.domain.states import RunState
 
 
 @dataclass(frozen=True, slots=True)
 class NewEvent:
-    """An event to append at `version` (the stream's current version + 1)."""
+    """An event to append at `version` (the stream's current version + 1). Made by
+    `StreamHead.next`, never by hand, so versions and run moves are checked in one place."""
 
     stream_id: uuid.UUID
     version: int
@@ -22,6 +27,36 @@ class NewEvent:
     epoch: int | None = None
     traceparent: str | None = None
     event_id: uuid.UUID = field(default_factory=new_id)
+
+
+@dataclass(slots=True)
+class StreamHead:
+    """Where a stream stands as its writer read it (under a lock, or new: version 0). `next`
+    is the one gate of every append: it gives each event the next version and checks a run
+    event against the run's state (`ostinato.domain.lifecycle`), raising UnexpectedRunEvent
+    before anything is written; the log's unique (stream, version) key refuses a concurrent
+    writer that read the same head."""
+
+    stream_id: uuid.UUID
+    tenant_id: uuid.UUID
+    version: int = 0
+    state: RunState | None = None  # a run stream's state; None for a new run or another stream
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any], *, stream_id: uuid.UUID | None = None) -> StreamHead:
+        """The head of a read-model row holding `id` (or `stream_id`), `tenant_id`, `version` and,
+        for a run, `state`."""
+        state = row.get("state")
+        return cls(stream_id or row["id"], row["tenant_id"], row["version"],
+                   None if state is None else RunState(state))
+
+    def next(self, event: Event, actor: str, *, epoch: int | None = None,
+             traceparent: str | None = None) -> NewEvent:
+        if event.stream_type == "run":
+            self.state = advance(self.state, event)
+        self.version += 1
+        return NewEvent(self.stream_id, self.version, self.tenant_id, event, actor, epoch=epoch,
+                        traceparent=traceparent)
 
 
 @dataclass(frozen=True, slots=True)

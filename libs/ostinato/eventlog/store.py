@@ -120,12 +120,3 @@ async def get_blobs(
         rows = await conn.fetch(Q["get_blobs"], list(ids), tenant_id)
     return {r["id"]: msgspec.json.decode(r["data"]) for r in rows}
 
-
-async def mark_processed(
-    conn: asyncpg.Connection, consumer: str, event_ids: Sequence[uuid.UUID]
-) -> set[uuid.UUID]:
-    """Write ledger rows in the consumer's transaction; return the ids not processed before."""
-    if not event_ids:
-        return set()
-    rows = await conn.fetch(Q["ledger_mark"], consumer, list(event_ids))
-    return {r["event_id"] for r in rows}

@@ -1,5 +1,7 @@
 """Job commands: submission (one or a batch) and steering (delete, pause, resume, trigger now,
-backfill). Each validates, then appends to the job's stream in the caller's transaction."""
+backfill). Each validates, then appends to the job's stream in the caller's transaction.
+`request` is what a client submits, `decide` the pure decision over one due job, `materialise`
+the one writer of `RunScheduled`."""
 
 from ostinato.jobs.control import (
     MAX_BACKFILL_SLOTS,

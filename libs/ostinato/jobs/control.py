@@ -14,9 +14,10 @@ from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, InvalidState, NotFound
 from ostinato.eventlog.readmodels import Q
-from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.materialise import run_for
+from ostinato.stores import jobs as job_store
 
 _EPSILON = timedelta(microseconds=1)
 
@@ -30,8 +31,8 @@ async def delete_job(
         row = await _lock_job(conn, tenant_id, job_id)
         if row["status"] == "deleted":
             raise InvalidState(f"job {job_id} is already deleted")
-        await store.append(conn, [NewEvent(job_id, row["version"] + 1, tenant_id,
-                                           ev.JobDeleted(), actor)])
+        head = StreamHead(job_id, tenant_id, row["version"])
+        await store.append(conn, [head.next(ev.JobDeleted(), actor)])
 
 
 
@@ -44,8 +45,8 @@ async def pause_job(
         row = await _lock_job(conn, tenant_id, job_id)
         if row["status"] != "active":
             raise InvalidState(f"job {job_id} is {row['status']}; only an active job can pause")
-        await store.append(conn, [NewEvent(job_id, row["version"] + 1, tenant_id,
-                                           ev.JobPaused(reason=reason, auto=auto), actor)])
+        head = StreamHead(job_id, tenant_id, row["version"])
+        await store.append(conn, [head.next(ev.JobPaused(reason=reason, auto=auto), actor)])
 
 
 async def resume_job(
@@ -58,8 +59,8 @@ async def resume_job(
         row = await _lock_job(conn, tenant_id, job_id)
         if row["status"] != "paused":
             raise InvalidState(f"job {job_id} is {row['status']}; only a paused job can resume")
-        await store.append(conn, [NewEvent(job_id, row["version"] + 1, tenant_id,
-                                           ev.JobResumed(misfire=misfire), actor)])
+        head = StreamHead(job_id, tenant_id, row["version"])
+        await store.append(conn, [head.next(ev.JobResumed(misfire=misfire), actor)])
 
 
 async def trigger_now(
@@ -68,14 +69,14 @@ async def trigger_now(
 ) -> uuid.UUID:
     """An extra run outside the schedule, marked `manual`; the schedule itself is untouched."""
     async with conn.transaction():
-        job = await conn.fetchrow(Q["job_by_id"], job_id, tenant_id)
+        job = await conn.fetchrow(job_store.Q["job_by_id"], job_id, tenant_id)
         if job is None:
             raise NotFound(f"no job {job_id}")
         if job["status"] == "deleted":
             raise InvalidState(f"job {job_id} is deleted")
         run_id, run = run_for(job, clock.now(), trigger="manual")
-        await store.append(conn, [NewEvent(run_id, 1, tenant_id, run, actor,
-                                           traceparent=traceparent or job["traceparent"])])
+        await store.append(conn, [StreamHead(run_id, tenant_id).next(
+            run, actor, traceparent=traceparent or job["traceparent"])])
     return run_id
 
 
@@ -106,7 +107,7 @@ async def backfill(
             {"field": "end", "message": "not after start"}])
     async with conn.transaction():
         row = await _lock_job(conn, tenant_id, job_id)
-        job = await conn.fetchrow(Q["job_by_id"], job_id, tenant_id)
+        job = await conn.fetchrow(job_store.Q["job_by_id"], job_id, tenant_id)
         s = schedules.from_document(job["schedule"])
         if s.overlap == "queue":
             raise InvalidState("backfill of a job with overlap=queue is not supported; "
@@ -128,20 +129,19 @@ async def backfill(
             active = await conn.fetch(Q["active_runs_of_jobs"], [job_id])
             keep = 0 if active else 1
             create, skip = missing[:keep], missing[keep:]
-        version = row["version"]
+        head = StreamHead(job_id, tenant_id, row["version"])
         events: list[NewEvent] = []
         for slot in create:
             run_id, run = run_for(job, slot, trigger="backfill")
-            events.append(NewEvent(run_id, 1, tenant_id, run, actor,
-                                   traceparent=job["traceparent"]))
+            events.append(StreamHead(run_id, tenant_id).next(run, actor,
+                                                              traceparent=job["traceparent"]))
         for slot in skip:
-            version += 1
-            events.append(NewEvent(job_id, version, tenant_id, ev.OccurrencesSkipped(
+            events.append(head.next(ev.OccurrencesSkipped(
                 first=slot, last=slot, slots=1, reason="overlap",
                 next_run_at=job["next_run_at"], next_slot=job["next_slot"]), actor))
         summary = ev.BackfillRequested(start=start, end=end, runs_created=len(create),
                                        slots_with_runs=len(slots) - len(missing),
                                        slots_skipped=len(skip))
-        events.append(NewEvent(job_id, version + 1, tenant_id, summary, actor))
+        events.append(head.next(summary, actor))
         await store.append(conn, events)
     return summary

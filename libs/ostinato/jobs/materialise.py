@@ -25,7 +25,7 @@ from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.domain.ids import run_id_for
 from ostinato.eventlog.readmodels import Q
-from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.decide import Decision, decide
 from ostinato.schedules import from_document
@@ -65,42 +65,41 @@ class Waiting:
         self._until[job_id] = now + WAIT_RECHECK.total_seconds()
 
 
-def _job_events(job: Mapping[str, Any], d: Decision, actor: str,
+def _job_events(job: Mapping[str, Any], head: StreamHead, d: Decision, actor: str,
                 epoch: int | None = None) -> tuple[list[NewEvent], list[ev.RunScheduled]]:
     tenant, job_id = job["tenant_id"], job["id"]
-    version = job["version"]
     events: list[NewEvent] = []
     runs: list[ev.RunScheduled] = []
     fired = [(slot, due, None) for slot, due in d.fire]
     skips = [(r.first, None, r) for r in d.skipped]
     for slot, due, skip in sorted(fired + skips, key=lambda step: step[0]):  # chronological
-        version += 1
         if skip is None:
             run_id, run = run_for(job, slot, due_at=due)
             with tracing.run_span("schedule run", job["traceparent"], tenant_id=tenant,
                                   job_id=job_id, run_id=run_id) as tp:
                 pass  # the span marks the hop; its context is stored on the events below
             runs.append(run)
-            events.append(NewEvent(run_id, 1, tenant, run, actor, epoch=epoch, traceparent=tp))
-            events.append(NewEvent(job_id, version, tenant, ev.OccurrenceFired(
+            events.append(StreamHead(run_id, tenant).next(run, actor, epoch=epoch,
+                                                          traceparent=tp))
+            events.append(head.next(ev.OccurrenceFired(
                 scheduled_for=slot, run_id=run_id, next_run_at=d.next_run_at,
                 next_slot=d.next_slot), actor, epoch=epoch, traceparent=tp))
         else:
-            events.append(NewEvent(job_id, version, tenant, ev.OccurrencesSkipped(
+            events.append(head.next(ev.OccurrencesSkipped(
                 first=skip.first, last=skip.last, slots=skip.count, reason=skip.reason,
                 next_run_at=d.next_run_at, next_slot=d.next_slot), actor, epoch=epoch))
     if d.pause_reason:
-        version += 1
-        events.append(NewEvent(job_id, version, tenant,
-                               ev.JobPaused(reason=d.pause_reason, auto=True), actor))
+        events.append(head.next(ev.JobPaused(reason=d.pause_reason, auto=True), actor))
     return events, runs
 
 
 async def decide_and_append(
     conn: asyncpg.Connection, store: EventStore, clock: Clock, due: Sequence[Mapping[str, Any]],
     *, actor: str, waiting: Waiting | None = None, epochs: Mapping[int, int] | None = None,
+    heads: Mapping[uuid.UUID, StreamHead] | None = None,
 ) -> list[ev.RunScheduled]:
-    """Decide each locked due job and append the outcome, in the caller's transaction."""
+    """Decide each locked due job and append the outcome, in the caller's transaction. `heads`:
+    job streams the caller has already appended to in this transaction."""
     if not due:
         return []
     now = clock.now()
@@ -123,7 +122,8 @@ async def decide_and_append(
                 waiting.add(job["id"], clock.monotonic())
             continue
         epoch = None if epochs is None else epochs.get(job["shard"])
-        job_events, runs = _job_events(job, decision, actor, epoch)
+        head = heads[job["id"]] if heads else StreamHead.of(job)
+        job_events, runs = _job_events(job, head, decision, actor, epoch)
         events += job_events
         created += runs
         _log_decision(job, decision)

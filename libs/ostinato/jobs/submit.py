@@ -19,10 +19,12 @@ from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, PayloadTooLarge
 from ostinato.domain.ids import new_id
 from ostinato.eventlog.readmodels import Q
-from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore, put_blobs
 from ostinato.jobs.request import JobRequest
 from ostinato.policy import retry
+from ostinato.stores import jobs as job_store
+from ostinato.stores.jobs import JobRow
 
 _json = msgspec.json.Encoder()
 
@@ -157,7 +159,7 @@ async def _write(conn: asyncpg.Connection, store: EventStore, tenant_id: uuid.UU
         return
     refs = [new_id() for _ in fresh]
     events = [
-        NewEvent(job_id, 1, tenant_id, ev.JobCreated(
+        StreamHead(job_id, tenant_id).next(ev.JobCreated(
             name=request.name, task=request.task or request.name,
             schedule=schedules.to_document(schedule), payload_ref=ref, pool=request.pool,
             priority=request.priority,
@@ -177,7 +179,7 @@ async def submit_job(
     request: JobRequest, pools: Sequence[str], max_payload_bytes: int, actor: str,
     traceparent: str | None = None, pool_retry: Mapping[str, retry.RetryPolicy] | None = None,
     classes: Sequence[str] = ("critical", "default", "bulk"),
-) -> tuple[asyncpg.Record, bool]:
+) -> tuple[JobRow, bool]:
     """Create one job; returns (job row, created). A repeated idempotency key returns the first
     job with created=False and writes nothing."""
     try:
@@ -187,11 +189,12 @@ async def submit_job(
                                    pool_retry=pool_retry, classes=classes)
     except asyncpg.UniqueViolationError:
         # A concurrent submission with the same idempotency key committed first.
-        row = None
+        first = None
         if request.idempotency_key is not None:
-            row = await conn.fetchrow(Q["job_by_idempotency_key"], tenant_id,
-                                      request.idempotency_key)
-        if row is None:
+            first = await job_store.by_idempotency_key(conn, tenant_id, request.idempotency_key)
+        if first is None:
             raise
-        return row, False
-    return await conn.fetchrow(Q["job_by_id"], done.id, tenant_id), done.created
+        return first, False
+    job = await job_store.by_id(conn, tenant_id, done.id)
+    assert job is not None  # created or found in this transaction's snapshot
+    return job, done.created

@@ -1,2 +1,3 @@
 """Ownership leases judged by the database clock: attempt leases with fencing tokens for workers
-(here), shard leases with epochs for schedulers (the fault-tolerance issue)."""
+(`sql/leases.sql`, used by the worker-gateway and the reconciler) and shard leases with epochs for
+schedulers (`shard`)."""

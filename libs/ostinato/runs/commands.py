@@ -17,9 +17,11 @@ from ostinato.domain import ids
 from ostinato.domain.errors import InvalidState, NotFound, PayloadTooLarge
 from ostinato.domain.states import FINAL, RunState
 from ostinato.eventlog.readmodels import Q
-from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore, put_blobs
 from ostinato.jobs.materialise import run_for
+from ostinato.stores import jobs as job_store
+from ostinato.stores import runs as run_store
 
 _json = msgspec.json.Encoder()
 TRIAGE_STATES = ("new", "acknowledged", "fixed", "wont_fix")
@@ -48,8 +50,8 @@ async def cancel_run(conn: asyncpg.Connection, store: EventStore, *, tenant_id: 
             event: ev.Event = ev.CancelRequested(by=actor)
         else:
             event = ev.RunCancelled(by=actor, reason="requested")
-        await store.append(conn, [NewEvent(run_id, run["version"] + 1, tenant_id, event, actor,
-                                           traceparent=run["traceparent"])])
+        await store.append(conn, [StreamHead.of(run).next(event, actor,
+                                                          traceparent=run["traceparent"])])
     outcomes.observe(tenant_id, run_id, event)
     return "running" if state is RunState.RUNNING else "cancelled"
 
@@ -68,9 +70,9 @@ async def rerun(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,
         if run["state"] not in ("failed", "cancelled", "dead_lettered"):
             raise InvalidState(f"run {run_id} is {run['state']}; only a failed, cancelled or "
                                "dead-lettered run can be re-run")
-        if await conn.fetchrow(Q["run_by_id"], new_id, tenant_id) is not None:
+        if await run_store.by_id(conn, tenant_id, new_id) is not None:
             return new_id, False  # the same request again
-        job = await conn.fetchrow(Q["job_by_id"], run["job_id"], tenant_id)
+        job = await conn.fetchrow(job_store.Q["job_by_id"], run["job_id"], tenant_id)
         payload_ref = None
         if payload is not msgspec.UNSET:
             body = _json.encode(payload)
@@ -84,9 +86,10 @@ async def rerun(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,
                   "pool": run["pool"], "priority": run["priority"]}
         _, event = run_for(source, clock.now(), trigger=trigger, run_id=new_id,
                            replay_of=run_id, payload_ref=payload_ref)
-        events = [NewEvent(new_id, 1, tenant_id, event, actor, traceparent=run["traceparent"])]
+        events = [StreamHead(new_id, tenant_id).next(event, actor,
+                                                      traceparent=run["traceparent"])]
         if run["state"] == "dead_lettered":
-            events.append(NewEvent(run_id, run["version"] + 1, tenant_id, ev.DeadLetterReplayed(
+            events.append(StreamHead.of(run).next(ev.DeadLetterReplayed(
                 new_run_id=new_id, request_key=key, payload_changed=payload_ref is not None,
                 by=actor), actor))
         await store.append(conn, events)
@@ -99,9 +102,8 @@ async def triage(conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid
         run = await _lock_run(conn, tenant_id, run_id)
         if run["state"] != "dead_lettered":
             raise NotFound(f"run {run_id} is not in the dead-letter queue")
-        await store.append(conn, [NewEvent(run_id, run["version"] + 1, tenant_id,
-                                           ev.DeadLetterTriaged(state=state, comment=comment,
-                                                                by=actor), actor)])
+        await store.append(conn, [StreamHead.of(run).next(
+            ev.DeadLetterTriaged(state=state, comment=comment, by=actor), actor)])
 
 
 async def replay_many(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,

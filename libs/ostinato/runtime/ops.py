@@ -2,7 +2,8 @@
 and an in-loop uvicorn server that leaves signal handling to the service.
 
 Probes follow Kubernetes: /livez (and the /healthz alias) only proves the event loop answers, so a
-database outage never restarts every pod; /readyz runs the service's dependency checks.
+database outage never restarts every pod; /readyz runs the service's dependency checks, its
+background duties among them (a failing one's last error under `reasons`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import uvicorn
@@ -35,7 +36,8 @@ __all__ = [
     "tracing_middleware",
 ]
 
-Readiness = Callable[[], Awaitable[dict[str, bool]]]
+# name -> True when ready; False, or the reason as text (a failing duty's last error), when not.
+Readiness = Callable[[], Awaitable[Mapping[str, bool | str]]]
 READINESS_TIMEOUT_S = 2.0
 OPS_PATHS = ("/livez", "/healthz", "/readyz", "/metrics")
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"})
@@ -147,17 +149,21 @@ async def log_unhandled_exception(exc: Exception, scope: Scope) -> None:
     )
 
 
-async def _run_readiness(readiness: Readiness) -> tuple[dict[str, bool], str | None]:
+async def _run_readiness(
+    readiness: Readiness,
+) -> tuple[dict[str, bool], str | None, dict[str, str]]:
+    """(each check passed, the error of the checks themselves, the reasons checks gave)."""
     try:
         async with asyncio.timeout(READINESS_TIMEOUT_S):
             result = await readiness()
     except TimeoutError:
-        return {"readiness": False}, f"checks took longer than {READINESS_TIMEOUT_S:g}s"
+        return {"readiness": False}, f"checks took longer than {READINESS_TIMEOUT_S:g}s", {}
     except Exception as exc:
         _log.warning("readiness.check_failed", exc_info=exc)
-        return {"readiness": False}, type(exc).__name__
+        return {"readiness": False}, type(exc).__name__, {}
     # Strict: only a real True passes, so a check returning an error string can't read as ready.
-    return {str(name): ok is True for name, ok in result.items()}, None
+    reasons = {str(name): ok for name, ok in result.items() if isinstance(ok, str)}
+    return {str(name): ok is True for name, ok in result.items()}, None, reasons
 
 
 def ops_route_handlers(readiness: Readiness) -> list[Any]:
@@ -169,11 +175,13 @@ def ops_route_handlers(readiness: Readiness) -> list[Any]:
 
     @get("/readyz", include_in_schema=False)
     async def readyz() -> Response[dict[str, Any]]:
-        checks, error = await _run_readiness(readiness)
+        checks, error, reasons = await _run_readiness(readiness)
         ready = error is None and all(checks.values())
         body: dict[str, Any] = {"status": "ready" if ready else "not ready", "checks": checks}
         if error is not None:
             body["error"] = error
+        if reasons:
+            body["reasons"] = reasons
         return Response(body, status_code=200 if ready else 503)
 
     @get("/metrics", include_in_schema=False, sync_to_thread=False)

@@ -1,13 +1,15 @@
 """What every service process shares: settings, logging, tracing, the database pool, signal
-handling, and an orderly stop. Each `services/<name>/__main__.py` is a thin composition over it.
+handling, its background duties (`ostinato.runtime.duties`) and an orderly stop. Each
+`services/<name>/__main__.py` reads as settings → duties → run over it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import signal
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 import asyncpg
@@ -19,6 +21,8 @@ from ostinato.bus.kafka import broker_reachable, ensure_topics, make_producer
 from ostinato.clock import Clock, SystemClock
 from ostinato.db.migrate import current_version, expected_version
 from ostinato.db.pool import create_pool
+from ostinato.runtime.duties import Duty, DutyRunner
+from ostinato.runtime.duties import readiness as duty_readiness
 from ostinato.runtime.ops import HttpServer, ops_app
 from ostinato.runtime.settings import Settings, load_settings
 from ostinato.telemetry import metrics, tracing
@@ -37,6 +41,7 @@ class Service:
         self.log = get_logger(f"ostinato.{name}")
         self.stopping = asyncio.Event()
         self.pool: asyncpg.Pool | None = None
+        self.duties: list[DutyRunner] = []  # in the order added; stopped in reverse
         self._kafka_ok = False
         self._kafka_checked = 0.0
 
@@ -81,12 +86,24 @@ class Service:
             delay = min(delay * 2, 5.0)
         raise SystemExit(f"{self.name}: kafka not ready after {attempts} attempts")
 
+    def add_duty(self, duty: Duty) -> DutyRunner:
+        """Run `duty` from `run_until_stopped` on, reported on /readyz; its runner's `wake()` is
+        for the writers that should not wait for its interval."""
+        runner = DutyRunner(duty, self.clock)
+        self.duties.append(runner)
+        return runner
+
+    def add_duties(self, each: Iterable[Duty]) -> list[DutyRunner]:
+        return [self.add_duty(d) for d in each]
+
     def ops_server(self, port: int) -> HttpServer:
         """/livez, /healthz, /readyz and /metrics for services without a public API."""
         return HttpServer(ops_app(self.name, self.readiness), self.settings.ops_host, port)
 
-    async def readiness(self, kafka: bool = True) -> dict[str, bool]:
-        checks: dict[str, bool] = {}
+    async def readiness(self, kafka: bool = True) -> dict[str, bool | str]:
+        """PostgreSQL (and Kafka) reachable, and each duty's last tick not a permanent error
+        (its text, then, in place of False)."""
+        checks: dict[str, bool | str] = {}
         try:
             assert self.pool is not None
             async with self.pool.acquire(timeout=1) as conn:
@@ -100,6 +117,7 @@ class Service:
                 self._kafka_ok = await broker_reachable(self.settings.kafka_bootstrap)
                 self._kafka_checked = now
             checks["kafka"] = self._kafka_ok
+        checks.update(duty_readiness(self.duties))
         return checks
 
     def install_signal_handlers(self) -> None:
@@ -111,6 +129,9 @@ class Service:
         if self.pool is not None:
             await self.pool.close()
         tracing.shutdown_tracing()
+
+
+STOP_SECONDS = 10.0
 
 
 def run_service(amain: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -127,12 +148,16 @@ def settle_heap() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
-async def run_until_stopped(service: Service, tasks: list[Awaitable[Any]],
-                            on_stop: Callable[[], Awaitable[None]]) -> None:
-    """Run background tasks until SIGTERM/SIGINT (or one of them fails), then stop in order."""
+async def run_until_stopped(service: Service, tasks: Sequence[Awaitable[Any]] = (),
+                            on_stop: Callable[[], Awaitable[None]] | None = None) -> None:
+    """Run the service's duties and other background `tasks` (Kafka consumers) until
+    SIGTERM/SIGINT (or until one fails), then stop in order: `on_stop` (servers, consumers),
+    then each duty after its current tick, in reverse order of adding (so the relay, added
+    first, publishes what the others appended last), all within STOP_SECONDS."""
     service.install_signal_handlers()
     settle_heap()
-    running = [asyncio.ensure_future(t) for t in tasks]
+    runners = [(r, asyncio.ensure_future(r.run())) for r in service.duties]
+    running = [*(t for _, t in runners), *(asyncio.ensure_future(t) for t in tasks)]
     stopper = asyncio.ensure_future(service.stopping.wait())
     done, _ = await asyncio.wait([*running, stopper], return_when=asyncio.FIRST_COMPLETED)
     failed = [t for t in done if t is not stopper and t.exception() is not None]
@@ -140,11 +165,18 @@ async def run_until_stopped(service: Service, tasks: list[Awaitable[Any]],
         service.log.error("background task failed; stopping", error=repr(t.exception()))
     service.log.info("stopping")
     service.stopping.set()
-    await on_stop()
-    # Let the loops finish their current step (commit, hand shards back) before cancelling.
-    pending = [t for t in running if not t.done()]
-    if pending:
-        await asyncio.wait(pending, timeout=10)
+    if on_stop is not None:
+        await on_stop()
+    # Let the duties finish their current tick (commit, hand shards back, drain the outbox) and
+    # the other tasks their current step before cancelling.
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(STOP_SECONDS):
+            for runner, task in reversed(runners):
+                runner.stop()
+                await asyncio.wait([task])
+            pending = [t for t in running if not t.done()]
+            if pending:
+                await asyncio.wait(pending)
     for t in running:
         if not t.done():
             t.cancel()

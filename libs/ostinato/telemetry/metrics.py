@@ -21,6 +21,8 @@ __all__ = [
     "DEAD_LETTERS",
     "DUPLICATE_CLAIMS",
     "DUPLICATE_MESSAGES",
+    "DUTY_ERRORS",
+    "DUTY_TICK_SECONDS",
     "EVENTS_APPENDED",
     "HTTP_BUCKETS",
     "HTTP_REQUEST_DURATION",
@@ -84,6 +86,18 @@ SCHEDULER_TICK_SECONDS = Histogram(
     "ostinato_scheduler_tick_seconds",
     "Wall time of one scheduler tick (find due occurrences, create runs).",
     buckets=HTTP_BUCKETS,
+)
+DUTY_TICK_SECONDS = Histogram(
+    "ostinato_duty_tick_seconds",
+    "Wall time of one tick of a background duty (ostinato.runtime.duties), by duty.",
+    ["duty"],
+    buckets=HTTP_BUCKETS,
+)
+DUTY_ERRORS = Counter(
+    "ostinato_duty_errors_total",
+    "Ticks of a background duty that raised, by duty and kind (transient: retried with "
+    "backoff; permanent: logged as an error and shown on /readyz until a tick succeeds).",
+    ["duty", "kind"],
 )
 CONSUMER_BATCH_SECONDS = Histogram(
     "ostinato_consumer_batch_seconds",

@@ -30,6 +30,7 @@ __all__ = [
     "consumer_span",
     "context_from_traceparent",
     "current_traceparent",
+    "duty_span",
     "extract_kafka_headers",
     "init_tracing",
     "inject_http_headers",
@@ -46,6 +47,7 @@ TENANT_ID = "ostinato.tenant.id"
 RUN_ID = "ostinato.run.id"
 RUN_ATTEMPT = "ostinato.run.attempt"
 JOB_ID = "ostinato.job.id"
+DUTY = "ostinato.duty.name"
 
 KafkaHeaders = Sequence[tuple[str, bytes | None]]
 
@@ -277,3 +279,15 @@ def run_span(name: str, traceparent: str | None, **ids: Any) -> Iterator[str | N
     with tracer().start_as_current_span(name, context=context_from_traceparent(traceparent),
                                         attributes=run_attributes(**ids)):
         yield current_traceparent() or traceparent
+
+
+@contextmanager
+def duty_span(duty: str) -> Iterator[None]:
+    """An INTERNAL `duty <name>` span around one tick of a background duty
+    (`ostinato.runtime.duties`). Nothing at all when tracing is off (like `run_span`): the
+    scheduler ticks every 50 ms, and a no-op span would be pure overhead."""
+    if not tracing_enabled():
+        yield
+        return
+    with _error_typed(tracer().start_as_current_span(f"duty {duty}", attributes={DUTY: duty})):
+        yield

@@ -35,11 +35,6 @@ SELECT id, name, weight, version FROM tenants WHERE id = $1 FOR UPDATE;
 -- Writers of a pool stream lock its row (absent before the first pause).
 SELECT id, paused, version FROM pool_controls WHERE id = $1 FOR UPDATE;
 
--- name: limits_of_tenant
--- A tenant's limits, for display.
-SELECT scope, name, max_concurrency, rate_per_second, burst, updated_at
-FROM limits WHERE tenant_id = $1 ORDER BY scope, name;
-
 -- name: all_limits
 -- The dispatcher's view of every limit.
 SELECT tenant_id, scope, name, max_concurrency, rate_per_second, burst FROM limits;
@@ -51,9 +46,3 @@ SELECT id, name, weight FROM tenants;
 -- name: paused_pools
 -- Pools (or one tenant's queue in a pool) where dispatch is paused.
 SELECT tenant_id, pool, reason, actor, changed_at FROM pool_controls WHERE paused;
-
--- name: pool_controls_visible
--- Pauses a caller may see: every operator pause, plus its own tenant's (all, for the admin).
-SELECT tenant_id, pool, paused, reason, actor, changed_at FROM pool_controls
-WHERE tenant_id IS NULL OR $1::uuid IS NULL OR tenant_id = $1
-ORDER BY pool, tenant_id NULLS FIRST;

@@ -51,10 +51,3 @@ SELECT id, data::text AS data FROM blobs WHERE id = ANY($1::uuid[]) AND tenant_i
 -- name: get_blobs_any_tenant
 -- Documents by id for the worker gateway, which has already checked the runs' tenant.
 SELECT id, data::text AS data FROM blobs WHERE id = ANY($1::uuid[]);
-
--- name: ledger_mark
--- Record that a consumer handled these events; returns only ids not seen before.
-INSERT INTO consumer_ledger (consumer, event_id)
-SELECT $1, e FROM unnest($2::uuid[]) AS x(e)
-ON CONFLICT DO NOTHING
-RETURNING event_id;

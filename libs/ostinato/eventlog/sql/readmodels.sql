@@ -226,23 +226,6 @@ WHERE k.key_hash = $1;
 -- Tenant names are unique.
 SELECT id FROM tenants WHERE name = $1;
 
--- name: job_by_id
--- One job of one tenant.
-SELECT * FROM jobs WHERE id = $1 AND tenant_id = $2;
-
--- name: job_by_idempotency_key
--- A repeated submission with the same key returns the first job.
-SELECT * FROM jobs WHERE tenant_id = $1 AND idempotency_key = $2;
-
--- name: list_jobs
--- Newest first, keyset-paginated by (created_at, id), one tenant only.
-SELECT * FROM jobs
-WHERE tenant_id = $1
-  AND ($2::text IS NULL OR status = $2)
-  AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4::uuid))
-ORDER BY created_at DESC, id DESC
-LIMIT $5;
-
 -- name: lock_job
 -- Writers lock the job row before appending to its stream.
 SELECT id, tenant_id, status, version FROM jobs WHERE id = $1 AND tenant_id = $2 FOR UPDATE;
@@ -284,20 +267,6 @@ WHERE (j.status = 'active' AND j.next_run_at <= coalesce($1::timestamptz, now())
 ORDER BY j.next_run_at
 LIMIT $2
 FOR UPDATE OF j SKIP LOCKED;
-
--- name: run_by_id
--- One run of one tenant.
-SELECT * FROM runs WHERE id = $1 AND tenant_id = $2;
-
--- name: list_runs
--- Newest occurrence first, keyset-paginated, one tenant only, optional job and state filters.
-SELECT * FROM runs
-WHERE tenant_id = $1
-  AND ($2::uuid IS NULL OR job_id = $2)
-  AND ($3::text IS NULL OR state = $3)
-  AND ($4::timestamptz IS NULL OR (scheduled_for, id) < ($4, $5::uuid))
-ORDER BY scheduled_for DESC, id DESC
-LIMIT $6;
 
 -- name: lock_runs
 -- Writers lock the runs they are about to move, to read state and version consistently.
@@ -379,14 +348,6 @@ SELECT * FROM calendars ORDER BY id;
 -- Writers lock a calendar before redefining it.
 SELECT id, version FROM calendars WHERE id = $1 AND tenant_id = $2 FOR UPDATE;
 
--- name: calendar_by_name
--- One calendar of one tenant.
-SELECT * FROM calendars WHERE tenant_id = $1 AND name = $2;
-
--- name: list_calendars
--- A tenant's calendars by name.
-SELECT * FROM calendars WHERE tenant_id = $1 ORDER BY name;
-
 -- name: calendars_by_id
 -- The scheduler's batch lookup of the calendars its due jobs name.
 SELECT tenant_id, name, dates FROM calendars WHERE id = ANY($1::uuid[]);
@@ -448,7 +409,7 @@ SELECT name FROM calendars WHERE tenant_id = $1 AND name = ANY($2::text[]);
 
 -- name: claim_due_retries
 -- The scheduler's retry poll: runs whose next attempt is due (partial index runs_retry_due).
-SELECT id, tenant_id, pool, traceparent, version FROM runs
+SELECT id, tenant_id, pool, traceparent, version, state FROM runs
 WHERE state = 'retry_scheduled' AND retry_at <= coalesce($1::timestamptz, now())
 ORDER BY retry_at
 LIMIT $2
@@ -473,33 +434,6 @@ WHERE state IN ('scheduled', 'queued', 'retry_scheduled') AND queue_wait_seconds
   AND due_at + make_interval(secs => queue_wait_seconds) < coalesce($1::timestamptz, now())
 LIMIT $2;
 
--- name: list_dead_letters
--- The dead-letter queue of one tenant, newest first, with filters; keyset-paginated.
-SELECT d.*, r.payload_ref, r.last_error FROM dead_letters d JOIN runs r ON r.id = d.run_id
-WHERE d.tenant_id = $1
-  AND ($2::uuid IS NULL OR d.job_id = $2)
-  AND ($3::text IS NULL OR d.error_type = $3)
-  AND ($4::text IS NULL OR d.triage_state = $4)
-  AND ($5::timestamptz IS NULL OR d.dead_lettered_at <= $5)
-  AND ($6::timestamptz IS NULL OR (d.dead_lettered_at, d.run_id) < ($6, $7::uuid))
-ORDER BY d.dead_lettered_at DESC, d.run_id DESC
-LIMIT $8;
-
--- name: dead_letter_counts
--- Counts of one tenant's dead letters by error type and triage state (same filters, no paging).
-SELECT d.error_type, d.triage_state, count(*) AS n FROM dead_letters d
-WHERE d.tenant_id = $1
-  AND ($2::uuid IS NULL OR d.job_id = $2)
-  AND ($3::text IS NULL OR d.error_type = $3)
-  AND ($4::text IS NULL OR d.triage_state = $4)
-  AND ($5::timestamptz IS NULL OR d.dead_lettered_at <= $5)
-GROUP BY d.error_type, d.triage_state;
-
--- name: dead_letter_by_id
--- One dead letter of one tenant.
-SELECT d.*, r.payload_ref, r.last_error FROM dead_letters d JOIN runs r ON r.id = d.run_id
-WHERE d.run_id = $1 AND d.tenant_id = $2;
-
 -- name: waiting_candidates
 -- The dispatcher's snapshot: the oldest $1 waiting runs of every (tenant, pool, class). The
 -- groups are found by a loose index scan of runs_dispatchable, so a long backlog in one group
@@ -523,19 +457,6 @@ FROM grp, LATERAL (
       AND tenant_id = grp.tenant_id AND pool = grp.pool AND priority = grp.priority
     ORDER BY updated_at, id LIMIT $1) c;
 
--- name: waiting_depth
--- Queue depth and oldest waiting run per (tenant, pool, class), for metrics and GET /v1/pools.
-SELECT tenant_id, pool, priority, count(*) AS depth, min(updated_at) AS oldest
-FROM runs
-WHERE state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL)
-GROUP BY tenant_id, pool, priority;
-
--- name: in_flight_runs
--- The dispatcher's busy slots: runs queued (published, not yet claimed) or running.
-SELECT tenant_id, pool, priority, task, concurrency_key, count(*) AS n
-FROM run_slots
-GROUP BY tenant_id, pool, priority, task, concurrency_key;
-
 -- name: sync_run_slots
 -- After the given runs changed state: a queued or running run holds its slot, any other frees
 -- it (run_slots, migration 0008).
@@ -549,13 +470,3 @@ WITH touched AS (
 INSERT INTO run_slots (run_id, tenant_id, pool, priority, task, concurrency_key)
 SELECT id, tenant_id, pool, priority, task, concurrency_key FROM touched WHERE holds
 ON CONFLICT (run_id) DO NOTHING;
-
--- name: waiting_position
--- GET /v1/runs/{id}: how many runs of the same tenant, pool and class wait ahead of this one.
-SELECT count(*) FROM runs
-WHERE (state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL))
-  AND tenant_id = $1 AND pool = $2 AND priority = $3 AND (updated_at, id) < ($4, $5::uuid);
-
--- name: hold_of_run
--- GET /v1/runs/{id}: why this waiting run waits, as of the last decision that looked at it.
-SELECT reason, updated_at FROM dispatch_holds WHERE run_id = $1 AND tenant_id = $2;

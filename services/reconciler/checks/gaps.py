@@ -1,21 +1,14 @@
-"""Proof that no occurrence was silently omitted.
-
-Two checks per pass, both independent of the scheduler's own progress report:
-
-1. **Overdue**: an active job whose due instant is older than the grace period has not been
-   looked at (scheduler down, paused by SIGSTOP, crashed mid-batch). Each is reported as an
-   `OccurrenceMissed` (repair = "scheduler") and repaired by running the scheduler's own decision
-   for that job, so its misfire policy applies exactly as if the scheduler had been late.
-2. **Gaps**: over a sliding window, the slots the schedule definition and its pause history say
-   should exist (`schedules.expected_slots`) are compared with what was recorded: runs and
-   recorded skips. A slot before the job's next slot with neither is a silent omission: it gets
-   `OccurrenceMissed` and is repaired by the misfire policy (`run_once`/`catch_up`: a run marked
-   `repair` for the latest, resp. every, missing slot within `max_lateness`; otherwise a
-   recorded skip with reason `missed`).
+"""Gaps: over a sliding window, the slots the schedule definition and its pause history say
+should exist (`schedules.expected_slots`) are compared with what was recorded: runs and
+recorded skips. A slot before the job's next slot with neither is a silent omission: it gets
+`OccurrenceMissed` and is repaired by the misfire policy (`run_once`/`catch_up`: a run marked
+`repair` for the latest, resp. every, missing slot within `max_lateness`; otherwise a
+recorded skip with reason `missed`). Independent of the scheduler's own progress report.
 
 Every finding is an event, an error log line with `alert=ostinato_occurrence_missed`, and
 `ostinato_occurrences_missed_total`.
 """
+
 
 from __future__ import annotations
 
@@ -28,10 +21,9 @@ import asyncpg
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.eventlog.readmodels import Q
-from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
-from ostinato.jobs.materialise import decide_and_append, run_for
-from ostinato.leases.shard import SHARDS
+from ostinato.jobs.materialise import run_for
 from ostinato.schedules import Schedule, expected_slots, from_document
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
@@ -104,49 +96,23 @@ async def _repair(pool: asyncpg.Pool, store: EventStore, job: asyncpg.Record, s:
     tenant, job_id = job["tenant_id"], job["id"]
     async with pool.acquire() as conn, conn.transaction():
         locked = await conn.fetchrow(Q["lock_job_for_repair"], job_id)
-        version = locked["version"]
+        head = StreamHead(job_id, tenant, locked["version"])
         events: list[NewEvent] = []
         for slot, action in repairs(s, missing, now):
-            version += 1
-            events.append(NewEvent(job_id, version, tenant, ev.OccurrenceMissed(
+            events.append(head.next(ev.OccurrenceMissed(
                 scheduled_for=slot, detected_by=ACTOR, repair=action), ACTOR))
             if action == "run":
                 run_id, run = run_for(locked, slot, trigger="repair")
-                events.append(NewEvent(run_id, 1, tenant, run, ACTOR))
+                events.append(StreamHead(run_id, tenant).next(run, ACTOR))
             else:
-                version += 1
-                events.append(NewEvent(job_id, version, tenant, ev.OccurrencesSkipped(
+                events.append(head.next(ev.OccurrencesSkipped(
                     first=slot, last=slot, slots=1, reason="missed",
                     next_run_at=locked["next_run_at"], next_slot=locked["next_slot"]), ACTOR))
-            _alert(tenant, job_id, slot, action)
+            alert_missed(tenant, job_id, slot, action)
         await store.append(conn, events)
 
 
-def _alert(tenant_id: uuid.UUID, job_id: uuid.UUID, slot: datetime, repair: str) -> None:
+def alert_missed(tenant_id: uuid.UUID, job_id: uuid.UUID, slot: datetime, repair: str) -> None:
     metrics.OCCURRENCES_MISSED.inc()
     log.error("occurrence missed", tenant_id=str(tenant_id), job_id=str(job_id),
               scheduled_for=slot.isoformat(), repair=repair, alert="ostinato_occurrence_missed")
-
-
-async def check_overdue(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
-                        grace: timedelta, batch_size: int = 100) -> int:
-    """Repair jobs the scheduler has not looked at in time; returns how many were overdue."""
-    now = clock.now()
-    async with pool.acquire() as conn:
-        oldest = await conn.fetchval(Q["oldest_due"], now, SHARDS)
-    metrics.OLDEST_DUE_AGE.set(0 if oldest is None else (now - oldest).total_seconds())
-    if oldest is None or now - oldest <= grace:
-        return 0
-    async with pool.acquire() as conn, conn.transaction():
-        rows = await conn.fetch(Q["claim_due_jobs"], now - grace, batch_size, [],
-                                list(range(SHARDS)))
-        missed = [NewEvent(r["id"], r["version"] + 1, r["tenant_id"], ev.OccurrenceMissed(
-            scheduled_for=r["next_slot"], detected_by=ACTOR, repair="scheduler"), ACTOR)
-            for r in rows]
-        await store.append(conn, missed)
-        for r in rows:
-            _alert(r["tenant_id"], r["id"], r["next_slot"], "scheduler")
-        # The scheduler's own decision, so the misfire policy applies as if it had been late.
-        await decide_and_append(conn, store, clock, [{**dict(r), "version": r["version"] + 1}
-                                                     for r in rows], actor=ACTOR)
-    return len(rows)

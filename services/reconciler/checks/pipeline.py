@@ -1,7 +1,6 @@
 """Health of the pipeline: outbox rows not published (lag and age) and runs waiting in
 `scheduled` or `queued` longer than a threshold. Each check sets a gauge and logs an error line
-an operator can alert on. (The reconciler's own outbox relay publishes what is waiting; expired
-leases and re-publishing stuck runs come with the fault-tolerance issue.)
+an operator can alert on. (The reconciler's own outbox relay publishes what is waiting.)
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ import asyncpg
 from ostinato.clock import Clock
 from ostinato.eventlog import outbox
 from ostinato.eventlog.readmodels import Q
-from ostinato.eventlog.store import expire_blobs
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 
@@ -46,14 +44,3 @@ async def check_once(pool: asyncpg.Pool, clock: Clock, *, stuck_after: timedelta
         log.error("outbox not draining", unpublished=unpublished,
                   oldest_seconds=oldest.total_seconds(), alert="ostinato_outbox_lag")
     return Findings(unpublished, oldest, stuck)
-
-
-async def expire_outputs(pool: asyncpg.Pool, clock: Clock, *, retention: timedelta) -> int:
-    """Retention: outputs and captured logs older than `retention` are deleted (payloads stay,
-    so dead letters can still be replayed); the run record then shows no output."""
-    async with pool.acquire() as conn:
-        expired = await expire_blobs(conn, clock.now() - retention)
-    if expired:
-        metrics.BLOBS_EXPIRED.inc(expired)
-        log.info("outputs expired", count=expired, retention_days=retention.days)
-    return expired

@@ -1,0 +1,175 @@
+"""Background duties: one shape and one life for every loop a service runs.
+
+A `Duty` is work done again and again: `run_once(now)` handles one batch and returns how many
+items it handled; `interval` is the pause between ticks, and a count reaching `batch` means more
+is waiting, so the next tick starts at once. A `DutyRunner` gives every duty the same life:
+
+- `wake()` starts the next tick now (a wake-up during a tick starts another right after it);
+- `stop()` lets the current tick finish, runs the duty's `on_stop` (hand leases back, drain the
+  outbox), and `run()` returns;
+- one error policy: a transient error (`transient`: a broken connection, SQLSTATE classes 08, 53,
+  57, 40001, 40P01 by `sqlstate.classify`, Kafka unreachable) is a warning, retried after a delay
+  doubling from 0.1 s to the duty's `max_backoff` (5 s), reset by a success; anything else is an
+  error line with its traceback, counted, shown on /readyz (`readiness`) until a tick succeeds,
+  and retried every `max_backoff`. Never a silent forever-loop, never a dead service;
+- per tick: one span (`duty <name>`, when tracing is on), one observation of
+  `ostinato_duty_tick_seconds{duty}`, one log line (info if it handled something, else debug).
+
+Duties sharing a `turn` (an asyncio.Lock) never tick at the same time: the scheduler's duties
+take turns, and so do the reconciler's checks, as when each service ran one loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+
+from ostinato.clock import Clock, SystemClock
+from ostinato.db.sqlstate import is_transient
+from ostinato.eventlog.outbox import OutboxRelay
+from ostinato.telemetry import metrics, tracing
+from ostinato.telemetry.logging import get_logger
+
+FIRST_BACKOFF = 0.1
+MAX_BACKOFF = 5.0
+log = get_logger("ostinato.duties")
+Wait = Callable[[asyncio.Event, float], Awaitable[None]]
+_ALONE = contextlib.nullcontext()
+
+
+@dataclass(frozen=True, slots=True)
+class Duty:
+    name: str  # the `duty` label of its metrics, `duty:<name>` on /readyz
+    interval: float  # seconds between ticks that handled less than a batch
+    run_once: Callable[[datetime], Awaitable[int]]  # one batch at `now`: items handled
+    batch: int | None = None  # a count this high means "go again at once"
+    max_backoff: float = MAX_BACKOFF  # the cap of the retry delay after an error
+    turn: asyncio.Lock | None = None  # duties sharing one never tick at the same time
+    on_stop: Callable[[], Awaitable[None]] | None = None  # once, after the last tick
+
+
+def transient(exc: BaseException) -> bool:
+    """The error policy's one question: retry with backoff (True), or report and retry at the
+    cap (False). Database and connection errors are `sqlstate.is_transient`'s to judge."""
+    if isinstance(exc, KafkaError):
+        return isinstance(exc, KafkaConnectionError | KafkaTimeoutError) or exc.retriable
+    return is_transient(exc)
+
+
+async def wait_for_event(event: asyncio.Event, seconds: float) -> None:
+    """Return once `event` is set or `seconds` have passed, whichever comes first."""
+    if event.is_set() or seconds <= 0:
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
+
+
+class DutyRunner:
+    """Runs one duty until stopped (the module docstring tells its life). `wait` is how it
+    pauses (a fake in tests); `clock` gives each tick its `now` and measures it."""
+
+    def __init__(self, duty: Duty, clock: Clock | None = None, *,
+                 wait: Wait = wait_for_event) -> None:
+        self.duty = duty
+        self.clock = clock or SystemClock()
+        self.failing: str | None = None  # the last permanent error, until a tick succeeds
+        self.retry_in = 0.0  # the delay after the last failed tick
+        self._wait = wait
+        self._wake = asyncio.Event()
+        self._stopped = asyncio.Event()
+        self._backoff = FIRST_BACKOFF
+        self._errors = 0  # consecutive failed ticks
+        self._seconds = metrics.DUTY_TICK_SECONDS.labels(duty=duty.name)
+
+    @property
+    def name(self) -> str:
+        return self.duty.name
+
+    def wake(self) -> None:
+        """Tick now, or right after the tick under way."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Let the tick under way finish; then `run` calls the duty's `on_stop` and returns."""
+        self._stopped.set()
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Tick until stopped: again at once after a full batch or a wake-up, else after
+        `interval`; after a failed tick, after `retry_in` (a wake-up does not cut it short)."""
+        while not self._stopped.is_set():
+            self._wake.clear()
+            count = await self.tick()
+            if self._stopped.is_set():
+                break
+            if count is None:
+                await self._wait(self._stopped, self.retry_in)
+            elif self.duty.batch is None or count < self.duty.batch:
+                await self._wait(self._wake, self.duty.interval)
+        if self.duty.on_stop is not None:
+            try:
+                await self.duty.on_stop()
+            except Exception as exc:
+                log.warning("duty stop failed", duty=self.name, error=repr(exc))
+
+    async def tick(self) -> int | None:
+        """One `run_once` under the error policy: the count it returned, or None if it raised."""
+        async with self.duty.turn or _ALONE:
+            started = self.clock.monotonic()
+            try:
+                with tracing.duty_span(self.name):
+                    count = await self.duty.run_once(self.clock.now())
+            except Exception as exc:
+                self._seconds.observe(self.clock.monotonic() - started)
+                self._failed(exc)
+                return None
+            seconds = self.clock.monotonic() - started
+        self._seconds.observe(seconds)
+        self._succeeded(count, seconds)
+        return count
+
+    def _succeeded(self, count: int, seconds: float) -> None:
+        if self._errors:
+            log.info("duty recovered", duty=self.name, failed_ticks=self._errors,
+                     error=self.failing)
+            self._errors, self._backoff, self.failing = 0, FIRST_BACKOFF, None
+        if count:
+            log.info("duty tick", duty=self.name, count=count, seconds=round(seconds, 4))
+        else:
+            log.debug("duty tick", duty=self.name, count=0)
+
+    def _failed(self, exc: Exception) -> None:
+        self._errors += 1
+        cap = self.duty.max_backoff
+        if transient(exc):
+            self.retry_in = min(self._backoff, cap)
+            self._backoff = min(self._backoff * 2, cap)
+            metrics.DUTY_ERRORS.labels(duty=self.name, kind="transient").inc()
+            log.warning("duty tick failed; retrying", duty=self.name, error=repr(exc),
+                        retry_in=self.retry_in)
+            return
+        self.retry_in = cap
+        self.failing = f"{type(exc).__name__}: {exc}"[:300]
+        metrics.DUTY_ERRORS.labels(duty=self.name, kind="permanent").inc()
+        log.error("duty tick failed", duty=self.name, retry_in=cap, exc_info=exc)
+
+
+def readiness(runners: Iterable[DutyRunner]) -> dict[str, bool | str]:
+    """/readyz entries: `duty:<name>` True, or its last permanent error until a tick succeeds."""
+    return {f"duty:{r.name}": r.failing or True for r in runners}
+
+
+def outbox_relay(relay: OutboxRelay) -> Duty:
+    """The relay as a duty: a batch of outbox rows per tick, every `idle_poll_seconds` unless
+    a batch was full or a writer woke it; on stop it publishes what it can (`drain`)."""
+
+    async def publish(now: datetime) -> int:
+        return await relay.publish_batch()
+
+    return Duty("outbox_relay", relay.idle_poll_seconds, publish, batch=relay.batch_size,
+                on_stop=relay.drain)

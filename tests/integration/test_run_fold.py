@@ -1,0 +1,68 @@
+"""The `runs` read model is the SQL form of the domain's `fold`: for generated lawful histories,
+appended through the store in random batches, the projected row equals `fold()` of its stream,
+and equals it again after the read models are rebuilt from the log."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ostinato.domain import events as ev
+from ostinato.domain.lifecycle import Run, fold
+from ostinato.domain.states import RunState
+from ostinato.eventlog.rebuild import rebuild
+from ostinato.eventlog.records import StreamHead
+from ostinato.testing.run_stories import run_stories
+
+from .helpers import new_tenant, store
+
+pytestmark = pytest.mark.integration
+
+ROW = """
+SELECT state, version, attempt, fencing_token, worker_id, pool, cancel_requested, failures,
+       retry_at IS NOT NULL AS retry_pending, output_ref, logs_ref,
+       last_error->>'type' AS last_error_type
+FROM runs WHERE id = $1"""
+
+
+def _as_run(row: asyncpg.Record) -> Run:
+    return Run(**{**dict(row), "state": RunState(row["state"])})
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=run_stories(), cuts=st.lists(st.integers(1, 4), min_size=1, max_size=15))
+async def test_the_projected_run_is_the_fold_of_its_stream(
+    pool: asyncpg.Pool, events: list[ev.Event], cuts: list[int],
+) -> None:
+    tenant_id, _ = await new_tenant(pool)
+    head = StreamHead(uuid.uuid4(), tenant_id)
+    pending = [head.next(e, "test") for e in events]
+    async with pool.acquire() as conn:
+        while pending:  # several transactions, several events of the stream in some of them
+            size = cuts[len(pending) % len(cuts)]
+            async with conn.transaction():
+                await store().append(conn, pending[:size])
+            pending = pending[size:]
+        assert _as_run(await conn.fetchrow(ROW, head.stream_id)) == fold(events)
+
+
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(stories=st.lists(run_stories(), min_size=1, max_size=10))
+async def test_a_rebuild_gives_every_run_its_fold_again(
+    pool: asyncpg.Pool, stories: list[list[ev.Event]],
+) -> None:
+    tenant_id, _ = await new_tenant(pool)
+    heads = [StreamHead(uuid.uuid4(), tenant_id) for _ in stories]
+    async with pool.acquire() as conn:
+        async with conn.transaction():
+            await store().append(conn, [h.next(e, "test") for h, story in
+                                        zip(heads, stories, strict=True) for e in story])
+        await rebuild(conn)
+        for h, story in zip(heads, stories, strict=True):
+            assert _as_run(await conn.fetchrow(ROW, h.stream_id)) == fold(story)
