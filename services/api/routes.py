@@ -1,4 +1,5 @@
-"""Route handlers of the public API: thin, tenant-scoped, over commands and read models."""
+"""Route handlers of the public API: thin, tenant-scoped (`scope.TenantScope`), over commands and
+stores."""
 
 from __future__ import annotations
 
