@@ -20,7 +20,7 @@ from ostinato import dispatch_controls as controls
 from ostinato.domain import events as ev
 from ostinato.domain.errors import NotFound
 from ostinato.eventlog.store import EventStore
-from ostinato.runtime.auth import Caller, require_admin
+from ostinato.runtime.auth import Caller, actor_of, require_admin
 from ostinato.stores import limits
 from ostinato.tenancy import Principal
 from ostinato.workers import registry
@@ -36,10 +36,6 @@ from services.api.scope import Tenant
 
 PoolName = Annotated[str, PathParameter(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 LimitName = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][\w.:-]{0,199}$")]
-
-
-def _actor(p: Principal) -> str:
-    return "admin" if p.tenant_id is None else f"tenant:{p.name}"
 
 
 def _known_pool(request: Request, pool: str) -> None:
@@ -92,7 +88,7 @@ async def _pause(request: Request, pool: str, caller: Principal, paused: bool,
     s = app_state(request)
     async with s.pool.acquire() as conn:
         changed = await controls.set_paused(conn, s.store, pool=pool, tenant_id=caller.tenant_id,
-                                            paused=paused, reason=reason, actor=_actor(caller))
+                                            paused=paused, reason=reason, actor=actor_of(caller))
     scope = "every tenant" if caller.tenant_id is None else "this tenant's queue"
     return {"pool": pool, "scope": scope, "status": "paused" if paused else "active",
             "changed": changed}

@@ -14,7 +14,7 @@ from litestar.di import NamedDependency
 
 from ostinato.clock import Clock
 from ostinato.eventlog.store import EventStore
-from ostinato.runtime.auth import require_tenant
+from ostinato.runtime.auth import actor_of, require_tenant
 from ostinato.runtime.settings import Settings
 from ostinato.tenancy import Principal
 
@@ -34,7 +34,7 @@ async def tenant_scope(request: Request,
     tenant = require_tenant(caller)
     state = request.app.state
     async with state.pool.acquire() as conn:
-        yield TenantScope(tenant_id=tenant.tenant_id, actor=f"tenant:{tenant.name}", conn=conn,
+        yield TenantScope(tenant_id=tenant.tenant_id, actor=actor_of(tenant), conn=conn,
                           clock=state.clock, store=state.store, settings=state.settings)
 
 

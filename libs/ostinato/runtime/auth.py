@@ -27,6 +27,11 @@ async def principal(request: Request) -> Principal:
     return found
 
 
+def actor_of(p: Principal) -> str:
+    """How the audit trail names a caller: "admin", or "tenant:<name>"."""
+    return "admin" if p.tenant_id is None else f"tenant:{p.name}"
+
+
 def require_tenant(p: Principal) -> Principal:
     if p.tenant_id is None:
         raise Forbidden("this call needs a tenant's API key, not the admin key")
