@@ -10,7 +10,6 @@ from datetime import date
 import asyncpg
 
 from ostinato.domain import events as ev
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.stores import calendars as calendar_store
@@ -27,10 +26,11 @@ async def define_calendar(
     conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID, name: str,
     dates: Iterable[date], actor: str,
 ) -> calendar_store.CalendarRow:
+    """Define or redefine (the dates replace the old ones) a tenant's calendar."""
     stream = calendar_id(tenant_id, name)
     async with conn.transaction():
-        current = await conn.fetchrow(Q["lock_calendar"], stream, tenant_id)
-        head = StreamHead(stream, tenant_id, current["version"] if current else 0)
+        current = await calendar_store.lock(conn, tenant_id, stream)
+        head = StreamHead(stream, tenant_id, current.version if current else 0)
         await store.append(conn, [head.next(ev.CalendarDefined(
             name=name, dates=sorted(set(dates))), actor)])
         defined = await calendar_store.by_name(conn, tenant_id, name)
@@ -45,6 +45,6 @@ async def excluded_dates(
     wanted = set(keys)
     if not wanted:
         return {}
-    rows = await conn.fetch(Q["calendars_by_id"], [calendar_id(t, n) for t, n in wanted])
-    found = {(r["tenant_id"], r["name"]): frozenset(r["dates"]) for r in rows}
+    rows = await calendar_store.dates_by_ids(conn, [calendar_id(t, n) for t, n in wanted])
+    found = {(r.tenant_id, r.name): frozenset(r.dates) for r in rows}
     return {key: found.get(key, frozenset()) for key in wanted}

@@ -11,9 +11,9 @@ import asyncpg
 
 from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, NotFound
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore
+from ostinato.stores import limits, tenants
 
 POOL_NAMESPACE = uuid.UUID("0b6c7f3e-5d1a-4e8b-9c2f-7a4d1e6b3c58")
 SYSTEM_TENANT = uuid.UUID(int=0)  # owner of operator-wide pool streams
@@ -53,10 +53,10 @@ async def set_limit(conn: asyncpg.Connection, store: EventStore, *, tenant_id: u
     """Record a limit (replacing the previous one of the same scope and name)."""
     _check(limit)
     async with conn.transaction():
-        tenant = await conn.fetchrow(Q["lock_tenant"], tenant_id)
+        tenant = await tenants.lock(conn, tenant_id)
         if tenant is None:
             raise NotFound(f"no tenant {tenant_id}")
-        head = StreamHead(tenant_id, tenant_id, tenant["version"])
+        head = StreamHead(tenant_id, tenant_id, tenant.version)
         await store.append(conn, [head.next(limit, actor)])
 
 
@@ -67,11 +67,11 @@ async def set_paused(conn: asyncpg.Connection, store: EventStore, *, pool: str,
     `tenant_id` is None). Returns False when it already was so (nothing recorded)."""
     stream = pool_stream(pool, tenant_id)
     async with conn.transaction():
-        row = await conn.fetchrow(Q["lock_pool_control"], stream)
-        if (row["paused"] if row else False) == paused:
+        row = await limits.lock_pool_control(conn, stream)
+        if (row.paused if row else False) == paused:
             return False
         event: ev.Event = (ev.PoolPaused(pool=pool, scope_tenant_id=tenant_id, reason=reason)
                            if paused else ev.PoolResumed(pool=pool, scope_tenant_id=tenant_id))
-        head = StreamHead(stream, tenant_id or SYSTEM_TENANT, row["version"] if row else 0)
+        head = StreamHead(stream, tenant_id or SYSTEM_TENANT, row.version if row else 0)
         await store.append(conn, [head.next(event, actor)])
     return True

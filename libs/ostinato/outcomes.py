@@ -1,6 +1,6 @@
-"""What follows the end of an attempt, as pure functions over the locked run row: the events to
-append, whoever noticed the end (the worker reporting, the reconciler finding an expired lease
-or a timeout, an operator cancelling).
+"""What follows the end of an attempt, as pure functions over the locked run row (a
+`ostinato.stores.runs.LockedRun`): the events to append, whoever noticed the end (the worker
+reporting, the reconciler finding an expired lease or a timeout, an operator cancelling).
 
     failure ──> RetryScheduled (retry_at)          retryable with attempts left, or throttled
             └─> RunDeadLettered                    permanent, or attempts exhausted
@@ -10,41 +10,40 @@ or a timeout, an operator cancelling).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
 
 from ostinato.domain import events as ev
 from ostinato.policy import retry
+from ostinato.stores.runs import LockedRun
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 
 log = get_logger("ostinato.outcomes")
 
 
-def after_failure(run: Mapping[str, Any], failure: ev.Event, *, error_type: str, message: str,
+def after_failure(run: LockedRun, failure: ev.Event, *, error_type: str, message: str,
                   classification: retry.Classification, now: datetime, by: str,
                   retry_after: timedelta | None = None, reason: str | None = None,
                   ) -> list[ev.Event]:
     """The failure event, then a retry, a dead letter, or (cancel requested) a cancellation."""
-    if run["cancel_requested"]:
+    if run.cancel_requested:
         return [failure, ev.RunCancelled(by=by, reason="requested")]
-    policy = retry.from_document(run["retry_policy"])
+    policy = retry.from_document(run.retry_policy)
     decision = retry.decide_failure(
-        policy, run_id=run["id"], failures_before=run["failures"],
+        policy, run_id=run.id, failures_before=run.failures,
         classification=classification, now=now, retry_after=retry_after, reason=reason)
     if decision.action == "retry":
         assert decision.retry_at is not None
-        failures = run["failures"] + (1 if decision.counts else 0)
+        failures = run.failures + (1 if decision.counts else 0)
         return [failure, ev.RetryScheduled(retry_at=decision.retry_at, reason=decision.reason,
                                            counts=decision.counts, failures=failures)]
     return [failure, ev.RunDeadLettered(reason=decision.reason, error_type=error_type,
-                                        message=message, attempts=run["attempt"],
-                                        job_id=run["job_id"])]
+                                        message=message, attempts=run.attempt,
+                                        job_id=run.job_id)]
 
 
-def lease_expired(run: Mapping[str, Any], *, now: datetime, worker_id: str) -> list[ev.Event]:
-    failure = ev.LeaseExpired(attempt=run["attempt"], fencing_token=run["fencing_token"],
+def lease_expired(run: LockedRun, *, now: datetime, worker_id: str) -> list[ev.Event]:
+    failure = ev.LeaseExpired(attempt=run.attempt, fencing_token=run.fencing_token,
                               worker_id=worker_id, expired_at=now)
     return after_failure(run, failure, error_type="lease_expired",
                          message=f"worker {worker_id} stopped heartbeating",
@@ -52,9 +51,9 @@ def lease_expired(run: Mapping[str, Any], *, now: datetime, worker_id: str) -> l
                          reason="lease_expired")
 
 
-def timed_out(run: Mapping[str, Any], *, now: datetime, detected_by: str) -> list[ev.Event]:
-    seconds = float(run["timeout_seconds"] or 0)
-    failure = ev.AttemptTimedOut(attempt=run["attempt"], fencing_token=run["fencing_token"],
+def timed_out(run: LockedRun, *, now: datetime, detected_by: str) -> list[ev.Event]:
+    seconds = float(run.timeout_seconds or 0)
+    failure = ev.AttemptTimedOut(attempt=run.attempt, fencing_token=run.fencing_token,
                                  timeout_seconds=seconds, detected_by=detected_by)
     return after_failure(run, failure, error_type="attempt_timed_out",
                          message=f"no outcome within {seconds}s", classification="retryable",

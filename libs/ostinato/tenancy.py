@@ -14,9 +14,9 @@ import asyncpg
 from ostinato.domain import events as ev
 from ostinato.domain.errors import Conflict
 from ostinato.domain.ids import new_id
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore
+from ostinato.stores import tenants
 
 ADMIN = "admin"
 TENANT_ROLE = "tenant"
@@ -41,7 +41,7 @@ async def create_tenant(
     conn: asyncpg.Connection, store: EventStore, name: str, *, actor: str, weight: int = 1
 ) -> tuple[uuid.UUID, str]:
     """Create a tenant and its first API key; returns (tenant id, the key shown once)."""
-    if await conn.fetchval(Q["tenant_by_name"], name) is not None:
+    if await tenants.id_by_name(conn, name) is not None:
         raise Conflict(f"a tenant named {name!r} already exists", errors=[
             {"field": "name", "message": "already taken"}])
     tenant_id = new_id()
@@ -64,7 +64,7 @@ async def authenticate(
 ) -> Principal | None:
     if admin_key and hmac.compare_digest(key.encode(), admin_key.encode()):
         return Principal(tenant_id=None, role=ADMIN, name="admin")
-    row = await conn.fetchrow(Q["tenant_by_key_hash"], hash_key(key))
-    if row is None:
+    owner = await tenants.owner_of_key(conn, hash_key(key))
+    if owner is None:
         return None
-    return Principal(tenant_id=row["tenant_id"], role=row["role"], name=row["name"])
+    return Principal(tenant_id=owner.tenant_id, role=owner.role, name=owner.name)

@@ -278,6 +278,26 @@ CREATE TABLE public.run_slots (
 );
 
 --
+-- Name: run_steps; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_steps (
+    run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    tenant_id uuid NOT NULL,
+    name text NOT NULL,
+    succeeded boolean NOT NULL,
+    output json,
+    output_ref uuid,
+    error_type text,
+    message text,
+    attempt integer NOT NULL,
+    tries integer NOT NULL,
+    duration_ms double precision NOT NULL,
+    recorded_at timestamp with time zone NOT NULL
+);
+
+--
 -- Name: runs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -315,7 +335,8 @@ CREATE TABLE public.runs (
     replay_of uuid,
     logs_ref uuid,
     concurrency_key text,
-    resource text
+    resource text,
+    steps_done integer DEFAULT 0 NOT NULL
 );
 
 --
@@ -517,6 +538,13 @@ ALTER TABLE ONLY public.pool_controls
 
 ALTER TABLE ONLY public.run_slots
     ADD CONSTRAINT run_slots_pkey PRIMARY KEY (run_id);
+
+--
+-- Name: run_steps run_steps_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_steps
+    ADD CONSTRAINT run_steps_pkey PRIMARY KEY (run_id, seq);
 
 --
 -- Name: runs runs_job_id_scheduled_for_key; Type: CONSTRAINT; Schema: public; Owner: -

@@ -21,12 +21,11 @@ import asyncpg
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.domain.states import RunState, can_transition
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.policy.fairness import ClassConfig, FairState, decide
 from ostinato.runtime.duties import Duty
-from ostinato.stores import limits
+from ostinato.stores import limits, runs
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
 from ostinato.workers import registry
@@ -55,7 +54,7 @@ def fixed_capacity(slots: int, pools: Sequence[str]) -> CapacitySource:
     the decision alone."""
 
     async def source(conn: asyncpg.Connection, db_now: datetime | None) -> list[PoolCapacity]:
-        return [PoolCapacity(None, p, slots) for p in pools]
+        return [PoolCapacity(tenant_id=None, pool=p, slots=slots) for p in pools]
 
     return source
 
@@ -130,17 +129,17 @@ class Dispatcher:
                      admitted: Sequence[uuid.UUID]) -> list[NewEvent]:
         if not admitted:
             return []
-        rows = {r["id"]: r for r in await conn.fetch(Q["lock_runs"], list(admitted))}
+        rows = {r.id: r for r in await runs.lock(conn, admitted)}
         events = []
         for run_id in admitted:  # in decision order
             row = rows.get(run_id)
-            if row is None or not can_transition(RunState(row["state"]), RunState.QUEUED):
+            if row is None or not can_transition(RunState(row.state), RunState.QUEUED):
                 continue
-            with tracing.run_span("dispatch run", row["traceparent"], tenant_id=row["tenant_id"],
-                                  job_id=row["job_id"], run_id=run_id) as tp:
-                reason = "retry" if row["state"] == RunState.RETRY_SCHEDULED else "dispatched"
+            with tracing.run_span("dispatch run", row.traceparent, tenant_id=row.tenant_id,
+                                  job_id=row.job_id, run_id=run_id) as tp:
+                reason = "retry" if row.state == RunState.RETRY_SCHEDULED else "dispatched"
                 events.append(StreamHead.of(row).next(
-                    ev.RunQueued(pool=row["pool"], reason=reason), ACTOR, traceparent=tp))
+                    ev.RunQueued(pool=row.pool, reason=reason), ACTOR, traceparent=tp))
         await self.store.append(conn, events)
         return events
 

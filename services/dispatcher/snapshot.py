@@ -23,31 +23,47 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+import msgspec
 
 from ostinato.db.queries import load as load_queries
-from ostinato.eventlog.readmodels import Q
 from ostinato.policy.fairness import Bucket, Buckets, Limits, PoolState, Waiting
-from ostinato.stores import limits
+from ostinato.stores import limits, runs, tenants
+from ostinato.stores.rows import many
 from ostinato.workers.registry import PoolCapacity
 
 DQ = load_queries("services.dispatcher", "dispatch.sql")
 
-Row = Mapping[str, Any]
 # (connection, the database clock as `Clock.db_now()` gives it) → live capacity
 CapacitySource = Callable[[asyncpg.Connection, datetime | None],
                           Awaitable[Sequence[PoolCapacity]]]
 
 
+class SavedBucket(msgspec.Struct, frozen=True, kw_only=True):
+    """A token bucket as the last decision saved it (`token_buckets`)."""
+
+    tenant_id: uuid.UUID
+    scope: str  # tenant | resource
+    name: str
+    tokens: float
+    updated_at: datetime
+
+
+async def load_buckets(conn: asyncpg.Connection) -> list[SavedBucket]:
+    """Every saved bucket: a restarted dispatcher starts from where the last decision left
+    them."""
+    return many(SavedBucket, await conn.fetch(DQ["load_buckets"]))
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     now: datetime
-    tenants: Sequence[Row]  # id, name, weight
-    limits: Sequence[Row]
-    paused: Sequence[Row]  # tenant_id (None: every tenant), pool
+    tenants: Sequence[tenants.TenantWeight]
+    limits: Sequence[limits.Limit]
+    paused: Sequence[limits.PausedPool]  # tenant_id None: paused for every tenant
     capacity: Sequence[PoolCapacity]
     in_flight: Sequence[limits.InFlight]
-    waiting: Sequence[Row]  # id, tenant_id, pool, priority, task, concurrency_key, ...
-    buckets: Sequence[Row]  # tenant_id, scope, name, tokens, updated_at
+    waiting: Sequence[runs.WaitingRun]
+    buckets: Sequence[SavedBucket]
 
 
 async def load(conn: asyncpg.Connection, now: datetime, db_now: datetime | None,
@@ -56,19 +72,19 @@ async def load(conn: asyncpg.Connection, now: datetime, db_now: datetime | None,
     worth looking at is known)."""
     return Snapshot(
         now=now,
-        tenants=await conn.fetch(Q["tenant_weights"]),
-        limits=await conn.fetch(Q["all_limits"]),
-        paused=await conn.fetch(Q["paused_pools"]),
+        tenants=await tenants.weights(conn),
+        limits=await limits.every_limit(conn),
+        paused=await limits.paused_pools(conn),
         capacity=await capacity(conn, db_now),
         in_flight=await limits.in_flight(conn),
         waiting=(),
-        buckets=await conn.fetch(DQ["load_buckets"]),
+        buckets=await load_buckets(conn),
     )
 
 
 async def with_waiting(conn: asyncpg.Connection, snap: Snapshot, candidates: int) -> Snapshot:
     """The snapshot with the oldest `candidates` waiting runs of every (tenant, pool, class)."""
-    return replace(snap, waiting=await conn.fetch(Q["waiting_candidates"], candidates))
+    return replace(snap, waiting=await runs.waiting_candidates(conn, candidates))
 
 
 def free_slots(snap: Snapshot, prefetch: float = 0.0) -> int:
@@ -95,8 +111,8 @@ def inputs(snap: Snapshot, key_concurrency: int, prefetch: float = 0.0) -> Input
     A pool's capacity is its workers' slots plus `prefetch` times as many: runs queued ready for
     the next free slot, so a worker finishing a run finds the next one without waiting for a
     decision (a bounded buffer, not a pile)."""
-    names = {r["id"]: r["name"] for r in snap.tenants}
-    queue_paused = {(r["tenant_id"], r["pool"]) for r in snap.paused if r["tenant_id"] is not None}
+    names = {t.id: t.name for t in snap.tenants}
+    queue_paused = {(p.tenant_id, p.pool) for p in snap.paused if p.tenant_id is not None}
     pools, pool_key = pool_states(snap, prefetch)
     by_tenant: Counter[str] = Counter()
     by_job_type: Counter[str] = Counter()
@@ -114,44 +130,44 @@ def inputs(snap: Snapshot, key_concurrency: int, prefetch: float = 0.0) -> Input
     job_type_limit: dict[str, int] = {}
     tenant_buckets: dict[str, Bucket] = {}
     resource_buckets: dict[str, Bucket] = {}
-    saved = {(r["tenant_id"], r["scope"], r["name"]): r for r in snap.buckets}
+    saved = {(b.tenant_id, b.scope, b.name): b for b in snap.buckets}
     bucket_keys: dict[tuple[str, str], tuple[uuid.UUID, str, str]] = {}
-    for r in snap.limits:
-        tenant = names.get(r["tenant_id"])
+    for lim in snap.limits:
+        tenant = names.get(lim.tenant_id)
         if tenant is None:
             continue
-        scope = r["scope"]
-        if scope == "tenant" and r["max_concurrency"] is not None:
-            tenant_limit[tenant] = r["max_concurrency"]
-        elif scope == "task" and r["max_concurrency"] is not None:
-            job_type_limit[f"{tenant}/{r['name']}"] = r["max_concurrency"]
-        if scope in ("tenant", "resource") and r["rate_per_second"] is not None:
-            name = tenant if scope == "tenant" else f"{tenant}/{r['name']}"
-            bucket = _bucket(r, saved.get((r["tenant_id"], scope, r["name"])), snap.now)
+        scope = lim.scope
+        if scope == "tenant" and lim.max_concurrency is not None:
+            tenant_limit[tenant] = lim.max_concurrency
+        elif scope == "task" and lim.max_concurrency is not None:
+            job_type_limit[f"{tenant}/{lim.name}"] = lim.max_concurrency
+        if scope in ("tenant", "resource") and lim.rate_per_second is not None:
+            name = tenant if scope == "tenant" else f"{tenant}/{lim.name}"
+            bucket = _bucket(lim, saved.get((lim.tenant_id, scope, lim.name)), snap.now)
             (tenant_buckets if scope == "tenant" else resource_buckets)[name] = bucket
-            bucket_keys[(scope, name)] = (r["tenant_id"], scope, r["name"])
+            bucket_keys[(scope, name)] = (lim.tenant_id, scope, lim.name)
 
     waiting: list[Waiting] = []
     held: dict[uuid.UUID, str] = {}
     tenant_of: dict[uuid.UUID, uuid.UUID] = {}
-    for r in snap.waiting:
-        tenant = names.get(r["tenant_id"])
+    for w in snap.waiting:
+        tenant = names.get(w.tenant_id)
         if tenant is None:
             continue
-        tenant_of[r["id"]] = r["tenant_id"]
-        if (r["tenant_id"], r["pool"]) in queue_paused:
-            held[r["id"]] = f"queue {r['pool']} of tenant {tenant} paused"
+        tenant_of[w.id] = w.tenant_id
+        if (w.tenant_id, w.pool) in queue_paused:
+            held[w.id] = f"queue {w.pool} of tenant {tenant} paused"
             continue
         waiting.append(Waiting(
-            run_id=r["id"], tenant=tenant, klass=r["priority"],
-            pool=pool_key(r["tenant_id"], r["pool"]), job_type=f"{tenant}/{r['task']}",
-            concurrency_key=r["concurrency_key"],
-            resource=f"{tenant}/{r['resource']}" if r["resource"] is not None else None,
-            enqueued_at=r["updated_at"]))
+            run_id=w.id, tenant=tenant, klass=w.priority,
+            pool=pool_key(w.tenant_id, w.pool), job_type=f"{tenant}/{w.task}",
+            concurrency_key=w.concurrency_key,
+            resource=f"{tenant}/{w.resource}" if w.resource is not None else None,
+            enqueued_at=w.updated_at))
     limits = Limits(
         tenant_concurrency=tenant_limit, job_type_concurrency=job_type_limit,
         key_concurrency=key_concurrency,
-        tenant_weights={r["name"]: float(r["weight"]) for r in snap.tenants},
+        tenant_weights={t.name: float(t.weight) for t in snap.tenants},
         in_flight_by_tenant=dict(by_tenant), in_flight_by_job_type=dict(by_job_type),
         in_flight_by_key=dict(by_key))
     return Inputs(waiting, pools, limits, Buckets(tenant_buckets, resource_buckets), held,
@@ -162,12 +178,12 @@ def pool_states(snap: Snapshot, prefetch: float = 0.0
                 ) -> tuple[dict[str, PoolState], Callable[[uuid.UUID, str], str]]:
     """Every pool's slots (`prefetch` included) and busy slots per class, and the function
     giving a tenant's runs in a pool their pool key (see the module's docstring)."""
-    names = {r["id"]: r["name"] for r in snap.tenants}
+    names = {t.id: t.name for t in snap.tenants}
     extra = 1.0 + max(0.0, prefetch)
     own = {(c.tenant_id, c.pool): math.ceil(c.slots * extra) for c in snap.capacity
            if c.tenant_id is not None}
     shared = {c.pool: math.ceil(c.slots * extra) for c in snap.capacity if c.tenant_id is None}
-    operator_paused = {r["pool"] for r in snap.paused if r["tenant_id"] is None}
+    operator_paused = {p.pool for p in snap.paused if p.tenant_id is None}
 
     def pool_key(tenant_id: uuid.UUID, pool: str) -> str:
         return f"{pool}/{names[tenant_id]}" if (tenant_id, pool) in own else pool
@@ -183,14 +199,14 @@ def pool_states(snap: Snapshot, prefetch: float = 0.0
     return pools, pool_key
 
 
-def _bucket(limit: Row, saved: Row | None, now: datetime) -> Bucket:
+def _bucket(limit: limits.Limit, saved: SavedBucket | None, now: datetime) -> Bucket:
     """A limit's bucket: as saved by the last decision (refilled later by `decide`), or full."""
-    rate = float(limit["rate_per_second"])
-    capacity = float(limit["burst"]) if limit["burst"] is not None else max(1.0, rate)
+    rate = float(limit.rate_per_second)
+    capacity = float(limit.burst) if limit.burst is not None else max(1.0, rate)
     if saved is None:
         return Bucket(capacity, capacity, rate, now)
-    return Bucket(min(capacity, max(0.0, float(saved["tokens"]))), capacity, rate,
-                  min(saved["updated_at"], now))
+    return Bucket(min(capacity, max(0.0, float(saved.tokens))), capacity, rate,
+                  min(saved.updated_at, now))
 
 
 def bucket_rows(buckets: Buckets, keys: Mapping[tuple[str, str], tuple[uuid.UUID, str, str]]

@@ -18,12 +18,12 @@ import asyncpg
 
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.materialise import Waiting, decide_and_append
 from ostinato.leases.shard import SHARDS, ShardLeases, ShardOwnership, hold
 from ostinato.runtime.duties import Duty
+from ostinato.stores import jobs, runs
 from ostinato.telemetry import metrics
 
 ACTOR = "scheduler"
@@ -44,8 +44,8 @@ async def fire_due(
             shards = (await hold(conn, ownership, clock)).shards()
             if not shards:
                 return []
-        due = await conn.fetch(Q["claim_due_jobs"], clock.now(), batch_size,
-                               waiting.ids(clock.monotonic()), shards)
+        due = await jobs.claim_due(conn, clock.now(), batch_size,
+                                   waiting.ids(clock.monotonic()), shards)
         created = await decide_and_append(conn, store, clock, due, actor=actor, waiting=waiting,
                                           epochs=None if ownership is None
                                           else ownership.epochs)
@@ -57,10 +57,9 @@ async def release_retries(pool: asyncpg.Pool, store: EventStore, clock: Clock, *
                           batch_size: int = 500, actor: str = ACTOR) -> int:
     """Hand runs whose retry is due to the dispatcher (`RetryDue` on `runs.due`)."""
     async with pool.acquire() as conn, conn.transaction():
-        rows = await conn.fetch(Q["claim_due_retries"], clock.now(), batch_size)
+        rows = await runs.claim_due_retries(conn, clock.now(), batch_size)
         await store.append(conn, [
-            StreamHead.of(r).next(ev.RetryDue(pool=r["pool"]), actor,
-                                  traceparent=r["traceparent"])
+            StreamHead.of(r).next(ev.RetryDue(pool=r.pool), actor, traceparent=r.traceparent)
             for r in rows])
     return len(rows)
 

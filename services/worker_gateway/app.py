@@ -122,6 +122,7 @@ async def batch(
     results = await attempts.heartbeat(scope, data.worker_id, data.heartbeats)
     outcomes = [_outcome(i) for i in [*data.completions, *data.failures, *data.releases]]
     results += await attempts.record(scope, data.worker_id, outcomes)
+    results += await attempts.steps(scope, data.worker_id, data.steps)
     return p.BatchResponse(results=results)
 
 
@@ -191,6 +192,23 @@ async def release(
     return _single(result, request, p.OutcomeResponse(state="retry_scheduled"))
 
 
+@post("/v1/worker/runs/{run_id:str}/steps", status_code=200, tags=["worker"])
+async def recorded_steps(
+    request: Request, run_id: FromPath[str], data: JSONBody[p.StepsRequest], caller: Caller
+) -> Response[Any]:
+    """A page of the workflow steps the run has recorded, for the attempt holding its lease (a
+    resuming workflow replays them)."""
+    scope = worker_scope(caller)
+    await _header_worker(request, scope)
+    answer = await _attempts(request).recorded_steps(scope, run_id, data)
+    if isinstance(answer, int):
+        detail = ("no such run for this tenant" if answer == 404 else
+                  "stale fencing token: this attempt no longer holds the run's lease")
+        return _single(p.BatchItemResult(run_id=run_id, kind="step", status=answer,
+                                         detail=detail), request, None)
+    return Response(answer, status_code=200)
+
+
 @post(p.GOODBYE_PATH, status_code=200, tags=["worker"])
 async def goodbye(
     request: Request, data: JSONBody[p.GoodbyeRequest], caller: Caller
@@ -200,7 +218,7 @@ async def goodbye(
     return p.GoodbyeResponse(forgotten=forgotten)
 
 
-ROUTES = [claim, batch, heartbeat, complete, fail, release, goodbye]
+ROUTES = [claim, batch, heartbeat, complete, fail, release, recorded_steps, goodbye]
 
 
 def create_app(service: Service, attempts: Attempts, signals: ReadySignals,

@@ -20,20 +20,20 @@ import asyncpg
 import msgspec
 
 from ostinato.clock import Clock
-from ostinato.db.queries import load
 from ostinato.domain import events as ev
 from ostinato.domain.ids import idempotency_key
-from ostinato.eventlog import readmodels
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
+from ostinato.leases import attempts as attempt_leases
 from ostinato.outcomes import observe
 from ostinato.sdk import protocol as p
+from ostinato.stores import runs, steps
+from ostinato.stores.runs import LockedRun
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
 from services.worker_gateway.reports import Outcome, record_outcomes
+from services.worker_gateway.steps import parse_run_id, record_steps, step_records
 
-LQ = load("ostinato.leases", "leases.sql")
-RQ = readmodels.Q
 _json = msgspec.json.Encoder()
 log = get_logger("ostinato.gateway")
 
@@ -59,59 +59,54 @@ class Attempts:
         """Lease up to `max_runs` queued runs of this tenant (None: of any tenant, oldest
         first); each gets a higher token."""
         async with self.pool.acquire() as conn, conn.transaction():
-            if tenant_id is None:
-                rows = await conn.fetch(RQ["claim_ready_runs_any_tenant"], req.pools, req.tasks,
-                                        req.max_runs)
-            else:
-                rows = await conn.fetch(RQ["claim_ready_runs"], tenant_id, req.pools, req.tasks,
-                                        req.max_runs)
+            rows = await runs.claim_ready(conn, tenant_id, req.pools, req.tasks, req.max_runs)
             if not rows:
                 return []
-            tokens = [r["fencing_token"] + 1 for r in rows]
-            leases = await conn.fetch(
-                LQ["grant_leases"], [r["id"] for r in rows], [r["tenant_id"] for r in rows],
+            tokens = [r.fencing_token + 1 for r in rows]
+            leases = await attempt_leases.grant_leases(
+                conn, [r.id for r in rows], [r.tenant_id for r in rows],
                 tokens, req.worker_id, self.clock.db_now(), self.ttl,
             )
-            expires = {row["run_id"]: row["expires_at"] for row in leases}
-            owner = {r["id"]: r["tenant_id"] for r in rows}
-            for row in leases:
-                if row["was_live"]:
+            expires = {lease.run_id: lease.expires_at for lease in leases}
+            owner = {r.id: r.tenant_id for r in rows}
+            for lease in leases:
+                if lease.was_live:
                     metrics.DUPLICATE_CLAIMS.inc()
                     log.error("duplicate claim: the run still had a live lease",
-                              tenant_id=str(owner[row["run_id"]]), run_id=str(row["run_id"]),
+                              tenant_id=str(owner[lease.run_id]), run_id=str(lease.run_id),
                               alert="ostinato_duplicate_claims")
             traces: dict[uuid.UUID, str | None] = {}
             for r in rows:
-                with tracing.run_span("claim run", r["traceparent"], tenant_id=r["tenant_id"],
-                                      job_id=r["job_id"], run_id=r["id"],
-                                      attempt=r["attempt"] + 1) as tp:
-                    traces[r["id"]] = tp
+                with tracing.run_span("claim run", r.traceparent, tenant_id=r.tenant_id,
+                                      job_id=r.job_id, run_id=r.id,
+                                      attempt=r.attempt + 1) as tp:
+                    traces[r.id] = tp
             await self.store.append(conn, [
                 StreamHead.of(r).next(
-                    ev.RunStarted(attempt=r["attempt"] + 1, fencing_token=token,
-                                  worker_id=req.worker_id, lease_expires_at=expires[r["id"]]),
-                    f"worker:{req.worker_id}", epoch=token, traceparent=traces[r["id"]])
+                    ev.RunStarted(attempt=r.attempt + 1, fencing_token=token,
+                                  worker_id=req.worker_id, lease_expires_at=expires[r.id]),
+                    f"worker:{req.worker_id}", epoch=token, traceparent=traces[r.id])
                 for r, token in zip(rows, tokens, strict=True)
             ])
             # None (shared worker): the refs come from the claimed rows, so each is its run's.
-            payloads = await get_blobs(conn, [r["payload_ref"] for r in rows], tenant_id)
+            payloads = await get_blobs(conn, [r.payload_ref for r in rows], tenant_id)
         metrics.RUNS_CLAIMED.inc(len(rows))
         started = self.clock.now()
         for r in rows:
-            if r["attempt"] == 0 and r["due_at"] is not None:
-                metrics.SCHEDULE_LAG.observe(max(0.0, (started - r["due_at"]).total_seconds()))
+            if r.attempt == 0 and r.due_at is not None:
+                metrics.SCHEDULE_LAG.observe(max(0.0, (started - r.due_at).total_seconds()))
         for r, token in zip(rows, tokens, strict=True) if log.is_enabled_for(DEBUG) else ():
-            log.debug("run claimed", tenant_id=str(r["tenant_id"]), job_id=str(r["job_id"]),
-                      run_id=str(r["id"]), attempt=r["attempt"] + 1, fencing_token=token,
+            log.debug("run claimed", tenant_id=str(r.tenant_id), job_id=str(r.job_id),
+                      run_id=str(r.id), attempt=r.attempt + 1, fencing_token=token,
                       worker_id=req.worker_id)
         return [
             p.ClaimedRun(
-                run_id=str(r["id"]), job_id=str(r["job_id"]), tenant_id=str(r["tenant_id"]),
-                task=r["task"], attempt=r["attempt"] + 1, fencing_token=token,
-                lease_expires_at=expires[r["id"]], lease_ttl_seconds=self.ttl.total_seconds(),
-                scheduled_for=r["scheduled_for"], idempotency_key=idempotency_key(r["id"]),
-                payload=payloads.get(r["payload_ref"]), traceparent=traces[r["id"]],
-                timeout_seconds=r["timeout_seconds"],
+                run_id=str(r.id), job_id=str(r.job_id), tenant_id=str(r.tenant_id),
+                task=r.task, attempt=r.attempt + 1, fencing_token=token,
+                lease_expires_at=expires[r.id], lease_ttl_seconds=self.ttl.total_seconds(),
+                scheduled_for=r.scheduled_for, idempotency_key=idempotency_key(r.id),
+                payload=payloads.get(r.payload_ref), traceparent=traces[r.id],
+                timeout_seconds=r.timeout_seconds, steps_done=r.steps_done,
             )
             for r, token in zip(rows, tokens, strict=True)
         ]
@@ -123,13 +118,12 @@ class Attempts:
         ids = [_parse_id(i.run_id) for i in items]
         async with self.pool.acquire() as conn, conn.transaction():
             extended = {
-                row["run_id"]: row["expires_at"]
-                for row in await conn.fetch(
-                    LQ["extend_leases_if_token"], [i or uuid.UUID(int=0) for i in ids],
+                lease.run_id: lease.expires_at
+                for lease in await attempt_leases.extend_leases_if_token(
+                    conn, [i or uuid.UUID(int=0) for i in ids],
                     [i.fencing_token for i in items], tenant_id, self.clock.db_now(), self.ttl)
             }
-            cancel = {r["id"] for r in await conn.fetch(RQ["cancel_flags"], list(extended))} \
-                if extended else set()
+            cancel = await runs.cancel_requested(conn, list(extended)) if extended else set()
             missing = [(i, rid) for i, rid in zip(items, ids, strict=True)
                        if rid is not None and rid not in extended]
             stale = await self._reject_stale(conn, tenant_id, worker_id, "heartbeat", missing)
@@ -150,17 +144,50 @@ class Attempts:
             return []
         async with self.pool.acquire() as conn, conn.transaction():
             ids = [o.run_id for o in items if o.run_id is not None]
-            rows = _visible(await conn.fetch(RQ["lock_runs"], ids), tenant_id)
+            rows = _visible(await runs.lock(conn, ids), tenant_id)
             done = record_outcomes(rows, worker_id, items, self.clock.now())
             await put_blobs(conn, [b[:3] for b in done.blobs], [b[3] for b in done.blobs])
             await self.store.append(conn, done.events)
             if done.finished:
-                await conn.execute(LQ["release_leases"], done.finished)
+                await attempt_leases.release_leases(conn, done.finished)
         if done.finished:
             self.on_finished()
         for e in done.events:
             _observe(e)
         return done.results
+
+    async def steps(self, tenant_id: uuid.UUID | None, worker_id: str,
+                    items: Sequence[p.StepItem]) -> list[p.BatchItemResult]:
+        """Record workflow steps (`steps.py`); one result per item, in order."""
+        if not items:
+            return []
+        ids = [i for i in (parse_run_id(item.run_id) for item in items) if i is not None]
+        async with self.pool.acquire() as conn, conn.transaction():
+            rows = _visible(await runs.lock(conn, ids), tenant_id)
+            done = record_steps(rows, worker_id, items)
+            await put_blobs(conn, done.blobs, "step")
+            await self.store.append(conn, done.events)
+        for e in done.events:
+            _observe(e)
+        return done.results
+
+    async def recorded_steps(self, tenant_id: uuid.UUID | None, run_id: str,
+                             req: p.StepsRequest) -> p.StepsResponse | int:
+        """A page of the run's recorded steps for the attempt holding its lease, or the status
+        refusing it (404 unknown run, 409 another attempt's token)."""
+        rid = parse_run_id(run_id)
+        if rid is None:
+            return 404
+        async with self.pool.acquire() as conn:
+            row = await runs.token_of(conn, rid)
+            if row is None or (tenant_id is not None and row.tenant_id != tenant_id):
+                return 404
+            if row.fencing_token != req.fencing_token:
+                return 409
+            page = await steps.page(conn, row.tenant_id, rid, after=req.after, limit=req.limit)
+            refs = [s.output_ref for s in page if s.output_ref is not None]
+            blobs = await get_blobs(conn, refs, row.tenant_id) if refs else {}
+        return step_records(page, blobs)
 
     async def _reject_stale(
         self, conn: asyncpg.Connection, tenant_id: uuid.UUID | None, worker_id: str,
@@ -170,7 +197,7 @@ class Attempts:
         """Record StaleWriteRejected for runs that exist; returns run id → current token."""
         if not attempts:
             return {}
-        rows = _visible(await conn.fetch(RQ["lock_runs"], [a[1] for a in attempts]), tenant_id)
+        rows = _visible(await runs.lock(conn, [a[1] for a in attempts]), tenant_id)
         current: dict[uuid.UUID, int] = {}
         heads = {rid: StreamHead.of(row) for rid, row in rows.items()}
         events = []
@@ -180,19 +207,19 @@ class Attempts:
                 continue
             events.append(heads[rid].next(
                 ev.StaleWriteRejected(operation=operation, presented_token=item.fencing_token,
-                                      current_token=row["fencing_token"], worker_id=worker_id),
+                                      current_token=row.fencing_token, worker_id=worker_id),
                 f"worker:{worker_id}", epoch=item.fencing_token))
-            current[rid] = row["fencing_token"]
+            current[rid] = row.fencing_token
         await self.store.append(conn, events)
         for e in events:
             _log_stale(e.tenant_id, e.stream_id, e.event)  # type: ignore[arg-type]
         return current
 
 
-def _visible(rows: Sequence[asyncpg.Record],
-             tenant_id: uuid.UUID | None) -> dict[uuid.UUID, asyncpg.Record]:
+def _visible(rows: Sequence[LockedRun],
+             tenant_id: uuid.UUID | None) -> dict[uuid.UUID, LockedRun]:
     """The locked rows this worker may act on: its tenant's, or all for a shared worker."""
-    return {r["id"]: r for r in rows if tenant_id is None or r["tenant_id"] == tenant_id}
+    return {r.id: r for r in rows if tenant_id is None or r.tenant_id == tenant_id}
 
 
 def _observe(e: NewEvent) -> None:
@@ -206,6 +233,11 @@ def _observe(e: NewEvent) -> None:
             log.info("attempt failed", **ids, attempt=attempt, error_type=error_type)
         case ev.StaleWriteRejected() as rejected:
             _log_stale(e.tenant_id, e.stream_id, rejected)
+        case ev.StepCompleted():
+            metrics.WORKFLOW_STEPS.labels(outcome="completed").inc()
+        case ev.StepFailed(name=name, error_type=error_type):
+            metrics.WORKFLOW_STEPS.labels(outcome="failed").inc()
+            log.info("workflow step failed", **ids, step=name, error_type=error_type)
         case _:
             observe(e.tenant_id, e.stream_id, e.event)
 

@@ -18,7 +18,7 @@ runs of many tenants in one batch. The caller passes only the rows the worker ma
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,6 +32,7 @@ from ostinato.domain.states import RunState
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.policy import retry
 from ostinato.sdk import protocol as p
+from ostinato.stores.runs import LockedRun
 
 _json = msgspec.json.Encoder()
 ENDINGS = (ev.RunSucceeded, ev.RunFailed, ev.AttemptTimedOut, ev.LeaseReleased, ev.RunCancelled,
@@ -59,16 +60,16 @@ class Recorded:
     finished: list[uuid.UUID]  # runs whose lease ends
 
 
-def failure_events(row: Any, o: Outcome, now: datetime, actor: str,
+def failure_events(row: LockedRun, o: Outcome, now: datetime, actor: str,
                    logs_ref: uuid.UUID | None = None) -> list[ev.Event]:
     assert o.error is not None
     err = o.error
     if err.type == "attempt_timed_out":
         return outcomes.timed_out(row, now=now, detected_by="worker")
-    failure = ev.RunFailed(attempt=row["attempt"], fencing_token=o.fencing_token,
+    failure = ev.RunFailed(attempt=row.attempt, fencing_token=o.fencing_token,
                            error_type=err.type, message=err.message, retryable=err.retryable,
                            logs_ref=logs_ref)
-    policy = retry.from_document(row["retry_policy"])
+    policy = retry.from_document(row.retry_policy)
     after = err.retry_after_seconds
     classification = retry.classify(policy, error_type=err.type, retryable=err.retryable,
                                     classified=err.classified)
@@ -79,7 +80,7 @@ def failure_events(row: Any, o: Outcome, now: datetime, actor: str,
         now=now, by=actor, retry_after=None if after is None else timedelta(seconds=after))
 
 
-def record_outcomes(rows: dict[uuid.UUID, Any], worker_id: str, items: Sequence[Outcome],
+def record_outcomes(rows: Mapping[uuid.UUID, LockedRun], worker_id: str, items: Sequence[Outcome],
                     now: datetime) -> Recorded:
     """Pure over the locked rows (those of runs the worker may report on): the events and
     answers for a batch of reports."""
@@ -91,7 +92,7 @@ def record_outcomes(rows: dict[uuid.UUID, Any], worker_id: str, items: Sequence[
         if row is None:
             done.results.append(_answer(o, 404, "no such run for this tenant"))
             continue
-        rid, token, tenant_id = row["id"], row["fencing_token"], row["tenant_id"]
+        rid, token, tenant_id = row.id, row.fencing_token, row.tenant_id
         head = heads[rid]
         if token == o.fencing_token and head.state is RunState.RUNNING:
             new = _events_for(row, o, now, actor, tenant_id, done.blobs)
@@ -107,22 +108,22 @@ def record_outcomes(rows: dict[uuid.UUID, Any], worker_id: str, items: Sequence[
                 o, 409, f"stale fencing token: the run's token is now {token}; this attempt "
                         "lost its lease"))
         done.events.extend(head.next(event, actor, epoch=o.fencing_token,
-                                     traceparent=row["traceparent"]) for event in new)
+                                     traceparent=row.traceparent) for event in new)
     return done
 
 
-def _events_for(row: Any, o: Outcome, now: datetime, actor: str, tenant_id: uuid.UUID,
+def _events_for(row: LockedRun, o: Outcome, now: datetime, actor: str, tenant_id: uuid.UUID,
                 blobs: list[tuple[uuid.UUID, uuid.UUID, bytes, str]]) -> list[ev.Event]:
     if o.kind == "release":
-        return [ev.LeaseReleased(attempt=row["attempt"], fencing_token=o.fencing_token,
+        return [ev.LeaseReleased(attempt=row.attempt, fencing_token=o.fencing_token,
                                  worker_id=actor.removeprefix("worker:"))]
     logs_ref = _blob(blobs, tenant_id, o.logs, "logs") if o.logs else None
     if o.kind == "fail":
         return failure_events(row, o, now, actor, logs_ref)
     output_ref = _blob(blobs, tenant_id, o.output, "output") if o.output is not None else None
-    if row["cancel_requested"]:
+    if row.cancel_requested:
         return [ev.RunCancelled(by=actor, reason="requested", output_ref=output_ref)]
-    return [ev.RunSucceeded(attempt=row["attempt"], fencing_token=o.fencing_token,
+    return [ev.RunSucceeded(attempt=row.attempt, fencing_token=o.fencing_token,
                             output_ref=output_ref, logs_ref=logs_ref)]
 
 

@@ -22,11 +22,11 @@ import pytest
 from ostinato.bus.topics import Topics
 from ostinato.clock import SystemClock
 from ostinato.db.pool import create_pool
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import EventStore, read_stream
 from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
 from ostinato.schedules import ScheduleSpec, expected_slots, from_document
+from ostinato.stores import jobs as job_store
 from ostinato.tenancy import create_tenant
 from ostinato.testing.cluster import Cluster
 from ostinato.testing.invariants import occurrences_scheduled_twice
@@ -81,8 +81,8 @@ async def coverage(pool: asyncpg.Pool, job_id: object, start: datetime
                                   job_id)
         runs = [r["scheduled_for"] for r in await conn.fetch(
             "SELECT scheduled_for FROM runs WHERE job_id = $1 ORDER BY 1", job_id)]
-        skips = [(r["first_slot"], r["last_slot"]) for r in await conn.fetch(
-            Q["skips_of_job_between"], job_id, start, job["next_slot"])]
+        skips = [(r.first_slot, r.last_slot) for r in await job_store.skips_between(
+            conn, job_id, start, job["next_slot"])]
     expected = expected_slots(from_document(job["schedule"]), start, job["next_slot"])
     return expected, runs, skips
 

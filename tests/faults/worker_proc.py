@@ -21,6 +21,11 @@ The payload of an `fx` run (a JSON object, all keys optional) shapes the attempt
 - `slow_attempts`: `sleep` and `hold` apply only to attempts up to this number (the retry
   after a fault then runs at once).
 
+A second task, `wf`, is a workflow (`ostinato.sdk.workflow`) of `steps` steps (default 3),
+each writing one row of the table `step_effects` with no dedupe at all, so a step run twice
+shows as two rows. Its payload: `sleep_in` seconds inside step `slow_step` before its effect,
+`pause_between` seconds after step `pause_after` was recorded; both on the first attempt only.
+
 The effect row is written only when `apply_once` says it is the run's first; the output says
 whether this attempt applied it. Database errors (PostgreSQL restarting) are retried inside the
 attempt for up to 30 s, then reported as a retryable failure. The process prints `worker_proc
@@ -38,7 +43,7 @@ import time
 
 import asyncpg
 
-from ostinato.sdk import RetryableError, Worker, current, task
+from ostinato.sdk import RetryableError, Worker, WorkflowContext, current, task, workflow
 from ostinato.sdk.effects import apply_once, fence, install
 from ostinato.telemetry.logging import configure_logging, get_logger
 
@@ -52,6 +57,15 @@ CREATE TABLE IF NOT EXISTS effects (
     fencing_token   bigint      NOT NULL,
     worker_id       text        NOT NULL,
     applied_at      timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+"""
+STEP_EFFECTS_DDL = """
+CREATE TABLE IF NOT EXISTS step_effects (
+    run_id     uuid        NOT NULL,
+    seq        int         NOT NULL,
+    attempt    int         NOT NULL,
+    worker_id  text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 """
 # Deliberately no unique constraint: a second row for a key would be a duplicated effect that
@@ -86,6 +100,7 @@ class Effects:
                     async with conn.transaction():
                         await conn.execute("SELECT pg_advisory_xact_lock(4242)")
                         await conn.execute(EFFECTS_DDL)
+                        await conn.execute(STEP_EFFECTS_DDL)
                 return
             except DB_ERRORS:
                 if time.monotonic() > deadline:
@@ -162,7 +177,28 @@ async def amain(args: argparse.Namespace) -> None:
             await asyncio.sleep(float(p["hold"]))
         return {"applied": applied, "worker": worker_id, "token": ctx.fencing_token}
 
-    worker = Worker(args.gateway, args.key, [fx], concurrency=args.concurrency,
+    async def step_effect(seq: int, sleep_in: float) -> int:
+        ctx = current()
+        if sleep_in and ctx.attempt == 1:
+            await asyncio.sleep(sleep_in)
+        assert effects.pool is not None
+        await effects.pool.execute(
+            "INSERT INTO step_effects (run_id, seq, attempt, worker_id) VALUES ($1, $2, $3, $4)",
+            ctx.run_id, seq, ctx.attempt, worker_id)
+        return seq
+
+    @workflow("wf")
+    async def wf(ctx: WorkflowContext, payload: object) -> dict[str, object]:
+        p = payload if isinstance(payload, dict) else {}
+        first = ctx.run.attempt == 1
+        for seq in range(int(p.get("steps", 3))):
+            slow = seq == p.get("slow_step")
+            await ctx.step(f"s{seq}", step_effect, seq, float(p.get("sleep_in", 0)) if slow else 0)
+            if first and seq == p.get("pause_after"):
+                await asyncio.sleep(float(p.get("pause_between", 0)))
+        return {"worker": worker_id}
+
+    worker = Worker(args.gateway, args.key, [fx, wf], concurrency=args.concurrency,
                     worker_id=worker_id, claim_wait_seconds=args.claim_wait,
                     shutdown_grace_seconds=args.grace, capture_logs=False)
     print(f"worker_proc ready {worker_id}", flush=True)

@@ -15,13 +15,13 @@ import pytest
 from ostinato import dispatch_controls as controls
 from ostinato.clock import FakeClock, SystemClock
 from ostinato.domain import events as ev
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import read_stream
 from ostinato.jobs import submit_jobs
 from ostinato.jobs.request import JobRequest
 from ostinato.policy.fairness import DEFAULT_CLASSES
 from ostinato.sdk import protocol as p
-from ostinato.stores.runs import Q as RUNS
+from ostinato.stores import runs as run_store
+from ostinato.stores import tenants
 from ostinato.telemetry import metrics
 from ostinato.workers import registry
 from services.dispatcher.dispatcher import Dispatcher, fixed_capacity, live_workers
@@ -52,10 +52,11 @@ def dispatcher(pool: asyncpg.Pool, clock: FakeClock, capacity: CapacitySource) -
 
 async def states(pool: asyncpg.Pool, tenant_id: uuid.UUID) -> dict[str, int]:
     async with pool.acquire() as conn:
-        rows = await conn.fetch(RUNS["list_runs"], tenant_id, None, None, None, None, 1000)
+        rows = await run_store.page(conn, tenant_id, job_id=None, state=None,
+                                    after=(None, None), limit=1000)
     out: dict[str, int] = {}
     for r in rows:
-        out[r["state"]] = out.get(r["state"], 0) + 1
+        out[r.state] = out.get(r.state, 0) + 1
     return out
 
 
@@ -83,10 +84,10 @@ async def test_backpressure_admits_only_free_slots_and_more_as_runs_finish(
     assert await d.run_round() == 0  # queued runs hold their slots until claimed and done
     assert await states(pool, t) == {"queued": 9, "scheduled": 3}
     async with pool.acquire() as conn:
-        holds = await conn.fetch("SELECT reason FROM dispatch_holds")
+        holds = [h for (h,) in await conn.fetch("SELECT reason FROM dispatch_holds")]
     assert len(holds) == 3
-    assert all(h["reason"].startswith("pool default saturated for class default (1 free slots "
-                                      "reserved for critical); behind ") for h in holds)
+    assert all(h.startswith("pool default saturated for class default (1 free slots "
+                            "reserved for critical); behind ") for h in holds)
     assert await complete_all(pool, clock, t) == 9
     assert await d.run_round() == 3
     assert await states(pool, t) == {"succeeded": 9, "queued": 3}
@@ -149,9 +150,10 @@ async def test_concurrency_key_task_and_tenant_limits_hold_across_decisions(
 
 async def _waiting(pool: asyncpg.Pool, tenant_id: uuid.UUID):  # type: ignore[no-untyped-def]
     async with pool.acquire() as conn:
-        for r in await conn.fetch(RUNS["list_runs"], tenant_id, None, None, None, None, 1000):
-            if r["state"] == "scheduled":
-                yield r["id"]
+        for r in await run_store.page(conn, tenant_id, job_id=None, state=None,
+                                      after=(None, None), limit=1000):
+            if r.state == "scheduled":
+                yield r.id
 
 
 async def test_a_resource_rate_limit_survives_a_dispatcher_restart(
@@ -186,7 +188,7 @@ async def test_pausing_a_pool_or_one_tenants_queue_holds_runs_and_is_recorded(
                                              paused=True, reason="again", actor="admin")
     assert await d.run_round() == 0
     async with pool.acquire() as conn:
-        reasons = {r["reason"] for r in await conn.fetch("SELECT reason FROM dispatch_holds")}
+        reasons = {r for (r,) in await conn.fetch("SELECT reason FROM dispatch_holds")}
         assert reasons == {"pool default paused"}
         await controls.set_paused(conn, store(clock), pool="default", tenant_id=None,
                                   paused=False, reason=None, actor="admin")
@@ -266,7 +268,9 @@ async def test_the_api_explains_waiting_runs_and_steers_pools_and_limits(
 
 async def _tenant_id(pool: asyncpg.Pool, name: str) -> uuid.UUID:
     async with pool.acquire() as conn:
-        return (await conn.fetchrow(Q["tenant_by_name"], name))["id"]
+        tenant_id = await tenants.id_by_name(conn, name)
+    assert tenant_id is not None, name
+    return tenant_id
 
 
 async def test_two_dispatchers_deciding_at_once_never_exceed_a_global_limit(

@@ -13,13 +13,12 @@ import pytest
 
 from ostinato import calendars, jobs
 from ostinato.clock import FakeClock
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import read_stream
 from ostinato.jobs.request import JobRequest
 from ostinato.schedules import ScheduleSpec
 from ostinato.stores import jobs as job_store
+from ostinato.stores import runs as run_store
 from ostinato.stores.jobs import JobRow
-from ostinato.stores.runs import Q as RUNS
 from ostinato.testing.outbox import drain_outbox
 from services.reconciler.checks.gaps import check_gaps
 from services.reconciler.checks.overdue import check_overdue
@@ -48,16 +47,16 @@ async def job_types(pool: asyncpg.Pool, job: JobRow) -> list[str]:
 
 async def runs_of(pool: asyncpg.Pool, job: JobRow) -> list[datetime]:
     async with pool.acquire() as conn:
-        rows = await conn.fetch(RUNS["list_runs"], job.tenant_id, job.id, None, None, None,
-                                500)
-    return sorted(r["scheduled_for"] for r in rows)
+        rows = await run_store.page(conn, job.tenant_id, job_id=job.id, state=None,
+                                    after=(None, None), limit=500)
+    return sorted(r.scheduled_for for r in rows)
 
 
 async def skips_of(pool: asyncpg.Pool, job: JobRow) -> list[tuple]:
     async with pool.acquire() as conn:
-        rows = await conn.fetch(Q["skips_of_job_between"], job.id, T0 - timedelta(days=400),
-                                T0 + timedelta(days=400))
-    return sorted((r["first_slot"], r["last_slot"], r["slots"], r["reason"]) for r in rows)
+        rows = await job_store.skips_between(conn, job.id, T0 - timedelta(days=400),
+                                             T0 + timedelta(days=400))
+    return sorted((r.first_slot, r.last_slot, r.slots, r.reason) for r in rows)
 
 
 async def get_job(pool: asyncpg.Pool, job: JobRow) -> JobRow:
@@ -202,12 +201,13 @@ async def test_trigger_now_and_idempotent_backfill(pool: asyncpg.Pool) -> None:
                                     start=T0, end=T0 + timedelta(hours=1), actor="t")
         again = await jobs.backfill(conn, store(clock), tenant_id=tenant, job_id=job.id,
                                     start=T0, end=T0 + timedelta(hours=1), actor="t")
-        manual = await conn.fetchrow(RUNS["run_by_id"], run_id, tenant)
-        backfilled = await conn.fetch(RUNS["list_runs"], tenant, job.id, None, None, None, 100)
-    assert manual["trigger"] == "manual"
+        manual = await run_store.by_id(conn, tenant, run_id)
+        backfilled = await run_store.page(conn, tenant, job_id=job.id, state=None,
+                                          after=(None, None), limit=100)
+    assert manual is not None and manual.trigger == "manual"
     assert (first.runs_created, first.slots_with_runs) == (4, 0)
     assert (again.runs_created, again.slots_with_runs) == (0, 4)
-    assert sorted(r["scheduled_for"] for r in backfilled if r["trigger"] == "backfill") == \
+    assert sorted(r.scheduled_for for r in backfilled if r.trigger == "backfill") == \
         minutes(0, 15, 30, 45)
 
 
@@ -247,8 +247,9 @@ async def test_the_reconciler_finds_a_silent_gap_and_repairs_it(pool: asyncpg.Po
     assert missed == 2
     assert await runs_of(pool, job) == minutes(0, 1, 2)
     async with pool.acquire() as conn:
-        repaired = await conn.fetch(RUNS["list_runs"], tenant, job.id, None, None, None, 10)
-    assert {r["trigger"] for r in repaired if r["scheduled_for"] > T0} == {"repair"}
+        repaired = await run_store.page(conn, tenant, job_id=job.id, state=None,
+                                        after=(None, None), limit=10)
+    assert {r.trigger for r in repaired if r.scheduled_for > T0} == {"repair"}
     assert (await job_types(pool, job)).count("OccurrenceMissed") == 2
     assert await check_gaps(pool, store(clock), clock, window=timedelta(hours=1),
                             grace=timedelta(seconds=30)) == 0

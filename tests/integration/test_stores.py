@@ -7,7 +7,7 @@ import asyncpg
 import msgspec
 import pytest
 
-from ostinato.stores import calendars, dead_letters, jobs, limits, runs
+from ostinato.stores import calendars, dead_letters, jobs, limits, runs, steps, tenants
 
 pytestmark = pytest.mark.integration
 
@@ -26,13 +26,42 @@ ROW_OF = {
     (limits, "pool_controls_visible"): limits.PoolControlRow,
     (limits, "waiting_depth"): limits.WaitingLoad,
     (limits, "in_flight_runs"): limits.InFlight,
+    (limits, "all_limits"): limits.Limit,
+    (limits, "paused_pools"): limits.PausedPool,
+    (limits, "lock_pool_control"): limits.PoolControlHead,
+    (runs, "lock_runs"): runs.LockedRun,
+    (runs, "claim_ready_runs"): runs.ClaimedRun,
+    (runs, "claim_ready_runs_any_tenant"): runs.ClaimedRun,
+    (runs, "claim_due_retries"): runs.DueRetry,
+    (runs, "stuck_runs"): runs.StuckCount,
+    (runs, "waiting_candidates"): runs.WaitingRun,
+    (jobs, "lock_job"): jobs.JobHead,
+    (jobs, "claim_due_jobs"): jobs.DueJob,
+    (jobs, "recurring_jobs"): jobs.RecurringJob,
+    (jobs, "lock_job_for_repair"): jobs.RepairJob,
+    (jobs, "jobs_by_idempotency_keys"): jobs.KeyedJob,
+    (jobs, "skips_of_job_between"): jobs.Skip,
+    (jobs, "pauses_of_job"): jobs.Pause,
+    (calendars, "lock_calendar"): calendars.CalendarHead,
+    (calendars, "calendars_by_id"): calendars.CalendarDates,
+    (tenants, "tenant_by_key_hash"): tenants.KeyOwner,
+    (tenants, "lock_tenant"): tenants.TenantHead,
+    (tenants, "tenant_weights"): tenants.TenantWeight,
+    (steps, "steps_of_run"): steps.StepRow,
+    (runs, "run_token"): runs.RunToken,
 }
-SCALAR = {(runs, "hold_of_run"), (runs, "waiting_position")}
+# One value per row (or per call), read inside the store: the function returns the values.
+SCALAR = {
+    (runs, "hold_of_run"), (runs, "waiting_position"), (runs, "cancel_flags"),
+    (runs, "active_runs_of_jobs"), (runs, "runs_of_job_between"), (runs, "timed_out_runs"),
+    (runs, "queue_wait_expired"), (jobs, "oldest_due"), (calendars, "calendar_names"),
+    (tenants, "tenant_by_name"),
+}
 
 
 def test_every_store_query_is_accounted_for() -> None:
-    named = {(store, name) for store in (runs, jobs, dead_letters, calendars, limits)
-             for name in store.Q}
+    stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps)
+    named = {(store, name) for store in stores for name in store.Q}
     assert named == set(ROW_OF) | SCALAR
 
 

@@ -4,18 +4,22 @@ holds the run, a fencing token that did not rise, a change after success, a gap 
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
 
-from ostinato.testing.invariants import stream_problem
+import msgspec
+
+from ostinato.testing.invariants import StoryEvent, stream_problem
+
+RUN = uuid.UUID(int=1)
 
 
-def story(*steps: str | tuple[str, int]) -> list[dict[str, Any]]:
+def story(*steps: str | tuple[str, int]) -> list[StoryEvent]:
     """Events in version order; ("RunStarted", epoch) gives a claim its fencing token."""
     events = []
     for i, step in enumerate(steps, start=1):
         kind, epoch = (step, None) if isinstance(step, str) else step
-        events.append({"version": i, "seq": 10 * i, "type": kind, "epoch": epoch,
-                       "token": epoch})
+        events.append(StoryEvent(stream_id=RUN, version=i, seq=10 * i, type=kind, epoch=epoch,
+                                 token=None if epoch is None else str(epoch)))
     return events
 
 
@@ -40,10 +44,10 @@ def test_what_the_check_is_for_is_found() -> None:
     unfinished = story("RunScheduled", "RunQueued")
     assert "ends in state queued" in (stream_problem(unfinished) or "")
     gap = story("RunScheduled", "RunQueued")
-    gap[1]["version"] = 3
+    gap[1] = msgspec.structs.replace(gap[1], version=3)
     assert "not 1..2" in (stream_problem(gap) or "")
     out_of_order = story("RunScheduled", "RunQueued")
-    out_of_order[1]["seq"] = 1
+    out_of_order[1] = msgspec.structs.replace(out_of_order[1], seq=1)
     assert stream_problem(out_of_order) == "seq order differs from version order"
     assert stream_problem(story("RunQueued")) == "starts with RunQueued"
     assert stream_problem([]) == "no events"

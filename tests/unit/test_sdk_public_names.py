@@ -13,17 +13,21 @@ PUBLIC_NAMES = [
     "GatewayError",
     "Handler",
     "LeaseLost",
+    "NonDeterminismError",
     "OstinatoWorkerError",
     "PermanentError",
     "RetryableError",
     "RunContext",
+    "StepFailedError",
     "Task",
     "Throttled",
     "Worker",
+    "WorkflowContext",
     "apply_once",
     "current",
     "fence",
     "task",
+    "workflow",
 ]
 # Type aliases cannot carry a docstring of their own on Python 3.11 (`Handler` is
 # `Callable[[Any], Any]`); every other public name must.

@@ -46,6 +46,8 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.stores", "dead_letters.sql"),
     ("ostinato.stores", "calendars.sql"),
     ("ostinato.stores", "limits.sql"),
+    ("ostinato.stores", "tenants.sql"),
+    ("ostinato.stores", "steps.sql"),
 ]
 
 

@@ -291,6 +291,37 @@ class StaleWriteRejected(Event, tag="StaleWriteRejected"):
     worker_id: str
 
 
+class StepCompleted(Event, tag="StepCompleted"):
+    """A workflow step returned (`ostinato.domain.workflow`): appended under the attempt's
+    fencing token before the workflow goes past it; later executions return `output` (or the
+    blob `output_ref`, for a large one) without running the step."""
+
+    stream_type: ClassVar[str] = "run"
+    seq: int  # the step's position in the workflow, 0-based
+    name: str
+    attempt: int
+    fencing_token: int
+    output: Any = None
+    output_ref: uuid.UUID | None = None
+    tries: int = 1  # runs of the step in this attempt (its own retries included)
+    duration_ms: float = 0.0
+
+
+class StepFailed(Event, tag="StepFailed"):
+    """A workflow step failed for good (a permanent error, or its retries used up in a way the
+    workflow handles): later executions raise the same error at that step without running it."""
+
+    stream_type: ClassVar[str] = "run"
+    seq: int
+    name: str
+    attempt: int
+    fencing_token: int
+    error_type: str
+    message: str
+    tries: int = 1
+    duration_ms: float = 0.0
+
+
 # -- pool streams (one per pool and scope: every tenant, or one tenant's queue) ----------------
 
 
@@ -388,6 +419,8 @@ AnyEvent = (
     | DeadLetterTriaged
     | DeadLetterReplayed
     | StaleWriteRejected
+    | StepCompleted
+    | StepFailed
 )
 
 _encoder = msgspec.json.Encoder()

@@ -50,6 +50,8 @@ RUN_EVENTS: Mapping[type[ev.Event], Move] = {
     ev.DeadLetterTriaged: Move(frozenset({S.DEAD_LETTERED})),
     ev.DeadLetterReplayed: Move(frozenset({S.DEAD_LETTERED})),
     ev.StaleWriteRejected: Move(frozenset(ANY)),
+    ev.StepCompleted: Move(frozenset({S.RUNNING})),
+    ev.StepFailed: Move(frozenset({S.RUNNING})),
 }
 
 
@@ -96,6 +98,7 @@ class Run:
     output_ref: uuid.UUID | None = None
     logs_ref: uuid.UUID | None = None
     last_error_type: str | None = None
+    steps_done: int = 0  # workflow steps recorded (positions 0 .. steps_done - 1)
 
 
 def step(run: Run, event: ev.Event) -> Run:
@@ -129,6 +132,8 @@ def step(run: Run, event: ev.Event) -> Run:
             return replace(r, failures=max(r.failures, attempts))
         case ev.CancelRequested():
             return replace(r, cancel_requested=True)
+        case ev.StepCompleted(seq=seq) | ev.StepFailed(seq=seq):
+            return replace(r, steps_done=max(r.steps_done, seq + 1))
         case ev.RunCancelled(output_ref=output):
             return replace(r, output_ref=output or r.output_ref)
     return r

@@ -1,5 +1,6 @@
-"""Read models (tenants, api_keys, jobs, runs): how each event changes them, how to rebuild them
-from the log, and the queries that read them. The only module with SQL for these tables."""
+"""The projector: how each event changes the read models (tenants, api_keys, jobs, runs,
+run_steps, ...), in the transaction of its append, and the snapshot a rebuild is compared with.
+The only writer of these tables; their reads are the stores' (`ostinato.stores`)."""
 
 from __future__ import annotations
 
@@ -176,6 +177,16 @@ def _pool_control(r: RecordedEvent, e: ev.PoolPaused | ev.PoolResumed) -> tuple[
                                     r.occurred_at, r.version)
 
 
+def _step_recorded(r: RecordedEvent, e: ev.StepCompleted | ev.StepFailed) -> tuple[str, Args]:
+    if isinstance(e, ev.StepCompleted):
+        # the pool's json codec encodes the document (a step that returned null stores NULL)
+        outcome = (True, None if e.output_ref else e.output, e.output_ref, None, None)
+    else:
+        outcome = (False, None, None, e.error_type, e.message)
+    return "project_step_recorded", (r.stream_id, e.seq, r.tenant_id, e.name, *outcome,
+                                     e.attempt, e.tries, e.duration_ms, r.occurred_at, r.version)
+
+
 def _json_or_none(document: Any) -> str | None:
     return None if document is None else _json.encode(document).decode()
 
@@ -217,6 +228,8 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.DeadLetterTriaged: _triaged,
     ev.DeadLetterReplayed: _replayed,
     ev.StaleWriteRejected: _version_only,
+    ev.StepCompleted: _step_recorded,
+    ev.StepFailed: _step_recorded,
 }
 
 
@@ -228,7 +241,7 @@ COLUMNAR = frozenset({"project_job_created", "project_occurrence_fired", "projec
 
 # Run events after which a run holds a dispatch slot exactly when it held one before (scheduled
 # stays slot-less, queued → running keeps it); after any other, run_slots follows the run.
-SLOT_UNCHANGED = frozenset({ev.RunScheduled, ev.RunStarted})
+SLOT_UNCHANGED = frozenset({ev.RunScheduled, ev.RunStarted, ev.StepCompleted, ev.StepFailed})
 
 
 async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> None:
@@ -267,5 +280,6 @@ async def snapshot(conn: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:
     return {
         table: [dict(r) for r in await conn.fetch(Q[f"snapshot_{table}"])]
         for table in ("tenants", "api_keys", "jobs", "runs", "occurrence_skips", "job_pauses",
-                      "calendars", "dead_letters", "limits", "pool_controls", "run_slots")
+                      "calendars", "dead_letters", "limits", "pool_controls", "run_slots",
+                      "run_steps")
     }

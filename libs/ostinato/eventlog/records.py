@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -43,11 +42,11 @@ class StreamHead:
     state: RunState | None = None  # a run stream's state; None for a new run or another stream
 
     @classmethod
-    def of(cls, row: Mapping[str, Any], *, stream_id: uuid.UUID | None = None) -> StreamHead:
-        """The head of a read-model row holding `id` (or `stream_id`), `tenant_id`, `version` and,
-        for a run, `state`."""
-        state = row.get("state")
-        return cls(stream_id or row["id"], row["tenant_id"], row["version"],
+    def of(cls, row: Any, *, stream_id: uuid.UUID | None = None) -> StreamHead:
+        """The head of a typed read-model row (`ostinato.stores`) with attributes `id` (or the
+        given `stream_id`), `tenant_id`, `version` and, for a run, `state`."""
+        state = getattr(row, "state", None)
+        return cls(stream_id or row.id, row.tenant_id, row.version,
                    None if state is None else RunState(state))
 
     def next(self, event: Event, actor: str, *, epoch: int | None = None,

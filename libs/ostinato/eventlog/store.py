@@ -95,7 +95,7 @@ async def put_blobs(
     kind: str | Sequence[str] = "payload",
 ) -> None:
     """Store many (blob_id, tenant_id, json bytes) documents at once; `kind` is one of
-    payload, output, logs (one for all, or one per item): outputs and logs expire."""
+    payload, output, logs, step (one for all, or one per item): outputs and logs expire."""
     if items:
         kinds = [kind] * len(items) if isinstance(kind, str) else list(kind)
         await conn.execute(

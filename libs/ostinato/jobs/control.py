@@ -13,11 +13,11 @@ from ostinato import schedules
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, InvalidState, NotFound
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.materialise import run_for
 from ostinato.stores import jobs as job_store
+from ostinato.stores import runs as run_store
 
 _EPSILON = timedelta(microseconds=1)
 
@@ -29,9 +29,9 @@ async def delete_job(
     """Stop a job from creating further runs. Runs already created are not touched."""
     async with conn.transaction():
         row = await _lock_job(conn, tenant_id, job_id)
-        if row["status"] == "deleted":
+        if row.status == "deleted":
             raise InvalidState(f"job {job_id} is already deleted")
-        head = StreamHead(job_id, tenant_id, row["version"])
+        head = StreamHead(job_id, tenant_id, row.version)
         await store.append(conn, [head.next(ev.JobDeleted(), actor)])
 
 
@@ -43,9 +43,9 @@ async def pause_job(
     """Stop creating runs until resumed; the slots that pass meanwhile are decided at resume."""
     async with conn.transaction():
         row = await _lock_job(conn, tenant_id, job_id)
-        if row["status"] != "active":
-            raise InvalidState(f"job {job_id} is {row['status']}; only an active job can pause")
-        head = StreamHead(job_id, tenant_id, row["version"])
+        if row.status != "active":
+            raise InvalidState(f"job {job_id} is {row.status}; only an active job can pause")
+        head = StreamHead(job_id, tenant_id, row.version)
         await store.append(conn, [head.next(ev.JobPaused(reason=reason, auto=auto), actor)])
 
 
@@ -57,9 +57,9 @@ async def resume_job(
     The decision is recorded in JobResumed and applied by the scheduler's next plan."""
     async with conn.transaction():
         row = await _lock_job(conn, tenant_id, job_id)
-        if row["status"] != "paused":
-            raise InvalidState(f"job {job_id} is {row['status']}; only a paused job can resume")
-        head = StreamHead(job_id, tenant_id, row["version"])
+        if row.status != "paused":
+            raise InvalidState(f"job {job_id} is {row.status}; only a paused job can resume")
+        head = StreamHead(job_id, tenant_id, row.version)
         await store.append(conn, [head.next(ev.JobResumed(misfire=misfire), actor)])
 
 
@@ -69,20 +69,20 @@ async def trigger_now(
 ) -> uuid.UUID:
     """An extra run outside the schedule, marked `manual`; the schedule itself is untouched."""
     async with conn.transaction():
-        job = await conn.fetchrow(job_store.Q["job_by_id"], job_id, tenant_id)
+        job = await job_store.by_id(conn, tenant_id, job_id)
         if job is None:
             raise NotFound(f"no job {job_id}")
-        if job["status"] == "deleted":
+        if job.status == "deleted":
             raise InvalidState(f"job {job_id} is deleted")
         run_id, run = run_for(job, clock.now(), trigger="manual")
         await store.append(conn, [StreamHead(run_id, tenant_id).next(
-            run, actor, traceparent=traceparent or job["traceparent"])])
+            run, actor, traceparent=traceparent or job.traceparent)])
     return run_id
 
 
 async def _lock_job(conn: asyncpg.Connection, tenant_id: uuid.UUID,
-                    job_id: uuid.UUID) -> asyncpg.Record:
-    row = await conn.fetchrow(Q["lock_job"], job_id, tenant_id)
+                    job_id: uuid.UUID) -> job_store.JobHead:
+    row = await job_store.lock(conn, tenant_id, job_id)
     if row is None:
         raise NotFound(f"no job {job_id}")
     return row
@@ -107,8 +107,9 @@ async def backfill(
             {"field": "end", "message": "not after start"}])
     async with conn.transaction():
         row = await _lock_job(conn, tenant_id, job_id)
-        job = await conn.fetchrow(job_store.Q["job_by_id"], job_id, tenant_id)
-        s = schedules.from_document(job["schedule"])
+        job = await job_store.by_id(conn, tenant_id, job_id)
+        assert job is not None  # locked above
+        s = schedules.from_document(job.schedule)
         if s.overlap == "queue":
             raise InvalidState("backfill of a job with overlap=queue is not supported; "
                                "change the overlap policy or trigger runs one by one")
@@ -121,24 +122,23 @@ async def backfill(
             raise InvalidInput(f"the range holds more than {MAX_BACKFILL_SLOTS} slots; "
                                "backfill it in parts", errors=[
                                    {"field": "end", "message": "range too long"}])
-        existing = {r["scheduled_for"] for r in
-                    await conn.fetch(Q["runs_of_job_between"], job_id, start, end)}
+        existing = await run_store.slots_taken(conn, job_id, start, end)
         missing = [x for x in slots if x not in existing]
         create, skip = missing, []
         if s.overlap == "skip":
-            active = await conn.fetch(Q["active_runs_of_jobs"], [job_id])
-            keep = 0 if active else 1
+            active = await run_store.active_counts(conn, [job_id])
+            keep = 0 if active.get(job_id) else 1
             create, skip = missing[:keep], missing[keep:]
-        head = StreamHead(job_id, tenant_id, row["version"])
+        head = StreamHead(job_id, tenant_id, row.version)
         events: list[NewEvent] = []
         for slot in create:
             run_id, run = run_for(job, slot, trigger="backfill")
             events.append(StreamHead(run_id, tenant_id).next(run, actor,
-                                                              traceparent=job["traceparent"]))
+                                                              traceparent=job.traceparent))
         for slot in skip:
             events.append(head.next(ev.OccurrencesSkipped(
                 first=slot, last=slot, slots=1, reason="overlap",
-                next_run_at=job["next_run_at"], next_slot=job["next_slot"]), actor))
+                next_run_at=job.next_run_at, next_slot=job.next_slot), actor))
         summary = ev.BackfillRequested(start=start, end=end, runs_created=len(create),
                                        slots_with_runs=len(slots) - len(missing),
                                        slots_skipped=len(skip))

@@ -16,7 +16,7 @@ import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 
@@ -24,11 +24,12 @@ from ostinato import calendars
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.domain.ids import run_id_for
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.decide import Decision, decide
 from ostinato.schedules import from_document
+from ostinato.stores import runs as run_store
+from ostinato.stores.jobs import DueJob
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
 
@@ -36,17 +37,45 @@ WAIT_RECHECK = timedelta(seconds=1)  # how often a job waiting on overlap=queue 
 log = get_logger("ostinato.scheduler")
 
 
-def run_for(job: Mapping[str, Any], slot: datetime, *, trigger: str = "schedule",
+class JobSettings(Protocol):
+    """What a run copies from its job (a `JobRow`, `DueJob` or `RepairJob`, or a job with
+    some settings taken from an earlier run): read-only attributes."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+    @property
+    def task(self) -> str: ...
+    @property
+    def pool(self) -> str: ...
+    @property
+    def priority(self) -> str: ...
+    @property
+    def payload_ref(self) -> uuid.UUID: ...
+    @property
+    def retry_policy(self) -> Any: ...
+    @property
+    def timeout_seconds(self) -> float | None: ...
+    @property
+    def queue_wait_seconds(self) -> float | None: ...
+    @property
+    def on_queue_wait(self) -> str | None: ...
+    @property
+    def concurrency_key(self) -> str | None: ...
+    @property
+    def resource(self) -> str | None: ...
+
+
+def run_for(job: JobSettings, slot: datetime, *, trigger: str = "schedule",
             due_at: datetime | None = None, run_id: uuid.UUID | None = None,
             replay_of: uuid.UUID | None = None,
             payload_ref: uuid.UUID | None = None) -> tuple[uuid.UUID, ev.RunScheduled]:
     """(run id, event) for `slot`; the run id derives from the occurrence unless given."""
-    return run_id or run_id_for(job["id"], slot), ev.RunScheduled(
-        job_id=job["id"], task=job["task"], pool=job["pool"], priority=job["priority"],
-        payload_ref=payload_ref or job["payload_ref"], scheduled_for=slot, trigger=trigger,
-        due_at=due_at or slot, retry=job["retry_policy"], timeout_seconds=job["timeout_seconds"],
-        queue_wait_seconds=job["queue_wait_seconds"], on_queue_wait=job["on_queue_wait"],
-        replay_of=replay_of, concurrency_key=job["concurrency_key"], resource=job["resource"],
+    return run_id or run_id_for(job.id, slot), ev.RunScheduled(
+        job_id=job.id, task=job.task, pool=job.pool, priority=job.priority,
+        payload_ref=payload_ref or job.payload_ref, scheduled_for=slot, trigger=trigger,
+        due_at=due_at or slot, retry=job.retry_policy, timeout_seconds=job.timeout_seconds,
+        queue_wait_seconds=job.queue_wait_seconds, on_queue_wait=job.on_queue_wait,
+        replay_of=replay_of, concurrency_key=job.concurrency_key, resource=job.resource,
     )
 
 
@@ -65,9 +94,9 @@ class Waiting:
         self._until[job_id] = now + WAIT_RECHECK.total_seconds()
 
 
-def _job_events(job: Mapping[str, Any], head: StreamHead, d: Decision, actor: str,
+def _job_events(job: DueJob, head: StreamHead, d: Decision, actor: str,
                 epoch: int | None = None) -> tuple[list[NewEvent], list[ev.RunScheduled]]:
-    tenant, job_id = job["tenant_id"], job["id"]
+    tenant, job_id = job.tenant_id, job.id
     events: list[NewEvent] = []
     runs: list[ev.RunScheduled] = []
     fired = [(slot, due, None) for slot, due in d.fire]
@@ -75,7 +104,7 @@ def _job_events(job: Mapping[str, Any], head: StreamHead, d: Decision, actor: st
     for slot, due, skip in sorted(fired + skips, key=lambda step: step[0]):  # chronological
         if skip is None:
             run_id, run = run_for(job, slot, due_at=due)
-            with tracing.run_span("schedule run", job["traceparent"], tenant_id=tenant,
+            with tracing.run_span("schedule run", job.traceparent, tenant_id=tenant,
                                   job_id=job_id, run_id=run_id) as tp:
                 pass  # the span marks the hop; its context is stored on the events below
             runs.append(run)
@@ -94,7 +123,7 @@ def _job_events(job: Mapping[str, Any], head: StreamHead, d: Decision, actor: st
 
 
 async def decide_and_append(
-    conn: asyncpg.Connection, store: EventStore, clock: Clock, due: Sequence[Mapping[str, Any]],
+    conn: asyncpg.Connection, store: EventStore, clock: Clock, due: Sequence[DueJob],
     *, actor: str, waiting: Waiting | None = None, epochs: Mapping[int, int] | None = None,
     heads: Mapping[uuid.UUID, StreamHead] | None = None,
 ) -> list[ev.RunScheduled]:
@@ -104,25 +133,23 @@ async def decide_and_append(
         return []
     now = clock.now()
     excluded = await calendars.excluded_dates(
-        conn, {(j["tenant_id"], j["calendar"]) for j in due if j["calendar"]})
-    overlapping = [j["id"] for j in due if j["overlap"] != "allow"]
-    active = {r["job_id"]: r["active"] for r in
-              await conn.fetch(Q["active_runs_of_jobs"], overlapping)} if overlapping else {}
+        conn, {(j.tenant_id, j.calendar) for j in due if j.calendar})
+    overlapping = [j.id for j in due if j.overlap != "allow"]
+    active = await run_store.active_counts(conn, overlapping) if overlapping else {}
     events: list[NewEvent] = []
     created: list[ev.RunScheduled] = []
     for job in due:
         decision = decide(
-            from_document(job["schedule"]), job_id=job["id"], next_slot=job["next_slot"],
-            now=now, excluded_dates=excluded.get((job["tenant_id"], job["calendar"]),
-                                                 frozenset()),
-            policy=job["resume_policy"], active_runs=active.get(job["id"], 0),
-            consecutive_failures=job["consecutive_failures"])
+            from_document(job.schedule), job_id=job.id, next_slot=job.next_slot,
+            now=now, excluded_dates=excluded.get((job.tenant_id, job.calendar), frozenset()),
+            policy=job.resume_policy, active_runs=active.get(job.id, 0),
+            consecutive_failures=job.consecutive_failures)
         if decision.wait:
             if waiting is not None:
-                waiting.add(job["id"], clock.monotonic())
+                waiting.add(job.id, clock.monotonic())
             continue
-        epoch = None if epochs is None else epochs.get(job["shard"])
-        head = heads[job["id"]] if heads else StreamHead.of(job)
+        epoch = None if epochs is None else epochs.get(job.shard)
+        head = heads[job.id] if heads else StreamHead.of(job)
         job_events, runs = _job_events(job, head, decision, actor, epoch)
         events += job_events
         created += runs
@@ -131,11 +158,11 @@ async def decide_and_append(
     return created
 
 
-def _log_decision(job: Mapping[str, Any], d: Decision) -> None:
-    ids = {"tenant_id": str(job["tenant_id"]), "job_id": str(job["id"])}
+def _log_decision(job: DueJob, d: Decision) -> None:
+    ids = {"tenant_id": str(job.tenant_id), "job_id": str(job.id)}
     if log.is_enabled_for(logging.DEBUG):  # the ids cost more than the call: skip them unless read
         for slot, _ in d.fire:
-            log.debug("run scheduled", **ids, run_id=str(run_id_for(job["id"], slot)),
+            log.debug("run scheduled", **ids, run_id=str(run_id_for(job.id, slot)),
                       scheduled_for=slot.isoformat())
     for r in d.skipped:
         metrics.OCCURRENCES_SKIPPED.labels(reason=r.reason).inc(r.count or 1)

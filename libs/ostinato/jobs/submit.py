@@ -18,11 +18,11 @@ from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, PayloadTooLarge
 from ostinato.domain.ids import new_id
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore, put_blobs
 from ostinato.jobs.request import JobRequest
 from ostinato.policy import retry
+from ostinato.stores import calendars as calendar_store
 from ostinato.stores import jobs as job_store
 from ostinato.stores.jobs import JobRow
 
@@ -78,11 +78,10 @@ async def submit_jobs(
     """Create jobs; one result per request, in order. A repeated idempotency key (earlier, or
     earlier in the same batch) returns the first job with created=False."""
     keys = [r.idempotency_key for r in requests if r.idempotency_key is not None]
-    existing = {row["idempotency_key"]: row for row in
-                await conn.fetch(Q["jobs_by_idempotency_keys"], tenant_id, keys)} if keys else {}
+    existing = {row.idempotency_key: row for row in
+                await job_store.by_idempotency_keys(conn, tenant_id, keys)} if keys else {}
     names = {r.schedule.calendar for r in requests if r.schedule and r.schedule.calendar}
-    known = {row["name"] for row in
-             await conn.fetch(Q["calendar_names"], tenant_id, list(names))} if names else set()
+    known = await calendar_store.existing_names(conn, tenant_id, list(names)) if names else set()
     now = clock.now()
     errors: list[dict[str, str]] = []
     too_large = False
@@ -94,7 +93,7 @@ async def submit_jobs(
         key = request.idempotency_key
         if key is not None and key in existing:
             row = existing[key]
-            results.append(Submitted(row["id"], False, row["next_run_at"]))
+            results.append(Submitted(row.id, False, row.next_run_at))
             continue
         if key is not None and key in first_with_key:
             results.append(first_with_key[key])

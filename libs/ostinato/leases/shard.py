@@ -10,6 +10,9 @@ and writes nothing. The events it does write carry the shard epoch.
 Rebalancing: each instance's fair share is ceil(SHARDS / live instances). An instance over its
 share releases the surplus (highest shards first) at its next renewal; one under it takes free
 or expired shards. A dead instance's shards are free once their leases expire.
+
+The only module that reads the `shard_leases` and `scheduler_instances` tables: the store
+functions below return typed rows, never records.
 """
 
 from __future__ import annotations
@@ -17,18 +20,21 @@ from __future__ import annotations
 import hashlib
 import math
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import asyncpg
+import msgspec
 
 from ostinato.clock import Clock
 from ostinato.db.queries import load
+from ostinato.stores.rows import many
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 
 SHARDS = 16  # fixed by migration 0004; changing it needs a migration that re-shards jobs
-LQ = load("ostinato.leases", "leases.sql")
+Q = load("ostinato.leases", "leases.sql")
 log = get_logger("ostinato.scheduler")
 
 
@@ -45,6 +51,68 @@ def surplus(owned: dict[int, int], live_instances: int) -> list[int]:
     """Shards to give back so this instance holds at most its fair share (highest first)."""
     keep = fair_share(live_instances)
     return sorted(owned, reverse=True)[: max(0, len(owned) - keep)]
+
+
+class ShardEpoch(msgspec.Struct, frozen=True, kw_only=True):
+    """A shard lease held (renewed or just acquired) at this epoch."""
+
+    shard: int
+    epoch: int
+
+
+class ShardLease(msgspec.Struct, frozen=True, kw_only=True):
+    """One shard's lease as stored; `owner` None: free."""
+
+    shard: int
+    owner: str | None
+    epoch: int
+    expires_at: datetime
+
+
+async def instance_seen(conn: asyncpg.Connection, owner: str, now: datetime | None,
+                        ttl: timedelta) -> int:
+    """Say this scheduler instance is alive; how many instances are alive (itself included)
+    decides the fair share."""
+    return await conn.fetchval(Q["instance_seen"], owner, now, ttl)
+
+
+async def instance_gone(conn: asyncpg.Connection, owner: str) -> None:
+    """A graceful stop: this instance no longer counts towards the others' fair share."""
+    await conn.execute(Q["instance_gone"], owner)
+
+
+async def renew_shards_if_epoch(conn: asyncpg.Connection, owner: str, shards: Sequence[int],
+                                epochs: Sequence[int], now: datetime | None,
+                                ttl: timedelta) -> list[ShardEpoch]:
+    """Extend the leases `owner` still holds at these epochs; a lost one is not returned."""
+    return many(ShardEpoch, await conn.fetch(
+        Q["renew_shards_if_epoch"], owner, shards, epochs, now, ttl))
+
+
+async def acquire_shards(conn: asyncpg.Connection, owner: str, limit: int,
+                         now: datetime | None, ttl: timedelta) -> list[ShardEpoch]:
+    """Take up to `limit` free or expired shards, each at a new (bumped) epoch."""
+    return many(ShardEpoch, await conn.fetch(Q["acquire_shards"], owner, limit, now, ttl))
+
+
+async def release_shards_if_epoch(conn: asyncpg.Connection, owner: str, shards: Sequence[int],
+                                  epochs: Sequence[int]) -> None:
+    """Give shards back (rebalancing, graceful stop) so another instance takes them at once;
+    only those still held at these epochs."""
+    await conn.execute(Q["release_shards_if_epoch"], owner, shards, epochs)
+
+
+async def hold_shards_if_epoch(conn: asyncpg.Connection, owner: str, shards: Sequence[int],
+                               epochs: Sequence[int], now: datetime | None) -> set[int]:
+    """In the caller's transaction: the shards still current at these epochs, locked FOR SHARE
+    until it ends (a takeover waits, so a write under a lost lease never commits)."""
+    return {r["shard"] for r in await conn.fetch(
+        Q["hold_shards_if_epoch"], owner, shards, epochs, now)}
+
+
+async def shard_table(conn: asyncpg.Connection) -> list[ShardLease]:
+    """Every shard's lease (owner, epoch, expiry): for metrics and tests."""
+    return many(ShardLease, await conn.fetch(Q["shard_table"]))
 
 
 @dataclass
@@ -75,23 +143,22 @@ class ShardLeases:
         own = self.ownership
         now = self.clock.db_now()
         async with self.pool.acquire() as conn, conn.transaction():
-            live = await conn.fetchval(LQ["instance_seen"], own.owner, now, self.ttl)
+            live = await instance_seen(conn, own.owner, now, self.ttl)
             shards, epochs = own.pairs()
-            renewed = {r["shard"]: r["epoch"] for r in await conn.fetch(
-                LQ["renew_shards_if_epoch"], own.owner, shards, epochs, now, self.ttl)}
+            renewed = {r.shard: r.epoch for r in await renew_shards_if_epoch(
+                conn, own.owner, shards, epochs, now, self.ttl)}
             for lost in set(own.epochs) - set(renewed):
                 log.warning("shard lease lost", shard=lost, epoch=own.epochs[lost])
             give = surplus(renewed, live)
             if give:
-                await conn.execute(LQ["release_shards_if_epoch"], own.owner, give,
-                                   [renewed[s] for s in give])
+                await release_shards_if_epoch(conn, own.owner, give, [renewed[s] for s in give])
                 for s in give:
                     renewed.pop(s)
             want = fair_share(live) - len(renewed)
             if want > 0:
-                for r in await conn.fetch(LQ["acquire_shards"], own.owner, want, now, self.ttl):
-                    renewed[r["shard"]] = r["epoch"]
-                    log.info("shard lease acquired", shard=r["shard"], epoch=r["epoch"])
+                for r in await acquire_shards(conn, own.owner, want, now, self.ttl):
+                    renewed[r.shard] = r.epoch
+                    log.info("shard lease acquired", shard=r.shard, epoch=r.epoch)
         own.epochs = renewed
         for shard, epoch in renewed.items():
             metrics.SHARD_EPOCH.labels(shard=str(shard)).set(epoch)
@@ -102,9 +169,8 @@ class ShardLeases:
         shards, epochs = self.ownership.pairs()
         async with self.pool.acquire() as conn, conn.transaction():
             if shards:
-                await conn.execute(LQ["release_shards_if_epoch"], self.ownership.owner, shards,
-                                   epochs)
-            await conn.execute(LQ["instance_gone"], self.ownership.owner)
+                await release_shards_if_epoch(conn, self.ownership.owner, shards, epochs)
+            await instance_gone(conn, self.ownership.owner)
         self.ownership.epochs = {}
 
 
@@ -113,8 +179,7 @@ async def hold(conn: asyncpg.Connection, ownership: ShardOwnership,
     """In the caller's transaction: the leases still current at their epochs, locked FOR SHARE
     until the transaction ends. Lost ones are dropped from `ownership` and counted."""
     shards, epochs = ownership.pairs()
-    held = {r["shard"] for r in await conn.fetch(LQ["hold_shards_if_epoch"], ownership.owner,
-                                                 shards, epochs, clock.db_now())}
+    held = await hold_shards_if_epoch(conn, ownership.owner, shards, epochs, clock.db_now())
     for lost in set(shards) - held:
         metrics.STALE_WRITES_REJECTED.inc()
         log.warning("write refused: shard lease no longer current", shard=lost,

@@ -16,7 +16,6 @@ from ostinato.domain import events as ev
 from ostinato.domain import ids
 from ostinato.domain.errors import InvalidState, NotFound, PayloadTooLarge
 from ostinato.domain.states import FINAL, RunState
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore, put_blobs
 from ostinato.jobs.materialise import run_for
@@ -28,9 +27,9 @@ TRIAGE_STATES = ("new", "acknowledged", "fixed", "wont_fix")
 
 
 async def _lock_run(conn: asyncpg.Connection, tenant_id: uuid.UUID,
-                    run_id: uuid.UUID) -> asyncpg.Record:
-    rows = await conn.fetch(Q["lock_runs"], [run_id])
-    if not rows or rows[0]["tenant_id"] != tenant_id:
+                    run_id: uuid.UUID) -> run_store.LockedRun:
+    rows = await run_store.lock(conn, [run_id])
+    if not rows or rows[0].tenant_id != tenant_id:
         raise NotFound(f"no run {run_id}")
     return rows[0]
 
@@ -41,17 +40,17 @@ async def cancel_run(conn: asyncpg.Connection, store: EventStore, *, tenant_id: 
     it on the next heartbeat). Returns the state the run is in afterwards."""
     async with conn.transaction():
         run = await _lock_run(conn, tenant_id, run_id)
-        state = RunState(run["state"])
+        state = RunState(run.state)
         if state in FINAL:
             raise InvalidState(f"run {run_id} is already {state}")
         if state is RunState.RUNNING:
-            if run["cancel_requested"]:
+            if run.cancel_requested:
                 return "running"
             event: ev.Event = ev.CancelRequested(by=actor)
         else:
             event = ev.RunCancelled(by=actor, reason="requested")
         await store.append(conn, [StreamHead.of(run).next(event, actor,
-                                                          traceparent=run["traceparent"])])
+                                                          traceparent=run.traceparent)])
     outcomes.observe(tenant_id, run_id, event)
     return "running" if state is RunState.RUNNING else "cancelled"
 
@@ -67,12 +66,14 @@ async def rerun(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,
     new_id = outcomes.new_run_id(run_id, key)
     async with conn.transaction():
         run = await _lock_run(conn, tenant_id, run_id)
-        if run["state"] not in ("failed", "cancelled", "dead_lettered"):
-            raise InvalidState(f"run {run_id} is {run['state']}; only a failed, cancelled or "
+        if run.state not in ("failed", "cancelled", "dead_lettered"):
+            raise InvalidState(f"run {run_id} is {run.state}; only a failed, cancelled or "
                                "dead-lettered run can be re-run")
         if await run_store.by_id(conn, tenant_id, new_id) is not None:
             return new_id, False  # the same request again
-        job = await conn.fetchrow(job_store.Q["job_by_id"], run["job_id"], tenant_id)
+        job = await job_store.by_id(conn, tenant_id, run.job_id)
+        if job is None:  # job rows are never removed (a deleted job keeps its row)
+            raise NotFound(f"no job {run.job_id} for run {run_id}")
         payload_ref = None
         if payload is not msgspec.UNSET:
             body = _json.encode(payload)
@@ -82,13 +83,14 @@ async def rerun(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,
                                           {"field": "payload", "message": "too large"}])
             payload_ref = ids.new_id()
             await put_blobs(conn, [(payload_ref, tenant_id, body)])
-        source = {**dict(job), "payload_ref": run["payload_ref"], "task": run["task"],
-                  "pool": run["pool"], "priority": run["priority"]}
+        # The run's own task, pool, class and payload; the job's current limits.
+        source = msgspec.structs.replace(job, payload_ref=run.payload_ref, task=run.task,
+                                         pool=run.pool, priority=run.priority)
         _, event = run_for(source, clock.now(), trigger=trigger, run_id=new_id,
                            replay_of=run_id, payload_ref=payload_ref)
         events = [StreamHead(new_id, tenant_id).next(event, actor,
-                                                      traceparent=run["traceparent"])]
-        if run["state"] == "dead_lettered":
+                                                      traceparent=run.traceparent)]
+        if run.state == "dead_lettered":
             events.append(StreamHead.of(run).next(ev.DeadLetterReplayed(
                 new_run_id=new_id, request_key=key, payload_changed=payload_ref is not None,
                 by=actor), actor))
@@ -100,7 +102,7 @@ async def triage(conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid
                  run_id: uuid.UUID, state: str, comment: str | None, actor: str) -> None:
     async with conn.transaction():
         run = await _lock_run(conn, tenant_id, run_id)
-        if run["state"] != "dead_lettered":
+        if run.state != "dead_lettered":
             raise NotFound(f"run {run_id} is not in the dead-letter queue")
         await store.append(conn, [StreamHead.of(run).next(
             ev.DeadLetterTriaged(state=state, comment=comment, by=actor), actor)])

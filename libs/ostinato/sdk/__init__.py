@@ -83,6 +83,13 @@ exception, whose retryable default the job's policy may override, by type or who
   HTTP client. Outcomes still unreported then are logged with their run ids and will be retried
   after lease expiry.
 
+Workflows
+---------
+``@workflow("name")`` registers an ``async def fn(ctx, payload)`` whose ``await ctx.step(name,
+fn, ...)`` calls are checkpointed in the run's history: a later execution of the run returns
+recorded steps without running them and resumes at the first unrecorded one. See
+``ostinato.sdk.workflow`` and ``docs/WORKFLOWS.md``.
+
 Logs
 ----
 SDK logs are structlog events with ``run_id``, ``tenant_id``, ``job_id``, ``attempt``, ``task``
@@ -105,21 +112,26 @@ from ostinato.sdk.errors import (
 )
 from ostinato.sdk.tasks import Handler, Task, task
 from ostinato.sdk.worker import Worker
+from ostinato.sdk.workflow import NonDeterminismError, StepFailedError, WorkflowContext, workflow
 
 __all__ = [
     "Cancelled",
     "GatewayError",
     "Handler",
     "LeaseLost",
+    "NonDeterminismError",
     "OstinatoWorkerError",
     "PermanentError",
     "RetryableError",
     "RunContext",
+    "StepFailedError",
     "Task",
     "Throttled",
     "Worker",
+    "WorkflowContext",
     "apply_once",
     "current",
     "fence",
     "task",
+    "workflow",
 ]

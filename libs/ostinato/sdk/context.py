@@ -17,14 +17,21 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from ostinato.sdk.errors import Cancelled, LeaseLost, OstinatoWorkerError
-from ostinato.sdk.protocol import BatchItemResult, ClaimedRun, HeartbeatItem
+from ostinato.sdk.protocol import (
+    BatchItemResult,
+    ClaimedRun,
+    HeartbeatItem,
+    StepItem,
+    StepRecord,
+)
 
-__all__ = ["Custody", "HeartbeatHook", "InterruptHook", "RunContext", "current", "use_context"]
+__all__ = ["Custody", "HeartbeatHook", "InterruptHook", "RunContext", "StepJournal", "current",
+           "use_context"]
 
 HeartbeatHook = Callable[["RunContext"], Awaitable[None]]
 # Called on the event loop when the attempt must stop: "cancel" (cancel requested) or
@@ -34,6 +41,14 @@ SendHeartbeat = Callable[[str, int], "asyncio.Future[BatchItemResult]"]
 log = structlog.get_logger("ostinato.sdk")
 
 _current: contextvars.ContextVar[RunContext] = contextvars.ContextVar("ostinato_run_context")
+
+
+class StepJournal(Protocol):
+    """Where a workflow's steps are recorded and read back (the Worker: the gateway)."""
+
+    def record(self, item: StepItem) -> asyncio.Future[BatchItemResult]: ...
+
+    async def page(self, ctx: RunContext, after: int, limit: int) -> list[StepRecord]: ...
 
 
 class RunContext:
@@ -51,6 +66,7 @@ class RunContext:
         "_heartbeat_hook",
         "_heartbeating",
         "_interrupt",
+        "_journal",
         "_lease_deadline",
         "_lease_expires_at",
         "_lease_lost",
@@ -62,6 +78,7 @@ class RunContext:
         "lease_ttl_seconds",
         "run_id",
         "scheduled_for",
+        "steps_done",
         "task",
         "tenant_id",
         "timeout_seconds",
@@ -83,6 +100,8 @@ class RunContext:
         lease_deadline: float | None = None,
         heartbeat_hook: HeartbeatHook | None = None,
         timeout_seconds: float | None = None,
+        steps_done: int = 0,
+        journal: StepJournal | None = None,
     ) -> None:
         self.run_id = run_id
         self.job_id = job_id
@@ -94,6 +113,8 @@ class RunContext:
         self.scheduled_for = scheduled_for
         self.lease_ttl_seconds = lease_ttl_seconds
         self.timeout_seconds = timeout_seconds  # the attempt's time limit; None: no limit
+        self.steps_done = steps_done  # workflow steps the run has recorded (ostinato.sdk.workflow)
+        self._journal = journal
         self._lease_expires_at = lease_expires_at
         # Monotonic instant by which the lease has surely not yet expired on the gateway:
         # (time the claim/heartbeat request was *sent*) + ttl is a lower bound of the expiry.
@@ -109,7 +130,8 @@ class RunContext:
 
     @classmethod
     def from_claim(
-        cls, run: ClaimedRun, *, sent_at: float, heartbeat_hook: HeartbeatHook | None = None
+        cls, run: ClaimedRun, *, sent_at: float, heartbeat_hook: HeartbeatHook | None = None,
+        journal: StepJournal | None = None,
     ) -> RunContext:
         """Build the context of a claimed run; ``sent_at`` is the claim request's monotonic time."""
         return cls(
@@ -126,6 +148,8 @@ class RunContext:
             lease_deadline=sent_at + run.lease_ttl_seconds,
             heartbeat_hook=heartbeat_hook,
             timeout_seconds=run.timeout_seconds,
+            steps_done=run.steps_done,
+            journal=journal,
         )
 
     @property
@@ -184,6 +208,20 @@ class RunContext:
         if running is loop:
             raise OstinatoWorkerError("heartbeat_sync() on the event loop; use await heartbeat()")
         asyncio.run_coroutine_threadsafe(self.heartbeat(), loop).result()
+
+    async def record_step(self, item: StepItem) -> BatchItemResult:
+        """Record a workflow step's outcome; the answer says whether the lease still holds."""
+        return await self._step_journal().record(item)
+
+    async def steps_page(self, *, after: int, limit: int) -> list[StepRecord]:
+        """The run's recorded steps after position ``after``, in order."""
+        return await self._step_journal().page(self, after, limit)
+
+    def _step_journal(self) -> StepJournal:
+        if self._journal is None:
+            raise OstinatoWorkerError("workflow steps need a context started by a Worker (or "
+                                      "ostinato.testing.handlers.HandlerEnvironment)")
+        return self._journal
 
     # -- used by the Worker (and test harnesses) to apply what the gateway said -------------
 

@@ -20,6 +20,7 @@ admin key for a shared worker serving every tenant)::
     POST /v1/worker/runs/{run_id}/complete   CompleteRequest  -> OutcomeResponse
     POST /v1/worker/runs/{run_id}/fail       FailRequest      -> OutcomeResponse
     POST /v1/worker/runs/{run_id}/release    ReleaseRequest   -> OutcomeResponse
+    POST /v1/worker/runs/{run_id}/steps      StepsRequest     -> StepsResponse
     POST /v1/worker/goodbye                  GoodbyeRequest   -> GoodbyeResponse
     any error                                Problem (application/problem+json, RFC 9457)
 """
@@ -43,6 +44,8 @@ __all__ = [
     "MAX_LOG_BYTES",
     "MAX_LOG_LINES",
     "MAX_LOG_MESSAGE_CHARS",
+    "MAX_STEPS_PAGE",
+    "MAX_STEP_NAME_CHARS",
     "BatchItemResult",
     "BatchRequest",
     "BatchResponse",
@@ -64,6 +67,10 @@ __all__ = [
     "Problem",
     "ReleaseItem",
     "ReleaseRequest",
+    "StepItem",
+    "StepRecord",
+    "StepsRequest",
+    "StepsResponse",
     "run_path",
 ]
 
@@ -80,10 +87,12 @@ MAX_ERROR_TYPE_CHARS: Final = 256
 MAX_LOG_LINES: Final = 500
 MAX_LOG_BYTES: Final = 256 * 1024
 MAX_LOG_MESSAGE_CHARS: Final = 8192  # one line's message; the SDK cuts longer ones
+MAX_STEP_NAME_CHARS: Final = 256
+MAX_STEPS_PAGE: Final = 1000  # recorded steps per page a resuming workflow reads
 
 
 def run_path(
-    run_id: str, action: Literal["heartbeat", "complete", "fail", "release"]
+    run_id: str, action: Literal["heartbeat", "complete", "fail", "release", "steps"]
 ) -> str:
     """Path of a single-item endpoint; one function so client and routes agree."""
     return f"/v1/worker/runs/{run_id}/{action}"
@@ -170,10 +179,25 @@ class ReleaseItem(_Request):
     fencing_token: FencingToken
 
 
+class StepItem(_Request):
+    """A workflow step's outcome, recorded under the attempt's fencing token before the SDK
+    lets the workflow go past the step (``ostinato.domain.workflow``). ``error`` set: the step
+    failed for good, and later executions raise it again at this step."""
+
+    run_id: RunId
+    fencing_token: FencingToken
+    seq: Annotated[int, msgspec.Meta(ge=0)]
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_STEP_NAME_CHARS)]
+    output: Any = None
+    error: ErrorInfo | None = None
+    tries: Annotated[int, msgspec.Meta(ge=1)] = 1
+    duration_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+
+
 class BatchRequest(_Request):
     """Heartbeats and outcomes for many runs in one round trip (one result per item).
 
-    Results come in the order heartbeats, completions, failures, releases.
+    Results come in the order heartbeats, completions, failures, releases, steps.
     """
 
     worker_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
@@ -181,6 +205,16 @@ class BatchRequest(_Request):
     completions: Annotated[list[CompletionItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
     failures: Annotated[list[FailureItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
     releases: Annotated[list[ReleaseItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
+    steps: Annotated[list[StepItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
+
+
+class StepsRequest(_Request):
+    """A page of the run's recorded steps after position ``after`` (-1: from the first), for the
+    attempt holding the lease."""
+
+    fencing_token: FencingToken
+    after: Annotated[int, msgspec.Meta(ge=-1)] = -1
+    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_STEPS_PAGE)] = MAX_STEPS_PAGE
 
 
 class GoodbyeRequest(_Request):
@@ -230,6 +264,7 @@ class ClaimedRun(_Response):
     payload: Any = None
     traceparent: str | None = None  # W3C trace context of the run: handlers continue its trace
     timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None  # attempt limit; None: none
+    steps_done: Annotated[int, msgspec.Meta(ge=0)] = 0  # workflow steps recorded so far
 
 
 class ClaimResponse(_Response):
@@ -240,7 +275,7 @@ class BatchItemResult(_Response):
     """Answer for one batch item: 200 applied, 409 stale token / lease lost, 404 unknown run."""
 
     run_id: str
-    kind: Literal["heartbeat", "complete", "fail", "release"]
+    kind: Literal["heartbeat", "complete", "fail", "release", "step"]
     status: int
     lease_expires_at: AwareDatetime | None = None
     cancel_requested: bool = False
@@ -248,7 +283,7 @@ class BatchItemResult(_Response):
 
 
 class BatchResponse(_Response):
-    """Results in request order: heartbeats, completions, failures, then releases."""
+    """Results in request order: heartbeats, completions, failures, releases, then steps."""
 
     results: list[BatchItemResult] = []
 
@@ -256,6 +291,21 @@ class BatchResponse(_Response):
 class HeartbeatResponse(_Response):
     lease_expires_at: AwareDatetime
     cancel_requested: bool = False
+
+
+class StepRecord(_Response):
+    """A recorded step as a resuming workflow replays it."""
+
+    seq: int
+    name: str
+    succeeded: bool
+    output: Any = None
+    error_type: str | None = None
+    message: str | None = None
+
+
+class StepsResponse(_Response):
+    steps: list[StepRecord] = []
 
 
 class OutcomeResponse(_Response):

@@ -44,6 +44,7 @@ from ostinato.sdk.protocol import (
     HeartbeatItem,
     LogLine,
     ReleaseItem,
+    StepItem,
 )
 
 __all__ = ["BatchTransport", "HeartbeatCallback", "Reporter", "backoff_delay"]
@@ -53,6 +54,9 @@ BatchTransport = Callable[[BatchRequest], Awaitable[BatchResponse]]
 HeartbeatCallback = Callable[[HeartbeatItem, BatchItemResult, float], None]
 _Outcome = CompletionItem | FailureItem | ReleaseItem
 _HbKey = tuple[str, int]
+# Items whose sender awaits the gateway's answer: heartbeats, and workflow steps (the workflow
+# goes past a step only once its outcome is recorded).
+_Awaited = tuple[HeartbeatItem | StepItem, "asyncio.Future[BatchItemResult]"]
 
 log = structlog.get_logger("ostinato.sdk.reporter")
 
@@ -94,6 +98,7 @@ class Reporter:
         self._max_log_bytes = max_log_bytes
         self._outcomes: deque[_Outcome] = deque()
         self._heartbeats: dict[_HbKey, asyncio.Future[BatchItemResult]] = {}
+        self._steps: deque[_Awaited] = deque()
         self._inflight: list[_Outcome] = []
         self._first_at: float | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -148,6 +153,16 @@ class Reporter:
             self._enqueued()
         return fut
 
+    def step(self, item: StepItem) -> asyncio.Future[BatchItemResult]:
+        """Queue a workflow step's outcome; the future gets the gateway's answer for it."""
+        fut: asyncio.Future[BatchItemResult] = asyncio.get_running_loop().create_future()
+        if self._closing:
+            fut.cancel()
+            return fut
+        self._steps.append((item, fut))
+        self._enqueued()
+        return fut
+
     @property
     def pending(self) -> int:
         """Outcomes not yet answered by the gateway (queued or in flight)."""
@@ -169,22 +184,26 @@ class Reporter:
         lost = [o.run_id for o in (*self._inflight, *self._outcomes)]
         if lost:
             log.error("outcomes.unreported", count=len(lost), run_ids=lost[:100])
-        for fut in self._heartbeats.values():
+        for fut in (*self._heartbeats.values(), *(f for _, f in self._steps)):
             fut.cancel()
         self._heartbeats.clear()
+        self._steps.clear()
         return lost
 
     def _enqueued(self) -> None:
         if self._first_at is None:
             self._first_at = time.monotonic()
             self._timer = asyncio.get_running_loop().call_later(self._linger, self._wake.set)
-        if len(self._outcomes) + len(self._heartbeats) >= self._max_items:
+        if self._count() >= self._max_items:
             self._wake.set()
+
+    def _count(self) -> int:
+        return len(self._outcomes) + len(self._heartbeats) + len(self._steps)
 
     # -- flusher ----------------------------------------------------------------------------
 
     def _due(self, now: float) -> bool:
-        count = len(self._outcomes) + len(self._heartbeats)
+        count = self._count()
         if count == 0 or self._first_at is None:
             return False
         return self._closing or count >= self._max_items or now >= self._first_at + self._linger
@@ -196,7 +215,7 @@ class Reporter:
             while self._due(time.monotonic()):
                 outcomes, heartbeats = self._take()
                 await self._deliver(outcomes, heartbeats)
-            if self._closing and not self._outcomes and not self._heartbeats:
+            if self._closing and not self._count():
                 return
             self._rearm()
 
@@ -212,7 +231,7 @@ class Reporter:
         delay = max(0.0, self._first_at + self._linger - time.monotonic())
         self._timer = asyncio.get_running_loop().call_later(delay, self._wake.set)
 
-    def _take(self) -> tuple[list[_Outcome], list[tuple[HeartbeatItem, asyncio.Future[Any]]]]:
+    def _take(self) -> tuple[list[_Outcome], list[_Awaited]]:
         outcomes: list[_Outcome] = []
         log_bytes = 0
         while self._outcomes and len(outcomes) < self._max_items:
@@ -221,11 +240,13 @@ class Reporter:
                 break
             outcomes.append(self._outcomes.popleft())
             log_bytes += weight
-        heartbeats = []
+        heartbeats: list[_Awaited] = []
         for key in list(self._heartbeats)[:MAX_BATCH_ITEMS]:
             fut = self._heartbeats.pop(key)
             heartbeats.append((HeartbeatItem(run_id=key[0], fencing_token=key[1]), fut))
-        if not self._outcomes and not self._heartbeats:
+        for _ in range(min(len(self._steps), MAX_BATCH_ITEMS)):
+            heartbeats.append(self._steps.popleft())
+        if not self._count():
             self._first_at = None
             if self._timer is not None:
                 self._timer.cancel()
@@ -235,19 +256,21 @@ class Reporter:
     async def _deliver(
         self,
         outcomes: list[_Outcome],
-        heartbeats: list[tuple[HeartbeatItem, asyncio.Future[Any]]],
+        heartbeats: list[_Awaited],
     ) -> None:
-        """Send until the gateway answered for every item; never drops an unanswered one."""
+        """Send until the gateway answered for every item; never drops an unanswered one.
+        `heartbeats`: the awaited items, heartbeats and workflow steps."""
         self._inflight = outcomes
         failures = 0
         try:
             while outcomes or heartbeats:
                 request = BatchRequest(
                     worker_id=self._worker_id,
-                    heartbeats=[item for item, _ in heartbeats],
+                    heartbeats=[i for i, _ in heartbeats if isinstance(i, HeartbeatItem)],
                     completions=[o for o in outcomes if isinstance(o, CompletionItem)],
                     failures=[o for o in outcomes if isinstance(o, FailureItem)],
                     releases=[o for o in outcomes if isinstance(o, ReleaseItem)],
+                    steps=[i for i, _ in heartbeats if isinstance(i, StepItem)],
                 )
                 sent_at = time.monotonic()
                 self.requests_sent += 1
@@ -283,8 +306,8 @@ class Reporter:
         request: BatchRequest,
         response: BatchResponse,
         sent_at: float,
-        heartbeats: list[tuple[HeartbeatItem, asyncio.Future[Any]]],
-    ) -> tuple[list[_Outcome], list[tuple[HeartbeatItem, asyncio.Future[Any]]]]:
+        heartbeats: list[_Awaited],
+    ) -> tuple[list[_Outcome], list[_Awaited]]:
         """Apply results, matched by (kind, run_id) in order; return the unanswered items."""
         by_key: defaultdict[tuple[str, str], deque[BatchItemResult]] = defaultdict(deque)
         for result in response.results:
@@ -294,13 +317,14 @@ class Reporter:
             queue = by_key.get((kind, run_id))
             return queue.popleft() if queue else None
 
-        unanswered_hb = []
+        unanswered_hb: list[_Awaited] = []
         for item, fut in heartbeats:
-            result = take("heartbeat", item.run_id)
+            is_heartbeat = isinstance(item, HeartbeatItem)
+            result = take("heartbeat" if is_heartbeat else "step", item.run_id)
             if result is None:
                 unanswered_hb.append((item, fut))
                 continue
-            if self._on_heartbeat is not None:
+            if is_heartbeat and self._on_heartbeat is not None:
                 try:
                     self._on_heartbeat(item, result, sent_at)
                 except Exception:

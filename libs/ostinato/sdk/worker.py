@@ -37,7 +37,7 @@ from opentelemetry import propagate
 
 from ostinato import eventloop
 from ostinato.sdk.context import Custody, RunContext
-from ostinato.sdk.errors import GatewayError, sdk_error
+from ostinato.sdk.errors import GatewayError, LeaseLost, sdk_error
 from ostinato.sdk.execution import AttemptRunner
 from ostinato.sdk.protocol import (
     BATCH_PATH,
@@ -45,6 +45,7 @@ from ostinato.sdk.protocol import (
     GOODBYE_PATH,
     MAX_CLAIM_RUNS,
     MAX_CLAIM_WAIT_SECONDS,
+    BatchItemResult,
     BatchRequest,
     BatchResponse,
     ClaimedRun,
@@ -52,6 +53,11 @@ from ostinato.sdk.protocol import (
     ClaimResponse,
     GoodbyeRequest,
     Problem,
+    StepItem,
+    StepRecord,
+    StepsRequest,
+    StepsResponse,
+    run_path,
 )
 from ostinato.sdk.reporter import Reporter, backoff_delay
 from ostinato.sdk.tasks import Handler, Task, registry, task
@@ -62,6 +68,7 @@ log = structlog.get_logger("ostinato.sdk")
 _encoder = msgspec.json.Encoder()
 _claim_decoder = msgspec.json.Decoder(ClaimResponse)
 _batch_decoder = msgspec.json.Decoder(BatchResponse)
+_steps_decoder = msgspec.json.Decoder(StepsResponse)
 _problem_decoder = msgspec.json.Decoder(Problem)
 _FATAL_CLAIM_STATUSES = frozenset({400, 401, 403, 404, 422})
 
@@ -239,7 +246,7 @@ class Worker:
             self._reporter.fail(run.run_id, run.fencing_token, error)
             return
         hook = self._custody.heartbeat_now
-        ctx = RunContext.from_claim(run, sent_at=sent_at, heartbeat_hook=hook)
+        ctx = RunContext.from_claim(run, sent_at=sent_at, heartbeat_hook=hook, journal=self)
         ctx.bind_loop(asyncio.get_running_loop())
         self._custody.add(ctx)
         self._attempts.start(ctx, handler, run.payload, run.traceparent)
@@ -251,6 +258,23 @@ class Worker:
             await self._post(GOODBYE_PATH, body, 5.0)
         except Exception as exc:  # stopping must not fail on a courtesy call
             log.warning("worker.goodbye_failed", error=repr(exc))
+
+    # -- workflow steps (the StepJournal of every context this worker starts) -----------------
+
+    def record(self, item: StepItem) -> asyncio.Future[BatchItemResult]:
+        return self._reporter.step(item)
+
+    async def page(self, ctx: RunContext, after: int, limit: int) -> list[StepRecord]:
+        body = _encoder.encode(StepsRequest(fencing_token=ctx.fencing_token, after=after,
+                                            limit=limit))
+        try:
+            response = await self._post(run_path(ctx.run_id, "steps"), body, 30.0)
+        except GatewayError as exc:
+            if exc.status in (404, 409):
+                ctx.mark_lease_lost()
+                raise LeaseLost(ctx.run_id) from exc
+            raise
+        return _steps_decoder.decode(response.content).steps
 
     # -- HTTP ----------------------------------------------------------------------------------
 

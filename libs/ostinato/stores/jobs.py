@@ -1,8 +1,12 @@
-"""The `jobs` read model: one job of a tenant and a page of them."""
+"""The `jobs` read model and its history tables (`occurrence_skips`, `job_pauses`): one job of a
+tenant and a page of them for the API; the locked rows writers append from; the scheduler's due
+poll; the reconciler's sweep of recurring jobs and of what each already fired, skipped or
+paused."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -63,3 +67,129 @@ async def page(conn: asyncpg.Connection, tenant_id: uuid.UUID, *, status: str | 
                after: tuple[datetime | None, uuid.UUID | None], limit: int) -> list[JobRow]:
     """Newest first, strictly after the (created_at, id) cursor `after`."""
     return many(JobRow, await conn.fetch(Q["list_jobs"], tenant_id, status, *after, limit))
+
+
+class JobHead(msgspec.Struct, frozen=True, kw_only=True):
+    """A locked job row: enough to append to its stream."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    status: str
+    version: int
+
+
+class DueJob(msgspec.Struct, frozen=True, kw_only=True):
+    """A due job as the scheduler locked it: what deciding and materialising its slots need."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    task: str
+    pool: str
+    priority: str
+    payload_ref: uuid.UUID
+    next_run_at: datetime | None
+    next_slot: datetime | None
+    schedule: dict[str, Any]
+    traceparent: str | None
+    version: int
+    calendar: str | None
+    overlap: str
+    resume_policy: str | None
+    consecutive_failures: int
+    retry_policy: Any
+    timeout_seconds: float | None
+    queue_wait_seconds: float | None
+    on_queue_wait: str | None
+    shard: int
+    concurrency_key: str | None
+    resource: str | None
+
+
+class RecurringJob(msgspec.Struct, frozen=True, kw_only=True):
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    schedule: dict[str, Any]
+    status: str
+    next_slot: datetime | None
+    next_run_at: datetime | None
+    created_at: datetime
+    version: int
+
+
+class RepairJob(msgspec.Struct, frozen=True, kw_only=True):
+    """A job the reconciler locked to record a repair: what `run_for` needs, and its head."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    task: str
+    pool: str
+    priority: str
+    payload_ref: uuid.UUID
+    next_run_at: datetime | None
+    next_slot: datetime | None
+    version: int
+    retry_policy: Any
+    timeout_seconds: float | None
+    queue_wait_seconds: float | None
+    on_queue_wait: str | None
+    concurrency_key: str | None
+    resource: str | None
+
+
+class KeyedJob(msgspec.Struct, frozen=True, kw_only=True):
+    id: uuid.UUID
+    idempotency_key: str
+    next_run_at: datetime | None
+
+
+class Skip(msgspec.Struct, frozen=True, kw_only=True):
+    first_slot: datetime
+    last_slot: datetime
+    slots: int | None
+    reason: str
+
+
+class Pause(msgspec.Struct, frozen=True, kw_only=True):
+    paused_at: datetime
+    resumed_at: datetime | None
+
+
+async def lock(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+               job_id: uuid.UUID) -> JobHead | None:
+    return one(JobHead, await conn.fetchrow(Q["lock_job"], job_id, tenant_id))
+
+
+async def claim_due(conn: asyncpg.Connection, now: datetime | None, limit: int,
+                    skip: Sequence[uuid.UUID], shards: Sequence[int]) -> list[DueJob]:
+    """Lock up to `limit` due jobs of `shards` (oldest first; SKIP LOCKED), leaving out `skip`."""
+    return many(DueJob, await conn.fetch(Q["claim_due_jobs"], now, limit, list(skip),
+                                         list(shards)))
+
+
+async def oldest_due(conn: asyncpg.Connection, now: datetime | None,
+                     shards: int) -> datetime | None:
+    """The oldest due instant not yet materialised, over `shards` shards (None: nothing due)."""
+    return await conn.fetchval(Q["oldest_due"], now, shards)
+
+
+async def recurring(conn: asyncpg.Connection, limit: int, offset: int) -> list[RecurringJob]:
+    return many(RecurringJob, await conn.fetch(Q["recurring_jobs"], limit, offset))
+
+
+async def lock_for_repair(conn: asyncpg.Connection, job_id: uuid.UUID) -> RepairJob | None:
+    return one(RepairJob, await conn.fetchrow(Q["lock_job_for_repair"], job_id))
+
+
+async def by_idempotency_keys(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                              keys: Sequence[str]) -> list[KeyedJob]:
+    return many(KeyedJob, await conn.fetch(Q["jobs_by_idempotency_keys"], tenant_id, list(keys)))
+
+
+async def skips_between(conn: asyncpg.Connection, job_id: uuid.UUID, start: datetime,
+                        end: datetime) -> list[Skip]:
+    """Recorded skips of the job overlapping [start, end)."""
+    return many(Skip, await conn.fetch(Q["skips_of_job_between"], job_id, start, end))
+
+
+async def pauses(conn: asyncpg.Connection, job_id: uuid.UUID) -> list[Pause]:
+    return many(Pause, await conn.fetch(Q["pauses_of_job"], job_id))

@@ -1,5 +1,6 @@
-"""What caps dispatch, for display: a tenant's limits, the pool pauses a caller may see, and the
-waiting load per (tenant, pool, class)."""
+"""What caps dispatch: a tenant's limits, the pool pauses a caller may see and the waiting load
+per (tenant, pool, class), for display; every limit and pause, for the dispatcher; the locked
+head a pool pause's writer appends from."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import asyncpg
 import msgspec
 
 from ostinato.db.queries import load
-from ostinato.stores.rows import many
+from ostinato.stores.rows import many, one
 
 Q = load("ostinato.stores", "limits.sql")
 
@@ -69,3 +70,42 @@ async def waiting_load(conn: asyncpg.Connection) -> list[WaitingLoad]:
 async def in_flight(conn: asyncpg.Connection) -> list[InFlight]:
     """From the narrow read model `run_slots`, which every state change keeps in step."""
     return many(InFlight, await conn.fetch(Q["in_flight_runs"]))
+
+
+class Limit(msgspec.Struct, frozen=True, kw_only=True):
+    """A limit as the dispatcher applies it."""
+
+    tenant_id: uuid.UUID
+    scope: str
+    name: str
+    max_concurrency: int | None
+    rate_per_second: float | None
+    burst: float | None
+
+
+class PausedPool(msgspec.Struct, frozen=True, kw_only=True):
+    tenant_id: uuid.UUID | None  # None: paused for every tenant
+    pool: str
+    reason: str | None
+    actor: str
+    changed_at: datetime
+
+
+class PoolControlHead(msgspec.Struct, frozen=True, kw_only=True):
+    id: uuid.UUID
+    paused: bool
+    version: int
+
+
+async def every_limit(conn: asyncpg.Connection) -> list[Limit]:
+    return many(Limit, await conn.fetch(Q["all_limits"]))
+
+
+async def paused_pools(conn: asyncpg.Connection) -> list[PausedPool]:
+    return many(PausedPool, await conn.fetch(Q["paused_pools"]))
+
+
+async def lock_pool_control(conn: asyncpg.Connection,
+                            stream_id: uuid.UUID) -> PoolControlHead | None:
+    """The pool stream's head, locked; None before its first pause."""
+    return one(PoolControlHead, await conn.fetchrow(Q["lock_pool_control"], stream_id))

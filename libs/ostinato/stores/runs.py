@@ -1,9 +1,12 @@
-"""The `runs` read model: one run of a tenant, a page of them, and why a waiting run waits."""
+"""The `runs` read model: one run of a tenant, a page of them, and why a waiting run waits (the
+API); the locked rows every writer of a run stream appends from; the workers' claims; the
+scheduler's retry poll; the dispatcher's waiting candidates; the reconciler's sweeps."""
 
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -51,6 +54,7 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True):
     logs_ref: uuid.UUID | None
     concurrency_key: str | None
     resource: str | None
+    steps_done: int  # workflow steps recorded (run_steps)
 
     @property
     def waits_for_dispatch(self) -> bool:
@@ -83,3 +87,161 @@ async def waiting_reason(conn: asyncpg.Connection, run: RunRow) -> str | None:
                                 run.updated_at, run.id)
     return (f"waiting for the dispatcher; behind {ahead} earlier runs of this tenant in class "
             f"{run.priority} of pool {run.pool}")
+
+
+class LockedRun(msgspec.Struct, frozen=True, kw_only=True):
+    """A run as a writer locked it: its head (state, version) and what deciding its next event
+    needs."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    job_id: uuid.UUID
+    task: str
+    pool: str
+    priority: str
+    state: str
+    attempt: int
+    fencing_token: int
+    payload_ref: uuid.UUID
+    scheduled_for: datetime
+    due_at: datetime | None
+    traceparent: str | None
+    version: int
+    failures: int
+    retry_policy: Any
+    cancel_requested: bool
+    timeout_seconds: float | None
+    queue_wait_seconds: float | None
+    on_queue_wait: str | None
+    worker_id: str | None
+    started_at: datetime | None
+    last_error: Any
+    steps_done: int
+
+
+class ClaimedRun(msgspec.Struct, frozen=True, kw_only=True):
+    """A queued run a worker's claim locked: what starting its attempt needs."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    job_id: uuid.UUID
+    task: str
+    pool: str
+    state: str
+    attempt: int
+    fencing_token: int
+    payload_ref: uuid.UUID
+    scheduled_for: datetime
+    due_at: datetime | None
+    traceparent: str | None
+    timeout_seconds: float | None
+    version: int
+    steps_done: int
+
+
+class RunToken(msgspec.Struct, frozen=True, kw_only=True):
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    state: str
+    fencing_token: int
+
+
+class DueRetry(msgspec.Struct, frozen=True, kw_only=True):
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    pool: str
+    traceparent: str | None
+    version: int
+    state: str
+
+
+class StuckCount(msgspec.Struct, frozen=True, kw_only=True):
+    state: str
+    n: int
+    oldest: datetime
+
+
+class WaitingRun(msgspec.Struct, frozen=True, kw_only=True):
+    """A run waiting for the dispatcher, as its snapshot sees it."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    pool: str
+    priority: str
+    task: str
+    concurrency_key: str | None
+    resource: str | None
+    updated_at: datetime
+
+
+async def lock(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID]) -> list[LockedRun]:
+    """Lock the runs (in id order, so concurrent writers cannot deadlock) of any tenant: the
+    caller checks the tenant."""
+    return many(LockedRun, await conn.fetch(Q["lock_runs"], list(run_ids)))
+
+
+async def token_of(conn: asyncpg.Connection, run_id: uuid.UUID) -> RunToken | None:
+    """A run of any tenant with its current fencing token, unlocked: the caller checks the
+    tenant."""
+    return one(RunToken, await conn.fetchrow(Q["run_token"], run_id))
+
+
+async def claim_ready(conn: asyncpg.Connection, tenant_id: uuid.UUID | None,
+                      pools: Sequence[str], tasks: Sequence[str] | None,
+                      limit: int) -> list[ClaimedRun]:
+    """Lock up to `limit` queued runs of the pools, oldest first (SKIP LOCKED), of one tenant or
+    (None: a shared worker) of any."""
+    tasks = None if tasks is None else list(tasks)
+    if tenant_id is None:
+        records = await conn.fetch(Q["claim_ready_runs_any_tenant"], list(pools), tasks, limit)
+    else:
+        records = await conn.fetch(Q["claim_ready_runs"], tenant_id, list(pools), tasks, limit)
+    return many(ClaimedRun, records)
+
+
+async def cancel_requested(conn: asyncpg.Connection,
+                           run_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    """Which of the runs have a cancel requested."""
+    return {r["id"] for r in await conn.fetch(Q["cancel_flags"], list(run_ids))}
+
+
+async def claim_due_retries(conn: asyncpg.Connection, now: datetime | None,
+                            limit: int) -> list[DueRetry]:
+    return many(DueRetry, await conn.fetch(Q["claim_due_retries"], now, limit))
+
+
+async def stuck(conn: asyncpg.Connection, now: datetime | None,
+                older_than: timedelta) -> list[StuckCount]:
+    """Per waiting state, the runs whose last change is older than `older_than`."""
+    return many(StuckCount, await conn.fetch(Q["stuck_runs"], now, older_than))
+
+
+async def active_counts(conn: asyncpg.Connection,
+                        job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int]:
+    """Runs not yet final, per job (jobs with none are absent)."""
+    return {r["job_id"]: r["active"]
+            for r in await conn.fetch(Q["active_runs_of_jobs"], list(job_ids))}
+
+
+async def slots_taken(conn: asyncpg.Connection, job_id: uuid.UUID, start: datetime,
+                      end: datetime) -> set[datetime]:
+    """The slots in [start, end) of a job that already have a (non-manual) run."""
+    return {r["scheduled_for"]
+            for r in await conn.fetch(Q["runs_of_job_between"], job_id, start, end)}
+
+
+async def timed_out(conn: asyncpg.Connection, now: datetime | None, grace: timedelta,
+                    limit: int) -> list[uuid.UUID]:
+    """Running attempts past their timeout plus `grace`."""
+    return [r["id"] for r in await conn.fetch(Q["timed_out_runs"], now, grace, limit)]
+
+
+async def queue_wait_expired(conn: asyncpg.Connection, now: datetime | None,
+                             limit: int) -> list[uuid.UUID]:
+    """Runs not started within their queue-wait deadline."""
+    return [r["id"] for r in await conn.fetch(Q["queue_wait_expired"], now, limit)]
+
+
+async def waiting_candidates(conn: asyncpg.Connection, per_group: int) -> list[WaitingRun]:
+    """The oldest `per_group` waiting runs of every (tenant, pool, class)."""
+    return many(WaitingRun, await conn.fetch(Q["waiting_candidates"], per_group))

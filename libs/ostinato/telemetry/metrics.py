@@ -46,6 +46,7 @@ __all__ = [
     "STALE_MESSAGES_DROPPED",
     "STALE_WRITES_REJECTED",
     "STUCK_RUNS",
+    "WORKFLOW_STEPS",
     "render",
 ]
 
@@ -60,6 +61,9 @@ RUNS_CREATED = Counter(
 )
 RUNS_QUEUED = Counter("ostinato_runs_queued_total", "Runs put on a ready queue for workers.")
 RUNS_CLAIMED = Counter("ostinato_runs_claimed_total", "Run attempts claimed by a worker lease.")
+WORKFLOW_STEPS = Counter(
+    "ostinato_workflow_steps_total", "Workflow steps recorded, by outcome.", ["outcome"]
+)
 RUNS_COMPLETED = Counter(
     "ostinato_runs_completed_total", "Run attempts finished, by outcome.", ["outcome"]
 )

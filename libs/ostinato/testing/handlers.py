@@ -9,6 +9,17 @@ can request a cancel or take the lease away (as Temporal's `ActivityEnvironment`
     assert env.heartbeats == 3
 
 Sync handlers run in a thread with the context copied, so `current().heartbeat_sync()` works.
+
+Workflows (`ostinato.sdk.workflow`) record their steps in the environment's `journal`, in
+memory; `next_attempt()` gives the same run's next attempt over the same journal, so a test can
+show that a resumed workflow replays its recorded steps without running them:
+
+    env = HandlerEnvironment(task="billing.invoice")
+    with pytest.raises(RuntimeError):
+        await env.run(invoice, payload)          # the email step crashed
+    again = env.next_attempt()
+    await again.run(invoice, payload)            # charge replayed, email ran
+    assert [s.name for s in again.journal.steps] == ["charge", "email"]
 """
 
 from __future__ import annotations
@@ -19,10 +30,49 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
+
 from ostinato.sdk.context import RunContext, use_context
+from ostinato.sdk.protocol import BatchItemResult, StepItem, StepRecord
 from ostinato.sdk.tasks import Handler, Task, registry
 
-__all__ = ["HandlerEnvironment"]
+__all__ = ["HandlerEnvironment", "MemoryJournal"]
+
+
+class MemoryJournal:
+    """A run's workflow steps kept in memory, fenced like the gateway fences them: a step from an
+    attempt older than the newest one seen is answered 409 and not recorded."""
+
+    def __init__(self) -> None:
+        self.steps: list[StepItem] = []
+        self.newest_token = 0
+        self.pages_read = 0
+
+    def record(self, item: StepItem) -> asyncio.Future[BatchItemResult]:
+        fut: asyncio.Future[BatchItemResult] = asyncio.get_running_loop().create_future()
+        status = 200
+        if item.fencing_token < self.newest_token:
+            status = 409
+        elif item.seq < len(self.steps):  # a repeat of a recorded step: the same answer
+            status = 200 if self.steps[item.seq].name == item.name else 409
+        elif item.seq == len(self.steps):
+            self.steps.append(item)
+        else:
+            status = 422
+        fut.set_result(BatchItemResult(run_id=item.run_id, kind="step", status=status))
+        return fut
+
+    async def page(self, ctx: RunContext, after: int, limit: int) -> list[StepRecord]:
+        self.pages_read += 1
+        return [StepRecord(seq=s.seq, name=s.name, succeeded=s.error is None,
+                           output=None if s.output is None else _decode(s.output),
+                           error_type=s.error.type if s.error else None,
+                           message=s.error.message if s.error else None)
+                for s in self.steps[after + 1:after + 1 + limit]]
+
+
+def _decode(output: Any) -> Any:
+    return msgspec.json.decode(output) if isinstance(output, msgspec.Raw) else output
 
 
 class HandlerEnvironment:
@@ -31,22 +81,37 @@ class HandlerEnvironment:
     def __init__(self, *, task: str = "test", attempt: int = 1, fencing_token: int | None = None,
                  run_id: str | None = None, tenant_id: str | None = None,
                  job_id: str | None = None, scheduled_for: datetime | None = None,
-                 lease_ttl_seconds: float = 30.0, timeout_seconds: float | None = None) -> None:
+                 lease_ttl_seconds: float = 30.0, timeout_seconds: float | None = None,
+                 journal: MemoryJournal | None = None) -> None:
         self.run_id = run_id or str(uuid.uuid4())
+        self.journal = journal or MemoryJournal()
+        token = attempt if fencing_token is None else fencing_token
+        self.journal.newest_token = max(self.journal.newest_token, token)
         self.context = RunContext(
             run_id=self.run_id, job_id=job_id or str(uuid.uuid4()),
             tenant_id=tenant_id or str(uuid.uuid4()), task=task, attempt=attempt,
-            fencing_token=attempt if fencing_token is None else fencing_token,
+            fencing_token=token,
             idempotency_key=f"run:{self.run_id}",  # what the gateway gives every attempt
             scheduled_for=scheduled_for or datetime(2026, 12, 1, 9, 0, tzinfo=UTC),
             lease_expires_at=datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
             + timedelta(seconds=lease_ttl_seconds),
             lease_ttl_seconds=lease_ttl_seconds, heartbeat_hook=self._heartbeat,
-            timeout_seconds=timeout_seconds,
+            timeout_seconds=timeout_seconds, steps_done=len(self.journal.steps),
+            journal=self.journal,
         )
         self.heartbeats = 0
         self._cancel_after: int | None = None
         self._lose_after: int | None = None
+
+    def next_attempt(self) -> HandlerEnvironment:
+        """The same run's next attempt (a newer fencing token) over the same journal."""
+        ctx = self.context
+        return HandlerEnvironment(task=ctx.task, attempt=ctx.attempt + 1,
+                                  fencing_token=ctx.fencing_token + 1, run_id=self.run_id,
+                                  tenant_id=ctx.tenant_id, job_id=ctx.job_id,
+                                  scheduled_for=ctx.scheduled_for,
+                                  lease_ttl_seconds=ctx.lease_ttl_seconds,
+                                  timeout_seconds=ctx.timeout_seconds, journal=self.journal)
 
     def cancel(self) -> None:
         """An operator cancelled the run: the next heartbeat raises `Cancelled`."""

@@ -30,13 +30,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+import msgspec
+
 from ostinato.domain.lifecycle import RUN_EVENTS, Move
 from ostinato.domain.states import FINAL as FINAL_STATES
-from ostinato.eventlog.readmodels import Q
 from ostinato.schedules import expected_slots, from_document
+from ostinato.stores import jobs as job_store
+from ostinato.stores.rows import many
 
 __all__ = [
     "FINAL",
+    "StoryEvent",
     "Verdict",
     "coverage",
     "occurrences_scheduled_twice",
@@ -61,35 +65,84 @@ class Queries(Protocol):
     async def fetchval(self, sql: str, *args: Any) -> Any: ...
 
 
-def stream_problem(events: Sequence[Mapping[str, Any]]) -> str | None:
-    """What is wrong with one run's events (dicts with version, seq, type, epoch, token),
-    ordered by version; None when the story is consistent and ends in success."""
+class StoryEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """One event of a run's stream as the story check reads it from the log."""
+
+    stream_id: uuid.UUID
+    version: int
+    seq: int
+    type: str
+    epoch: int | None
+    token: str | None  # the fencing token a RunStarted carries (text, from the event's data)
+
+
+# The rows the checks read (ad hoc queries over the log, `runs`, `jobs` and `effects`).
+class _Run(msgspec.Struct, frozen=True, kw_only=True):
+    id: uuid.UUID
+    job_id: uuid.UUID
+    state: str
+
+
+class _Effect(msgspec.Struct, frozen=True, kw_only=True):
+    idempotency_key: str
+    run_id: uuid.UUID
+
+
+class _Unsettled(msgspec.Struct, frozen=True, kw_only=True):
+    missing: int
+    open: int
+
+
+class _Twice(msgspec.Struct, frozen=True, kw_only=True):
+    job_id: str
+    scheduled_for: str
+    n: int
+
+
+class _Planned(msgspec.Struct, frozen=True, kw_only=True):
+    schedule: dict[str, Any]
+    next_slot: datetime | None
+
+
+class _Slot(msgspec.Struct, frozen=True, kw_only=True):
+    scheduled_for: datetime
+
+
+class _Epoch(msgspec.Struct, frozen=True, kw_only=True):
+    shard: int
+    seq: int
+    epoch: int
+
+
+def stream_problem(events: Sequence[StoryEvent]) -> str | None:
+    """What is wrong with one run's events, ordered by version; None when the story is
+    consistent and ends in success."""
     if not events:
         return "no events"
-    versions = [e["version"] for e in events]
+    versions = [e.version for e in events]
     if versions != list(range(1, len(events) + 1)):
         return f"versions {versions} are not 1..{len(events)}"
-    seqs = [e["seq"] for e in events]  # unique in the log: only their order can be wrong
+    seqs = [e.seq for e in events]  # unique in the log: only their order can be wrong
     if seqs != sorted(seqs):
         return "seq order differs from version order"
-    if events[0]["type"] != "RunScheduled":
-        return f"starts with {events[0]['type']}"
+    if events[0].type != "RunScheduled":
+        return f"starts with {events[0].type}"
     state: Any = None  # a RunState (a str) once RunScheduled is read
     last_epoch = 0
     last_change = ""
     for e in events:
-        kind = e["type"]
+        kind = e.type
         move = _MOVES.get(kind)
         if move is None:
-            return f"unexpected event {kind} at version {e['version']}"
+            return f"unexpected event {kind} at version {e.version}"
         if state not in move.after:
-            return f"{kind} at version {e['version']} after state {state}"
+            return f"{kind} at version {e.version} after state {state}"
         if kind == "RunStarted":
-            epoch = e["epoch"]
+            epoch = e.epoch
             if epoch is None or epoch <= last_epoch:
                 return f"RunStarted epoch {epoch} not above the previous {last_epoch}"
-            if e.get("token") is not None and int(e["token"]) != epoch:
-                return f"RunStarted epoch {epoch} differs from its fencing token {e['token']}"
+            if e.token is not None and int(e.token) != epoch:
+                return f"RunStarted epoch {epoch} differs from its fencing token {e.token}"
             last_epoch = epoch
         if move.to is not None:
             state = move.to
@@ -151,13 +204,13 @@ async def wait_settled(db: Queries, job_ids: Sequence[str], within: float) -> tu
     deadline = time.monotonic() + within
     ids = [uuid.UUID(j) for j in job_ids]
     while True:
-        row = (await db.fetch(
+        [row] = many(_Unsettled, await db.fetch(
             "SELECT (SELECT count(*) FROM unnest($1::uuid[]) AS j(id) WHERE NOT EXISTS "
             "        (SELECT 1 FROM runs r WHERE r.job_id = j.id)) AS missing, "
             "       (SELECT count(*) FROM runs WHERE state <> ALL($2::text[])) AS open",
-            ids, list(FINAL)))[0]
-        if (row["missing"] == 0 and row["open"] == 0) or time.monotonic() > deadline:
-            return row["missing"], row["open"]
+            ids, list(FINAL)))
+        if (row.missing == 0 and row.open == 0) or time.monotonic() > deadline:
+            return row.missing, row.open
         await asyncio.sleep(0.25)
 
 
@@ -166,46 +219,46 @@ async def verify(db: Queries, job_ids: Iterable[str] = ()) -> Verdict:
     v = Verdict()
     accepted = {uuid.UUID(j) for j in job_ids}
     v.jobs = len(accepted)
-    runs = await db.fetch("SELECT id, job_id, state FROM runs")
+    runs = many(_Run, await db.fetch("SELECT id, job_id, state FROM runs"))
     v.runs = len(runs)
-    with_run = {r["job_id"] for r in runs}
+    with_run = {r.job_id for r in runs}
     v.jobs_without_run = sorted(str(j) for j in accepted - with_run)
     unfinished_jobs = set()
     for r in runs:
-        if r["state"] == "succeeded":
+        if r.state == "succeeded":
             v.succeeded += 1
         else:
-            v.not_succeeded[str(r["id"])] = r["state"]
-            unfinished_jobs.add(r["job_id"])
-            if r["state"] not in FINAL:
+            v.not_succeeded[str(r.id)] = r.state
+            unfinished_jobs.add(r.job_id)
+            if r.state not in FINAL:
                 v.not_final += 1
     v.jobs_not_succeeded = sorted(str(j) for j in (accepted & unfinished_jobs)
                                   | (accepted - with_run))
-    effects = await db.fetch(
-        "SELECT idempotency_key, run_id FROM effects") if await db.fetchval(
+    effects = many(_Effect, await db.fetch(
+        "SELECT idempotency_key, run_id FROM effects")) if await db.fetchval(
         "SELECT to_regclass('effects') IS NOT NULL") else []
     v.effects = len(effects)
-    keys = Counter(e["idempotency_key"] for e in effects)
-    per_run = Counter(e["run_id"] for e in effects)
+    keys = Counter(e.idempotency_key for e in effects)
+    per_run = Counter(e.run_id for e in effects)
     v.duplicate_effect_keys = sorted(k for k, n in keys.items() if n > 1)
     v.duplicate_effect_runs = sorted(str(k) for k, n in per_run.items() if n > 1)
-    v.runs_without_effect = sorted(str(r["id"]) for r in runs
-                                   if r["state"] == "succeeded" and r["id"] not in per_run)
-    streams: dict[uuid.UUID, list[dict[str, Any]]] = defaultdict(list)
-    for e in await db.fetch(
+    v.runs_without_effect = sorted(str(r.id) for r in runs
+                                   if r.state == "succeeded" and r.id not in per_run)
+    streams: dict[uuid.UUID, list[StoryEvent]] = defaultdict(list)
+    for e in many(StoryEvent, await db.fetch(
             "SELECT stream_id, version, seq, type, epoch, data->>'fencing_token' AS token "
-            "FROM events WHERE stream_type = 'run' ORDER BY stream_id, version", within=60):
-        streams[e["stream_id"]].append(dict(e))
-        v.events[e["type"]] += 1
+            "FROM events WHERE stream_type = 'run' ORDER BY stream_id, version", within=60)):
+        streams[e.stream_id].append(e)
+        v.events[e.type] += 1
     for r in runs:
-        problem = stream_problem(streams.get(r["id"], []))
+        problem = stream_problem(streams.get(r.id, []))
         if problem is not None:
-            v.stream_errors[str(r["id"])] = problem
+            v.stream_errors[str(r.id)] = problem
         state: str | None = None
-        for e in streams.get(r["id"], []):
-            if e["type"] == "RunStarted" and state == "running":
+        for e in streams.get(r.id, []):
+            if e.type == "RunStarted" and state == "running":
                 v.duplicate_claims += 1
-            move = _MOVES.get(e["type"])
+            move = _MOVES.get(e.type)
             if move is not None and move.to is not None:
                 state = move.to
     v.duplicate_occurrences = len(await occurrences_scheduled_twice(db))
@@ -218,12 +271,12 @@ async def occurrences_scheduled_twice(db: Queries, job_ids: Iterable[Any] | None
     once, of the jobs `job_ids` (default: all). Counted in the log, not in `runs`: the read
     model's unique (job_id, scheduled_for) would make a duplicate impossible to see there."""
     ids = None if job_ids is None else [str(j) for j in job_ids]
-    rows = await db.fetch(
+    rows = many(_Twice, await db.fetch(
         "SELECT data->>'job_id' AS job_id, data->>'scheduled_for' AS scheduled_for, "
         "       count(*) AS n FROM events "
         "WHERE type = 'RunScheduled' AND ($1::text[] IS NULL OR data->>'job_id' = ANY($1)) "
-        "GROUP BY 1, 2 HAVING count(*) > 1 ORDER BY 1, 2", ids)
-    return [(r["job_id"], r["scheduled_for"], r["n"]) for r in rows]
+        "GROUP BY 1, 2 HAVING count(*) > 1 ORDER BY 1, 2", ids))
+    return [(r.job_id, r.scheduled_for, r.n) for r in rows]
 
 
 async def coverage(db: Queries, job_ids: Iterable[str], start: datetime
@@ -233,12 +286,14 @@ async def coverage(db: Queries, job_ids: Iterable[str], start: datetime
     expected_total = missing = duplicated = skipped = 0
     for job_id in job_ids:
         jid = uuid.UUID(job_id)
-        job = (await db.fetch("SELECT schedule, next_slot FROM jobs WHERE id = $1", jid))[0]
-        runs = {r["scheduled_for"] for r in await db.fetch(
-            "SELECT scheduled_for FROM runs WHERE job_id = $1", jid)}
-        skips = [(r["first_slot"], r["last_slot"]) for r in await db.fetch(
-            Q["skips_of_job_between"], jid, start, job["next_slot"])]
-        expected = expected_slots(from_document(job["schedule"]), start, job["next_slot"])
+        [job] = many(_Planned, await db.fetch(
+            "SELECT schedule, next_slot FROM jobs WHERE id = $1", jid))
+        runs = {r.scheduled_for for r in many(_Slot, await db.fetch(
+            "SELECT scheduled_for FROM runs WHERE job_id = $1", jid))}
+        # The store's query, through `db` (a `Db` retries it while the server restarts).
+        skips = [(r.first_slot, r.last_slot) for r in
+                 await job_store.skips_between(db, jid, start, job.next_slot)]
+        expected = expected_slots(from_document(job.schedule), start, job.next_slot)
         expected_total += len(expected)
         for slot in expected:
             if any(a <= slot <= b for a, b in skips):
@@ -252,14 +307,14 @@ async def coverage(db: Queries, job_ids: Iterable[str], start: datetime
 async def shard_epoch_order(db: Queries) -> tuple[int, dict[int, list[tuple[int, int]]]]:
     """Per shard, the RunScheduled events written under a shard epoch, in seq order; returns
     (events checked, shard -> [(seq, epoch) where the epoch went *down*])."""
-    rows = await db.fetch(
+    rows = many(_Epoch, await db.fetch(
         "SELECT j.shard, e.seq, e.epoch FROM events e "
         "JOIN jobs j ON j.id = (e.data->>'job_id')::uuid "
-        "WHERE e.type = 'RunScheduled' AND e.epoch IS NOT NULL ORDER BY e.seq")
+        "WHERE e.type = 'RunScheduled' AND e.epoch IS NOT NULL ORDER BY e.seq"))
     highest: dict[int, int] = {}
     backwards: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for r in rows:
-        if r["epoch"] < highest.get(r["shard"], 0):
-            backwards[r["shard"]].append((r["seq"], r["epoch"]))
-        highest[r["shard"]] = max(highest.get(r["shard"], 0), r["epoch"])
+        if r.epoch < highest.get(r.shard, 0):
+            backwards[r.shard].append((r.seq, r.epoch))
+        highest[r.shard] = max(highest.get(r.shard, 0), r.epoch)
     return len(rows), dict(backwards)

@@ -5,14 +5,28 @@ hand them to the next step (the relay is tested on its own, against the real bro
 from __future__ import annotations
 
 import asyncpg
+import msgspec
 
 from ostinato.bus.codec import decode
 from ostinato.bus.consumer import Delivered
 from ostinato.db.queries import load
+from ostinato.stores.rows import many
 
 __all__ = ["drain_outbox"]
 
 OUTBOX = load("ostinato.eventlog", "outbox.sql")
+
+
+
+class _OutboxRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One append's messages, as the relay's `claim_messages` reads them."""
+
+    id: int
+    topics: list[str]
+    keys: list[bytes | None]
+    payloads: list[bytes]
+    headers: list[str | None]
+
 
 # pool id -> (the pool, kept so that its id is not reused; (row id, index) drained)
 _drained: dict[int, tuple[asyncpg.Pool, set[tuple[int, int]]]] = {}
@@ -24,11 +38,11 @@ async def drain_outbox(pool: asyncpg.Pool, topic: str) -> list[Delivered]:
     database's messages were already taken is remembered per pool."""
     taken = _drained.setdefault(id(pool), (pool, set()))[1]
     async with pool.acquire() as conn:
-        rows = await conn.fetch(OUTBOX["claim_messages"], 10_000)
+        rows = many(_OutboxRow, await conn.fetch(OUTBOX["claim_messages"], 10_000))
     mine = []
     for r in rows:
-        for i, (t, payload) in enumerate(zip(r["topics"], r["payloads"], strict=True)):
-            if t == topic and (r["id"], i) not in taken:
-                taken.add((r["id"], i))
+        for i, (t, payload) in enumerate(zip(r.topics, r.payloads, strict=True)):
+            if t == topic and (r.id, i) not in taken:
+                taken.add((r.id, i))
                 mine.append(payload)
     return [Delivered(topic, 0, i, (), decode(payload)) for i, payload in enumerate(mine)]

@@ -83,6 +83,13 @@ def _event(kind: type[ev.Event], run: Run, draw: st.DrawFn) -> ev.Event:
         case ev.StaleWriteRejected:
             return ev.StaleWriteRejected(operation="complete", presented_token=max(0, token - 1),
                                          current_token=token, worker_id="worker-b")
+        case ev.StepCompleted:
+            return ev.StepCompleted(seq=run.steps_done, name=draw(st.sampled_from(["a", "b"])),
+                                    attempt=attempt, fencing_token=token,
+                                    output=draw(st.none() | st.integers()))
+        case ev.StepFailed:
+            return ev.StepFailed(seq=run.steps_done, name="a", attempt=attempt,
+                                 fencing_token=token, error_type="declined", message="m")
     raise AssertionError(f"no story step for {kind.__name__}")
 
 

@@ -6,24 +6,26 @@ clock (pass `Clock.db_now()`; None means the database's own `now()`), the same r
 
 A worker id may appear under several scopes (the same process using two keys): the scopes are
 separate rows, so a tenant worker's slots never count as another tenant's capacity.
+
+The only module that reads the `workers` table: callers get typed rows, never records.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import asyncpg
+import msgspec
 
 from ostinato.db.queries import load
+from ostinato.stores.rows import many
 
 Q = load("ostinato.workers", "workers.sql")
 
 
-@dataclass(frozen=True, slots=True)
-class PoolCapacity:
+class PoolCapacity(msgspec.Struct, frozen=True, kw_only=True):
     """Declared slots of live workers in one pool; `tenant_id` None: shared workers."""
 
     tenant_id: uuid.UUID | None
@@ -31,8 +33,9 @@ class PoolCapacity:
     slots: int
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerInfo:
+class WorkerInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One registered worker under one scope, for display."""
+
     worker_id: str
     tenant_id: uuid.UUID | None  # None: a shared worker (admin key) serving every tenant
     pools: list[str]
@@ -68,13 +71,10 @@ async def forget_stale(conn: asyncpg.Connection, now: datetime | None,
 async def live_capacity(conn: asyncpg.Connection, now: datetime | None,
                         ttl: timedelta) -> list[PoolCapacity]:
     """Slots of workers seen within `ttl`, summed per (tenant scope, pool)."""
-    rows = await conn.fetch(Q["live_capacity"], now, ttl)
-    return [PoolCapacity(r["tenant_id"], r["pool"], int(r["slots"])) for r in rows]
+    return many(PoolCapacity, await conn.fetch(Q["live_capacity"], now, ttl))
 
 
 async def list_workers(conn: asyncpg.Connection,
                        tenant_id: uuid.UUID | None) -> list[WorkerInfo]:
     """For display: a tenant's workers plus the shared ones; every worker for None (admin)."""
-    rows = await conn.fetch(Q["list_workers"], tenant_id)
-    return [WorkerInfo(r["worker_id"], r["tenant_id"], list(r["pools"]), r["slots"],
-                       r["seen_at"]) for r in rows]
+    return many(WorkerInfo, await conn.fetch(Q["list_workers"], tenant_id))

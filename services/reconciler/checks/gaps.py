@@ -20,11 +20,13 @@ import asyncpg
 
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.materialise import run_for
 from ostinato.schedules import Schedule, expected_slots, from_document
+from ostinato.stores import jobs as job_store
+from ostinato.stores import runs as run_store
+from ostinato.stores.jobs import RecurringJob
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 
@@ -58,7 +60,7 @@ async def check_gaps(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
     found, offset = 0, 0
     while True:
         async with pool.acquire() as conn:
-            jobs = await conn.fetch(Q["recurring_jobs"], page, offset)
+            jobs = await job_store.recurring(conn, page, offset)
         for job in jobs:
             found += await _check_job(pool, store, job, now, window, grace)
         if len(jobs) < page:
@@ -66,37 +68,36 @@ async def check_gaps(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
         offset += page
 
 
-async def _check_job(pool: asyncpg.Pool, store: EventStore, job: asyncpg.Record, now: datetime,
+async def _check_job(pool: asyncpg.Pool, store: EventStore, job: RecurringJob, now: datetime,
                      window: timedelta, grace: timedelta) -> int:
-    s = from_document(job["schedule"])
-    start = max(now - window, job["created_at"])
+    s = from_document(job.schedule)
+    start = max(now - window, job.created_at)
     end = now - grace
-    if job["next_slot"] is not None:
-        end = min(end, job["next_slot"])  # the scheduler has not decided later slots yet
+    if job.next_slot is not None:
+        end = min(end, job.next_slot)  # the scheduler has not decided later slots yet
     if end <= start:
         return 0
     async with pool.acquire() as conn:
-        pauses = [(r["paused_at"], r["resumed_at"]) for r in
-                  await conn.fetch(Q["pauses_of_job"], job["id"])]
+        pauses = [(p.paused_at, p.resumed_at) for p in await job_store.pauses(conn, job.id)]
         expected = expected_slots(s, start, end, paused=pauses)
         if not expected:
             return 0
-        runs = {r["scheduled_for"] for r in
-                await conn.fetch(Q["runs_of_job_between"], job["id"], start, end)}
-        skips = [(r["first_slot"], r["last_slot"]) for r in
-                 await conn.fetch(Q["skips_of_job_between"], job["id"], start, end)]
+        runs = await run_store.slots_taken(conn, job.id, start, end)
+        skips = [(k.first_slot, k.last_slot)
+                 for k in await job_store.skips_between(conn, job.id, start, end)]
     missing = missing_slots(expected, runs, skips)
     if missing:
         await _repair(pool, store, job, s, missing, now)
     return len(missing)
 
 
-async def _repair(pool: asyncpg.Pool, store: EventStore, job: asyncpg.Record, s: Schedule,
+async def _repair(pool: asyncpg.Pool, store: EventStore, job: RecurringJob, s: Schedule,
                   missing: list[datetime], now: datetime) -> None:
-    tenant, job_id = job["tenant_id"], job["id"]
+    tenant, job_id = job.tenant_id, job.id
     async with pool.acquire() as conn, conn.transaction():
-        locked = await conn.fetchrow(Q["lock_job_for_repair"], job_id)
-        head = StreamHead(job_id, tenant, locked["version"])
+        locked = await job_store.lock_for_repair(conn, job_id)
+        assert locked is not None  # jobs are never removed from the read model
+        head = StreamHead(job_id, tenant, locked.version)
         events: list[NewEvent] = []
         for slot, action in repairs(s, missing, now):
             events.append(head.next(ev.OccurrenceMissed(
@@ -107,7 +108,7 @@ async def _repair(pool: asyncpg.Pool, store: EventStore, job: asyncpg.Record, s:
             else:
                 events.append(head.next(ev.OccurrencesSkipped(
                     first=slot, last=slot, slots=1, reason="missed",
-                    next_run_at=locked["next_run_at"], next_slot=locked["next_slot"]), ACTOR))
+                    next_run_at=locked.next_run_at, next_slot=locked.next_slot), ACTOR))
             alert_missed(tenant, job_id, slot, action)
         await store.append(conn, events)
 

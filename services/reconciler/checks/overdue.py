@@ -13,11 +13,11 @@ import asyncpg
 
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.materialise import decide_and_append
 from ostinato.leases.shard import SHARDS
+from ostinato.stores import jobs
 from ostinato.telemetry import metrics
 from services.reconciler.checks.gaps import ACTOR, alert_missed
 
@@ -27,19 +27,18 @@ async def check_overdue(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
     """Repair jobs the scheduler has not looked at in time; returns how many were overdue."""
     now = clock.now()
     async with pool.acquire() as conn:
-        oldest = await conn.fetchval(Q["oldest_due"], now, SHARDS)
+        oldest = await jobs.oldest_due(conn, now, SHARDS)
     metrics.OLDEST_DUE_AGE.set(0 if oldest is None else (now - oldest).total_seconds())
     if oldest is None or now - oldest <= grace:
         return 0
     async with pool.acquire() as conn, conn.transaction():
-        rows = await conn.fetch(Q["claim_due_jobs"], now - grace, batch_size, [],
-                                list(range(SHARDS)))
-        heads = {r["id"]: StreamHead.of(r) for r in rows}
-        await store.append(conn, [heads[r["id"]].next(ev.OccurrenceMissed(
-            scheduled_for=r["next_slot"], detected_by=ACTOR, repair="scheduler"), ACTOR)
+        rows = await jobs.claim_due(conn, now - grace, batch_size, [], range(SHARDS))
+        heads = {r.id: StreamHead.of(r) for r in rows}
+        await store.append(conn, [heads[r.id].next(ev.OccurrenceMissed(
+            scheduled_for=r.next_slot, detected_by=ACTOR, repair="scheduler"), ACTOR)
             for r in rows])
         for r in rows:
-            alert_missed(r["tenant_id"], r["id"], r["next_slot"], "scheduler")
+            alert_missed(r.tenant_id, r.id, r.next_slot, "scheduler")
         # The scheduler's own decision, so the misfire policy applies as if it had been late.
         await decide_and_append(conn, store, clock, rows, actor=ACTOR, heads=heads)
     return len(rows)

@@ -12,7 +12,7 @@ import asyncpg
 
 from ostinato.clock import Clock
 from ostinato.eventlog import outbox
-from ostinato.eventlog.readmodels import Q
+from ostinato.stores import runs
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 
@@ -31,8 +31,8 @@ async def check_once(pool: asyncpg.Pool, clock: Clock, *, stuck_after: timedelta
                      outbox_alert_after: timedelta = timedelta(seconds=60)) -> Findings:
     async with pool.acquire() as conn:
         unpublished, oldest = await outbox.lag(conn, clock)
-        rows = await conn.fetch(Q["stuck_runs"], clock.db_now(), stuck_after)
-    stuck = {state: 0 for state in WATCHED_STATES} | {r["state"]: r["n"] for r in rows}
+        counts = await runs.stuck(conn, clock.db_now(), stuck_after)
+    stuck = {state: 0 for state in WATCHED_STATES} | {c.state: c.n for c in counts}
     metrics.OUTBOX_UNPUBLISHED.set(unpublished)
     metrics.OUTBOX_OLDEST_UNPUBLISHED_AGE.set(oldest.total_seconds())
     for state, n in stuck.items():

@@ -1,45 +1,49 @@
-"""What the attempt checks share: lock the runs a query found, append the events a pure
+"""What the attempt checks share: lock the runs a sweep found, append the events a pure
 decision gives for each (numbered by the run's head), end their leases, count the outcomes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+import uuid
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 
 from ostinato import outcomes
-from ostinato.db.queries import load
 from ostinato.domain import events as ev
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
+from ostinato.leases import attempts as attempt_leases
+from ostinato.stores import runs
+from ostinato.stores.runs import LockedRun
 from ostinato.telemetry.logging import get_logger
 
-LQ = load("ostinato.leases", "leases.sql")
 ACTOR = "reconciler"
 log = get_logger("ostinato.reconciler")
 
 
-def append_to(events: list[NewEvent], row: Mapping[str, Any], new: list[ev.Event]) -> None:
+def append_to(events: list[NewEvent], row: LockedRun, new: list[ev.Event]) -> None:
+    """The run's new events, numbered from its locked head and carrying its trace."""
     head = StreamHead.of(row)
-    events.extend(head.next(event, ACTOR, traceparent=row["traceparent"]) for event in new)
+    events.extend(head.next(event, ACTOR, traceparent=row.traceparent) for event in new)
 
 
-async def per_run(pool: asyncpg.Pool, store: EventStore, query: str, args: tuple[Any, ...],
-                  decide: Callable[[Mapping[str, Any]], list[ev.Event]],
+async def per_run(pool: asyncpg.Pool, store: EventStore,
+                  find: Callable[[asyncpg.Connection], Awaitable[list[uuid.UUID]]],
+                  decide: Callable[[LockedRun], list[ev.Event]],
                   end_lease: bool) -> int:
+    """In one transaction: the run ids `find` gives, locked, each given the events `decide`
+    returns for its locked row (and, with `end_lease`, its lease ended); how many runs got
+    events."""
     async with pool.acquire() as conn, conn.transaction():
-        ids = [r["id"] for r in await conn.fetch(query, *args)]
+        ids = await find(conn)
         if not ids:
             return 0
-        rows = await conn.fetch(Q["lock_runs"], ids)
         events: list[NewEvent] = []
-        for row in rows:
+        for row in await runs.lock(conn, ids):
             append_to(events, row, decide(row))
         await store.append(conn, events)
         if end_lease:
-            await conn.execute(LQ["release_leases"], ids)
+            await attempt_leases.release_leases(conn, ids)
     observe(events)
     return len({e.stream_id for e in events})
 

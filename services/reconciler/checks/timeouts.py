@@ -3,17 +3,16 @@ found by the reconciler, then the retry policy's decision, as for an expired lea
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
 
 import asyncpg
 
 from ostinato import outcomes
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
-from ostinato.eventlog.readmodels import Q
 from ostinato.eventlog.store import EventStore
+from ostinato.stores import runs
+from ostinato.stores.runs import LockedRun
 from services.reconciler.checks.run_repairs import ACTOR, per_run
 
 
@@ -21,10 +20,10 @@ async def expire_timeouts(pool: asyncpg.Pool, store: EventStore, clock: Clock, *
                           grace: timedelta = timedelta(seconds=5), batch_size: int = 200) -> int:
     now = clock.now()
 
-    def decide(row: Mapping[str, Any]) -> list[ev.Event]:
-        if row["state"] != "running":
+    def decide(row: LockedRun) -> list[ev.Event]:
+        if row.state != "running":
             return []
         return outcomes.timed_out(row, now=now, detected_by=ACTOR)
 
-    return await per_run(pool, store, Q["timed_out_runs"], (now, grace, batch_size), decide,
-                          end_lease=True)
+    return await per_run(pool, store, lambda conn: runs.timed_out(conn, now, grace, batch_size),
+                         decide, end_lease=True)

@@ -39,9 +39,10 @@ SELECT i, t, d::json, n, k
 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::text[]) AS x(i, t, d, n, k);
 
 -- name: expire_blobs
--- Retention: outputs and captured logs older than the cutoff go; payloads stay for replays.
+-- Retention: outputs and captured logs older than the cutoff go; payloads stay for replays,
+-- workflow step outputs (kind 'step') for as long as a run may resume from them.
 DELETE FROM blobs WHERE id IN (
-    SELECT id FROM blobs WHERE kind <> 'payload' AND created_at < $1 LIMIT $2
+    SELECT id FROM blobs WHERE kind IN ('output', 'logs') AND created_at < $1 LIMIT $2
 );
 
 -- name: get_blobs

@@ -1,7 +1,8 @@
--- Read models: the only SQL that writes or reads tenants, api_keys, jobs and runs.
--- Writes (project_*) take every value from the event, never from now(), so a rebuild
--- from the log reproduces the same rows. The writes of the events every run goes through
--- take one array per value (readmodels.py COLUMNAR): one statement for a whole batch.
+-- Read models: the only SQL that writes tenants, api_keys, jobs, runs and run_steps (their
+-- reads are the stores', libs/ostinato/stores/sql). Writes (project_*) take every value from
+-- the event, never from now(), so a rebuild from the log reproduces the same rows. The writes
+-- of the events every run goes through take one array per value (readmodels.py COLUMNAR): one
+-- statement for a whole batch.
 
 -- name: project_tenant_created
 -- TenantCreated
@@ -212,101 +213,20 @@ UPDATE runs SET version = $3, updated_at = $2 WHERE id = $1;
 -- Events that change no read-model column but the stream version (e.g. StaleWriteRejected)
 UPDATE runs SET version = $2 WHERE id = $1;
 
+-- name: project_step_recorded
+-- StepCompleted / StepFailed: the step's row, and the run's version and steps done (no
+-- indexed column changes: the run's row is updated in place).
+WITH step AS (
+    INSERT INTO run_steps (run_id, seq, tenant_id, name, succeeded, output, output_ref,
+                           error_type, message, attempt, tries, duration_ms, recorded_at)
+    VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9, $10, $11, $12, $13)
+)
+UPDATE runs SET version = $14, steps_done = greatest(steps_done, $2 + 1) WHERE id = $1;
+
 -- name: truncate_read_models
 -- Before a rebuild: read models only, never the log.
 TRUNCATE api_keys, runs, jobs, tenants, occurrence_skips, job_pauses, calendars, dead_letters,
-         limits, pool_controls, run_slots;
-
--- name: tenant_by_key_hash
--- Authenticate an API key by its hash.
-SELECT k.tenant_id, k.role, t.name FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
-WHERE k.key_hash = $1;
-
--- name: tenant_by_name
--- Tenant names are unique.
-SELECT id FROM tenants WHERE name = $1;
-
--- name: lock_job
--- Writers lock the job row before appending to its stream.
-SELECT id, tenant_id, status, version FROM jobs WHERE id = $1 AND tenant_id = $2 FOR UPDATE;
-
--- name: claim_due_jobs
--- The scheduler's poll: due active jobs of the given shards, oldest first, small batches; SKIP
--- LOCKED gives each due job to exactly one scheduler transaction. Candidates: the oldest $2 of
--- each shard (the oldest $2 of all are among them), read without locks by one ordered descent
--- of jobs_due (shard, next_run_at) per shard, so a poll costs the same with 100 or 100,000 jobs
--- due (`shard = ANY(...) ORDER BY next_run_at` over the whole index would fetch and sort every
--- due job); of those the oldest 2 x $2, and of them the oldest $2 not locked by another
--- claimer are locked. Shards are always named: an "IS NULL OR" would make the generic plan a
--- sequential scan. When nothing at all is due, one descent of jobs_next_due (the EXISTS, run
--- once) skips the per-shard descents: an idle poll costs the same with or without future jobs.
-WITH candidates AS MATERIALIZED (
-    SELECT c.id
-    FROM unnest($4::smallint[]) AS s (shard),
-         LATERAL (SELECT id, next_run_at FROM jobs
-                  WHERE status = 'active' AND next_run_at IS NOT NULL AND shard = s.shard
-                    AND next_run_at <= coalesce($1::timestamptz, now())
-                    AND NOT (id = ANY($3::uuid[]))
-                  ORDER BY next_run_at
-                  LIMIT $2) AS c
-    WHERE EXISTS (SELECT FROM jobs
-                  WHERE status = 'active' AND next_run_at IS NOT NULL
-                    AND next_run_at <= coalesce($1::timestamptz, now()))
-    ORDER BY c.next_run_at
-    LIMIT $2 * 2
-)
-SELECT j.id, j.tenant_id, j.task, j.pool, j.priority, j.payload_ref, j.next_run_at, j.next_slot,
-       j.schedule, j.traceparent, j.version, j.calendar, j.overlap, j.resume_policy,
-       j.consecutive_failures, j.retry_policy, j.timeout_seconds, j.queue_wait_seconds,
-       j.on_queue_wait, j.shard, j.concurrency_key, j.resource
-FROM candidates JOIN jobs j ON j.id = candidates.id
--- Re-checked on the locked row, and written so that no index can serve it: the planner's
--- histogram of next_run_at was taken while these jobs were in the future, so it believes almost
--- none are due and would otherwise scan jobs_due for every candidate instead of the primary key.
-WHERE (j.status = 'active' AND j.next_run_at <= coalesce($1::timestamptz, now())) IS TRUE
-ORDER BY j.next_run_at
-LIMIT $2
-FOR UPDATE OF j SKIP LOCKED;
-
--- name: lock_runs
--- Writers lock the runs they are about to move, to read state and version consistently.
-SELECT id, tenant_id, job_id, task, pool, priority, state, attempt, fencing_token, payload_ref,
-       scheduled_for, due_at, traceparent, version, failures, retry_policy, cancel_requested,
-       timeout_seconds, queue_wait_seconds, on_queue_wait, worker_id, started_at, last_error
-FROM runs WHERE id = ANY($1::uuid[])
-ORDER BY id
-FOR UPDATE;
-
--- name: claim_ready_runs
--- Worker claim: one tenant's queued runs in the given pools, oldest first (index runs_ready,
--- migration 0011 says why it must stay); SKIP LOCKED lets concurrent claims take different runs.
-SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
-       scheduled_for, due_at, traceparent, timeout_seconds, version
-FROM runs
-WHERE tenant_id = $1 AND pool = ANY($2::text[]) AND state = 'queued'
-  AND ($3::text[] IS NULL OR task = ANY($3::text[]))
-ORDER BY queued_at, id
-LIMIT $4
-FOR UPDATE SKIP LOCKED;
-
--- name: claim_ready_runs_any_tenant
--- Shared worker claim: queued runs of any tenant in the given pools, oldest first (index
--- runs_ready_pool); SKIP LOCKED lets concurrent claims take different runs.
-SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
-       scheduled_for, due_at, traceparent, timeout_seconds, version
-FROM runs
-WHERE pool = ANY($1::text[]) AND state = 'queued'
-  AND ($2::text[] IS NULL OR task = ANY($2::text[]))
-ORDER BY queued_at, id
-LIMIT $3
-FOR UPDATE SKIP LOCKED;
-
--- name: stuck_runs
--- Reconciler: runs in a waiting state whose last change is older than the threshold.
-SELECT state, count(*) AS n, min(updated_at) AS oldest
-FROM runs
-WHERE state IN ('scheduled', 'queued') AND updated_at < coalesce($1::timestamptz, now()) - $2::interval
-GROUP BY state;
+         limits, pool_controls, run_slots, run_steps;
 
 -- name: snapshot_tenants
 -- For the rebuild-equality check.
@@ -323,6 +243,10 @@ SELECT * FROM jobs ORDER BY id;
 -- name: snapshot_runs
 -- For the rebuild-equality check.
 SELECT * FROM runs ORDER BY id;
+
+-- name: snapshot_run_steps
+-- For the rebuild-equality check.
+SELECT * FROM run_steps ORDER BY run_id, seq;
 
 -- name: snapshot_run_slots
 -- For the rebuild-equality check.
@@ -343,119 +267,6 @@ SELECT * FROM dead_letters ORDER BY run_id;
 -- name: snapshot_calendars
 -- For the rebuild-equality check.
 SELECT * FROM calendars ORDER BY id;
-
--- name: lock_calendar
--- Writers lock a calendar before redefining it.
-SELECT id, version FROM calendars WHERE id = $1 AND tenant_id = $2 FOR UPDATE;
-
--- name: calendars_by_id
--- The scheduler's batch lookup of the calendars its due jobs name.
-SELECT tenant_id, name, dates FROM calendars WHERE id = ANY($1::uuid[]);
-
--- name: active_runs_of_jobs
--- Overlap policy: how many runs of each job are not yet final.
-SELECT job_id, count(*) AS active FROM runs
-WHERE job_id = ANY($1::uuid[])
-  AND state NOT IN ('succeeded', 'dead_lettered', 'cancelled', 'failed')
-GROUP BY job_id;
-
--- name: runs_of_job_between
--- Backfill and the reconciler: the slots of a job that already have a run.
-SELECT scheduled_for FROM runs
-WHERE job_id = $1 AND scheduled_for >= $2 AND scheduled_for < $3 AND trigger <> 'manual';
-
--- name: skips_of_job_between
--- The reconciler: recorded skips overlapping a window.
-SELECT first_slot, last_slot, slots, reason FROM occurrence_skips
-WHERE job_id = $1 AND last_slot >= $2 AND first_slot < $3;
-
--- name: pauses_of_job
--- The reconciler: a job's pause history.
-SELECT paused_at, resumed_at FROM job_pauses WHERE job_id = $1 ORDER BY paused_at;
-
--- name: recurring_jobs
--- The reconciler's sweep: active and paused recurring jobs.
-SELECT id, tenant_id, schedule, status, next_slot, next_run_at, created_at, version
-FROM jobs
-WHERE kind IN ('cron', 'every') AND status IN ('active', 'paused')
-ORDER BY id
-LIMIT $1 OFFSET $2;
-
--- name: oldest_due
--- The reconciler: the oldest due instant of an active job not yet materialised.
--- One descent of jobs_due (shard, next_run_at) per shard ($2 shards): min() over the whole
--- partial index would read every future job.
-SELECT min(first.next_run_at) AS oldest
-FROM generate_series(0, $2::int - 1) AS s (shard),
-     LATERAL (SELECT next_run_at FROM jobs
-              WHERE status = 'active' AND next_run_at IS NOT NULL AND shard = s.shard
-              ORDER BY next_run_at LIMIT 1) AS first
-WHERE first.next_run_at <= coalesce($1::timestamptz, now());
-
--- name: lock_job_for_repair
--- The reconciler locks a job before recording what it found and repaired.
-SELECT id, tenant_id, task, pool, priority, payload_ref, next_run_at, next_slot, version,
-       retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait, concurrency_key, resource
-FROM jobs WHERE id = $1 FOR UPDATE;
-
--- name: jobs_by_idempotency_keys
--- Batch submission: the jobs some idempotency keys already name.
-SELECT id, idempotency_key, next_run_at FROM jobs
-WHERE tenant_id = $1 AND idempotency_key = ANY($2::text[]);
-
--- name: calendar_names
--- Batch submission: which of these calendars exist.
-SELECT name FROM calendars WHERE tenant_id = $1 AND name = ANY($2::text[]);
-
--- name: claim_due_retries
--- The scheduler's retry poll: runs whose next attempt is due (partial index runs_retry_due).
-SELECT id, tenant_id, pool, traceparent, version, state FROM runs
-WHERE state = 'retry_scheduled' AND retry_at <= coalesce($1::timestamptz, now())
-ORDER BY retry_at
-LIMIT $2
-FOR UPDATE SKIP LOCKED;
-
--- name: cancel_flags
--- Heartbeat answers: which of these runs have a cancel requested.
-SELECT id FROM runs WHERE id = ANY($1::uuid[]) AND cancel_requested;
-
--- name: timed_out_runs
--- Reconciler: running attempts past their timeout (plus a grace for the worker's own report).
-SELECT id FROM runs
-WHERE state = 'running' AND timeout_seconds IS NOT NULL
-  AND started_at + make_interval(secs => timeout_seconds) + $2::interval
-      < coalesce($1::timestamptz, now())
-LIMIT $3;
-
--- name: queue_wait_expired
--- Reconciler: runs not started within their job's queue-wait deadline.
-SELECT id FROM runs
-WHERE state IN ('scheduled', 'queued', 'retry_scheduled') AND queue_wait_seconds IS NOT NULL
-  AND due_at + make_interval(secs => queue_wait_seconds) < coalesce($1::timestamptz, now())
-LIMIT $2;
-
--- name: waiting_candidates
--- The dispatcher's snapshot: the oldest $1 waiting runs of every (tenant, pool, class). The
--- groups are found by a loose index scan of runs_dispatchable, so a long backlog in one group
--- costs one index descent, not a scan of the backlog.
-WITH RECURSIVE grp AS (
-    (SELECT tenant_id, pool, priority FROM runs
-     WHERE state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL)
-     ORDER BY tenant_id, pool, priority LIMIT 1)
-    UNION ALL
-    SELECT nxt.* FROM grp, LATERAL (
-        SELECT tenant_id, pool, priority FROM runs
-        WHERE (state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL))
-          AND (tenant_id, pool, priority) > (grp.tenant_id, grp.pool, grp.priority)
-        ORDER BY tenant_id, pool, priority LIMIT 1) nxt
-)
-SELECT c.id, grp.tenant_id, grp.pool, grp.priority, c.task, c.concurrency_key, c.resource,
-       c.updated_at
-FROM grp, LATERAL (
-    SELECT id, task, concurrency_key, resource, updated_at FROM runs
-    WHERE (state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL))
-      AND tenant_id = grp.tenant_id AND pool = grp.pool AND priority = grp.priority
-    ORDER BY updated_at, id LIMIT $1) c;
 
 -- name: sync_run_slots
 -- After the given runs changed state: a queued or running run holds its slot, any other frees

@@ -14,3 +14,84 @@ WHERE tenant_id = $1
   AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4::uuid))
 ORDER BY created_at DESC, id DESC
 LIMIT $5;
+
+-- name: lock_job
+-- Writers lock the job row before appending to its stream.
+SELECT id, tenant_id, status, version FROM jobs WHERE id = $1 AND tenant_id = $2 FOR UPDATE;
+
+-- name: claim_due_jobs
+-- The scheduler's poll: due active jobs of the given shards, oldest first, small batches; SKIP
+-- LOCKED gives each due job to exactly one scheduler transaction. Candidates: the oldest $2 of
+-- each shard (the oldest $2 of all are among them), read without locks by one ordered descent
+-- of jobs_due (shard, next_run_at) per shard, so a poll costs the same with 100 or 100,000 jobs
+-- due (`shard = ANY(...) ORDER BY next_run_at` over the whole index would fetch and sort every
+-- due job); of those the oldest 2 x $2, and of them the oldest $2 not locked by another
+-- claimer are locked. Shards are always named: an "IS NULL OR" would make the generic plan a
+-- sequential scan. When nothing at all is due, one descent of jobs_next_due (the EXISTS, run
+-- once) skips the per-shard descents: an idle poll costs the same with or without future jobs.
+WITH candidates AS MATERIALIZED (
+    SELECT c.id
+    FROM unnest($4::smallint[]) AS s (shard),
+         LATERAL (SELECT id, next_run_at FROM jobs
+                  WHERE status = 'active' AND next_run_at IS NOT NULL AND shard = s.shard
+                    AND next_run_at <= coalesce($1::timestamptz, now())
+                    AND NOT (id = ANY($3::uuid[]))
+                  ORDER BY next_run_at
+                  LIMIT $2) AS c
+    WHERE EXISTS (SELECT FROM jobs
+                  WHERE status = 'active' AND next_run_at IS NOT NULL
+                    AND next_run_at <= coalesce($1::timestamptz, now()))
+    ORDER BY c.next_run_at
+    LIMIT $2 * 2
+)
+SELECT j.id, j.tenant_id, j.task, j.pool, j.priority, j.payload_ref, j.next_run_at, j.next_slot,
+       j.schedule, j.traceparent, j.version, j.calendar, j.overlap, j.resume_policy,
+       j.consecutive_failures, j.retry_policy, j.timeout_seconds, j.queue_wait_seconds,
+       j.on_queue_wait, j.shard, j.concurrency_key, j.resource
+FROM candidates JOIN jobs j ON j.id = candidates.id
+-- Re-checked on the locked row, and written so that no index can serve it: the planner's
+-- histogram of next_run_at was taken while these jobs were in the future, so it believes almost
+-- none are due and would otherwise scan jobs_due for every candidate instead of the primary key.
+WHERE (j.status = 'active' AND j.next_run_at <= coalesce($1::timestamptz, now())) IS TRUE
+ORDER BY j.next_run_at
+LIMIT $2
+FOR UPDATE OF j SKIP LOCKED;
+
+-- name: recurring_jobs
+-- The reconciler's sweep: active and paused recurring jobs.
+SELECT id, tenant_id, schedule, status, next_slot, next_run_at, created_at, version
+FROM jobs
+WHERE kind IN ('cron', 'every') AND status IN ('active', 'paused')
+ORDER BY id
+LIMIT $1 OFFSET $2;
+
+-- name: oldest_due
+-- The reconciler: the oldest due instant of an active job not yet materialised.
+-- One descent of jobs_due (shard, next_run_at) per shard ($2 shards): min() over the whole
+-- partial index would read every future job.
+SELECT min(first.next_run_at) AS oldest
+FROM generate_series(0, $2::int - 1) AS s (shard),
+     LATERAL (SELECT next_run_at FROM jobs
+              WHERE status = 'active' AND next_run_at IS NOT NULL AND shard = s.shard
+              ORDER BY next_run_at LIMIT 1) AS first
+WHERE first.next_run_at <= coalesce($1::timestamptz, now());
+
+-- name: lock_job_for_repair
+-- The reconciler locks a job before recording what it found and repaired.
+SELECT id, tenant_id, task, pool, priority, payload_ref, next_run_at, next_slot, version,
+       retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait, concurrency_key, resource
+FROM jobs WHERE id = $1 FOR UPDATE;
+
+-- name: jobs_by_idempotency_keys
+-- Batch submission: the jobs some idempotency keys already name.
+SELECT id, idempotency_key, next_run_at FROM jobs
+WHERE tenant_id = $1 AND idempotency_key = ANY($2::text[]);
+
+-- name: skips_of_job_between
+-- The reconciler: recorded skips overlapping a window.
+SELECT first_slot, last_slot, slots, reason FROM occurrence_skips
+WHERE job_id = $1 AND last_slot >= $2 AND first_slot < $3;
+
+-- name: pauses_of_job
+-- The reconciler: a job's pause history.
+SELECT paused_at, resumed_at FROM job_pauses WHERE job_id = $1 ORDER BY paused_at;

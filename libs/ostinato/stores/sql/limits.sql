@@ -22,3 +22,15 @@ GROUP BY tenant_id, pool, priority;
 SELECT tenant_id, pool, priority, task, concurrency_key, count(*) AS n
 FROM run_slots
 GROUP BY tenant_id, pool, priority, task, concurrency_key;
+
+-- name: all_limits
+-- The dispatcher's view of every limit.
+SELECT tenant_id, scope, name, max_concurrency, rate_per_second, burst FROM limits;
+
+-- name: paused_pools
+-- Pools (or one tenant's queue in a pool) where dispatch is paused.
+SELECT tenant_id, pool, reason, actor, changed_at FROM pool_controls WHERE paused;
+
+-- name: lock_pool_control
+-- Writers of a pool stream lock its row (absent before the first pause).
+SELECT id, paused, version FROM pool_controls WHERE id = $1 FOR UPDATE;

@@ -23,3 +23,110 @@ SELECT reason FROM dispatch_holds WHERE run_id = $1 AND tenant_id = $2;
 SELECT count(*) FROM runs
 WHERE (state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL))
   AND tenant_id = $1 AND pool = $2 AND priority = $3 AND (updated_at, id) < ($4, $5::uuid);
+
+-- name: lock_runs
+-- Writers lock the runs they are about to move, to read state and version consistently.
+SELECT id, tenant_id, job_id, task, pool, priority, state, attempt, fencing_token, payload_ref,
+       scheduled_for, due_at, traceparent, version, failures, retry_policy, cancel_requested,
+       timeout_seconds, queue_wait_seconds, on_queue_wait, worker_id, started_at, last_error,
+       steps_done
+FROM runs WHERE id = ANY($1::uuid[])
+ORDER BY id
+FOR UPDATE;
+
+-- name: claim_ready_runs
+-- Worker claim: one tenant's queued runs in the given pools, oldest first (index runs_ready,
+-- migration 0011 says why it must stay); SKIP LOCKED lets concurrent claims take different runs.
+SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
+       scheduled_for, due_at, traceparent, timeout_seconds, version, steps_done
+FROM runs
+WHERE tenant_id = $1 AND pool = ANY($2::text[]) AND state = 'queued'
+  AND ($3::text[] IS NULL OR task = ANY($3::text[]))
+ORDER BY queued_at, id
+LIMIT $4
+FOR UPDATE SKIP LOCKED;
+
+-- name: claim_ready_runs_any_tenant
+-- Shared worker claim: queued runs of any tenant in the given pools, oldest first (index
+-- runs_ready_pool); SKIP LOCKED lets concurrent claims take different runs.
+SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
+       scheduled_for, due_at, traceparent, timeout_seconds, version, steps_done
+FROM runs
+WHERE pool = ANY($1::text[]) AND state = 'queued'
+  AND ($2::text[] IS NULL OR task = ANY($2::text[]))
+ORDER BY queued_at, id
+LIMIT $3
+FOR UPDATE SKIP LOCKED;
+
+-- name: claim_due_retries
+-- The scheduler's retry poll: runs whose next attempt is due (partial index runs_retry_due).
+SELECT id, tenant_id, pool, traceparent, version, state FROM runs
+WHERE state = 'retry_scheduled' AND retry_at <= coalesce($1::timestamptz, now())
+ORDER BY retry_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED;
+
+-- name: cancel_flags
+-- Heartbeat answers: which of these runs have a cancel requested.
+SELECT id FROM runs WHERE id = ANY($1::uuid[]) AND cancel_requested;
+
+-- name: stuck_runs
+-- Reconciler: runs in a waiting state whose last change is older than the threshold.
+SELECT state, count(*) AS n, min(updated_at) AS oldest
+FROM runs
+WHERE state IN ('scheduled', 'queued') AND updated_at < coalesce($1::timestamptz, now()) - $2::interval
+GROUP BY state;
+
+-- name: active_runs_of_jobs
+-- Overlap policy: how many runs of each job are not yet final.
+SELECT job_id, count(*) AS active FROM runs
+WHERE job_id = ANY($1::uuid[])
+  AND state NOT IN ('succeeded', 'dead_lettered', 'cancelled', 'failed')
+GROUP BY job_id;
+
+-- name: runs_of_job_between
+-- Backfill and the reconciler: the slots of a job that already have a run.
+SELECT scheduled_for FROM runs
+WHERE job_id = $1 AND scheduled_for >= $2 AND scheduled_for < $3 AND trigger <> 'manual';
+
+-- name: timed_out_runs
+-- Reconciler: running attempts past their timeout (plus a grace for the worker's own report).
+SELECT id FROM runs
+WHERE state = 'running' AND timeout_seconds IS NOT NULL
+  AND started_at + make_interval(secs => timeout_seconds) + $2::interval
+      < coalesce($1::timestamptz, now())
+LIMIT $3;
+
+-- name: queue_wait_expired
+-- Reconciler: runs not started within their job's queue-wait deadline.
+SELECT id FROM runs
+WHERE state IN ('scheduled', 'queued', 'retry_scheduled') AND queue_wait_seconds IS NOT NULL
+  AND due_at + make_interval(secs => queue_wait_seconds) < coalesce($1::timestamptz, now())
+LIMIT $2;
+
+-- name: waiting_candidates
+-- The dispatcher's snapshot: the oldest $1 waiting runs of every (tenant, pool, class). The
+-- groups are found by a loose index scan of runs_dispatchable, so a long backlog in one group
+-- costs one index descent, not a scan of the backlog.
+WITH RECURSIVE grp AS (
+    (SELECT tenant_id, pool, priority FROM runs
+     WHERE state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL)
+     ORDER BY tenant_id, pool, priority LIMIT 1)
+    UNION ALL
+    SELECT nxt.* FROM grp, LATERAL (
+        SELECT tenant_id, pool, priority FROM runs
+        WHERE (state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL))
+          AND (tenant_id, pool, priority) > (grp.tenant_id, grp.pool, grp.priority)
+        ORDER BY tenant_id, pool, priority LIMIT 1) nxt
+)
+SELECT c.id, grp.tenant_id, grp.pool, grp.priority, c.task, c.concurrency_key, c.resource,
+       c.updated_at
+FROM grp, LATERAL (
+    SELECT id, task, concurrency_key, resource, updated_at FROM runs
+    WHERE (state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL))
+      AND tenant_id = grp.tenant_id AND pool = grp.pool AND priority = grp.priority
+    ORDER BY updated_at, id LIMIT $1) c;
+
+-- name: run_token
+-- The worker gateway's check of a read under a lease: whose run it is and its current token.
+SELECT id, tenant_id, state, fencing_token FROM runs WHERE id = $1;

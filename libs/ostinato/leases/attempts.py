@@ -1,0 +1,88 @@
+"""Attempt leases (`attempt_leases`): one row per running attempt, with its fencing token and an
+expiry computed by the database clock (pass `Clock.db_now()`; None means the database's own
+`now()`). The worker-gateway grants, extends and releases them; the reconciler expires them.
+
+The only module that reads the `attempt_leases` table: callers get typed rows, never records.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import asyncpg
+import msgspec
+
+from ostinato.db.queries import load
+from ostinato.stores.rows import many
+
+Q = load("ostinato.leases", "leases.sql")
+
+
+class GrantedLease(msgspec.Struct, frozen=True, kw_only=True):
+    """A lease a claim granted; `was_live`: it replaced a lease that had not expired yet."""
+
+    run_id: uuid.UUID
+    expires_at: datetime
+    was_live: bool
+
+
+class ExtendedLease(msgspec.Struct, frozen=True, kw_only=True):
+    """A lease a heartbeat extended (its token was current)."""
+
+    run_id: uuid.UUID
+    expires_at: datetime
+
+
+class LeaseToken(msgspec.Struct, frozen=True, kw_only=True):
+    """The current token of a leased run and the worker holding it."""
+
+    run_id: uuid.UUID
+    fencing_token: int
+    worker_id: str
+
+
+class ExpiredLease(msgspec.Struct, frozen=True, kw_only=True):
+    """A lease past its expiry, locked for the reconciler that found it."""
+
+    run_id: uuid.UUID
+    worker_id: str
+    lease_token: int
+    expires_at: datetime
+
+
+async def grant_leases(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID],
+                       tenant_ids: Sequence[uuid.UUID], tokens: Sequence[int], worker_id: str,
+                       now: datetime | None, ttl: timedelta) -> list[GrantedLease]:
+    """A claim: grant (or replace) each run's lease with its new token, all in one statement."""
+    return many(GrantedLease, await conn.fetch(
+        Q["grant_leases"], run_ids, tenant_ids, tokens, worker_id, now, ttl))
+
+
+async def extend_leases_if_token(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID],
+                                 tokens: Sequence[int], tenant_id: uuid.UUID | None,
+                                 now: datetime | None, ttl: timedelta) -> list[ExtendedLease]:
+    """A heartbeat: extend only the leases whose token is current (fencing in the statement);
+    `tenant_id` None: a shared worker serving every tenant."""
+    return many(ExtendedLease, await conn.fetch(
+        Q["extend_leases_if_token"], run_ids, tokens, tenant_id, now, ttl))
+
+
+async def current_tokens(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID],
+                         tenant_id: uuid.UUID) -> list[LeaseToken]:
+    """The current token of each leased run of a tenant: tells a stale writer from an unknown
+    run."""
+    return many(LeaseToken, await conn.fetch(Q["current_tokens"], run_ids, tenant_id))
+
+
+async def release_leases(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID]) -> None:
+    """End the leases of runs that reached an outcome (or were repaired)."""
+    await conn.execute(Q["release_leases"], run_ids)
+
+
+async def expired_leases(conn: asyncpg.Connection, now: datetime | None,
+                         limit: int) -> list[ExpiredLease]:
+    """Leases past their expiry by the database clock, oldest first, locked (SKIP LOCKED) in the
+    caller's transaction so one reconciler handles each."""
+    return many(ExpiredLease, await conn.fetch(Q["expired_leases"], now, limit))

@@ -1,0 +1,197 @@
+"""Durable workflows: ``@workflow`` functions whose steps are checkpointed in the run's history.
+
+A workflow is an ``async`` function registered like a task and run by an ordinary Worker as a
+run of its task, so schedules, retries, dead letters, fairness and limits apply unchanged::
+
+    from ostinato.sdk import WorkflowContext, workflow
+
+    @workflow("billing.invoice")
+    async def invoice(ctx: WorkflowContext, payload: dict) -> dict:
+        charge = await ctx.step("charge", charge_card, payload["amount"], retries=3)
+        await ctx.step("email", send_receipt, charge["id"])
+        return charge
+
+Each ``ctx.step(name, fn, *args)`` runs ``fn`` (async or plain; plain ones in a thread) and
+records its outcome through the worker-gateway under the attempt's fencing token *before* the
+workflow goes on. When the run executes again (a crash, a lease expiry, a retry of the run),
+recorded steps return their recorded output without running and the first unrecorded step
+runs: a retry resumes instead of restarting. The rules (``docs/WORKFLOWS.md``):
+
+- Steps must come in the same order with the same names on every execution (what happens
+  between steps may change). A different sequence stops the run with ``NonDeterminismError``
+  (type ``non_determinism``, not retried: the run goes to the dead letters, where an operator
+  sees the position, the recorded step and the step met).
+- Outputs are JSON values; a replayed step returns the decoded JSON (a tuple comes back as a
+  list). An output that cannot be encoded fails the step for good (``invalid_output``).
+- A step's own retries (``retries=``, exponential ``backoff=`` seconds) rerun only that step,
+  in the same attempt. A retryable error left when they are used up fails the *run* (retryable,
+  per the job's policy), and the run's next attempt resumes at that step. A permanent error
+  (``PermanentError``, or any error the step's retries do not cover) is recorded: the workflow
+  gets ``StepFailedError`` at once, and again at that step on every later execution.
+- ``timeout_seconds=`` bounds one try of the step (type ``step_timed_out``, retryable).
+- A cancel request stops the workflow at the next step boundary (``Cancelled``); a running
+  async step gets the usual cooperative cancel.
+- The recorded history is read lazily, one page of at most 1,000 steps at a time, so resuming
+  a long workflow holds one page in memory, never the whole history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+
+from ostinato.domain.workflow import Diverged, Execute, RecordedStep, StepCounter, decide
+from ostinato.sdk.context import RunContext, current
+from ostinato.sdk.errors import (
+    Cancelled,
+    GatewayError,
+    LeaseLost,
+    PermanentError,
+    error_info,
+)
+from ostinato.sdk.protocol import MAX_STEPS_PAGE, ErrorInfo, StepItem, StepRecord
+from ostinato.sdk.tasks import Task
+
+__all__ = ["NonDeterminismError", "StepFailedError", "WorkflowContext", "workflow"]
+
+_encoder = msgspec.json.Encoder()
+WorkflowFn = Callable[["WorkflowContext", Any], Awaitable[Any]]
+
+
+class NonDeterminismError(PermanentError):
+    """The workflow met a step other than the one its history recorded at that position."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, type="non_determinism")
+
+
+class StepFailedError(PermanentError):
+    """A step failed for good; ``type`` and ``message`` are the step's recorded error."""
+
+    def __init__(self, step: str, type: str, message: str) -> None:
+        super().__init__(message, type=type)
+        self.step = step
+
+
+class _History:
+    """The run's recorded steps, read a page at a time as the workflow reaches them."""
+
+    def __init__(self, run: RunContext) -> None:
+        self._run = run
+        self._page: dict[int, StepRecord] = {}
+
+    async def at(self, seq: int) -> RecordedStep | None:
+        if seq >= self._run.steps_done:
+            return None
+        record = self._page.get(seq)
+        if record is None:
+            page = await self._run.steps_page(after=seq - 1, limit=MAX_STEPS_PAGE)
+            self._page = {r.seq: r for r in page}  # one page held: memory stays flat
+            record = self._page.get(seq)
+            if record is None:
+                raise GatewayError(0, f"the gateway returned no recorded step {seq}")
+        return RecordedStep(seq=record.seq, name=record.name, succeeded=record.succeeded,
+                            output=record.output, error_type=record.error_type,
+                            message=record.message)
+
+
+class WorkflowContext:
+    """What a workflow function gets: its run's context and ``step``."""
+
+    def __init__(self, run: RunContext) -> None:
+        self.run = run
+        self._counter = StepCounter()
+        self._history = _History(run)
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any, retries: int = 0,
+                   backoff: float = 1.0, timeout_seconds: float | None = None,
+                   **kwargs: Any) -> Any:
+        """Run step ``name`` once across every execution of the workflow; see the module doc."""
+        if self.run.is_cancelled():
+            raise Cancelled(self.run.run_id)
+        seq = self._counter.seq
+        decision = decide(self._counter, name, await self._history.at(seq))
+        if isinstance(decision, Diverged):
+            raise NonDeterminismError(decision.message())
+        if not isinstance(decision, Execute):
+            recorded = decision.step
+            if recorded.succeeded:
+                return recorded.output
+            raise StepFailedError(name, recorded.error_type or "step_failed",
+                                  recorded.message or "")
+        started = time.monotonic()
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                output = await _call(fn, args, kwargs, timeout_seconds)
+            except (LeaseLost, Cancelled, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                info = _step_error(exc)
+                if info.retryable and tries <= retries:
+                    await asyncio.sleep(backoff * 2 ** (tries - 1))
+                    continue
+                if info.retryable:
+                    raise  # the run fails; its next attempt resumes at this step
+                await self._record(seq, name, None, info, tries, started)
+                raise StepFailedError(name, info.type, info.message) from exc
+            try:
+                encoded = msgspec.Raw(_encoder.encode(output))
+            except (TypeError, msgspec.EncodeError) as exc:
+                info = ErrorInfo(type="invalid_output", message=f"step output is not JSON: {exc}",
+                                 retryable=False, classified=True)
+                await self._record(seq, name, None, info, tries, started)
+                raise StepFailedError(name, info.type, info.message) from exc
+            await self._record(seq, name, encoded, None, tries, started)
+            return output
+
+    async def _record(self, seq: int, name: str, output: msgspec.Raw | None,
+                      error: ErrorInfo | None, tries: int, started: float) -> None:
+        run = self.run
+        item = StepItem(run_id=run.run_id, fencing_token=run.fencing_token, seq=seq, name=name,
+                        output=output, error=error, tries=tries,
+                        duration_ms=round((time.monotonic() - started) * 1000, 3))
+        result = await run.record_step(item)
+        if result.status in (404, 409):
+            run.mark_lease_lost()
+            raise LeaseLost(run.run_id)
+        if result.status != 200:
+            raise GatewayError(result.status, result.detail or "step not recorded")
+        run.steps_done = max(run.steps_done, seq + 1)
+
+
+async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                limit: float | None) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        return await asyncio.wait_for(fn(*args, **kwargs), limit)
+    return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kwargs), limit)
+
+
+def _step_error(exc: Exception) -> ErrorInfo:
+    if isinstance(exc, TimeoutError):
+        return ErrorInfo(type="step_timed_out", message="the step did not finish within its "
+                         "timeout", retryable=True, classified=True)
+    return error_info(exc)
+
+
+def workflow(name: str) -> Callable[[WorkflowFn], Task]:
+    """Register ``fn(ctx, payload)`` as the workflow of task ``name``: pass the result to
+    ``Worker([...])`` like any task."""
+
+    def decorate(fn: WorkflowFn) -> Task:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"workflow {name!r} must be an async function")
+
+        async def run(payload: Any) -> Any:
+            return await fn(WorkflowContext(current()), payload)
+
+        run.__name__ = run.__qualname__ = getattr(fn, "__name__", name)
+        return Task(name=name, fn=run)
+
+    return decorate

@@ -1,0 +1,50 @@
+"""The `tenants` and `api_keys` read models: who a key belongs to, and each tenant's weight."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+import msgspec
+
+from ostinato.db.queries import load
+from ostinato.stores.rows import many, one
+
+Q = load("ostinato.stores", "tenants.sql")
+
+
+class KeyOwner(msgspec.Struct, frozen=True, kw_only=True):
+    tenant_id: uuid.UUID
+    role: str
+    name: str
+
+
+class TenantHead(msgspec.Struct, frozen=True, kw_only=True):
+    """A locked tenant row: enough to append to its stream."""
+
+    id: uuid.UUID
+    name: str
+    weight: float
+    version: int
+
+
+class TenantWeight(msgspec.Struct, frozen=True, kw_only=True):
+    id: uuid.UUID
+    name: str
+    weight: float
+
+
+async def owner_of_key(conn: asyncpg.Connection, key_hash: bytes) -> KeyOwner | None:
+    return one(KeyOwner, await conn.fetchrow(Q["tenant_by_key_hash"], key_hash))
+
+
+async def id_by_name(conn: asyncpg.Connection, name: str) -> uuid.UUID | None:
+    return await conn.fetchval(Q["tenant_by_name"], name)
+
+
+async def lock(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> TenantHead | None:
+    return one(TenantHead, await conn.fetchrow(Q["lock_tenant"], tenant_id))
+
+
+async def weights(conn: asyncpg.Connection) -> list[TenantWeight]:
+    return many(TenantWeight, await conn.fetch(Q["tenant_weights"]))

@@ -1,0 +1,91 @@
+"""The lease and worker stores return exactly the columns of their typed rows: a migration that
+adds, drops or renames a column of `attempt_leases`, `shard_leases`, `scheduler_instances` or
+`workers` fails here, not at a caller that reads the row."""
+
+from __future__ import annotations
+
+import asyncpg
+import msgspec
+import pytest
+
+from ostinato.leases import attempts, shard
+from ostinato.workers import registry
+
+pytestmark = pytest.mark.integration
+
+# (store, query) → the row type its rows are converted to.
+ROW_OF = {
+    (attempts, "grant_leases"): attempts.GrantedLease,
+    (attempts, "extend_leases_if_token"): attempts.ExtendedLease,
+    (attempts, "current_tokens"): attempts.LeaseToken,
+    (attempts, "expired_leases"): attempts.ExpiredLease,
+    (shard, "renew_shards_if_epoch"): shard.ShardEpoch,
+    (shard, "acquire_shards"): shard.ShardEpoch,
+    (shard, "shard_table"): shard.ShardLease,
+    (registry, "live_capacity"): registry.PoolCapacity,
+    (registry, "list_workers"): registry.WorkerInfo,
+}
+# (store, query) → its one column, read as a scalar (or a set of scalars).
+SCALAR = {
+    (shard, "instance_seen"): "live",
+    (shard, "hold_shards_if_epoch"): "shard",
+    (registry, "forget_worker"): "worker_id",
+}
+# DML whose rows (if it returns any) are not read: only its status or effect counts.
+DML = {
+    (attempts, "release_leases"),
+    (shard, "instance_gone"),
+    (shard, "release_shards_if_epoch"),
+    (registry, "touch_worker"),
+    (registry, "worker_seen"),
+    (registry, "forget_stale_workers"),
+}
+STORES = (attempts, shard, registry)
+
+
+def test_every_lease_and_worker_query_is_accounted_for_once() -> None:
+    accounted = [name for _, name in [*ROW_OF, *SCALAR, *DML]]
+    assert len(accounted) == len(set(accounted))
+    named = {name for store in STORES for name in store.Q}  # type: ignore[attr-defined]
+    assert named == set(accounted)
+    for store, name in [*ROW_OF, *SCALAR, *DML]:
+        assert name in store.Q  # type: ignore[attr-defined]
+
+
+def test_the_row_types_are_frozen_keyword_structs() -> None:
+    for row_type in set(ROW_OF.values()):
+        assert issubclass(row_type, msgspec.Struct)
+        assert row_type.__struct_config__.frozen
+        with pytest.raises(TypeError):  # keyword-only: no positional construction
+            row_type(*(None for _ in msgspec.structs.fields(row_type)))
+
+
+def _ids(x: object) -> str:
+    return getattr(x, "__name__", str(x))
+
+
+@pytest.mark.parametrize(("store", "name"), list(ROW_OF), ids=_ids)
+async def test_a_query_returns_the_columns_of_its_row(
+    pool: asyncpg.Pool, store: object, name: str,
+) -> None:
+    async with pool.acquire() as conn:
+        statement = await conn.prepare(store.Q[name])  # type: ignore[attr-defined]
+        columns = [a.name for a in statement.get_attributes()]
+    fields = msgspec.structs.fields(ROW_OF[(store, name)])
+    assert sorted(columns) == sorted(f.name for f in fields)
+
+
+@pytest.mark.parametrize(("store", "name"), list(SCALAR), ids=_ids)
+async def test_a_scalar_query_returns_its_one_column(
+    pool: asyncpg.Pool, store: object, name: str,
+) -> None:
+    async with pool.acquire() as conn:
+        statement = await conn.prepare(store.Q[name])  # type: ignore[attr-defined]
+        columns = [a.name for a in statement.get_attributes()]
+    assert columns == [SCALAR[(store, name)]]
+
+
+@pytest.mark.parametrize(("store", "name"), sorted(DML, key=lambda k: k[1]), ids=_ids)
+async def test_a_dml_query_prepares(pool: asyncpg.Pool, store: object, name: str) -> None:
+    async with pool.acquire() as conn:
+        await conn.prepare(store.Q[name])  # type: ignore[attr-defined]

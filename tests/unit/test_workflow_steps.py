@@ -1,0 +1,233 @@
+"""Workflow step memoisation without servers: the pure decision (`ostinato.domain.workflow`)
+over generated step sequences, and the SDK's `WorkflowContext` over an in-memory journal."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ostinato.domain.workflow import (
+    Diverged,
+    Execute,
+    RecordedStep,
+    Replay,
+    StepCounter,
+    StepId,
+    decide,
+)
+from ostinato.sdk import (
+    Cancelled,
+    LeaseLost,
+    NonDeterminismError,
+    PermanentError,
+    RetryableError,
+    StepFailedError,
+    Task,
+    WorkflowContext,
+    workflow,
+)
+from ostinato.testing.handlers import HandlerEnvironment
+
+names = st.lists(st.sampled_from(["charge", "email", "wait", "audit"]), max_size=12)
+
+
+def _record(sequence: list[str]) -> list[RecordedStep]:
+    return [RecordedStep(seq=i, name=n, succeeded=True, output=i) for i, n in enumerate(sequence)]
+
+
+def _decisions(sequence: list[str], history: list[RecordedStep]) -> list[object]:
+    counter = StepCounter()
+    return [decide(counter, name, history[i] if i < len(history) else None)
+            for i, name in enumerate(sequence)]
+
+
+@given(names)
+def test_a_workflow_replaying_its_own_history_runs_nothing(sequence: list[str]) -> None:
+    decisions = _decisions(sequence, _record(sequence))
+    assert all(isinstance(d, Replay) for d in decisions)
+    assert [d.step.output for d in decisions] == list(range(len(sequence)))  # type: ignore[attr-defined]
+
+
+@given(names, st.integers(min_value=0, max_value=12))
+def test_only_the_steps_after_the_recorded_prefix_run(sequence: list[str], cut: int) -> None:
+    cut = min(cut, len(sequence))
+    decisions = _decisions(sequence, _record(sequence[:cut]))
+    assert [type(d) for d in decisions] == [Replay] * cut + [Execute] * (len(sequence) - cut)
+    assert [d.seq for d in decisions[cut:]] == list(range(cut, len(sequence)))  # type: ignore[attr-defined]
+
+
+@given(names.filter(bool), st.data())
+def test_a_changed_step_is_named_at_its_position(sequence: list[str], data: st.DataObject) -> None:
+    k = data.draw(st.integers(min_value=0, max_value=len(sequence) - 1))
+    changed = [*sequence[:k], sequence[k] + "-v2", *sequence[k + 1:]]
+    decisions = _decisions(changed, _record(sequence))
+    assert all(isinstance(d, Replay) for d in decisions[:k])
+    diverged = decisions[k]
+    assert isinstance(diverged, Diverged)
+    assert diverged.seq == k
+    assert diverged.recorded == StepId(sequence[k], sequence[:k + 1].count(sequence[k]))
+    assert diverged.met == StepId(changed[k], 1)
+    assert f"position {k}" in diverged.message()
+
+
+def test_occurrences_count_per_name() -> None:
+    counter = StepCounter()
+    ids = [counter.next(n)[1] for n in ["charge", "email", "charge"]]
+    assert [str(i) for i in ids] == ["charge#1", "email#1", "charge#2"]
+
+
+# -- the SDK over an in-memory journal -------------------------------------------------------
+
+class Effects:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.fail_email = 0
+
+    async def charge(self, amount: int) -> dict[str, int]:
+        self.calls.append("charge")
+        return {"charged": amount}
+
+    def email(self, charged: dict[str, int]) -> str:  # a plain function: runs in a thread
+        self.calls.append("email")
+        if self.fail_email:
+            self.fail_email -= 1
+            raise RetryableError("smtp down")
+        return f"sent {charged['charged']}"
+
+
+def invoice_of(effects: Effects) -> Task:
+    @workflow("billing.invoice")
+    async def invoice(ctx: WorkflowContext, payload: dict[str, int]) -> dict[str, object]:
+        charged = await ctx.step("charge", effects.charge, payload["amount"])
+        receipt = await ctx.step("email", effects.email, charged)
+        return {"charged": charged, "receipt": receipt}
+
+    return invoice
+
+
+async def test_a_resumed_workflow_replays_finished_steps_and_runs_the_rest() -> None:
+    effects = Effects()
+    effects.fail_email = 1
+    invoice = invoice_of(effects)
+    env = HandlerEnvironment(task="billing.invoice")
+    with pytest.raises(RetryableError):
+        await env.run(invoice, {"amount": 12})
+    assert [s.name for s in env.journal.steps] == ["charge"]  # the failed step is not recorded
+    again = env.next_attempt()
+    result = await again.run(invoice, {"amount": 12})
+    assert result == {"charged": {"charged": 12}, "receipt": "sent 12"}
+    assert effects.calls == ["charge", "email", "email"]  # charge ran once, email twice
+    assert [s.name for s in again.journal.steps] == ["charge", "email"]
+    third = again.next_attempt()
+    assert await third.run(invoice, {"amount": 12}) == result
+    assert effects.calls == ["charge", "email", "email"]  # everything replayed
+    assert third.journal.pages_read == 2  # one page per resumed execution, not one per step
+
+
+async def test_a_step_retries_in_the_same_attempt_without_rerunning_earlier_steps() -> None:
+    effects = Effects()
+    effects.fail_email = 2
+
+    @workflow("billing.retrying")
+    async def retrying(ctx: WorkflowContext, payload: int) -> str:
+        charged = await ctx.step("charge", effects.charge, payload)
+        return await ctx.step("email", effects.email, charged, retries=2, backoff=0.0)
+
+    env = HandlerEnvironment()
+    assert await env.run(retrying, 5) == "sent 5"
+    assert effects.calls == ["charge", "email", "email", "email"]
+    assert env.journal.steps[1].tries == 3
+
+
+async def test_a_permanent_step_failure_is_recorded_and_raised_again_on_replay() -> None:
+    calls: list[int] = []
+
+    async def decline(amount: int) -> None:
+        calls.append(amount)
+        raise PermanentError("card declined", type="card_declined")
+
+    @workflow("billing.declined")
+    async def declined(ctx: WorkflowContext, payload: int) -> str:
+        try:
+            await ctx.step("charge", decline, payload)
+        except StepFailedError as exc:
+            return f"compensated {exc.type}"
+        return "charged"
+
+    env = HandlerEnvironment()
+    assert await env.run(declined, 3) == "compensated card_declined"
+    assert await env.next_attempt().run(declined, 3) == "compensated card_declined"
+    assert calls == [3]
+    assert env.journal.steps[0].error is not None
+    assert env.journal.steps[0].error.type == "card_declined"
+
+
+async def test_a_changed_step_sequence_stops_with_a_non_determinism_error() -> None:
+    effects = Effects()
+    env = HandlerEnvironment()
+    await env.run(invoice_of(effects), {"amount": 1})
+
+    @workflow("billing.invoice")
+    async def reordered(ctx: WorkflowContext, payload: dict[str, int]) -> None:
+        await ctx.step("email", effects.email, {"charged": 0})
+
+    with pytest.raises(NonDeterminismError) as raised:
+        await env.next_attempt().run(reordered, {"amount": 1})
+    assert raised.value.type == "non_determinism"
+    assert "position 0" in str(raised.value) and "charge#1" in str(raised.value)
+    assert "email#1" in str(raised.value)
+    assert effects.calls == ["charge", "email"]  # nothing ran the second time
+
+
+async def test_a_stale_attempt_cannot_record_a_step() -> None:
+    effects = Effects()
+    old = HandlerEnvironment()
+    newer = old.next_attempt()  # another worker took the run
+    del newer
+    with pytest.raises(LeaseLost):
+        await old.run(invoice_of(effects), {"amount": 1})
+    assert old.journal.steps == []
+    assert old.context.is_lease_lost()
+
+
+async def test_a_cancel_stops_the_workflow_at_the_next_step_boundary() -> None:
+    env = HandlerEnvironment()
+    ran: list[str] = []
+
+    async def first() -> None:
+        ran.append("first")
+        env.cancel()
+
+    async def second() -> None:
+        ran.append("second")
+
+    @workflow("cancellable")
+    async def cancellable(ctx: WorkflowContext, payload: None) -> None:
+        await ctx.step("first", first)
+        await ctx.step("second", second)
+
+    with pytest.raises(Cancelled):
+        await env.run(cancellable)
+    assert ran == ["first"]
+    assert [s.name for s in env.journal.steps] == ["first"]
+
+
+async def test_an_output_that_is_not_json_fails_the_step_for_good() -> None:
+    async def opaque() -> object:
+        return object()
+
+    @workflow("opaque")
+    async def flow(ctx: WorkflowContext, payload: None) -> None:
+        await ctx.step("opaque", opaque)
+
+    env = HandlerEnvironment()
+    with pytest.raises(StepFailedError) as raised:
+        await env.run(flow)
+    assert raised.value.type == "invalid_output"
+    assert env.journal.steps[0].error is not None
+
+
+def test_a_workflow_must_be_async() -> None:
+    with pytest.raises(TypeError, match="async"):
+        workflow("sync")(lambda ctx, payload: None)  # type: ignore[arg-type,return-value]
