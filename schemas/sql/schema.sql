@@ -265,6 +265,20 @@ CREATE TABLE public.pool_controls (
 );
 
 --
+-- Name: run_signals; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_signals (
+    run_id uuid NOT NULL,
+    signal_id uuid NOT NULL,
+    tenant_id uuid NOT NULL,
+    name text NOT NULL,
+    payload json,
+    received_at timestamp with time zone NOT NULL,
+    delivered_seq integer
+);
+
+--
 -- Name: run_slots; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -336,7 +350,12 @@ CREATE TABLE public.runs (
     logs_ref uuid,
     concurrency_key text,
     resource text,
-    steps_done integer DEFAULT 0 NOT NULL
+    steps_done integer DEFAULT 0 NOT NULL,
+    wait_reason text,
+    wait_seq integer,
+    wait_name text,
+    wait_signal text,
+    wake_at timestamp with time zone
 );
 
 --
@@ -533,6 +552,13 @@ ALTER TABLE ONLY public.pool_controls
     ADD CONSTRAINT pool_controls_pkey PRIMARY KEY (id);
 
 --
+-- Name: run_signals run_signals_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_signals
+    ADD CONSTRAINT run_signals_pkey PRIMARY KEY (run_id, signal_id);
+
+--
 -- Name: run_slots run_slots_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -658,6 +684,12 @@ CREATE INDEX jobs_next_due ON public.jobs USING btree (next_run_at) WHERE ((stat
 CREATE INDEX jobs_tenant_created ON public.jobs USING btree (tenant_id, created_at DESC, id);
 
 --
+-- Name: run_signals_pending; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX run_signals_pending ON public.run_signals USING btree (run_id, name, received_at) WHERE (delivered_seq IS NULL);
+
+--
 -- Name: runs_dispatchable; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -698,6 +730,12 @@ CREATE INDEX runs_tenant_created ON public.runs USING btree (tenant_id, schedule
 --
 
 CREATE INDEX runs_waiting ON public.runs USING btree (state, updated_at) WHERE (state = ANY (ARRAY['scheduled'::text, 'queued'::text, 'running'::text]));
+
+--
+-- Name: runs_wake; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_wake ON public.runs USING btree (wake_at) WHERE ((state = 'suspended'::text) AND (wake_at IS NOT NULL));
 
 --
 -- Name: workers_seen; Type: INDEX; Schema: public; Owner: -

@@ -10,7 +10,7 @@ from ostinato.eventlog.store import EventStore
 from ostinato.runtime.ops import instrument_http, ops_route_handlers, tracing_middleware
 from ostinato.runtime.problems import EXCEPTION_HANDLERS
 from ostinato.runtime.service import Service
-from services.api import capacity, failures, job_control
+from services.api import capacity, failures, job_control, workflows
 from services.api.routes import DEPENDENCIES, ROUTES
 
 VERSION = "0.1.0"
@@ -23,6 +23,7 @@ def create_app(service: Service, store: EventStore) -> Litestar:
             *job_control.ROUTES,
             *failures.ROUTES,
             *capacity.ROUTES,
+            *workflows.ROUTES,
             *ops_route_handlers(lambda: service.readiness(kafka=True)),
         ],
         dependencies=DEPENDENCIES,

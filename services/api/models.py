@@ -86,7 +86,38 @@ class RunView(msgspec.Struct, kw_only=True):
     links: dict[str, str] | None = None  # the run's timeline and captured logs
     concurrency_key: str | None = None
     resource: str | None = None
-    waiting_reason: str | None = None  # why a run waiting for the dispatcher still waits
+    waiting_reason: str | None = None  # why it waits: the dispatcher, a timer, a signal
+    steps_done: int = 0  # a workflow's recorded steps (GET /v1/runs/{id}/steps)
+    current_step: str | None = None  # a suspended workflow's waiting step (sleep, signal:x)
+
+
+class StepView(msgspec.Struct, kw_only=True):
+    """A workflow step as its run recorded it (steps, timers and signal waits alike)."""
+
+    seq: int
+    name: str
+    succeeded: bool
+    attempt: int  # the run attempt that recorded it; 0: recorded while the run was suspended
+    tries: int
+    duration_ms: float
+    recorded_at: datetime
+    output: Any = None
+    output_ref: uuid.UUID | None = None  # a large output, kept in the blob store
+    error_type: str | None = None
+    message: str | None = None
+
+
+class StepsPage(msgspec.Struct, kw_only=True):
+    run_id: uuid.UUID
+    steps_done: int
+    items: list[StepView]
+    next_after: int | None = None  # pass as `after` for the next page; None: the last page
+
+
+class SignalAccepted(msgspec.Struct, kw_only=True):
+    signal_id: uuid.UUID
+    delivered: bool  # True: a wait took it and the run is woken; False: kept for a later wait
+    created: bool  # False: this idempotency key was used before; nothing new was recorded
 
 
 class EventView(msgspec.Struct, kw_only=True):

@@ -86,7 +86,8 @@ def run_view(run: RunRow, output: Any = None, waiting_reason: str | None = None)
         replay_of=run.replay_of,
         links={"events": f"/v1/runs/{run.id}/events", "logs": f"/v1/runs/{run.id}/logs"},
         concurrency_key=run.concurrency_key, resource=run.resource,
-        waiting_reason=waiting_reason,
+        waiting_reason=waiting_reason, steps_done=run.steps_done,
+        current_step=run.wait_name if run.state == RunState.SUSPENDED else None,
     )
 
 

@@ -38,7 +38,7 @@ CapacitySource = Callable[[asyncpg.Connection, datetime | None],
                           Awaitable[Sequence[PoolCapacity]]]
 
 
-class SavedBucket(msgspec.Struct, frozen=True, kw_only=True):
+class SavedBucket(msgspec.Struct, frozen=True):
     """A token bucket as the last decision saved it (`token_buckets`)."""
 
     tenant_id: uuid.UUID

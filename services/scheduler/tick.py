@@ -1,6 +1,7 @@
 """The scheduler's duties (`duties`, run by `ostinato.runtime.duties`): turn due occurrences
-into runs (or recorded skips), hand runs whose retry is due back to the dispatcher, and keep the
-shard leases.
+into runs (or recorded skips), hand runs whose retry is due back to the dispatcher, wake
+suspended workflow runs whose timer (or signal-wait timeout) is due, and keep the shard
+leases.
 
 One `fire_due` tick holds the shard leases still current in its transaction, locks a small
 batch of due jobs of those shards (`FOR UPDATE SKIP LOCKED` over the partial index on
@@ -28,6 +29,7 @@ from ostinato.telemetry import metrics
 
 ACTOR = "scheduler"
 RETRY_BATCH = 500  # runs whose retry is due, per transaction
+WAKE_BATCH = 500  # suspended runs woken, per transaction
 
 
 async def fire_due(
@@ -64,6 +66,30 @@ async def release_retries(pool: asyncpg.Pool, store: EventStore, clock: Clock, *
     return len(rows)
 
 
+async def wake_suspended(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
+                         batch_size: int = WAKE_BATCH, actor: str = ACTOR) -> int:
+    """Wake suspended runs whose due time has come: the timer fired (`TimerFired`) or the signal
+    wait timed out (`SignalTimedOut`), then `RunWoken` hands the run to the dispatcher."""
+    now = clock.now()
+    async with pool.acquire() as conn, conn.transaction():
+        rows = await runs.claim_wakeups(conn, now, batch_size)
+        events = []
+        for r in rows:
+            head = StreamHead.of(r)
+            if r.wait_reason == "timer":
+                fired: ev.Event = ev.TimerFired(seq=r.wait_seq, name=r.wait_name,
+                                                due_at=r.wake_at)
+                cause = "timer"
+            else:
+                fired = ev.SignalTimedOut(seq=r.wait_seq, name=r.wait_name, deadline=r.wake_at)
+                cause = "signal_timeout"
+            events += [head.next(fired, actor, traceparent=r.traceparent),
+                       head.next(ev.RunWoken(cause=cause), actor, traceparent=r.traceparent)]
+            metrics.TIMER_LATENESS.observe(max(0.0, (now - r.wake_at).total_seconds()))
+        await store.append(conn, events)
+    return len(rows)
+
+
 def duties(
     pool: asyncpg.Pool, store: EventStore, clock: Clock, *, batch_size: int,
     poll_seconds: float, on_created: Callable[[], None], leases: ShardLeases | None = None,
@@ -90,8 +116,15 @@ def duties(
             on_created()
         return released
 
+    async def wake(now: datetime) -> int:
+        woken = await wake_suspended(pool, store, clock, batch_size=WAKE_BATCH)
+        if woken:
+            on_created()
+        return woken
+
     found = [Duty("fire_due", poll_seconds, fire, batch=batch_size, turn=turn),
-             Duty("release_retries", poll_seconds, retries, batch=RETRY_BATCH, turn=turn)]
+             Duty("release_retries", poll_seconds, retries, batch=RETRY_BATCH, turn=turn),
+             Duty("wake_suspended", poll_seconds, wake, batch=WAKE_BATCH, turn=turn)]
     if leases is None:
         return found
     renew_every = leases.ttl.total_seconds() / 3

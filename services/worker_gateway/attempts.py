@@ -27,7 +27,7 @@ from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
 from ostinato.leases import attempts as attempt_leases
 from ostinato.outcomes import observe
 from ostinato.sdk import protocol as p
-from ostinato.stores import runs, steps
+from ostinato.stores import runs, signals, steps
 from ostinato.stores.runs import LockedRun
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
@@ -162,11 +162,21 @@ class Attempts:
         if not items:
             return []
         ids = [i for i in (parse_run_id(item.run_id) for item in items) if i is not None]
+        waits = [i.wait for i in items if i.wait is not None]
         async with self.pool.acquire() as conn, conn.transaction():
             rows = _visible(await runs.lock(conn, ids), tenant_id)
-            done = record_steps(rows, worker_id, items)
+            now = pending = None
+            if waits:
+                now = self.clock.db_now() or await signals.database_now(conn)
+                names = [w.signal for w in waits if w.signal]
+                pending = await signals.pending(conn, list(rows), names) if names else {}
+            done = record_steps(rows, worker_id, items, now, pending)
             await put_blobs(conn, done.blobs, "step")
             await self.store.append(conn, done.events)
+            if done.finished:
+                await attempt_leases.release_leases(conn, done.finished)
+        if done.finished:
+            self.on_finished()
         for e in done.events:
             _observe(e)
         return done.results

@@ -11,6 +11,16 @@ Per step, on the run row locked in the request's transaction:
 - token current but a position beyond the next: a client bug, 422, nothing recorded.
 - any other token, or the run no longer running: `StaleWriteRejected` and 409, as for every
   write under a fencing token.
+
+A step with a `wait` (a timer, a signal) at the next position, token current:
+
+- a timer already due (by the database clock `now`): `TimerFired`, and the answer carries the
+  record the workflow goes on with; a signal already sent (the oldest undelivered one of that
+  name): `SignalDelivered`, likewise; a signal wait with timeout 0 and no signal:
+  `SignalTimedOut`;
+- otherwise `RunSuspended` (what it waits for, until when): the attempt ends, its lease is
+  released (`finished`), and the answer says `suspended`; the scheduler's wake poll (a timer, a
+  timeout) or the signal's arrival (`ostinato.runs.signals`) wakes the run later.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 import msgspec
 
@@ -27,6 +38,7 @@ from ostinato.domain.states import RunState
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.sdk import protocol as p
 from ostinato.stores.runs import LockedRun
+from ostinato.stores.signals import PendingSignal
 from ostinato.stores.steps import StepRow
 
 INLINE_OUTPUT_BYTES = 16 * 1024  # larger step outputs live in the blob store
@@ -38,6 +50,7 @@ class RecordedSteps:
     results: list[p.BatchItemResult] = field(default_factory=list)
     events: list[NewEvent] = field(default_factory=list)
     blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]] = field(default_factory=list)
+    finished: list[uuid.UUID] = field(default_factory=list)  # suspended: their leases end
 
 
 def parse_run_id(raw: str) -> uuid.UUID | None:
@@ -48,8 +61,11 @@ def parse_run_id(raw: str) -> uuid.UUID | None:
 
 
 def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
-                 items: Sequence[p.StepItem]) -> RecordedSteps:
-    """Pure over the locked rows the worker may see: the events and answers for its steps."""
+                 items: Sequence[p.StepItem], now: datetime | None = None,
+                 pending: Mapping[tuple[uuid.UUID, str], PendingSignal] | None = None,
+                 ) -> RecordedSteps:
+    """Pure over the locked rows the worker may see, the database clock `now` and the pending
+    signals of the runs that wait for one: the events and answers for its steps."""
     actor = f"worker:{worker_id}"
     done = RecordedSteps()
     heads = {rid: StreamHead.of(r) for rid, r in rows.items()}
@@ -74,6 +90,18 @@ def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
             done.results.append(_answer(item, 422, f"step {item.seq} reported before step "
                                         f"{next_seq[rid]}"))
             continue
+        elif item.wait is not None:
+            if (problem := _bad_wait(item.wait)) is not None:
+                done.results.append(_answer(item, 422, problem))
+                continue
+            assert now is not None, "a wait needs the database clock"
+            event, result = _wait_event(row, item, item.wait, now, (pending or {}).get(
+                (rid, item.wait.signal or "")))
+            done.results.append(result)
+            if isinstance(event, ev.RunSuspended):
+                done.finished.append(rid)
+            else:
+                next_seq[rid] = item.seq + 1
         else:
             event = _step_event(row, item, done.blobs)
             next_seq[rid] = item.seq + 1
@@ -99,6 +127,51 @@ def _step_event(row: LockedRun, item: p.StepItem,
                             fencing_token=item.fencing_token, output=output,
                             output_ref=output_ref, tries=item.tries,
                             duration_ms=item.duration_ms)
+
+
+def _bad_wait(wait: p.WaitSpec) -> str | None:
+    if wait.kind == "timer" and (wait.until is None) == (wait.seconds is None):
+        return "a timer wait needs exactly one of until and seconds"
+    if wait.kind == "signal" and not wait.signal:
+        return "a signal wait needs the signal's name"
+    return None
+
+
+def _wait_event(row: LockedRun, item: p.StepItem, wait: p.WaitSpec, now: datetime,
+                signal: PendingSignal | None) -> tuple[ev.Event, p.BatchItemResult]:
+    seq, name, attempt = item.seq, item.name, row.attempt
+    if wait.kind == "timer":
+        due = wait.until or now + timedelta(seconds=wait.seconds or 0.0)
+        if due <= now:
+            return (ev.TimerFired(seq=seq, attempt=attempt, name=name, due_at=due),
+                    _resumed(item, p.StepRecord(seq=seq, name=name, succeeded=True,
+                                                output={"due_at": due.isoformat()})))
+        return (ev.RunSuspended(attempt=attempt, fencing_token=item.fencing_token, seq=seq,
+                                name=name, reason="timer", wake_at=due),
+                _suspended(item))
+    if signal is not None:
+        return (ev.SignalDelivered(seq=seq, attempt=attempt, name=name,
+                                   signal_id=signal.signal_id, payload=signal.payload),
+                _resumed(item, p.StepRecord(seq=seq, name=name, succeeded=True,
+                                            output=signal.payload)))
+    if wait.timeout_seconds == 0:
+        return (ev.SignalTimedOut(seq=seq, attempt=attempt, name=name, deadline=now),
+                _resumed(item, p.StepRecord(seq=seq, name=name, succeeded=False,
+                                            error_type="signal_timeout",
+                                            message=f"no signal {wait.signal!r}")))
+    deadline = None if wait.timeout_seconds is None else now + timedelta(
+        seconds=wait.timeout_seconds)
+    return (ev.RunSuspended(attempt=attempt, fencing_token=item.fencing_token, seq=seq,
+                            name=name, reason="signal", signal=wait.signal, wake_at=deadline),
+            _suspended(item))
+
+
+def _resumed(item: p.StepItem, record: p.StepRecord) -> p.BatchItemResult:
+    return p.BatchItemResult(run_id=item.run_id, kind="step", status=200, step=record)
+
+
+def _suspended(item: p.StepItem) -> p.BatchItemResult:
+    return p.BatchItemResult(run_id=item.run_id, kind="step", status=200, suspended=True)
 
 
 def step_records(steps: Sequence[StepRow], blobs: Mapping[uuid.UUID, object]) -> p.StepsResponse:

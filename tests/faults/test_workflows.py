@@ -8,7 +8,10 @@ log and the effects table."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import uuid
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -75,3 +78,92 @@ async def test_killed_workflows_resume_on_another_worker_without_rerunning_finis
                                               if e["type"] == "RunStarted"][1]
         assert types[-1] == "RunSucceeded"
     assert b.alive
+
+
+async def test_a_paused_workflow_worker_cannot_record_the_step_another_worker_took_over(
+        lab: Lab) -> None:
+    await lab.start()
+    a = await lab.worker("a", concurrency=4, claim_wait_seconds=1)
+    [job_id] = await lab.submit([wf_job("paused", slow_step=1, sleep_in=4)])
+
+    async def inside_step_1() -> bool:
+        run = await run_of(lab, job_id)
+        return bool(run) and run["state"] == "running" and run["steps_done"] == 1
+
+    await until(inside_step_1, 30, "worker a to be inside step 1")
+    a.send(signal.SIGSTOP)  # frozen inside step 1, past its 3 s lease
+    b = await lab.worker("b", concurrency=4, claim_wait_seconds=1)
+
+    async def finished_by_b() -> bool:
+        return (await run_of(lab, job_id)).get("state") == "succeeded"
+
+    await until(finished_by_b, 40, "worker b to take the run over and finish it")
+    run_id = (await run_of(lab, job_id))["id"]
+    woke_at = a.log_mark()
+    a.send(signal.SIGCONT)  # a wakes inside step 1, believing it still holds the run
+
+    async def a_gave_up() -> bool:
+        return any(r.get("event") in ("run.outcome_withheld", "run.lease_lost")
+                   for r in a.records(since=woke_at))
+
+    await until(a_gave_up, 15, "worker a to learn it lost the run")
+    events = [dict(r) for r in await lab.db.fetch(
+        "SELECT type, actor, data FROM events WHERE stream_id = $1 ORDER BY version", run_id)]
+    steps = [(e["data"]["seq"], e["actor"]) for e in events if e["type"] == "StepCompleted"]
+    # every position recorded once; step 1 by b, never by the paused a
+    assert steps == [(0, "worker:a"), (1, "worker:b"), (2, "worker:b"), (3, "worker:b")]
+    stale = [e for e in events if e["type"] == "StaleWriteRejected"]
+    # a's first word after waking (its heartbeat, or its step 1 if that finished first) was
+    # refused with its old token; nothing it said changed the run
+    assert stale and all(e["actor"] == "worker:a" for e in stale)
+    assert {e["data"]["operation"] for e in stale} <= {"heartbeat", "step"}
+    assert all(e["data"]["presented_token"] < e["data"]["current_token"] for e in stale)
+    recorded = await lab.db.fetch("SELECT seq FROM run_steps WHERE run_id = $1 ORDER BY seq",
+                                  run_id)
+    assert [r["seq"] for r in recorded] == list(range(STEPS))
+    assert a.alive and b.alive
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.restarts_servers
+async def test_a_sleeping_workflow_survives_a_restart_of_everything_and_wakes_after_it(
+        lab: Lab) -> None:
+    await lab.start()
+    a = await lab.worker("a", concurrency=4, claim_wait_seconds=1)
+    [job_id] = await lab.submit([wf_job("sleepy", steps=2, sleep_after=0, sleep_seconds=45)])
+
+    async def suspended() -> bool:
+        return (await run_of(lab, job_id)).get("state") == "suspended"
+
+    await until(suspended, 30, "the workflow to suspend on its timer")
+    run_id = (await run_of(lab, job_id))["id"]
+    [wake_at] = [r["wake_at"] for r in await lab.db.fetch(
+        "SELECT wake_at FROM runs WHERE id = $1", run_id)]
+    stopped_at = await lab.db.now()
+    a.kill()
+    await asyncio.to_thread(lab.cluster.stop)  # every service
+    for server in ("kafka", "postgres"):
+        await lab.server_down(server)
+    for server in ("postgres", "kafka"):
+        await lab.server_up(server)
+    await asyncio.to_thread(lab.cluster.start)  # the services again: same database, topics
+    await lab.worker("b", concurrency=4, claim_wait_seconds=1)
+
+    async def succeeded() -> bool:
+        return (await run_of(lab, job_id)).get("state") == "succeeded"
+
+    await until(succeeded, 120, "the workflow to wake and finish")
+    events = [dict(r) for r in await lab.db.fetch(
+        "SELECT type, actor, data, recorded_at FROM events WHERE stream_id = $1 "
+        "ORDER BY version", run_id)]
+    fired = next(e for e in events if e["type"] == "TimerFired")
+    suspend = next(e for e in events if e["type"] == "RunSuspended")
+    assert datetime.fromisoformat(fired["data"]["due_at"]) == wake_at
+    assert datetime.fromisoformat(suspend["data"]["wake_at"]) == wake_at
+    # by the database clock: suspended before the restart, fired after it and not before due
+    assert stopped_at < wake_at <= fired["recorded_at"]
+    steps = [(e["data"]["seq"], e["actor"]) for e in events if e["type"] == "StepCompleted"]
+    assert steps == [(0, "worker:a"), (2, "worker:b")]  # position 1 is the timer
+    effects = await lab.db.fetch("SELECT seq FROM step_effects WHERE run_id = $1 ORDER BY seq",
+                                 run_id)
+    assert [e["seq"] for e in effects] == [0, 1]

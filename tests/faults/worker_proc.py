@@ -25,6 +25,7 @@ A second task, `wf`, is a workflow (`ostinato.sdk.workflow`) of `steps` steps (d
 each writing one row of the table `step_effects` with no dedupe at all, so a step run twice
 shows as two rows. Its payload: `sleep_in` seconds inside step `slow_step` before its effect,
 `pause_between` seconds after step `pause_after` was recorded; both on the first attempt only.
+`sleep_seconds` of a durable timer (`ctx.sleep`) after step `sleep_after`.
 
 The effect row is written only when `apply_once` says it is the run's first; the output says
 whether this attempt applied it. Database errors (PostgreSQL restarting) are retried inside the
@@ -196,6 +197,8 @@ async def amain(args: argparse.Namespace) -> None:
             await ctx.step(f"s{seq}", step_effect, seq, float(p.get("sleep_in", 0)) if slow else 0)
             if first and seq == p.get("pause_after"):
                 await asyncio.sleep(float(p.get("pause_between", 0)))
+            if seq == p.get("sleep_after"):  # a durable timer: the run leaves the worker
+                await ctx.sleep(float(p.get("sleep_seconds", 0)))
         return {"worker": worker_id}
 
     worker = Worker(args.gateway, args.key, [fx, wf], concurrency=args.concurrency,

@@ -1,5 +1,6 @@
-"""Every store query returns exactly the columns of its typed row: a migration that adds,
-drops or renames a column fails here, not at a caller that reads the row."""
+"""Every store query returns exactly the columns of its typed row, in its order (rows are built
+positionally, `ostinato.stores.rows`): a migration that adds, drops or renames a column fails
+here, not at a caller that reads the row."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncpg
 import msgspec
 import pytest
 
-from ostinato.stores import calendars, dead_letters, jobs, limits, runs, steps, tenants
+from ostinato.stores import calendars, dead_letters, jobs, limits, runs, signals, steps, tenants
 
 pytestmark = pytest.mark.integration
 
@@ -49,18 +50,21 @@ ROW_OF = {
     (tenants, "tenant_weights"): tenants.TenantWeight,
     (steps, "steps_of_run"): steps.StepRow,
     (runs, "run_token"): runs.RunToken,
+    (runs, "claim_wakeups"): runs.WakingRun,
+    (signals, "pending_signals"): signals.PendingSignal,
+    (signals, "signal_by_id"): signals.SignalRow,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
 SCALAR = {
     (runs, "hold_of_run"), (runs, "waiting_position"), (runs, "cancel_flags"),
     (runs, "active_runs_of_jobs"), (runs, "runs_of_job_between"), (runs, "timed_out_runs"),
     (runs, "queue_wait_expired"), (jobs, "oldest_due"), (calendars, "calendar_names"),
-    (tenants, "tenant_by_name"),
+    (tenants, "tenant_by_name"), (signals, "database_now"),
 }
 
 
 def test_every_store_query_is_accounted_for() -> None:
-    stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps)
+    stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps, signals)
     named = {(store, name) for store in stores for name in store.Q}
     assert named == set(ROW_OF) | SCALAR
 
@@ -73,4 +77,4 @@ async def test_a_store_query_returns_the_columns_of_its_row(
         statement = await conn.prepare(store.Q[name])  # type: ignore[attr-defined]
         columns = [a.name for a in statement.get_attributes()]
     fields = list(msgspec.structs.fields(ROW_OF[(store, name)]))
-    assert sorted(columns) == sorted(f.name for f in fields)
+    assert columns == [f.name for f in fields]  # in order: rows are built positionally

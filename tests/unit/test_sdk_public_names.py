@@ -18,6 +18,7 @@ PUBLIC_NAMES = [
     "PermanentError",
     "RetryableError",
     "RunContext",
+    "SignalTimeout",
     "StepFailedError",
     "Task",
     "Throttled",

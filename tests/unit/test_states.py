@@ -22,6 +22,8 @@ ALLOWED = {
     ("failed", "retry_scheduled"), ("failed", "dead_lettered"), ("failed", "cancelled"),
     ("retry_scheduled", "queued"), ("retry_scheduled", "cancelled"),
     ("retry_scheduled", "dead_lettered"),  # queue-wait deadline
+    ("running", "suspended"),  # a workflow waits for a timer or a signal
+    ("suspended", "scheduled"), ("suspended", "cancelled"),
 }
 
 

@@ -3,6 +3,8 @@ over generated step sequences, and the SDK's `WorkflowContext` over an in-memory
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,11 +24,13 @@ from ostinato.sdk import (
     NonDeterminismError,
     PermanentError,
     RetryableError,
+    SignalTimeout,
     StepFailedError,
     Task,
     WorkflowContext,
     workflow,
 )
+from ostinato.sdk.errors import Suspended
 from ostinato.testing.handlers import HandlerEnvironment
 
 names = st.lists(st.sampled_from(["charge", "email", "wait", "audit"]), max_size=12)
@@ -231,3 +235,87 @@ async def test_an_output_that_is_not_json_fails_the_step_for_good() -> None:
 def test_a_workflow_must_be_async() -> None:
     with pytest.raises(TypeError, match="async"):
         workflow("sync")(lambda ctx, payload: None)  # type: ignore[arg-type,return-value]
+
+
+# -- timers and signals over the in-memory journal -------------------------------------------
+
+def payment_of(calls: list[str]) -> Task:
+    async def charge(amount: int) -> int:
+        calls.append("charge")
+        return amount
+
+    @workflow("billing.payment")
+    async def payment(ctx: WorkflowContext, payload: int) -> dict[str, object]:
+        charged = await ctx.step("charge", charge, payload)
+        await ctx.sleep(timedelta(hours=1))
+        try:
+            approval = await ctx.wait_for_signal("approve", timeout=timedelta(days=1))
+        except SignalTimeout:
+            approval = "timed out"
+        return {"charged": charged, "approval": approval}
+
+    return payment
+
+
+async def test_a_sleeping_workflow_leaves_its_worker_and_resumes_after_the_timer() -> None:
+    calls: list[str] = []
+    payment = payment_of(calls)
+    env = HandlerEnvironment()
+    with pytest.raises(Suspended):
+        await env.run(payment, 5)
+    journal = env.journal
+    assert [s.name for s in journal.steps] == ["charge"]
+    assert journal.suspended is not None and journal.suspended[1] == journal.now + timedelta(
+        hours=1)
+    journal.advance_to(journal.now + timedelta(minutes=59))
+    assert journal.suspended is not None  # not due yet
+    journal.advance_to(journal.now + timedelta(minutes=1))
+    with pytest.raises(Suspended):  # the timer fired; now it waits for the signal
+        await env.next_attempt().run(payment, 5)
+    assert [s.name for s in journal.steps] == ["charge", "sleep"]
+    journal.send_signal("approve", {"by": "ops"})
+    result = await env.next_attempt().next_attempt().run(payment, 5)
+    assert result == {"charged": 5, "approval": {"by": "ops"}}
+    assert calls == ["charge"]  # three executions, one charge
+
+
+async def test_a_signal_sent_before_the_wait_is_kept_for_it() -> None:
+    env = HandlerEnvironment()
+    env.journal.send_signal("approve", "early")
+    with pytest.raises(Suspended):
+        await env.run(payment_of([]), 1)  # suspended by the sleep only
+    env.journal.advance_to(env.journal.now + timedelta(hours=2))
+    assert await env.next_attempt().run(payment_of([]), 1) == {"charged": 1, "approval": "early"}
+
+
+async def test_a_signal_wait_times_out_with_a_clear_result() -> None:
+    env = HandlerEnvironment()
+    payment = payment_of([])
+    with pytest.raises(Suspended):
+        await env.run(payment, 1)
+    env.journal.advance_to(env.journal.now + timedelta(hours=1))
+    with pytest.raises(Suspended):
+        await env.next_attempt().run(payment, 1)
+    env.journal.advance_to(env.journal.now + timedelta(days=1))
+    again = env.next_attempt().next_attempt()
+    assert await again.run(payment, 1) == {"charged": 1, "approval": "timed out"}
+    assert env.journal.steps[-1].error is not None
+    assert env.journal.steps[-1].error.type == "signal_timeout"
+
+
+async def test_a_past_or_zero_timer_does_not_suspend() -> None:
+    @workflow("quick")
+    async def quick(ctx: WorkflowContext, payload: None) -> str:
+        await ctx.sleep(0)
+        await ctx.sleep_until(datetime(2020, 1, 1, tzinfo=UTC))
+        return "done"
+
+    env = HandlerEnvironment()
+    assert await env.run(quick) == "done"
+    assert [s.name for s in env.journal.steps] == ["sleep", "sleep"]
+    @workflow("naive")
+    async def naive(ctx: WorkflowContext, payload: None) -> None:
+        await ctx.sleep_until(datetime(2030, 1, 1))  # noqa: DTZ001 - the point of the test
+
+    with pytest.raises(ValueError, match="timezone"):
+        await HandlerEnvironment().run(naive)

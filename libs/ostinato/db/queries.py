@@ -48,6 +48,7 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.stores", "limits.sql"),
     ("ostinato.stores", "tenants.sql"),
     ("ostinato.stores", "steps.sql"),
+    ("ostinato.stores", "signals.sql"),
 ]
 
 

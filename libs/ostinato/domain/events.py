@@ -322,7 +322,69 @@ class StepFailed(Event, tag="StepFailed"):
     duration_ms: float = 0.0
 
 
+class RunSuspended(Event, tag="RunSuspended"):
+    """A workflow waits (a timer, a signal, a child) without holding a worker: the attempt ends
+    here, its lease and slot are freed. `seq`/`name`: the workflow position that waits."""
+
+    stream_type: ClassVar[str] = "run"
+    attempt: int
+    fencing_token: int
+    seq: int
+    name: str
+    reason: str  # timer | signal
+    wake_at: datetime | None = None  # the timer's due time, or a signal wait's timeout
+    signal: str | None = None  # the signal waited for
+
+
+class RunWoken(Event, tag="RunWoken"):
+    """What a suspended run waited for happened: it is scheduled again (dispatch as usual)."""
+
+    stream_type: ClassVar[str] = "run"
+    cause: str  # timer | signal | signal_timeout
+
+
+class TimerFired(Event, tag="TimerFired"):
+    """The timer at workflow position `seq` is due: later executions go past it at once."""
+
+    stream_type: ClassVar[str] = "run"
+    seq: int
+    name: str
+    due_at: datetime
+    attempt: int = 0  # 0: recorded while the run was suspended, by the scheduler or api
+
+
+class SignalReceived(Event, tag="SignalReceived"):
+    """A signal sent to the run; kept until a wait of that name takes it."""
+
+    stream_type: ClassVar[str] = "run"
+    signal_id: uuid.UUID
+    name: str
+    payload: Any = None
+    by: str = ""
+
+
+class SignalDelivered(Event, tag="SignalDelivered"):
+    """The signal `signal_id` is what the wait at workflow position `seq` returns."""
+
+    stream_type: ClassVar[str] = "run"
+    seq: int
+    name: str
+    signal_id: uuid.UUID
+    payload: Any = None
+    attempt: int = 0  # 0: recorded while the run was suspended, by the scheduler or api
+
+
+class SignalTimedOut(Event, tag="SignalTimedOut"):
+    """No signal came before the wait's timeout: the wait at `seq` raises SignalTimeout."""
+
+    stream_type: ClassVar[str] = "run"
+    seq: int
+    name: str
+    deadline: datetime
+
+
 # -- pool streams (one per pool and scope: every tenant, or one tenant's queue) ----------------
+    attempt: int = 0  # 0: recorded while the run was suspended, by the scheduler or api
 
 
 class PoolPaused(Event, tag="PoolPaused"):
@@ -421,6 +483,12 @@ AnyEvent = (
     | StaleWriteRejected
     | StepCompleted
     | StepFailed
+    | RunSuspended
+    | RunWoken
+    | TimerFired
+    | SignalReceived
+    | SignalDelivered
+    | SignalTimedOut
 )
 
 _encoder = msgspec.json.Encoder()

@@ -52,6 +52,12 @@ RUN_EVENTS: Mapping[type[ev.Event], Move] = {
     ev.StaleWriteRejected: Move(frozenset(ANY)),
     ev.StepCompleted: Move(frozenset({S.RUNNING})),
     ev.StepFailed: Move(frozenset({S.RUNNING})),
+    ev.RunSuspended: Move(frozenset({S.RUNNING}), S.SUSPENDED),
+    ev.RunWoken: Move(frozenset({S.SUSPENDED}), S.SCHEDULED),
+    ev.TimerFired: Move(frozenset({S.RUNNING, S.SUSPENDED})),
+    ev.SignalReceived: Move(frozenset(NON_FINAL)),
+    ev.SignalDelivered: Move(frozenset({S.RUNNING, S.SUSPENDED})),
+    ev.SignalTimedOut: Move(frozenset({S.RUNNING, S.SUSPENDED})),
 }
 
 
@@ -99,6 +105,7 @@ class Run:
     logs_ref: uuid.UUID | None = None
     last_error_type: str | None = None
     steps_done: int = 0  # workflow steps recorded (positions 0 .. steps_done - 1)
+    waiting_for: str | None = None  # a suspended run's reason: timer | signal
 
 
 def step(run: Run, event: ev.Event) -> Run:
@@ -132,8 +139,13 @@ def step(run: Run, event: ev.Event) -> Run:
             return replace(r, failures=max(r.failures, attempts))
         case ev.CancelRequested():
             return replace(r, cancel_requested=True)
-        case ev.StepCompleted(seq=seq) | ev.StepFailed(seq=seq):
+        case (ev.StepCompleted(seq=seq) | ev.StepFailed(seq=seq) | ev.TimerFired(seq=seq)
+              | ev.SignalDelivered(seq=seq) | ev.SignalTimedOut(seq=seq)):
             return replace(r, steps_done=max(r.steps_done, seq + 1))
+        case ev.RunSuspended(reason=reason):
+            return replace(r, waiting_for=reason)
+        case ev.RunWoken():
+            return replace(r, waiting_for=None)
         case ev.RunCancelled(output_ref=output):
             return replace(r, output_ref=output or r.output_ref)
     return r

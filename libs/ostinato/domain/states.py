@@ -6,6 +6,10 @@
         │            │                  └─────> dead_lettered
         └────────────┴──────────┴──> cancelled          (from any non-final state)
 
+A workflow run (`ostinato.domain.workflow`) waiting for a timer, a signal or a child leaves its
+worker: `running` → `suspended` (no lease, no slot); woken, it is `scheduled` again and goes
+through dispatch like any other run.
+
 `failed` is not final: the retry policy follows it with `retry_scheduled` or `dead_lettered`.
 A run that waited past its queue-wait deadline (never started) may also go straight from
 `scheduled`, `queued` or `retry_scheduled` to `dead_lettered`. A worker releasing its lease
@@ -27,6 +31,7 @@ class RunState(StrEnum):
     RETRY_SCHEDULED = "retry_scheduled"
     DEAD_LETTERED = "dead_lettered"
     CANCELLED = "cancelled"
+    SUSPENDED = "suspended"
 
 
 S = RunState
@@ -36,7 +41,8 @@ FINAL: frozenset[RunState] = frozenset({S.SUCCEEDED, S.DEAD_LETTERED, S.CANCELLE
 TRANSITIONS: Mapping[RunState, frozenset[RunState]] = {
     S.SCHEDULED: frozenset({S.QUEUED, S.CANCELLED, S.DEAD_LETTERED}),
     S.QUEUED: frozenset({S.RUNNING, S.CANCELLED, S.DEAD_LETTERED}),
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.RETRY_SCHEDULED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.RETRY_SCHEDULED, S.SUSPENDED}),
+    S.SUSPENDED: frozenset({S.SCHEDULED, S.CANCELLED}),
     S.FAILED: frozenset({S.RETRY_SCHEDULED, S.DEAD_LETTERED, S.CANCELLED}),
     S.RETRY_SCHEDULED: frozenset({S.QUEUED, S.CANCELLED, S.DEAD_LETTERED}),
     S.SUCCEEDED: frozenset(),

@@ -187,6 +187,38 @@ def _step_recorded(r: RecordedEvent, e: ev.StepCompleted | ev.StepFailed) -> tup
                                      e.attempt, e.tries, e.duration_ms, r.occurred_at, r.version)
 
 
+def _timer_fired(r: RecordedEvent, e: ev.TimerFired) -> tuple[str, Args]:
+    return "project_step_recorded", (r.stream_id, e.seq, r.tenant_id, e.name, True,
+                                     {"due_at": e.due_at.isoformat()}, None, None, None,
+                                     e.attempt, 1, 0.0, r.occurred_at, r.version)
+
+
+def _signal_timed_out(r: RecordedEvent, e: ev.SignalTimedOut) -> tuple[str, Args]:
+    return "project_step_recorded", (
+        r.stream_id, e.seq, r.tenant_id, e.name, False, None, None, "signal_timeout",
+        f"no signal {e.name!r} before {e.deadline.isoformat()}", e.attempt, 1, 0.0,
+        r.occurred_at, r.version)
+
+
+def _suspended(r: RecordedEvent, e: ev.RunSuspended) -> tuple[str, Args]:
+    return "project_run_suspended", (r.stream_id, r.occurred_at, r.version, e.reason, e.seq,
+                                     e.name, e.signal, e.wake_at)
+
+
+def _woken(r: RecordedEvent, e: ev.RunWoken) -> tuple[str, Args]:
+    return "project_run_woken", (r.stream_id, r.occurred_at, r.version)
+
+
+def _signal_received(r: RecordedEvent, e: ev.SignalReceived) -> tuple[str, Args]:
+    return "project_signal_received", (r.stream_id, r.occurred_at, r.version, e.signal_id,
+                                       r.tenant_id, e.name, e.payload)
+
+
+def _signal_delivered(r: RecordedEvent, e: ev.SignalDelivered) -> tuple[str, Args]:
+    return "project_signal_delivered", (r.stream_id, e.seq, r.tenant_id, e.name, e.payload,
+                                        e.attempt, r.occurred_at, e.signal_id, r.version)
+
+
 def _json_or_none(document: Any) -> str | None:
     return None if document is None else _json.encode(document).decode()
 
@@ -230,6 +262,12 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.StaleWriteRejected: _version_only,
     ev.StepCompleted: _step_recorded,
     ev.StepFailed: _step_recorded,
+    ev.RunSuspended: _suspended,
+    ev.RunWoken: _woken,
+    ev.TimerFired: _timer_fired,
+    ev.SignalReceived: _signal_received,
+    ev.SignalDelivered: _signal_delivered,
+    ev.SignalTimedOut: _signal_timed_out,
 }
 
 
@@ -241,7 +279,9 @@ COLUMNAR = frozenset({"project_job_created", "project_occurrence_fired", "projec
 
 # Run events after which a run holds a dispatch slot exactly when it held one before (scheduled
 # stays slot-less, queued → running keeps it); after any other, run_slots follows the run.
-SLOT_UNCHANGED = frozenset({ev.RunScheduled, ev.RunStarted, ev.StepCompleted, ev.StepFailed})
+SLOT_UNCHANGED = frozenset({ev.RunScheduled, ev.RunStarted, ev.StepCompleted, ev.StepFailed,
+                            ev.TimerFired, ev.SignalReceived, ev.SignalDelivered,
+                            ev.SignalTimedOut})
 
 
 async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> None:
@@ -281,5 +321,5 @@ async def snapshot(conn: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:
         table: [dict(r) for r in await conn.fetch(Q[f"snapshot_{table}"])]
         for table in ("tenants", "api_keys", "jobs", "runs", "occurrence_skips", "job_pauses",
                       "calendars", "dead_letters", "limits", "pool_controls", "run_slots",
-                      "run_steps")
+                      "run_steps", "run_signals")
     }

@@ -20,7 +20,7 @@ from ostinato.stores.rows import many
 Q = load("ostinato.leases", "leases.sql")
 
 
-class GrantedLease(msgspec.Struct, frozen=True, kw_only=True):
+class GrantedLease(msgspec.Struct, frozen=True):
     """A lease a claim granted; `was_live`: it replaced a lease that had not expired yet."""
 
     run_id: uuid.UUID
@@ -28,14 +28,14 @@ class GrantedLease(msgspec.Struct, frozen=True, kw_only=True):
     was_live: bool
 
 
-class ExtendedLease(msgspec.Struct, frozen=True, kw_only=True):
+class ExtendedLease(msgspec.Struct, frozen=True):
     """A lease a heartbeat extended (its token was current)."""
 
     run_id: uuid.UUID
     expires_at: datetime
 
 
-class LeaseToken(msgspec.Struct, frozen=True, kw_only=True):
+class LeaseToken(msgspec.Struct, frozen=True):
     """The current token of a leased run and the worker holding it."""
 
     run_id: uuid.UUID
@@ -43,7 +43,7 @@ class LeaseToken(msgspec.Struct, frozen=True, kw_only=True):
     worker_id: str
 
 
-class ExpiredLease(msgspec.Struct, frozen=True, kw_only=True):
+class ExpiredLease(msgspec.Struct, frozen=True):
     """A lease past its expiry, locked for the reconciler that found it."""
 
     run_id: uuid.UUID

@@ -53,14 +53,14 @@ def surplus(owned: dict[int, int], live_instances: int) -> list[int]:
     return sorted(owned, reverse=True)[: max(0, len(owned) - keep)]
 
 
-class ShardEpoch(msgspec.Struct, frozen=True, kw_only=True):
+class ShardEpoch(msgspec.Struct, frozen=True):
     """A shard lease held (renewed or just acquired) at this epoch."""
 
     shard: int
     epoch: int
 
 
-class ShardLease(msgspec.Struct, frozen=True, kw_only=True):
+class ShardLease(msgspec.Struct, frozen=True):
     """One shard's lease as stored; `owner` None: free."""
 
     shard: int

@@ -112,7 +112,13 @@ from ostinato.sdk.errors import (
 )
 from ostinato.sdk.tasks import Handler, Task, task
 from ostinato.sdk.worker import Worker
-from ostinato.sdk.workflow import NonDeterminismError, StepFailedError, WorkflowContext, workflow
+from ostinato.sdk.workflow import (
+    NonDeterminismError,
+    SignalTimeout,
+    StepFailedError,
+    WorkflowContext,
+    workflow,
+)
 
 __all__ = [
     "Cancelled",
@@ -124,6 +130,7 @@ __all__ = [
     "PermanentError",
     "RetryableError",
     "RunContext",
+    "SignalTimeout",
     "StepFailedError",
     "Task",
     "Throttled",

@@ -36,6 +36,7 @@ __all__ = [
     "OstinatoWorkerError",
     "PermanentError",
     "RetryableError",
+    "Suspended",
     "Throttled",
     "error_info",
     "sdk_error",
@@ -116,6 +117,17 @@ class LeaseLost(BaseException):
 
     def __init__(self, run_id: str, reason: str = "lease lost") -> None:
         super().__init__(f"{reason}: run {run_id}")
+        self.run_id = run_id
+        self.reason = reason
+
+
+class Suspended(BaseException):
+    """Control flow of a workflow (``ostinato.sdk.workflow``): the run now waits for a timer or
+    a signal without its worker. It unwinds the workflow function; nothing more is reported for
+    this attempt, and the run executes again (replaying its steps) once woken. Never catch it."""
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        super().__init__(f"suspended ({reason}): run {run_id}")
         self.run_id = run_id
         self.reason = reason
 

@@ -51,7 +51,7 @@ import structlog
 from opentelemetry import propagate, trace
 
 from ostinato.sdk.context import Custody, RunContext, use_context
-from ostinato.sdk.errors import LeaseLost, error_info, sdk_error
+from ostinato.sdk.errors import LeaseLost, Suspended, error_info, sdk_error
 from ostinato.sdk.logs import LogBuffer, capture_into, install_log_capture
 from ostinato.sdk.protocol import ErrorInfo, LogLine
 from ostinato.sdk.reporter import Reporter
@@ -139,9 +139,11 @@ class AttemptRunner:
                         attributes=attributes,
                     ) as span:
                         ended = await self._invoke(ctx, handler, payload, buffer)
-                        if ended.exc is not None:
+                        if isinstance(ended.exc, Suspended):
+                            span.set_attribute("ostinato.suspended", ended.exc.reason)
+                        elif ended.exc is not None:
                             span.record_exception(ended.exc)
-                        if ended.kind != "returned":
+                        if ended.kind != "returned" and not isinstance(ended.exc, Suspended):
                             span.set_status(trace.StatusCode.ERROR, ended.kind)
             except asyncio.CancelledError:  # worker shutdown after the grace period
                 self._release(ctx)
@@ -268,6 +270,9 @@ class AttemptRunner:
             self._complete(ctx, ended.value, logs, duration_ms)
             return
         exc = ended.exc
+        if isinstance(exc, Suspended):  # the gateway ended the attempt when it suspended the run
+            log.info("run.suspended", reason=exc.reason, duration_ms=duration_ms)
+            return
         if isinstance(exc, LeaseLost) or ctx.is_lease_lost():
             ctx.mark_lease_lost()
             log.warning("run.outcome_withheld", reason="lease lost")

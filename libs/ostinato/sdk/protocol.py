@@ -71,6 +71,7 @@ __all__ = [
     "StepRecord",
     "StepsRequest",
     "StepsResponse",
+    "WaitSpec",
     "run_path",
 ]
 
@@ -179,10 +180,23 @@ class ReleaseItem(_Request):
     fencing_token: FencingToken
 
 
+class WaitSpec(_Request):
+    """What a workflow waits for at its position: a timer (``until`` an instant, or ``seconds``
+    from now by the database clock) or a signal ``name`` (with an optional timeout)."""
+
+    kind: Literal["timer", "signal"]
+    until: AwareDatetime | None = None
+    seconds: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    signal: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_STEP_NAME_CHARS)] | None = None
+    timeout_seconds: Annotated[float, msgspec.Meta(ge=0)] | None = None
+
+
 class StepItem(_Request):
     """A workflow step's outcome, recorded under the attempt's fencing token before the SDK
     lets the workflow go past the step (``ostinato.domain.workflow``). ``error`` set: the step
-    failed for good, and later executions raise it again at this step."""
+    failed for good, and later executions raise it again at this step. ``wait`` set: the
+    workflow waits here; the answer either carries the ``step`` it goes on with (a timer already
+    due, a signal already sent) or says the run is ``suspended`` (the attempt ends)."""
 
     run_id: RunId
     fencing_token: FencingToken
@@ -192,6 +206,7 @@ class StepItem(_Request):
     error: ErrorInfo | None = None
     tries: Annotated[int, msgspec.Meta(ge=1)] = 1
     duration_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    wait: WaitSpec | None = None
 
 
 class BatchRequest(_Request):
@@ -280,6 +295,9 @@ class BatchItemResult(_Response):
     lease_expires_at: AwareDatetime | None = None
     cancel_requested: bool = False
     detail: str | None = None
+    # kind "step" with a wait: the record the workflow goes on with, or the run was suspended
+    step: StepRecord | None = None
+    suspended: bool = False
 
 
 class BatchResponse(_Response):

@@ -41,6 +41,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -51,13 +52,16 @@ from ostinato.sdk.errors import (
     Cancelled,
     GatewayError,
     LeaseLost,
+    OstinatoWorkerError,
     PermanentError,
+    Suspended,
     error_info,
 )
-from ostinato.sdk.protocol import MAX_STEPS_PAGE, ErrorInfo, StepItem, StepRecord
+from ostinato.sdk.protocol import MAX_STEPS_PAGE, ErrorInfo, StepItem, StepRecord, WaitSpec
 from ostinato.sdk.tasks import Task
 
-__all__ = ["NonDeterminismError", "StepFailedError", "WorkflowContext", "workflow"]
+__all__ = ["NonDeterminismError", "SignalTimeout", "StepFailedError", "WorkflowContext",
+           "workflow"]
 
 _encoder = msgspec.json.Encoder()
 WorkflowFn = Callable[["WorkflowContext", Any], Awaitable[Any]]
@@ -76,6 +80,14 @@ class StepFailedError(PermanentError):
     def __init__(self, step: str, type: str, message: str) -> None:
         super().__init__(message, type=type)
         self.step = step
+
+
+class SignalTimeout(OstinatoWorkerError):
+    """``wait_for_signal`` ended by its timeout: no signal of that name came in time."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no signal {name!r} arrived before the timeout")
+        self.name = name
 
 
 class _History:
@@ -150,6 +162,60 @@ class WorkflowContext:
                 raise StepFailedError(name, info.type, info.message) from exc
             await self._record(seq, name, encoded, None, tries, started)
             return output
+
+    async def sleep(self, duration: timedelta | float) -> None:
+        """Wait ``duration`` (seconds or a timedelta, from the moment the wait is recorded, by
+        the database clock) without holding the worker: the run is suspended and woken by the
+        scheduler; the steps before are replayed, not rerun."""
+        seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
+        await self._wait("sleep", WaitSpec(kind="timer", seconds=max(0.0, float(seconds))))
+
+    async def sleep_until(self, instant: datetime) -> None:
+        """``sleep`` until a timezone-aware instant (at once if it has passed)."""
+        if instant.tzinfo is None:
+            raise ValueError("sleep_until needs a timezone-aware datetime")
+        await self._wait("sleep", WaitSpec(kind="timer", until=instant))
+
+    async def wait_for_signal(self, name: str, *,
+                              timeout: timedelta | float | None = None,  # noqa: ASYNC109
+                              ) -> Any:  # (a durable timeout, recorded; not asyncio.timeout)
+        """The payload of the first signal ``name`` sent to the run (also one sent before this
+        wait) that no earlier wait took; the run is suspended until it comes. With ``timeout``
+        (seconds or a timedelta) and no signal by then: ``SignalTimeout``."""
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        record = await self._wait(f"signal:{name}", WaitSpec(
+            kind="signal", signal=name,
+            timeout_seconds=None if seconds is None else max(0.0, float(seconds))))
+        if not record.succeeded:
+            raise SignalTimeout(name)
+        return record.output
+
+    async def _wait(self, name: str, wait: WaitSpec) -> RecordedStep:
+        run = self.run
+        if run.is_cancelled():
+            raise Cancelled(run.run_id)
+        seq = self._counter.seq
+        decision = decide(self._counter, name, await self._history.at(seq))
+        if isinstance(decision, Diverged):
+            raise NonDeterminismError(decision.message())
+        if not isinstance(decision, Execute):
+            return decision.step
+        result = await run.record_step(StepItem(run_id=run.run_id,
+                                                fencing_token=run.fencing_token, seq=seq,
+                                                name=name, wait=wait))
+        if result.status in (404, 409):
+            run.mark_lease_lost()
+            raise LeaseLost(run.run_id)
+        if result.status != 200:
+            raise GatewayError(result.status, result.detail or "wait not recorded")
+        if result.suspended:
+            raise Suspended(run.run_id, wait.kind)
+        if result.step is None:
+            raise GatewayError(result.status, "the gateway neither suspended nor resumed")
+        run.steps_done = max(run.steps_done, seq + 1)
+        r = result.step
+        return RecordedStep(seq=r.seq, name=r.name, succeeded=r.succeeded, output=r.output,
+                            error_type=r.error_type, message=r.message)
 
     async def _record(self, seq: int, name: str, output: msgspec.Raw | None,
                       error: ErrorInfo | None, tries: int, started: float) -> None:

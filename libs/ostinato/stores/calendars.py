@@ -16,7 +16,7 @@ from ostinato.stores.rows import many, one
 Q = load("ostinato.stores", "calendars.sql")
 
 
-class CalendarRow(msgspec.Struct, frozen=True, kw_only=True):
+class CalendarRow(msgspec.Struct, frozen=True):
     id: uuid.UUID
     tenant_id: uuid.UUID
     name: str
@@ -35,12 +35,12 @@ async def all_of(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> list[Calenda
     return many(CalendarRow, await conn.fetch(Q["list_calendars"], tenant_id))
 
 
-class CalendarHead(msgspec.Struct, frozen=True, kw_only=True):
+class CalendarHead(msgspec.Struct, frozen=True):
     id: uuid.UUID
     version: int
 
 
-class CalendarDates(msgspec.Struct, frozen=True, kw_only=True):
+class CalendarDates(msgspec.Struct, frozen=True):
     tenant_id: uuid.UUID
     name: str
     dates: list[date]

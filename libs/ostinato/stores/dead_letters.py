@@ -16,7 +16,7 @@ from ostinato.stores.rows import many, one
 Q = load("ostinato.stores", "dead_letters.sql")
 
 
-class DeadLetterRow(msgspec.Struct, frozen=True, kw_only=True):
+class DeadLetterRow(msgspec.Struct, frozen=True):
     run_id: uuid.UUID
     tenant_id: uuid.UUID
     job_id: uuid.UUID
@@ -36,7 +36,7 @@ class DeadLetterRow(msgspec.Struct, frozen=True, kw_only=True):
     last_error: Any
 
 
-class Filter(msgspec.Struct, frozen=True, kw_only=True):
+class Filter(msgspec.Struct, frozen=True):
     job_id: uuid.UUID | None = None
     error_type: str | None = None
     triage_state: str | None = None
@@ -46,7 +46,7 @@ class Filter(msgspec.Struct, frozen=True, kw_only=True):
         return self.job_id, self.error_type, self.triage_state, self.dead_lettered_before
 
 
-class Count(msgspec.Struct, frozen=True, kw_only=True):
+class Count(msgspec.Struct, frozen=True):
     error_type: str | None
     triage_state: str
     n: int

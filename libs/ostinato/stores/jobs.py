@@ -19,7 +19,7 @@ from ostinato.stores.rows import many, one
 Q = load("ostinato.stores", "jobs.sql")
 
 
-class JobRow(msgspec.Struct, frozen=True, kw_only=True):
+class JobRow(msgspec.Struct, frozen=True):
     id: uuid.UUID
     tenant_id: uuid.UUID
     name: str
@@ -69,7 +69,7 @@ async def page(conn: asyncpg.Connection, tenant_id: uuid.UUID, *, status: str | 
     return many(JobRow, await conn.fetch(Q["list_jobs"], tenant_id, status, *after, limit))
 
 
-class JobHead(msgspec.Struct, frozen=True, kw_only=True):
+class JobHead(msgspec.Struct, frozen=True):
     """A locked job row: enough to append to its stream."""
 
     id: uuid.UUID
@@ -78,7 +78,7 @@ class JobHead(msgspec.Struct, frozen=True, kw_only=True):
     version: int
 
 
-class DueJob(msgspec.Struct, frozen=True, kw_only=True):
+class DueJob(msgspec.Struct, frozen=True):
     """A due job as the scheduler locked it: what deciding and materialising its slots need."""
 
     id: uuid.UUID
@@ -105,7 +105,7 @@ class DueJob(msgspec.Struct, frozen=True, kw_only=True):
     resource: str | None
 
 
-class RecurringJob(msgspec.Struct, frozen=True, kw_only=True):
+class RecurringJob(msgspec.Struct, frozen=True):
     id: uuid.UUID
     tenant_id: uuid.UUID
     schedule: dict[str, Any]
@@ -116,7 +116,7 @@ class RecurringJob(msgspec.Struct, frozen=True, kw_only=True):
     version: int
 
 
-class RepairJob(msgspec.Struct, frozen=True, kw_only=True):
+class RepairJob(msgspec.Struct, frozen=True):
     """A job the reconciler locked to record a repair: what `run_for` needs, and its head."""
 
     id: uuid.UUID
@@ -136,20 +136,20 @@ class RepairJob(msgspec.Struct, frozen=True, kw_only=True):
     resource: str | None
 
 
-class KeyedJob(msgspec.Struct, frozen=True, kw_only=True):
+class KeyedJob(msgspec.Struct, frozen=True):
     id: uuid.UUID
     idempotency_key: str
     next_run_at: datetime | None
 
 
-class Skip(msgspec.Struct, frozen=True, kw_only=True):
+class Skip(msgspec.Struct, frozen=True):
     first_slot: datetime
     last_slot: datetime
     slots: int | None
     reason: str
 
 
-class Pause(msgspec.Struct, frozen=True, kw_only=True):
+class Pause(msgspec.Struct, frozen=True):
     paused_at: datetime
     resumed_at: datetime | None
 

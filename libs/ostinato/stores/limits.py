@@ -16,7 +16,7 @@ from ostinato.stores.rows import many, one
 Q = load("ostinato.stores", "limits.sql")
 
 
-class LimitRow(msgspec.Struct, frozen=True, kw_only=True):
+class LimitRow(msgspec.Struct, frozen=True):
     scope: str  # tenant | task | resource
     name: str
     max_concurrency: int | None
@@ -25,7 +25,7 @@ class LimitRow(msgspec.Struct, frozen=True, kw_only=True):
     updated_at: datetime
 
 
-class PoolControlRow(msgspec.Struct, frozen=True, kw_only=True):
+class PoolControlRow(msgspec.Struct, frozen=True):
     tenant_id: uuid.UUID | None  # None: an operator's pause of the pool for every tenant
     pool: str
     paused: bool
@@ -34,7 +34,7 @@ class PoolControlRow(msgspec.Struct, frozen=True, kw_only=True):
     changed_at: datetime
 
 
-class WaitingLoad(msgspec.Struct, frozen=True, kw_only=True):
+class WaitingLoad(msgspec.Struct, frozen=True):
     tenant_id: uuid.UUID
     pool: str
     priority: str
@@ -42,7 +42,7 @@ class WaitingLoad(msgspec.Struct, frozen=True, kw_only=True):
     oldest: datetime
 
 
-class InFlight(msgspec.Struct, frozen=True, kw_only=True):
+class InFlight(msgspec.Struct, frozen=True):
     """Runs holding a dispatch slot (queued, not yet claimed, or running) per group."""
 
     tenant_id: uuid.UUID
@@ -72,7 +72,7 @@ async def in_flight(conn: asyncpg.Connection) -> list[InFlight]:
     return many(InFlight, await conn.fetch(Q["in_flight_runs"]))
 
 
-class Limit(msgspec.Struct, frozen=True, kw_only=True):
+class Limit(msgspec.Struct, frozen=True):
     """A limit as the dispatcher applies it."""
 
     tenant_id: uuid.UUID
@@ -83,7 +83,7 @@ class Limit(msgspec.Struct, frozen=True, kw_only=True):
     burst: float | None
 
 
-class PausedPool(msgspec.Struct, frozen=True, kw_only=True):
+class PausedPool(msgspec.Struct, frozen=True):
     tenant_id: uuid.UUID | None  # None: paused for every tenant
     pool: str
     reason: str | None
@@ -91,7 +91,7 @@ class PausedPool(msgspec.Struct, frozen=True, kw_only=True):
     changed_at: datetime
 
 
-class PoolControlHead(msgspec.Struct, frozen=True, kw_only=True):
+class PoolControlHead(msgspec.Struct, frozen=True):
     id: uuid.UUID
     paused: bool
     version: int

@@ -19,7 +19,7 @@ from ostinato.stores.rows import many, one
 Q = load("ostinato.stores", "runs.sql")
 
 
-class RunRow(msgspec.Struct, frozen=True, kw_only=True):
+class RunRow(msgspec.Struct, frozen=True):
     id: uuid.UUID
     tenant_id: uuid.UUID
     job_id: uuid.UUID
@@ -55,6 +55,11 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True):
     concurrency_key: str | None
     resource: str | None
     steps_done: int  # workflow steps recorded (run_steps)
+    wait_reason: str | None  # a suspended run's: timer | signal
+    wait_seq: int | None  # the workflow position that waits
+    wait_name: str | None
+    wait_signal: str | None
+    wake_at: datetime | None  # the timer's due time or the signal wait's timeout
 
     @property
     def waits_for_dispatch(self) -> bool:
@@ -76,8 +81,14 @@ async def page(conn: asyncpg.Connection, tenant_id: uuid.UUID, *, job_id: uuid.U
 
 
 async def waiting_reason(conn: asyncpg.Connection, run: RunRow) -> str | None:
-    """Why a run waiting for the dispatcher waits: the reason of the last decision that looked
-    at it, or (not looked at yet: deep in a backlog) its place in its tenant's queue."""
+    """Why a run waits: a suspended workflow's timer or signal; for the dispatcher, the reason
+    of the last decision that looked at it, or (not looked at yet: deep in a backlog) its place
+    in its tenant's queue."""
+    if run.state == RunState.SUSPENDED:
+        until = f" until {run.wake_at.isoformat()}" if run.wake_at else ""
+        if run.wait_reason == "timer":
+            return f"timer{until}"
+        return f"signal {run.wait_signal!r}{until}"
     if not run.waits_for_dispatch:
         return None
     reason = await conn.fetchval(Q["hold_of_run"], run.id, run.tenant_id)
@@ -89,7 +100,7 @@ async def waiting_reason(conn: asyncpg.Connection, run: RunRow) -> str | None:
             f"{run.priority} of pool {run.pool}")
 
 
-class LockedRun(msgspec.Struct, frozen=True, kw_only=True):
+class LockedRun(msgspec.Struct, frozen=True):
     """A run as a writer locked it: its head (state, version) and what deciding its next event
     needs."""
 
@@ -117,9 +128,14 @@ class LockedRun(msgspec.Struct, frozen=True, kw_only=True):
     started_at: datetime | None
     last_error: Any
     steps_done: int
+    wait_reason: str | None  # a suspended run's: timer | signal
+    wait_seq: int | None
+    wait_name: str | None
+    wait_signal: str | None
+    wake_at: datetime | None
 
 
-class ClaimedRun(msgspec.Struct, frozen=True, kw_only=True):
+class ClaimedRun(msgspec.Struct, frozen=True):
     """A queued run a worker's claim locked: what starting its attempt needs."""
 
     id: uuid.UUID
@@ -139,14 +155,29 @@ class ClaimedRun(msgspec.Struct, frozen=True, kw_only=True):
     steps_done: int
 
 
-class RunToken(msgspec.Struct, frozen=True, kw_only=True):
+class RunToken(msgspec.Struct, frozen=True):
     id: uuid.UUID
     tenant_id: uuid.UUID
     state: str
     fencing_token: int
 
 
-class DueRetry(msgspec.Struct, frozen=True, kw_only=True):
+class WakingRun(msgspec.Struct, frozen=True):
+    """A suspended run whose timer (or signal-wait timeout) is due."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    state: str
+    version: int
+    traceparent: str | None
+    wait_reason: str
+    wait_seq: int
+    wait_name: str
+    wait_signal: str | None
+    wake_at: datetime
+
+
+class DueRetry(msgspec.Struct, frozen=True):
     id: uuid.UUID
     tenant_id: uuid.UUID
     pool: str
@@ -155,13 +186,13 @@ class DueRetry(msgspec.Struct, frozen=True, kw_only=True):
     state: str
 
 
-class StuckCount(msgspec.Struct, frozen=True, kw_only=True):
+class StuckCount(msgspec.Struct, frozen=True):
     state: str
     n: int
     oldest: datetime
 
 
-class WaitingRun(msgspec.Struct, frozen=True, kw_only=True):
+class WaitingRun(msgspec.Struct, frozen=True):
     """A run waiting for the dispatcher, as its snapshot sees it."""
 
     id: uuid.UUID
@@ -245,3 +276,8 @@ async def queue_wait_expired(conn: asyncpg.Connection, now: datetime | None,
 async def waiting_candidates(conn: asyncpg.Connection, per_group: int) -> list[WaitingRun]:
     """The oldest `per_group` waiting runs of every (tenant, pool, class)."""
     return many(WaitingRun, await conn.fetch(Q["waiting_candidates"], per_group))
+
+
+async def claim_wakeups(conn: asyncpg.Connection, now: datetime | None,
+                        limit: int) -> list[WakingRun]:
+    return many(WakingRun, await conn.fetch(Q["claim_wakeups"], now, limit))

@@ -15,7 +15,7 @@ from ostinato.stores.rows import many
 Q = load("ostinato.stores", "steps.sql")
 
 
-class StepRow(msgspec.Struct, frozen=True, kw_only=True):
+class StepRow(msgspec.Struct, frozen=True):
     seq: int
     name: str
     succeeded: bool

@@ -13,13 +13,13 @@ from ostinato.stores.rows import many, one
 Q = load("ostinato.stores", "tenants.sql")
 
 
-class KeyOwner(msgspec.Struct, frozen=True, kw_only=True):
+class KeyOwner(msgspec.Struct, frozen=True):
     tenant_id: uuid.UUID
     role: str
     name: str
 
 
-class TenantHead(msgspec.Struct, frozen=True, kw_only=True):
+class TenantHead(msgspec.Struct, frozen=True):
     """A locked tenant row: enough to append to its stream."""
 
     id: uuid.UUID
@@ -28,7 +28,7 @@ class TenantHead(msgspec.Struct, frozen=True, kw_only=True):
     version: int
 
 
-class TenantWeight(msgspec.Struct, frozen=True, kw_only=True):
+class TenantWeight(msgspec.Struct, frozen=True):
     id: uuid.UUID
     name: str
     weight: float

@@ -46,7 +46,9 @@ __all__ = [
     "STALE_MESSAGES_DROPPED",
     "STALE_WRITES_REJECTED",
     "STUCK_RUNS",
+    "TIMER_LATENESS",
     "WORKFLOW_STEPS",
+    "WORKFLOW_SUSPENSIONS",
     "render",
 ]
 
@@ -61,6 +63,15 @@ RUNS_CREATED = Counter(
 )
 RUNS_QUEUED = Counter("ostinato_runs_queued_total", "Runs put on a ready queue for workers.")
 RUNS_CLAIMED = Counter("ostinato_runs_claimed_total", "Run attempts claimed by a worker lease.")
+WORKFLOW_SUSPENSIONS = Counter(
+    "ostinato_workflow_suspensions_total",
+    "Workflow runs suspended (leaving their worker), by what they wait for.", ["reason"]
+)
+TIMER_LATENESS = Histogram(
+    "ostinato_timer_lateness_seconds",
+    "Workflow timers and signal-wait timeouts: seconds from their due time to the wake-up.",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
 WORKFLOW_STEPS = Counter(
     "ostinato_workflow_steps_total", "Workflow steps recorded, by outcome.", ["outcome"]
 )

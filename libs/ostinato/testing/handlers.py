@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 
 from ostinato.sdk.context import RunContext, use_context
-from ostinato.sdk.protocol import BatchItemResult, StepItem, StepRecord
+from ostinato.sdk.protocol import BatchItemResult, ErrorInfo, StepItem, StepRecord
 from ostinato.sdk.tasks import Handler, Task, registry
 
 __all__ = ["HandlerEnvironment", "MemoryJournal"]
@@ -41,26 +41,83 @@ __all__ = ["HandlerEnvironment", "MemoryJournal"]
 
 class MemoryJournal:
     """A run's workflow steps kept in memory, fenced like the gateway fences them: a step from an
-    attempt older than the newest one seen is answered 409 and not recorded."""
+    attempt older than the newest one seen is answered 409 and not recorded.
 
-    def __init__(self) -> None:
+    Waits behave as on the gateway, with `now` as the database clock: a due timer or a signal
+    already sent resumes at once; otherwise the run is `suspended` (the workflow unwinds) until
+    the test calls `advance_to` (timers, signal timeouts) or `send_signal`, then runs the next
+    attempt."""
+
+    def __init__(self, now: datetime | None = None) -> None:
         self.steps: list[StepItem] = []
         self.newest_token = 0
         self.pages_read = 0
+        self.now = now or datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+        self.suspended: tuple[StepItem, datetime | None] | None = None  # the wait, its due time
+        self.signals: dict[str, list[Any]] = {}
 
     def record(self, item: StepItem) -> asyncio.Future[BatchItemResult]:
         fut: asyncio.Future[BatchItemResult] = asyncio.get_running_loop().create_future()
-        status = 200
-        if item.fencing_token < self.newest_token:
+        status, result = 200, None
+        if item.fencing_token < self.newest_token or self.suspended is not None:
             status = 409
         elif item.seq < len(self.steps):  # a repeat of a recorded step: the same answer
             status = 200 if self.steps[item.seq].name == item.name else 409
-        elif item.seq == len(self.steps):
-            self.steps.append(item)
-        else:
+        elif item.seq > len(self.steps):
             status = 422
-        fut.set_result(BatchItemResult(run_id=item.run_id, kind="step", status=status))
+        elif item.wait is not None:
+            result = self._wait(item, item.wait)
+        else:
+            self.steps.append(item)
+        fut.set_result(result or BatchItemResult(run_id=item.run_id, kind="step", status=status))
         return fut
+
+    def _wait(self, item: StepItem, wait: Any) -> BatchItemResult:
+        if wait.kind == "timer":
+            due = wait.until or self.now + timedelta(seconds=wait.seconds or 0)
+            if due <= self.now:
+                return self._resolve(item, {"due_at": due.isoformat()})
+            self.suspended = (item, due)
+        elif self.signals.get(wait.signal):
+            return self._resolve(item, self.signals[wait.signal].pop(0))
+        elif wait.timeout_seconds == 0:
+            return self._resolve(item, None, timed_out=True)
+        else:
+            self.suspended = (item, None if wait.timeout_seconds is None
+                              else self.now + timedelta(seconds=wait.timeout_seconds))
+        return BatchItemResult(run_id=item.run_id, kind="step", status=200, suspended=True)
+
+    def _resolve(self, item: StepItem, output: Any, *, timed_out: bool = False
+                 ) -> BatchItemResult:
+        error = ErrorInfo(type="signal_timeout", message="no signal", retryable=False) \
+            if timed_out else None
+        recorded = StepItem(run_id=item.run_id, fencing_token=item.fencing_token, seq=item.seq,
+                            name=item.name, output=output, error=error, wait=item.wait)
+        self.steps.append(recorded)
+        self.suspended = None
+        return BatchItemResult(run_id=item.run_id, kind="step", status=200, step=StepRecord(
+            seq=item.seq, name=item.name, succeeded=not timed_out, output=output,
+            error_type=error.type if error else None))
+
+    def advance_to(self, instant: datetime) -> None:
+        """The database clock moves on: a suspended timer or signal wait due by then ends."""
+        self.now = instant
+        if self.suspended is not None and self.suspended[1] is not None \
+                and self.suspended[1] <= instant:
+            item, due = self.suspended
+            assert item.wait is not None and due is not None
+            if item.wait.kind == "timer":
+                self._resolve(item, {"due_at": due.isoformat()})
+            else:
+                self._resolve(item, None, timed_out=True)
+
+    def send_signal(self, name: str, payload: Any = None) -> None:
+        """A signal arrives: it ends a wait for it, or is kept for the next one."""
+        if self.suspended is not None and self.suspended[0].wait is not None \
+                and self.suspended[0].wait.signal == name:
+            self._resolve(self.suspended[0], payload)
+        else:
+            self.signals.setdefault(name, []).append(payload)
 
     async def page(self, ctx: RunContext, after: int, limit: int) -> list[StepRecord]:
         self.pages_read += 1

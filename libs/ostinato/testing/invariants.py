@@ -65,7 +65,7 @@ class Queries(Protocol):
     async def fetchval(self, sql: str, *args: Any) -> Any: ...
 
 
-class StoryEvent(msgspec.Struct, frozen=True, kw_only=True):
+class StoryEvent(msgspec.Struct, frozen=True):
     """One event of a run's stream as the story check reads it from the log."""
 
     stream_id: uuid.UUID
@@ -77,38 +77,38 @@ class StoryEvent(msgspec.Struct, frozen=True, kw_only=True):
 
 
 # The rows the checks read (ad hoc queries over the log, `runs`, `jobs` and `effects`).
-class _Run(msgspec.Struct, frozen=True, kw_only=True):
+class _Run(msgspec.Struct, frozen=True):
     id: uuid.UUID
     job_id: uuid.UUID
     state: str
 
 
-class _Effect(msgspec.Struct, frozen=True, kw_only=True):
+class _Effect(msgspec.Struct, frozen=True):
     idempotency_key: str
     run_id: uuid.UUID
 
 
-class _Unsettled(msgspec.Struct, frozen=True, kw_only=True):
+class _Unsettled(msgspec.Struct, frozen=True):
     missing: int
     open: int
 
 
-class _Twice(msgspec.Struct, frozen=True, kw_only=True):
+class _Twice(msgspec.Struct, frozen=True):
     job_id: str
     scheduled_for: str
     n: int
 
 
-class _Planned(msgspec.Struct, frozen=True, kw_only=True):
+class _Planned(msgspec.Struct, frozen=True):
     schedule: dict[str, Any]
     next_slot: datetime | None
 
 
-class _Slot(msgspec.Struct, frozen=True, kw_only=True):
+class _Slot(msgspec.Struct, frozen=True):
     scheduled_for: datetime
 
 
-class _Epoch(msgspec.Struct, frozen=True, kw_only=True):
+class _Epoch(msgspec.Struct, frozen=True):
     shard: int
     seq: int
     epoch: int

@@ -18,7 +18,7 @@ OUTBOX = load("ostinato.eventlog", "outbox.sql")
 
 
 
-class _OutboxRow(msgspec.Struct, frozen=True, kw_only=True):
+class _OutboxRow(msgspec.Struct, frozen=True):
     """One append's messages, as the relay's `claim_messages` reads them."""
 
     id: int

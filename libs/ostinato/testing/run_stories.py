@@ -90,6 +90,24 @@ def _event(kind: type[ev.Event], run: Run, draw: st.DrawFn) -> ev.Event:
         case ev.StepFailed:
             return ev.StepFailed(seq=run.steps_done, name="a", attempt=attempt,
                                  fencing_token=token, error_type="declined", message="m")
+        case ev.RunSuspended:
+            timer = draw(st.booleans())
+            return ev.RunSuspended(attempt=attempt, fencing_token=token, seq=run.steps_done,
+                                   name="sleep" if timer else "signal:go",
+                                   reason="timer" if timer else "signal",
+                                   wake_at=later if timer else None,
+                                   signal=None if timer else "go")
+        case ev.RunWoken:
+            return ev.RunWoken(cause="timer")
+        case ev.TimerFired:
+            return ev.TimerFired(seq=run.steps_done, name="sleep", due_at=later)
+        case ev.SignalReceived:
+            return ev.SignalReceived(signal_id=uuid.uuid4(), name="go", payload={"n": 1})
+        case ev.SignalDelivered:
+            return ev.SignalDelivered(seq=run.steps_done, name="signal:go",
+                                      signal_id=uuid.uuid4(), payload=None)
+        case ev.SignalTimedOut:
+            return ev.SignalTimedOut(seq=run.steps_done, name="signal:go", deadline=later)
     raise AssertionError(f"no story step for {kind.__name__}")
 
 

@@ -25,7 +25,7 @@ from ostinato.stores.rows import many
 Q = load("ostinato.workers", "workers.sql")
 
 
-class PoolCapacity(msgspec.Struct, frozen=True, kw_only=True):
+class PoolCapacity(msgspec.Struct, frozen=True):
     """Declared slots of live workers in one pool; `tenant_id` None: shared workers."""
 
     tenant_id: uuid.UUID | None
@@ -33,7 +33,7 @@ class PoolCapacity(msgspec.Struct, frozen=True, kw_only=True):
     slots: int
 
 
-class WorkerInfo(msgspec.Struct, frozen=True, kw_only=True):
+class WorkerInfo(msgspec.Struct, frozen=True):
     """One registered worker under one scope, for display."""
 
     worker_id: str

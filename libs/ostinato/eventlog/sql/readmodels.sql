@@ -223,10 +223,41 @@ WITH step AS (
 )
 UPDATE runs SET version = $14, steps_done = greatest(steps_done, $2 + 1) WHERE id = $1;
 
+-- name: project_run_suspended
+-- RunSuspended: the attempt ends (its slot is freed by sync_run_slots); what it waits for.
+UPDATE runs SET state = 'suspended', wait_reason = $4, wait_seq = $5, wait_name = $6,
+                wait_signal = $7, wake_at = $8, updated_at = $2, version = $3
+WHERE id = $1;
+
+-- name: project_run_woken
+-- RunWoken: scheduled again, for the dispatcher (updated_at orders its queue).
+UPDATE runs SET state = 'scheduled', wait_reason = NULL, wait_seq = NULL, wait_name = NULL,
+                wait_signal = NULL, wake_at = NULL, updated_at = $2, version = $3
+WHERE id = $1;
+
+-- name: project_signal_received
+-- SignalReceived: kept until a wait of its name takes it.
+WITH signal AS (
+    INSERT INTO run_signals (run_id, signal_id, tenant_id, name, payload, received_at)
+    VALUES ($1, $4, $5, $6, $7::json, $2)
+)
+UPDATE runs SET version = $3 WHERE id = $1;
+
+-- name: project_signal_delivered
+-- SignalDelivered: the wait's step row, the signal taken, the run's version and steps done.
+WITH step AS (
+    INSERT INTO run_steps (run_id, seq, tenant_id, name, succeeded, output, output_ref,
+                           error_type, message, attempt, tries, duration_ms, recorded_at)
+    VALUES ($1, $2, $3, $4, true, $5::json, NULL, NULL, NULL, $6, 1, 0, $7)
+), taken AS (
+    UPDATE run_signals SET delivered_seq = $2 WHERE run_id = $1 AND signal_id = $8
+)
+UPDATE runs SET version = $9, steps_done = greatest(steps_done, $2 + 1) WHERE id = $1;
+
 -- name: truncate_read_models
 -- Before a rebuild: read models only, never the log.
 TRUNCATE api_keys, runs, jobs, tenants, occurrence_skips, job_pauses, calendars, dead_letters,
-         limits, pool_controls, run_slots, run_steps;
+         limits, pool_controls, run_slots, run_steps, run_signals;
 
 -- name: snapshot_tenants
 -- For the rebuild-equality check.
@@ -247,6 +278,10 @@ SELECT * FROM runs ORDER BY id;
 -- name: snapshot_run_steps
 -- For the rebuild-equality check.
 SELECT * FROM run_steps ORDER BY run_id, seq;
+
+-- name: snapshot_run_signals
+-- For the rebuild-equality check.
+SELECT * FROM run_signals ORDER BY run_id, signal_id;
 
 -- name: snapshot_run_slots
 -- For the rebuild-equality check.

@@ -29,7 +29,7 @@ WHERE (state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL))
 SELECT id, tenant_id, job_id, task, pool, priority, state, attempt, fencing_token, payload_ref,
        scheduled_for, due_at, traceparent, version, failures, retry_policy, cancel_requested,
        timeout_seconds, queue_wait_seconds, on_queue_wait, worker_id, started_at, last_error,
-       steps_done
+       steps_done, wait_reason, wait_seq, wait_name, wait_signal, wake_at
 FROM runs WHERE id = ANY($1::uuid[])
 ORDER BY id
 FOR UPDATE;
@@ -130,3 +130,16 @@ FROM grp, LATERAL (
 -- name: run_token
 -- The worker gateway's check of a read under a lease: whose run it is and its current token.
 SELECT id, tenant_id, state, fencing_token FROM runs WHERE id = $1;
+
+-- name: claim_wakeups
+-- The scheduler's wake poll: suspended runs whose timer (or signal-wait timeout) is due, oldest
+-- first, by one descent of the partial index runs_wake (migration 0015) however many runs
+-- sleep; SKIP LOCKED gives each to one scheduler.
+SELECT id, tenant_id, state, version, traceparent, wait_reason, wait_seq, wait_name,
+       wait_signal, wake_at
+FROM runs
+WHERE state = 'suspended' AND wake_at IS NOT NULL
+  AND wake_at <= coalesce($1::timestamptz, now())
+ORDER BY wake_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED;

@@ -1,0 +1,81 @@
+"""Sending a signal to a run (`POST /v1/runs/{id}/signals/{name}`): kept in the run's stream,
+delivered to the workflow's wait of that name (`ostinato.sdk.workflow.wait_for_signal`).
+
+A run suspended waiting for this signal is delivered it at once and woken, in the same
+transaction; any other non-final run keeps it (`run_signals`) for its next wait of that name,
+oldest first. A finished run takes no signals (409). An idempotency key names the signal: the
+same key again returns the first send's answer and records nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from ostinato.domain import events as ev
+from ostinato.domain.errors import InvalidInput, InvalidState, NotFound, PayloadTooLarge
+from ostinato.domain.ids import new_id
+from ostinato.domain.states import FINAL, RunState
+from ostinato.eventlog.records import StreamHead
+from ostinato.eventlog.store import EventStore
+from ostinato.stores import runs as run_store
+from ostinato.stores import signals
+
+MAX_SIGNAL_NAME_CHARS = 256
+_json = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True, slots=True)
+class SignalSent:
+    signal_id: uuid.UUID
+    delivered: bool  # taken by a wait (now, or by the first send of this key)
+    created: bool  # False: a repeat of an idempotency key already used
+
+
+def signal_id_for(run_id: uuid.UUID, name: str, idempotency_key: str | None) -> uuid.UUID:
+    if idempotency_key is None:
+        return new_id()
+    return uuid.uuid5(run_id, f"signal/{name}/{idempotency_key}")
+
+
+async def send_signal(conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID,
+                      run_id: uuid.UUID, name: str, payload: Any, actor: str,
+                      idempotency_key: str | None, max_payload_bytes: int) -> SignalSent:
+    if not name or len(name) > MAX_SIGNAL_NAME_CHARS:
+        raise InvalidInput(f"a signal name has 1 to {MAX_SIGNAL_NAME_CHARS} characters",
+                           errors=[{"field": "name", "message": "invalid signal name"}])
+    size = len(_json.encode(payload))
+    if size > max_payload_bytes:
+        raise PayloadTooLarge(f"signal payload is {size} bytes; the limit is "
+                              f"{max_payload_bytes}")
+    signal_id = signal_id_for(run_id, name, idempotency_key)
+    async with conn.transaction():
+        rows = await run_store.lock(conn, [run_id])
+        if not rows or rows[0].tenant_id != tenant_id:
+            raise NotFound(f"no run {run_id}")
+        run = rows[0]
+        earlier = await signals.by_id(conn, tenant_id, run_id, signal_id)
+        if earlier is not None:
+            return SignalSent(signal_id, earlier.delivered_seq is not None, created=False)
+        state = RunState(run.state)
+        if state in FINAL:
+            raise InvalidState(f"run {run_id} is already {state}: a finished run takes no "
+                               "signals")
+        head = StreamHead.of(run)
+        events = [head.next(ev.SignalReceived(signal_id=signal_id, name=name, payload=payload,
+                                              by=actor), actor, traceparent=run.traceparent)]
+        waiting = (state is RunState.SUSPENDED and run.wait_reason == "signal"
+                   and run.wait_signal == name)
+        if waiting:
+            assert run.wait_seq is not None and run.wait_name is not None
+            events += [
+                head.next(ev.SignalDelivered(seq=run.wait_seq, name=run.wait_name,
+                                             signal_id=signal_id, payload=payload), actor,
+                          traceparent=run.traceparent),
+                head.next(ev.RunWoken(cause="signal"), actor, traceparent=run.traceparent)]
+        await store.append(conn, events)
+    return SignalSent(signal_id, delivered=waiting, created=True)

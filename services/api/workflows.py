@@ -1,0 +1,77 @@
+"""Route handlers for workflow runs (docs/WORKFLOWS.md): the steps a run recorded, and signals
+sent to it. Tenant-scoped through `scope.TenantScope`, over `ostinato.runs` and the stores."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Request, Response, get, post
+from litestar.params import FromPath, FromQuery, QueryParameter
+
+from ostinato import runs
+from ostinato.domain.errors import InvalidInput, NotFound, PayloadTooLarge
+from ostinato.stores import runs as run_store
+from ostinato.stores import steps as step_store
+from services.api.models import SignalAccepted, StepsPage, StepView
+from services.api.scope import Tenant
+
+Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
+After = Annotated[int, QueryParameter(ge=-1)]
+MAX_IDEMPOTENCY_KEY_CHARS = 256
+
+
+@get("/v1/runs/{run_id:uuid}/steps", tags=["runs"])
+async def run_steps(run_id: FromPath[uuid.UUID], tenant: Tenant,
+                    after: FromQuery[After] = -1, limit: FromQuery[Limit] = 100) -> StepsPage:
+    """A workflow run's recorded steps (steps, timers, signal waits) in order, from position
+    `after + 1`, with the run attempt that recorded each, its tries, duration, error and output
+    (large outputs by reference)."""
+    run = await run_store.by_id(tenant.conn, tenant.tenant_id, run_id)
+    if run is None:
+        raise NotFound(f"no run {run_id}")
+    page = await step_store.page(tenant.conn, tenant.tenant_id, run_id, after=after,
+                                 limit=limit)
+    return StepsPage(
+        run_id=run_id, steps_done=run.steps_done,
+        items=[StepView(seq=s.seq, name=s.name, succeeded=s.succeeded, attempt=s.attempt,
+                        tries=s.tries, duration_ms=s.duration_ms, recorded_at=s.recorded_at,
+                        output=s.output, output_ref=s.output_ref, error_type=s.error_type,
+                        message=s.message) for s in page],
+        next_after=page[-1].seq if len(page) == limit else None)
+
+
+@post("/v1/runs/{run_id:uuid}/signals/{name:str}", status_code=202, tags=["runs"])
+async def send_signal(request: Request, run_id: FromPath[uuid.UUID], name: FromPath[str],
+                      tenant: Tenant) -> Response[SignalAccepted]:
+    """Send signal `name` with a JSON body as its payload (empty: null) to a run: a workflow
+    waiting for it is woken at once; otherwise its next wait of that name takes it. A finished
+    run answers 409. `Idempotency-Key`: the same key again returns the first answer (200)."""
+    key = request.headers.get("idempotency-key")
+    if key is not None and not 0 < len(key) <= MAX_IDEMPOTENCY_KEY_CHARS:
+        raise InvalidInput("Idempotency-Key has 1 to 256 characters",
+                           errors=[{"field": "Idempotency-Key", "message": "invalid"}])
+    sent = await runs.send_signal(
+        tenant.conn, tenant.store, tenant_id=tenant.tenant_id, run_id=run_id, name=name,
+        payload=await _payload(request, tenant.settings.max_payload_bytes), actor=tenant.actor,
+        idempotency_key=key, max_payload_bytes=tenant.settings.max_payload_bytes)
+    return Response(SignalAccepted(signal_id=sent.signal_id, delivered=sent.delivered,
+                                   created=sent.created),
+                    status_code=202 if sent.created else 200)
+
+
+async def _payload(request: Request, max_bytes: int) -> Any:
+    body = await request.body()
+    if len(body) > max_bytes:
+        raise PayloadTooLarge(f"signal payload is {len(body)} bytes; the limit is {max_bytes}")
+    if not body.strip():
+        return None
+    try:
+        return msgspec.json.decode(body)
+    except msgspec.DecodeError as exc:
+        raise InvalidInput(f"the body is not JSON: {exc}",
+                           errors=[{"field": "body", "message": "invalid JSON"}]) from exc
+
+
+ROUTES = [run_steps, send_signal]
