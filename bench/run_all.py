@@ -22,7 +22,8 @@ from typing import Any
 
 from bench.common import RESULTS, ROOT, log, machine, table, write_result
 
-SCENARIOS = ("throughput", "start_lag", "burst", "idle_cost", "failover", "fairness", "peers")
+SCENARIOS = ("throughput", "start_lag", "burst", "idle_cost", "failover", "fairness",
+             "workflows", "peers")
 
 # scenario -> [(label, how to read the figure from its JSON, target)]
 Reader = Callable[[dict[str, Any]], Any]
@@ -59,6 +60,14 @@ HEADLINES: dict[str, list[tuple[str, Reader, str]]] = {
          lambda r: r["waits"]["trickle/critical"]["p99_s"], ""),
         ("fairness: dispatch decisions/s (back to back)",
          lambda r: r["dispatcher"]["decisions_per_s_busy"], "")],
+    "workflows": [
+        ("workflows: steps/s (10-step workflows)", lambda r: r["steps"]["steps_per_s"], ""),
+        ("workflows: resume p99 ms (timer due -> start)",
+         lambda r: r["resume"]["resume_ms"]["p99"], ""),
+        ("workflows: wake poll ratio asleep/none", lambda r: r["idle_poll"]["ratio"], "≈ 1"),
+        ("workflows: long run RSS peak / first",
+         lambda r: round(r["long"]["rss_mib"]["peak"] / r["long"]["rss_mib"]["first"], 2),
+         "≈ 1")],
     "peers": [
         (f"Ostinato/{peer} throughput ratio",
          lambda r, p=peer: r["ratios"].get(p, {}).get("throughput"), "")

@@ -355,7 +355,8 @@ CREATE TABLE public.runs (
     wait_seq integer,
     wait_name text,
     wait_signal text,
-    wake_at timestamp with time zone
+    wake_at timestamp with time zone,
+    deadline_at timestamp with time zone
 );
 
 --
@@ -720,6 +721,12 @@ CREATE INDEX runs_ready_pool ON public.runs USING btree (pool, queued_at, id) WH
 CREATE INDEX runs_retry_due ON public.runs USING btree (retry_at) WHERE (state = 'retry_scheduled'::text);
 
 --
+-- Name: runs_suspended; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_suspended ON public.runs USING btree (wait_reason) WHERE (state = 'suspended'::text);
+
+--
 -- Name: runs_tenant_created; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -735,7 +742,7 @@ CREATE INDEX runs_waiting ON public.runs USING btree (state, updated_at) WHERE (
 -- Name: runs_wake; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX runs_wake ON public.runs USING btree (wake_at) WHERE ((state = 'suspended'::text) AND (wake_at IS NOT NULL));
+CREATE INDEX runs_wake ON public.runs USING btree (LEAST(wake_at, deadline_at)) WHERE ((state = 'suspended'::text) AND ((wake_at IS NOT NULL) OR (deadline_at IS NOT NULL)));
 
 --
 -- Name: workers_seen; Type: INDEX; Schema: public; Owner: -

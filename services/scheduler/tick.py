@@ -69,23 +69,31 @@ async def release_retries(pool: asyncpg.Pool, store: EventStore, clock: Clock, *
 async def wake_suspended(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
                          batch_size: int = WAKE_BATCH, actor: str = ACTOR) -> int:
     """Wake suspended runs whose due time has come: the timer fired (`TimerFired`) or the signal
-    wait timed out (`SignalTimedOut`), then `RunWoken` hands the run to the dispatcher."""
+    wait timed out (`SignalTimedOut`), then `RunWoken` hands the run to the dispatcher; a run
+    whose workflow deadline came first is only woken (`RunWoken`, cause deadline): its next
+    execution meets the deadline and fails."""
     now = clock.now()
     async with pool.acquire() as conn, conn.transaction():
         rows = await runs.claim_wakeups(conn, now, batch_size)
         events = []
         for r in rows:
             head = StreamHead.of(r)
-            if r.wait_reason == "timer":
-                fired: ev.Event = ev.TimerFired(seq=r.wait_seq, name=r.wait_name,
-                                                due_at=r.wake_at)
+            due = r.wake_at if r.wait_is_due(now) else r.deadline_at
+            assert due is not None  # the query found one of them due
+            if not r.wait_is_due(now):
+                cause = "deadline"
+            elif r.wait_reason == "timer":
+                events.append(head.next(ev.TimerFired(seq=r.wait_seq, name=r.wait_name,
+                                                      due_at=due), actor,
+                                        traceparent=r.traceparent))
                 cause = "timer"
             else:
-                fired = ev.SignalTimedOut(seq=r.wait_seq, name=r.wait_name, deadline=r.wake_at)
+                events.append(head.next(ev.SignalTimedOut(seq=r.wait_seq, name=r.wait_name,
+                                                          deadline=due), actor,
+                                        traceparent=r.traceparent))
                 cause = "signal_timeout"
-            events += [head.next(fired, actor, traceparent=r.traceparent),
-                       head.next(ev.RunWoken(cause=cause), actor, traceparent=r.traceparent)]
-            metrics.TIMER_LATENESS.observe(max(0.0, (now - r.wake_at).total_seconds()))
+            events.append(head.next(ev.RunWoken(cause=cause), actor, traceparent=r.traceparent))
+            metrics.TIMER_LATENESS.observe(max(0.0, (now - due).total_seconds()))
         await store.append(conn, events)
     return len(rows)
 

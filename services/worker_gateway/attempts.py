@@ -163,10 +163,11 @@ class Attempts:
             return []
         ids = [i for i in (parse_run_id(item.run_id) for item in items) if i is not None]
         waits = [i.wait for i in items if i.wait is not None]
+        timed = waits or any(i.deadline is not None for i in items)
         async with self.pool.acquire() as conn, conn.transaction():
             rows = _visible(await runs.lock(conn, ids), tenant_id)
             now = pending = None
-            if waits:
+            if timed:
                 now = self.clock.db_now() or await signals.database_now(conn)
                 names = [w.signal for w in waits if w.signal]
                 pending = await signals.pending(conn, list(rows), names) if names else {}
@@ -248,6 +249,10 @@ def _observe(e: NewEvent) -> None:
         case ev.StepFailed(name=name, error_type=error_type):
             metrics.WORKFLOW_STEPS.labels(outcome="failed").inc()
             log.info("workflow step failed", **ids, step=name, error_type=error_type)
+        case ev.RunSuspended(reason=reason, name=name, wake_at=wake_at):
+            metrics.WORKFLOW_SUSPENSIONS.labels(reason=reason).inc()
+            log.debug("workflow suspended", **ids, step=name, reason=reason,
+                      wake_at=wake_at.isoformat() if wake_at else None)
         case _:
             observe(e.tenant_id, e.stream_id, e.event)
 

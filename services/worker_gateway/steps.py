@@ -18,9 +18,13 @@ A step with a `wait` (a timer, a signal) at the next position, token current:
   record the workflow goes on with; a signal already sent (the oldest undelivered one of that
   name): `SignalDelivered`, likewise; a signal wait with timeout 0 and no signal:
   `SignalTimedOut`;
-- otherwise `RunSuspended` (what it waits for, until when): the attempt ends, its lease is
-  released (`finished`), and the answer says `suspended`; the scheduler's wake poll (a timer, a
-  timeout) or the signal's arrival (`ostinato.runs.signals`) wakes the run later.
+- otherwise `RunSuspended` (what it waits for, until when, and the workflow's deadline): the
+  attempt ends, its lease is released (`finished`), and the answer says `suspended`; the
+  scheduler's wake poll (a timer, a timeout, the deadline) or the signal's arrival
+  (`ostinato.runs.signals`) wakes the run later.
+
+Any item past the workflow's deadline (`StepItem.deadline`, by the database clock) records
+nothing; the answer says `deadline_passed` and the workflow fails (`workflow_timed_out`).
 """
 
 from __future__ import annotations
@@ -86,6 +90,11 @@ def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
         elif item.seq < next_seq[rid]:
             done.results.append(_answer(item, 200))  # already recorded
             continue
+        elif item.deadline is not None and now is not None and item.deadline <= now:
+            done.results.append(p.BatchItemResult(  # the workflow fails; nothing recorded
+                run_id=item.run_id, kind="step", status=200, deadline_passed=True,
+                detail=f"the workflow's deadline {item.deadline.isoformat()} has passed"))
+            continue
         elif item.seq > next_seq[rid]:
             done.results.append(_answer(item, 422, f"step {item.seq} reported before step "
                                         f"{next_seq[rid]}"))
@@ -147,7 +156,8 @@ def _wait_event(row: LockedRun, item: p.StepItem, wait: p.WaitSpec, now: datetim
                     _resumed(item, p.StepRecord(seq=seq, name=name, succeeded=True,
                                                 output={"due_at": due.isoformat()})))
         return (ev.RunSuspended(attempt=attempt, fencing_token=item.fencing_token, seq=seq,
-                                name=name, reason="timer", wake_at=due),
+                                name=name, reason="timer", wake_at=due,
+                                deadline_at=item.deadline),
                 _suspended(item))
     if signal is not None:
         return (ev.SignalDelivered(seq=seq, attempt=attempt, name=name,
@@ -162,7 +172,8 @@ def _wait_event(row: LockedRun, item: p.StepItem, wait: p.WaitSpec, now: datetim
     deadline = None if wait.timeout_seconds is None else now + timedelta(
         seconds=wait.timeout_seconds)
     return (ev.RunSuspended(attempt=attempt, fencing_token=item.fencing_token, seq=seq,
-                            name=name, reason="signal", signal=wait.signal, wake_at=deadline),
+                            name=name, reason="signal", signal=wait.signal, wake_at=deadline,
+                            deadline_at=item.deadline),
             _suspended(item))
 
 

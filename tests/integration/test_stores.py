@@ -51,6 +51,7 @@ ROW_OF = {
     (steps, "steps_of_run"): steps.StepRow,
     (runs, "run_token"): runs.RunToken,
     (runs, "claim_wakeups"): runs.WakingRun,
+    (runs, "suspended_by_reason"): runs.SuspendedCount,
     (signals, "pending_signals"): signals.PendingSignal,
     (signals, "signal_by_id"): signals.SignalRow,
 }
@@ -59,7 +60,7 @@ SCALAR = {
     (runs, "hold_of_run"), (runs, "waiting_position"), (runs, "cancel_flags"),
     (runs, "active_runs_of_jobs"), (runs, "runs_of_job_between"), (runs, "timed_out_runs"),
     (runs, "queue_wait_expired"), (jobs, "oldest_due"), (calendars, "calendar_names"),
-    (tenants, "tenant_by_name"), (signals, "database_now"),
+    (tenants, "tenant_by_name"), (signals, "database_now"), (runs, "overdue_wakeups"),
 }
 
 

@@ -16,6 +16,7 @@ import asyncpg
 import httpx
 import msgspec
 import pytest
+from prometheus_client import REGISTRY
 
 from ostinato.clock import FakeClock, SystemClock
 from ostinato.domain import events as ev
@@ -30,6 +31,7 @@ from ostinato.sdk import RetryableError, SignalTimeout, Worker, WorkflowContext,
 from ostinato.sdk import protocol as p
 from ostinato.stores import limits, runs, steps
 from ostinato.testing.waiting import until
+from services.reconciler.checks import pipeline
 from services.scheduler.tick import fire_due, release_retries, wake_suspended
 from services.worker_gateway.app import create_app
 from services.worker_gateway.attempts import Attempts
@@ -260,8 +262,11 @@ async def test_a_sleeping_workflow_frees_its_worker_and_wakes_at_its_due_time(
 
     before = FakeClock(row.wake_at - timedelta(seconds=1))
     assert await wake_suspended(pool, store(), before) == 0  # not yet due
+    first_due = row.due_at
     assert await wake_suspended(pool, store(), FakeClock(row.wake_at)) == 1
-    assert (await run_row(pool, tenant_id, run_id)).state == "scheduled"
+    woken = await run_row(pool, tenant_id, run_id)
+    assert woken.state == "scheduled"
+    assert first_due is not None and woken.due_at is not None and woken.due_at > first_due
     assert await dispatch(pool) == 1
     await work_until(pool, gateway, key, dunning, tenant_id, run_id, "succeeded")
     assert effects == ["remind", "escalate"]
@@ -478,3 +483,99 @@ async def _dispatch_all(pool: asyncpg.Pool, tenant_id: uuid.UUID) -> None:
 
 async def _all_in(pool: asyncpg.Pool, tenant_id: uuid.UUID, state: str, n: int) -> bool:
     return await pool.fetchval(RUNS_IN_STATE, tenant_id, state) == n
+
+
+async def test_the_reconciler_counts_suspended_runs_and_alerts_on_an_overdue_wakeup(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient) -> None:
+    tenant_id, key = await new_tenant(pool)
+
+    @workflow("nap.long")
+    async def nap(ctx: WorkflowContext, payload: None) -> None:
+        await ctx.sleep(timedelta(hours=1))
+
+    run_id = await queued_workflow_run(pool, tenant_id, "nap.long")
+    await work_until(pool, gateway, key, nap, tenant_id, run_id, "suspended")
+    wake_at = (await run_row(pool, tenant_id, run_id)).wake_at
+    assert wake_at is not None
+    on_time = await pipeline.check_once(pool, FakeClock(wake_at + timedelta(seconds=5)),
+                                        stuck_after=timedelta(minutes=1))
+    assert on_time.stuck["suspended"] == 0  # due 5 s ago: the wake poll may still come
+    assert metric_value("ostinato_workflows_suspended", reason="timer") >= 1
+    late = await pipeline.check_once(pool, FakeClock(wake_at + timedelta(minutes=10)),
+                                     stuck_after=timedelta(minutes=1))
+    assert late.stuck["suspended"] == 1  # due 10 minutes ago and still asleep: an alert
+
+
+def metric_value(name: str, **labels: str) -> float:
+    value = REGISTRY.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+async def test_a_cancelled_workflow_stops_at_its_running_step_and_runs_no_later_one(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient, client: httpx.AsyncClient) -> None:
+    tenant_id, key = await new_tenant(pool)
+    ran: list[str] = []
+    started = asyncio.Event()
+
+    async def slow() -> None:
+        ran.append("slow")
+        started.set()
+        await asyncio.sleep(60)  # interrupted by the cancel (the usual cooperative cancel)
+
+    async def after() -> None:
+        ran.append("after")
+
+    @workflow("cancel.me")
+    async def flow(ctx: WorkflowContext, payload: None) -> None:
+        await ctx.step("slow", slow)
+        await ctx.step("after", after)
+
+    run_id = await queued_workflow_run(pool, tenant_id, "cancel.me")
+    worker = Worker(BASE, key, [flow], http_client=gateway, claim_wait_seconds=0.2,
+                    shutdown_grace_seconds=0)
+    running = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(started.wait(), 60)
+        r = await client.post(f"/v1/runs/{run_id}/cancel", headers=auth(key))
+        assert r.status_code == 200 and r.json()["cancel"] == "requested"
+
+        async def cancelled() -> bool:
+            return (await run_row(pool, tenant_id, run_id)).state == "cancelled"
+
+        await until(cancelled, 60, "the run to end cancelled")
+    finally:
+        await worker.stop()
+        await running
+    assert ran == ["slow"]
+    kinds = [type(e).__name__ for e in await events_of(pool, tenant_id, run_id)]
+    assert "StepCompleted" not in kinds and kinds[-1] == "RunCancelled"
+
+
+async def test_a_workflow_asleep_past_its_deadline_is_woken_then_and_fails_for_good(
+        pool: asyncpg.Pool, db_url: str) -> None:
+    clock = FakeClock(datetime.now(UTC))  # the database clock of the gateway and the scheduler
+    service = Service("worker-gateway", Settings(database_url=db_url, admin_key=ADMIN))
+    service.pool = pool
+    attempts = Attempts(pool, store(clock), clock, lease_ttl_seconds=30)
+    transport = httpx.ASGITransport(app=create_app(service, attempts, ReadySignals()))
+    tenant_id, key = await new_tenant(pool)
+
+    @workflow("bounded.nap", timeout=timedelta(hours=1))
+    async def bounded(ctx: WorkflowContext, payload: None) -> None:
+        await ctx.sleep(timedelta(hours=3))
+
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as gw:
+        run_id = await queued_workflow_run(pool, tenant_id, "bounded.nap")
+        await work_until(pool, gw, key, bounded, tenant_id, run_id, "suspended")
+        row = await run_row(pool, tenant_id, run_id)
+        assert row.deadline_at is not None and row.wake_at is not None
+        assert row.deadline_at == row.scheduled_for + timedelta(hours=1) < row.wake_at
+        clock.set(row.deadline_at)
+        assert await wake_suspended(pool, store(clock), clock) == 1  # at the deadline
+        events = await events_of(pool, tenant_id, run_id)
+        assert isinstance(events[-1], ev.RunWoken) and events[-1].cause == "deadline"
+        assert not any(isinstance(e, ev.TimerFired) for e in events)  # the timer did not fire
+        assert await dispatch(pool, clock) == 1
+        await work_until(pool, gw, key, bounded, tenant_id, run_id, "dead_lettered")
+    row = await run_row(pool, tenant_id, run_id)
+    assert row.last_error is not None and row.last_error["type"] == "workflow_timed_out"

@@ -24,6 +24,7 @@ PUBLIC_NAMES = [
     "Throttled",
     "Worker",
     "WorkflowContext",
+    "WorkflowTimedOut",
     "apply_once",
     "current",
     "fence",

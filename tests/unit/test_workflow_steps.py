@@ -28,6 +28,7 @@ from ostinato.sdk import (
     StepFailedError,
     Task,
     WorkflowContext,
+    WorkflowTimedOut,
     workflow,
 )
 from ostinato.sdk.errors import Suspended
@@ -319,3 +320,31 @@ async def test_a_past_or_zero_timer_does_not_suspend() -> None:
 
     with pytest.raises(ValueError, match="timezone"):
         await HandlerEnvironment().run(naive)
+
+
+async def test_a_workflow_past_its_overall_deadline_fails_and_records_nothing_more() -> None:
+    calls: list[str] = []
+
+    async def work() -> None:
+        calls.append("work")
+
+    @workflow("bounded", timeout=timedelta(hours=2))
+    async def bounded(ctx: WorkflowContext, payload: None) -> None:
+        await ctx.step("first", work)
+        await ctx.sleep(timedelta(hours=3))  # longer than the workflow may take
+        await ctx.step("second", work)
+
+    env = HandlerEnvironment()  # scheduled 09:00; the deadline is 11:00
+    with pytest.raises(Suspended):
+        await env.run(bounded)
+    assert env.journal.suspended is not None
+    item = env.journal.suspended[0]
+    assert item.deadline == env.context.scheduled_for + timedelta(hours=2)
+    env.journal.advance_to(env.context.scheduled_for + timedelta(hours=2))  # woken, not fired
+    assert env.journal.suspended is None
+    with pytest.raises(WorkflowTimedOut) as raised:
+        await env.next_attempt().run(bounded)
+    assert raised.value.type == "workflow_timed_out"
+    assert calls == ["work"] and [s.name for s in env.journal.steps] == ["first"]
+    with pytest.raises(ValueError, match="positive"):
+        workflow("never", timeout=0)

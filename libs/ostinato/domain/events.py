@@ -334,13 +334,14 @@ class RunSuspended(Event, tag="RunSuspended"):
     reason: str  # timer | signal
     wake_at: datetime | None = None  # the timer's due time, or a signal wait's timeout
     signal: str | None = None  # the signal waited for
+    deadline_at: datetime | None = None  # the workflow's overall deadline: woken then, to fail
 
 
 class RunWoken(Event, tag="RunWoken"):
     """What a suspended run waited for happened: it is scheduled again (dispatch as usual)."""
 
     stream_type: ClassVar[str] = "run"
-    cause: str  # timer | signal | signal_timeout
+    cause: str  # timer | signal | signal_timeout | deadline
 
 
 class TimerFired(Event, tag="TimerFired"):

@@ -202,7 +202,7 @@ def _signal_timed_out(r: RecordedEvent, e: ev.SignalTimedOut) -> tuple[str, Args
 
 def _suspended(r: RecordedEvent, e: ev.RunSuspended) -> tuple[str, Args]:
     return "project_run_suspended", (r.stream_id, r.occurred_at, r.version, e.reason, e.seq,
-                                     e.name, e.signal, e.wake_at)
+                                     e.name, e.signal, e.wake_at, e.deadline_at)
 
 
 def _woken(r: RecordedEvent, e: ev.RunWoken) -> tuple[str, Args]:

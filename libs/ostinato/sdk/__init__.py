@@ -117,6 +117,7 @@ from ostinato.sdk.workflow import (
     SignalTimeout,
     StepFailedError,
     WorkflowContext,
+    WorkflowTimedOut,
     workflow,
 )
 
@@ -136,6 +137,7 @@ __all__ = [
     "Throttled",
     "Worker",
     "WorkflowContext",
+    "WorkflowTimedOut",
     "apply_once",
     "current",
     "fence",

@@ -16,7 +16,7 @@ import contextvars
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import structlog
@@ -164,6 +164,11 @@ class RunContext:
     @property
     def lease_deadline(self) -> float:
         return self._lease_deadline
+
+    def database_now(self) -> datetime:
+        """This worker's estimate of the database clock: the lease's expiry (the database's
+        time) less what is left of it by this process's monotonic clock."""
+        return self._lease_expires_at - timedelta(seconds=self._lease_deadline - time.monotonic())
 
     def is_cancelled(self) -> bool:
         """True once the gateway relayed a cancel request; sync handlers should poll this."""

@@ -207,6 +207,9 @@ class StepItem(_Request):
     tries: Annotated[int, msgspec.Meta(ge=1)] = 1
     duration_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     wait: WaitSpec | None = None
+    # The workflow's overall deadline (``@workflow(..., timeout=)``): past it, by the database
+    # clock, nothing is recorded and the answer says ``deadline_passed``.
+    deadline: AwareDatetime | None = None
 
 
 class BatchRequest(_Request):
@@ -298,6 +301,7 @@ class BatchItemResult(_Response):
     # kind "step" with a wait: the record the workflow goes on with, or the run was suspended
     step: StepRecord | None = None
     suspended: bool = False
+    deadline_passed: bool = False  # the workflow's deadline passed: it fails, nothing recorded
 
 
 class BatchResponse(_Response):

@@ -61,7 +61,7 @@ from ostinato.sdk.protocol import MAX_STEPS_PAGE, ErrorInfo, StepItem, StepRecor
 from ostinato.sdk.tasks import Task
 
 __all__ = ["NonDeterminismError", "SignalTimeout", "StepFailedError", "WorkflowContext",
-           "workflow"]
+           "WorkflowTimedOut", "workflow"]
 
 _encoder = msgspec.json.Encoder()
 WorkflowFn = Callable[["WorkflowContext", Any], Awaitable[Any]]
@@ -80,6 +80,16 @@ class StepFailedError(PermanentError):
     def __init__(self, step: str, type: str, message: str) -> None:
         super().__init__(message, type=type)
         self.step = step
+
+
+class WorkflowTimedOut(PermanentError):
+    """The workflow's overall deadline (``@workflow(..., timeout=)``, counted from the run's
+    scheduled time, by the database clock) passed: the run fails for good, nothing more runs."""
+
+    def __init__(self, deadline: datetime) -> None:
+        super().__init__(f"the workflow's deadline {deadline.isoformat()} has passed",
+                         type="workflow_timed_out")
+        self.deadline = deadline
 
 
 class SignalTimeout(OstinatoWorkerError):
@@ -115,8 +125,9 @@ class _History:
 class WorkflowContext:
     """What a workflow function gets: its run's context and ``step``."""
 
-    def __init__(self, run: RunContext) -> None:
+    def __init__(self, run: RunContext, deadline: datetime | None = None) -> None:
         self.run = run
+        self.deadline = deadline  # the workflow's overall deadline; None: none
         self._counter = StepCounter()
         self._history = _History(run)
 
@@ -136,6 +147,7 @@ class WorkflowContext:
                 return recorded.output
             raise StepFailedError(name, recorded.error_type or "step_failed",
                                   recorded.message or "")
+        self._check_deadline()
         started = time.monotonic()
         tries = 0
         while True:
@@ -200,14 +212,17 @@ class WorkflowContext:
             raise NonDeterminismError(decision.message())
         if not isinstance(decision, Execute):
             return decision.step
+        self._check_deadline()
         result = await run.record_step(StepItem(run_id=run.run_id,
                                                 fencing_token=run.fencing_token, seq=seq,
-                                                name=name, wait=wait))
+                                                name=name, wait=wait, deadline=self.deadline))
         if result.status in (404, 409):
             run.mark_lease_lost()
             raise LeaseLost(run.run_id)
         if result.status != 200:
             raise GatewayError(result.status, result.detail or "wait not recorded")
+        if result.deadline_passed and self.deadline is not None:
+            raise WorkflowTimedOut(self.deadline)
         if result.suspended:
             raise Suspended(run.run_id, wait.kind)
         if result.step is None:
@@ -222,14 +237,24 @@ class WorkflowContext:
         run = self.run
         item = StepItem(run_id=run.run_id, fencing_token=run.fencing_token, seq=seq, name=name,
                         output=output, error=error, tries=tries,
-                        duration_ms=round((time.monotonic() - started) * 1000, 3))
+                        duration_ms=round((time.monotonic() - started) * 1000, 3),
+                        deadline=self.deadline)
         result = await run.record_step(item)
         if result.status in (404, 409):
             run.mark_lease_lost()
             raise LeaseLost(run.run_id)
         if result.status != 200:
             raise GatewayError(result.status, result.detail or "step not recorded")
+        if result.deadline_passed and self.deadline is not None:
+            raise WorkflowTimedOut(self.deadline)
         run.steps_done = max(run.steps_done, seq + 1)
+
+
+    def _check_deadline(self) -> None:
+        """Before running a step or a wait: the deadline by this worker's estimate of the
+        database clock (the gateway's own check, when recording, is the one that binds)."""
+        if self.deadline is not None and self.run.database_now() >= self.deadline:
+            raise WorkflowTimedOut(self.deadline)
 
 
 async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -246,16 +271,23 @@ def _step_error(exc: Exception) -> ErrorInfo:
     return error_info(exc)
 
 
-def workflow(name: str) -> Callable[[WorkflowFn], Task]:
+def workflow(name: str, *, timeout: timedelta | float | None = None,
+             ) -> Callable[[WorkflowFn], Task]:
     """Register ``fn(ctx, payload)`` as the workflow of task ``name``: pass the result to
-    ``Worker([...])`` like any task."""
+    ``Worker([...])`` like any task. ``timeout`` (seconds or a timedelta): the workflow's
+    overall deadline, from the run's scheduled time, across every attempt and suspension."""
+    limit = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+    if limit is not None and limit <= 0:
+        raise ValueError("a workflow timeout must be positive")
 
     def decorate(fn: WorkflowFn) -> Task:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"workflow {name!r} must be an async function")
 
         async def run(payload: Any) -> Any:
-            return await fn(WorkflowContext(current()), payload)
+            ctx = current()
+            deadline = None if limit is None else ctx.scheduled_for + timedelta(seconds=limit)
+            return await fn(WorkflowContext(ctx, deadline), payload)
 
         run.__name__ = run.__qualname__ = getattr(fn, "__name__", name)
         return Task(name=name, fn=run)

@@ -60,6 +60,7 @@ class RunRow(msgspec.Struct, frozen=True):
     wait_name: str | None
     wait_signal: str | None
     wake_at: datetime | None  # the timer's due time or the signal wait's timeout
+    deadline_at: datetime | None  # a suspended workflow's overall deadline
 
     @property
     def waits_for_dispatch(self) -> bool:
@@ -133,6 +134,7 @@ class LockedRun(msgspec.Struct, frozen=True):
     wait_name: str | None
     wait_signal: str | None
     wake_at: datetime | None
+    deadline_at: datetime | None
 
 
 class ClaimedRun(msgspec.Struct, frozen=True):
@@ -162,8 +164,13 @@ class RunToken(msgspec.Struct, frozen=True):
     fencing_token: int
 
 
+class SuspendedCount(msgspec.Struct, frozen=True):
+    wait_reason: str
+    n: int
+
+
 class WakingRun(msgspec.Struct, frozen=True):
-    """A suspended run whose timer (or signal-wait timeout) is due."""
+    """A suspended run whose timer (or signal-wait timeout), or workflow deadline, is due."""
 
     id: uuid.UUID
     tenant_id: uuid.UUID
@@ -174,7 +181,12 @@ class WakingRun(msgspec.Struct, frozen=True):
     wait_seq: int
     wait_name: str
     wait_signal: str | None
-    wake_at: datetime
+    wake_at: datetime | None
+    deadline_at: datetime | None
+
+    def wait_is_due(self, now: datetime) -> bool:
+        """The wait's own time came (else only the workflow's deadline did)."""
+        return self.wake_at is not None and self.wake_at <= now
 
 
 class DueRetry(msgspec.Struct, frozen=True):
@@ -281,3 +293,15 @@ async def waiting_candidates(conn: asyncpg.Connection, per_group: int) -> list[W
 async def claim_wakeups(conn: asyncpg.Connection, now: datetime | None,
                         limit: int) -> list[WakingRun]:
     return many(WakingRun, await conn.fetch(Q["claim_wakeups"], now, limit))
+
+
+async def suspended_counts(conn: asyncpg.Connection) -> dict[str, int]:
+    """Suspended workflow runs by what they wait for (timer, signal)."""
+    return {c.wait_reason: c.n
+            for c in many(SuspendedCount, await conn.fetch(Q["suspended_by_reason"]))}
+
+
+async def overdue_wakeups(conn: asyncpg.Connection, now: datetime | None,
+                          older_than: timedelta) -> int:
+    """Suspended runs due longer ago than `older_than`: the wake poll is behind."""
+    return await conn.fetchval(Q["overdue_wakeups"], now, older_than)

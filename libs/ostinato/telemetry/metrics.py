@@ -47,6 +47,7 @@ __all__ = [
     "STALE_WRITES_REJECTED",
     "STUCK_RUNS",
     "TIMER_LATENESS",
+    "WORKFLOWS_SUSPENDED",
     "WORKFLOW_STEPS",
     "WORKFLOW_SUSPENSIONS",
     "render",
@@ -66,6 +67,10 @@ RUNS_CLAIMED = Counter("ostinato_runs_claimed_total", "Run attempts claimed by a
 WORKFLOW_SUSPENSIONS = Counter(
     "ostinato_workflow_suspensions_total",
     "Workflow runs suspended (leaving their worker), by what they wait for.", ["reason"]
+)
+WORKFLOWS_SUSPENDED = Gauge(
+    "ostinato_workflows_suspended", "Workflow runs suspended now, by what they wait for.",
+    ["reason"]
 )
 TIMER_LATENESS = Histogram(
     "ostinato_timer_lateness_seconds",

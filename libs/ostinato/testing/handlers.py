@@ -65,6 +65,9 @@ class MemoryJournal:
             status = 200 if self.steps[item.seq].name == item.name else 409
         elif item.seq > len(self.steps):
             status = 422
+        elif item.deadline is not None and item.deadline <= self.now:
+            result = BatchItemResult(run_id=item.run_id, kind="step", status=200,
+                                     deadline_passed=True)
         elif item.wait is not None:
             result = self._wait(item, item.wait)
         else:
@@ -100,9 +103,14 @@ class MemoryJournal:
             error_type=error.type if error else None))
 
     def advance_to(self, instant: datetime) -> None:
-        """The database clock moves on: a suspended timer or signal wait due by then ends."""
+        """The database clock moves on: a suspended timer or signal wait due by then ends; one
+        whose workflow deadline came first is woken with nothing recorded (it then fails)."""
         self.now = instant
-        if self.suspended is not None and self.suspended[1] is not None \
+        if self.suspended is not None and self.suspended[0].deadline is not None \
+                and self.suspended[0].deadline <= instant \
+                and (self.suspended[1] is None or self.suspended[1] > instant):
+            self.suspended = None
+        elif self.suspended is not None and self.suspended[1] is not None \
                 and self.suspended[1] <= instant:
             item, due = self.suspended
             assert item.wait is not None and due is not None

@@ -1,6 +1,9 @@
-"""Health of the pipeline: outbox rows not published (lag and age) and runs waiting in
-`scheduled` or `queued` longer than a threshold. Each check sets a gauge and logs an error line
-an operator can alert on. (The reconciler's own outbox relay publishes what is waiting.)
+"""Health of the pipeline: outbox rows not published (lag and age), runs waiting in
+`scheduled` or `queued` longer than a threshold, and suspended workflow runs due longer ago
+than it (the scheduler's wake poll is behind or down; state "suspended" of the stuck gauge).
+Each check sets a gauge and logs an error line an operator can alert on; the suspended runs
+are also counted by what they wait for. (The reconciler's own outbox relay publishes what is
+waiting.)
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 
 log = get_logger("ostinato.reconciler")
-WATCHED_STATES = ("scheduled", "queued")
+WATCHED_STATES = ("scheduled", "queued", "suspended")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +35,12 @@ async def check_once(pool: asyncpg.Pool, clock: Clock, *, stuck_after: timedelta
     async with pool.acquire() as conn:
         unpublished, oldest = await outbox.lag(conn, clock)
         counts = await runs.stuck(conn, clock.db_now(), stuck_after)
+        overdue = await runs.overdue_wakeups(conn, clock.db_now(), stuck_after)
+        suspended = await runs.suspended_counts(conn)
     stuck = {state: 0 for state in WATCHED_STATES} | {c.state: c.n for c in counts}
+    stuck["suspended"] = overdue
+    for reason in ("timer", "signal"):
+        metrics.WORKFLOWS_SUSPENDED.labels(reason=reason).set(suspended.get(reason, 0))
     metrics.OUTBOX_UNPUBLISHED.set(unpublished)
     metrics.OUTBOX_OLDEST_UNPUBLISHED_AGE.set(oldest.total_seconds())
     for state, n in stuck.items():

@@ -226,13 +226,15 @@ UPDATE runs SET version = $14, steps_done = greatest(steps_done, $2 + 1) WHERE i
 -- name: project_run_suspended
 -- RunSuspended: the attempt ends (its slot is freed by sync_run_slots); what it waits for.
 UPDATE runs SET state = 'suspended', wait_reason = $4, wait_seq = $5, wait_name = $6,
-                wait_signal = $7, wake_at = $8, updated_at = $2, version = $3
+                wait_signal = $7, wake_at = $8, deadline_at = $9, updated_at = $2, version = $3
 WHERE id = $1;
 
 -- name: project_run_woken
--- RunWoken: scheduled again, for the dispatcher (updated_at orders its queue).
+-- RunWoken: scheduled again, for the dispatcher (updated_at orders its queue), and due again
+-- now: a queue-wait deadline counts from the wake-up, not from the run's first due time.
 UPDATE runs SET state = 'scheduled', wait_reason = NULL, wait_seq = NULL, wait_name = NULL,
-                wait_signal = NULL, wake_at = NULL, updated_at = $2, version = $3
+                wait_signal = NULL, wake_at = NULL, deadline_at = NULL, due_at = $2,
+                updated_at = $2, version = $3
 WHERE id = $1;
 
 -- name: project_signal_received

@@ -29,7 +29,7 @@ WHERE (state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL))
 SELECT id, tenant_id, job_id, task, pool, priority, state, attempt, fencing_token, payload_ref,
        scheduled_for, due_at, traceparent, version, failures, retry_policy, cancel_requested,
        timeout_seconds, queue_wait_seconds, on_queue_wait, worker_id, started_at, last_error,
-       steps_done, wait_reason, wait_seq, wait_name, wait_signal, wake_at
+       steps_done, wait_reason, wait_seq, wait_name, wait_signal, wake_at, deadline_at
 FROM runs WHERE id = ANY($1::uuid[])
 ORDER BY id
 FOR UPDATE;
@@ -132,14 +132,26 @@ FROM grp, LATERAL (
 SELECT id, tenant_id, state, fencing_token FROM runs WHERE id = $1;
 
 -- name: claim_wakeups
--- The scheduler's wake poll: suspended runs whose timer (or signal-wait timeout) is due, oldest
--- first, by one descent of the partial index runs_wake (migration 0015) however many runs
--- sleep; SKIP LOCKED gives each to one scheduler.
+-- The scheduler's wake poll: suspended runs whose timer (or signal-wait timeout) or workflow
+-- deadline is due, oldest first, by one descent of the partial index runs_wake (migration 0016:
+-- its expression and predicate, written here exactly) however many runs sleep; SKIP LOCKED
+-- gives each to one scheduler.
 SELECT id, tenant_id, state, version, traceparent, wait_reason, wait_seq, wait_name,
-       wait_signal, wake_at
+       wait_signal, wake_at, deadline_at
 FROM runs
-WHERE state = 'suspended' AND wake_at IS NOT NULL
-  AND wake_at <= coalesce($1::timestamptz, now())
-ORDER BY wake_at
+WHERE state = 'suspended' AND (wake_at IS NOT NULL OR deadline_at IS NOT NULL)
+  AND least(wake_at, deadline_at) <= coalesce($1::timestamptz, now())
+ORDER BY least(wake_at, deadline_at)
 LIMIT $2
 FOR UPDATE SKIP LOCKED;
+
+-- name: suspended_by_reason
+-- The reconciler's gauge: suspended workflow runs by what they wait for (index runs_suspended).
+SELECT wait_reason, count(*) AS n FROM runs WHERE state = 'suspended' GROUP BY wait_reason;
+
+-- name: overdue_wakeups
+-- The reconciler: suspended runs whose due time passed longer ago than the threshold, so the
+-- scheduler's wake poll is not keeping up (or not running): a range of index runs_wake.
+SELECT count(*) FROM runs
+WHERE state = 'suspended' AND (wake_at IS NOT NULL OR deadline_at IS NOT NULL)
+  AND least(wake_at, deadline_at) < coalesce($1::timestamptz, now()) - $2::interval;
