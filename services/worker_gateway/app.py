@@ -26,16 +26,14 @@ from ostinato.sdk import protocol as p
 from ostinato.tenancy import ADMIN, Principal
 from services.worker_gateway.attempts import Attempts, Outcome
 from services.worker_gateway.presence import WorkerPresence
+from services.worker_gateway.reports import parse_run_id
 from services.worker_gateway.wakeups import ReadySignals
 
 FALLBACK_POLL_SECONDS = 1.0
 
 
 def _outcome(item: p.CompletionItem | p.FailureItem | p.ReleaseItem) -> Outcome:
-    try:
-        run_id: uuid.UUID | None = uuid.UUID(item.run_id)
-    except ValueError:
-        run_id = None
+    run_id = parse_run_id(item.run_id)
     match item:
         case p.CompletionItem():
             return Outcome(

@@ -31,18 +31,11 @@ from ostinato.stores import runs, signals, steps
 from ostinato.stores.runs import LockedRun
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
-from services.worker_gateway.reports import Outcome, record_outcomes
-from services.worker_gateway.steps import parse_run_id, record_steps, step_records
+from services.worker_gateway.reports import Outcome, parse_run_id, record_outcomes
+from services.worker_gateway.steps import record_steps, step_records
 
 _json = msgspec.json.Encoder()
 log = get_logger("ostinato.gateway")
-
-
-def _parse_id(raw: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        return None
 
 
 class Attempts:
@@ -115,7 +108,7 @@ class Attempts:
                         items: Sequence[p.HeartbeatItem]) -> list[p.BatchItemResult]:
         if not items:
             return []
-        ids = [_parse_id(i.run_id) for i in items]
+        ids = [parse_run_id(i.run_id) for i in items]
         async with self.pool.acquire() as conn, conn.transaction():
             extended = {
                 lease.run_id: lease.expires_at
@@ -147,13 +140,8 @@ class Attempts:
             rows = _visible(await runs.lock(conn, ids), tenant_id)
             done = record_outcomes(rows, worker_id, items, self.clock.now())
             await put_blobs(conn, [b[:3] for b in done.blobs], [b[3] for b in done.blobs])
-            await self.store.append(conn, done.events)
-            if done.finished:
-                await attempt_leases.release_leases(conn, done.finished)
-        if done.finished:
-            self.on_finished()
-        for e in done.events:
-            _observe(e)
+            await self._append(conn, done.events, done.finished)
+        self._after(done.events, done.finished)
         return done.results
 
     async def steps(self, tenant_id: uuid.UUID | None, worker_id: str,
@@ -173,14 +161,24 @@ class Attempts:
                 pending = await signals.pending(conn, list(rows), names) if names else {}
             done = record_steps(rows, worker_id, items, now, pending)
             await put_blobs(conn, done.blobs, "step")
-            await self.store.append(conn, done.events)
-            if done.finished:
-                await attempt_leases.release_leases(conn, done.finished)
-        if done.finished:
-            self.on_finished()
-        for e in done.events:
-            _observe(e)
+            await self._append(conn, done.events, done.finished)
+        self._after(done.events, done.finished)
         return done.results
+
+    async def _append(self, conn: asyncpg.Connection, events: Sequence[NewEvent],
+                      finished: Sequence[uuid.UUID]) -> None:
+        """In the report's transaction: the events, and the end of the leases of the runs
+        that left `running`."""
+        await self.store.append(conn, events)
+        if finished:
+            await attempt_leases.release_leases(conn, list(finished))
+
+    def _after(self, events: Sequence[NewEvent], finished: Sequence[uuid.UUID]) -> None:
+        """After the commit: slots freed wake the claim loop; metrics and log lines."""
+        if finished:
+            self.on_finished()
+        for e in events:
+            _observe(e)
 
     async def recorded_steps(self, tenant_id: uuid.UUID | None, run_id: str,
                              req: p.StepsRequest) -> p.StepsResponse | int:

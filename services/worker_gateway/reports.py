@@ -39,6 +39,14 @@ ENDINGS = (ev.RunSucceeded, ev.RunFailed, ev.AttemptTimedOut, ev.LeaseReleased, 
            ev.RunDeadLettered)
 
 
+def parse_run_id(raw: str) -> uuid.UUID | None:
+    """A run id from the wire; None when it is not a UUID (answered 404 like an unknown run)."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """A completion, failure or release to record."""

@@ -44,6 +44,7 @@ from ostinato.sdk import protocol as p
 from ostinato.stores.runs import LockedRun
 from ostinato.stores.signals import PendingSignal
 from ostinato.stores.steps import StepRow
+from services.worker_gateway.reports import parse_run_id
 
 INLINE_OUTPUT_BYTES = 16 * 1024  # larger step outputs live in the blob store
 _json = msgspec.json.Encoder()
@@ -55,13 +56,6 @@ class RecordedSteps:
     events: list[NewEvent] = field(default_factory=list)
     blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]] = field(default_factory=list)
     finished: list[uuid.UUID] = field(default_factory=list)  # suspended: their leases end
-
-
-def parse_run_id(raw: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        return None
 
 
 def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,

@@ -117,9 +117,7 @@ class _History:
             record = self._page.get(seq)
             if record is None:
                 raise GatewayError(0, f"the gateway returned no recorded step {seq}")
-        return RecordedStep(seq=record.seq, name=record.name, succeeded=record.succeeded,
-                            output=record.output, error_type=record.error_type,
-                            message=record.message)
+        return _recorded(record)
 
 
 class WorkflowContext:
@@ -228,9 +226,7 @@ class WorkflowContext:
         if result.step is None:
             raise GatewayError(result.status, "the gateway neither suspended nor resumed")
         run.steps_done = max(run.steps_done, seq + 1)
-        r = result.step
-        return RecordedStep(seq=r.seq, name=r.name, succeeded=r.succeeded, output=r.output,
-                            error_type=r.error_type, message=r.message)
+        return _recorded(result.step)
 
     async def _record(self, seq: int, name: str, output: msgspec.Raw | None,
                       error: ErrorInfo | None, tries: int, started: float) -> None:
@@ -255,6 +251,12 @@ class WorkflowContext:
         database clock (the gateway's own check, when recording, is the one that binds)."""
         if self.deadline is not None and self.run.database_now() >= self.deadline:
             raise WorkflowTimedOut(self.deadline)
+
+
+def _recorded(record: StepRecord) -> RecordedStep:
+    return RecordedStep(seq=record.seq, name=record.name, succeeded=record.succeeded,
+                        output=record.output, error_type=record.error_type,
+                        message=record.message)
 
 
 async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
