@@ -275,7 +275,8 @@ CREATE TABLE public.run_signals (
     name text NOT NULL,
     payload json,
     received_at timestamp with time zone NOT NULL,
-    delivered_seq integer
+    delivered_seq integer,
+    payload_ref uuid
 );
 
 --
@@ -356,7 +357,10 @@ CREATE TABLE public.runs (
     wait_name text,
     wait_signal text,
     wake_at timestamp with time zone,
-    deadline_at timestamp with time zone
+    deadline_at timestamp with time zone,
+    parent_run_id uuid,
+    parent_notified boolean DEFAULT false NOT NULL,
+    wait_child uuid
 );
 
 --
@@ -574,13 +578,6 @@ ALTER TABLE ONLY public.run_steps
     ADD CONSTRAINT run_steps_pkey PRIMARY KEY (run_id, seq);
 
 --
--- Name: runs runs_job_id_scheduled_for_key; Type: CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.runs
-    ADD CONSTRAINT runs_job_id_scheduled_for_key UNIQUE (job_id, scheduled_for);
-
---
 -- Name: runs runs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -691,6 +688,18 @@ CREATE INDEX jobs_tenant_created ON public.jobs USING btree (tenant_id, created_
 CREATE INDEX run_signals_pending ON public.run_signals USING btree (run_id, name, received_at) WHERE (delivered_seq IS NULL);
 
 --
+-- Name: runs_children; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_children ON public.runs USING btree (parent_run_id, id) WHERE (parent_run_id IS NOT NULL);
+
+--
+-- Name: runs_children_done; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_children_done ON public.runs USING btree (updated_at) WHERE ((parent_run_id IS NOT NULL) AND (NOT parent_notified) AND (state = ANY (ARRAY['succeeded'::text, 'dead_lettered'::text, 'cancelled'::text])));
+
+--
 -- Name: runs_dispatchable; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -701,6 +710,12 @@ CREATE INDEX runs_dispatchable ON public.runs USING btree (tenant_id, pool, prio
 --
 
 CREATE INDEX runs_job_active ON public.runs USING btree (job_id) WHERE (state <> ALL (ARRAY['succeeded'::text, 'dead_lettered'::text, 'cancelled'::text, 'failed'::text]));
+
+--
+-- Name: runs_job_slot; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX runs_job_slot ON public.runs USING btree (job_id, scheduled_for) WHERE (parent_run_id IS NULL);
 
 --
 -- Name: runs_ready; Type: INDEX; Schema: public; Owner: -

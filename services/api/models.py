@@ -89,6 +89,8 @@ class RunView(msgspec.Struct, kw_only=True):
     waiting_reason: str | None = None  # why it waits: the dispatcher, a timer, a signal
     steps_done: int = 0  # a workflow's recorded steps (GET /v1/runs/{id}/steps)
     current_step: str | None = None  # a suspended workflow's waiting step (sleep, signal:x)
+    parent_run_id: uuid.UUID | None = None  # a workflow's child: its parent run
+    waiting_for_child: uuid.UUID | None = None  # the child run a suspended workflow waits for
 
 
 class StepView(msgspec.Struct, kw_only=True):
@@ -112,6 +114,21 @@ class StepsPage(msgspec.Struct, kw_only=True):
     steps_done: int
     items: list[StepView]
     next_after: int | None = None  # pass as `after` for the next page; None: the last page
+
+
+class ChildView(msgspec.Struct, kw_only=True):
+    """A workflow's child run (its details: GET /v1/runs/{id})."""
+
+    id: uuid.UUID
+    task: str
+    state: str
+    parent_notified: bool  # final, and its parent was told (woken, if it waited for it)
+
+
+class ChildrenPage(msgspec.Struct, kw_only=True):
+    run_id: uuid.UUID
+    items: list[ChildView]
+    next_after: uuid.UUID | None = None  # pass as `after` for the next page; None: the last
 
 
 class SignalAccepted(msgspec.Struct, kw_only=True):

@@ -88,6 +88,8 @@ def run_view(run: RunRow, output: Any = None, waiting_reason: str | None = None)
         concurrency_key=run.concurrency_key, resource=run.resource,
         waiting_reason=waiting_reason, steps_done=run.steps_done,
         current_step=run.wait_name if run.state == RunState.SUSPENDED else None,
+        parent_run_id=run.parent_run_id,
+        waiting_for_child=run.wait_child if run.state == RunState.SUSPENDED else None,
     )
 
 

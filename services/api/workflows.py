@@ -14,7 +14,7 @@ from ostinato import runs
 from ostinato.domain.errors import InvalidInput, NotFound, PayloadTooLarge
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
-from services.api.models import SignalAccepted, StepsPage, StepView
+from services.api.models import ChildrenPage, ChildView, SignalAccepted, StepsPage, StepView
 from services.api.scope import Tenant
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
@@ -40,6 +40,20 @@ async def run_steps(run_id: FromPath[uuid.UUID], tenant: Tenant,
                         output=s.output, output_ref=s.output_ref, error_type=s.error_type,
                         message=s.message) for s in page],
         next_after=page[-1].seq if len(page) == limit else None)
+
+
+@get("/v1/runs/{run_id:uuid}/children", tags=["runs"])
+async def run_children(run_id: FromPath[uuid.UUID], tenant: Tenant,
+                       after: FromQuery[uuid.UUID | None] = None,
+                       limit: FromQuery[Limit] = 100) -> ChildrenPage:
+    """A workflow run's child runs (`ctx.child`, `ctx.start_child`) in id order, after the id
+    `after`."""
+    if await run_store.by_id(tenant.conn, tenant.tenant_id, run_id) is None:
+        raise NotFound(f"no run {run_id}")
+    page = await run_store.children_of(tenant.conn, tenant.tenant_id, run_id, after, limit)
+    return ChildrenPage(run_id=run_id, items=[
+        ChildView(id=c.id, task=c.task, state=c.state, parent_notified=c.parent_notified)
+        for c in page], next_after=page[-1].id if len(page) == limit else None)
 
 
 @post("/v1/runs/{run_id:uuid}/signals/{name:str}", status_code=202, tags=["runs"])
@@ -74,4 +88,4 @@ async def _payload(request: Request, max_bytes: int) -> Any:
                            errors=[{"field": "body", "message": "invalid JSON"}]) from exc
 
 
-ROUTES = [run_steps, send_signal]
+ROUTES = [run_steps, run_children, send_signal]

@@ -1,7 +1,7 @@
 """The scheduler's duties (`duties`, run by `ostinato.runtime.duties`): turn due occurrences
 into runs (or recorded skips), hand runs whose retry is due back to the dispatcher, wake
-suspended workflow runs whose timer (or signal-wait timeout) is due, and keep the shard
-leases.
+suspended workflow runs whose timer (or signal-wait timeout) is due, tell parents that their
+child runs ended (`ostinato.runs.children`), and keep the shard leases.
 
 One `fire_due` tick holds the shard leases still current in its transaction, locks a small
 batch of due jobs of those shards (`FOR UPDATE SKIP LOCKED` over the partial index on
@@ -23,6 +23,7 @@ from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.materialise import Waiting, decide_and_append
 from ostinato.leases.shard import SHARDS, ShardLeases, ShardOwnership, hold
+from ostinato.runs.children import notify_parents
 from ostinato.runtime.duties import Duty
 from ostinato.stores import jobs, runs
 from ostinato.telemetry import metrics
@@ -30,6 +31,7 @@ from ostinato.telemetry import metrics
 ACTOR = "scheduler"
 RETRY_BATCH = 500  # runs whose retry is due, per transaction
 WAKE_BATCH = 500  # suspended runs woken, per transaction
+CHILD_BATCH = 500  # final children told to their parents, per transaction
 
 
 async def fire_due(
@@ -130,9 +132,17 @@ def duties(
             on_created()
         return woken
 
+    async def tell_parents(now: datetime) -> int:
+        async with pool.acquire() as conn:
+            told = await notify_parents(conn, store, batch_size=CHILD_BATCH, actor=ACTOR)
+        if told:
+            on_created()
+        return told
+
     found = [Duty("fire_due", poll_seconds, fire, batch=batch_size, turn=turn),
              Duty("release_retries", poll_seconds, retries, batch=RETRY_BATCH, turn=turn),
-             Duty("wake_suspended", poll_seconds, wake, batch=WAKE_BATCH, turn=turn)]
+             Duty("wake_suspended", poll_seconds, wake, batch=WAKE_BATCH, turn=turn),
+             Duty("notify_parents", poll_seconds, tell_parents, batch=CHILD_BATCH, turn=turn)]
     if leases is None:
         return found
     renew_every = leases.ttl.total_seconds() / 3

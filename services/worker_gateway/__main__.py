@@ -6,6 +6,7 @@ from __future__ import annotations
 from ostinato.bus.consumer import BatchConsumer
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
+from ostinato.runs.children import ChildRules
 from ostinato.runtime.duties import outbox_relay
 from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service, run_service, run_until_stopped
@@ -23,7 +24,11 @@ async def amain() -> None:
     relay = service.add_duty(outbox_relay(OutboxRelay(pool, producer, settings.topics)))
     signals = ReadySignals()
     attempts = Attempts(pool, store, service.clock, lease_ttl_seconds=settings.lease_ttl_seconds,
-                        on_finished=relay.wake)
+                        on_finished=relay.wake, child_rules=ChildRules(
+                            pools=frozenset(settings.pool_names),
+                            classes=frozenset(c.name for c in settings.classes),
+                            pool_retry=settings.pool_retry,
+                            max_payload_bytes=settings.max_payload_bytes))
     consumer = BatchConsumer(bootstrap=settings.kafka_bootstrap, group=None,
                              name="worker-gateway",
                              topics=[settings.topics.ready(p) for p in settings.pool_names],

@@ -12,7 +12,7 @@ tenant. Events, blobs, logs and metrics always carry the run's own tenant, from 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from logging import DEBUG
 
@@ -26,13 +26,14 @@ from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
 from ostinato.leases import attempts as attempt_leases
 from ostinato.outcomes import observe
+from ostinato.runs import children
 from ostinato.sdk import protocol as p
 from ostinato.stores import runs, signals, steps
 from ostinato.stores.runs import LockedRun
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
 from services.worker_gateway.reports import Outcome, parse_run_id, record_outcomes
-from services.worker_gateway.steps import record_steps, step_records
+from services.worker_gateway.steps import Children, record_steps, step_records
 
 _json = msgspec.json.Encoder()
 log = get_logger("ostinato.gateway")
@@ -40,8 +41,10 @@ log = get_logger("ostinato.gateway")
 
 class Attempts:
     def __init__(self, pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
-                 lease_ttl_seconds: float, on_finished: Callable[[], None] = lambda: None) -> None:
+                 lease_ttl_seconds: float, on_finished: Callable[[], None] = lambda: None,
+                 child_rules: children.ChildRules | None = None) -> None:
         self.on_finished = on_finished
+        self.child_rules = child_rules or children.ChildRules()
         self.pool = pool
         self.store = store
         self.clock = clock
@@ -151,7 +154,7 @@ class Attempts:
             return []
         ids = [i for i in (parse_run_id(item.run_id) for item in items) if i is not None]
         waits = [i.wait for i in items if i.wait is not None]
-        timed = waits or any(i.deadline is not None for i in items)
+        timed = waits or any(i.deadline is not None or i.child is not None for i in items)
         async with self.pool.acquire() as conn, conn.transaction():
             rows = _visible(await runs.lock(conn, ids), tenant_id)
             now = pending = None
@@ -159,11 +162,26 @@ class Attempts:
                 now = self.clock.db_now() or await signals.database_now(conn)
                 names = [w.signal for w in waits if w.signal]
                 pending = await signals.pending(conn, list(rows), names) if names else {}
-            done = record_steps(rows, worker_id, items, now, pending)
+                pending = await _with_payloads(conn, pending)
+            done = record_steps(rows, worker_id, items, now, pending,
+                                await self._children(conn, rows, items))
+            await put_blobs(conn, done.payloads)
             await put_blobs(conn, done.blobs, "step")
             await self._append(conn, done.events, done.finished)
         self._after(done.events, done.finished)
         return done.results
+
+    async def _children(self, conn: asyncpg.Connection, rows: Mapping[uuid.UUID, LockedRun],
+                        items: Sequence[p.StepItem]) -> Children | None:
+        """For the child steps among `items`: the children that exist already (a resent
+        report), and the outputs of the final ones."""
+        ids = [children.child_run_id(rid, i.seq) for i in items if i.child is not None
+               and (rid := parse_run_id(i.run_id)) is not None and rid in rows]
+        if not ids:
+            return None
+        existing = await runs.children(conn, ids)
+        outputs = await children.outputs_of(conn, list(existing.values())) if existing else {}
+        return Children(self.child_rules, existing, outputs)
 
     async def _append(self, conn: asyncpg.Connection, events: Sequence[NewEvent],
                       finished: Sequence[uuid.UUID]) -> None:
@@ -223,6 +241,19 @@ class Attempts:
         for e in events:
             _log_stale(e.tenant_id, e.stream_id, e.event)  # type: ignore[arg-type]
         return current
+
+
+async def _with_payloads(conn: asyncpg.Connection,
+                         pending: dict[tuple[uuid.UUID, str], signals.PendingSignal],
+                         ) -> dict[tuple[uuid.UUID, str], signals.PendingSignal]:
+    """Pending signals with the payloads kept in the blob store put back (their events keep
+    the reference; the workflow gets the payload)."""
+    kept = [s for s in pending.values() if s.payload_ref is not None]
+    if not kept:
+        return pending
+    docs = await get_blobs(conn, [s.payload_ref for s in kept if s.payload_ref], None)
+    return {k: s if s.payload_ref is None else msgspec.structs.replace(
+        s, payload=docs.get(s.payload_ref)) for k, s in pending.items()}
 
 
 def _visible(rows: Sequence[LockedRun],

@@ -23,6 +23,14 @@ A step with a `wait` (a timer, a signal) at the next position, token current:
   scheduler's wake poll (a timer, a timeout, the deadline) or the signal's arrival
   (`ostinato.runs.signals`) wakes the run later.
 
+A step with a `child` (`ostinato.runs.children`) at the next position, token current: the
+child run is created (`RunScheduled` on its stream, `ChildStarted` on the parent's); waited for
+(`ctx.child`), the run is suspended as above until the child is final; otherwise the answer
+carries the record (the child's run id). A child whose fields are refused gets 422 and nothing;
+a run whose cancel was requested starts no child (the answer says `cancel_requested`). A child
+that exists already (a resent report) is not created again; waited for and already final, its
+outcome is the position's record at once.
+
 Any item past the workflow's deadline (`StepItem.deadline`, by the database clock) records
 nothing; the answer says `deadline_passed` and the workflow fails (`workflow_timed_out`).
 """
@@ -37,16 +45,18 @@ from datetime import datetime, timedelta
 import msgspec
 
 from ostinato.domain import events as ev
+from ostinato.domain.errors import InvalidInput
 from ostinato.domain.ids import new_id
-from ostinato.domain.states import RunState
+from ostinato.domain.states import FINAL, RunState
+from ostinato.domain.workflow import INLINE_OUTPUT_BYTES
 from ostinato.eventlog.records import NewEvent, StreamHead
+from ostinato.runs import children as kids
 from ostinato.sdk import protocol as p
-from ostinato.stores.runs import LockedRun
+from ostinato.stores.runs import ChildRun, LockedRun
 from ostinato.stores.signals import PendingSignal
 from ostinato.stores.steps import StepRow
 from services.worker_gateway.reports import parse_run_id
 
-INLINE_OUTPUT_BYTES = 16 * 1024  # larger step outputs live in the blob store
 _json = msgspec.json.Encoder()
 
 
@@ -55,15 +65,27 @@ class RecordedSteps:
     results: list[p.BatchItemResult] = field(default_factory=list)
     events: list[NewEvent] = field(default_factory=list)
     blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]] = field(default_factory=list)
+    payloads: list[tuple[uuid.UUID, uuid.UUID, bytes]] = field(default_factory=list)  # children's
     finished: list[uuid.UUID] = field(default_factory=list)  # suspended: their leases end
+
+
+@dataclass(frozen=True)
+class Children:
+    """What recording child steps needs besides the rows: the rules, the children that exist
+    already among those asked for, and the outputs of the final ones."""
+
+    rules: kids.ChildRules = field(default_factory=kids.ChildRules)
+    existing: Mapping[uuid.UUID, ChildRun] = field(default_factory=dict)
+    outputs: Mapping[uuid.UUID, object] = field(default_factory=dict)
 
 
 def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
                  items: Sequence[p.StepItem], now: datetime | None = None,
                  pending: Mapping[tuple[uuid.UUID, str], PendingSignal] | None = None,
-                 ) -> RecordedSteps:
-    """Pure over the locked rows the worker may see, the database clock `now` and the pending
-    signals of the runs that wait for one: the events and answers for its steps."""
+                 children: Children | None = None) -> RecordedSteps:
+    """Pure over the locked rows the worker may see, the database clock `now`, the pending
+    signals of the runs that wait for one and the children asked for: the events and answers
+    for its steps."""
     actor = f"worker:{worker_id}"
     done = RecordedSteps()
     heads = {rid: StreamHead.of(r) for rid, r in rows.items()}
@@ -93,6 +115,12 @@ def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
             done.results.append(_answer(item, 422, f"step {item.seq} reported before step "
                                         f"{next_seq[rid]}"))
             continue
+        elif item.child is not None:
+            assert now is not None, "a child needs the database clock"
+            if _child_step(row, head, item, item.child, children or Children(), now, actor,
+                           done):
+                next_seq[rid] = item.seq + 1
+            continue
         elif item.wait is not None:
             if (problem := _bad_wait(item.wait)) is not None:
                 done.results.append(_answer(item, 422, problem))
@@ -112,6 +140,64 @@ def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
         done.events.append(head.next(event, actor, epoch=item.fencing_token,
                                      traceparent=row.traceparent))
     return done
+
+
+def _child_step(row: LockedRun, head: StreamHead, item: p.StepItem, spec: p.ChildSpec,
+                children: Children, now: datetime, actor: str, done: RecordedSteps) -> bool:
+    """Record a child step into `done`; True when its position is recorded now."""
+    if row.cancel_requested:
+        done.results.append(p.BatchItemResult(
+            run_id=item.run_id, kind="step", status=200, cancel_requested=True,
+            detail="the run's cancel was requested: no child is started"))
+        return False
+    seq, name, epoch = item.seq, item.name, item.fencing_token
+    child_id = kids.child_run_id(row.id, seq)
+    existing = children.existing.get(child_id)
+    events: list[NewEvent] = []
+    if existing is None:
+        request = kids.ChildRequest(task=spec.task, payload=spec.payload, pool=spec.pool,
+                                    priority=spec.priority, retry=spec.retry,
+                                    timeout_seconds=spec.timeout_seconds, awaited=spec.wait)
+        try:
+            start = kids.child_started(row, head, seq, name, request, children.rules, now,
+                                       actor, epoch)
+        except InvalidInput as exc:
+            done.results.append(_answer(item, 422, str(exc)))
+            return False
+        events += start.events
+        done.payloads += start.payloads
+    elif not spec.wait:
+        events.append(head.next(ev.ChildStarted(seq=seq, name=name, child_run_id=child_id,
+                                                task=spec.task, awaited=False,
+                                                attempt=row.attempt),
+                                actor, epoch=epoch, traceparent=row.traceparent))
+    if spec.wait and existing is not None and RunState(existing.state) in FINAL:
+        outcome = kids.finished(existing, seq, name, children.outputs.get(child_id),
+                                done.blobs)
+        events.append(head.next(outcome, actor, epoch=epoch, traceparent=row.traceparent))
+        done.events += events
+        done.results.append(_resumed(item, _child_record(outcome,
+                                                         children.outputs.get(child_id))))
+        return True
+    if spec.wait:
+        events.append(head.next(ev.RunSuspended(
+            attempt=row.attempt, fencing_token=epoch, seq=seq, name=name, reason="child",
+            deadline_at=item.deadline, child_run_id=child_id), actor, epoch=epoch,
+            traceparent=row.traceparent))
+        done.events += events
+        done.finished.append(row.id)
+        done.results.append(_suspended(item))
+        return False
+    done.events += events
+    done.results.append(_resumed(item, p.StepRecord(seq=seq, name=name, succeeded=True,
+                                                    output=str(child_id))))
+    return True
+
+
+def _child_record(e: ev.ChildFinished, output: object) -> p.StepRecord:
+    ok = e.state == "succeeded"
+    return p.StepRecord(seq=e.seq, name=e.name, succeeded=ok, output=output if ok else None,
+                        error_type=e.error_type, message=e.message)
 
 
 def _step_event(row: LockedRun, item: p.StepItem,
@@ -155,7 +241,8 @@ def _wait_event(row: LockedRun, item: p.StepItem, wait: p.WaitSpec, now: datetim
                 _suspended(item))
     if signal is not None:
         return (ev.SignalDelivered(seq=seq, attempt=attempt, name=name,
-                                   signal_id=signal.signal_id, payload=signal.payload),
+                                   signal_id=signal.signal_id, payload_ref=signal.payload_ref,
+                                   payload=None if signal.payload_ref else signal.payload),
                 _resumed(item, p.StepRecord(seq=seq, name=name, succeeded=True,
                                             output=signal.payload)))
     if wait.timeout_seconds == 0:

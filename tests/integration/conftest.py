@@ -13,10 +13,25 @@ from ostinato.clock import Clock, SystemClock
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from services.api.app import create_app
+from services.worker_gateway.app import create_app as create_gateway_app
+from services.worker_gateway.attempts import Attempts
+from services.worker_gateway.wakeups import ReadySignals
 
 from .helpers import store
 
 ADMIN = "test-admin-key"
+GATEWAY_BASE = "http://gateway.test"
+
+
+@pytest.fixture
+async def gateway(pool: asyncpg.Pool, db_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """The worker-gateway in-process (system clock, 30 s leases), for SDK workers."""
+    service = Service("worker-gateway", Settings(database_url=db_url, admin_key=ADMIN))
+    service.pool = pool
+    attempts = Attempts(pool, store(), SystemClock(), lease_ttl_seconds=30)
+    transport = httpx.ASGITransport(app=create_gateway_app(service, attempts, ReadySignals()))
+    async with httpx.AsyncClient(transport=transport, base_url=GATEWAY_BASE) as c:
+        yield c
 
 
 @pytest.fixture

@@ -54,6 +54,10 @@ ROW_OF = {
     (runs, "suspended_by_reason"): runs.SuspendedCount,
     (signals, "pending_signals"): signals.PendingSignal,
     (signals, "signal_by_id"): signals.SignalRow,
+    (runs, "children_by_id"): runs.ChildRun,
+    (runs, "finished_children"): runs.ChildRun,
+    (runs, "lock_children"): runs.ChildRun,
+    (runs, "children_of"): runs.ChildRun,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
 SCALAR = {
@@ -61,6 +65,7 @@ SCALAR = {
     (runs, "active_runs_of_jobs"), (runs, "runs_of_job_between"), (runs, "timed_out_runs"),
     (runs, "queue_wait_expired"), (jobs, "oldest_due"), (calendars, "calendar_names"),
     (tenants, "tenant_by_name"), (signals, "database_now"), (runs, "overdue_wakeups"),
+    (runs, "active_children"),
 }
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,6 +19,7 @@ from prometheus_client import REGISTRY
 
 from ostinato.clock import FakeClock, SystemClock
 from ostinato.domain import events as ev
+from ostinato.domain.workflow import INLINE_OUTPUT_BYTES
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import read_stream
 from ostinato.jobs.request import JobRequest
@@ -35,24 +35,12 @@ from services.reconciler.checks import pipeline
 from services.scheduler.tick import fire_due, release_retries, wake_suspended
 from services.worker_gateway.app import create_app
 from services.worker_gateway.attempts import Attempts
-from services.worker_gateway.steps import INLINE_OUTPUT_BYTES
 from services.worker_gateway.wakeups import ReadySignals
 
-from .conftest import ADMIN, assert_problem, auth
+from .conftest import ADMIN, GATEWAY_BASE, assert_problem, auth
 from .helpers import dispatch, new_job, new_tenant, store
 
 pytestmark = pytest.mark.integration
-BASE = "http://gateway.test"
-
-
-@pytest.fixture
-async def gateway(pool: asyncpg.Pool, db_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    service = Service("worker-gateway", Settings(database_url=db_url, admin_key=ADMIN))
-    service.pool = pool
-    attempts = Attempts(pool, store(), SystemClock(), lease_ttl_seconds=30)
-    transport = httpx.ASGITransport(app=create_app(service, attempts, ReadySignals()))
-    async with httpx.AsyncClient(transport=transport, base_url=BASE) as c:
-        yield c
 
 
 async def queued_workflow_run(pool: asyncpg.Pool, tenant_id: uuid.UUID, task: str,
@@ -78,7 +66,7 @@ async def run_row(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: uuid.UUID) -
 async def work_until(pool: asyncpg.Pool, gw: httpx.AsyncClient, key: str, task: Any,
                      tenant_id: uuid.UUID, run_id: uuid.UUID, state: str) -> None:
     """Run an SDK worker with `task` until the run reaches `state`."""
-    worker = Worker(BASE, key, [task], http_client=gw, claim_wait_seconds=0.2,
+    worker = Worker(GATEWAY_BASE, key, [task], http_client=gw, claim_wait_seconds=0.2,
                     shutdown_grace_seconds=0)
     running = asyncio.create_task(worker.run())
     try:
@@ -442,7 +430,7 @@ async def test_ten_thousand_sleeping_workflows_are_woken_and_finish(
         await ctx.sleep(timedelta(hours=1))
         await ctx.step("done", done, 1)
 
-    worker = Worker(BASE, key, [nap], http_client=gateway, claim_wait_seconds=0.2,
+    worker = Worker(GATEWAY_BASE, key, [nap], http_client=gateway, claim_wait_seconds=0.2,
                     shutdown_grace_seconds=0, concurrency=500)
     running = asyncio.create_task(worker.run())
     try:
@@ -531,7 +519,7 @@ async def test_a_cancelled_workflow_stops_at_its_running_step_and_runs_no_later_
         await ctx.step("after", after)
 
     run_id = await queued_workflow_run(pool, tenant_id, "cancel.me")
-    worker = Worker(BASE, key, [flow], http_client=gateway, claim_wait_seconds=0.2,
+    worker = Worker(GATEWAY_BASE, key, [flow], http_client=gateway, claim_wait_seconds=0.2,
                     shutdown_grace_seconds=0)
     running = asyncio.create_task(worker.run())
     try:
@@ -564,7 +552,7 @@ async def test_a_workflow_asleep_past_its_deadline_is_woken_then_and_fails_for_g
     async def bounded(ctx: WorkflowContext, payload: None) -> None:
         await ctx.sleep(timedelta(hours=3))
 
-    async with httpx.AsyncClient(transport=transport, base_url=BASE) as gw:
+    async with httpx.AsyncClient(transport=transport, base_url=GATEWAY_BASE) as gw:
         run_id = await queued_workflow_run(pool, tenant_id, "bounded.nap")
         await work_until(pool, gw, key, bounded, tenant_id, run_id, "suspended")
         row = await run_row(pool, tenant_id, run_id)

@@ -79,8 +79,29 @@ def test_every_event_round_trips_through_the_codec() -> None:
         ev.DeadLetterTriaged(state="acknowledged", comment=None, by="t"),
         ev.DeadLetterReplayed(new_run_id=uuid.uuid4(), request_key="k", payload_changed=False,
                               by="t"),
+        ev.StepCompleted(seq=0, name="a", attempt=1, fencing_token=1, output={"n": 1}),
+        ev.StepFailed(seq=1, name="b", attempt=1, fencing_token=1, error_type="x", message="m"),
+        ev.RunSuspended(attempt=1, fencing_token=1, seq=2, name="child:t", reason="child",
+                        child_run_id=uuid.uuid4()),
+        ev.RunWoken(cause="child"),
+        ev.TimerFired(seq=2, name="sleep", due_at=now),
+        ev.SignalReceived(signal_id=uuid.uuid4(), name="go", payload=[1]),
+        ev.SignalDelivered(seq=3, name="signal:go", signal_id=uuid.uuid4()),
+        ev.SignalTimedOut(seq=3, name="signal:go", deadline=now),
+        ev.ChildStarted(seq=4, name="child:t", child_run_id=uuid.uuid4(), task="t",
+                        awaited=True, attempt=1),
+        ev.ChildFinished(seq=4, name="child:t", child_run_id=uuid.uuid4(), state="succeeded",
+                         output="ok"),
+        ev.ParentNotified(parent_run_id=uuid.uuid4(), woke=True),
     ]
     assert {type(s) for s in samples} == set(ev.CATALOGUE)
+    every: set[type[ev.Event]] = set()
+    todo: list[type[ev.Event]] = [ev.Event]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            todo.append(sub)
+            every.add(sub)
+    assert every == set(ev.CATALOGUE)  # no event left out of the catalogue (or the decoder)
     for sample in samples:
         assert ev.decode_event(ev.encode_event(sample)) == sample
         assert json.loads(ev.encode_event(sample))["type"] == ev.event_type(sample)

@@ -358,6 +358,32 @@ async def test_reporter_sends_items_whose_linger_timer_fired_early(
     assert await reporter.close(1.0) == []
 
 
+async def test_reporter_sends_a_workflow_step_without_lingering(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A workflow awaits each step's answer, so a step makes the batch due at once and takes the
+    outcomes pending with it; the monotonic clock never moves here, so no linger can expire."""
+    monkeypatch.setattr(reporter_module, "time", SimpleNamespace(monotonic=lambda: 1000.0))
+    requests: list[p.BatchRequest] = []
+
+    async def transport(request: p.BatchRequest) -> p.BatchResponse:
+        requests.append(request)
+        return p.BatchResponse(results=[
+            *(p.BatchItemResult(run_id=c.run_id, kind="complete", status=200)
+              for c in request.completions),
+            *(p.BatchItemResult(run_id=s.run_id, kind="step", status=200)
+              for s in request.steps)])
+
+    reporter = Reporter(transport, worker_id="w", linger_seconds=3600.0)
+    reporter.start()
+    reporter.complete("r0", 1, None)
+    await asyncio.sleep(0)
+    assert requests == []  # an outcome lingers
+    answer = await reporter.step(p.StepItem(run_id="r1", fencing_token=1, seq=0, name="s"))
+    assert answer.status == 200
+    assert [(len(r.completions), len(r.steps)) for r in requests] == [(1, 1)]
+    assert await reporter.close(1.0) == []
+
+
 def test_protocol_requests_are_strict_and_compact() -> None:
     with pytest.raises(msgspec.ValidationError, match="unknown field"):
         msgspec.json.decode(b'{"worker_id": "w", "max_runs": 1, "extra": 1}', type=p.ClaimRequest)

@@ -10,6 +10,7 @@ import pytest
 
 PUBLIC_NAMES = [
     "Cancelled",
+    "ChildFailedError",
     "GatewayError",
     "Handler",
     "LeaseLost",

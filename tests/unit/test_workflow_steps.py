@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,6 +21,7 @@ from ostinato.domain.workflow import (
 )
 from ostinato.sdk import (
     Cancelled,
+    ChildFailedError,
     LeaseLost,
     NonDeterminismError,
     PermanentError,
@@ -348,3 +350,59 @@ async def test_a_workflow_past_its_overall_deadline_fails_and_records_nothing_mo
     assert calls == ["work"] and [s.name for s in env.journal.steps] == ["first"]
     with pytest.raises(ValueError, match="positive"):
         workflow("never", timeout=0)
+
+
+# -- children over the in-memory journal -------------------------------------------------------
+
+def parent_of(calls: list[str]) -> Task:
+    @workflow("orders.parent")
+    async def parent(ctx: WorkflowContext, payload: int) -> object:
+        calls.append("parent")
+        mail = await ctx.start_child("mail.send", {"to": payload})
+        try:
+            charged = await ctx.child("billing.charge", {"amount": payload}, pool="default")
+        except ChildFailedError as exc:
+            return {"mail": mail, "failed": exc.type, "message": str(exc)}
+        return {"mail": mail, "charged": charged}
+
+    return parent
+
+
+async def test_a_child_suspends_its_parent_and_its_output_is_the_steps() -> None:
+    calls: list[str] = []
+    env = HandlerEnvironment()
+    with pytest.raises(Suspended):
+        await env.run(parent_of(calls), 3)
+    journal = env.journal
+    assert {seq: (c.task, c.wait) for seq, c in journal.children.items()} == {
+        0: ("mail.send", False), 1: ("billing.charge", True)}
+    assert journal.children[1].pool == "default"
+    assert msgspec.json.decode(journal.children[1].payload) == {"amount": 3}
+    journal.finish_child({"id": "ch_1"})
+    result = await env.next_attempt().run(parent_of(calls), 3)
+    assert result == {"mail": "child-0", "charged": {"id": "ch_1"}}
+    assert calls == ["parent", "parent"] and len(journal.children) == 2  # started once each
+
+
+async def test_a_failed_child_raises_child_failed_error_with_its_error() -> None:
+    env = HandlerEnvironment()
+    with pytest.raises(Suspended):
+        await env.run(parent_of([]), 3)
+    env.journal.finish_child(error_type="declined", message="card declined")
+    result = await env.next_attempt().run(parent_of([]), 3)
+    assert result == {"mail": "child-0", "failed": "declined", "message": "card declined"}
+    with pytest.raises(AssertionError, match="does not wait"):
+        env.journal.finish_child()
+
+
+async def test_a_child_payload_must_be_json_and_its_timeout_positive() -> None:
+    @workflow("bad.child")
+    async def bad(ctx: WorkflowContext, payload: str) -> None:
+        if payload == "payload":
+            await ctx.child("t", object())
+        await ctx.child("t", None, timeout=0)
+
+    with pytest.raises(TypeError, match="JSON"):
+        await HandlerEnvironment().run(bad, "payload")
+    with pytest.raises(ValueError, match="positive"):
+        await HandlerEnvironment().run(bad, "timeout")

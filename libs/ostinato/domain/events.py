@@ -147,6 +147,7 @@ class RunScheduled(Event, tag="RunScheduled"):
     replay_of: uuid.UUID | None = None  # the run this one re-runs (replay, manual retry)
     concurrency_key: str | None = None
     resource: str | None = None
+    parent_run_id: uuid.UUID | None = None  # a workflow's child run (trigger "child")
 
 
 class RunQueued(Event, tag="RunQueued"):
@@ -331,17 +332,18 @@ class RunSuspended(Event, tag="RunSuspended"):
     fencing_token: int
     seq: int
     name: str
-    reason: str  # timer | signal
+    reason: str  # timer | signal | child
     wake_at: datetime | None = None  # the timer's due time, or a signal wait's timeout
     signal: str | None = None  # the signal waited for
     deadline_at: datetime | None = None  # the workflow's overall deadline: woken then, to fail
+    child_run_id: uuid.UUID | None = None  # the child run waited for
 
 
 class RunWoken(Event, tag="RunWoken"):
     """What a suspended run waited for happened: it is scheduled again (dispatch as usual)."""
 
     stream_type: ClassVar[str] = "run"
-    cause: str  # timer | signal | signal_timeout | deadline
+    cause: str  # timer | signal | signal_timeout | deadline | child
 
 
 class TimerFired(Event, tag="TimerFired"):
@@ -362,6 +364,7 @@ class SignalReceived(Event, tag="SignalReceived"):
     name: str
     payload: Any = None
     by: str = ""
+    payload_ref: uuid.UUID | None = None  # a large payload, kept in the blob store
 
 
 class SignalDelivered(Event, tag="SignalDelivered"):
@@ -373,6 +376,7 @@ class SignalDelivered(Event, tag="SignalDelivered"):
     signal_id: uuid.UUID
     payload: Any = None
     attempt: int = 0  # 0: recorded while the run was suspended, by the scheduler or api
+    payload_ref: uuid.UUID | None = None  # a large payload, kept in the blob store
 
 
 class SignalTimedOut(Event, tag="SignalTimedOut"):
@@ -382,10 +386,49 @@ class SignalTimedOut(Event, tag="SignalTimedOut"):
     seq: int
     name: str
     deadline: datetime
+    attempt: int = 0  # 0: recorded while the run was suspended, by the scheduler or api
+
+
+class ChildStarted(Event, tag="ChildStarted"):
+    """The workflow at position `seq` created child run `child_run_id` (`ostinato.runs.children`).
+    `awaited` (``ctx.child``): a `RunSuspended` follows and the position is recorded by the
+    child's `ChildFinished`; otherwise (``ctx.start_child``) this is the position's record, its
+    output the child's run id."""
+
+    stream_type: ClassVar[str] = "run"
+    seq: int
+    name: str
+    child_run_id: uuid.UUID
+    task: str
+    awaited: bool
+    attempt: int
+
+
+class ChildFinished(Event, tag="ChildFinished"):
+    """The child awaited at position `seq` is final: its outcome is the position's (succeeded:
+    its output, inline or the blob `output_ref`; dead-lettered or cancelled: the error)."""
+
+    stream_type: ClassVar[str] = "run"
+    seq: int
+    name: str
+    child_run_id: uuid.UUID
+    state: str  # the child's final state: succeeded | dead_lettered | cancelled
+    output: Any = None
+    output_ref: uuid.UUID | None = None
+    error_type: str | None = None
+    message: str | None = None
+
+
+class ParentNotified(Event, tag="ParentNotified"):
+    """On a final child's stream: its parent has been told (`woke`: the parent waited for it
+    and was woken with `ChildFinished`; otherwise it did not wait, or was final itself)."""
+
+    stream_type: ClassVar[str] = "run"
+    parent_run_id: uuid.UUID
+    woke: bool
 
 
 # -- pool streams (one per pool and scope: every tenant, or one tenant's queue) ----------------
-    attempt: int = 0  # 0: recorded while the run was suspended, by the scheduler or api
 
 
 class PoolPaused(Event, tag="PoolPaused"):
@@ -447,6 +490,17 @@ CATALOGUE: tuple[type[Event], ...] = (
     DeadLetterTriaged,
     DeadLetterReplayed,
     StaleWriteRejected,
+    StepCompleted,
+    StepFailed,
+    RunSuspended,
+    RunWoken,
+    TimerFired,
+    SignalReceived,
+    SignalDelivered,
+    SignalTimedOut,
+    ChildStarted,
+    ChildFinished,
+    ParentNotified,
 )
 
 AnyEvent = (
@@ -490,6 +544,9 @@ AnyEvent = (
     | SignalReceived
     | SignalDelivered
     | SignalTimedOut
+    | ChildStarted
+    | ChildFinished
+    | ParentNotified
 )
 
 _encoder = msgspec.json.Encoder()

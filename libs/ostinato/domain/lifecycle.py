@@ -58,6 +58,9 @@ RUN_EVENTS: Mapping[type[ev.Event], Move] = {
     ev.SignalReceived: Move(frozenset(NON_FINAL)),
     ev.SignalDelivered: Move(frozenset({S.RUNNING, S.SUSPENDED})),
     ev.SignalTimedOut: Move(frozenset({S.RUNNING, S.SUSPENDED})),
+    ev.ChildStarted: Move(frozenset({S.RUNNING})),
+    ev.ChildFinished: Move(frozenset({S.SUSPENDED})),
+    ev.ParentNotified: Move(frozenset(FINAL)),
 }
 
 
@@ -105,7 +108,8 @@ class Run:
     logs_ref: uuid.UUID | None = None
     last_error_type: str | None = None
     steps_done: int = 0  # workflow steps recorded (positions 0 .. steps_done - 1)
-    waiting_for: str | None = None  # a suspended run's reason: timer | signal
+    waiting_for: str | None = None  # a suspended run's reason: timer | signal | child
+    parent_notified: bool = False  # a final child whose parent has been told
 
 
 def step(run: Run, event: ev.Event) -> Run:
@@ -140,8 +144,11 @@ def step(run: Run, event: ev.Event) -> Run:
         case ev.CancelRequested():
             return replace(r, cancel_requested=True)
         case (ev.StepCompleted(seq=seq) | ev.StepFailed(seq=seq) | ev.TimerFired(seq=seq)
-              | ev.SignalDelivered(seq=seq) | ev.SignalTimedOut(seq=seq)):
+              | ev.SignalDelivered(seq=seq) | ev.SignalTimedOut(seq=seq)
+              | ev.ChildStarted(seq=seq, awaited=False) | ev.ChildFinished(seq=seq)):
             return replace(r, steps_done=max(r.steps_done, seq + 1))
+        case ev.ParentNotified():
+            return replace(r, parent_notified=True)
         case ev.RunSuspended(reason=reason):
             return replace(r, waiting_for=reason)
         case ev.RunWoken():

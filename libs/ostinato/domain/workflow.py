@@ -21,6 +21,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+# A step's output, a child's output or a signal's payload larger than this (encoded JSON) is
+# kept in the blob store and referenced from its event, so the history stays small.
+INLINE_OUTPUT_BYTES = 16 * 1024
+
 
 @dataclass(frozen=True, slots=True)
 class StepId:

@@ -81,7 +81,7 @@ def _run_scheduled(r: RecordedEvent, e: ev.RunScheduled) -> tuple[str, Args]:
         r.stream_id, r.tenant_id, e.job_id, e.task, e.pool, e.priority, e.payload_ref,
         e.scheduled_for, r.occurred_at, r.version, e.trigger, e.due_at, r.traceparent,
         _json_or_none(e.retry), e.timeout_seconds, e.queue_wait_seconds, e.on_queue_wait,
-        e.replay_of, e.concurrency_key, e.resource,
+        e.replay_of, e.concurrency_key, e.resource, e.parent_run_id,
     )
 
 
@@ -202,7 +202,28 @@ def _signal_timed_out(r: RecordedEvent, e: ev.SignalTimedOut) -> tuple[str, Args
 
 def _suspended(r: RecordedEvent, e: ev.RunSuspended) -> tuple[str, Args]:
     return "project_run_suspended", (r.stream_id, r.occurred_at, r.version, e.reason, e.seq,
-                                     e.name, e.signal, e.wake_at, e.deadline_at)
+                                     e.name, e.signal, e.wake_at, e.deadline_at,
+                                     e.child_run_id)
+
+
+def _child_started(r: RecordedEvent, e: ev.ChildStarted) -> tuple[str, Args]:
+    if e.awaited:  # the position is recorded when the child ends (ChildFinished)
+        return _version_only(r, e)
+    return "project_step_recorded", (r.stream_id, e.seq, r.tenant_id, e.name, True,
+                                     str(e.child_run_id), None, None, None, e.attempt, 1, 0.0,
+                                     r.occurred_at, r.version)
+
+
+def _child_finished(r: RecordedEvent, e: ev.ChildFinished) -> tuple[str, Args]:
+    ok = e.state == "succeeded"
+    return "project_step_recorded", (
+        r.stream_id, e.seq, r.tenant_id, e.name, ok, None if e.output_ref else e.output,
+        e.output_ref, None if ok else e.error_type, None if ok else e.message, 0, 1, 0.0,
+        r.occurred_at, r.version)
+
+
+def _parent_notified(r: RecordedEvent, e: ev.ParentNotified) -> tuple[str, Args]:
+    return "project_parent_notified", (r.stream_id, r.version)
 
 
 def _woken(r: RecordedEvent, e: ev.RunWoken) -> tuple[str, Args]:
@@ -211,12 +232,13 @@ def _woken(r: RecordedEvent, e: ev.RunWoken) -> tuple[str, Args]:
 
 def _signal_received(r: RecordedEvent, e: ev.SignalReceived) -> tuple[str, Args]:
     return "project_signal_received", (r.stream_id, r.occurred_at, r.version, e.signal_id,
-                                       r.tenant_id, e.name, e.payload)
+                                       r.tenant_id, e.name, e.payload, e.payload_ref)
 
 
 def _signal_delivered(r: RecordedEvent, e: ev.SignalDelivered) -> tuple[str, Args]:
     return "project_signal_delivered", (r.stream_id, e.seq, r.tenant_id, e.name, e.payload,
-                                        e.attempt, r.occurred_at, e.signal_id, r.version)
+                                        e.attempt, r.occurred_at, e.signal_id, r.version,
+                                        e.payload_ref)
 
 
 def _json_or_none(document: Any) -> str | None:
@@ -268,6 +290,9 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.SignalReceived: _signal_received,
     ev.SignalDelivered: _signal_delivered,
     ev.SignalTimedOut: _signal_timed_out,
+    ev.ChildStarted: _child_started,
+    ev.ChildFinished: _child_finished,
+    ev.ParentNotified: _parent_notified,
 }
 
 
@@ -281,7 +306,8 @@ COLUMNAR = frozenset({"project_job_created", "project_occurrence_fired", "projec
 # stays slot-less, queued → running keeps it); after any other, run_slots follows the run.
 SLOT_UNCHANGED = frozenset({ev.RunScheduled, ev.RunStarted, ev.StepCompleted, ev.StepFailed,
                             ev.TimerFired, ev.SignalReceived, ev.SignalDelivered,
-                            ev.SignalTimedOut})
+                            ev.SignalTimedOut, ev.ChildStarted, ev.ChildFinished,
+                            ev.ParentNotified})
 
 
 async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> None:

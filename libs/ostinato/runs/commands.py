@@ -37,7 +37,8 @@ async def _lock_run(conn: asyncpg.Connection, tenant_id: uuid.UUID,
 async def cancel_run(conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID,
                      run_id: uuid.UUID, actor: str) -> str:
     """A waiting run is cancelled at once; a running one is asked to stop (its worker learns
-    it on the next heartbeat). Returns the state the run is in afterwards."""
+    it on the next heartbeat). A workflow's children that are not final are cancelled with it,
+    and theirs (`ostinato.runs.children`). Returns the state the run is in afterwards."""
     async with conn.transaction():
         run = await _lock_run(conn, tenant_id, run_id)
         state = RunState(run.state)
@@ -51,6 +52,12 @@ async def cancel_run(conn: asyncpg.Connection, store: EventStore, *, tenant_id: 
             event = ev.RunCancelled(by=actor, reason="requested")
         await store.append(conn, [StreamHead.of(run).next(event, actor,
                                                           traceparent=run.traceparent)])
+        for child_id in await run_store.active_children(conn, [run_id]):
+            try:
+                await cancel_run(conn, store, tenant_id=tenant_id, run_id=child_id,
+                                 actor=actor)
+            except InvalidState:
+                pass  # it ended meanwhile
     outcomes.observe(tenant_id, run_id, event)
     return "running" if state is RunState.RUNNING else "cancelled"
 

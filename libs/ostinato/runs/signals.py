@@ -4,7 +4,8 @@ delivered to the workflow's wait of that name (`ostinato.sdk.workflow.wait_for_s
 A run suspended waiting for this signal is delivered it at once and woken, in the same
 transaction; any other non-final run keeps it (`run_signals`) for its next wait of that name,
 oldest first. A finished run takes no signals (409). An idempotency key names the signal: the
-same key again returns the first send's answer and records nothing.
+same key again returns the first send's answer and records nothing. A payload over
+`INLINE_OUTPUT_BYTES` is kept in the blob store and referenced from the events.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, InvalidState, NotFound, PayloadTooLarge
 from ostinato.domain.ids import new_id
 from ostinato.domain.states import FINAL, RunState
+from ostinato.domain.workflow import INLINE_OUTPUT_BYTES
 from ostinato.eventlog.records import StreamHead
-from ostinato.eventlog.store import EventStore
+from ostinato.eventlog.store import EventStore, put_blobs
 from ostinato.stores import runs as run_store
 from ostinato.stores import signals
 
@@ -48,7 +50,8 @@ async def send_signal(conn: asyncpg.Connection, store: EventStore, *, tenant_id:
     if not name or len(name) > MAX_SIGNAL_NAME_CHARS:
         raise InvalidInput(f"a signal name has 1 to {MAX_SIGNAL_NAME_CHARS} characters",
                            errors=[{"field": "name", "message": "invalid signal name"}])
-    size = len(_json.encode(payload))
+    body = _json.encode(payload)
+    size = len(body)
     if size > max_payload_bytes:
         raise PayloadTooLarge(f"signal payload is {size} bytes; the limit is "
                               f"{max_payload_bytes}")
@@ -66,15 +69,21 @@ async def send_signal(conn: asyncpg.Connection, store: EventStore, *, tenant_id:
             raise InvalidState(f"run {run_id} is already {state}: a finished run takes no "
                                "signals")
         head = StreamHead.of(run)
+        ref = None
+        if size > INLINE_OUTPUT_BYTES:
+            ref, payload = new_id(), None
+            await put_blobs(conn, [(ref, tenant_id, body)], "step")
         events = [head.next(ev.SignalReceived(signal_id=signal_id, name=name, payload=payload,
-                                              by=actor), actor, traceparent=run.traceparent)]
+                                              by=actor, payload_ref=ref), actor,
+                            traceparent=run.traceparent)]
         waiting = (state is RunState.SUSPENDED and run.wait_reason == "signal"
                    and run.wait_signal == name)
         if waiting:
             assert run.wait_seq is not None and run.wait_name is not None
             events += [
                 head.next(ev.SignalDelivered(seq=run.wait_seq, name=run.wait_name,
-                                             signal_id=signal_id, payload=payload), actor,
+                                             signal_id=signal_id, payload=payload,
+                                             payload_ref=ref), actor,
                           traceparent=run.traceparent),
                 head.next(ev.RunWoken(cause="signal"), actor, traceparent=run.traceparent)]
         await store.append(conn, events)

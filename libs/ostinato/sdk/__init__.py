@@ -113,6 +113,7 @@ from ostinato.sdk.errors import (
 from ostinato.sdk.tasks import Handler, Task, task
 from ostinato.sdk.worker import Worker
 from ostinato.sdk.workflow import (
+    ChildFailedError,
     NonDeterminismError,
     SignalTimeout,
     StepFailedError,
@@ -123,6 +124,7 @@ from ostinato.sdk.workflow import (
 
 __all__ = [
     "Cancelled",
+    "ChildFailedError",
     "GatewayError",
     "Handler",
     "LeaseLost",

@@ -49,6 +49,7 @@ __all__ = [
     "BatchItemResult",
     "BatchRequest",
     "BatchResponse",
+    "ChildSpec",
     "ClaimRequest",
     "ClaimResponse",
     "ClaimedRun",
@@ -191,6 +192,20 @@ class WaitSpec(_Request):
     timeout_seconds: Annotated[float, msgspec.Meta(ge=0)] | None = None
 
 
+class ChildSpec(_Request):
+    """A child run the workflow starts at its position (``ctx.child``: ``wait`` it, the run
+    suspended until the child is final; ``ctx.start_child``: not). Unset fields take the
+    parent's pool and priority class, the pool's default retry policy, no time limit."""
+
+    task: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    payload: Any = None
+    pool: Annotated[str, msgspec.Meta(min_length=1, max_length=63)] | None = None
+    priority: Annotated[str, msgspec.Meta(min_length=1, max_length=63)] | None = None
+    retry: dict[str, Any] | None = None  # as a job's ``retry`` (POST /v1/jobs)
+    timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    wait: bool = True
+
+
 class StepItem(_Request):
     """A workflow step's outcome, recorded under the attempt's fencing token before the SDK
     lets the workflow go past the step (``ostinato.domain.workflow``). ``error`` set: the step
@@ -207,6 +222,7 @@ class StepItem(_Request):
     tries: Annotated[int, msgspec.Meta(ge=1)] = 1
     duration_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     wait: WaitSpec | None = None
+    child: ChildSpec | None = None  # a child run started here (``ctx.child``/``start_child``)
     # The workflow's overall deadline (``@workflow(..., timeout=)``): past it, by the database
     # clock, nothing is recorded and the answer says ``deadline_passed``.
     deadline: AwareDatetime | None = None
@@ -298,7 +314,8 @@ class BatchItemResult(_Response):
     lease_expires_at: AwareDatetime | None = None
     cancel_requested: bool = False
     detail: str | None = None
-    # kind "step" with a wait: the record the workflow goes on with, or the run was suspended
+    # kind "step" with a wait or a child: the record the workflow goes on with, or the run was
+    # suspended; a step answered with cancel_requested recorded nothing (no child starts)
     step: StepRecord | None = None
     suspended: bool = False
     deadline_passed: bool = False  # the workflow's deadline passed: it fails, nothing recorded

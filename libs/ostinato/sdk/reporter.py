@@ -6,6 +6,11 @@ when ``max_items`` (200) are pending or ``linger_seconds`` (5 ms) after the firs
 whichever comes first. One request is in flight at a time; the next batch accumulates meanwhile,
 so under load batches grow by themselves and at low rate the added latency stays ≤ 5 ms.
 
+Workflow steps do not linger: a workflow waits for each step's answer before its next step, so
+a lone workflow would pay the linger on every step. A pending step makes the batch due at once;
+when a request is already in flight the step (and whatever else is pending) rides the next one,
+so under load steps still share batches.
+
 Releases (a run given back at shutdown) travel in the same requests as outcomes. Captured logs
 make outcomes large, so a request also stops taking outcomes once it carries ``max_log_bytes``
 (4 MiB) of log lines; one outcome always fits, whatever its size.
@@ -161,6 +166,7 @@ class Reporter:
             return fut
         self._steps.append((item, fut))
         self._enqueued()
+        self._wake.set()  # no linger: the workflow waits for this answer
         return fut
 
     @property
@@ -206,7 +212,8 @@ class Reporter:
         count = self._count()
         if count == 0 or self._first_at is None:
             return False
-        return self._closing or count >= self._max_items or now >= self._first_at + self._linger
+        return (self._closing or bool(self._steps) or count >= self._max_items
+                or now >= self._first_at + self._linger)
 
     async def _run(self) -> None:
         while True:

@@ -31,6 +31,12 @@ runs: a retry resumes instead of restarting. The rules (``docs/WORKFLOWS.md``):
 - ``timeout_seconds=`` bounds one try of the step (type ``step_timed_out``, retryable).
 - A cancel request stops the workflow at the next step boundary (``Cancelled``); a running
   async step gets the usual cooperative cancel.
+- ``await ctx.child(task, payload)`` runs another task (a plain job or a workflow) as a child
+  run of this one and returns its output; the workflow is suspended (it holds no worker) until
+  the child is final. A dead-lettered or cancelled child raises ``ChildFailedError`` with the
+  child's error. ``ctx.start_child(...)`` starts one and returns its run id without waiting.
+  Cancelling the workflow cancels its children. A child is a step: started once, whatever
+  happens to the parent.
 - The recorded history is read lazily, one page of at most 1,000 steps at a time, so resuming
   a long workflow holds one page in memory, never the whole history.
 """
@@ -57,11 +63,18 @@ from ostinato.sdk.errors import (
     Suspended,
     error_info,
 )
-from ostinato.sdk.protocol import MAX_STEPS_PAGE, ErrorInfo, StepItem, StepRecord, WaitSpec
+from ostinato.sdk.protocol import (
+    MAX_STEPS_PAGE,
+    ChildSpec,
+    ErrorInfo,
+    StepItem,
+    StepRecord,
+    WaitSpec,
+)
 from ostinato.sdk.tasks import Task
 
-__all__ = ["NonDeterminismError", "SignalTimeout", "StepFailedError", "WorkflowContext",
-           "WorkflowTimedOut", "workflow"]
+__all__ = ["ChildFailedError", "NonDeterminismError", "SignalTimeout", "StepFailedError",
+           "WorkflowContext", "WorkflowTimedOut", "workflow"]
 
 _encoder = msgspec.json.Encoder()
 WorkflowFn = Callable[["WorkflowContext", Any], Awaitable[Any]]
@@ -80,6 +93,14 @@ class StepFailedError(PermanentError):
     def __init__(self, step: str, type: str, message: str) -> None:
         super().__init__(message, type=type)
         self.step = step
+
+
+class ChildFailedError(StepFailedError):
+    """The child run awaited by ``ctx.child`` was dead-lettered (``type`` and ``message`` are
+    its last error) or cancelled (type ``child_cancelled``)."""
+
+    def __init__(self, step: str, type: str, message: str) -> None:
+        super().__init__(step, type, message)
 
 
 class WorkflowTimedOut(PermanentError):
@@ -200,7 +221,36 @@ class WorkflowContext:
             raise SignalTimeout(name)
         return record.output
 
-    async def _wait(self, name: str, wait: WaitSpec) -> RecordedStep:
+    async def child(self, task: str | Task, payload: Any = None, *, name: str | None = None,
+                    pool: str | None = None, priority: str | None = None,
+                    retry: dict[str, Any] | None = None,
+                    timeout: timedelta | float | None = None) -> Any:  # noqa: ASYNC109
+        """Run ``task`` as a child run and return its output (decoded JSON); the workflow is
+        suspended until the child is final. ``name``: the step's name (default
+        ``child:<task>``); ``pool``, ``priority`` (default: this run's), ``retry`` (a job's
+        retry document) and ``timeout`` (an attempt's limit, seconds or a timedelta) are the
+        child run's. A dead-lettered or cancelled child: ``ChildFailedError``."""
+        spec = _child_spec(task, payload, pool, priority, retry, timeout, wait=True)
+        record = await self._wait(name or f"child:{spec.task}", child=spec)
+        if not record.succeeded:
+            raise ChildFailedError(record.name, record.error_type or "child_failed",
+                                   record.message or "")
+        return record.output
+
+    async def start_child(self, task: str | Task, payload: Any = None, *,
+                          name: str | None = None, pool: str | None = None,
+                          priority: str | None = None, retry: dict[str, Any] | None = None,
+                          timeout: timedelta | float | None = None,  # noqa: ASYNC109
+                          ) -> str:
+        """Start ``task`` as a child run without waiting for it; returns its run id (the same
+        on every execution). Its outcome is not the workflow's concern, but cancelling the
+        workflow cancels it."""
+        spec = _child_spec(task, payload, pool, priority, retry, timeout, wait=False)
+        record = await self._wait(name or f"start_child:{spec.task}", child=spec)
+        return str(record.output)
+
+    async def _wait(self, name: str, wait: WaitSpec | None = None,
+                    child: ChildSpec | None = None) -> RecordedStep:
         run = self.run
         if run.is_cancelled():
             raise Cancelled(run.run_id)
@@ -213,7 +263,8 @@ class WorkflowContext:
         self._check_deadline()
         result = await run.record_step(StepItem(run_id=run.run_id,
                                                 fencing_token=run.fencing_token, seq=seq,
-                                                name=name, wait=wait, deadline=self.deadline))
+                                                name=name, wait=wait, child=child,
+                                                deadline=self.deadline))
         if result.status in (404, 409):
             run.mark_lease_lost()
             raise LeaseLost(run.run_id)
@@ -221,8 +272,11 @@ class WorkflowContext:
             raise GatewayError(result.status, result.detail or "wait not recorded")
         if result.deadline_passed and self.deadline is not None:
             raise WorkflowTimedOut(self.deadline)
+        if result.cancel_requested:  # the gateway started no child
+            run.request_cancel()
+            raise Cancelled(run.run_id)
         if result.suspended:
-            raise Suspended(run.run_id, wait.kind)
+            raise Suspended(run.run_id, "child" if wait is None else wait.kind)
         if result.step is None:
             raise GatewayError(result.status, "the gateway neither suspended nor resumed")
         run.steps_done = max(run.steps_done, seq + 1)
@@ -251,6 +305,21 @@ class WorkflowContext:
         database clock (the gateway's own check, when recording, is the one that binds)."""
         if self.deadline is not None and self.run.database_now() >= self.deadline:
             raise WorkflowTimedOut(self.deadline)
+
+
+def _child_spec(task: str | Task, payload: Any, pool: str | None, priority: str | None,
+                retry: dict[str, Any] | None, timeout: timedelta | float | None, *,
+                wait: bool) -> ChildSpec:
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+    if seconds is not None and seconds <= 0:
+        raise ValueError("a child's timeout must be positive")
+    try:
+        payload = msgspec.Raw(_encoder.encode(payload))
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise TypeError(f"a child's payload must be JSON: {exc}") from exc
+    return ChildSpec(task=task.name if isinstance(task, Task) else task, payload=payload,
+                     pool=pool, priority=priority, retry=retry, timeout_seconds=seconds,
+                     wait=wait)
 
 
 def _recorded(record: StepRecord) -> RecordedStep:

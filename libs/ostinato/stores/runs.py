@@ -61,6 +61,9 @@ class RunRow(msgspec.Struct, frozen=True):
     wait_signal: str | None
     wake_at: datetime | None  # the timer's due time or the signal wait's timeout
     deadline_at: datetime | None  # a suspended workflow's overall deadline
+    parent_run_id: uuid.UUID | None  # a workflow's child: its parent run
+    parent_notified: bool  # a final child whose parent has been told
+    wait_child: uuid.UUID | None  # the child run a suspended workflow waits for
 
     @property
     def waits_for_dispatch(self) -> bool:
@@ -89,6 +92,8 @@ async def waiting_reason(conn: asyncpg.Connection, run: RunRow) -> str | None:
         until = f" until {run.wake_at.isoformat()}" if run.wake_at else ""
         if run.wait_reason == "timer":
             return f"timer{until}"
+        if run.wait_reason == "child":
+            return f"child run {run.wait_child}"
         return f"signal {run.wait_signal!r}{until}"
     if not run.waits_for_dispatch:
         return None
@@ -129,12 +134,14 @@ class LockedRun(msgspec.Struct, frozen=True):
     started_at: datetime | None
     last_error: Any
     steps_done: int
-    wait_reason: str | None  # a suspended run's: timer | signal
+    wait_reason: str | None  # a suspended run's: timer | signal | child
     wait_seq: int | None
     wait_name: str | None
     wait_signal: str | None
     wake_at: datetime | None
     deadline_at: datetime | None
+    parent_run_id: uuid.UUID | None
+    wait_child: uuid.UUID | None
 
 
 class ClaimedRun(msgspec.Struct, frozen=True):
@@ -296,7 +303,7 @@ async def claim_wakeups(conn: asyncpg.Connection, now: datetime | None,
 
 
 async def suspended_counts(conn: asyncpg.Connection) -> dict[str, int]:
-    """Suspended workflow runs by what they wait for (timer, signal)."""
+    """Suspended workflow runs by what they wait for (timer, signal, child)."""
     return {c.wait_reason: c.n
             for c in many(SuspendedCount, await conn.fetch(Q["suspended_by_reason"]))}
 
@@ -305,3 +312,47 @@ async def overdue_wakeups(conn: asyncpg.Connection, now: datetime | None,
                           older_than: timedelta) -> int:
     """Suspended runs due longer ago than `older_than`: the wake poll is behind."""
     return await conn.fetchval(Q["overdue_wakeups"], now, older_than)
+
+
+class ChildRun(msgspec.Struct, frozen=True):
+    """A workflow's child run, as its parent and the notification of its end see it."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    parent_run_id: uuid.UUID
+    task: str
+    state: str
+    version: int
+    traceparent: str | None
+    output_ref: uuid.UUID | None
+    last_error: Any
+    parent_notified: bool
+
+
+async def children(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ChildRun]:
+    """The child runs among `ids` that exist (not locked: a parent's lock orders them)."""
+    return {c.id: c for c in many(ChildRun, await conn.fetch(Q["children_by_id"], list(ids)))}
+
+
+async def finished_children(conn: asyncpg.Connection, limit: int) -> list[ChildRun]:
+    """Final children whose parent has not been told yet, oldest first (index
+    runs_children_done); not locked: the parent is locked first, then the child again."""
+    return many(ChildRun, await conn.fetch(Q["finished_children"], limit))
+
+
+async def lock_children(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> list[ChildRun]:
+    """Lock these children, skipping any another scheduler holds."""
+    return many(ChildRun, await conn.fetch(Q["lock_children"], list(ids)))
+
+
+async def active_children(conn: asyncpg.Connection,
+                          parent_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+    """The not yet final children of these parents (index runs_children)."""
+    return [r["id"] for r in await conn.fetch(Q["active_children"], list(parent_ids))]
+
+
+async def children_of(conn: asyncpg.Connection, tenant_id: uuid.UUID, parent_id: uuid.UUID,
+                      after: uuid.UUID | None, limit: int) -> list[ChildRun]:
+    """A parent's children in id order, after the id `after` (GET /v1/runs/{id}/children)."""
+    return many(ChildRun, await conn.fetch(Q["children_of"], parent_id, tenant_id, after,
+                                           limit))

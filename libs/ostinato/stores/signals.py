@@ -21,8 +21,9 @@ class PendingSignal(msgspec.Struct, frozen=True):
     run_id: uuid.UUID
     signal_id: uuid.UUID
     name: str
-    payload: Any
+    payload: Any  # None when kept in the blob store (`payload_ref`)
     received_at: datetime
+    payload_ref: uuid.UUID | None
 
 
 class SignalRow(msgspec.Struct, frozen=True):

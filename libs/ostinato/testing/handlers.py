@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 
 from ostinato.sdk.context import RunContext, use_context
-from ostinato.sdk.protocol import BatchItemResult, ErrorInfo, StepItem, StepRecord
+from ostinato.sdk.protocol import BatchItemResult, ChildSpec, ErrorInfo, StepItem, StepRecord
 from ostinato.sdk.tasks import Handler, Task, registry
 
 __all__ = ["HandlerEnvironment", "MemoryJournal"]
@@ -46,7 +46,8 @@ class MemoryJournal:
     Waits behave as on the gateway, with `now` as the database clock: a due timer or a signal
     already sent resumes at once; otherwise the run is `suspended` (the workflow unwinds) until
     the test calls `advance_to` (timers, signal timeouts) or `send_signal`, then runs the next
-    attempt."""
+    attempt. Children are recorded in `children` (the ChildSpec by workflow position, its run
+    id `child-<seq>`); a waited-for child suspends the run until `finish_child`."""
 
     def __init__(self, now: datetime | None = None) -> None:
         self.steps: list[StepItem] = []
@@ -55,6 +56,7 @@ class MemoryJournal:
         self.now = now or datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
         self.suspended: tuple[StepItem, datetime | None] | None = None  # the wait, its due time
         self.signals: dict[str, list[Any]] = {}
+        self.children: dict[int, ChildSpec] = {}
 
     def record(self, item: StepItem) -> asyncio.Future[BatchItemResult]:
         fut: asyncio.Future[BatchItemResult] = asyncio.get_running_loop().create_future()
@@ -68,6 +70,14 @@ class MemoryJournal:
         elif item.deadline is not None and item.deadline <= self.now:
             result = BatchItemResult(run_id=item.run_id, kind="step", status=200,
                                      deadline_passed=True)
+        elif item.child is not None:
+            self.children[item.seq] = item.child
+            if item.child.wait:
+                self.suspended = (item, None)
+                result = BatchItemResult(run_id=item.run_id, kind="step", status=200,
+                                         suspended=True)
+            else:
+                result = self._resolve(item, f"child-{item.seq}")
         elif item.wait is not None:
             result = self._wait(item, item.wait)
         else:
@@ -90,17 +100,27 @@ class MemoryJournal:
                               else self.now + timedelta(seconds=wait.timeout_seconds))
         return BatchItemResult(run_id=item.run_id, kind="step", status=200, suspended=True)
 
-    def _resolve(self, item: StepItem, output: Any, *, timed_out: bool = False
-                 ) -> BatchItemResult:
-        error = ErrorInfo(type="signal_timeout", message="no signal", retryable=False) \
-            if timed_out else None
+    def _resolve(self, item: StepItem, output: Any, *, timed_out: bool = False,
+                 error: ErrorInfo | None = None) -> BatchItemResult:
+        if timed_out:
+            error = ErrorInfo(type="signal_timeout", message="no signal", retryable=False)
         recorded = StepItem(run_id=item.run_id, fencing_token=item.fencing_token, seq=item.seq,
                             name=item.name, output=output, error=error, wait=item.wait)
         self.steps.append(recorded)
         self.suspended = None
         return BatchItemResult(run_id=item.run_id, kind="step", status=200, step=StepRecord(
-            seq=item.seq, name=item.name, succeeded=not timed_out, output=output,
-            error_type=error.type if error else None))
+            seq=item.seq, name=item.name, succeeded=error is None, output=output,
+            error_type=error.type if error else None, message=error.message if error else None))
+
+    def finish_child(self, output: Any = None, *, error_type: str | None = None,
+                     message: str = "") -> None:
+        """The child the run waits for is final: succeeded with `output`, or (`error_type`)
+        dead-lettered with that error (`child_cancelled`: cancelled)."""
+        if self.suspended is None or self.suspended[0].child is None:
+            raise AssertionError("the run does not wait for a child")
+        error = None if error_type is None else ErrorInfo(type=error_type, message=message,
+                                                          retryable=False)
+        self._resolve(self.suspended[0], None if error else output, error=error)
 
     def advance_to(self, instant: datetime) -> None:
         """The database clock moves on: a suspended timer or signal wait due by then ends; one

@@ -91,14 +91,28 @@ def _event(kind: type[ev.Event], run: Run, draw: st.DrawFn) -> ev.Event:
             return ev.StepFailed(seq=run.steps_done, name="a", attempt=attempt,
                                  fencing_token=token, error_type="declined", message="m")
         case ev.RunSuspended:
-            timer = draw(st.booleans())
+            reason = draw(st.sampled_from(["timer", "signal", "child"]))
             return ev.RunSuspended(attempt=attempt, fencing_token=token, seq=run.steps_done,
-                                   name="sleep" if timer else "signal:go",
-                                   reason="timer" if timer else "signal",
-                                   wake_at=later if timer else None,
-                                   signal=None if timer else "go")
+                                   name={"timer": "sleep", "signal": "signal:go",
+                                         "child": "child:t"}[reason],
+                                   reason=reason, wake_at=later if reason == "timer" else None,
+                                   signal="go" if reason == "signal" else None,
+                                   child_run_id=uuid.uuid4() if reason == "child" else None)
         case ev.RunWoken:
             return ev.RunWoken(cause="timer")
+        case ev.ChildStarted:
+            return ev.ChildStarted(seq=run.steps_done, name="child:t", child_run_id=uuid.uuid4(),
+                                   task="t", awaited=draw(st.booleans()), attempt=attempt)
+        case ev.ChildFinished:
+            ok = draw(st.booleans())
+            return ev.ChildFinished(seq=run.steps_done, name="child:t",
+                                    child_run_id=uuid.uuid4(),
+                                    state="succeeded" if ok else "dead_lettered",
+                                    output={"n": 1} if ok else None,
+                                    error_type=None if ok else "boom",
+                                    message=None if ok else "m")
+        case ev.ParentNotified:
+            return ev.ParentNotified(parent_run_id=uuid.uuid4(), woke=draw(st.booleans()))
         case ev.TimerFired:
             return ev.TimerFired(seq=run.steps_done, name="sleep", due_at=later)
         case ev.SignalReceived:

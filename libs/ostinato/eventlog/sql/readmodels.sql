@@ -98,18 +98,19 @@ UPDATE jobs SET status = 'deleted', next_run_at = NULL, updated_at = $2, version
 INSERT INTO runs (id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, state,
                   attempt, fencing_token, scheduled_at, updated_at, version, trigger, due_at,
                   traceparent, retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait,
-                  replay_of, concurrency_key, resource)
+                  replay_of, concurrency_key, resource, parent_run_id)
 SELECT id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, 'scheduled', 0, 0,
        occurred_at, occurred_at, version, trigger, coalesce(due_at, scheduled_for), traceparent,
        retry_policy::json, timeout_seconds, queue_wait_seconds, on_queue_wait, replay_of,
-       concurrency_key, resource
+       concurrency_key, resource, parent_run_id
 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::uuid[],
             $8::timestamptz[], $9::timestamptz[], $10::int[], $11::text[], $12::timestamptz[],
             $13::text[], $14::text[], $15::float8[], $16::float8[], $17::text[], $18::uuid[],
-            $19::text[], $20::text[])
+            $19::text[], $20::text[], $21::uuid[])
      AS r(id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, occurred_at,
           version, trigger, due_at, traceparent, retry_policy, timeout_seconds,
-          queue_wait_seconds, on_queue_wait, replay_of, concurrency_key, resource);
+          queue_wait_seconds, on_queue_wait, replay_of, concurrency_key, resource,
+          parent_run_id);
 
 -- name: project_run_queued
 -- RunQueued (columnar)
@@ -226,22 +227,29 @@ UPDATE runs SET version = $14, steps_done = greatest(steps_done, $2 + 1) WHERE i
 -- name: project_run_suspended
 -- RunSuspended: the attempt ends (its slot is freed by sync_run_slots); what it waits for.
 UPDATE runs SET state = 'suspended', wait_reason = $4, wait_seq = $5, wait_name = $6,
-                wait_signal = $7, wake_at = $8, deadline_at = $9, updated_at = $2, version = $3
+                wait_signal = $7, wake_at = $8, deadline_at = $9, wait_child = $10,
+                updated_at = $2, version = $3
 WHERE id = $1;
 
 -- name: project_run_woken
 -- RunWoken: scheduled again, for the dispatcher (updated_at orders its queue), and due again
 -- now: a queue-wait deadline counts from the wake-up, not from the run's first due time.
 UPDATE runs SET state = 'scheduled', wait_reason = NULL, wait_seq = NULL, wait_name = NULL,
-                wait_signal = NULL, wake_at = NULL, deadline_at = NULL, due_at = $2,
+                wait_signal = NULL, wake_at = NULL, deadline_at = NULL, wait_child = NULL,
+                due_at = $2,
                 updated_at = $2, version = $3
 WHERE id = $1;
+
+-- name: project_parent_notified
+-- ParentNotified: out of the scheduler's poll for finished children (index runs_children_done).
+UPDATE runs SET parent_notified = true, version = $2 WHERE id = $1;
 
 -- name: project_signal_received
 -- SignalReceived: kept until a wait of its name takes it.
 WITH signal AS (
-    INSERT INTO run_signals (run_id, signal_id, tenant_id, name, payload, received_at)
-    VALUES ($1, $4, $5, $6, $7::json, $2)
+    INSERT INTO run_signals (run_id, signal_id, tenant_id, name, payload, received_at,
+                             payload_ref)
+    VALUES ($1, $4, $5, $6, $7::json, $2, $8)
 )
 UPDATE runs SET version = $3 WHERE id = $1;
 
@@ -250,7 +258,7 @@ UPDATE runs SET version = $3 WHERE id = $1;
 WITH step AS (
     INSERT INTO run_steps (run_id, seq, tenant_id, name, succeeded, output, output_ref,
                            error_type, message, attempt, tries, duration_ms, recorded_at)
-    VALUES ($1, $2, $3, $4, true, $5::json, NULL, NULL, NULL, $6, 1, 0, $7)
+    VALUES ($1, $2, $3, $4, true, $5::json, $10, NULL, NULL, $6, 1, 0, $7)
 ), taken AS (
     UPDATE run_signals SET delivered_seq = $2 WHERE run_id = $1 AND signal_id = $8
 )

@@ -29,7 +29,8 @@ WHERE (state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL))
 SELECT id, tenant_id, job_id, task, pool, priority, state, attempt, fencing_token, payload_ref,
        scheduled_for, due_at, traceparent, version, failures, retry_policy, cancel_requested,
        timeout_seconds, queue_wait_seconds, on_queue_wait, worker_id, started_at, last_error,
-       steps_done, wait_reason, wait_seq, wait_name, wait_signal, wake_at, deadline_at
+       steps_done, wait_reason, wait_seq, wait_name, wait_signal, wake_at, deadline_at,
+       parent_run_id, wait_child
 FROM runs WHERE id = ANY($1::uuid[])
 ORDER BY id
 FOR UPDATE;
@@ -78,10 +79,12 @@ WHERE state IN ('scheduled', 'queued') AND updated_at < coalesce($1::timestamptz
 GROUP BY state;
 
 -- name: active_runs_of_jobs
--- Overlap policy: how many runs of each job are not yet final.
+-- Overlap policy: how many runs of each job are not yet final (index runs_job_active). A
+-- workflow's children are not occurrences of the job: their parent is.
 SELECT job_id, count(*) AS active FROM runs
 WHERE job_id = ANY($1::uuid[])
   AND state NOT IN ('succeeded', 'dead_lettered', 'cancelled', 'failed')
+  AND parent_run_id IS NULL
 GROUP BY job_id;
 
 -- name: runs_of_job_between
@@ -155,3 +158,46 @@ SELECT wait_reason, count(*) AS n FROM runs WHERE state = 'suspended' GROUP BY w
 SELECT count(*) FROM runs
 WHERE state = 'suspended' AND (wake_at IS NOT NULL OR deadline_at IS NOT NULL)
   AND least(wake_at, deadline_at) < coalesce($1::timestamptz, now()) - $2::interval;
+
+-- name: children_by_id
+-- The child runs among these ids (a parent recording a child step: created already?).
+SELECT id, tenant_id, parent_run_id, task, state, version, traceparent, output_ref, last_error,
+       parent_notified
+FROM runs WHERE id = ANY($1::uuid[]) AND parent_run_id IS NOT NULL;
+
+-- name: finished_children
+-- The scheduler's poll: final children whose parent was not told yet (the partial index
+-- runs_children_done, migration 0017: its predicate written here exactly).
+SELECT id, tenant_id, parent_run_id, task, state, version, traceparent, output_ref, last_error,
+       parent_notified
+FROM runs
+WHERE parent_run_id IS NOT NULL AND NOT parent_notified
+  AND state IN ('succeeded', 'dead_lettered', 'cancelled')
+ORDER BY updated_at
+LIMIT $1;
+
+-- name: lock_children
+-- The same children locked (after their parents), still final and not notified.
+SELECT id, tenant_id, parent_run_id, task, state, version, traceparent, output_ref, last_error,
+       parent_notified
+FROM runs
+WHERE id = ANY($1::uuid[]) AND parent_run_id IS NOT NULL AND NOT parent_notified
+  AND state IN ('succeeded', 'dead_lettered', 'cancelled')
+ORDER BY id
+FOR UPDATE SKIP LOCKED;
+
+-- name: active_children
+-- A cancelled parent's children that are not final yet (index runs_children).
+SELECT id FROM runs
+WHERE parent_run_id = ANY($1::uuid[])
+  AND state NOT IN ('succeeded', 'dead_lettered', 'cancelled')
+ORDER BY id;
+
+-- name: children_of
+-- One parent's children, one tenant only, in id order after the cursor $3 (index
+-- runs_children).
+SELECT id, tenant_id, parent_run_id, task, state, version, traceparent, output_ref, last_error,
+       parent_notified
+FROM runs WHERE parent_run_id = $1 AND tenant_id = $2 AND ($3::uuid IS NULL OR id > $3)
+ORDER BY id
+LIMIT $4;

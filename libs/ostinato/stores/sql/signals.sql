@@ -1,6 +1,6 @@
 -- name: pending_signals
 -- The oldest signal not yet delivered per (run, name) asked for (index run_signals_pending).
-SELECT DISTINCT ON (run_id, name) run_id, signal_id, name, payload, received_at
+SELECT DISTINCT ON (run_id, name) run_id, signal_id, name, payload, received_at, payload_ref
 FROM run_signals
 WHERE run_id = ANY($1::uuid[]) AND name = ANY($2::text[]) AND delivered_seq IS NULL
 ORDER BY run_id, name, received_at, signal_id;
