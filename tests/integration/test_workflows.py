@@ -72,7 +72,7 @@ async def work_until(pool: asyncpg.Pool, gw: httpx.AsyncClient, key: str, task: 
     try:
         async def reached() -> bool:
             return (await run_row(pool, tenant_id, run_id)).state == state
-        await until(reached, within=60, what=f"run {run_id} {state}")
+        await until(reached, within=600, what=f"run {run_id} {state}")  # a hang guard only
     finally:
         await worker.stop()
         await running
