@@ -25,8 +25,10 @@ def after_failure(run: LockedRun, failure: ev.Event, *, error_type: str, message
                   classification: retry.Classification, now: datetime, by: str,
                   retry_after: timedelta | None = None, reason: str | None = None,
                   ) -> list[ev.Event]:
-    """The failure event, then a retry, a dead letter, or (cancel requested) a cancellation."""
-    if run.cancel_requested:
+    """The failure event, then a retry, a dead letter, or (cancel requested) a cancellation;
+    a workflow whose compensation failed goes to the dead letters even when cancelled, for an
+    operator to see which compensation did not run."""
+    if run.cancel_requested and error_type != "compensation_failed":
         return [failure, ev.RunCancelled(by=by, reason="requested")]
     policy = retry.from_document(run.retry_policy)
     decision = retry.decide_failure(

@@ -360,7 +360,8 @@ CREATE TABLE public.runs (
     deadline_at timestamp with time zone,
     parent_run_id uuid,
     parent_notified boolean DEFAULT false NOT NULL,
-    wait_child uuid
+    wait_child uuid,
+    compensable boolean DEFAULT false NOT NULL
 );
 
 --

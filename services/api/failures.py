@@ -36,7 +36,9 @@ Limit = Annotated[int, QueryParameter(ge=1, le=500)]
 @post("/v1/runs/{run_id:uuid}/cancel", status_code=200, tags=["runs"])
 async def cancel(run_id: FromPath[uuid.UUID], tenant: Tenant) -> dict[str, str]:
     """A waiting run is cancelled at once; a running one is asked to stop at its next safe
-    point (it ends `cancelled`; a result that still arrives is kept and ignored)."""
+    point (it ends `cancelled`; a result that still arrives is kept and ignored). A waiting
+    workflow with compensations to run is asked to stop as well (a suspended one is woken):
+    it compensates, then ends `cancelled`. Its children are cancelled with it."""
     state = await runs.cancel_run(tenant.conn, tenant.store, tenant_id=tenant.tenant_id,
                                   run_id=run_id, actor=tenant.actor)
     return {"state": state, "cancel": "done" if state == "cancelled" else "requested"}

@@ -26,6 +26,7 @@ from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
 from ostinato.leases import attempts as attempt_leases
 from ostinato.outcomes import observe
+from ostinato.policy import retry
 from ostinato.runs import children
 from ostinato.sdk import protocol as p
 from ostinato.stores import runs, signals, steps
@@ -103,6 +104,8 @@ class Attempts:
                 scheduled_for=r.scheduled_for, idempotency_key=idempotency_key(r.id),
                 payload=payloads.get(r.payload_ref), traceparent=traces[r.id],
                 timeout_seconds=r.timeout_seconds, steps_done=r.steps_done,
+                cancel_requested=r.cancel_requested,
+                final_attempt=retry.retries_exhausted(r.retry_policy, r.failures),
             )
             for r, token in zip(rows, tokens, strict=True)
         ]

@@ -215,7 +215,7 @@ def _step_event(row: LockedRun, item: p.StepItem,
     return ev.StepCompleted(seq=item.seq, name=item.name, attempt=row.attempt,
                             fencing_token=item.fencing_token, output=output,
                             output_ref=output_ref, tries=item.tries,
-                            duration_ms=item.duration_ms)
+                            duration_ms=item.duration_ms, compensable=item.compensable)
 
 
 def _bad_wait(wait: p.WaitSpec) -> str | None:

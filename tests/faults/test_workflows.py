@@ -167,3 +167,42 @@ async def test_a_sleeping_workflow_survives_a_restart_of_everything_and_wakes_af
     effects = await lab.db.fetch("SELECT seq FROM step_effects WHERE run_id = $1 ORDER BY seq",
                                  run_id)
     assert [e["seq"] for e in effects] == [0, 1]
+
+
+async def test_a_worker_killed_inside_a_compensation_resumes_it_and_each_runs_once(
+        lab: Lab) -> None:
+    """A saga whose step 3 fails for good: the compensations of steps 2, 1 and 0 run in that
+    order; worker a is killed -9 inside the compensation of step 1, worker b resumes after the
+    lease expires and every compensation's effect exists once."""
+    await lab.start()
+    a = await lab.worker("a", concurrency=4, claim_wait_seconds=1)
+    [job] = await lab.submit([wf_job("saga", compensate=True, fail_at=3,
+                                     slow_compensation=1, sleep_in=60)])
+
+    async def compensating_step_1() -> bool:
+        run = await run_of(lab, job)
+        return bool(run) and await lab.db.fetchval(
+            "SELECT count(*) FROM run_steps WHERE run_id = $1 AND name = 'compensate:s2'",
+            run["id"]) == 1
+
+    await until(compensating_step_1, 30, "worker a to compensate step 2")
+    b = await lab.worker("b", concurrency=4, claim_wait_seconds=1)
+    a.kill()
+
+    async def dead_lettered() -> bool:
+        return (await run_of(lab, job)).get("state") == "dead_lettered"
+
+    await until(dead_lettered, 60, "the saga to end in the dead letters on worker b")
+    run = await run_of(lab, job)
+    effects = [(r["seq"], r["worker_id"], r["attempt"]) for r in await lab.db.fetch(
+        "SELECT seq, worker_id, attempt FROM step_effects WHERE run_id = $1 "
+        "ORDER BY applied_at", run["id"])]
+    # steps 0..2 on a, then their compensations in reverse: step 2's on a, 1's and 0's on b
+    assert effects == [(0, "a", 1), (1, "a", 1), (2, "a", 1), (-3, "a", 1), (-2, "b", 2),
+                       (-1, "b", 2)]
+    names = [r["name"] for r in await lab.db.fetch(
+        "SELECT name FROM run_steps WHERE run_id = $1 ORDER BY seq", run["id"])]
+    assert names == ["s0", "s1", "s2", "s3", "compensate:s2", "compensate:s1", "compensate:s0"]
+    error = await lab.db.fetchval("SELECT last_error->>'type' FROM runs WHERE id = $1", run["id"])
+    assert error == "declined"  # the saga ends with the step's own error
+    assert b.alive

@@ -25,7 +25,10 @@ A second task, `wf`, is a workflow (`ostinato.sdk.workflow`) of `steps` steps (d
 each writing one row of the table `step_effects` with no dedupe at all, so a step run twice
 shows as two rows. Its payload: `sleep_in` seconds inside step `slow_step` before its effect,
 `pause_between` seconds after step `pause_after` was recorded; both on the first attempt only.
-`sleep_seconds` of a durable timer (`ctx.sleep`) after step `sleep_after`.
+`sleep_seconds` of a durable timer (`ctx.sleep`) after step `sleep_after`. With `compensate`,
+each step registers a compensation writing a row of `step_effects` with seq `-1 - seq` (no
+dedupe either); step `fail_at` raises a permanent error, so the compensations run; the one of
+step `slow_compensation` sleeps `sleep_in` seconds before its effect on the first attempt.
 
 The effect row is written only when `apply_once` says it is the run's first; the output says
 whether this attempt applied it. Database errors (PostgreSQL restarting) are retried inside the
@@ -44,7 +47,15 @@ import time
 
 import asyncpg
 
-from ostinato.sdk import RetryableError, Worker, WorkflowContext, current, task, workflow
+from ostinato.sdk import (
+    PermanentError,
+    RetryableError,
+    Worker,
+    WorkflowContext,
+    current,
+    task,
+    workflow,
+)
 from ostinato.sdk.effects import apply_once, fence, install
 from ostinato.telemetry.logging import configure_logging, get_logger
 
@@ -192,9 +203,18 @@ async def amain(args: argparse.Namespace) -> None:
     async def wf(ctx: WorkflowContext, payload: object) -> dict[str, object]:
         p = payload if isinstance(payload, dict) else {}
         first = ctx.run.attempt == 1
+
+        async def undo(seq: int) -> None:
+            slow = seq == p.get("slow_compensation")
+            await step_effect(-1 - seq, float(p.get("sleep_in", 0)) if slow else 0)
+
         for seq in range(int(p.get("steps", 3))):
+            if seq == p.get("fail_at"):
+                await ctx.step(f"s{seq}", _fail, seq)
             slow = seq == p.get("slow_step")
-            await ctx.step(f"s{seq}", step_effect, seq, float(p.get("sleep_in", 0)) if slow else 0)
+            await ctx.step(f"s{seq}", step_effect, seq, float(p.get("sleep_in", 0)) if slow else 0,
+                           compensate=undo if p.get("compensate") else None,
+                           compensate_retries=1)
             if first and seq == p.get("pause_after"):
                 await asyncio.sleep(float(p.get("pause_between", 0)))
             if seq == p.get("sleep_after"):  # a durable timer: the run leaves the worker
@@ -210,6 +230,10 @@ async def amain(args: argparse.Namespace) -> None:
     finally:
         await effects.close()
         print(f"worker_proc stopped {worker_id}", flush=True)
+
+
+def _fail(seq: int) -> None:
+    raise PermanentError(f"step {seq} fails for good", type="declined")
 
 
 def main(argv: list[str] | None = None) -> None:

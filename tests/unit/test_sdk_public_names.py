@@ -11,6 +11,7 @@ import pytest
 PUBLIC_NAMES = [
     "Cancelled",
     "ChildFailedError",
+    "CompensationFailed",
     "GatewayError",
     "Handler",
     "LeaseLost",

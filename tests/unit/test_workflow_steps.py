@@ -22,6 +22,7 @@ from ostinato.domain.workflow import (
 from ostinato.sdk import (
     Cancelled,
     ChildFailedError,
+    CompensationFailed,
     LeaseLost,
     NonDeterminismError,
     PermanentError,
@@ -406,3 +407,127 @@ async def test_a_child_payload_must_be_json_and_its_timeout_positive() -> None:
         await HandlerEnvironment().run(bad, "payload")
     with pytest.raises(ValueError, match="positive"):
         await HandlerEnvironment().run(bad, "timeout")
+
+
+# -- compensation (sagas) over the in-memory journal ---------------------------------------------
+
+def trip_of(calls: list[str], *, charge_error: BaseException | None = None,
+            release_errors: dict[str, list[BaseException]] | None = None) -> Task:
+    def reserve(what: str) -> str:
+        calls.append(f"reserve {what}")
+        return f"{what}-1"
+
+    def release(booking: str) -> None:
+        pending = (release_errors or {}).get(booking, [])
+        calls.append(f"release {booking}")
+        if pending:
+            raise pending.pop(0)
+
+    def charge() -> None:
+        calls.append("charge")
+        if charge_error is not None:
+            raise charge_error
+
+    @workflow("travel.trip")
+    async def trip(ctx: WorkflowContext, payload: None) -> str:
+        await ctx.step("hotel", reserve, "hotel", compensate=release, compensate_retries=1)
+        await ctx.step("flight", reserve, "flight", compensate=release, compensate_retries=1)
+        await ctx.step("note", calls.append, "note")  # nothing to undo
+        await ctx.step("charge", charge)
+        return "booked"
+
+    return trip
+
+
+async def test_compensations_run_in_reverse_after_a_permanent_failure_once_each() -> None:
+    calls: list[str] = []
+    trip = trip_of(calls, charge_error=PermanentError("declined", type="card_declined"))
+    env = HandlerEnvironment()
+    with pytest.raises(StepFailedError) as failed:
+        await env.run(trip)
+    assert failed.value.type == "card_declined"  # the run still ends with the original error
+    assert calls == ["reserve hotel", "reserve flight", "note", "charge", "release flight-1",
+                     "release hotel-1"]
+    assert [s.name for s in env.journal.steps] == [
+        "hotel", "flight", "note", "charge", "compensate:flight", "compensate:hotel"]
+    assert [s.compensable for s in env.journal.steps][:3] == [True, True, False]
+    with pytest.raises(StepFailedError):  # executed again: everything replays, nothing runs
+        await env.next_attempt().run(trip)
+    assert len(calls) == 6
+
+
+async def test_a_compensation_interrupted_by_a_crash_resumes_and_runs_once() -> None:
+    calls: list[str] = []
+    trip = trip_of(calls, charge_error=PermanentError("declined"),
+                   release_errors={"flight-1": [RetryableError("broker down")]})
+    env = HandlerEnvironment()
+    with pytest.raises(RetryableError):  # the compensation's one try failed: the run retries
+        await env.run(trip)
+    assert [s.name for s in env.journal.steps][-1] == "charge"
+    with pytest.raises(StepFailedError):
+        await env.next_attempt().run(trip)
+    assert calls == ["reserve hotel", "reserve flight", "note", "charge", "release flight-1",
+                     "release flight-1", "release hotel-1"]  # each compensation done once
+
+
+async def test_a_compensation_that_fails_for_good_names_itself_and_stops() -> None:
+    calls: list[str] = []
+    trip = trip_of(calls, charge_error=PermanentError("declined"),
+                   release_errors={"flight-1": [PermanentError("already flown")]})
+    with pytest.raises(CompensationFailed) as failed:
+        await HandlerEnvironment().run(trip)
+    assert failed.value.type == "compensation_failed"
+    assert (failed.value.step, failed.value.compensation) == ("flight", "compensate:flight")
+    assert "already flown" in str(failed.value)
+    assert "release hotel-1" not in calls  # the earlier step's compensation did not run
+
+
+async def test_a_retryable_failure_compensates_only_on_the_last_attempt() -> None:
+    calls: list[str] = []
+    trip = trip_of(calls, charge_error=RetryableError("gateway timeout"))
+    env = HandlerEnvironment()
+    with pytest.raises(RetryableError):
+        await env.run(trip)
+    assert not any(c.startswith("release") for c in calls)  # it will be retried
+    with pytest.raises(RetryableError):
+        await env.next_attempt(final_attempt=True).run(trip)
+    assert calls[-2:] == ["release flight-1", "release hotel-1"]
+
+
+async def test_a_cancelled_workflow_compensates_then_ends_cancelled() -> None:
+    calls: list[str] = []
+    env = HandlerEnvironment()
+
+    async def slow_charge() -> None:
+        calls.append("charge")
+        env.cancel()  # the request arrives while the step runs; the step itself finishes
+
+    @workflow("travel.cancel")
+    async def trip(ctx: WorkflowContext, payload: None) -> None:
+        await ctx.step("hotel", calls.append, "hotel", compensate=lambda _: calls.append("undo"))
+        await ctx.step("charge", slow_charge)
+        await ctx.step("never", calls.append, "never")
+
+    with pytest.raises(Cancelled):
+        await env.run(trip)
+    assert calls == ["hotel", "charge", "undo"]
+    assert [s.name for s in env.journal.steps] == ["hotel", "charge", "compensate:hotel"]
+
+
+async def test_a_run_claimed_with_its_cancel_requested_replays_then_compensates() -> None:
+    calls: list[str] = []
+    env = HandlerEnvironment()
+
+    @workflow("travel.wait")
+    async def waiting(ctx: WorkflowContext, payload: None) -> None:
+        await ctx.step("hotel", calls.append, "hotel", compensate=lambda _: calls.append("undo"))
+        await ctx.sleep(timedelta(days=1))
+        await ctx.step("pay", calls.append, "pay")
+
+    with pytest.raises(Suspended):
+        await env.run(waiting)
+    # cancelled while asleep: woken with its cancel requested, not ended at once
+    env.journal.wake()
+    with pytest.raises(Cancelled):
+        await env.next_attempt(cancel_requested=True).run(waiting)
+    assert calls == ["hotel", "undo"]

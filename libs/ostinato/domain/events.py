@@ -306,6 +306,7 @@ class StepCompleted(Event, tag="StepCompleted"):
     output_ref: uuid.UUID | None = None
     tries: int = 1  # runs of the step in this attempt (its own retries included)
     duration_ms: float = 0.0
+    compensable: bool = False  # the step registered a compensation (a saga's step)
 
 
 class StepFailed(Event, tag="StepFailed"):
@@ -343,7 +344,7 @@ class RunWoken(Event, tag="RunWoken"):
     """What a suspended run waited for happened: it is scheduled again (dispatch as usual)."""
 
     stream_type: ClassVar[str] = "run"
-    cause: str  # timer | signal | signal_timeout | deadline | child
+    cause: str  # timer | signal | signal_timeout | deadline | child | cancel
 
 
 class TimerFired(Event, tag="TimerFired"):

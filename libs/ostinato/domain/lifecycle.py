@@ -110,6 +110,7 @@ class Run:
     steps_done: int = 0  # workflow steps recorded (positions 0 .. steps_done - 1)
     waiting_for: str | None = None  # a suspended run's reason: timer | signal | child
     parent_notified: bool = False  # a final child whose parent has been told
+    compensable: bool = False  # a workflow with a completed step that registered a compensation
 
 
 def step(run: Run, event: ev.Event) -> Run:
@@ -143,6 +144,8 @@ def step(run: Run, event: ev.Event) -> Run:
             return replace(r, failures=max(r.failures, attempts))
         case ev.CancelRequested():
             return replace(r, cancel_requested=True)
+        case ev.StepCompleted(seq=seq, compensable=True):
+            return replace(r, steps_done=max(r.steps_done, seq + 1), compensable=True)
         case (ev.StepCompleted(seq=seq) | ev.StepFailed(seq=seq) | ev.TimerFired(seq=seq)
               | ev.SignalDelivered(seq=seq) | ev.SignalTimedOut(seq=seq)
               | ev.ChildStarted(seq=seq, awaited=False) | ev.ChildFinished(seq=seq)):

@@ -177,27 +177,34 @@ def _pool_control(r: RecordedEvent, e: ev.PoolPaused | ev.PoolResumed) -> tuple[
                                     r.occurred_at, r.version)
 
 
+def _step_row(r: RecordedEvent, seq: int, name: str, succeeded: bool, output: Any = None,
+              output_ref: Any = None, error_type: str | None = None, message: str | None = None,
+              attempt: int = 0, tries: int = 1, duration_ms: float = 0.0,
+              compensable: bool = False) -> tuple[str, Args]:
+    """A workflow position's `run_steps` row (the pool's json codec encodes `output`)."""
+    return "project_step_recorded", (r.stream_id, seq, r.tenant_id, name, succeeded, output,
+                                     output_ref, error_type, message, attempt, tries,
+                                     duration_ms, r.occurred_at, r.version, compensable)
+
+
 def _step_recorded(r: RecordedEvent, e: ev.StepCompleted | ev.StepFailed) -> tuple[str, Args]:
-    if isinstance(e, ev.StepCompleted):
-        # the pool's json codec encodes the document (a step that returned null stores NULL)
-        outcome = (True, None if e.output_ref else e.output, e.output_ref, None, None)
-    else:
-        outcome = (False, None, None, e.error_type, e.message)
-    return "project_step_recorded", (r.stream_id, e.seq, r.tenant_id, e.name, *outcome,
-                                     e.attempt, e.tries, e.duration_ms, r.occurred_at, r.version)
+    if isinstance(e, ev.StepCompleted):  # a step that returned null stores NULL
+        return _step_row(r, e.seq, e.name, True, None if e.output_ref else e.output,
+                         e.output_ref, attempt=e.attempt, tries=e.tries,
+                         duration_ms=e.duration_ms, compensable=e.compensable)
+    return _step_row(r, e.seq, e.name, False, error_type=e.error_type, message=e.message,
+                     attempt=e.attempt, tries=e.tries, duration_ms=e.duration_ms)
 
 
 def _timer_fired(r: RecordedEvent, e: ev.TimerFired) -> tuple[str, Args]:
-    return "project_step_recorded", (r.stream_id, e.seq, r.tenant_id, e.name, True,
-                                     {"due_at": e.due_at.isoformat()}, None, None, None,
-                                     e.attempt, 1, 0.0, r.occurred_at, r.version)
+    return _step_row(r, e.seq, e.name, True, {"due_at": e.due_at.isoformat()},
+                     attempt=e.attempt)
 
 
 def _signal_timed_out(r: RecordedEvent, e: ev.SignalTimedOut) -> tuple[str, Args]:
-    return "project_step_recorded", (
-        r.stream_id, e.seq, r.tenant_id, e.name, False, None, None, "signal_timeout",
-        f"no signal {e.name!r} before {e.deadline.isoformat()}", e.attempt, 1, 0.0,
-        r.occurred_at, r.version)
+    return _step_row(r, e.seq, e.name, False, error_type="signal_timeout",
+                     message=f"no signal {e.name!r} before {e.deadline.isoformat()}",
+                     attempt=e.attempt)
 
 
 def _suspended(r: RecordedEvent, e: ev.RunSuspended) -> tuple[str, Args]:
@@ -209,17 +216,14 @@ def _suspended(r: RecordedEvent, e: ev.RunSuspended) -> tuple[str, Args]:
 def _child_started(r: RecordedEvent, e: ev.ChildStarted) -> tuple[str, Args]:
     if e.awaited:  # the position is recorded when the child ends (ChildFinished)
         return _version_only(r, e)
-    return "project_step_recorded", (r.stream_id, e.seq, r.tenant_id, e.name, True,
-                                     str(e.child_run_id), None, None, None, e.attempt, 1, 0.0,
-                                     r.occurred_at, r.version)
+    return _step_row(r, e.seq, e.name, True, str(e.child_run_id), attempt=e.attempt)
 
 
 def _child_finished(r: RecordedEvent, e: ev.ChildFinished) -> tuple[str, Args]:
-    ok = e.state == "succeeded"
-    return "project_step_recorded", (
-        r.stream_id, e.seq, r.tenant_id, e.name, ok, None if e.output_ref else e.output,
-        e.output_ref, None if ok else e.error_type, None if ok else e.message, 0, 1, 0.0,
-        r.occurred_at, r.version)
+    if e.state == "succeeded":
+        return _step_row(r, e.seq, e.name, True, None if e.output_ref else e.output,
+                         e.output_ref)
+    return _step_row(r, e.seq, e.name, False, error_type=e.error_type, message=e.message)
 
 
 def _parent_notified(r: RecordedEvent, e: ev.ParentNotified) -> tuple[str, Args]:

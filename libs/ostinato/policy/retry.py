@@ -135,6 +135,17 @@ class FailureDecision:
     counts: bool = True  # whether this failure uses up an attempt
 
 
+def retries_exhausted(p: RetryPolicy | dict[str, Any] | None, failures_before: int) -> bool:
+    """A retryable failure now would be the last one the policy allows (it dead-letters).
+    A stored document (`to_document`) is read for its `max_attempts` only: no full parse on
+    the claim path."""
+    if isinstance(p, RetryPolicy):
+        limit = p.max_attempts
+    else:
+        limit = (p or {}).get("max_attempts", DEFAULT.max_attempts)
+    return failures_before + 1 >= limit
+
+
 def decide_failure(p: RetryPolicy, *, run_id: uuid.UUID, failures_before: int,
                    classification: Classification, now: datetime,
                    retry_after: timedelta | None = None, reason: str | None = None,
@@ -146,7 +157,7 @@ def decide_failure(p: RetryPolicy, *, run_id: uuid.UUID, failures_before: int,
         wait = retry_after if retry_after is not None else p.initial_delay
         return FailureDecision("retry", "throttled", now + max(wait, timedelta(0)), counts=False)
     failures = failures_before + 1
-    if failures >= p.max_attempts:
+    if retries_exhausted(p, failures_before):
         return FailureDecision("dead_letter", "exhausted")
     delay = backoff(p, failures, jitter_draw(run_id, failures))
     return FailureDecision("retry", reason or "retryable", now + delay)

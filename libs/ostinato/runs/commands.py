@@ -37,29 +37,36 @@ async def _lock_run(conn: asyncpg.Connection, tenant_id: uuid.UUID,
 async def cancel_run(conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID,
                      run_id: uuid.UUID, actor: str) -> str:
     """A waiting run is cancelled at once; a running one is asked to stop (its worker learns
-    it on the next heartbeat). A workflow's children that are not final are cancelled with it,
-    and theirs (`ostinato.runs.children`). Returns the state the run is in afterwards."""
+    it on the next heartbeat). A waiting workflow with compensations to run is asked to stop
+    too, and a suspended one is woken for it: its next attempt compensates, then ends
+    cancelled. A workflow's children that are not final are cancelled with it, and theirs
+    (`ostinato.runs.children`). Returns the state the run is in afterwards."""
     async with conn.transaction():
         run = await _lock_run(conn, tenant_id, run_id)
         state = RunState(run.state)
         if state in FINAL:
             raise InvalidState(f"run {run_id} is already {state}")
-        if state is RunState.RUNNING:
+        head = StreamHead.of(run)
+        events = []
+        if state is RunState.RUNNING or run.compensable:
             if run.cancel_requested:
-                return "running"
-            event: ev.Event = ev.CancelRequested(by=actor)
+                return state.value
+            events.append(ev.CancelRequested(by=actor))
+            if state is RunState.SUSPENDED:
+                events.append(ev.RunWoken(cause="cancel"))
         else:
-            event = ev.RunCancelled(by=actor, reason="requested")
-        await store.append(conn, [StreamHead.of(run).next(event, actor,
-                                                          traceparent=run.traceparent)])
+            events.append(ev.RunCancelled(by=actor, reason="requested"))
+        await store.append(conn, [head.next(e, actor, traceparent=run.traceparent)
+                                  for e in events])
         for child_id in await run_store.active_children(conn, [run_id]):
             try:
                 await cancel_run(conn, store, tenant_id=tenant_id, run_id=child_id,
                                  actor=actor)
             except InvalidState:
                 pass  # it ended meanwhile
-    outcomes.observe(tenant_id, run_id, event)
-    return "running" if state is RunState.RUNNING else "cancelled"
+    for event in events:
+        outcomes.observe(tenant_id, run_id, event)
+    return head.state.value if head.state is not None else state.value
 
 
 async def rerun(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,

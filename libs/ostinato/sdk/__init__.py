@@ -114,6 +114,7 @@ from ostinato.sdk.tasks import Handler, Task, task
 from ostinato.sdk.worker import Worker
 from ostinato.sdk.workflow import (
     ChildFailedError,
+    CompensationFailed,
     NonDeterminismError,
     SignalTimeout,
     StepFailedError,
@@ -125,6 +126,7 @@ from ostinato.sdk.workflow import (
 __all__ = [
     "Cancelled",
     "ChildFailedError",
+    "CompensationFailed",
     "GatewayError",
     "Handler",
     "LeaseLost",

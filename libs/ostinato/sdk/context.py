@@ -62,6 +62,7 @@ class RunContext:
     """
 
     __slots__ = (
+        "_cancel_at_claim",
         "_cancelled",
         "_heartbeat_hook",
         "_heartbeating",
@@ -73,6 +74,7 @@ class RunContext:
         "_loop",
         "attempt",
         "fencing_token",
+        "final_attempt",
         "idempotency_key",
         "job_id",
         "lease_ttl_seconds",
@@ -102,6 +104,8 @@ class RunContext:
         timeout_seconds: float | None = None,
         steps_done: int = 0,
         journal: StepJournal | None = None,
+        cancel_requested: bool = False,
+        final_attempt: bool = False,
     ) -> None:
         self.run_id = run_id
         self.job_id = job_id
@@ -114,6 +118,8 @@ class RunContext:
         self.lease_ttl_seconds = lease_ttl_seconds
         self.timeout_seconds = timeout_seconds  # the attempt's time limit; None: no limit
         self.steps_done = steps_done  # workflow steps the run has recorded (ostinato.sdk.workflow)
+        # A retryable failure now would dead-letter the run: a workflow compensates first.
+        self.final_attempt = final_attempt
         self._journal = journal
         self._lease_expires_at = lease_expires_at
         # Monotonic instant by which the lease has surely not yet expired on the gateway:
@@ -123,6 +129,9 @@ class RunContext:
         )
         self._heartbeat_hook = heartbeat_hook
         self._cancelled = False
+        # Claimed with its cancel requested already (a workflow woken to compensate): seen by
+        # is_cancelled(), but it interrupts nothing, so the handler gets to run.
+        self._cancel_at_claim = cancel_requested
         self._lease_lost = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._interrupt: InterruptHook | None = None
@@ -150,6 +159,8 @@ class RunContext:
             timeout_seconds=run.timeout_seconds,
             steps_done=run.steps_done,
             journal=journal,
+            cancel_requested=run.cancel_requested,
+            final_attempt=run.final_attempt,
         )
 
     @property
@@ -172,7 +183,21 @@ class RunContext:
 
     def is_cancelled(self) -> bool:
         """True once the gateway relayed a cancel request; sync handlers should poll this."""
-        return self._cancelled
+        return self._cancelled or self._cancel_at_claim
+
+    def take_cancel(self, on_cancel: Callable[[], None]) -> None:
+        """From now on a cancel request calls `on_cancel` instead of interrupting the whole
+        handler (a workflow stops its running step and compensates); lease loss, the time
+        limit and shutdown still interrupt it."""
+        original = self._interrupt
+
+        def hook(reason: str) -> None:
+            if reason == "cancel":
+                on_cancel()
+            elif original is not None:
+                original(reason)
+
+        self._interrupt = hook
 
     def is_lease_lost(self) -> bool:
         """True once the gateway fenced this attempt off; its outcome will not be reported."""

@@ -223,6 +223,7 @@ class StepItem(_Request):
     duration_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     wait: WaitSpec | None = None
     child: ChildSpec | None = None  # a child run started here (``ctx.child``/``start_child``)
+    compensable: bool = False  # the step registered a compensation (``compensate=``)
     # The workflow's overall deadline (``@workflow(..., timeout=)``): past it, by the database
     # clock, nothing is recorded and the answer says ``deadline_passed``.
     deadline: AwareDatetime | None = None
@@ -299,6 +300,11 @@ class ClaimedRun(_Response):
     traceparent: str | None = None  # W3C trace context of the run: handlers continue its trace
     timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None  # attempt limit; None: none
     steps_done: Annotated[int, msgspec.Meta(ge=0)] = 0  # workflow steps recorded so far
+    # A workflow woken to run its compensations: its cancel was requested while it waited.
+    cancel_requested: bool = False
+    # A retryable failure of this attempt would dead-letter the run (its retries are used up):
+    # a workflow runs its compensations before it fails so.
+    final_attempt: bool = False
 
 
 class ClaimResponse(_Response):

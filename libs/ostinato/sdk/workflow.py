@@ -37,6 +37,13 @@ runs: a retry resumes instead of restarting. The rules (``docs/WORKFLOWS.md``):
   child's error. ``ctx.start_child(...)`` starts one and returns its run id without waiting.
   Cancelling the workflow cancels its children. A child is a step: started once, whatever
   happens to the parent.
+- ``compensate=fn`` registers the step's compensation (a saga): when the workflow fails for
+  good (a permanent error, or a retryable one on its last attempt) or is cancelled, the
+  compensations of its completed steps run in reverse order, each a recorded step
+  (``compensate:<step>``, called with the step's output, ``compensate_retries`` tries) that
+  runs once across crashes like any step. Then the original error ends the run. A compensation
+  that fails for good ends it with ``CompensationFailed`` (type ``compensation_failed``, into
+  the dead letters, naming the step and its compensation).
 - The recorded history is read lazily, one page of at most 1,000 steps at a time, so resuming
   a long workflow holds one page in memory, never the whole history.
 """
@@ -61,6 +68,7 @@ from ostinato.sdk.errors import (
     OstinatoWorkerError,
     PermanentError,
     Suspended,
+    Throttled,
     error_info,
 )
 from ostinato.sdk.protocol import (
@@ -73,8 +81,8 @@ from ostinato.sdk.protocol import (
 )
 from ostinato.sdk.tasks import Task
 
-__all__ = ["ChildFailedError", "NonDeterminismError", "SignalTimeout", "StepFailedError",
-           "WorkflowContext", "WorkflowTimedOut", "workflow"]
+__all__ = ["ChildFailedError", "CompensationFailed", "NonDeterminismError", "SignalTimeout",
+           "StepFailedError", "WorkflowContext", "WorkflowTimedOut", "workflow"]
 
 _encoder = msgspec.json.Encoder()
 WorkflowFn = Callable[["WorkflowContext", Any], Awaitable[Any]]
@@ -101,6 +109,19 @@ class ChildFailedError(StepFailedError):
 
     def __init__(self, step: str, type: str, message: str) -> None:
         super().__init__(step, type, message)
+
+
+class CompensationFailed(PermanentError):
+    """The compensation of step ``step`` failed for good while the workflow compensated: the
+    run ends in the dead letters with type ``compensation_failed``, the compensations after it
+    (earlier steps) not run; ``cause_type`` is the compensation's own error type."""
+
+    def __init__(self, step: str, compensation: str, cause_type: str, message: str) -> None:
+        super().__init__(f"compensation {compensation!r} of step {step!r} failed "
+                         f"({cause_type}): {message}", type="compensation_failed")
+        self.step = step
+        self.compensation = compensation
+        self.cause_type = cause_type
 
 
 class WorkflowTimedOut(PermanentError):
@@ -149,30 +170,35 @@ class WorkflowContext:
         self.deadline = deadline  # the workflow's overall deadline; None: none
         self._counter = StepCounter()
         self._history = _History(run)
+        # (step, compensation, the step's output, its tries, backoff), completed steps in order
+        self._compensations: list[tuple[str, Callable[..., Any], Any, int, float]] = []
+        self._compensating = False
+        self._running: asyncio.Future[Any] | None = None  # the async step running now
 
     async def step(self, name: str, fn: Callable[..., Any], *args: Any, retries: int = 0,
                    backoff: float = 1.0, timeout_seconds: float | None = None,
-                   **kwargs: Any) -> Any:
-        """Run step ``name`` once across every execution of the workflow; see the module doc."""
-        if self.run.is_cancelled():
-            raise Cancelled(self.run.run_id)
+                   compensate: Callable[[Any], Any] | None = None,
+                   compensate_retries: int = 3, **kwargs: Any) -> Any:
+        """Run step ``name`` once across every execution of the workflow; see the module doc.
+        ``compensate``: called with the step's output if the workflow later fails for good or
+        is cancelled (``compensate_retries`` tries)."""
         seq = self._counter.seq
-        decision = decide(self._counter, name, await self._history.at(seq))
+        decision = decide(self._counter, name, await self._at_boundary(seq))
         if isinstance(decision, Diverged):
             raise NonDeterminismError(decision.message())
         if not isinstance(decision, Execute):
             recorded = decision.step
             if recorded.succeeded:
+                self._register(name, compensate, recorded.output, compensate_retries, backoff)
                 return recorded.output
             raise StepFailedError(name, recorded.error_type or "step_failed",
                                   recorded.message or "")
-        self._check_deadline()
         started = time.monotonic()
         tries = 0
         while True:
             tries += 1
             try:
-                output = await _call(fn, args, kwargs, timeout_seconds)
+                output = await self._call(fn, args, kwargs, timeout_seconds)
             except (LeaseLost, Cancelled, asyncio.CancelledError):
                 raise
             except Exception as exc:
@@ -180,8 +206,13 @@ class WorkflowContext:
                 if info.retryable and tries <= retries:
                     await asyncio.sleep(backoff * 2 ** (tries - 1))
                     continue
-                if info.retryable:
+                if info.retryable and not self._ends_run(exc):
                     raise  # the run fails; its next attempt resumes at this step
+                if info.retryable:
+                    # the run's last attempt, with compensations to run: the failure is
+                    # recorded, so that they take the positions after it
+                    await self._record(seq, name, None, info, tries, started)
+                    raise
                 await self._record(seq, name, None, info, tries, started)
                 raise StepFailedError(name, info.type, info.message) from exc
             try:
@@ -191,7 +222,9 @@ class WorkflowContext:
                                  retryable=False, classified=True)
                 await self._record(seq, name, None, info, tries, started)
                 raise StepFailedError(name, info.type, info.message) from exc
-            await self._record(seq, name, encoded, None, tries, started)
+            await self._record(seq, name, encoded, None, tries, started,
+                               compensable=compensate is not None)
+            self._register(name, compensate, output, compensate_retries, backoff)
             return output
 
     async def sleep(self, duration: timedelta | float) -> None:
@@ -252,19 +285,16 @@ class WorkflowContext:
     async def _wait(self, name: str, wait: WaitSpec | None = None,
                     child: ChildSpec | None = None) -> RecordedStep:
         run = self.run
-        if run.is_cancelled():
-            raise Cancelled(run.run_id)
         seq = self._counter.seq
-        decision = decide(self._counter, name, await self._history.at(seq))
+        decision = decide(self._counter, name, await self._at_boundary(seq))
         if isinstance(decision, Diverged):
             raise NonDeterminismError(decision.message())
         if not isinstance(decision, Execute):
             return decision.step
-        self._check_deadline()
         result = await run.record_step(StepItem(run_id=run.run_id,
                                                 fencing_token=run.fencing_token, seq=seq,
                                                 name=name, wait=wait, child=child,
-                                                deadline=self.deadline))
+                                                deadline=self._deadline()))
         if result.status in (404, 409):
             run.mark_lease_lost()
             raise LeaseLost(run.run_id)
@@ -283,12 +313,13 @@ class WorkflowContext:
         return _recorded(result.step)
 
     async def _record(self, seq: int, name: str, output: msgspec.Raw | None,
-                      error: ErrorInfo | None, tries: int, started: float) -> None:
+                      error: ErrorInfo | None, tries: int, started: float, *,
+                      compensable: bool = False) -> None:
         run = self.run
         item = StepItem(run_id=run.run_id, fencing_token=run.fencing_token, seq=seq, name=name,
                         output=output, error=error, tries=tries,
                         duration_ms=round((time.monotonic() - started) * 1000, 3),
-                        deadline=self.deadline)
+                        deadline=self._deadline(), compensable=compensable)
         result = await run.record_step(item)
         if result.status in (404, 409):
             run.mark_lease_lost()
@@ -300,11 +331,77 @@ class WorkflowContext:
         run.steps_done = max(run.steps_done, seq + 1)
 
 
-    def _check_deadline(self) -> None:
-        """Before running a step or a wait: the deadline by this worker's estimate of the
-        database clock (the gateway's own check, when recording, is the one that binds)."""
-        if self.deadline is not None and self.run.database_now() >= self.deadline:
-            raise WorkflowTimedOut(self.deadline)
+    async def _at_boundary(self, seq: int) -> RecordedStep | None:
+        """The record at position `seq`; with none (the step would run), a cancel requested
+        stops the workflow here, and so does the deadline, by this worker's estimate of the
+        database clock (the gateway's own check, when recording, is the one that binds).
+        Neither stops a replay or a compensation; both stop before the position is taken, so
+        the compensations take it."""
+        recorded = await self._history.at(seq)
+        if recorded is None and not self._compensating:
+            if self.run.is_cancelled():
+                raise Cancelled(self.run.run_id)
+            if self.deadline is not None and self.run.database_now() >= self.deadline:
+                raise WorkflowTimedOut(self.deadline)
+        return recorded
+
+    def _ends_run(self, exc: Exception) -> bool:
+        """A retryable step error that dead-letters the run (its last attempt) and leaves
+        compensations to run."""
+        return (bool(self._compensations) and self.run.final_attempt
+                and not self._compensating and not isinstance(exc, Throttled))
+
+    def _deadline(self) -> datetime | None:
+        return None if self._compensating else self.deadline
+
+    def _register(self, name: str, compensate: Callable[[Any], Any] | None, output: Any,
+                  tries: int, backoff: float) -> None:
+        if compensate is not None and not self._compensating:
+            self._compensations.append((name, compensate, output, tries, backoff))
+
+    async def _call(self, fn: Callable[..., Any], args: tuple[Any, ...],
+                    kwargs: dict[str, Any], limit: float | None) -> Any:
+        """One try of a step; an async one runs as a future a cancel request can stop."""
+        if not inspect.iscoroutinefunction(fn):
+            return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kwargs), limit)
+        self._running = asyncio.ensure_future(fn(*args, **kwargs))
+        try:
+            return await asyncio.wait_for(self._running, limit)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self.run.is_cancelled() and task is not None and not task.cancelling():
+                raise Cancelled(self.run.run_id) from None  # the step was stopped, not us
+            raise
+        finally:
+            self._running = None
+
+    def _stop_running_step(self) -> None:
+        """A cancel request: the running async step is cancelled (cooperatively), and the
+        workflow stops at this boundary and compensates; a compensation is never stopped, nor
+        a step that asked for the cancel itself (it returns, and is recorded)."""
+        running = self._running
+        if running is not None and not self._compensating and \
+                asyncio.current_task() is not running:
+            running.cancel()
+
+    async def _compensate(self, cause: BaseException) -> None:
+        """Run the registered compensations, the latest step's first, each a recorded step."""
+        self._compensating = True
+        try:
+            for name, fn, output, tries, backoff in reversed(self._compensations):
+                label = f"compensate:{name}"
+                try:
+                    await self.step(label, fn, output, retries=max(0, tries - 1),
+                                    backoff=backoff)
+                except StepFailedError as exc:
+                    raise CompensationFailed(name, label, exc.type, str(exc)) from cause
+                except Exception as exc:  # retryable, its tries used up
+                    if not self.run.final_attempt:
+                        raise  # the run is retried; its next attempt resumes compensating
+                    info = error_info(exc)
+                    raise CompensationFailed(name, label, info.type, info.message) from cause
+        finally:
+            self._compensating = False
 
 
 def _child_spec(task: str | Task, payload: Any, pool: str | None, priority: str | None,
@@ -328,11 +425,13 @@ def _recorded(record: StepRecord) -> RecordedStep:
                         message=record.message)
 
 
-async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                limit: float | None) -> Any:
-    if inspect.iscoroutinefunction(fn):
-        return await asyncio.wait_for(fn(*args, **kwargs), limit)
-    return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kwargs), limit)
+def _compensates(exc: BaseException, run: RunContext) -> bool:
+    """The workflow ends for good with this error: its compensations run first."""
+    if isinstance(exc, Cancelled):
+        return True
+    if isinstance(exc, NonDeterminismError | Throttled) or not isinstance(exc, Exception):
+        return False  # a diverged history is the operator's; a throttle is retried
+    return not error_info(exc).retryable or run.final_attempt
 
 
 def _step_error(exc: Exception) -> ErrorInfo:
@@ -358,7 +457,14 @@ def workflow(name: str, *, timeout: timedelta | float | None = None,
         async def run(payload: Any) -> Any:
             ctx = current()
             deadline = None if limit is None else ctx.scheduled_for + timedelta(seconds=limit)
-            return await fn(WorkflowContext(ctx, deadline), payload)
+            wctx = WorkflowContext(ctx, deadline)
+            ctx.take_cancel(wctx._stop_running_step)
+            try:
+                return await fn(wctx, payload)
+            except BaseException as exc:
+                if wctx._compensations and _compensates(exc, ctx):
+                    await wctx._compensate(exc)
+                raise
 
         run.__name__ = run.__qualname__ = getattr(fn, "__name__", name)
         return Task(name=name, fn=run)

@@ -64,6 +64,7 @@ class RunRow(msgspec.Struct, frozen=True):
     parent_run_id: uuid.UUID | None  # a workflow's child: its parent run
     parent_notified: bool  # a final child whose parent has been told
     wait_child: uuid.UUID | None  # the child run a suspended workflow waits for
+    compensable: bool  # a completed step registered a compensation
 
     @property
     def waits_for_dispatch(self) -> bool:
@@ -142,6 +143,7 @@ class LockedRun(msgspec.Struct, frozen=True):
     deadline_at: datetime | None
     parent_run_id: uuid.UUID | None
     wait_child: uuid.UUID | None
+    compensable: bool
 
 
 class ClaimedRun(msgspec.Struct, frozen=True):
@@ -162,6 +164,9 @@ class ClaimedRun(msgspec.Struct, frozen=True):
     timeout_seconds: float | None
     version: int
     steps_done: int
+    cancel_requested: bool  # a workflow woken to run its compensations
+    retry_policy: Any
+    failures: int
 
 
 class RunToken(msgspec.Struct, frozen=True):

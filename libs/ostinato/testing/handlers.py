@@ -112,6 +112,11 @@ class MemoryJournal:
             seq=item.seq, name=item.name, succeeded=error is None, output=output,
             error_type=error.type if error else None, message=error.message if error else None))
 
+    def wake(self) -> None:
+        """The run is woken with its wait unfinished and nothing recorded: cancelled while it
+        waited, with compensations to run (claim the next attempt with cancel_requested)."""
+        self.suspended = None
+
     def finish_child(self, output: Any = None, *, error_type: str | None = None,
                      message: str = "") -> None:
         """The child the run waits for is final: succeeded with `output`, or (`error_type`)
@@ -167,7 +172,8 @@ class HandlerEnvironment:
                  run_id: str | None = None, tenant_id: str | None = None,
                  job_id: str | None = None, scheduled_for: datetime | None = None,
                  lease_ttl_seconds: float = 30.0, timeout_seconds: float | None = None,
-                 journal: MemoryJournal | None = None) -> None:
+                 journal: MemoryJournal | None = None, final_attempt: bool = False,
+                 cancel_requested: bool = False) -> None:
         self.run_id = run_id or str(uuid.uuid4())
         self.journal = journal or MemoryJournal()
         token = attempt if fencing_token is None else fencing_token
@@ -182,21 +188,26 @@ class HandlerEnvironment:
             + timedelta(seconds=lease_ttl_seconds),
             lease_ttl_seconds=lease_ttl_seconds, heartbeat_hook=self._heartbeat,
             timeout_seconds=timeout_seconds, steps_done=len(self.journal.steps),
-            journal=self.journal,
+            journal=self.journal, final_attempt=final_attempt, cancel_requested=cancel_requested,
         )
         self.heartbeats = 0
         self._cancel_after: int | None = None
         self._lose_after: int | None = None
 
-    def next_attempt(self) -> HandlerEnvironment:
-        """The same run's next attempt (a newer fencing token) over the same journal."""
+    def next_attempt(self, *, final_attempt: bool = False,
+                     cancel_requested: bool = False) -> HandlerEnvironment:
+        """The same run's next attempt (a newer fencing token) over the same journal;
+        `final_attempt`: its retries are used up; `cancel_requested`: claimed with a cancel
+        requested (a workflow woken to compensate)."""
         ctx = self.context
         return HandlerEnvironment(task=ctx.task, attempt=ctx.attempt + 1,
                                   fencing_token=ctx.fencing_token + 1, run_id=self.run_id,
                                   tenant_id=ctx.tenant_id, job_id=ctx.job_id,
                                   scheduled_for=ctx.scheduled_for,
                                   lease_ttl_seconds=ctx.lease_ttl_seconds,
-                                  timeout_seconds=ctx.timeout_seconds, journal=self.journal)
+                                  timeout_seconds=ctx.timeout_seconds, journal=self.journal,
+                                  final_attempt=final_attempt,
+                                  cancel_requested=cancel_requested)
 
     def cancel(self) -> None:
         """An operator cancelled the run: the next heartbeat raises `Cancelled`."""

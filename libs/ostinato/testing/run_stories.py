@@ -86,7 +86,8 @@ def _event(kind: type[ev.Event], run: Run, draw: st.DrawFn) -> ev.Event:
         case ev.StepCompleted:
             return ev.StepCompleted(seq=run.steps_done, name=draw(st.sampled_from(["a", "b"])),
                                     attempt=attempt, fencing_token=token,
-                                    output=draw(st.none() | st.integers()))
+                                    output=draw(st.none() | st.integers()),
+                                    compensable=draw(st.booleans()))
         case ev.StepFailed:
             return ev.StepFailed(seq=run.steps_done, name="a", attempt=attempt,
                                  fencing_token=token, error_type="declined", message="m")

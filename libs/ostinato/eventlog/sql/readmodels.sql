@@ -215,14 +215,17 @@ UPDATE runs SET version = $3, updated_at = $2 WHERE id = $1;
 UPDATE runs SET version = $2 WHERE id = $1;
 
 -- name: project_step_recorded
--- StepCompleted / StepFailed: the step's row, and the run's version and steps done (no
--- indexed column changes: the run's row is updated in place).
+-- StepCompleted / StepFailed (and the other records of a position): the step's row, and the
+-- run's version, steps done and whether it has a compensation to run (no indexed column
+-- changes: the run's row is updated in place).
 WITH step AS (
     INSERT INTO run_steps (run_id, seq, tenant_id, name, succeeded, output, output_ref,
                            error_type, message, attempt, tries, duration_ms, recorded_at)
     VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9, $10, $11, $12, $13)
 )
-UPDATE runs SET version = $14, steps_done = greatest(steps_done, $2 + 1) WHERE id = $1;
+UPDATE runs SET version = $14, steps_done = greatest(steps_done, $2 + 1),
+                compensable = compensable OR $15
+WHERE id = $1;
 
 -- name: project_run_suspended
 -- RunSuspended: the attempt ends (its slot is freed by sync_run_slots); what it waits for.

@@ -30,7 +30,7 @@ SELECT id, tenant_id, job_id, task, pool, priority, state, attempt, fencing_toke
        scheduled_for, due_at, traceparent, version, failures, retry_policy, cancel_requested,
        timeout_seconds, queue_wait_seconds, on_queue_wait, worker_id, started_at, last_error,
        steps_done, wait_reason, wait_seq, wait_name, wait_signal, wake_at, deadline_at,
-       parent_run_id, wait_child
+       parent_run_id, wait_child, compensable
 FROM runs WHERE id = ANY($1::uuid[])
 ORDER BY id
 FOR UPDATE;
@@ -39,7 +39,8 @@ FOR UPDATE;
 -- Worker claim: one tenant's queued runs in the given pools, oldest first (index runs_ready,
 -- migration 0011 says why it must stay); SKIP LOCKED lets concurrent claims take different runs.
 SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
-       scheduled_for, due_at, traceparent, timeout_seconds, version, steps_done
+       scheduled_for, due_at, traceparent, timeout_seconds, version, steps_done,
+       cancel_requested, retry_policy, failures
 FROM runs
 WHERE tenant_id = $1 AND pool = ANY($2::text[]) AND state = 'queued'
   AND ($3::text[] IS NULL OR task = ANY($3::text[]))
@@ -51,7 +52,8 @@ FOR UPDATE SKIP LOCKED;
 -- Shared worker claim: queued runs of any tenant in the given pools, oldest first (index
 -- runs_ready_pool); SKIP LOCKED lets concurrent claims take different runs.
 SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
-       scheduled_for, due_at, traceparent, timeout_seconds, version, steps_done
+       scheduled_for, due_at, traceparent, timeout_seconds, version, steps_done,
+       cancel_requested, retry_policy, failures
 FROM runs
 WHERE pool = ANY($1::text[]) AND state = 'queued'
   AND ($2::text[] IS NULL OR task = ANY($2::text[]))
