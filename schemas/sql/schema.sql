@@ -361,7 +361,11 @@ CREATE TABLE public.runs (
     parent_run_id uuid,
     parent_notified boolean DEFAULT false NOT NULL,
     wait_child uuid,
-    compensable boolean DEFAULT false NOT NULL
+    compensable boolean DEFAULT false NOT NULL,
+    paused boolean DEFAULT false NOT NULL,
+    paused_at timestamp with time zone,
+    frozen_wake_at timestamp with time zone,
+    frozen_deadline_at timestamp with time zone
 );
 
 --

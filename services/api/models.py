@@ -91,6 +91,7 @@ class RunView(msgspec.Struct, kw_only=True):
     current_step: str | None = None  # a suspended workflow's waiting step (sleep, signal:x)
     parent_run_id: uuid.UUID | None = None  # a workflow's child: its parent run
     waiting_for_child: uuid.UUID | None = None  # the child run a suspended workflow waits for
+    paused: bool = False  # an operator paused it (POST /v1/runs/{id}/resume ends that)
 
 
 class StepView(msgspec.Struct, kw_only=True):
@@ -212,6 +213,22 @@ class BackfillView(msgspec.Struct, kw_only=True):
     runs_created: int
     slots_with_runs: int
     slots_skipped: int
+
+
+class RunPauseRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    reason: Annotated[str, msgspec.Meta(max_length=1000)] | None = None
+
+
+class PauseMatchingRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Pause or resume the running and suspended runs of a task or of a job."""
+
+    task: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    job_id: uuid.UUID | None = None
+    reason: Annotated[str, msgspec.Meta(max_length=1000)] | None = None
+
+
+class PauseChanged(msgspec.Struct, kw_only=True):
+    changed: int  # runs paused (or resumed) by this call; already so: not counted
 
 
 class RetryRunRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -90,6 +90,7 @@ def run_view(run: RunRow, output: Any = None, waiting_reason: str | None = None)
         current_step=run.wait_name if run.state == RunState.SUSPENDED else None,
         parent_run_id=run.parent_run_id,
         waiting_for_child=run.wait_child if run.state == RunState.SUSPENDED else None,
+        paused=run.paused,
     )
 
 

@@ -8,13 +8,22 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, Response, get, post
-from litestar.params import FromPath, FromQuery, QueryParameter
+from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from ostinato import runs
 from ostinato.domain.errors import InvalidInput, NotFound, PayloadTooLarge
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
-from services.api.models import ChildrenPage, ChildView, SignalAccepted, StepsPage, StepView
+from services.api.models import (
+    ChildrenPage,
+    ChildView,
+    PauseChanged,
+    PauseMatchingRequest,
+    RunPauseRequest,
+    SignalAccepted,
+    StepsPage,
+    StepView,
+)
 from services.api.scope import Tenant
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
@@ -56,6 +65,47 @@ async def run_children(run_id: FromPath[uuid.UUID], tenant: Tenant,
         for c in page], next_after=page[-1].id if len(page) == limit else None)
 
 
+@post("/v1/runs/{run_id:uuid}/pause", status_code=200, tags=["runs"])
+async def pause(run_id: FromPath[uuid.UUID], tenant: Tenant,
+                data: JSONBody[RunPauseRequest | None] = None) -> dict[str, Any]:
+    """Pause a running or suspended workflow run: it starts no next step, its timer is frozen
+    (the time left is kept), and a signal or a child's end that comes meanwhile is recorded but
+    wakes nothing until the run is resumed. Recorded with the caller and the `reason`."""
+    changed = await runs.pause_run(tenant.conn, tenant.store, tenant.clock,
+                                   tenant_id=tenant.tenant_id, run_id=run_id,
+                                   actor=tenant.actor, reason=(data or RunPauseRequest()).reason)
+    return {"paused": True, "changed": changed}
+
+
+@post("/v1/runs/{run_id:uuid}/resume", status_code=200, tags=["runs"])
+async def resume(run_id: FromPath[uuid.UUID], tenant: Tenant,
+                 data: JSONBody[RunPauseRequest | None] = None) -> dict[str, Any]:
+    """Resume a paused run where it stopped: a frozen timer gets the time it had left, and a
+    run whose wait completed meanwhile (or that the pause suspended) is woken."""
+    changed = await runs.resume_run(tenant.conn, tenant.store, tenant.clock,
+                                    tenant_id=tenant.tenant_id, run_id=run_id,
+                                    actor=tenant.actor, reason=(data or RunPauseRequest()).reason)
+    return {"paused": False, "changed": changed}
+
+
+@post("/v1/runs/pause", status_code=200, tags=["runs"])
+async def pause_matching(data: JSONBody[PauseMatchingRequest], tenant: Tenant) -> PauseChanged:
+    """Pause the running and suspended runs of a `task` or a `job_id` (up to 1,000 a call;
+    call again for more)."""
+    return PauseChanged(changed=await runs.pause_matching(
+        tenant.conn, tenant.store, tenant.clock, tenant_id=tenant.tenant_id, task=data.task,
+        job_id=data.job_id, actor=tenant.actor, reason=data.reason))
+
+
+@post("/v1/runs/resume", status_code=200, tags=["runs"])
+async def resume_matching(data: JSONBody[PauseMatchingRequest],
+                          tenant: Tenant) -> PauseChanged:
+    """Resume the paused runs of a `task` or a `job_id` (up to 1,000 a call)."""
+    return PauseChanged(changed=await runs.pause_matching(
+        tenant.conn, tenant.store, tenant.clock, tenant_id=tenant.tenant_id, task=data.task,
+        job_id=data.job_id, actor=tenant.actor, reason=data.reason, resume=True))
+
+
 @post("/v1/runs/{run_id:uuid}/signals/{name:str}", status_code=202, tags=["runs"])
 async def send_signal(request: Request, run_id: FromPath[uuid.UUID], name: FromPath[str],
                       tenant: Tenant) -> Response[SignalAccepted]:
@@ -88,4 +138,4 @@ async def _payload(request: Request, max_bytes: int) -> Any:
                            errors=[{"field": "body", "message": "invalid JSON"}]) from exc
 
 
-ROUTES = [run_steps, run_children, send_signal]
+ROUTES = [run_steps, run_children, pause, resume, pause_matching, resume_matching, send_signal]

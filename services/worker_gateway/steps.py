@@ -31,6 +31,9 @@ a run whose cancel was requested starts no child (the answer says `cancel_reques
 that exists already (a resent report) is not created again; waited for and already final, its
 outcome is the position's record at once.
 
+A paused run's step is recorded and the run suspended (reason paused, its lease released, the
+answer `suspended`); a paused run's wait or child is not recorded, the run suspended likewise.
+
 Any item past the workflow's deadline (`StepItem.deadline`, by the database clock) records
 nothing; the answer says `deadline_passed` and the workflow fails (`workflow_timed_out`).
 """
@@ -115,6 +118,9 @@ def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
             done.results.append(_answer(item, 422, f"step {item.seq} reported before step "
                                         f"{next_seq[rid]}"))
             continue
+        elif row.paused:
+            _paused_step(row, head, item, actor, done)
+            continue
         elif item.child is not None:
             assert now is not None, "a child needs the database clock"
             if _child_step(row, head, item, item.child, children or Children(), now, actor,
@@ -140,6 +146,23 @@ def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
         done.events.append(head.next(event, actor, epoch=item.fencing_token,
                                      traceparent=row.traceparent))
     return done
+
+
+def _paused_step(row: LockedRun, head: StreamHead, item: p.StepItem, actor: str,
+                 done: RecordedSteps) -> None:
+    """A paused run (`ostinato.runs.pausing`): a finished step is recorded, then the run is
+    suspended (reason paused) instead of starting what comes next; a wait or a child, not
+    started yet, is not recorded."""
+    seq = item.seq
+    if item.wait is None and item.child is None:
+        done.events.append(head.next(_step_event(row, item, done.blobs), actor,
+                                     epoch=item.fencing_token, traceparent=row.traceparent))
+        seq += 1
+    done.events.append(head.next(ev.RunSuspended(
+        attempt=row.attempt, fencing_token=item.fencing_token, seq=seq, name="paused",
+        reason="paused"), actor, epoch=item.fencing_token, traceparent=row.traceparent))
+    done.finished.append(row.id)
+    done.results.append(_suspended(item))
 
 
 def _child_step(row: LockedRun, head: StreamHead, item: p.StepItem, spec: p.ChildSpec,

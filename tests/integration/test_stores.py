@@ -65,7 +65,7 @@ SCALAR = {
     (runs, "active_runs_of_jobs"), (runs, "runs_of_job_between"), (runs, "timed_out_runs"),
     (runs, "queue_wait_expired"), (jobs, "oldest_due"), (calendars, "calendar_names"),
     (tenants, "tenant_by_name"), (signals, "database_now"), (runs, "overdue_wakeups"),
-    (runs, "active_children"),
+    (runs, "active_children"), (runs, "pausable_runs"),
 }
 
 

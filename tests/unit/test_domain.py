@@ -93,6 +93,8 @@ def test_every_event_round_trips_through_the_codec() -> None:
         ev.ChildFinished(seq=4, name="child:t", child_run_id=uuid.uuid4(), state="succeeded",
                          output="ok"),
         ev.ParentNotified(parent_run_id=uuid.uuid4(), woke=True),
+        ev.RunPaused(by="ops", reason="incident", frozen_wake_in=12.5),
+        ev.RunResumed(by="ops", wake_at=now),
     ]
     assert {type(s) for s in samples} == set(ev.CATALOGUE)
     every: set[type[ev.Event]] = set()

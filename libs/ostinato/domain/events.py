@@ -333,7 +333,7 @@ class RunSuspended(Event, tag="RunSuspended"):
     fencing_token: int
     seq: int
     name: str
-    reason: str  # timer | signal | child
+    reason: str  # timer | signal | child | paused
     wake_at: datetime | None = None  # the timer's due time, or a signal wait's timeout
     signal: str | None = None  # the signal waited for
     deadline_at: datetime | None = None  # the workflow's overall deadline: woken then, to fail
@@ -344,7 +344,7 @@ class RunWoken(Event, tag="RunWoken"):
     """What a suspended run waited for happened: it is scheduled again (dispatch as usual)."""
 
     stream_type: ClassVar[str] = "run"
-    cause: str  # timer | signal | signal_timeout | deadline | child | cancel
+    cause: str  # timer | signal | signal_timeout | deadline | child | cancel | resumed
 
 
 class TimerFired(Event, tag="TimerFired"):
@@ -418,6 +418,29 @@ class ChildFinished(Event, tag="ChildFinished"):
     output_ref: uuid.UUID | None = None
     error_type: str | None = None
     message: str | None = None
+
+
+class RunPaused(Event, tag="RunPaused"):
+    """An operator paused a workflow run (running or suspended): it starts no next step (a
+    running one is suspended, reason paused, at its next step report) and its timer and
+    deadline are frozen (`frozen_wake_in`: the time its timer had left, if one ran); a wait
+    that completes meanwhile is recorded but wakes nothing."""
+
+    stream_type: ClassVar[str] = "run"
+    by: str
+    reason: str | None = None
+    frozen_wake_in: float | None = None  # seconds
+
+
+class RunResumed(Event, tag="RunResumed"):
+    """The pause ends: a frozen timer is due `wake_at` (now plus the time it had left), the
+    deadline is restored; a run whose wait completed while paused, or that was suspended by the
+    pause itself, is woken (`RunWoken`, cause resumed)."""
+
+    stream_type: ClassVar[str] = "run"
+    by: str
+    reason: str | None = None
+    wake_at: datetime | None = None
 
 
 class ParentNotified(Event, tag="ParentNotified"):
@@ -502,6 +525,8 @@ CATALOGUE: tuple[type[Event], ...] = (
     ChildStarted,
     ChildFinished,
     ParentNotified,
+    RunPaused,
+    RunResumed,
 )
 
 AnyEvent = (
@@ -548,6 +573,8 @@ AnyEvent = (
     | ChildStarted
     | ChildFinished
     | ParentNotified
+    | RunPaused
+    | RunResumed
 )
 
 _encoder = msgspec.json.Encoder()

@@ -61,6 +61,8 @@ RUN_EVENTS: Mapping[type[ev.Event], Move] = {
     ev.ChildStarted: Move(frozenset({S.RUNNING})),
     ev.ChildFinished: Move(frozenset({S.SUSPENDED})),
     ev.ParentNotified: Move(frozenset(FINAL)),
+    ev.RunPaused: Move(frozenset({S.RUNNING, S.SUSPENDED})),
+    ev.RunResumed: Move(frozenset(NON_FINAL)),
 }
 
 
@@ -111,6 +113,7 @@ class Run:
     waiting_for: str | None = None  # a suspended run's reason: timer | signal | child
     parent_notified: bool = False  # a final child whose parent has been told
     compensable: bool = False  # a workflow with a completed step that registered a compensation
+    paused: bool = False  # an operator paused the workflow (RunPaused .. RunResumed)
 
 
 def step(run: Run, event: ev.Event) -> Run:
@@ -152,6 +155,10 @@ def step(run: Run, event: ev.Event) -> Run:
             return replace(r, steps_done=max(r.steps_done, seq + 1))
         case ev.ParentNotified():
             return replace(r, parent_notified=True)
+        case ev.RunPaused():
+            return replace(r, paused=True)
+        case ev.RunResumed():
+            return replace(r, paused=False)
         case ev.RunSuspended(reason=reason):
             return replace(r, waiting_for=reason)
         case ev.RunWoken():

@@ -226,6 +226,14 @@ def _child_finished(r: RecordedEvent, e: ev.ChildFinished) -> tuple[str, Args]:
     return _step_row(r, e.seq, e.name, False, error_type=e.error_type, message=e.message)
 
 
+def _paused(r: RecordedEvent, e: ev.RunPaused) -> tuple[str, Args]:
+    return "project_run_paused", (r.stream_id, r.occurred_at, r.version)
+
+
+def _resumed(r: RecordedEvent, e: ev.RunResumed) -> tuple[str, Args]:
+    return "project_run_resumed", (r.stream_id, r.occurred_at, r.version, e.wake_at)
+
+
 def _parent_notified(r: RecordedEvent, e: ev.ParentNotified) -> tuple[str, Args]:
     return "project_parent_notified", (r.stream_id, r.version)
 
@@ -297,6 +305,8 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.ChildStarted: _child_started,
     ev.ChildFinished: _child_finished,
     ev.ParentNotified: _parent_notified,
+    ev.RunPaused: _paused,
+    ev.RunResumed: _resumed,
 }
 
 
@@ -311,7 +321,7 @@ COLUMNAR = frozenset({"project_job_created", "project_occurrence_fired", "projec
 SLOT_UNCHANGED = frozenset({ev.RunScheduled, ev.RunStarted, ev.StepCompleted, ev.StepFailed,
                             ev.TimerFired, ev.SignalReceived, ev.SignalDelivered,
                             ev.SignalTimedOut, ev.ChildStarted, ev.ChildFinished,
-                            ev.ParentNotified})
+                            ev.ParentNotified, ev.RunPaused, ev.RunResumed})
 
 
 async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> None:

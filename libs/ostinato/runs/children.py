@@ -9,7 +9,8 @@ from the parent's id and that position, so a resent report creates nothing new.
   whose parent was not told yet (partial index `runs_children_done`) and appends, to a parent
   that waits for that child, `ChildFinished` (the child's outcome becomes the step's: its
   output, or its error when it was dead-lettered or cancelled) and `RunWoken`; and to the child
-  `ParentNotified`, which takes it out of the poll.
+  `ParentNotified`, which takes it out of the poll. A paused parent gets `ChildFinished`
+  only: its resume wakes it.
 - `ctx.start_child`: `ChildStarted` is the position's record and the workflow goes on; the
   child's end wakes no one.
 - Cancelling a parent cancels its children that are not final, and theirs
@@ -189,9 +190,12 @@ async def notify_parents(conn: asyncpg.Connection, store: EventStore, *, batch_s
                 head = heads[parent.id]
                 outcome = finished(child, parent.wait_seq, parent.wait_name or "child",
                                    outputs.get(child.id), blobs)
-                events += [head.next(outcome, actor, traceparent=parent.traceparent),
-                           head.next(ev.RunWoken(cause="child"), actor,
-                                     traceparent=parent.traceparent)]
+                events.append(head.next(outcome, actor, traceparent=parent.traceparent))
+                if parent.paused:  # recorded; its resume wakes it (ostinato.runs.pausing)
+                    woke = False
+                else:
+                    events.append(head.next(ev.RunWoken(cause="child"), actor,
+                                            traceparent=parent.traceparent))
             events.append(StreamHead.of(child).next(
                 ev.ParentNotified(parent_run_id=child.parent_run_id, woke=woke), actor,
                 traceparent=child.traceparent))

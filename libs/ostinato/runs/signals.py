@@ -80,11 +80,12 @@ async def send_signal(conn: asyncpg.Connection, store: EventStore, *, tenant_id:
                    and run.wait_signal == name)
         if waiting:
             assert run.wait_seq is not None and run.wait_name is not None
-            events += [
-                head.next(ev.SignalDelivered(seq=run.wait_seq, name=run.wait_name,
-                                             signal_id=signal_id, payload=payload,
-                                             payload_ref=ref), actor,
-                          traceparent=run.traceparent),
-                head.next(ev.RunWoken(cause="signal"), actor, traceparent=run.traceparent)]
+            events.append(head.next(ev.SignalDelivered(seq=run.wait_seq, name=run.wait_name,
+                                                       signal_id=signal_id, payload=payload,
+                                                       payload_ref=ref), actor,
+                                    traceparent=run.traceparent))
+            if not run.paused:  # a paused run is woken by its resume (ostinato.runs.pausing)
+                events.append(head.next(ev.RunWoken(cause="signal"), actor,
+                                        traceparent=run.traceparent))
         await store.append(conn, events)
     return SignalSent(signal_id, delivered=waiting, created=True)

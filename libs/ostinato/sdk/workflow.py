@@ -329,6 +329,8 @@ class WorkflowContext:
         if result.deadline_passed and self.deadline is not None:
             raise WorkflowTimedOut(self.deadline)
         run.steps_done = max(run.steps_done, seq + 1)
+        if result.suspended:  # recorded, and the run was paused: it leaves the worker
+            raise Suspended(run.run_id, "paused")
 
 
     async def _at_boundary(self, seq: int) -> RecordedStep | None:

@@ -65,6 +65,10 @@ class RunRow(msgspec.Struct, frozen=True):
     parent_notified: bool  # a final child whose parent has been told
     wait_child: uuid.UUID | None  # the child run a suspended workflow waits for
     compensable: bool  # a completed step registered a compensation
+    paused: bool  # an operator paused the workflow
+    paused_at: datetime | None
+    frozen_wake_at: datetime | None  # a paused run's timer, out of the wake poll
+    frozen_deadline_at: datetime | None  # a paused run's deadline, likewise
 
     @property
     def waits_for_dispatch(self) -> bool:
@@ -89,6 +93,11 @@ async def waiting_reason(conn: asyncpg.Connection, run: RunRow) -> str | None:
     """Why a run waits: a suspended workflow's timer or signal; for the dispatcher, the reason
     of the last decision that looked at it, or (not looked at yet: deep in a backlog) its place
     in its tenant's queue."""
+    if run.state == RunState.SUSPENDED and run.paused:
+        left = ""
+        if run.frozen_wake_at is not None and run.paused_at is not None:
+            left = f", {(run.frozen_wake_at - run.paused_at).total_seconds():g} s of its wait left"
+        return f"paused (waiting for {run.wait_reason}{left})"
     if run.state == RunState.SUSPENDED:
         until = f" until {run.wake_at.isoformat()}" if run.wake_at else ""
         if run.wait_reason == "timer":
@@ -144,6 +153,9 @@ class LockedRun(msgspec.Struct, frozen=True):
     parent_run_id: uuid.UUID | None
     wait_child: uuid.UUID | None
     compensable: bool
+    paused: bool
+    paused_at: datetime | None
+    frozen_wake_at: datetime | None  # a paused run's timer, out of the wake poll
 
 
 class ClaimedRun(msgspec.Struct, frozen=True):
@@ -361,3 +373,11 @@ async def children_of(conn: asyncpg.Connection, tenant_id: uuid.UUID, parent_id:
     """A parent's children in id order, after the id `after` (GET /v1/runs/{id}/children)."""
     return many(ChildRun, await conn.fetch(Q["children_of"], parent_id, tenant_id, after,
                                            limit))
+
+
+async def pausable(conn: asyncpg.Connection, tenant_id: uuid.UUID, *, task: str | None,
+                   job_id: uuid.UUID | None, paused: bool, limit: int) -> list[uuid.UUID]:
+    """A tenant's running and suspended runs of a task or a job, paused or not (a filtered
+    pause or resume: an operator's rare call, reading the tenant's in-flight runs)."""
+    return [r["id"] for r in await conn.fetch(Q["pausable_runs"], tenant_id, task, job_id,
+                                              paused, limit)]

@@ -112,6 +112,10 @@ def _event(kind: type[ev.Event], run: Run, draw: st.DrawFn) -> ev.Event:
                                     output={"n": 1} if ok else None,
                                     error_type=None if ok else "boom",
                                     message=None if ok else "m")
+        case ev.RunPaused:
+            return ev.RunPaused(by="operator", reason="maintenance")
+        case ev.RunResumed:
+            return ev.RunResumed(by="operator", wake_at=draw(st.none() | st.just(later)))
         case ev.ParentNotified:
             return ev.ParentNotified(parent_run_id=uuid.uuid4(), woke=draw(st.booleans()))
         case ev.TimerFired:

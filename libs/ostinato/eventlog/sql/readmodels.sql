@@ -243,6 +243,20 @@ UPDATE runs SET state = 'scheduled', wait_reason = NULL, wait_seq = NULL, wait_n
                 updated_at = $2, version = $3
 WHERE id = $1;
 
+-- name: project_run_paused
+-- RunPaused: the timer and deadline leave the wake poll's index until the run is resumed.
+UPDATE runs SET paused = true, paused_at = $2, frozen_wake_at = wake_at,
+                frozen_deadline_at = deadline_at, wake_at = NULL, deadline_at = NULL,
+                updated_at = $2, version = $3
+WHERE id = $1;
+
+-- name: project_run_resumed
+-- RunResumed: the timer is due again at the event's wake_at, the deadline comes back.
+UPDATE runs SET paused = false, paused_at = NULL, wake_at = $4,
+                deadline_at = frozen_deadline_at, frozen_wake_at = NULL,
+                frozen_deadline_at = NULL, updated_at = $2, version = $3
+WHERE id = $1;
+
 -- name: project_parent_notified
 -- ParentNotified: out of the scheduler's poll for finished children (index runs_children_done).
 UPDATE runs SET parent_notified = true, version = $2 WHERE id = $1;

@@ -30,7 +30,7 @@ SELECT id, tenant_id, job_id, task, pool, priority, state, attempt, fencing_toke
        scheduled_for, due_at, traceparent, version, failures, retry_policy, cancel_requested,
        timeout_seconds, queue_wait_seconds, on_queue_wait, worker_id, started_at, last_error,
        steps_done, wait_reason, wait_seq, wait_name, wait_signal, wake_at, deadline_at,
-       parent_run_id, wait_child, compensable
+       parent_run_id, wait_child, compensable, paused, paused_at, frozen_wake_at
 FROM runs WHERE id = ANY($1::uuid[])
 ORDER BY id
 FOR UPDATE;
@@ -203,3 +203,12 @@ SELECT id, tenant_id, parent_run_id, task, state, version, traceparent, output_r
 FROM runs WHERE parent_run_id = $1 AND tenant_id = $2 AND ($3::uuid IS NULL OR id > $3)
 ORDER BY id
 LIMIT $4;
+
+-- name: pausable_runs
+-- A filtered pause or resume: one tenant's running (index runs_waiting) and suspended (index
+-- runs_suspended) runs of a task or a job, paused or not.
+SELECT id FROM runs
+WHERE tenant_id = $1 AND ($2::text IS NULL OR task = $2) AND ($3::uuid IS NULL OR job_id = $3)
+  AND paused = $4 AND (state = 'running' OR state = 'suspended')
+ORDER BY id
+LIMIT $5;
