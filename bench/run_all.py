@@ -67,7 +67,9 @@ HEADLINES: dict[str, list[tuple[str, Reader, str]]] = {
         ("workflows: wake poll ratio asleep/none", lambda r: r["idle_poll"]["ratio"], "≈ 1"),
         ("workflows: long run RSS peak / first",
          lambda r: round(r["long"]["rss_mib"]["peak"] / r["long"]["rss_mib"]["first"], 2),
-         "≈ 1")],
+         "≈ 1"),
+        ("workflows: Ostinato/DBOS workflows/s ratio",
+         lambda r: r["peers"]["dbos"].get("ratio_workflows_per_s"), "> 1 favours Ostinato")],
     "peers": [
         (f"Ostinato/{peer} throughput ratio",
          lambda r, p=peer: r["ratios"].get(p, {}).get("throughput"), "")

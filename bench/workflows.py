@@ -4,7 +4,7 @@ due time to its run's next start), the wake poll's cost with many runs asleep ag
 the SDK worker's memory while one long workflow runs.
 
     .venv/bin/python -m bench.workflows [--quick] [--workflows 2000] [--sleepers 500]
-        [--asleep 100000] [--long-steps 100000]
+        [--asleep 100000] [--long-steps 100000] [--only steps,resume,idle,long,dbos]
 
 Needs PostgreSQL and Kafka (`infra/up.sh`). Scenarios, each on its own services and database:
 
@@ -14,25 +14,37 @@ Needs PostgreSQL and Kafka (`infra/up.sh`). Scenarios, each on its own services 
 - resume: `--sleepers` (quick 100) workflows that sleep 2 s, then take one step: for each, the
   database time from the timer's due time (`TimerFired.due_at`) to the start of the run's next
   attempt (`RunStarted`), p50/p99/max.
-- idle poll: the scheduler's wake query (`claim_wakeups`, as it runs it) 500 times with no run
+- idle poll (`idle`): the scheduler's wake query (`claim_wakeups` with its parameters, on a
+  connection planning as the scheduler's do, `plan_cache_mode = force_custom_plan`) with no run
   asleep, then with `--asleep` (quick 20,000) suspended runs due next month written straight
-  into `runs`: per-poll ms and the ratio (the partial index `runs_wake` should make it ≈ 1).
+  into `runs`. The same method as bench/idle_cost.py, for both measurements alike: VACUUM
+  ANALYZE, a new connection and a fresh prepared statement, 100 polls of warm-up, then `--polls`
+  (500) polls each in its own transaction (rolled back), only the query timed; p50/p99 µs, the
+  p50 ratio (the partial index `runs_wake` should make it ≈ 1), and the plan of each: the scan
+  node's type and index, and the shared buffers hit (EXPLAIN (ANALYZE, BUFFERS)).
 - long: one workflow of `--long-steps` (quick 20,000) steps, run twice (the second execution
   after the first fails at the last step, so it replays the whole history from pages): steps/s,
   and this process's RSS sampled every 0.5 s (first, peak, last): it must stay flat, as the
   history is read one page at a time.
+- dbos: the steps scenario's workload (`--workflows` workflows of the same 10 no-op steps) on
+  DBOS Transact (bench/peers/dbos_workflow.py), on the same PostgreSQL server in its own
+  database, in its own process: all started at once, at most 64 running (DBOS's best of 16, 64
+  and 256 here); workflows/s and steps/s from the first start to the last finished (the database's
+  clock), and the ratio Ostinato/DBOS of workflows/s when the steps scenario ran too.
 
-Not measured yet: DBOS Transact on the same PostgreSQL (not in the benchmark lock). Writes
-bench/results/workflows.json.
+`--only` runs the scenarios named (default: all). Writes bench/results/workflows.json (with
+`--only`, only the scenarios that ran).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import resource
-import statistics
 import time
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -54,6 +66,7 @@ from ostinato import eventloop
 
 SCENARIO = "workflows"
 STEPS = 10
+SCENARIOS = ("steps", "resume", "idle", "long", "dbos")
 
 
 def _rss_mib() -> float:
@@ -63,7 +76,8 @@ def _rss_mib() -> float:
 
 
 @asynccontextmanager
-async def workflow_worker(bench: Bench, long_steps: int = 0, concurrency: int = 256) -> Any:
+async def workflow_worker(bench: Bench, long_steps: int = 0,
+                          concurrency: int = 256) -> AsyncIterator[Any]:
     """An SDK worker in this process serving the benchmark's workflows."""
     from ostinato.sdk import RetryableError, Worker, WorkflowContext, workflow
 
@@ -142,22 +156,69 @@ async def resume_scenario(n: int) -> dict[str, Any]:
     return {"workflows": n, "succeeded": done, "resume_ms": distribution(lags)}
 
 
-async def idle_poll_scenario(asleep: int) -> dict[str, Any]:
-    from ostinato.stores import runs
+def _plan_summary(plan: list[dict[str, Any]]) -> dict[str, Any]:
+    """From EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON): the node chain, the scan's node type and
+    index, and the shared buffers the whole statement hit and read."""
+    top = plan[0]["Plan"]
+    chain, node = [], top
+    while True:
+        chain.append(node["Node Type"])
+        children = node.get("Plans") or []
+        if not children:
+            break
+        node = children[0]
+    return {"nodes": " -> ".join(chain), "scan": node["Node Type"],
+            "index": node.get("Index Name"), "relation": node.get("Relation Name"),
+            "shared_hit": top.get("Shared Hit Blocks"),
+            "shared_read": top.get("Shared Read Blocks"),
+            "rows": top.get("Actual Rows"), "planning_ms": plan[0].get("Planning Time"),
+            "execution_ms": plan[0].get("Execution Time")}
 
+
+async def time_wake_polls(url: str, polls: int, warmup: int = 100) -> dict[str, Any]:
+    """The scheduler's wake poll, as it runs it (services/scheduler/tick.py wake_suspended: the
+    store's SQL with the clock's now and WAKE_BATCH, on a connection with custom plans as the
+    scheduler's pool has, db/pool.py), after VACUUM ANALYZE, on a new connection with a fresh
+    prepared statement: `warmup` polls, then `polls` timed, each in its own transaction (rolled
+    back); then its plan."""
+    from ostinato.stores import runs
+    from services.scheduler.tick import WAKE_BATCH
+
+    admin = await asyncpg.connect(url)
+    try:
+        await admin.execute("VACUUM ANALYZE runs")
+    finally:
+        await admin.close()
+    conn = await asyncpg.connect(url, server_settings={"plan_cache_mode": "force_custom_plan"})
+    try:
+        stmt = await conn.prepare(runs.Q["claim_wakeups"])
+        samples = []
+        for i in range(warmup + polls):
+            tr = conn.transaction()
+            await tr.start()
+            now = datetime.now(UTC)
+            t = time.perf_counter()
+            await stmt.fetch(now, WAKE_BATCH)
+            elapsed = (time.perf_counter() - t) * 1e6
+            await tr.rollback()
+            if i >= warmup:
+                samples.append(elapsed)
+        tr = conn.transaction()
+        await tr.start()
+        raw = await conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
+                                  + runs.Q["claim_wakeups"], datetime.now(UTC), WAKE_BATCH)
+        await tr.rollback()
+    finally:
+        await conn.close()
+    plan = json.loads(raw) if isinstance(raw, str) else raw
+    return {"us": distribution(samples), "plan": _plan_summary(plan), "plan_json": plan}
+
+
+async def idle_poll_scenario(asleep: int, polls: int = 500) -> dict[str, Any]:
     async with bench_cluster(SCENARIO, services=("api",)) as bench:
+        empty = await time_wake_polls(bench.url, polls)
         conn = await asyncpg.connect(bench.url)
         try:
-            async def poll_ms() -> float:
-                times = []
-                for _ in range(500):
-                    t0 = time.perf_counter()
-                    async with conn.transaction():
-                        await conn.fetch(runs.Q["claim_wakeups"], None, 500)
-                    times.append((time.perf_counter() - t0) * 1000)
-                return statistics.median(times)
-
-            empty = await poll_ms()
             await conn.execute("""
                 INSERT INTO runs (id, tenant_id, job_id, task, pool, priority, payload_ref,
                                   scheduled_for, state, attempt, fencing_token, updated_at,
@@ -166,12 +227,33 @@ async def idle_poll_scenario(asleep: int) -> dict[str, Any]:
                        'default', 'default', gen_random_uuid(), now(), 'suspended', 1, 1, now(),
                        4, 'timer', 0, 'sleep', now() + interval '30 days' + i * interval '1 s'
                 FROM generate_series(1, $1) AS i""", asleep)
-            await conn.execute("VACUUM ANALYZE runs")
-            full = await poll_ms()
+            counted = await conn.fetchval("SELECT count(*) FROM runs WHERE state = 'suspended'")
         finally:
             await conn.close()
-    return {"asleep": asleep, "poll_ms_none": round(empty, 3), "poll_ms_asleep": round(full, 3),
-            "ratio": round(full / empty, 2) if empty else None}
+        full = await time_wake_polls(bench.url, polls)
+    p50_none, p50_full = empty["us"]["p50"], full["us"]["p50"]
+    return {"asleep": asleep, "suspended_rows": counted, "polls": polls,
+            "poll_us_none": empty["us"], "poll_us_asleep": full["us"],
+            "plan_none": empty["plan"], "plan_asleep": full["plan"],
+            "plan_json_none": empty["plan_json"], "plan_json_asleep": full["plan_json"],
+            "ratio": round(p50_full / p50_none, 2) if p50_none else None,
+            "ratio_p99": (round(full["us"]["p99"] / empty["us"]["p99"], 2)
+                          if empty["us"]["p99"] else None),
+            "target": "≈ 1 (one descent of runs_wake however many runs sleep)"}
+
+
+async def dbos_scenario(n: int) -> dict[str, Any]:
+    """The steps scenario's workload on DBOS Transact (bench/peers/dbos_workflow.py)."""
+    from bench.peers import dbos_workflow
+
+    if dbos_workflow.dbos_version() is None:
+        return {"not_run": "DBOS Transact (`dbos`) is not installed: `make bench-deps` installs "
+                           "the benchmark lock, which pins it"}
+    try:
+        return await dbos_workflow.run(n, steps=STEPS, scenario=SCENARIO)
+    except RuntimeError as e:  # its process failed or overran: say so, keep the other figures
+        log(SCENARIO, f"dbos: not measured: {e}")
+        return {"not_run": f"the DBOS process failed: {str(e)[:300]}"}
 
 
 async def long_scenario(steps: int) -> dict[str, Any]:
@@ -196,41 +278,87 @@ async def long_scenario(steps: int) -> dict[str, Any]:
                         "last": round(samples[-1], 1), "samples": len(samples)}}
 
 
+def report(result: dict[str, Any]) -> str:
+    """The printed table: a block of rows per scenario that ran."""
+    rows: list[tuple[str, Any, str]] = []
+    s, d = result.get("steps"), result.get("peers", {}).get("dbos")
+    if s:
+        rows += [("workflows/s (10 no-op steps each)", s["workflows_per_s"], "end to end"),
+                 ("steps/s", s["steps_per_s"], "end to end")]
+    if d and "workflows_per_s" in d:
+        rows += [(f"DBOS {d['dbos']}: workflows/s", d["workflows_per_s"],
+                  f"same workload, ≤ {d['max_inflight']} in flight"),
+                 ("DBOS steps/s", d["steps_per_s"], ""),
+                 ("DBOS process CPU ms per step", d["cpu_ms_per_step"], ""),
+                 ("ratio Ostinato/DBOS, workflows/s", d.get("ratio_workflows_per_s"),
+                  "> 1 favours Ostinato")]
+    elif d:
+        rows.append(("DBOS", "not run", d.get("not_run", "")))
+    if r := result.get("resume"):
+        rows += [("resume latency p50 (ms)", r["resume_ms"].get("p50"), "timer due -> next start"),
+                 ("resume latency p99 (ms)", r["resume_ms"].get("p99"), "")]
+    if i := result.get("idle_poll"):
+        for key, label in (("none", "none asleep"), ("asleep", f"{i['asleep']} asleep")):
+            us, plan = i[f"poll_us_{key}"], i[f"plan_{key}"]
+            rows += [(f"wake poll µs p50 / p99, {label}", f"{us['p50']} / {us['p99']}",
+                      f"{plan['scan']}{' ' + plan['index'] if plan['index'] else ''}, "
+                      f"shared hit {plan['shared_hit']} read {plan['shared_read']}, "
+                      f"plan {plan['planning_ms']} ms, exec {plan['execution_ms']} ms")]
+        rows.append(("wake poll p50 ratio asleep/none", i["ratio"],
+                     f"target ≈ 1 (p99 ratio {i['ratio_p99']})"))
+    if lg := result.get("long"):
+        rows += [(f"long workflow, {lg['steps']} steps: steps/s", lg["steps_per_s_incl_replay"],
+                  "incl. one full replay"),
+                 ("SDK worker RSS MiB first / peak / last",
+                  f"{lg['rss_mib']['first']} / {lg['rss_mib']['peak']} / {lg['rss_mib']['last']}",
+                  "must stay flat")]
+    return table(f"workflows ({result.get('path', '')})", rows)
+
+
 async def main() -> None:
     parser = base_parser(__doc__)
     parser.add_argument("--workflows", type=int, default=2000)
     parser.add_argument("--sleepers", type=int, default=500)
     parser.add_argument("--asleep", type=int, default=100_000)
+    parser.add_argument("--polls", type=int, default=500)
     parser.add_argument("--long-steps", type=int, default=100_000)
+    parser.add_argument("--only", default="",
+                        help=f"comma-separated, of {','.join(SCENARIOS)} (default: all)")
     args = parser.parse_args()
+    only = [x for x in args.only.split(",") if x] or list(SCENARIOS)
+    if unknown := set(only) - set(SCENARIOS):
+        parser.error(f"unknown scenarios: {sorted(unknown)}; choose from {','.join(SCENARIOS)}")
     if args.quick:
         args.workflows, args.sleepers, args.asleep, args.long_steps = 300, 100, 20_000, 20_000
-    result: dict[str, Any] = {"scenario": SCENARIO, "machine": await machine()}
-    log(SCENARIO, f"steps: {args.workflows} workflows of {STEPS} steps")
-    result["steps"] = await steps_scenario(args.workflows)
-    log(SCENARIO, f"resume: {args.sleepers} sleeping workflows")
-    result["resume"] = await resume_scenario(args.sleepers)
-    log(SCENARIO, f"idle poll: {args.asleep} runs asleep")
-    result["idle_poll"] = await idle_poll_scenario(args.asleep)
-    log(SCENARIO, f"long: one workflow of {args.long_steps} steps")
-    result["long"] = await long_scenario(args.long_steps)
-    result["peers"] = {"dbos": "not run: DBOS Transact is not in the benchmark lock yet"}
-    path = write_result(SCENARIO, result)
-    s, r, i, lg = result["steps"], result["resume"], result["idle_poll"], result["long"]
-    print(table(f"workflows ({path})", [
-        ("workflows/s (10 no-op steps each)", s["workflows_per_s"], "end to end"),
-        ("steps/s", s["steps_per_s"], "end to end"),
-        ("resume latency p50 (ms)", r["resume_ms"].get("p50"), "timer due -> next start"),
-        ("resume latency p99 (ms)", r["resume_ms"].get("p99"), ""),
-        ("wake poll ms, none asleep", i["poll_ms_none"], "median of 500"),
-        (f"wake poll ms, {i['asleep']} asleep", i["poll_ms_asleep"], f"ratio {i['ratio']}"),
-        (f"long workflow, {lg['steps']} steps: steps/s", lg["steps_per_s_incl_replay"],
-         "incl. one full replay"),
-        ("SDK worker RSS MiB first / peak / last",
-         f"{lg['rss_mib']['first']} / {lg['rss_mib']['peak']} / {lg['rss_mib']['last']}",
-         "must stay flat"),
-    ]))
+    result: dict[str, Any] = {"scenario": SCENARIO, "machine": await machine(),
+                              "scenarios_run": [x for x in SCENARIOS if x in only]}
+    if "steps" in only:
+        log(SCENARIO, f"steps: {args.workflows} workflows of {STEPS} steps")
+        result["steps"] = await steps_scenario(args.workflows)
+    if "dbos" in only:
+        log(SCENARIO, f"dbos: {args.workflows} workflows of {STEPS} steps on DBOS Transact")
+        dbos = await dbos_scenario(args.workflows)
+        if "workflows_per_s" in dbos and "steps" in result:
+            dbos["ratio_workflows_per_s"] = round(
+                result["steps"]["workflows_per_s"] / dbos["workflows_per_s"], 2)
+            dbos["ratio_steps_per_s"] = round(
+                result["steps"]["steps_per_s"] / dbos["steps_per_s"], 2)
+        result["peers"] = {"dbos": dbos}
+    if "resume" in only:
+        log(SCENARIO, f"resume: {args.sleepers} sleeping workflows")
+        result["resume"] = await resume_scenario(args.sleepers)
+    if "idle" in only:
+        log(SCENARIO, f"idle poll: {args.asleep} runs asleep")
+        result["idle_poll"] = await idle_poll_scenario(args.asleep, args.polls)
+    if "long" in only:
+        log(SCENARIO, f"long: one workflow of {args.long_steps} steps")
+        result["long"] = await long_scenario(args.long_steps)
+    result["path"] = str(write_result(SCENARIO, result))
+    print(report(result))
 
 
 if __name__ == "__main__":
+    from ostinato.telemetry.logging import configure_logging
+
+    configure_logging("bench", "warning")  # the SDK worker's per-run lines off the table
     eventloop.run(main())
