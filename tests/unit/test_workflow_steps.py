@@ -18,6 +18,7 @@ from ostinato.domain.workflow import (
     StepCounter,
     StepId,
     decide,
+    decide_patch,
 )
 from ostinato.sdk import (
     Cancelled,
@@ -531,3 +532,63 @@ async def test_a_run_claimed_with_its_cancel_requested_replays_then_compensates(
     with pytest.raises(Cancelled):
         await env.next_attempt(cancel_requested=True).run(waiting)
     assert calls == ["hotel", "undo"]
+
+
+# -- patch markers (versioning a workflow's code in flight) -------------------------------------
+
+def fee_flow(calls: list[str], *, patched: bool) -> Task:
+    def fee(kind: str) -> str:
+        calls.append(kind)
+        return kind
+
+    @workflow("billing.fee")
+    async def flow(ctx: WorkflowContext, payload: None) -> str:
+        await ctx.step("order", calls.append, "order")
+        await ctx.sleep(timedelta(hours=1))
+        if patched and await ctx.patched("fee-v2"):
+            charged = await ctx.step("fee", fee, "new fee")
+        else:
+            charged = await ctx.step("fee", fee, "old fee")
+        await ctx.sleep(timedelta(hours=1))
+        return charged
+
+    return flow
+
+
+async def test_a_patch_marker_keeps_old_runs_on_the_old_path_and_new_ones_on_the_new() -> None:
+    # a run that went past the patch point under the old code keeps its recorded step
+    calls: list[str] = []
+    old = HandlerEnvironment()
+    with pytest.raises(Suspended):
+        await old.run(fee_flow(calls, patched=False))
+    old.journal.advance_to(old.journal.now + timedelta(hours=1))
+    with pytest.raises(Suspended):  # the fee step recorded (old), then the second sleep
+        await old.next_attempt().run(fee_flow(calls, patched=False))
+    old.journal.advance_to(old.journal.now + timedelta(hours=1))
+    deployed = fee_flow(calls, patched=True)  # the new code is deployed
+    assert await old.next_attempt().next_attempt().run(deployed) == "old fee"
+    assert calls == ["order", "old fee"]  # no new fee, nothing run twice
+    assert [s.name for s in old.journal.steps] == ["order", "sleep", "fee", "sleep"]
+
+    # a run that reaches the patch point under the new code records the marker and goes new
+    calls.clear()
+    new = HandlerEnvironment()
+    with pytest.raises(Suspended):
+        await new.run(fee_flow(calls, patched=False))  # started before the deploy
+    new.journal.advance_to(new.journal.now + timedelta(hours=1))
+    with pytest.raises(Suspended):
+        await new.next_attempt().run(deployed)
+    assert [s.name for s in new.journal.steps] == ["order", "sleep", "patch:fee-v2", "fee"]
+    new.journal.advance_to(new.journal.now + timedelta(hours=1))
+    assert await new.next_attempt().next_attempt().run(deployed) == "new fee"  # replayed True
+    assert calls == ["order", "new fee"]
+
+
+def test_a_patch_decision_advances_the_position_only_over_its_marker() -> None:
+    counter = StepCounter()
+    assert decide_patch(counter, "v2", None) and counter.seq == 1  # to be recorded here
+    marker = RecordedStep(seq=1, name="patch:v2", succeeded=True, output=True)
+    assert decide_patch(counter, "v2", marker) and counter.seq == 2  # replayed
+    other = RecordedStep(seq=2, name="fee", succeeded=True)
+    assert not decide_patch(counter, "v2", other) and counter.seq == 2  # the old path
+    assert isinstance(decide(counter, "fee", other), Replay)

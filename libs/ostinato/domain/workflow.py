@@ -104,3 +104,27 @@ def decide(counter: StepCounter, name: str,
     if recorded.name != name:
         return Diverged(seq, counter.would_be(recorded.name), met)
     return Replay(recorded)
+
+
+PATCH_PREFIX = "patch:"
+
+
+def patch_step(patch_id: str) -> str:
+    """The step name a patch marker is recorded under."""
+    return f"{PATCH_PREFIX}{patch_id}"
+
+
+def decide_patch(counter: StepCounter, patch_id: str, recorded: RecordedStep | None) -> bool:
+    """Whether the code after patch marker `patch_id` takes its new path (`ctx.patched`), given
+    the step recorded at the marker's position; advances `counter` only over a marker:
+
+    - the marker recorded there: True (decided at the first execution, replayed since);
+    - nothing recorded there yet: True, and the marker is to be recorded at this position (the
+      run reached this point under the new code);
+    - another step recorded there: False, and the position stays the recorded step's (the run
+      went past this point under the old code, which had no marker).
+    """
+    if recorded is not None and recorded.name != patch_step(patch_id):
+        return False
+    counter.next(patch_step(patch_id))
+    return True

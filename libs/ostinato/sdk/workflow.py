@@ -44,6 +44,8 @@ runs: a retry resumes instead of restarting. The rules (``docs/WORKFLOWS.md``):
   runs once across crashes like any step. Then the original error ends the run. A compensation
   that fails for good ends it with ``CompensationFailed`` (type ``compensation_failed``, into
   the dead letters, naming the step and its compensation).
+- ``await ctx.patched("id")`` branches for a code change without breaking runs in flight: a
+  recorded marker decides it once per run (``docs/WORKFLOWS.md``, versioning).
 - The recorded history is read lazily, one page of at most 1,000 steps at a time, so resuming
   a long workflow holds one page in memory, never the whole history.
 """
@@ -59,7 +61,15 @@ from typing import Any
 
 import msgspec
 
-from ostinato.domain.workflow import Diverged, Execute, RecordedStep, StepCounter, decide
+from ostinato.domain.workflow import (
+    Diverged,
+    Execute,
+    RecordedStep,
+    StepCounter,
+    decide,
+    decide_patch,
+    patch_step,
+)
 from ostinato.sdk.context import RunContext, current
 from ostinato.sdk.errors import (
     Cancelled,
@@ -253,6 +263,29 @@ class WorkflowContext:
         if not record.succeeded:
             raise SignalTimeout(name)
         return record.output
+
+    async def patched(self, patch_id: str) -> bool:
+        """A change to the workflow's code, made safe for runs already in flight::
+
+            if await ctx.patched("fee-v2"):
+                fee = await ctx.step("fee", new_fee, order)
+            else:
+                fee = await ctx.step("fee", old_fee, order)
+
+        True for a run that reaches this point under the new code (a marker is recorded here,
+        and replayed as True); False for a run whose history went past this point under the old
+        code (the position keeps its recorded step). Remove the old branch once no run that
+        started before the change is in flight (``GET /v1/runs?state=...``)."""
+        if not patch_id or len(patch_id) > 200:
+            raise ValueError("a patch id has 1 to 200 characters")
+        seq = self._counter.seq
+        recorded = await self._at_boundary(seq)
+        if not decide_patch(self._counter, patch_id, recorded):
+            return False
+        if recorded is None:
+            await self._record(seq, patch_step(patch_id), msgspec.Raw(b"true"), None, 1,
+                               time.monotonic())
+        return True
 
     async def child(self, task: str | Task, payload: Any = None, *, name: str | None = None,
                     pool: str | None = None, priority: str | None = None,
