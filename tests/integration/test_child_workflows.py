@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
 import httpx
 import pytest
+from prometheus_client import REGISTRY
 
+from ostinato.clock import SystemClock
 from ostinato.domain import events as ev
 from ostinato.eventlog.store import EventStore
 from ostinato.leases import attempts as attempt_leases
@@ -21,6 +24,7 @@ from ostinato.runs.children import child_run_id, notify_parents
 from ostinato.sdk import ChildFailedError, PermanentError, Worker, WorkflowContext, task, workflow
 from ostinato.stores import runs
 from ostinato.testing.waiting import until
+from services.reconciler.checks import pipeline
 
 from .conftest import GATEWAY_BASE, auth
 from .helpers import dispatch, new_tenant, store
@@ -103,6 +107,8 @@ async def test_a_child_runs_once_and_its_output_becomes_the_parents_step(
     assert (await client.get(f"/v1/runs/{child_id}", headers=auth(key))).json()[
         "parent_run_id"] == str(run_id)
     assert await tell_parents(pool) == 0  # the child is not final: nobody to tell
+    await pipeline.check_once(pool, SystemClock(), stuck_after=timedelta(minutes=1))
+    assert REGISTRY.get_sample_value("ostinato_workflows_suspended", {"reason": "child"}) == 1
 
     await drive(pool, gateway, key, [order, charge], tenant_id, run_id, "succeeded")
     assert effects == ["order", "charge", "order"]  # the child ran once; the parent replayed

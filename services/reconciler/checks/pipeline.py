@@ -21,6 +21,7 @@ from ostinato.telemetry.logging import get_logger
 
 log = get_logger("ostinato.reconciler")
 WATCHED_STATES = ("scheduled", "queued", "suspended")
+SUSPENSION_REASONS = ("timer", "signal", "child", "paused")  # RunSuspended.reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,7 @@ async def check_once(pool: asyncpg.Pool, clock: Clock, *, stuck_after: timedelta
         suspended = await runs.suspended_counts(conn)
     stuck = {state: 0 for state in WATCHED_STATES} | {c.state: c.n for c in counts}
     stuck["suspended"] = overdue
-    for reason in ("timer", "signal"):
+    for reason in SUSPENSION_REASONS:
         metrics.WORKFLOWS_SUSPENDED.labels(reason=reason).set(suspended.get(reason, 0))
     metrics.OUTBOX_UNPUBLISHED.set(unpublished)
     metrics.OUTBOX_OLDEST_UNPUBLISHED_AGE.set(oldest.total_seconds())
