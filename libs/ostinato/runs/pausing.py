@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import asyncpg
 
@@ -71,7 +71,7 @@ def resume_events(run: LockedRun, now: datetime, actor: str,
         return []
     wake_at = None
     if run.frozen_wake_at is not None and run.paused_at is not None:
-        wake_at = now + max(run.frozen_wake_at - run.paused_at, now - now)
+        wake_at = now + max(run.frozen_wake_at - run.paused_at, timedelta(0))
     events: list[ev.Event] = [ev.RunResumed(by=actor, reason=reason, wake_at=wake_at)]
     waited = run.wait_seq if run.wait_seq is not None else run.steps_done
     if run.state == RunState.SUSPENDED and (run.wait_reason == "paused"
