@@ -4,10 +4,8 @@ fields a child may not have, and a final child's outcome as its parent's step re
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
 import pytest
 
 from ostinato.domain import events as ev
@@ -16,18 +14,11 @@ from ostinato.domain.workflow import INLINE_OUTPUT_BYTES
 from ostinato.eventlog.records import StreamHead
 from ostinato.runs.children import ChildRequest, ChildRules, child_run_id, child_started, finished
 from ostinato.stores.runs import ChildRun, LockedRun
-
-T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+from ostinato.testing.rows import T0, locked_run
 
 
 def parent() -> LockedRun:
-    fields: dict[str, Any] = {f.name: None for f in msgspec.structs.fields(LockedRun)}
-    fields |= {"id": uuid.uuid4(), "tenant_id": uuid.uuid4(), "job_id": uuid.uuid4(),
-               "task": "orders", "pool": "default", "priority": "default", "state": "running",
-               "attempt": 2, "fencing_token": 7, "payload_ref": uuid.uuid4(),
-               "scheduled_for": T0, "version": 5, "failures": 0, "cancel_requested": False,
-               "steps_done": 3, "compensable": False, "paused": False}
-    return LockedRun(**fields)
+    return locked_run(task="orders", attempt=2, fencing_token=7, version=5, steps_done=3)
 
 
 def start(request: ChildRequest, rules: ChildRules | None = None) -> Any:

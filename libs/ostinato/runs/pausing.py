@@ -16,7 +16,7 @@ one changes nothing.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 import asyncpg
@@ -84,22 +84,26 @@ async def pause_run(conn: asyncpg.Connection, store: EventStore, clock: Clock, *
                     tenant_id: uuid.UUID, run_id: uuid.UUID, actor: str,
                     reason: str | None) -> bool:
     """Pause one run; False when it was paused already."""
-    _check_reason(reason)
-    async with conn.transaction():
-        run = await _locked(conn, tenant_id, run_id)
-        return await _append(conn, store, run, pause_events(run, clock.now(), actor, reason),
-                             actor)
+    return await _change(conn, store, clock, tenant_id, run_id, actor, reason, pause_events)
 
 
 async def resume_run(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,
                      tenant_id: uuid.UUID, run_id: uuid.UUID, actor: str,
                      reason: str | None) -> bool:
     """Resume one run; False when it was not paused."""
+    return await _change(conn, store, clock, tenant_id, run_id, actor, reason, resume_events)
+
+
+Decide = Callable[[LockedRun, datetime, str, "str | None"], list[ev.Event]]
+
+
+async def _change(conn: asyncpg.Connection, store: EventStore, clock: Clock,
+                  tenant_id: uuid.UUID, run_id: uuid.UUID, actor: str, reason: str | None,
+                  decide: Decide) -> bool:
     _check_reason(reason)
     async with conn.transaction():
         run = await _locked(conn, tenant_id, run_id)
-        return await _append(conn, store, run, resume_events(run, clock.now(), actor, reason),
-                             actor)
+        return await _append(conn, store, run, decide(run, clock.now(), actor, reason), actor)
 
 
 async def _append(conn: asyncpg.Connection, store: EventStore, run: LockedRun,
@@ -126,7 +130,7 @@ async def pause_matching(conn: asyncpg.Connection, store: EventStore, clock: Clo
         ids = await run_store.pausable(conn, tenant_id, task=task, job_id=job_id,
                                        paused=resume, limit=MAX_MATCHING)
         now = clock.now()
+        decide: Decide = resume_events if resume else pause_events
         for run in await run_store.lock(conn, ids):
-            decide = resume_events if resume else pause_events
             changed += await _append(conn, store, run, decide(run, now, actor, reason), actor)
     return changed
