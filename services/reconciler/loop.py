@@ -32,6 +32,7 @@ class ReconcileConfig:
     interval: timedelta = timedelta(seconds=10)
     fast_interval: timedelta = timedelta(seconds=1)
     stuck_after: timedelta = timedelta(minutes=5)
+    suspended_alert_after: timedelta = timedelta(days=1)  # a signal, child or paused wait
     missed_grace: timedelta = timedelta(seconds=30)  # due this long without a decision: overdue
     gap_window: timedelta = timedelta(hours=24)  # how far back gaps are looked for
     output_retention: timedelta = timedelta(days=30)  # outputs and logs kept this long
@@ -50,7 +51,8 @@ def fast_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
 def slow_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
                 config: ReconcileConfig) -> dict[str, Check]:
     return {
-        "health": lambda: check_once(pool, clock, stuck_after=config.stuck_after),
+        "health": lambda: check_once(pool, clock, stuck_after=config.stuck_after,
+                                     suspended_alert_after=config.suspended_alert_after),
         "gaps": lambda: check_gaps(pool, store, clock, window=config.gap_window,
                                    grace=config.missed_grace),
         "retention": lambda: expire_outputs(pool, clock, retention=config.output_retention),

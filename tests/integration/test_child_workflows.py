@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -16,7 +16,7 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
-from ostinato.clock import SystemClock
+from ostinato.clock import FakeClock, SystemClock
 from ostinato.domain import events as ev
 from ostinato.eventlog.store import EventStore
 from ostinato.leases import attempts as attempt_leases
@@ -107,8 +107,15 @@ async def test_a_child_runs_once_and_its_output_becomes_the_parents_step(
     assert (await client.get(f"/v1/runs/{child_id}", headers=auth(key))).json()[
         "parent_run_id"] == str(run_id)
     assert await tell_parents(pool) == 0  # the child is not final: nobody to tell
-    await pipeline.check_once(pool, SystemClock(), stuck_after=timedelta(minutes=1))
+    now = await pipeline.check_once(pool, SystemClock(), stuck_after=timedelta(minutes=1))
     assert REGISTRY.get_sample_value("ostinato_workflows_suspended", {"reason": "child"}) == 1
+    assert now.suspended_too_long == {}  # waiting for a moment only
+    later = await pipeline.check_once(pool, FakeClock(datetime.now(UTC) + timedelta(days=2)),
+                                      stuck_after=timedelta(minutes=1),
+                                      suspended_alert_after=timedelta(days=1))
+    assert later.suspended_too_long == {(str(tenant_id), "child"): 1}
+    assert REGISTRY.get_sample_value("ostinato_workflows_suspended_too_long",
+                                     {"tenant": str(tenant_id), "reason": "child"}) == 1
 
     await drive(pool, gateway, key, [order, charge], tenant_id, run_id, "succeeded")
     assert effects == ["order", "charge", "order"]  # the child ran once; the parent replayed

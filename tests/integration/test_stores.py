@@ -58,6 +58,7 @@ ROW_OF = {
     (runs, "finished_children"): runs.ChildRun,
     (runs, "lock_children"): runs.ChildRun,
     (runs, "children_of"): runs.ChildRun,
+    (runs, "suspended_too_long"): runs.LongWait,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
 SCALAR = {

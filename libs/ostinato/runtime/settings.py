@@ -45,6 +45,9 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     worker_ttl_seconds: float = MAX_CLAIM_WAIT_SECONDS + 5.0
     reconcile_interval_seconds: float = 10.0
     stuck_after_seconds: float = 300.0
+    # A workflow suspended this long waiting for a signal, a child or its resume (paused) is
+    # reported stuck (timers have due times: an overdue one is `stuck_after_seconds`' concern).
+    suspended_alert_after_seconds: float = 86_400.0
     missed_grace_seconds: float = 30.0
     gap_window_seconds: float = 86_400.0
     output_retention_days: float = 30.0

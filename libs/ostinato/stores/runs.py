@@ -381,3 +381,16 @@ async def pausable(conn: asyncpg.Connection, tenant_id: uuid.UUID, *, task: str 
     pause or resume: an operator's rare call, reading the tenant's in-flight runs)."""
     return [r["id"] for r in await conn.fetch(Q["pausable_runs"], tenant_id, task, job_id,
                                               paused, limit)]
+
+
+class LongWait(msgspec.Struct, frozen=True):
+    tenant_id: uuid.UUID
+    reason: str
+    n: int
+
+
+async def suspended_too_long(conn: asyncpg.Connection, now: datetime | None,
+                             older_than: timedelta) -> list[LongWait]:
+    """Suspended runs waiting for a signal, a child or the resume of a pause that suspended
+    them, since longer ago than `older_than` (their last change), by tenant and reason."""
+    return many(LongWait, await conn.fetch(Q["suspended_too_long"], now, older_than))

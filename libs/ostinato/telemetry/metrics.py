@@ -48,6 +48,7 @@ __all__ = [
     "STUCK_RUNS",
     "TIMER_LATENESS",
     "WORKFLOWS_SUSPENDED",
+    "WORKFLOWS_SUSPENDED_TOO_LONG",
     "WORKFLOW_STEPS",
     "WORKFLOW_SUSPENSIONS",
     "render",
@@ -71,6 +72,11 @@ WORKFLOW_SUSPENSIONS = Counter(
 WORKFLOWS_SUSPENDED = Gauge(
     "ostinato_workflows_suspended", "Workflow runs suspended now, by what they wait for.",
     ["reason"]
+)
+WORKFLOWS_SUSPENDED_TOO_LONG = Gauge(
+    "ostinato_workflows_suspended_too_long",
+    "Workflow runs waiting for a signal, a child or their resume longer than the threshold "
+    "(OSTINATO_SUSPENDED_ALERT_AFTER_SECONDS), by tenant and reason.", ["tenant", "reason"]
 )
 TIMER_LATENESS = Histogram(
     "ostinato_timer_lateness_seconds",

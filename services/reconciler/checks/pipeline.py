@@ -2,8 +2,10 @@
 `scheduled` or `queued` longer than a threshold, and suspended workflow runs due longer ago
 than it (the scheduler's wake poll is behind or down; state "suspended" of the stuck gauge).
 Each check sets a gauge and logs an error line an operator can alert on; the suspended runs
-are also counted by what they wait for. (The reconciler's own outbox relay publishes what is
-waiting.)
+are also counted by what they wait for, and those waiting for a signal, a child or their
+resume longer than `suspended_alert_after` are counted per tenant and reason
+(`ostinato_workflows_suspended_too_long`), with an alert line. (The reconciler's own outbox
+relay publishes what is waiting.)
 """
 
 from __future__ import annotations
@@ -29,15 +31,20 @@ class Findings:
     outbox_unpublished: int
     outbox_oldest: timedelta
     stuck: dict[str, int]
+    suspended_too_long: dict[tuple[str, str], int]  # (tenant id, reason) -> runs
 
 
 async def check_once(pool: asyncpg.Pool, clock: Clock, *, stuck_after: timedelta,
-                     outbox_alert_after: timedelta = timedelta(seconds=60)) -> Findings:
+                     outbox_alert_after: timedelta = timedelta(seconds=60),
+                     suspended_alert_after: timedelta = timedelta(days=1)) -> Findings:
     async with pool.acquire() as conn:
         unpublished, oldest = await outbox.lag(conn, clock)
         counts = await runs.stuck(conn, clock.db_now(), stuck_after)
         overdue = await runs.overdue_wakeups(conn, clock.db_now(), stuck_after)
         suspended = await runs.suspended_counts(conn)
+        too_long = await runs.suspended_too_long(conn, clock.db_now(), suspended_alert_after)
+    long_waits = {(str(w.tenant_id), w.reason): w.n for w in too_long}
+    _report_long_waits(long_waits, suspended_alert_after)
     stuck = {state: 0 for state in WATCHED_STATES} | {c.state: c.n for c in counts}
     stuck["suspended"] = overdue
     for reason in SUSPENSION_REASONS:
@@ -52,4 +59,18 @@ async def check_once(pool: asyncpg.Pool, clock: Clock, *, stuck_after: timedelta
     if unpublished and oldest > outbox_alert_after:
         log.error("outbox not draining", unpublished=unpublished,
                   oldest_seconds=oldest.total_seconds(), alert="ostinato_outbox_lag")
-    return Findings(unpublished, oldest, stuck)
+    return Findings(unpublished, oldest, stuck, long_waits)
+
+
+_reported: set[tuple[str, str]] = set()  # labels set last time: zeroed when they clear
+
+
+def _report_long_waits(found: dict[tuple[str, str], int], after: timedelta) -> None:
+    for tenant, reason in _reported - set(found):
+        metrics.WORKFLOWS_SUSPENDED_TOO_LONG.labels(tenant=tenant, reason=reason).set(0)
+    _reported.clear()
+    for (tenant, reason), n in found.items():
+        _reported.add((tenant, reason))
+        metrics.WORKFLOWS_SUSPENDED_TOO_LONG.labels(tenant=tenant, reason=reason).set(n)
+        log.error("workflows suspended too long", tenant_id=tenant, reason=reason, count=n,
+                  threshold_seconds=after.total_seconds(), alert="ostinato_workflow_stuck")

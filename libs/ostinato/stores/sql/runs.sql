@@ -212,3 +212,13 @@ WHERE tenant_id = $1 AND ($2::text IS NULL OR task = $2) AND ($3::uuid IS NULL O
   AND paused = $4 AND (state = 'running' OR state = 'suspended')
 ORDER BY id
 LIMIT $5;
+
+-- name: suspended_too_long
+-- The reconciler: workflow runs suspended on a signal, a child or a pause with no change for
+-- longer than the threshold, per tenant and reason; the index runs_suspended (wait_reason)
+-- reads only runs of these reasons, never the sleeping timers (they have due times).
+SELECT tenant_id, wait_reason AS reason, count(*) AS n
+FROM runs
+WHERE state = 'suspended' AND wait_reason IN ('signal', 'child', 'paused')
+  AND updated_at < coalesce($1::timestamptz, now()) - $2::interval
+GROUP BY tenant_id, wait_reason;
