@@ -26,8 +26,9 @@ _json = msgspec.json.Encoder()
 TRIAGE_STATES = ("new", "acknowledged", "fixed", "wont_fix")
 
 
-async def _lock_run(conn: asyncpg.Connection, tenant_id: uuid.UUID,
-                    run_id: uuid.UUID) -> run_store.LockedRun:
+async def lock_run(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                   run_id: uuid.UUID) -> run_store.LockedRun:
+    """The run locked for a command, or NotFound when it is not this tenant's."""
     rows = await run_store.lock(conn, [run_id])
     if not rows or rows[0].tenant_id != tenant_id:
         raise NotFound(f"no run {run_id}")
@@ -42,7 +43,7 @@ async def cancel_run(conn: asyncpg.Connection, store: EventStore, *, tenant_id: 
     cancelled. A workflow's children that are not final are cancelled with it, and theirs
     (`ostinato.runs.children`). Returns the state the run is in afterwards."""
     async with conn.transaction():
-        run = await _lock_run(conn, tenant_id, run_id)
+        run = await lock_run(conn, tenant_id, run_id)
         state = RunState(run.state)
         if state in FINAL:
             raise InvalidState(f"run {run_id} is already {state}")
@@ -79,7 +80,7 @@ async def rerun(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,
     key = request_key or uuid.uuid4().hex
     new_id = outcomes.new_run_id(run_id, key)
     async with conn.transaction():
-        run = await _lock_run(conn, tenant_id, run_id)
+        run = await lock_run(conn, tenant_id, run_id)
         if run.state not in ("failed", "cancelled", "dead_lettered"):
             raise InvalidState(f"run {run_id} is {run.state}; only a failed, cancelled or "
                                "dead-lettered run can be re-run")
@@ -115,7 +116,7 @@ async def rerun(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,
 async def triage(conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID,
                  run_id: uuid.UUID, state: str, comment: str | None, actor: str) -> None:
     async with conn.transaction():
-        run = await _lock_run(conn, tenant_id, run_id)
+        run = await lock_run(conn, tenant_id, run_id)
         if run.state != "dead_lettered":
             raise NotFound(f"run {run_id} is not in the dead-letter queue")
         await store.append(conn, [StreamHead.of(run).next(

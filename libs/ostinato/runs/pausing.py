@@ -23,24 +23,17 @@ import asyncpg
 
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
-from ostinato.domain.errors import InvalidInput, InvalidState, NotFound
+from ostinato.domain.errors import InvalidInput, InvalidState
 from ostinato.domain.states import RunState
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore
+from ostinato.runs.commands import lock_run
 from ostinato.stores import runs as run_store
 from ostinato.stores.runs import LockedRun
 
 PAUSABLE = (RunState.RUNNING, RunState.SUSPENDED)
 MAX_REASON_CHARS = 1000
 MAX_MATCHING = 1000  # runs one filtered pause or resume acts on
-
-
-async def _locked(conn: asyncpg.Connection, tenant_id: uuid.UUID,
-                  run_id: uuid.UUID) -> LockedRun:
-    rows = await run_store.lock(conn, [run_id])
-    if not rows or rows[0].tenant_id != tenant_id:
-        raise NotFound(f"no run {run_id}")
-    return rows[0]
 
 
 def _check_reason(reason: str | None) -> None:
@@ -102,7 +95,7 @@ async def _change(conn: asyncpg.Connection, store: EventStore, clock: Clock,
                   decide: Decide) -> bool:
     _check_reason(reason)
     async with conn.transaction():
-        run = await _locked(conn, tenant_id, run_id)
+        run = await lock_run(conn, tenant_id, run_id)
         return await _append(conn, store, run, decide(run, clock.now(), actor, reason), actor)
 
 

@@ -18,13 +18,13 @@ import asyncpg
 import msgspec
 
 from ostinato.domain import events as ev
-from ostinato.domain.errors import InvalidInput, InvalidState, NotFound, PayloadTooLarge
+from ostinato.domain.errors import InvalidInput, InvalidState, PayloadTooLarge
 from ostinato.domain.ids import new_id
 from ostinato.domain.states import FINAL, RunState
 from ostinato.domain.workflow import INLINE_OUTPUT_BYTES
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore, put_blobs
-from ostinato.stores import runs as run_store
+from ostinato.runs.commands import lock_run
 from ostinato.stores import signals
 
 MAX_SIGNAL_NAME_CHARS = 256
@@ -57,10 +57,7 @@ async def send_signal(conn: asyncpg.Connection, store: EventStore, *, tenant_id:
                               f"{max_payload_bytes}")
     signal_id = signal_id_for(run_id, name, idempotency_key)
     async with conn.transaction():
-        rows = await run_store.lock(conn, [run_id])
-        if not rows or rows[0].tenant_id != tenant_id:
-            raise NotFound(f"no run {run_id}")
-        run = rows[0]
+        run = await lock_run(conn, tenant_id, run_id)
         earlier = await signals.by_id(conn, tenant_id, run_id, signal_id)
         if earlier is not None:
             return SignalSent(signal_id, earlier.delivered_seq is not None, created=False)
