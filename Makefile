@@ -7,7 +7,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: help deps bench-deps up down test unit lint lock infra-up infra-down migrate topics clean \
+.PHONY: help deps assets bench-deps up down test unit lint lock infra-up infra-down migrate \
+	topics clean \
 	bench bench-infra chaos
 
 help:
@@ -34,14 +35,19 @@ migrate: deps
 topics: deps
 	$(PY) -m ostinato topics
 
-up: deps infra-up migrate topics
+# Swagger UI's assets, served by the api itself (fetched once into .cache; see the script).
+assets:
+	infra/swagger_ui.sh
+
+up: deps assets infra-up migrate topics
 	infra/services.sh start
 
 down:
 	-infra/services.sh stop
 	infra/down.sh
 
-test: deps infra-up
+test: deps assets infra-up
+	infra/tools.sh
 	$(PY) -m pytest
 
 # Benchmarks only: the peers and the profiler on top of the project's own lock (never in `deps`).

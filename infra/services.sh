@@ -8,7 +8,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 . infra/env.sh
-RUN="$ROOT/.cache/run"; LOGS="$ROOT/.cache/logs"; mkdir -p "$RUN" "$LOGS"
+RUN="${OSTINATO_RUN_DIR:-$ROOT/.cache/run}"; LOGS="$ROOT/.cache/logs"; mkdir -p "$RUN" "$LOGS"
 PY="$ROOT/.venv/bin/python"
 SERVICES="api scheduler dispatcher worker_gateway reconciler"
 
@@ -21,7 +21,16 @@ export OSTINATO_ADMIN_KEY
 # Traces go to the local Jaeger that `make up` starts (unset OSTINATO_OTLP_ENDPOINT= to turn off).
 export OSTINATO_OTLP_ENDPOINT="${OSTINATO_OTLP_ENDPOINT-${OSTINATO_JAEGER_OTLP:-}}"
 
-alive() { [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
+# alive NAME: its pid file names a live process. Judged by the process's state, not `kill -0`,
+# which also succeeds on a zombie (killed, not yet reaped by its parent): that one is dead.
+alive() {
+  local pid state
+  [ -f "$RUN/$1.pid" ] || return 1
+  pid=$(cat "$RUN/$1.pid")
+  [ -r "/proc/$pid/stat" ] || return 1
+  state=$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$pid/stat" 2>/dev/null) || return 1
+  [ -n "$state" ] && [ "$state" != "Z" ] && [ "$state" != "X" ]
+}
 
 start_one() {  # name, command...
   local name=$1; shift
@@ -76,8 +85,8 @@ PYEOF
     for s in demo_worker $SERVICES; do
       if [ -f "$RUN/$s.pid" ]; then
         pid=$(cat "$RUN/$s.pid")
-        for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-        kill -0 "$pid" 2>/dev/null && { echo "[services] $s did not stop in 20 s: SIGKILL"; kill -9 "$pid"; }
+        for _ in $(seq 1 40); do alive "$s" || break; sleep 0.5; done
+        alive "$s" && { echo "[services] $s did not stop in 20 s: SIGKILL"; kill -9 "$pid"; }
         rm -f "$RUN/$s.pid"; echo "[services] stopped $s"
       fi
     done

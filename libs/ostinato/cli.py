@@ -1,5 +1,5 @@
 """`ostinato` administrative commands: migrate, topics, rebuild-projections, schemas,
-schema-dump, demo.
+schema-dump, demo, workflows check.
 
 Configuration comes from the same `OSTINATO_*` variables as the services.
 """
@@ -103,6 +103,15 @@ def main(argv: list[str] | None = None) -> int:
     dump.add_argument("--check", action="store_true", help="fail if the file is not current")
     demo = sub.add_parser("demo", help="create the demo tenant and jobs through the API")
     demo.add_argument("--out", type=Path, help="also write the tenant and key to this file")
+    workflows = sub.add_parser("workflows", help="workflow tools (the pre-deploy check)")
+    wsub = workflows.add_subparsers(dest="workflows_command", required=True)
+    check = wsub.add_parser(
+        "check", help="replay in-flight runs against new workflow code, running no step",
+        description="Replay the recorded steps of every in-flight run of the module's "
+                    "workflows against their new code (no step runs) and list each run that "
+                    "would meet a non-determinism error. Exit 0: all compatible; 1: some "
+                    "incompatible; 2: usage or connection error.")
+    _check_arguments(check)
     args = parser.parse_args(argv)
     match args.command:
         case "migrate":
@@ -117,7 +126,35 @@ def main(argv: list[str] | None = None) -> int:
             return _schema_dump(args.check)
         case "demo":
             asyncio.run(_demo(args.out))
+        case "workflows":
+            from ostinato.sdk.check import check_command
+
+            return check_command(args)
     return 0
+
+
+def _check_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `workflows check`, declared here so `--help` imports no SDK code (keep
+    them in step with `ostinato.sdk.check.check_command`, which reads them)."""
+    parser.add_argument("module", help="the new code: an importable module (myapp.workflows) "
+                                       "or a .py file; its module-level @workflow tasks are "
+                                       "checked")
+    parser.add_argument("--api", metavar="URL", help="the Ostinato API (default: "
+                        "$OSTINATO_API_URL, else http://127.0.0.1:8080)")
+    parser.add_argument("--key", help="a tenant API key (default: $OSTINATO_API_KEY)")
+    parser.add_argument("--task", action="append", default=[], metavar="NAME",
+                        help="check only this workflow (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--all", action="store_true",
+                        help="list compatible runs too (default: only the others)")
+    parser.add_argument("--all-versions", action="store_true",
+                        help="also fail on runs pinned to another handler version than the "
+                             "new code's (by default they stay with their own version's "
+                             "workers and are only listed)")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 on warnings too (ends_early, raises, unchecked)")
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="longest replay of one run (default 10)")
 
 
 if __name__ == "__main__":

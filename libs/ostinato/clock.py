@@ -2,14 +2,16 @@
 
 Everything else receives a `Clock` and asks it. Lease expiry is not judged here: SQL uses
 `coalesce($now, now())` with `Clock.db_now()`, so production trusts the database clock and tests
-can pin it (DESIGN invariant 6).
+can pin it (DESIGN invariant 6). The services' own clock is `DatabaseClock`: wall time as the
+database tells it, so one host's skewed clock cannot fire a job early, record a false misfire
+skip or misdate an event.
 """
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Clock(Protocol):
@@ -61,3 +63,38 @@ class FakeClock:
         if instant.tzinfo is None:
             raise ValueError("FakeClock needs an aware datetime")
         self._now = instant
+
+
+class DatabaseClock:
+    """Wall time read from PostgreSQL (`clock_timestamp()`), carried forward between reads by
+    the monotonic clock, so the host's wall clock is never consulted once synced.
+
+    `sync` maps the database's instant to the moment its answer arrived: `now()` may trail the
+    database by at most one round trip, never lead it, so an event's `occurred_at` is never
+    after the `recorded_at` PostgreSQL gives it. Services sync at start and every few seconds
+    (`runtime.service.Service`); before the first sync it is the host's clock."""
+
+    def __init__(self) -> None:
+        self._base: datetime | None = None
+        self._base_mono = 0.0
+
+    async def sync(self, conn: Any) -> timedelta:
+        """Read the database's time; returns how far the host's wall clock is from it."""
+        instant: datetime = await conn.fetchval("SELECT clock_timestamp()")
+        self._base, self._base_mono = instant, time.monotonic()
+        return datetime.now(UTC) - instant
+
+    @property
+    def synced(self) -> bool:
+        return self._base is not None
+
+    def now(self) -> datetime:
+        if self._base is None:
+            return datetime.now(UTC)
+        return self._base + timedelta(seconds=time.monotonic() - self._base_mono)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def db_now(self) -> datetime | None:
+        return None

@@ -186,7 +186,8 @@ CREATE TABLE public.jobs (
     on_queue_wait text,
     shard smallint NOT NULL,
     concurrency_key text,
-    resource text
+    resource text,
+    payload_version integer
 );
 
 --
@@ -309,7 +310,31 @@ CREATE TABLE public.run_steps (
     attempt integer NOT NULL,
     tries integer NOT NULL,
     duration_ms double precision NOT NULL,
-    recorded_at timestamp with time zone NOT NULL
+    recorded_at timestamp with time zone NOT NULL,
+    supplied_by text
+);
+
+--
+-- Name: run_steps_set_aside; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_steps_set_aside (
+    run_id uuid NOT NULL,
+    set_aside_version integer NOT NULL,
+    seq integer NOT NULL,
+    tenant_id uuid NOT NULL,
+    name text NOT NULL,
+    succeeded boolean NOT NULL,
+    output json,
+    output_ref uuid,
+    error_type text,
+    message text,
+    attempt integer NOT NULL,
+    tries integer NOT NULL,
+    duration_ms double precision NOT NULL,
+    recorded_at timestamp with time zone NOT NULL,
+    supplied_by text,
+    set_aside_at timestamp with time zone NOT NULL
 );
 
 --
@@ -365,7 +390,11 @@ CREATE TABLE public.runs (
     paused boolean DEFAULT false NOT NULL,
     paused_at timestamp with time zone,
     frozen_wake_at timestamp with time zone,
-    frozen_deadline_at timestamp with time zone
+    frozen_deadline_at timestamp with time zone,
+    task_version text,
+    pinned boolean DEFAULT false NOT NULL,
+    payload_version integer,
+    stuck_version integer
 );
 
 --
@@ -396,6 +425,22 @@ CREATE TABLE public.shard_leases (
     owner text,
     epoch bigint DEFAULT 0 NOT NULL,
     expires_at timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL
+);
+
+--
+-- Name: task_schemas; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.task_schemas (
+    scope text NOT NULL,
+    tenant_id uuid,
+    task text NOT NULL,
+    payload_version integer NOT NULL,
+    schema jsonb NOT NULL,
+    first_seen timestamp with time zone NOT NULL,
+    last_seen timestamp with time zone NOT NULL,
+    CONSTRAINT task_schemas_check CHECK ((scope = COALESCE((tenant_id)::text, '*'::text))),
+    CONSTRAINT task_schemas_payload_version_check CHECK ((payload_version >= 1))
 );
 
 --
@@ -433,6 +478,8 @@ CREATE TABLE public.workers (
     pools text[] NOT NULL,
     slots integer NOT NULL,
     seen_at timestamp with time zone NOT NULL,
+    versions jsonb,
+    payload_versions jsonb,
     CONSTRAINT workers_check CHECK ((scope = COALESCE((tenant_id)::text, '*'::text))),
     CONSTRAINT workers_slots_check CHECK ((slots > 0))
 );
@@ -583,6 +630,13 @@ ALTER TABLE ONLY public.run_steps
     ADD CONSTRAINT run_steps_pkey PRIMARY KEY (run_id, seq);
 
 --
+-- Name: run_steps_set_aside run_steps_set_aside_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_steps_set_aside
+    ADD CONSTRAINT run_steps_set_aside_pkey PRIMARY KEY (run_id, set_aside_version, seq);
+
+--
 -- Name: runs runs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -609,6 +663,13 @@ ALTER TABLE ONLY public.schema_migrations
 
 ALTER TABLE ONLY public.shard_leases
     ADD CONSTRAINT shard_leases_pkey PRIMARY KEY (shard);
+
+--
+-- Name: task_schemas task_schemas_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.task_schemas
+    ADD CONSTRAINT task_schemas_pkey PRIMARY KEY (scope, task, payload_version);
 
 --
 -- Name: tenants tenants_name_key; Type: CONSTRAINT; Schema: public; Owner: -
@@ -655,6 +716,12 @@ CREATE INDEX attempt_leases_expiry ON public.attempt_leases USING btree (expires
 --
 
 CREATE INDEX blobs_expiring ON public.blobs USING btree (created_at) WHERE (kind <> 'payload'::text);
+
+--
+-- Name: dead_letters_compensation_failed; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX dead_letters_compensation_failed ON public.dead_letters USING btree (dead_lettered_at) WHERE ((error_type = 'compensation_failed'::text) AND (triage_state = ANY (ARRAY['new'::text, 'acknowledged'::text])));
 
 --
 -- Name: dead_letters_tenant; Type: INDEX; Schema: public; Owner: -
@@ -723,6 +790,12 @@ CREATE INDEX runs_job_active ON public.runs USING btree (job_id) WHERE (state <>
 CREATE UNIQUE INDEX runs_job_slot ON public.runs USING btree (job_id, scheduled_for) WHERE (parent_run_id IS NULL);
 
 --
+-- Name: runs_pinned_waiting; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_pinned_waiting ON public.runs USING btree (updated_at) WHERE (pinned AND (state = ANY (ARRAY['scheduled'::text, 'queued'::text, 'retry_scheduled'::text])));
+
+--
 -- Name: runs_ready; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -745,6 +818,12 @@ CREATE INDEX runs_retry_due ON public.runs USING btree (retry_at) WHERE (state =
 --
 
 CREATE INDEX runs_suspended ON public.runs USING btree (wait_reason) WHERE (state = 'suspended'::text);
+
+--
+-- Name: runs_task_versions; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_task_versions ON public.runs USING btree (tenant_id, task, task_version) WHERE (state <> ALL (ARRAY['succeeded'::text, 'dead_lettered'::text, 'cancelled'::text]));
 
 --
 -- Name: runs_tenant_created; Type: INDEX; Schema: public; Owner: -

@@ -2,18 +2,44 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.static_files import create_static_files_router
 
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.ops import instrument_http, ops_route_handlers, tracing_middleware
 from ostinato.runtime.problems import EXCEPTION_HANDLERS
 from ostinato.runtime.service import Service
-from services.api import capacity, failures, job_control, workflows
+from services.api import (
+    capacity,
+    failures,
+    interventions,
+    job_control,
+    job_history,
+    tasks,
+    workflows,
+)
 from services.api.routes import DEPENDENCIES, ROUTES
 
 VERSION = "0.1.0"
+# Swagger UI is served from this package's own copy (infra/swagger_ui.sh fetches it once into
+# .cache), never from a CDN: the page works on a machine without internet access.
+SWAGGER_UI_VERSION = "5.35.0"  # the one infra/swagger_ui.sh pins
+SWAGGER_UI_DIR = Path(__file__).resolve().parents[2] / ".cache" / "swagger-ui" / SWAGGER_UI_VERSION
+SWAGGER_ASSETS = "/schema/swagger/assets"
+
+
+def swagger_ui() -> SwaggerRenderPlugin:
+    return SwaggerRenderPlugin(
+        version=SWAGGER_UI_VERSION, path="/swagger",
+        js_url=f"{SWAGGER_ASSETS}/swagger-ui-bundle.js",
+        css_url=f"{SWAGGER_ASSETS}/swagger-ui.css",
+        standalone_preset_js_url=f"{SWAGGER_ASSETS}/swagger-ui-standalone-preset.js",
+        favicon=f"<link rel='icon' type='image/png' href='{SWAGGER_ASSETS}/favicon-32x32.png'>")
 
 
 def create_app(service: Service, store: EventStore) -> Litestar:
@@ -24,7 +50,11 @@ def create_app(service: Service, store: EventStore) -> Litestar:
             *failures.ROUTES,
             *capacity.ROUTES,
             *workflows.ROUTES,
+            *interventions.ROUTES,
+            *tasks.ROUTES,
+            *job_history.ROUTES,
             *ops_route_handlers(lambda: service.readiness(kafka=True)),
+            create_static_files_router(SWAGGER_ASSETS, [SWAGGER_UI_DIR], name="swagger-assets"),
         ],
         dependencies=DEPENDENCIES,
         exception_handlers=EXCEPTION_HANDLERS,
@@ -33,6 +63,7 @@ def create_app(service: Service, store: EventStore) -> Litestar:
             title="Ostinato API", version=VERSION, path="/schema",
             description="Jobs, runs and their timelines, tenant-scoped. Errors are RFC 9457 "
                         "problem details.",
+            render_plugins=[swagger_ui()],
         ),
         logging_config=None,  # logging is configured once, by telemetry.logging
         state=State({"pool": service.pool, "store": store, "clock": service.clock,

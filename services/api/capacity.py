@@ -144,11 +144,13 @@ async def put_resource_limit(name: LimitName, data: JSONBody[LimitRequest],
 @get("/v1/workers", tags=["pools"])
 async def list_workers(request: Request, caller: Caller) -> dict[str, list[dict[str, object]]]:
     """Live and recently seen workers: the caller's own and the shared ones (all, for the
-    admin), with the pools they serve and their declared slots."""
+    admin), with the pools they serve, their declared slots and the version of each task they
+    serve."""
     async with app_state(request).pool.acquire() as conn:
         workers = await registry.list_workers(conn, caller.tenant_id)
     return {"items": [{"worker_id": w.worker_id, "shared": w.tenant_id is None,
-                       "pools": w.pools, "slots": w.slots, "seen_at": w.seen_at.isoformat()}
+                       "pools": w.pools, "slots": w.slots, "seen_at": w.seen_at.isoformat(),
+                       "versions": w.versions or {}}
                       for w in workers]}
 
 

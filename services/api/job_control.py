@@ -11,7 +11,8 @@ from litestar import get, post, put
 from litestar.params import FromPath, JSONBody, PathParameter, QueryParameter
 
 from ostinato import calendars, jobs, schedules
-from ostinato.domain.errors import NotFound
+from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.jobs.submit import calendar_errors
 from ostinato.stores import calendars as calendar_store
 from ostinato.stores import jobs as job_store
 from ostinato.telemetry import tracing
@@ -90,8 +91,14 @@ async def upcoming(
 
 @post("/v1/schedules/preview", status_code=200, tags=["jobs"])
 async def preview(data: JSONBody[PreviewRequest], tenant: Tenant) -> UpcomingView:
-    """The occurrences a schedule not yet created would have (jitter shown for a sample id)."""
+    """The next `count` (at most 100; no paging: preview from a later `start_at` for more)
+    occurrences a schedule not yet created would have, jitter shown for a sample id. The same
+    checks as creating the job: an unknown `calendar` is a 422."""
     s = schedules.parse_schedule(data.schedule, now=tenant.clock.now())
+    if s.calendar:
+        known = await calendar_store.existing_names(tenant.conn, tenant.tenant_id, [s.calendar])
+        if errors := calendar_errors(s, known):
+            raise InvalidInput("the schedule names an unknown calendar", errors=errors)
     return _upcoming(s, PREVIEW_JOB_ID, schedules.next_occurrence(s, None), data.count)
 
 

@@ -53,6 +53,7 @@ class JobView(msgspec.Struct, kw_only=True):
     created_at: datetime
     updated_at: datetime
     payload: Any = None
+    payload_version: int | None = None  # the payload schema version its payload was checked at
 
 
 class StateTimes(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -92,6 +93,16 @@ class RunView(msgspec.Struct, kw_only=True):
     parent_run_id: uuid.UUID | None = None  # a workflow's child: its parent run
     waiting_for_child: uuid.UUID | None = None  # the child run a suspended workflow waits for
     paused: bool = False  # an operator paused it (POST /v1/runs/{id}/resume ends that)
+    # a suspended run's: timer | signal | child | paused (at a step boundary, no wait pending)
+    wait_reason: str | None = None
+    payload: Any = None  # the run's own payload (GET /v1/runs/{id} only; lists leave it out)
+    # the task's payload schema version the payload was validated against at submission (None:
+    # no schema was registered); only workers accepting it claim the run
+    payload_version: int | None = None
+    # the handler version of the latest attempt's worker; `pinned`: a started workflow, which
+    # only workers serving that version resume (docs/WORKFLOWS.md, versioned handlers)
+    task_version: str | None = None
+    pinned: bool = False
 
 
 class StepView(msgspec.Struct, kw_only=True):
@@ -229,6 +240,76 @@ class PauseMatchingRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=T
 
 class PauseChanged(msgspec.Struct, kw_only=True):
     changed: int  # runs paused (or resumed) by this call; already so: not counted
+
+
+# Operator interventions (services/api/interventions.py): each body names why, for the audit.
+InterventionReason = Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
+
+
+class InterventionRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    reason: InterventionReason
+
+
+class SkipStepRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The output the skipped step returns to the workflow (any JSON, null too); `name`: the
+    step's, needed only where nothing is recorded and the run waits for nothing there."""
+
+    reason: InterventionReason
+    output: Any
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=1000)] | None = None
+
+
+class RestartRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    reason: InterventionReason
+    from_seq: Annotated[int, msgspec.Meta(ge=0)]
+
+
+class SucceedRunRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    reason: InterventionReason
+    output: Any = None  # the run's output (null: none)
+
+
+class FailRunRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    reason: InterventionReason
+    error_type: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] = "operator_failed"
+    message: Annotated[str, msgspec.Meta(min_length=1, max_length=1000)] | None = None
+
+
+class InterventionDone(msgspec.Struct, kw_only=True):
+    """The run after an intervention, and the events it appended, in order."""
+
+    run_id: uuid.UUID
+    state: str
+    version: int
+    events: list[str]
+    children_cancelled: int = 0
+
+
+class SetAsideStepView(msgspec.Struct, kw_only=True):
+    """A recorded step an intervention set aside: kept in the history, no longer replayed."""
+
+    set_aside_version: int  # the version of the event that set it aside (GET .../events)
+    set_aside_at: datetime
+    seq: int
+    name: str
+    succeeded: bool
+    attempt: int
+    tries: int
+    duration_ms: float
+    recorded_at: datetime
+    output: Any = None
+    output_ref: uuid.UUID | None = None
+    error_type: str | None = None
+    message: str | None = None
+    supplied_by: str | None = None  # a skipped step's output was supplied by this caller
+
+
+class SetAsideStepsPage(msgspec.Struct, kw_only=True):
+    run_id: uuid.UUID
+    items: list[SetAsideStepView]
+    # pass as after_version and after_seq for the next page; None: the last page
+    next_after_version: int | None = None
+    next_after_seq: int | None = None
 
 
 class RetryRunRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

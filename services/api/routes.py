@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 import msgspec
@@ -23,6 +23,7 @@ from ostinato.stores import runs as run_store
 from ostinato.stores.jobs import JobRow
 from ostinato.stores.runs import RunRow
 from ostinato.telemetry import tracing
+from ostinato.workers import registry
 from services.api.models import (
     EventsPage,
     EventView,
@@ -70,10 +71,12 @@ def job_view(job: JobRow, payload: Any = None) -> JobView:
         next_slot=job.next_slot, last_run_at=job.last_run_at, runs_created=job.runs_created,
         consecutive_failures=job.consecutive_failures, idempotency_key=job.idempotency_key,
         created_at=job.created_at, updated_at=job.updated_at, payload=payload,
+        payload_version=job.payload_version,
     )
 
 
-def run_view(run: RunRow, output: Any = None, waiting_reason: str | None = None) -> RunView:
+def run_view(run: RunRow, output: Any = None, waiting_reason: str | None = None,
+             payload: Any = None) -> RunView:
     return RunView(
         id=run.id, job_id=run.job_id, task=run.task, pool=run.pool, priority=run.priority,
         state=run.state, scheduled_for=run.scheduled_for, due_at=run.due_at,
@@ -90,7 +93,9 @@ def run_view(run: RunRow, output: Any = None, waiting_reason: str | None = None)
         current_step=run.wait_name if run.state == RunState.SUSPENDED else None,
         parent_run_id=run.parent_run_id,
         waiting_for_child=run.wait_child if run.state == RunState.SUSPENDED else None,
-        paused=run.paused,
+        paused=run.paused, task_version=run.task_version, pinned=run.pinned,
+        wait_reason=run.wait_reason if run.state == RunState.SUSPENDED else None,
+        payload=payload, payload_version=run.payload_version,
     )
 
 
@@ -193,8 +198,10 @@ async def list_runs(
                                 after=decode_cursor(cursor), limit=limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
+    outputs = await get_blobs(tenant.conn, [r.output_ref for r in rows if r.output_ref],
+                              tenant.tenant_id)  # one read for the page, as GET /v1/runs/{id}
     return Page(
-        items=[run_view(r) for r in rows],
+        items=[run_view(r, outputs.get(r.output_ref) if r.output_ref else None) for r in rows],
         next_cursor=encode_cursor(rows[-1].scheduled_for, rows[-1].id) if more else None,
     )
 
@@ -204,11 +211,16 @@ async def get_run(run_id: FromPath[uuid.UUID], tenant: Tenant) -> RunView:
     run = await run_store.by_id(tenant.conn, tenant.tenant_id, run_id)
     if run is None:
         raise NotFound(f"no run {run_id}")
-    output = None
-    if run.output_ref is not None:
-        outputs = await get_blobs(tenant.conn, [run.output_ref], tenant.tenant_id)
-        output = outputs.get(run.output_ref)
-    return run_view(run, output, await run_store.waiting_reason(tenant.conn, run))
+    refs = [run.payload_ref] if run.output_ref is None else [run.payload_ref, run.output_ref]
+    blobs = await get_blobs(tenant.conn, refs, tenant.tenant_id)
+    output = blobs.get(run.output_ref) if run.output_ref is not None else None
+    reason = await run_store.waiting_reason(tenant.conn, run)
+    if reason is None and run.state == "queued" and run.pinned and run.task_version:
+        ttl = timedelta(seconds=tenant.settings.worker_ttl_seconds)
+        if not await registry.serves(tenant.conn, run.tenant_id, run.pool, run.task,
+                                     run.task_version, tenant.clock.db_now(), ttl):
+            reason = registry.unserved_reason(run.task, run.task_version, run.pool)
+    return run_view(run, output, reason, blobs.get(run.payload_ref))
 
 
 @get("/v1/runs/{run_id:uuid}/events", tags=["runs"])

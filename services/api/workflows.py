@@ -12,6 +12,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from ostinato import runs
 from ostinato.domain.errors import InvalidInput, NotFound, PayloadTooLarge
+from ostinato.eventlog.store import get_blobs
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
 from services.api.models import (
@@ -33,20 +34,25 @@ MAX_IDEMPOTENCY_KEY_CHARS = 256
 
 @get("/v1/runs/{run_id:uuid}/steps", tags=["runs"])
 async def run_steps(run_id: FromPath[uuid.UUID], tenant: Tenant,
-                    after: FromQuery[After] = -1, limit: FromQuery[Limit] = 100) -> StepsPage:
+                    after: FromQuery[After] = -1, limit: FromQuery[Limit] = 100,
+                    inline_outputs: FromQuery[bool] = False) -> StepsPage:
     """A workflow run's recorded steps (steps, timers, signal waits) in order, from position
     `after + 1`, with the run attempt that recorded each, its tries, duration, error and output
-    (large outputs by reference)."""
+    (large outputs by reference; `inline_outputs=true`: put back in `output` as well, as a
+    resuming workflow reads them, e.g. for `ostinato workflows check`)."""
     run = await run_store.by_id(tenant.conn, tenant.tenant_id, run_id)
     if run is None:
         raise NotFound(f"no run {run_id}")
     page = await step_store.page(tenant.conn, tenant.tenant_id, run_id, after=after,
                                  limit=limit)
+    refs = [s.output_ref for s in page if s.output_ref is not None] if inline_outputs else []
+    blobs = await get_blobs(tenant.conn, refs, tenant.tenant_id) if refs else {}
     return StepsPage(
         run_id=run_id, steps_done=run.steps_done,
         items=[StepView(seq=s.seq, name=s.name, succeeded=s.succeeded, attempt=s.attempt,
                         tries=s.tries, duration_ms=s.duration_ms, recorded_at=s.recorded_at,
-                        output=s.output, output_ref=s.output_ref, error_type=s.error_type,
+                        output=blobs.get(s.output_ref, s.output) if s.output_ref else s.output,
+                        output_ref=s.output_ref, error_type=s.error_type,
                         message=s.message) for s in page],
         next_after=page[-1].seq if len(page) == limit else None)
 
@@ -108,10 +114,12 @@ async def resume_matching(data: JSONBody[PauseMatchingRequest],
 
 @post("/v1/runs/{run_id:uuid}/signals/{name:str}", status_code=202, tags=["runs"])
 async def send_signal(request: Request, run_id: FromPath[uuid.UUID], name: FromPath[str],
-                      tenant: Tenant) -> Response[SignalAccepted]:
+                      tenant: Tenant,
+                      reason: FromQuery[str | None] = None) -> Response[SignalAccepted]:
     """Send signal `name` with a JSON body as its payload (empty: null) to a run: a workflow
     waiting for it is woken at once; otherwise its next wait of that name takes it. A finished
-    run answers 409. `Idempotency-Key`: the same key again returns the first answer (200)."""
+    run answers 409. `Idempotency-Key`: the same key again returns the first answer (200).
+    `reason` (an operator delivering it on the run's behalf): recorded with the caller."""
     key = request.headers.get("idempotency-key")
     if key is not None and not 0 < len(key) <= MAX_IDEMPOTENCY_KEY_CHARS:
         raise InvalidInput("Idempotency-Key has 1 to 256 characters",
@@ -119,7 +127,8 @@ async def send_signal(request: Request, run_id: FromPath[uuid.UUID], name: FromP
     sent = await runs.send_signal(
         tenant.conn, tenant.store, tenant_id=tenant.tenant_id, run_id=run_id, name=name,
         payload=await _payload(request, tenant.settings.max_payload_bytes), actor=tenant.actor,
-        idempotency_key=key, max_payload_bytes=tenant.settings.max_payload_bytes)
+        idempotency_key=key, max_payload_bytes=tenant.settings.max_payload_bytes,
+        reason=reason)
     return Response(SignalAccepted(signal_id=sent.signal_id, delivered=sent.delivered,
                                    created=sent.created),
                     status_code=202 if sent.created else 200)

@@ -11,7 +11,7 @@ from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.duties import outbox_relay
 from ostinato.runtime.service import Service, run_service, run_until_stopped
-from services.dispatcher.dispatcher import Dispatcher, live_workers
+from services.dispatcher.dispatcher import Dispatcher, live_versions, live_workers
 from services.dispatcher.fence import EpochFence
 
 
@@ -27,7 +27,8 @@ async def amain() -> None:
         pool, store, service.clock, classes=settings.classes,
         capacity=live_workers(timedelta(seconds=settings.worker_ttl_seconds)),
         candidates=settings.dispatch_candidates, key_concurrency=settings.key_concurrency,
-        prefetch=settings.dispatch_prefetch, on_queued=relay.wake)
+        prefetch=settings.dispatch_prefetch, on_queued=relay.wake,
+        serving=live_versions(timedelta(seconds=settings.worker_ttl_seconds)))
     rounds = service.add_duty(dispatcher.duty(settings.dispatch_interval_seconds))
     fence = EpochFence()
 

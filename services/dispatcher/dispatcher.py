@@ -29,9 +29,9 @@ from ostinato.stores import limits, runs
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
 from ostinato.workers import registry
-from ostinato.workers.registry import PoolCapacity
+from ostinato.workers.registry import PoolCapacity, ServedVersion
 from services.dispatcher import snapshot
-from services.dispatcher.snapshot import DQ, CapacitySource
+from services.dispatcher.snapshot import DQ, CapacitySource, ServingSource
 
 ACTOR = "dispatcher"
 HOLD_REFRESH_SECONDS = 2.0  # a hold whose reason only changed its place in line waits this long
@@ -45,6 +45,15 @@ def live_workers(ttl: timedelta) -> CapacitySource:
 
     async def source(conn: asyncpg.Connection, db_now: datetime | None) -> list[PoolCapacity]:
         return await registry.live_capacity(conn, db_now, ttl)
+
+    return source
+
+
+def live_versions(ttl: timedelta) -> ServingSource:
+    """What workers seen within `ttl` serve (task versions), from the worker registry."""
+
+    async def source(conn: asyncpg.Connection, db_now: datetime | None) -> list[ServedVersion]:
+        return await registry.live_versions(conn, db_now, ttl)
 
     return source
 
@@ -63,7 +72,9 @@ class Dispatcher:
     def __init__(self, pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
                  classes: Sequence[ClassConfig], capacity: CapacitySource,
                  candidates: int = 256, key_concurrency: int = 1, prefetch: float = 0.0,
-                 on_queued: Callable[[], None] = lambda: None) -> None:
+                 on_queued: Callable[[], None] = lambda: None,
+                 serving: ServingSource | None = None) -> None:
+        self.serving = serving  # None: pinned runs are queued without asking who serves them
         self.pool = pool
         self.store = store
         self.clock = clock
@@ -103,7 +114,8 @@ class Dispatcher:
             # let it skip runs that a limit refuses. Every HOLD_REFRESH_SECONDS, all of them, so
             # every candidate's reason is recorded.
             snap = await snapshot.with_waiting(
-                conn, snap, self.candidates if explain else min(self.candidates, free + 16))
+                conn, snap, self.candidates if explain else min(self.candidates, free + 16),
+                self.serving, self.clock.db_now())
             given = snapshot.inputs(snap, self.key_concurrency, self.prefetch)
             decision = decide(given.waiting, given.pools, self.classes, given.limits,
                               given.buckets, self.state, now, explain=explain)

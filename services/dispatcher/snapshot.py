@@ -29,13 +29,16 @@ from ostinato.db.queries import load as load_queries
 from ostinato.policy.fairness import Bucket, Buckets, Limits, PoolState, Waiting
 from ostinato.stores import limits, runs, tenants
 from ostinato.stores.rows import many
-from ostinato.workers.registry import PoolCapacity
+from ostinato.workers.registry import PoolCapacity, ServedVersion, unserved_reason
 
 DQ = load_queries("services.dispatcher", "dispatch.sql")
 
 # (connection, the database clock as `Clock.db_now()` gives it) → live capacity
 CapacitySource = Callable[[asyncpg.Connection, datetime | None],
                           Awaitable[Sequence[PoolCapacity]]]
+# Likewise → the (pool, task, version) live workers serve: pinned runs wait for one.
+ServingSource = Callable[[asyncpg.Connection, datetime | None],
+                         Awaitable[Sequence[ServedVersion]]]
 
 
 class SavedBucket(msgspec.Struct, frozen=True):
@@ -64,6 +67,8 @@ class Snapshot:
     in_flight: Sequence[limits.InFlight]
     waiting: Sequence[runs.WaitingRun]
     buckets: Sequence[SavedBucket]
+    # (tenant scope, pool, task, version) live workers serve; None: not known (no check)
+    served: frozenset[tuple[uuid.UUID | None, str, str, str]] | None = None
 
 
 async def load(conn: asyncpg.Connection, now: datetime, db_now: datetime | None,
@@ -82,9 +87,29 @@ async def load(conn: asyncpg.Connection, now: datetime, db_now: datetime | None,
     )
 
 
-async def with_waiting(conn: asyncpg.Connection, snap: Snapshot, candidates: int) -> Snapshot:
-    """The snapshot with the oldest `candidates` waiting runs of every (tenant, pool, class)."""
-    return replace(snap, waiting=await runs.waiting_candidates(conn, candidates))
+async def with_waiting(conn: asyncpg.Connection, snap: Snapshot, candidates: int,
+                       serving: ServingSource | None = None,
+                       db_now: datetime | None = None) -> Snapshot:
+    """The snapshot with the oldest `candidates` waiting runs of every (tenant, pool, class),
+    and, when some are pinned to a version, what live workers serve (read only then)."""
+    waiting = await runs.waiting_candidates(conn, candidates)
+    served = None
+    if serving is not None and any(w.pinned for w in waiting):
+        served = frozenset((s.tenant_id, s.pool, s.task, s.version)
+                           for s in await serving(conn, db_now))
+    return replace(snap, waiting=waiting, served=served)
+
+
+def unserved(w: runs.WaitingRun,
+             served: frozenset[tuple[uuid.UUID | None, str, str, str]] | None) -> str | None:
+    """Why a pinned run must not be queued: no live worker (the tenant's own or a shared one)
+    in its pool serves its version. Queued, it would hold a slot nobody can use."""
+    if served is None or not w.pinned or w.task_version is None:
+        return None
+    if ((w.tenant_id, w.pool, w.task, w.task_version) in served
+            or (None, w.pool, w.task, w.task_version) in served):
+        return None
+    return unserved_reason(w.task, w.task_version, w.pool)
 
 
 def free_slots(snap: Snapshot, prefetch: float = 0.0) -> int:
@@ -157,6 +182,9 @@ def inputs(snap: Snapshot, key_concurrency: int, prefetch: float = 0.0) -> Input
         tenant_of[w.id] = w.tenant_id
         if (w.tenant_id, w.pool) in queue_paused:
             held[w.id] = f"queue {w.pool} of tenant {tenant} paused"
+            continue
+        if (reason := unserved(w, snap.served)) is not None:
+            held[w.id] = reason
             continue
         waiting.append(Waiting(
             run_id=w.id, tenant=tenant, klass=w.priority,

@@ -25,6 +25,8 @@ async def amain() -> None:
         fast_interval=timedelta(seconds=min(1.0, settings.reconcile_interval_seconds)),
         stuck_after=timedelta(seconds=settings.stuck_after_seconds),
         suspended_alert_after=timedelta(seconds=settings.suspended_alert_after_seconds),
+        unserved_alert_after=timedelta(seconds=settings.unserved_alert_after_seconds),
+        worker_ttl=timedelta(seconds=settings.worker_ttl_seconds),
         missed_grace=timedelta(seconds=settings.missed_grace_seconds),
         gap_window=timedelta(seconds=settings.gap_window_seconds),
         output_retention=timedelta(days=settings.output_retention_days),

@@ -16,12 +16,14 @@ import asyncpg
 from ostinato.clock import Clock
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.duties import Duty
+from ostinato.stores.runs import StuckThresholds
 from services.reconciler.checks.gaps import check_gaps
 from services.reconciler.checks.leases import expire_leases
 from services.reconciler.checks.overdue import check_overdue
 from services.reconciler.checks.pipeline import check_once
 from services.reconciler.checks.queue_waits import expire_queue_waits
 from services.reconciler.checks.retention import expire_outputs
+from services.reconciler.checks.stuck import mark_stuck
 from services.reconciler.checks.timeouts import expire_timeouts
 
 Check = Callable[[], Awaitable[object]]
@@ -33,6 +35,8 @@ class ReconcileConfig:
     fast_interval: timedelta = timedelta(seconds=1)
     stuck_after: timedelta = timedelta(minutes=5)
     suspended_alert_after: timedelta = timedelta(days=1)  # a signal, child or paused wait
+    unserved_alert_after: timedelta = timedelta(minutes=5)  # a pinned version nobody serves
+    worker_ttl: timedelta = timedelta(seconds=35)  # a worker seen within this is live
     missed_grace: timedelta = timedelta(seconds=30)  # due this long without a decision: overdue
     gap_window: timedelta = timedelta(hours=24)  # how far back gaps are looked for
     output_retention: timedelta = timedelta(days=30)  # outputs and logs kept this long
@@ -53,6 +57,9 @@ def slow_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
     return {
         "health": lambda: check_once(pool, clock, stuck_after=config.stuck_after,
                                      suspended_alert_after=config.suspended_alert_after),
+        "stuck": lambda: mark_stuck(pool, store, clock, limits=StuckThresholds(
+            suspended=config.suspended_alert_after, child_dead_lettered=config.stuck_after,
+            unserved=config.unserved_alert_after, worker_ttl=config.worker_ttl)),
         "gaps": lambda: check_gaps(pool, store, clock, window=config.gap_window,
                                    grace=config.missed_grace),
         "retention": lambda: expire_outputs(pool, clock, retention=config.output_retention),

@@ -34,7 +34,9 @@ from ostinato.runtime.ops import instrument_http, ops_route_handlers, tracing_mi
 from ostinato.runtime.problems import EXCEPTION_HANDLERS, problem
 from ostinato.runtime.service import Service
 from ostinato.sdk import protocol as p
+from ostinato.sdk.registration import TASKS_PATH, RegisterTasksRequest
 from ostinato.tenancy import ADMIN, Principal
+from services.worker_gateway import schemas
 from services.worker_gateway.attempts import Attempts, Outcome
 from services.worker_gateway.presence import WorkerPresence
 from services.worker_gateway.reports import parse_run_id
@@ -272,7 +274,17 @@ async def goodbye(
     return p.GoodbyeResponse(forgotten=forgotten)
 
 
-ROUTES = [claim, batch, heartbeat, complete, fail, release, recorded_steps, goodbye]
+@post(TASKS_PATH, status_code=200, tags=["worker"])
+async def register_tasks(
+    request: Request, data: JSONBody[RegisterTasksRequest], caller: Caller
+) -> Response[bytes]:
+    """Register the payload schemas of the worker's tasks (before its first claim): 409 when a
+    (task, payload_version) is registered already with another schema (`schemas.py`)."""
+    return await schemas.register_tasks(request, worker_scope(caller), data)
+
+
+ROUTES = [claim, batch, heartbeat, complete, fail, release, recorded_steps, goodbye,
+          register_tasks]
 
 
 def create_app(service: Service, attempts: Attempts, signals: ReadySignals,

@@ -56,7 +56,9 @@ class Attempts:
         """Lease up to `max_runs` queued runs of this tenant (None: of any tenant, oldest
         first); each gets a higher token."""
         async with self.pool.acquire() as conn, conn.transaction():
-            rows = await runs.claim_ready(conn, tenant_id, req.pools, req.tasks, req.max_runs)
+            rows = await runs.claim_ready(conn, tenant_id, req.pools, req.tasks, req.max_runs,
+                                          versions=req.versions,
+                                          payload_versions=req.payload_versions)
             if not rows:
                 return []
             tokens = [r.fencing_token + 1 for r in rows]
@@ -72,6 +74,7 @@ class Attempts:
                     log.error("duplicate claim: the run still had a live lease",
                               tenant_id=str(owner[lease.run_id]), run_id=str(lease.run_id),
                               alert="ostinato_duplicate_claims")
+            versions, pinning = req.versions or {}, set(req.workflows or ())
             traces: dict[uuid.UUID, str | None] = {}
             for r in rows:
                 with tracing.run_span("claim run", r.traceparent, tenant_id=r.tenant_id,
@@ -81,7 +84,9 @@ class Attempts:
             await self.store.append(conn, [
                 StreamHead.of(r).next(
                     ev.RunStarted(attempt=r.attempt + 1, fencing_token=token,
-                                  worker_id=req.worker_id, lease_expires_at=expires[r.id]),
+                                  worker_id=req.worker_id, lease_expires_at=expires[r.id],
+                                  task_version=versions.get(r.task),
+                                  pinned=r.task in pinning),
                     f"worker:{req.worker_id}", epoch=token, traceparent=traces[r.id])
                 for r, token in zip(rows, tokens, strict=True)
             ])
@@ -106,6 +111,7 @@ class Attempts:
                 timeout_seconds=r.timeout_seconds, steps_done=r.steps_done,
                 cancel_requested=r.cancel_requested,
                 final_attempt=retry.retries_exhausted(r.retry_policy, r.failures),
+                payload_version=r.payload_version,
             )
             for r, token in zip(rows, tokens, strict=True)
         ]

@@ -56,7 +56,8 @@ class WorkerPresence:
         slots = req.slots if req.slots is not None else req.max_runs
         async with self.pool.acquire() as conn:
             await registry.touch(conn, req.worker_id, tenant_id, req.pools, slots,
-                                 self.clock.db_now())
+                                 self.clock.db_now(), versions=req.versions,
+                                 payload_versions=req.payload_versions)
             await self._housekeeping(conn)
 
     async def reported(self, tenant_id: uuid.UUID | None, worker_id: str) -> None:

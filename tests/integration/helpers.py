@@ -62,12 +62,13 @@ async def dispatch(pool: asyncpg.Pool, clock: Clock | None = None, *, slots: int
                             capacity=fixed_capacity(slots, pools)).run_round()
 
 
-async def drive_one_run(pool: asyncpg.Pool, *, succeed: bool,
-                        stale_write: bool = False) -> tuple[uuid.UUID, uuid.UUID]:
-    """Tenant → job → run → queued → claimed → outcome through the scheduler's, dispatcher's
-    and gateway's code; with `stale_write`, a completion under an older fencing token first.
-    Returns (tenant id, run id)."""
-    tenant_id, _ = await new_tenant(pool)
+async def drive_one_run(pool: asyncpg.Pool, *, succeed: bool, stale_write: bool = False,
+                        tenant_id: uuid.UUID | None = None) -> tuple[uuid.UUID, uuid.UUID]:
+    """Tenant (a new one unless given) → job → run → queued → claimed → outcome through the
+    scheduler's, dispatcher's and gateway's code; with `stale_write`, a completion under an
+    older fencing token first. Returns (tenant id, run id)."""
+    if tenant_id is None:
+        tenant_id, _ = await new_tenant(pool)
     await new_job(pool, tenant_id, payload={"hello": "world"})
     created = await fire_due(pool, store(), SystemClock())
     assert len(created) == 1

@@ -24,12 +24,15 @@ ROW_OF = {
     (shard, "shard_table"): shard.ShardLease,
     (registry, "live_capacity"): registry.PoolCapacity,
     (registry, "list_workers"): registry.WorkerInfo,
+    (registry, "live_versions"): registry.ServedVersion,
+    (registry, "serving_workers"): registry.ServingCount,
 }
 # (store, query) → its one column, read as a scalar (or a set of scalars).
 SCALAR = {
     (shard, "instance_seen"): "live",
     (shard, "hold_shards_if_epoch"): "shard",
     (registry, "forget_worker"): "worker_id",
+    (registry, "serves_version"): "exists",
 }
 # DML whose rows (if it returns any) are not read: only its status or effect counts.
 DML = {

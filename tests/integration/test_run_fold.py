@@ -26,7 +26,7 @@ ROW = """
 SELECT state, version, attempt, fencing_token, worker_id, pool, cancel_requested, failures,
        retry_at IS NOT NULL AS retry_pending, output_ref, logs_ref,
        last_error->>'type' AS last_error_type, steps_done, wait_reason AS waiting_for,
-       parent_notified, compensable, paused
+       parent_notified, compensable, paused, task_version, pinned, stuck_version
 FROM runs WHERE id = $1"""
 
 

@@ -8,7 +8,17 @@ import asyncpg
 import msgspec
 import pytest
 
-from ostinato.stores import calendars, dead_letters, jobs, limits, runs, signals, steps, tenants
+from ostinato.stores import (
+    calendars,
+    dead_letters,
+    jobs,
+    limits,
+    runs,
+    signals,
+    steps,
+    task_schemas,
+    tenants,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -42,6 +52,7 @@ ROW_OF = {
     (jobs, "lock_job_for_repair"): jobs.RepairJob,
     (jobs, "jobs_by_idempotency_keys"): jobs.KeyedJob,
     (jobs, "skips_of_job_between"): jobs.Skip,
+    (jobs, "skips_of_job_page"): jobs.Skip,
     (jobs, "pauses_of_job"): jobs.Pause,
     (calendars, "lock_calendar"): calendars.CalendarHead,
     (calendars, "calendars_by_id"): calendars.CalendarDates,
@@ -59,6 +70,12 @@ ROW_OF = {
     (runs, "lock_children"): runs.ChildRun,
     (runs, "children_of"): runs.ChildRun,
     (runs, "suspended_too_long"): runs.LongWait,
+    (steps, "set_aside_steps_of_run"): steps.SetAsideStepRow,
+    (runs, "stuck_runs_by_reason"): runs.StuckRuns,
+    (runs, "task_version_counts"): runs.TaskVersionCount,
+    (task_schemas, "register_task_schemas"): task_schemas.RegisteredSchema,
+    (task_schemas, "newest_task_schemas"): task_schemas.NewestSchema,
+    (task_schemas, "task_schemas_of_scope"): task_schemas.TaskSchemaRow,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
 SCALAR = {
@@ -66,12 +83,13 @@ SCALAR = {
     (runs, "active_runs_of_jobs"), (runs, "runs_of_job_between"), (runs, "timed_out_runs"),
     (runs, "queue_wait_expired"), (jobs, "oldest_due"), (calendars, "calendar_names"),
     (tenants, "tenant_by_name"), (signals, "database_now"), (runs, "overdue_wakeups"),
-    (runs, "active_children"), (runs, "pausable_runs"),
+    (runs, "active_children"), (runs, "pausable_runs"), (steps, "undone_by_set_aside"),
 }
 
 
 def test_every_store_query_is_accounted_for() -> None:
-    stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps, signals)
+    stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps, signals,
+              task_schemas)
     named = {(store, name) for store in stores for name in store.Q}
     assert named == set(ROW_OF) | SCALAR
 

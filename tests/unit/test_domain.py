@@ -95,6 +95,15 @@ def test_every_event_round_trips_through_the_codec() -> None:
         ev.ParentNotified(parent_run_id=uuid.uuid4(), woke=True),
         ev.RunPaused(by="ops", reason="incident", frozen_wake_in=12.5),
         ev.RunResumed(by="ops", wake_at=now),
+        ev.RunStuck(reason="no_worker", detail="no worker serves billing v3", since=now),
+        ev.StepRetried(seq=2, name="pay", set_aside=1, by="ops", reason="card fixed"),
+        ev.StepSkipped(seq=2, name="pay", set_aside=3, by="ops", reason="paid by hand",
+                       output={"paid": True}),
+        ev.RunRestarted(from_seq=0, set_aside=4, by="ops", reason="bad data"),
+        ev.RunReopened(cause="restarted", by="ops", reason="bad data"),
+        ev.RunMarkedSucceeded(output_ref=uuid.uuid4(), by="ops", reason="done by hand"),
+        ev.RunMarkedFailed(error_type="operator_failed", message="m", by="ops",
+                           reason="obsolete"),
     ]
     assert {type(s) for s in samples} == set(ev.CATALOGUE)
     every: set[type[ev.Event]] = set()

@@ -5,6 +5,7 @@ import itertools
 import pytest
 
 from ostinato.domain.states import (
+    BY_OPERATOR,
     FINAL,
     TRANSITIONS,
     InvalidTransition,
@@ -24,6 +25,9 @@ ALLOWED = {
     ("retry_scheduled", "dead_lettered"),  # queue-wait deadline
     ("running", "suspended"),  # a workflow waits for a timer or a signal
     ("suspended", "scheduled"), ("suspended", "cancelled"),
+    # operator interventions: a dead letter reopened, a run that is not running marked done
+    ("dead_lettered", "scheduled"), ("dead_lettered", "succeeded"), ("suspended", "succeeded"),
+    ("scheduled", "succeeded"), ("queued", "succeeded"), ("retry_scheduled", "succeeded"),
 }
 
 
@@ -38,10 +42,10 @@ def test_every_pair(current: RunState, target: RunState) -> None:
             transition(current, target)
 
 
-def test_final_states_have_no_exit_and_every_other_state_can_be_cancelled() -> None:
+def test_final_states_have_no_exit_but_an_operators_and_every_other_can_be_cancelled() -> None:
     for state in RunState:
         if state in FINAL:
-            assert TRANSITIONS[state] == frozenset()
+            assert {(state, t) for t in TRANSITIONS[state]} <= BY_OPERATOR
         else:
             assert RunState.CANCELLED in TRANSITIONS[state]
 

@@ -43,13 +43,14 @@ class Topics:
     def route(self, event: ev.Event) -> str | None:
         """The topic a logged event is published on, or None if it stays in the log."""
         match event:
-            case ev.RunScheduled() | ev.RetryDue() | ev.RunRepublished() | ev.RunWoken():
+            case (ev.RunScheduled() | ev.RetryDue() | ev.RunRepublished() | ev.RunWoken()
+                  | ev.RunReopened()):
                 return self.due
             case ev.RunQueued(pool=pool):
                 return self.ready(pool)
             case (ev.RunSucceeded() | ev.RunFailed() | ev.AttemptTimedOut() | ev.LeaseExpired()
                   | ev.LeaseReleased() | ev.RunCancelled() | ev.RunDeadLettered()
-                  | ev.RunSuspended()):
+                  | ev.RunSuspended() | ev.RunMarkedSucceeded()):
                 return self.finished  # a slot is free
             case _:
                 return None

@@ -49,6 +49,7 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.stores", "tenants.sql"),
     ("ostinato.stores", "steps.sql"),
     ("ostinato.stores", "signals.sql"),
+    ("ostinato.stores", "task_schemas.sql"),
 ]
 
 

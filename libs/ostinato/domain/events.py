@@ -66,6 +66,7 @@ class JobCreated(Event, tag="JobCreated"):
     on_queue_wait: str | None = None  # dead_letter | skip
     concurrency_key: str | None = None  # at most N runs per key of the tenant at a time
     resource: str | None = None  # a named external resource whose rate limit the runs obey
+    payload_version: int | None = None  # the payload schema version it was validated against
 
 
 class OccurrenceFired(Event, tag="OccurrenceFired"):
@@ -148,6 +149,9 @@ class RunScheduled(Event, tag="RunScheduled"):
     concurrency_key: str | None = None
     resource: str | None = None
     parent_run_id: uuid.UUID | None = None  # a workflow's child run (trigger "child")
+    # The task's payload schema version the payload was validated against at submission (None:
+    # no schema was registered): only a worker accepting it claims the run.
+    payload_version: int | None = None
 
 
 class RunQueued(Event, tag="RunQueued"):
@@ -162,6 +166,11 @@ class RunStarted(Event, tag="RunStarted"):
     fencing_token: int
     worker_id: str
     lease_expires_at: datetime
+    # The version of the task's handler on the worker that took the attempt (None: a worker
+    # that declares none). `pinned`: a workflow's first start pins the run to that version for
+    # good; a plain task's next attempt may run on any version.
+    task_version: str | None = None
+    pinned: bool = False
 
 
 class RunSucceeded(Event, tag="RunSucceeded"):
@@ -366,6 +375,7 @@ class SignalReceived(Event, tag="SignalReceived"):
     payload: Any = None
     by: str = ""
     payload_ref: uuid.UUID | None = None  # a large payload, kept in the blob store
+    reason: str | None = None  # why the sender sent it (an operator's intervention)
 
 
 class SignalDelivered(Event, tag="SignalDelivered"):
@@ -443,6 +453,18 @@ class RunResumed(Event, tag="RunResumed"):
     wake_at: datetime | None = None
 
 
+class RunStuck(Event, tag="RunStuck"):
+    """The reconciler saw the run stuck (`reason`: suspended_too_long, child_dead_lettered,
+    no_worker, compensation_failed) since `since`; once per stuck episode (nothing else
+    happened to the run between two such events). It changes nothing: it is what an operator
+    and the history see."""
+
+    stream_type: ClassVar[str] = "run"
+    reason: str
+    detail: str
+    since: datetime
+
+
 class ParentNotified(Event, tag="ParentNotified"):
     """On a final child's stream: its parent has been told (`woke`: the parent waited for it
     and was woken with `ChildFinished`; otherwise it did not wait, or was final itself)."""
@@ -450,6 +472,84 @@ class ParentNotified(Event, tag="ParentNotified"):
     stream_type: ClassVar[str] = "run"
     parent_run_id: uuid.UUID
     woke: bool
+
+
+# Operator interventions (`ostinato.domain.interventions`): each an event with who and why.
+
+
+class StepRetried(Event, tag="StepRetried"):
+    """An operator retries the failed step at workflow position `seq` in place: its record and
+    any later one are set aside (kept in the history, `run_steps_set_aside`), so the run's next
+    attempt replays the steps before and runs this one again. `name`: the failed record's (None:
+    the run stopped there with nothing recorded, its retries used up). A dead-lettered run is
+    reopened next (`RunReopened`), a suspended one woken (`RunWoken`, cause intervention)."""
+
+    stream_type: ClassVar[str] = "run"
+    seq: int
+    name: str | None
+    set_aside: int  # records set aside: positions seq .. seq + set_aside - 1
+    by: str
+    reason: str
+
+
+class StepSkipped(Event, tag="StepSkipped"):
+    """An operator skips the step at `seq` (a failed record, or the position where the run
+    stopped) by supplying its output: later records are set aside like a retry's and the
+    position is recorded as succeeded with `output` (or the blob `output_ref`), supplied by
+    `by`; the workflow gets that output when it replays the step."""
+
+    stream_type: ClassVar[str] = "run"
+    seq: int
+    name: str
+    set_aside: int  # records set aside: positions seq .. seq + set_aside - 1
+    by: str
+    reason: str
+    output: Any = None
+    output_ref: uuid.UUID | None = None
+
+
+class RunRestarted(Event, tag="RunRestarted"):
+    """An operator restarts the workflow from position `from_seq`: the records from there on
+    are set aside (kept in the history), so its next attempt replays the steps before and runs
+    the rest again. Signals taken by waits at those positions are pending again."""
+
+    stream_type: ClassVar[str] = "run"
+    from_seq: int
+    set_aside: int
+    by: str
+    reason: str
+
+
+class RunReopened(Event, tag="RunReopened"):
+    """A dead-lettered run an intervention (`cause`) gives another chance: scheduled again, due
+    now, with a fresh retry budget (failures 0); its dead letter is resolved (triage `fixed`)."""
+
+    stream_type: ClassVar[str] = "run"
+    cause: str  # step_retried | step_skipped | restarted
+    by: str
+    reason: str
+
+
+class RunMarkedSucceeded(Event, tag="RunMarkedSucceeded"):
+    """An operator decides a run that is not running succeeded, with `output_ref` as its output
+    (None: none); its dead letter, if any, is resolved. No compensation runs."""
+
+    stream_type: ClassVar[str] = "run"
+    output_ref: uuid.UUID | None
+    by: str
+    reason: str
+
+
+class RunMarkedFailed(Event, tag="RunMarkedFailed"):
+    """An operator decides a run that is not running failed for good (its last error becomes
+    `error_type`, `message`): `RunDeadLettered` (reason operator) follows. No compensation
+    runs."""
+
+    stream_type: ClassVar[str] = "run"
+    error_type: str
+    message: str
+    by: str
+    reason: str
 
 
 # -- pool streams (one per pool and scope: every tenant, or one tenant's queue) ----------------
@@ -527,6 +627,13 @@ CATALOGUE: tuple[type[Event], ...] = (
     ParentNotified,
     RunPaused,
     RunResumed,
+    RunStuck,
+    StepRetried,
+    StepSkipped,
+    RunRestarted,
+    RunReopened,
+    RunMarkedSucceeded,
+    RunMarkedFailed,
 )
 
 AnyEvent = (
@@ -575,6 +682,13 @@ AnyEvent = (
     | ParentNotified
     | RunPaused
     | RunResumed
+    | RunStuck
+    | StepRetried
+    | StepSkipped
+    | RunRestarted
+    | RunReopened
+    | RunMarkedSucceeded
+    | RunMarkedFailed
 )
 
 _encoder = msgspec.json.Encoder()

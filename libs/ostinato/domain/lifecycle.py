@@ -20,6 +20,9 @@ S = RunState
 NON_FINAL: frozenset[RunState] = frozenset(set(RunState) - FINAL)
 WAITING: frozenset[RunState] = frozenset({S.SCHEDULED, S.QUEUED, S.RETRY_SCHEDULED})
 ANY: frozenset[RunState] = frozenset(RunState)
+# Where an operator may change a workflow's recorded steps or decide its outcome: not while an
+# attempt runs (`running`, and `failed` until its retry or dead letter is recorded).
+STOPPED: frozenset[RunState] = frozenset({S.DEAD_LETTERED, S.SUSPENDED, *WAITING})
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +64,15 @@ RUN_EVENTS: Mapping[type[ev.Event], Move] = {
     ev.ChildStarted: Move(frozenset({S.RUNNING})),
     ev.ChildFinished: Move(frozenset({S.SUSPENDED})),
     ev.ParentNotified: Move(frozenset(FINAL)),
+    ev.RunStuck: Move(frozenset(ANY)),
     ev.RunPaused: Move(frozenset({S.RUNNING, S.SUSPENDED})),
     ev.RunResumed: Move(frozenset(NON_FINAL)),
+    ev.StepRetried: Move(STOPPED),
+    ev.StepSkipped: Move(STOPPED),
+    ev.RunRestarted: Move(STOPPED),
+    ev.RunReopened: Move(frozenset({S.DEAD_LETTERED}), S.SCHEDULED),
+    ev.RunMarkedSucceeded: Move(STOPPED, S.SUCCEEDED),
+    ev.RunMarkedFailed: Move(frozenset({S.SUSPENDED, *WAITING})),  # RunDeadLettered follows
 }
 
 
@@ -114,6 +124,9 @@ class Run:
     parent_notified: bool = False  # a final child whose parent has been told
     compensable: bool = False  # a workflow with a completed step that registered a compensation
     paused: bool = False  # an operator paused the workflow (RunPaused .. RunResumed)
+    task_version: str | None = None  # the handler version of the latest attempt's worker
+    pinned: bool = False  # a workflow: only that version may run it
+    stuck_version: int | None = None  # the run's version at its last RunStuck
 
 
 def step(run: Run, event: ev.Event) -> Run:
@@ -125,8 +138,13 @@ def step(run: Run, event: ev.Event) -> Run:
             return replace(r, pool=pool)
         case ev.RunQueued(pool=pool):
             return replace(r, pool=pool)
-        case ev.RunStarted(attempt=attempt, fencing_token=token, worker_id=worker):
-            return replace(r, attempt=attempt, fencing_token=token, worker_id=worker)
+        case ev.RunStarted(attempt=attempt, fencing_token=token, worker_id=worker,
+                           task_version=version, pinned=pinned):
+            return replace(r, attempt=attempt, fencing_token=token, worker_id=worker,
+                           task_version=r.task_version if r.pinned else version,
+                           pinned=r.pinned or (pinned and version is not None))
+        case ev.RunStuck():
+            return replace(r, stuck_version=r.version)
         case ev.RunSucceeded(output_ref=output, logs_ref=logs):
             return replace(r, output_ref=output, logs_ref=logs or r.logs_ref)
         case ev.RunFailed(error_type=kind, logs_ref=logs):
@@ -165,7 +183,26 @@ def step(run: Run, event: ev.Event) -> Run:
             return replace(r, waiting_for=None)
         case ev.RunCancelled(output_ref=output):
             return replace(r, output_ref=output or r.output_ref)
+        case ev.StepRetried(seq=seq) | ev.RunRestarted(from_seq=seq):
+            return _set_aside(r, seq)  # the records from `seq` on are set aside
+        case ev.StepSkipped(seq=seq):
+            return _set_aside(r, seq + 1)
+        case ev.RunReopened():  # a fresh retry budget; a child's parent is told again
+            return replace(r, failures=0, retry_pending=False, waiting_for=None,
+                           parent_notified=False)
+        case ev.RunMarkedSucceeded(output_ref=output):
+            return replace(r, output_ref=output)
+        case ev.RunMarkedFailed(error_type=kind):
+            return replace(r, last_error_type=kind)
     return r
+
+
+def _set_aside(run: Run, steps_done: int) -> Run:
+    """After an intervention changed the recorded steps: a paused suspended run no longer
+    waits for what it waited for; it stays suspended by its pause at the new position."""
+    paused_here = run.state is S.SUSPENDED and run.paused
+    return replace(run, steps_done=steps_done,
+                   waiting_for="paused" if paused_here else run.waiting_for)
 
 
 def fold(events: Iterable[ev.Event]) -> Run:

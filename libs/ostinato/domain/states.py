@@ -14,6 +14,10 @@ through dispatch like any other run.
 A run that waited past its queue-wait deadline (never started) may also go straight from
 `scheduled`, `queued` or `retry_scheduled` to `dead_lettered`. A worker releasing its lease
 (graceful shutdown) takes `running` to `retry_scheduled` (due at once, no attempt used).
+
+Operator interventions (`ostinato.domain.interventions`) add the moves in `BY_OPERATOR`: a
+dead-lettered run reopened (`scheduled` again), and a run that is not running marked
+`succeeded`; they are the only exits from a final state.
 """
 
 from __future__ import annotations
@@ -38,15 +42,21 @@ S = RunState
 
 FINAL: frozenset[RunState] = frozenset({S.SUCCEEDED, S.DEAD_LETTERED, S.CANCELLED})
 
+# The moves only an operator's intervention makes (RunReopened, RunMarkedSucceeded).
+BY_OPERATOR: frozenset[tuple[RunState, RunState]] = frozenset({
+    (S.DEAD_LETTERED, S.SCHEDULED), (S.DEAD_LETTERED, S.SUCCEEDED), (S.SUSPENDED, S.SUCCEEDED),
+    (S.SCHEDULED, S.SUCCEEDED), (S.QUEUED, S.SUCCEEDED), (S.RETRY_SCHEDULED, S.SUCCEEDED),
+})
+
 TRANSITIONS: Mapping[RunState, frozenset[RunState]] = {
-    S.SCHEDULED: frozenset({S.QUEUED, S.CANCELLED, S.DEAD_LETTERED}),
-    S.QUEUED: frozenset({S.RUNNING, S.CANCELLED, S.DEAD_LETTERED}),
+    S.SCHEDULED: frozenset({S.QUEUED, S.CANCELLED, S.DEAD_LETTERED, S.SUCCEEDED}),
+    S.QUEUED: frozenset({S.RUNNING, S.CANCELLED, S.DEAD_LETTERED, S.SUCCEEDED}),
     S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.RETRY_SCHEDULED, S.SUSPENDED}),
-    S.SUSPENDED: frozenset({S.SCHEDULED, S.CANCELLED}),
+    S.SUSPENDED: frozenset({S.SCHEDULED, S.CANCELLED, S.SUCCEEDED}),
     S.FAILED: frozenset({S.RETRY_SCHEDULED, S.DEAD_LETTERED, S.CANCELLED}),
-    S.RETRY_SCHEDULED: frozenset({S.QUEUED, S.CANCELLED, S.DEAD_LETTERED}),
+    S.RETRY_SCHEDULED: frozenset({S.QUEUED, S.CANCELLED, S.DEAD_LETTERED, S.SUCCEEDED}),
     S.SUCCEEDED: frozenset(),
-    S.DEAD_LETTERED: frozenset(),
+    S.DEAD_LETTERED: frozenset({S.SCHEDULED, S.SUCCEEDED}),
     S.CANCELLED: frozenset(),
 }
 

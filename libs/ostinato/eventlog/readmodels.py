@@ -37,7 +37,7 @@ def _job_created(r: RecordedEvent, e: ev.JobCreated) -> tuple[str, Args]:
         r.version, r.traceparent, e.schedule.get("kind", "at"), e.next_slot,
         e.schedule.get("calendar"), e.schedule.get("overlap", "allow"),
         _json_or_none(e.retry), e.timeout_seconds, e.queue_wait_seconds, e.on_queue_wait,
-        shard_of(r.stream_id), e.concurrency_key, e.resource,
+        shard_of(r.stream_id), e.concurrency_key, e.resource, e.payload_version,
     )
 
 
@@ -81,7 +81,7 @@ def _run_scheduled(r: RecordedEvent, e: ev.RunScheduled) -> tuple[str, Args]:
         r.stream_id, r.tenant_id, e.job_id, e.task, e.pool, e.priority, e.payload_ref,
         e.scheduled_for, r.occurred_at, r.version, e.trigger, e.due_at, r.traceparent,
         _json_or_none(e.retry), e.timeout_seconds, e.queue_wait_seconds, e.on_queue_wait,
-        e.replay_of, e.concurrency_key, e.resource, e.parent_run_id,
+        e.replay_of, e.concurrency_key, e.resource, e.parent_run_id, e.payload_version,
     )
 
 
@@ -92,7 +92,7 @@ def _run_queued(r: RecordedEvent, e: ev.RunQueued) -> tuple[str, Args]:
 def _run_started(r: RecordedEvent, e: ev.RunStarted) -> tuple[str, Args]:
     return "project_run_started", (
         r.stream_id, e.attempt, e.fencing_token, e.worker_id, r.occurred_at, r.version,
-        r.traceparent,
+        r.traceparent, e.task_version, e.pinned,
     )
 
 
@@ -238,6 +238,10 @@ def _parent_notified(r: RecordedEvent, e: ev.ParentNotified) -> tuple[str, Args]
     return "project_parent_notified", (r.stream_id, r.version)
 
 
+def _stuck(r: RecordedEvent, e: ev.RunStuck) -> tuple[str, Args]:
+    return "project_run_stuck", (r.stream_id, r.version)
+
+
 def _woken(r: RecordedEvent, e: ev.RunWoken) -> tuple[str, Args]:
     return "project_run_woken", (r.stream_id, r.occurred_at, r.version)
 
@@ -251,6 +255,31 @@ def _signal_delivered(r: RecordedEvent, e: ev.SignalDelivered) -> tuple[str, Arg
     return "project_signal_delivered", (r.stream_id, e.seq, r.tenant_id, e.name, e.payload,
                                         e.attempt, r.occurred_at, e.signal_id, r.version,
                                         e.payload_ref)
+
+
+def _steps_set_aside(r: RecordedEvent, e: ev.StepRetried | ev.RunRestarted) -> tuple[str, Args]:
+    seq = e.seq if isinstance(e, ev.StepRetried) else e.from_seq
+    return "project_steps_set_aside", (r.stream_id, seq, r.version, r.occurred_at)
+
+
+def _step_skipped(r: RecordedEvent, e: ev.StepSkipped) -> tuple[str, Args]:
+    return "project_step_skipped", (r.stream_id, e.seq, r.version, r.occurred_at, r.tenant_id,
+                                    e.name, None if e.output_ref else e.output, e.output_ref,
+                                    e.by)
+
+
+def _reopened(r: RecordedEvent, e: ev.RunReopened) -> tuple[str, Args]:
+    return "project_run_reopened", (r.stream_id, r.occurred_at, r.version, e.by, e.reason)
+
+
+def _marked_succeeded(r: RecordedEvent, e: ev.RunMarkedSucceeded) -> tuple[str, Args]:
+    return "project_run_marked_succeeded", (r.stream_id, e.output_ref, r.occurred_at,
+                                            r.version, e.by, e.reason)
+
+
+def _marked_failed(r: RecordedEvent, e: ev.RunMarkedFailed) -> tuple[str, Args]:
+    error = {"type": e.error_type, "message": e.message, "retryable": False, "by": e.by}
+    return "project_run_marked_failed", (r.stream_id, _json.encode(error).decode(), r.version)
 
 
 def _json_or_none(document: Any) -> str | None:
@@ -305,8 +334,15 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.ChildStarted: _child_started,
     ev.ChildFinished: _child_finished,
     ev.ParentNotified: _parent_notified,
+    ev.RunStuck: _stuck,
     ev.RunPaused: _paused,
     ev.RunResumed: _resumed,
+    ev.StepRetried: _steps_set_aside,
+    ev.RunRestarted: _steps_set_aside,
+    ev.StepSkipped: _step_skipped,
+    ev.RunReopened: _reopened,
+    ev.RunMarkedSucceeded: _marked_succeeded,
+    ev.RunMarkedFailed: _marked_failed,
 }
 
 
@@ -321,7 +357,9 @@ COLUMNAR = frozenset({"project_job_created", "project_occurrence_fired", "projec
 SLOT_UNCHANGED = frozenset({ev.RunScheduled, ev.RunStarted, ev.StepCompleted, ev.StepFailed,
                             ev.TimerFired, ev.SignalReceived, ev.SignalDelivered,
                             ev.SignalTimedOut, ev.ChildStarted, ev.ChildFinished,
-                            ev.ParentNotified, ev.RunPaused, ev.RunResumed})
+                            ev.ParentNotified, ev.RunPaused, ev.RunResumed,
+                            ev.RunStuck, ev.StepRetried, ev.StepSkipped, ev.RunRestarted,
+                            ev.RunReopened, ev.RunMarkedFailed})
 
 
 async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> None:
@@ -361,5 +399,5 @@ async def snapshot(conn: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:
         table: [dict(r) for r in await conn.fetch(Q[f"snapshot_{table}"])]
         for table in ("tenants", "api_keys", "jobs", "runs", "occurrence_skips", "job_pauses",
                       "calendars", "dead_letters", "limits", "pool_controls", "run_slots",
-                      "run_steps", "run_signals")
+                      "run_steps", "run_signals", "run_steps_set_aside")
     }

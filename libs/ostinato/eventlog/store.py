@@ -86,6 +86,13 @@ async def read_stream(
                                                                  tenant_id)]
 
 
+async def read_stream_page(conn: asyncpg.Connection, stream_id: uuid.UUID,
+                           tenant_id: uuid.UUID, after: int, limit: int) -> list[RecordedEvent]:
+    """Up to `limit` of the stream's events after version `after`, in order."""
+    return [RecordedEvent.from_row(r) for r in await conn.fetch(
+        Q["read_stream_page"], stream_id, tenant_id, after, limit)]
+
+
 async def read_all_after(conn: asyncpg.Connection, after: int, limit: int) -> list[RecordedEvent]:
     return [RecordedEvent.from_row(r) for r in await conn.fetch(Q["read_all_after"], after, limit)]
 

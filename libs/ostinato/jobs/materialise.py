@@ -1,9 +1,10 @@
 """The one writer of `RunScheduled`: how a job's row becomes a run.
 
-`run_for` builds the event with the job's task, pool, payload and its retry, timeout and
-queue-wait settings as they were when the run was created (a later change to the job does not
-change runs already made); the run id derives from the occurrence, so a second creation of the
-same occurrence is a version conflict. `decide_and_append` decides each locked due job
+`run_for` builds the event with the job's task, pool, payload (with the payload schema version
+it was validated against at submission) and its retry, timeout and queue-wait settings as they
+were when the run was created (a later change to the job does not change runs already made);
+the run id derives from the occurrence, so a second creation of the same occurrence is a
+version conflict. `decide_and_append` decides each locked due job
 (`ostinato.jobs.decide`) and appends, in the caller's transaction: per fired slot `RunScheduled`
 on the run's stream and `OccurrenceFired` on the job's, per skipped range `OccurrencesSkipped`,
 and `JobPaused` for an auto-pause. The scheduler's tick and the reconciler's repairs call it;
@@ -63,19 +64,25 @@ class JobSettings(Protocol):
     def concurrency_key(self) -> str | None: ...
     @property
     def resource(self) -> str | None: ...
+    @property
+    def payload_version(self) -> int | None: ...
 
 
 def run_for(job: JobSettings, slot: datetime, *, trigger: str = "schedule",
             due_at: datetime | None = None, run_id: uuid.UUID | None = None,
             replay_of: uuid.UUID | None = None,
             payload_ref: uuid.UUID | None = None) -> tuple[uuid.UUID, ev.RunScheduled]:
-    """(run id, event) for `slot`; the run id derives from the occurrence unless given."""
+    """(run id, event) for `slot`; the run id derives from the occurrence unless given. The
+    run keeps the job's payload version: the version its payload was validated against, even
+    when a newer schema of the task has been registered since (a queued run is never read with
+    a meaning its submitter did not check)."""
     return run_id or run_id_for(job.id, slot), ev.RunScheduled(
         job_id=job.id, task=job.task, pool=job.pool, priority=job.priority,
         payload_ref=payload_ref or job.payload_ref, scheduled_for=slot, trigger=trigger,
         due_at=due_at or slot, retry=job.retry_policy, timeout_seconds=job.timeout_seconds,
         queue_wait_seconds=job.queue_wait_seconds, on_queue_wait=job.on_queue_wait,
         replay_of=replay_of, concurrency_key=job.concurrency_key, resource=job.resource,
+        payload_version=job.payload_version,
     )
 
 

@@ -1,6 +1,8 @@
 """Job submission, one or many at a time. A batch is validated whole first (every error named
 with its item's index, nothing written if any item is bad), then written in one transaction
-with multi-row inserts: bulk submission costs a few statements, not a few per job."""
+with multi-row inserts: bulk submission costs a few statements, not a few per job. Payloads are
+checked against their tasks' registered schemas (`ostinato.jobs.payloads`, one query per
+batch), and the job records the payload version it was checked against."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from ostinato.domain.errors import InvalidInput, PayloadTooLarge
 from ostinato.domain.ids import new_id
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore, put_blobs
+from ostinato.jobs import payloads
 from ostinato.jobs.request import JobRequest
 from ostinato.policy import retry
 from ostinato.stores import calendars as calendar_store
@@ -68,18 +71,30 @@ def _prefixed(errors: list[dict[str, str]], prefix: str) -> list[dict[str, str]]
     return [{**e, "field": prefix + e["field"]} for e in errors]
 
 
+def calendar_errors(schedule: schedules.Schedule, known: set[str]) -> list[dict[str, str]]:
+    """A schedule naming a calendar the tenant has not defined (job creation and preview)."""
+    if not schedule.calendar or schedule.calendar in known:
+        return []
+    return [{"field": "schedule.calendar", "message": "unknown calendar; define it with "
+             f"PUT /v1/calendars/{schedule.calendar}"}]
+
+
 async def submit_jobs(
     conn: asyncpg.Connection, store: EventStore, clock: Clock, *, tenant_id: uuid.UUID,
     requests: Sequence[JobRequest], pools: Sequence[str], max_payload_bytes: int, actor: str,
     traceparent: str | None = None, field_prefix: str = "jobs[{i}].",
     pool_retry: Mapping[str, retry.RetryPolicy] | None = None,
     classes: Sequence[str] = ("critical", "default", "bulk"),
+    payload_schemas: payloads.PayloadSchemas | None = None,
 ) -> list[Submitted]:
     """Create jobs; one result per request, in order. A repeated idempotency key (earlier, or
-    earlier in the same batch) returns the first job with created=False."""
+    earlier in the same batch) returns the first job with created=False (its payload is not
+    checked again). `payload_schemas`: the process's compiled schemas by default."""
     keys = [r.idempotency_key for r in requests if r.idempotency_key is not None]
     existing = {row.idempotency_key: row for row in
                 await job_store.by_idempotency_keys(conn, tenant_id, keys)} if keys else {}
+    verdicts = await _check_payloads(conn, tenant_id, requests, existing,
+                                     payload_schemas or payloads.schemas)
     names = {r.schedule.calendar for r in requests if r.schedule and r.schedule.calendar}
     known = await calendar_store.existing_names(conn, tenant_id, list(names)) if names else set()
     now = clock.now()
@@ -113,9 +128,8 @@ async def submit_jobs(
         first = schedules.next_occurrence(schedule, None) if schedule else None
         if schedule is not None and first is None:
             item_errors.append({"field": "schedule.end_at", "message": "no occurrence left"})
-        if schedule is not None and schedule.calendar and schedule.calendar not in known:
-            item_errors.append({"field": "schedule.calendar", "message": "unknown calendar; "
-                                f"define it with PUT /v1/calendars/{schedule.calendar}"})
+        if schedule is not None:
+            item_errors += calendar_errors(schedule, known)
         limits: dict[str, Any] = {}
         try:
             limits = _limits(request, (pool_retry or {}).get(request.pool, retry.DEFAULT))
@@ -126,6 +140,9 @@ async def submit_jobs(
             too_large = True
             item_errors.append({"field": "payload",
                                 "message": f"larger than {max_payload_bytes} bytes"})
+        verdict = verdicts.get(i, payloads.Verdict(None, []))
+        item_errors += verdict.errors
+        limits["payload_version"] = verdict.payload_version
         if item_errors:
             errors += _prefixed(item_errors, prefix)
             results.append(Submitted(uuid.UUID(int=0), False, None))
@@ -144,6 +161,25 @@ async def submit_jobs(
         raise InvalidInput(detail, errors=errors)
     await _write(conn, store, tenant_id, fresh, actor, traceparent)
     return [r if isinstance(r, Submitted) else _repeat(results[r]) for r in results]
+
+
+async def _check_payloads(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                          requests: Sequence[JobRequest], existing: Mapping[str, JobRow],
+                          schemas: payloads.PayloadSchemas) -> dict[int, payloads.Verdict]:
+    """The payload verdicts of the items that would create a job (not the repeats of an
+    idempotency key, earlier or in this batch), by index."""
+    fresh: list[int] = []
+    keys: set[str] = set()
+    for i, request in enumerate(requests):
+        key = request.idempotency_key
+        if key is not None and (key in existing or key in keys):
+            continue
+        if key is not None:
+            keys.add(key)
+        fresh.append(i)
+    found = await schemas.check(conn, tenant_id, [
+        (requests[i].task or requests[i].name, requests[i].payload) for i in fresh])
+    return dict(zip(fresh, found, strict=True))
 
 
 def _repeat(first: Submitted | int) -> Submitted:

@@ -14,10 +14,11 @@ from ostinato import outcomes
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.domain import ids
-from ostinato.domain.errors import InvalidState, NotFound, PayloadTooLarge
+from ostinato.domain.errors import InvalidInput, InvalidState, NotFound, PayloadTooLarge
 from ostinato.domain.states import FINAL, RunState
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore, put_blobs
+from ostinato.jobs import payloads
 from ostinato.jobs.materialise import run_for
 from ostinato.stores import jobs as job_store
 from ostinato.stores import runs as run_store
@@ -90,17 +91,28 @@ async def rerun(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,
         if job is None:  # job rows are never removed (a deleted job keeps its row)
             raise NotFound(f"no job {run.job_id} for run {run_id}")
         payload_ref = None
+        # the run's own payload version (a child's is not its parent job's); a corrected
+        # payload is checked against the task's newest schema and takes its version
+        row = await run_store.by_id(conn, tenant_id, run_id)
+        payload_version = row.payload_version if row is not None else None
         if payload is not msgspec.UNSET:
             body = _json.encode(payload)
             if len(body) > max_payload_bytes:
                 raise PayloadTooLarge(f"payload is {len(body)} bytes; the limit is "
                                       f"{max_payload_bytes}", errors=[
                                           {"field": "payload", "message": "too large"}])
+            [verdict] = await payloads.schemas.check(conn, tenant_id, [(run.task, payload)],
+                                                     path="rerun")
+            if verdict.errors:
+                raise InvalidInput("; ".join(f"{e['field']}: {e['message']}"
+                                             for e in verdict.errors[:10]), verdict.errors)
+            payload_version = verdict.payload_version
             payload_ref = ids.new_id()
             await put_blobs(conn, [(payload_ref, tenant_id, body)])
         # The run's own task, pool, class and payload; the job's current limits.
         source = msgspec.structs.replace(job, payload_ref=run.payload_ref, task=run.task,
-                                         pool=run.pool, priority=run.priority)
+                                         pool=run.pool, priority=run.priority,
+                                         payload_version=payload_version)
         _, event = run_for(source, clock.now(), trigger=trigger, run_id=new_id,
                            replay_of=run_id, payload_ref=payload_ref)
         events = [StreamHead(new_id, tenant_id).next(event, actor,

@@ -28,6 +28,7 @@ from ostinato.runs.commands import lock_run
 from ostinato.stores import signals
 
 MAX_SIGNAL_NAME_CHARS = 256
+MAX_SIGNAL_REASON_CHARS = 1000
 _json = msgspec.json.Encoder()
 
 
@@ -46,7 +47,13 @@ def signal_id_for(run_id: uuid.UUID, name: str, idempotency_key: str | None) -> 
 
 async def send_signal(conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID,
                       run_id: uuid.UUID, name: str, payload: Any, actor: str,
-                      idempotency_key: str | None, max_payload_bytes: int) -> SignalSent:
+                      idempotency_key: str | None, max_payload_bytes: int,
+                      reason: str | None = None) -> SignalSent:
+    """`reason`: why the sender sent it, recorded on `SignalReceived` (an operator delivering
+    a signal on the run's behalf: docs/WORKFLOWS.md, "Operator interventions")."""
+    if reason is not None and not 0 < len(reason) <= MAX_SIGNAL_REASON_CHARS:
+        raise InvalidInput(f"a reason has 1 to {MAX_SIGNAL_REASON_CHARS} characters",
+                           errors=[{"field": "reason", "message": "invalid reason"}])
     if not name or len(name) > MAX_SIGNAL_NAME_CHARS:
         raise InvalidInput(f"a signal name has 1 to {MAX_SIGNAL_NAME_CHARS} characters",
                            errors=[{"field": "name", "message": "invalid signal name"}])
@@ -71,7 +78,8 @@ async def send_signal(conn: asyncpg.Connection, store: EventStore, *, tenant_id:
             ref, payload = new_id(), None
             await put_blobs(conn, [(ref, tenant_id, body)], "step")
         events = [head.next(ev.SignalReceived(signal_id=signal_id, name=name, payload=payload,
-                                              by=actor, payload_ref=ref), actor,
+                                              by=actor, payload_ref=ref, reason=reason),
+                            actor,
                             traceparent=run.traceparent)]
         waiting = (state is RunState.SUSPENDED and run.wait_reason == "signal"
                    and run.wait_signal == name)

@@ -18,7 +18,7 @@ from aiokafka.errors import KafkaError
 
 from ostinato import eventloop
 from ostinato.bus.kafka import broker_reachable, ensure_topics, make_producer
-from ostinato.clock import Clock, SystemClock
+from ostinato.clock import Clock, DatabaseClock
 from ostinato.db.migrate import current_version, expected_version
 from ostinato.db.pool import create_pool
 from ostinato.runtime.duties import Duty, DutyRunner
@@ -28,13 +28,20 @@ from ostinato.runtime.settings import Settings, load_settings
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import configure_logging, get_logger
 
+CLOCK_SYNC_SECONDS = 5.0  # how often the service reads the database's time again
+CLOCK_SKEW_WARNING_SECONDS = 1.0  # a host clock further off than this is logged
+PROBE_BUDGET_SECONDS = 0.4  # what /readyz waits for one dependency's answer
+KAFKA_PROBE_SECONDS = 5.0  # a broker probe at most this often
+
 
 class Service:
     def __init__(self, name: str, settings: Settings | None = None,
                  clock: Clock | None = None) -> None:
         self.name = name
         self.settings = settings or load_settings()
-        self.clock = clock or SystemClock()
+        # Wall time as PostgreSQL tells it (synced on connect, then every CLOCK_SYNC_SECONDS):
+        # what is due, misfire lateness and event times never follow this host's clock.
+        self.clock = clock or DatabaseClock()
         configure_logging(name, self.settings.log_level)
         tracing.init_tracing(name)
         metrics.BUILD_INFO.labels(version="0.1.0").set(1)
@@ -43,7 +50,9 @@ class Service:
         self.pool: asyncpg.Pool | None = None
         self.duties: list[DutyRunner] = []  # in the order added; stopped in reverse
         self._kafka_ok = False
-        self._kafka_checked = 0.0
+        self._kafka_checked = float("-inf")
+        self._kafka_probe: asyncio.Task[None] | None = None
+        self._kafka_probe_at = 0.0
 
     async def connect_database(self, *, attempts: int = 60,
                                custom_plans: bool = False) -> asyncpg.Pool:
@@ -59,6 +68,10 @@ class Service:
                     have, want = await current_version(conn), expected_version()
                 if have >= want:
                     self.pool = pool
+                    await self._sync_clock(pool)
+                    if isinstance(self.clock, DatabaseClock):
+                        self.add_duty(Duty("clock_sync", CLOCK_SYNC_SECONDS,
+                                           lambda now, ready=pool: self._sync_clock(ready)))
                     return pool
                 await pool.close()
                 self.log.warning("schema not migrated yet; run `ostinato migrate`",
@@ -68,6 +81,17 @@ class Service:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
         raise SystemExit(f"{self.name}: database not ready after {attempts} attempts")
+
+    async def _sync_clock(self, pool: asyncpg.Pool) -> int:
+        if not isinstance(self.clock, DatabaseClock):
+            return 0
+        async with pool.acquire() as conn:
+            skew = (await self.clock.sync(conn)).total_seconds()
+        metrics.CLOCK_SKEW.set(skew)
+        if abs(skew) > CLOCK_SKEW_WARNING_SECONDS:
+            self.log.warning("this host's clock is off the database's; the database's is used",
+                             skew_seconds=round(skew, 3), alert="ostinato_clock_skew")
+        return 1
 
     async def start_producer(self, *, attempts: int = 60) -> AIOKafkaProducer:
         """Start an idempotent producer, waiting for the broker; create missing topics."""
@@ -102,23 +126,47 @@ class Service:
 
     async def readiness(self, kafka: bool = True) -> dict[str, bool | str]:
         """PostgreSQL (and Kafka) reachable, and each duty's last tick not a permanent error
-        (its text, then, in place of False)."""
-        checks: dict[str, bool | str] = {}
-        try:
-            assert self.pool is not None
-            async with self.pool.acquire(timeout=1) as conn:
-                checks["postgres"] = await conn.fetchval("SELECT 1") == 1
-        except Exception:
-            checks["postgres"] = False
+        (its text, then, in place of False). Answers within PROBE_BUDGET_SECONDS per check
+        whatever a dependency does: a frozen server is reported down, never waited for."""
+        checks: dict[str, bool | str] = {"postgres": await self._postgres_status()}
         if kafka:
-            # A broker probe opens a connection: cache it for a few seconds.
-            now = self.clock.monotonic()
-            if now - self._kafka_checked > 5 or not self._kafka_ok:
-                self._kafka_ok = await broker_reachable(self.settings.kafka_bootstrap)
-                self._kafka_checked = now
-            checks["kafka"] = self._kafka_ok
+            checks["kafka"] = await self._kafka_status()
         checks.update(duty_readiness(self.duties))
         return checks
+
+    async def _postgres_status(self) -> bool | str:
+        try:
+            assert self.pool is not None
+            async with asyncio.timeout(PROBE_BUDGET_SECONDS):
+                async with self.pool.acquire() as conn:
+                    return bool(await conn.fetchval("SELECT 1") == 1)
+        except TimeoutError:
+            return f"no answer within {PROBE_BUDGET_SECONDS:g} s"
+        except Exception:
+            return False
+
+    async def _kafka_status(self) -> bool | str:
+        """From a broker probe run in the background every KAFKA_PROBE_SECONDS (it opens a
+        connection): a probe still pending is waited for up to the budget, then the last
+        answer is reported with its age."""
+        now = self.clock.monotonic()
+        probe = self._kafka_probe
+        if (probe is None or probe.done()) and now - self._kafka_checked >= KAFKA_PROBE_SECONDS:
+            self._kafka_probe = probe = asyncio.create_task(self._probe_kafka(now))
+        if probe is not None and not probe.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(probe), PROBE_BUDGET_SECONDS)
+        now = self.clock.monotonic()
+        if probe is not None and not probe.done():
+            return f"no answer for {now - self._kafka_probe_at:.1f} s"
+        if not self._kafka_ok:
+            return f"unreachable (checked {now - self._kafka_checked:.1f} s ago)"
+        return True
+
+    async def _probe_kafka(self, started: float) -> None:
+        self._kafka_probe_at = started
+        self._kafka_ok = await broker_reachable(self.settings.kafka_bootstrap)
+        self._kafka_checked = self.clock.monotonic()
 
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()

@@ -48,6 +48,9 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # A workflow suspended this long waiting for a signal, a child or its resume (paused) is
     # reported stuck (timers have due times: an overdue one is `stuck_after_seconds`' concern).
     suspended_alert_after_seconds: float = 86_400.0
+    # A pinned workflow run waiting this long for a worker serving its version is stuck
+    # (RunStuck no_worker, alert ostinato_run_stuck): drain a version before removing it.
+    unserved_alert_after_seconds: float = 300.0
     missed_grace_seconds: float = 30.0
     gap_window_seconds: float = 86_400.0
     output_retention_days: float = 30.0

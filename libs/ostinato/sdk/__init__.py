@@ -60,6 +60,8 @@ exception, whose retryable default the job's policy may override, by type or who
   A sync handler cannot be interrupted: the timeout is reported at the deadline and its thread
   finishes unobserved (result discarded), keeping its concurrency slot until then.
 - Unknown task name: permanent failure ``"unknown_task"``, without running anything.
+- A payload that does not convert into the task's declared type (``@task(name, payload=T)``):
+  permanent failure ``"invalid_payload"`` naming the field, without calling the handler.
 - ``LeaseLost`` (a heartbeat answered 409/404, the lease could not be renewed before it surely
   expired, or ``effects.fence`` met a newer token): nothing is reported; the new owner or lease
   expiry decides. An async handler still running is cancelled at its next ``await``.

@@ -13,6 +13,8 @@ the explicit safe points (``heartbeat()``, ``heartbeat_sync()``).
 ================================  ===========================================================
 how the attempt ended             reported
 ================================  ===========================================================
+payload not of the declared type  failure ``invalid_payload``, not retryable, classified,
+(``@task(payload=...)``)          naming the field; the handler is not called
 returned                          completion (also when a cancel was requested meanwhile: the
                                   gateway records the result and ignores it)
 raised                            failure per ``errors.error_info`` (``LeaseLost``: nothing)
@@ -51,11 +53,11 @@ import structlog
 from opentelemetry import propagate, trace
 
 from ostinato.sdk.context import Custody, RunContext, use_context
-from ostinato.sdk.errors import LeaseLost, Suspended, error_info, sdk_error
+from ostinato.sdk.errors import LeaseLost, PermanentError, Suspended, error_info, sdk_error
 from ostinato.sdk.logs import LogBuffer, capture_into, install_log_capture
 from ostinato.sdk.protocol import ErrorInfo, LogLine
 from ostinato.sdk.reporter import Reporter
-from ostinato.sdk.tasks import Registered
+from ostinato.sdk.tasks import Registered, decode_payload
 
 __all__ = ["AttemptRunner"]
 
@@ -138,7 +140,13 @@ class AttemptRunner:
                         f"run {ctx.task}", context=parent, kind=trace.SpanKind.CONSUMER,
                         attributes=attributes,
                     ) as span:
-                        ended = await self._invoke(ctx, handler, payload, buffer)
+                        try:
+                            if handler.payload is not None:  # the declared type, else no call
+                                payload = decode_payload(ctx.task, handler.payload, payload)
+                        except PermanentError as exc:
+                            ended = _Ended("raised", exc=exc)
+                        else:
+                            ended = await self._invoke(ctx, handler, payload, buffer)
                         if isinstance(ended.exc, Suspended):
                             span.set_attribute("ostinato.suspended", ended.exc.reason)
                         elif ended.exc is not None:

@@ -125,6 +125,15 @@ class ClaimRequest(_Request):
     # The worker's total concurrency (declared slots): the pool capacity it adds for fair
     # dispatch. None: the gateway counts ``max_runs``.
     slots: Annotated[int, msgspec.Meta(ge=1, le=MAX_CLAIM_RUNS)] | None = None
+    # Task name -> the version of its handler here. A pinned run (a workflow once started) is
+    # only given to a worker serving its version; None: the worker serves no pinned run.
+    versions: dict[Annotated[str, msgspec.Meta(min_length=1, max_length=256)],
+                   Annotated[str, msgspec.Meta(min_length=1, max_length=64)]] | None = None
+    workflows: list[str] | None = None  # tasks whose runs this worker's first start pins
+    # Task name -> the payload versions its handler accepts; a run whose payload was submitted
+    # under another version of the task's schema is not given to this worker (absent: any).
+    payload_versions: dict[str, Annotated[list[Annotated[int, msgspec.Meta(ge=1)]],
+                                          msgspec.Meta(min_length=1)]] | None = None
 
 
 class ErrorInfo(_Request):
@@ -305,6 +314,7 @@ class ClaimedRun(_Response):
     # A retryable failure of this attempt would dead-letter the run (its retries are used up):
     # a workflow runs its compensations before it fails so.
     final_attempt: bool = False
+    payload_version: int | None = None  # the task's payload schema version at submission
 
 
 class ClaimResponse(_Response):

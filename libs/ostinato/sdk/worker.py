@@ -73,6 +73,7 @@ from ostinato.sdk.protocol import (
     StepsResponse,
     run_path,
 )
+from ostinato.sdk.registration import register
 from ostinato.sdk.reporter import Reporter, backoff_delay
 from ostinato.sdk.tasks import Handler, Task, registry, task
 
@@ -111,6 +112,10 @@ class Worker:
         if shutdown_grace_seconds < 0 or not pools:
             raise ValueError("shutdown_grace_seconds must be >= 0 and pools non-empty")
         self._handlers = registry(handlers)
+        self._versions = {name: h.version for name, h in sorted(self._handlers.items())}
+        self._workflows = sorted(name for name, h in self._handlers.items() if h.workflow) or None
+        self._payload_versions = {name: list(h.payload.accepts) for name, h in
+                                  sorted(self._handlers.items()) if h.payload} or None
         self._base = gateway_url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         self._pools = list(pools)
@@ -148,7 +153,7 @@ class Worker:
         claims = asyncio.create_task(self._claim_loop(), name="ostinato-claim")
         stop_wait = asyncio.create_task(self._stop_requested.wait())
         log.info(
-            "worker.started", worker_id=self.worker_id, tasks=sorted(self._handlers),
+            "worker.started", worker_id=self.worker_id, tasks=self._versions,
             pools=self._pools, concurrency=self._concurrency,
         )
         error: BaseException | None = None
@@ -218,6 +223,8 @@ class Worker:
     # -- claiming ------------------------------------------------------------------------------
 
     async def _claim_loop(self) -> None:
+        # payload schemas first: a refused one (409) stops the worker before it claims
+        await register(self._post, self.worker_id, self._handlers, self._stop_requested)
         failures = 0
         while not self._stop_requested.is_set():
             free = self._concurrency - len(self._custody) - self._attempts.orphaned_threads
@@ -247,6 +254,8 @@ class Worker:
         request = ClaimRequest(
             worker_id=self.worker_id, pools=self._pools, max_runs=max_runs,
             wait_seconds=self._claim_wait, tasks=sorted(self._handlers), slots=self._concurrency,
+            versions=self._versions, workflows=self._workflows,
+            payload_versions=self._payload_versions,
         )
         content = await self._post(CLAIM_PATH, _encoder.encode(request), self._claim_wait + 10)
         return _claim_decoder.decode(content).runs

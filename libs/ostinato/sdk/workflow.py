@@ -55,7 +55,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -89,7 +89,7 @@ from ostinato.sdk.protocol import (
     StepRecord,
     WaitSpec,
 )
-from ostinato.sdk.tasks import Task
+from ostinato.sdk.tasks import Task, checked_version, payload_spec
 
 __all__ = ["ChildFailedError", "CompensationFailed", "NonDeterminismError", "SignalTimeout",
            "StepFailedError", "WorkflowContext", "WorkflowTimedOut", "workflow"]
@@ -99,10 +99,12 @@ WorkflowFn = Callable[["WorkflowContext", Any], Awaitable[Any]]
 
 
 class NonDeterminismError(PermanentError):
-    """The workflow met a step other than the one its history recorded at that position."""
+    """The workflow met a step other than the one its history recorded at that position
+    (`diverged`: the decision, with the position, the recorded step and the step met)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, type="non_determinism")
+    def __init__(self, diverged: Diverged) -> None:
+        super().__init__(diverged.message(), type="non_determinism")
+        self.diverged = diverged
 
 
 class StepFailedError(PermanentError):
@@ -195,7 +197,7 @@ class WorkflowContext:
         seq = self._counter.seq
         decision = decide(self._counter, name, await self._at_boundary(seq))
         if isinstance(decision, Diverged):
-            raise NonDeterminismError(decision.message())
+            raise NonDeterminismError(decision)
         if not isinstance(decision, Execute):
             recorded = decision.step
             if recorded.succeeded:
@@ -321,7 +323,7 @@ class WorkflowContext:
         seq = self._counter.seq
         decision = decide(self._counter, name, await self._at_boundary(seq))
         if isinstance(decision, Diverged):
-            raise NonDeterminismError(decision.message())
+            raise NonDeterminismError(decision)
         if not isinstance(decision, Execute):
             return decision.step
         result = await run.record_step(StepItem(run_id=run.run_id,
@@ -477,10 +479,18 @@ def _step_error(exc: Exception) -> ErrorInfo:
 
 
 def workflow(name: str, *, timeout: timedelta | float | None = None,
-             ) -> Callable[[WorkflowFn], Task]:
+             version: str | int | None = None, payload: Any = None,
+             payload_version: int | None = None,
+             accepts: Sequence[int] | None = None) -> Callable[[WorkflowFn], Task]:
     """Register ``fn(ctx, payload)`` as the workflow of task ``name``: pass the result to
     ``Worker([...])`` like any task. ``timeout`` (seconds or a timedelta): the workflow's
-    overall deadline, from the run's scheduled time, across every attempt and suspension."""
+    overall deadline, from the run's scheduled time, across every attempt and suspension.
+    ``version``: declared (e.g. ``3``), else derived from ``fn``'s code; a run is pinned to
+    the version that first started it and only workers serving that version resume it.
+    ``payload``, ``payload_version``, ``accepts``: the payload's declared type, as for
+    ``@task`` (``ostinato.sdk.tasks``)."""
+    declared = checked_version(version)
+    spec = payload_spec(name, payload, payload_version, accepts)
     limit = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
     if limit is not None and limit <= 0:
         raise ValueError("a workflow timeout must be positive")
@@ -502,6 +512,7 @@ def workflow(name: str, *, timeout: timedelta | float | None = None,
                 raise
 
         run.__name__ = run.__qualname__ = getattr(fn, "__name__", name)
-        return Task(name=name, fn=run)
+        return Task(name=name, fn=run, version=declared, workflow=True, source=fn,
+                    payload=spec)
 
     return decorate

@@ -51,6 +51,7 @@ class JobRow(msgspec.Struct, frozen=True):
     shard: int
     concurrency_key: str | None
     resource: str | None
+    payload_version: int | None  # the task's payload schema version its payload was checked at
 
 
 async def by_id(conn: asyncpg.Connection, tenant_id: uuid.UUID,
@@ -103,6 +104,7 @@ class DueJob(msgspec.Struct, frozen=True):
     shard: int
     concurrency_key: str | None
     resource: str | None
+    payload_version: int | None
 
 
 class RecurringJob(msgspec.Struct, frozen=True):
@@ -134,6 +136,7 @@ class RepairJob(msgspec.Struct, frozen=True):
     on_queue_wait: str | None
     concurrency_key: str | None
     resource: str | None
+    payload_version: int | None
 
 
 class KeyedJob(msgspec.Struct, frozen=True):
@@ -189,6 +192,12 @@ async def skips_between(conn: asyncpg.Connection, job_id: uuid.UUID, start: date
                         end: datetime) -> list[Skip]:
     """Recorded skips of the job overlapping [start, end)."""
     return many(Skip, await conn.fetch(Q["skips_of_job_between"], job_id, start, end))
+
+
+async def skips_page(conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: uuid.UUID,
+                     after: datetime, limit: int) -> list[Skip]:
+    """The job's recorded skips with a first slot after `after`, oldest first."""
+    return many(Skip, await conn.fetch(Q["skips_of_job_page"], job_id, tenant_id, after, limit))
 
 
 async def pauses(conn: asyncpg.Connection, job_id: uuid.UUID) -> list[Pause]:

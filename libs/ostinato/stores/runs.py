@@ -5,7 +5,8 @@ scheduler's retry poll; the dispatcher's waiting candidates; the reconciler's sw
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -69,6 +70,10 @@ class RunRow(msgspec.Struct, frozen=True):
     paused_at: datetime | None
     frozen_wake_at: datetime | None  # a paused run's timer, out of the wake poll
     frozen_deadline_at: datetime | None  # a paused run's deadline, likewise
+    task_version: str | None  # the handler version of the latest attempt's worker
+    pinned: bool  # a started workflow: only workers serving `task_version` may claim it
+    payload_version: int | None  # the task's payload schema version at submission
+    stuck_version: int | None  # the run's version at its last RunStuck
 
     @property
     def waits_for_dispatch(self) -> bool:
@@ -179,6 +184,7 @@ class ClaimedRun(msgspec.Struct, frozen=True):
     cancel_requested: bool  # a workflow woken to run its compensations
     retry_policy: Any
     failures: int
+    payload_version: int | None  # the task's payload schema version at submission
 
 
 class RunToken(msgspec.Struct, frozen=True):
@@ -239,6 +245,8 @@ class WaitingRun(msgspec.Struct, frozen=True):
     concurrency_key: str | None
     resource: str | None
     updated_at: datetime
+    pinned: bool  # a started workflow: only a worker serving `task_version` may run it
+    task_version: str | None
 
 
 async def lock(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID]) -> list[LockedRun]:
@@ -254,15 +262,25 @@ async def token_of(conn: asyncpg.Connection, run_id: uuid.UUID) -> RunToken | No
 
 
 async def claim_ready(conn: asyncpg.Connection, tenant_id: uuid.UUID | None,
-                      pools: Sequence[str], tasks: Sequence[str] | None,
-                      limit: int) -> list[ClaimedRun]:
+                      pools: Sequence[str], tasks: Sequence[str] | None, limit: int, *,
+                      versions: Mapping[str, str] | None = None,
+                      payload_versions: Mapping[str, Sequence[int]] | None = None,
+                      ) -> list[ClaimedRun]:
     """Lock up to `limit` queued runs of the pools, oldest first (SKIP LOCKED), of one tenant or
-    (None: a shared worker) of any."""
+    (None: a shared worker) of any. Pinned runs only of the (task, version) pairs `versions`
+    serves; runs with a payload version only if `payload_versions` accepts it (tasks absent
+    from it: any)."""
     tasks = None if tasks is None else list(tasks)
+    served = dict(versions or {})
+    accepts = [(t, v) for t, vs in (payload_versions or {}).items() for v in vs]
+    serving = (list(served), list(served.values()), list(payload_versions or {}),
+               [t for t, _ in accepts], [v for _, v in accepts])
     if tenant_id is None:
-        records = await conn.fetch(Q["claim_ready_runs_any_tenant"], list(pools), tasks, limit)
+        records = await conn.fetch(Q["claim_ready_runs_any_tenant"], list(pools), tasks, limit,
+                                   *serving)
     else:
-        records = await conn.fetch(Q["claim_ready_runs"], tenant_id, list(pools), tasks, limit)
+        records = await conn.fetch(Q["claim_ready_runs"], tenant_id, list(pools), tasks, limit,
+                                   *serving)
     return many(ClaimedRun, records)
 
 
@@ -394,3 +412,50 @@ async def suspended_too_long(conn: asyncpg.Connection, now: datetime | None,
     """Suspended runs waiting for a signal, a child or the resume of a pause that suspended
     them, since longer ago than `older_than` (their last change), by tenant and reason."""
     return many(LongWait, await conn.fetch(Q["suspended_too_long"], now, older_than))
+
+
+class StuckRuns(msgspec.Struct, frozen=True):
+    """One tenant's runs stuck for one reason: how many, and the oldest not yet marked stuck
+    in this episode (ids, their versions, details and since when, in parallel lists)."""
+
+    tenant_id: uuid.UUID
+    reason: str  # suspended_too_long | child_dead_lettered | no_worker | compensation_failed
+    n: int
+    new_ids: list[uuid.UUID]
+    versions: list[int]
+    details: list[str]
+    sinces: list[datetime]
+
+
+@dataclass(frozen=True, slots=True)
+class StuckThresholds:
+    """How long each kind of wait lasts before it counts as stuck."""
+
+    suspended: timedelta  # a signal, child or paused wait
+    child_dead_lettered: timedelta
+    unserved: timedelta  # a pinned run whose version no live worker serves
+    worker_ttl: timedelta  # a worker seen within this is live
+
+
+async def stuck_by_reason(conn: asyncpg.Connection, now: datetime | None,
+                          limits: StuckThresholds, batch: int) -> list[StuckRuns]:
+    """Runs stuck per tenant and reason, with up to `batch` per group to mark."""
+    return many(StuckRuns, await conn.fetch(
+        Q["stuck_runs_by_reason"], now, limits.suspended, limits.child_dead_lettered,
+        limits.unserved, limits.worker_ttl, batch))
+
+
+class TaskVersionCount(msgspec.Struct, frozen=True):
+    task: str
+    version: str | None  # None: waiting runs that any version may start
+    waiting: int
+    running: int
+    suspended: int
+
+
+async def task_version_counts(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                              task: str | None) -> list[TaskVersionCount]:
+    """A tenant's runs not final per task and handler version: what draining a version waits
+    for."""
+    return many(TaskVersionCount, await conn.fetch(Q["task_version_counts"], tenant_id, task))
+

@@ -17,6 +17,7 @@ from prometheus_client.exposition import choose_encoder
 __all__ = [
     "BLOBS_EXPIRED",
     "BUILD_INFO",
+    "CLOCK_SKEW",
     "CONSUMER_BATCH_SECONDS",
     "DEAD_LETTERS",
     "DUPLICATE_CLAIMS",
@@ -40,6 +41,7 @@ __all__ = [
     "RUNS_COMPLETED",
     "RUNS_CREATED",
     "RUNS_QUEUED",
+    "RUNS_STUCK",
     "SCHEDULER_TICK_SECONDS",
     "SCHEDULE_LAG",
     "SHARD_EPOCH",
@@ -60,6 +62,11 @@ disable_created_metrics()
 # OTel's http.server.request.duration advice, reused for our other latency histograms.
 HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 
+CLOCK_SKEW = Gauge(
+    "ostinato_clock_skew_seconds",
+    "This host's wall clock minus the database's, at the last sync; services use the database's "
+    "time, so a skew shows here and changes nothing else."
+)
 RUNS_CREATED = Counter(
     "ostinato_runs_created_total", "Runs created, by API submission or schedule occurrence."
 )
@@ -77,6 +84,13 @@ WORKFLOWS_SUSPENDED_TOO_LONG = Gauge(
     "ostinato_workflows_suspended_too_long",
     "Workflow runs waiting for a signal, a child or their resume longer than the threshold "
     "(OSTINATO_SUSPENDED_ALERT_AFTER_SECONDS), by tenant and reason.", ["tenant", "reason"]
+)
+RUNS_STUCK = Gauge(
+    "ostinato_runs_stuck",
+    "Runs stuck, by tenant and reason: suspended_too_long (a signal, child or paused wait over "
+    "OSTINATO_SUSPENDED_ALERT_AFTER_SECONDS), child_dead_lettered, no_worker (pinned to a "
+    "version no live worker serves, over OSTINATO_UNSERVED_ALERT_AFTER_SECONDS), "
+    "compensation_failed (until its dead letter is triaged).", ["tenant", "reason"]
 )
 TIMER_LATENESS = Histogram(
     "ostinato_timer_lateness_seconds",

@@ -72,12 +72,12 @@ class Cluster:
         for name in names:
             self.wait_ready(name)
 
-    def spawn(self, alias: str, service: str) -> None:
+    def spawn(self, alias: str, service: str, env: dict[str, str] | None = None) -> None:
         """Start one more process of `service` (e.g. a second scheduler) under `alias`, with
-        its own ops port, and wait until it is ready."""
+        its own ops port (and `env` on top of the cluster's), and wait until it is ready."""
         self.ports[alias] = free_port()
         port_var = {"api": "API", "worker_gateway": "GATEWAY"}.get(service, service.upper())
-        env = {**self.env(), f"OSTINATO_{port_var}_PORT": str(self.ports[alias])}
+        env = {**self.env(), f"OSTINATO_{port_var}_PORT": str(self.ports[alias]), **(env or {})}
         log = (self.log_dir / f"{alias}.log").open("ab")
         self.procs[alias] = subprocess.Popen(
             [sys.executable, "-m", f"services.{service}"], cwd=ROOT, env=env,

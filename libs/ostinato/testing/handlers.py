@@ -34,7 +34,7 @@ import msgspec
 
 from ostinato.sdk.context import RunContext, use_context
 from ostinato.sdk.protocol import BatchItemResult, ChildSpec, ErrorInfo, StepItem, StepRecord
-from ostinato.sdk.tasks import Handler, Task, registry
+from ostinato.sdk.tasks import Handler, Task, decode_payload, registry
 
 __all__ = ["HandlerEnvironment", "MemoryJournal"]
 
@@ -234,6 +234,8 @@ class HandlerEnvironment:
         """The handler's result; what it raises (PermanentError, Cancelled, ...) is raised."""
         [registered] = registry([handler if isinstance(handler, Task)
                                  else Task(self.context.task, handler)]).values()
+        if registered.payload is not None:  # as a worker does: PermanentError invalid_payload
+            payload = decode_payload(self.context.task, registered.payload, payload)
         loop = asyncio.get_running_loop()
         self.context.bind_loop(loop)
         with use_context(self.context):

@@ -26,6 +26,7 @@ _workers = st.sampled_from(["worker-a", "worker-b"])
 _WEIGHT: dict[type[ev.Event], int] = {
     ev.RunQueued: 6, ev.RunStarted: 6, ev.RunFailed: 3, ev.RetryScheduled: 6, ev.RetryDue: 4,
     ev.AttemptTimedOut: 2, ev.LeaseExpired: 2, ev.LeaseReleased: 2, ev.RunSucceeded: 2,
+    ev.RunReopened: 2,
 }
 
 
@@ -42,7 +43,9 @@ def _event(kind: type[ev.Event], run: Run, draw: st.DrawFn) -> ev.Event:
             return ev.RunQueued(pool=draw(st.sampled_from(["default", "long"])))
         case ev.RunStarted:
             return ev.RunStarted(attempt=attempt + 1, fencing_token=token + 1,
-                                 worker_id=draw(_workers), lease_expires_at=later)
+                                 worker_id=draw(_workers), lease_expires_at=later,
+                                 task_version=draw(st.sampled_from([None, "1", "2"])),
+                                 pinned=draw(st.booleans()))
         case ev.RunSucceeded:
             return ev.RunSucceeded(attempt=attempt, fencing_token=token, output_ref=draw(_refs),
                                    logs_ref=draw(_refs))
@@ -116,6 +119,8 @@ def _event(kind: type[ev.Event], run: Run, draw: st.DrawFn) -> ev.Event:
             return ev.RunPaused(by="operator", reason="maintenance")
         case ev.RunResumed:
             return ev.RunResumed(by="operator", wake_at=draw(st.none() | st.just(later)))
+        case ev.RunStuck:
+            return ev.RunStuck(reason="no_worker", detail="no worker serves t v2", since=later)
         case ev.ParentNotified:
             return ev.ParentNotified(parent_run_id=uuid.uuid4(), woke=draw(st.booleans()))
         case ev.TimerFired:
@@ -127,6 +132,27 @@ def _event(kind: type[ev.Event], run: Run, draw: st.DrawFn) -> ev.Event:
                                       signal_id=uuid.uuid4(), payload=None)
         case ev.SignalTimedOut:
             return ev.SignalTimedOut(seq=run.steps_done, name="signal:go", deadline=later)
+        case ev.StepRetried:
+            seq = draw(st.integers(0, run.steps_done))
+            return ev.StepRetried(seq=seq, name="a", set_aside=run.steps_done - seq,
+                                  by="operator", reason="fixed the bug")
+        case ev.StepSkipped:
+            seq = draw(st.integers(0, run.steps_done))
+            return ev.StepSkipped(seq=seq, name="a", set_aside=run.steps_done - seq,
+                                  by="operator", reason="done by hand",
+                                  output=draw(st.none() | st.integers()))
+        case ev.RunRestarted:
+            seq = draw(st.integers(0, run.steps_done))
+            return ev.RunRestarted(from_seq=seq, set_aside=run.steps_done - seq, by="operator",
+                                   reason="again")
+        case ev.RunReopened:
+            return ev.RunReopened(cause=draw(st.sampled_from(["step_retried", "restarted"])),
+                                  by="operator", reason="fixed")
+        case ev.RunMarkedSucceeded:
+            return ev.RunMarkedSucceeded(output_ref=draw(_refs), by="operator", reason="done")
+        case ev.RunMarkedFailed:
+            return ev.RunMarkedFailed(error_type="operator_failed", message="m", by="operator",
+                                      reason="give up")
     raise AssertionError(f"no story step for {kind.__name__}")
 
 

@@ -7,13 +7,14 @@ clock (pass `Clock.db_now()`; None means the database's own `now()`), the same r
 A worker id may appear under several scopes (the same process using two keys): the scopes are
 separate rows, so a tenant worker's slots never count as another tenant's capacity.
 
-The only module that reads the `workers` table: callers get typed rows, never records.
+The only module that reads the `workers` table (but for the reconciler's stuck-run sweep,
+`stuck_runs_by_reason`, which joins it): callers get typed rows, never records.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 import asyncpg
@@ -41,12 +42,28 @@ class WorkerInfo(msgspec.Struct, frozen=True):
     pools: list[str]
     slots: int
     seen_at: datetime
+    versions: dict[str, str] | None  # task -> the version of its handler on this worker
+
+
+class ServedVersion(msgspec.Struct, frozen=True):
+    """A live worker in `pool` (`tenant_id` None: a shared one) serves `task` at `version`."""
+
+    tenant_id: uuid.UUID | None
+    pool: str
+    task: str
+    version: str
 
 
 async def touch(conn: asyncpg.Connection, worker_id: str, tenant_id: uuid.UUID | None,
-                pools: Sequence[str], slots: int, now: datetime | None) -> None:
-    """Record that the worker is alive with these pools and slots (one upsert)."""
-    await conn.execute(Q["touch_worker"], worker_id, tenant_id, list(pools), slots, now)
+                pools: Sequence[str], slots: int, now: datetime | None, *,
+                versions: Mapping[str, str] | None = None,
+                payload_versions: Mapping[str, Sequence[int]] | None = None) -> None:
+    """Record that the worker is alive with these pools, slots and served versions (one
+    upsert)."""
+    await conn.execute(Q["touch_worker"], worker_id, tenant_id, list(pools), slots, now,
+                       None if versions is None else dict(versions),
+                       None if payload_versions is None else
+                       {t: list(vs) for t, vs in payload_versions.items()})
 
 
 async def seen(conn: asyncpg.Connection, worker_id: str, tenant_id: uuid.UUID | None,
@@ -72,6 +89,37 @@ async def live_capacity(conn: asyncpg.Connection, now: datetime | None,
                         ttl: timedelta) -> list[PoolCapacity]:
     """Slots of workers seen within `ttl`, summed per (tenant scope, pool)."""
     return many(PoolCapacity, await conn.fetch(Q["live_capacity"], now, ttl))
+
+
+async def live_versions(conn: asyncpg.Connection, now: datetime | None,
+                        ttl: timedelta) -> list[ServedVersion]:
+    """The (pool, task, version) triples live workers serve, per tenant scope."""
+    return many(ServedVersion, await conn.fetch(Q["live_versions"], now, ttl))
+
+
+def unserved_reason(task: str, version: str, pool: str) -> str:
+    """How a pinned run that no live worker can take says why it waits (the dispatcher's hold,
+    GET /v1/runs/{id}; the reconciler's RunStuck detail builds the same text in SQL)."""
+    return f"no worker serves {task} v{version} in pool {pool}"
+
+
+async def serves(conn: asyncpg.Connection, tenant_id: uuid.UUID, pool: str, task: str,
+                 version: str, now: datetime | None, ttl: timedelta) -> bool:
+    """A live worker of the tenant (or a shared one) in `pool` serves `task` at `version`."""
+    return bool(await conn.fetchval(Q["serves_version"], tenant_id, pool, task, version, now,
+                                    ttl))
+
+
+class ServingCount(msgspec.Struct, frozen=True):
+    task: str
+    version: str
+    workers: int
+
+
+async def serving_workers(conn: asyncpg.Connection, tenant_id: uuid.UUID, now: datetime | None,
+                          ttl: timedelta) -> list[ServingCount]:
+    """Per task and version, the live workers serving a tenant (its own and shared ones)."""
+    return many(ServingCount, await conn.fetch(Q["serving_workers"], tenant_id, now, ttl))
 
 
 async def list_workers(conn: asyncpg.Connection,

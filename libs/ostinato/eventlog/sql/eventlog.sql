@@ -1,5 +1,8 @@
 -- name: append_events
 -- Multi-row append; the (stream_id, version) primary key is the optimistic-concurrency check.
+-- occurred_at: when the writer decided, by its clock (the database's time, `DatabaseClock`);
+-- recorded_at: when PostgreSQL wrote the row (clock_timestamp(), not the transaction's start),
+-- so recorded_at is never before occurred_at.
 -- The outbox row of the events' messages ($12..$15, built by eventlog/outbox.py `messages`;
 -- none when no event travels) goes in with them, in the same statement: one round trip, and a
 -- conflict writes neither.
@@ -9,8 +12,8 @@ WITH queued AS (
     WHERE cardinality($12::text[]) > 0
 )
 INSERT INTO events (stream_id, version, stream_type, tenant_id, event_id, type, data, actor,
-                    epoch, traceparent, occurred_at)
-SELECT s, v, st, t, e, ty, d::json, a, ep, tp, $11::timestamptz
+                    epoch, traceparent, occurred_at, recorded_at)
+SELECT s, v, st, t, e, ty, d::json, a, ep, tp, $11::timestamptz, clock_timestamp()
 FROM unnest($1::uuid[], $2::int[], $3::text[], $4::uuid[], $5::uuid[], $6::text[], $7::text[],
             $8::text[], $9::bigint[], $10::text[]) AS x(s, v, st, t, e, ty, d, a, ep, tp)
 RETURNING seq, recorded_at, event_id;
@@ -22,6 +25,15 @@ SELECT seq, event_id, stream_id, stream_type, version, tenant_id, type, data::te
 FROM events
 WHERE stream_id = $1 AND tenant_id = $2
 ORDER BY version;
+
+-- name: read_stream_page
+-- A page of one stream's events after version $3, tenant-scoped (a job's timeline can be long).
+SELECT seq, event_id, stream_id, stream_type, version, tenant_id, type, data::text AS data, actor,
+       epoch, traceparent, occurred_at, recorded_at
+FROM events
+WHERE stream_id = $1 AND tenant_id = $2 AND version > $3
+ORDER BY version
+LIMIT $4;
 
 -- name: read_all_after
 -- The whole log in global order, a page at a time, for rebuilding projections.

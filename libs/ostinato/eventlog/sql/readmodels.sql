@@ -19,20 +19,22 @@ UPDATE tenants SET version = $5 WHERE id = $1;
 INSERT INTO jobs (id, tenant_id, name, task, status, schedule, payload_ref, pool, priority,
                   idempotency_key, traceparent, next_run_at, runs_created, created_at, updated_at,
                   version, kind, next_slot, calendar, overlap, retry_policy, timeout_seconds,
-                  queue_wait_seconds, on_queue_wait, shard, concurrency_key, resource)
+                  queue_wait_seconds, on_queue_wait, shard, concurrency_key, resource,
+                  payload_version)
 SELECT id, tenant_id, name, task, CASE WHEN next_run_at IS NULL THEN 'completed' ELSE 'active' END,
        schedule::json, payload_ref, pool, priority, idempotency_key, traceparent, next_run_at, 0,
        created_at, created_at, version, kind, coalesce(next_slot, next_run_at), calendar, overlap,
        retry_policy::json, timeout_seconds, queue_wait_seconds, on_queue_wait, shard,
-       concurrency_key, resource
+       concurrency_key, resource, payload_version
 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::uuid[], $7::text[],
             $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::int[],
             $13::text[], $14::text[], $15::timestamptz[], $16::text[], $17::text[], $18::text[],
-            $19::float8[], $20::float8[], $21::text[], $22::smallint[], $23::text[], $24::text[])
+            $19::float8[], $20::float8[], $21::text[], $22::smallint[], $23::text[], $24::text[],
+            $25::int[])
      AS r(id, tenant_id, name, task, schedule, payload_ref, pool, priority, idempotency_key,
           next_run_at, created_at, version, traceparent, kind, next_slot, calendar, overlap,
           retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait, shard,
-          concurrency_key, resource);
+          concurrency_key, resource, payload_version);
 
 -- name: project_occurrence_fired
 -- OccurrenceFired (columnar): a run was created for scheduled_for; the job moves on to
@@ -98,19 +100,19 @@ UPDATE jobs SET status = 'deleted', next_run_at = NULL, updated_at = $2, version
 INSERT INTO runs (id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, state,
                   attempt, fencing_token, scheduled_at, updated_at, version, trigger, due_at,
                   traceparent, retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait,
-                  replay_of, concurrency_key, resource, parent_run_id)
+                  replay_of, concurrency_key, resource, parent_run_id, payload_version)
 SELECT id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, 'scheduled', 0, 0,
        occurred_at, occurred_at, version, trigger, coalesce(due_at, scheduled_for), traceparent,
        retry_policy::json, timeout_seconds, queue_wait_seconds, on_queue_wait, replay_of,
-       concurrency_key, resource, parent_run_id
+       concurrency_key, resource, parent_run_id, payload_version
 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::uuid[],
             $8::timestamptz[], $9::timestamptz[], $10::int[], $11::text[], $12::timestamptz[],
             $13::text[], $14::text[], $15::float8[], $16::float8[], $17::text[], $18::uuid[],
-            $19::text[], $20::text[], $21::uuid[])
+            $19::text[], $20::text[], $21::uuid[], $22::int[])
      AS r(id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, occurred_at,
           version, trigger, due_at, traceparent, retry_policy, timeout_seconds,
           queue_wait_seconds, on_queue_wait, replay_of, concurrency_key, resource,
-          parent_run_id);
+          parent_run_id, payload_version);
 
 -- name: project_run_queued
 -- RunQueued (columnar)
@@ -123,12 +125,17 @@ WHERE runs.id = r.id;
 
 -- name: project_run_started
 -- RunStarted (columnar)
+-- A pinned run keeps its version (only a worker serving it can claim it anyway).
 UPDATE runs SET state = 'running', attempt = r.attempt, fencing_token = r.fencing_token,
                 worker_id = r.worker_id, started_at = r.occurred_at, updated_at = r.occurred_at,
-                version = r.version, traceparent = coalesce(r.traceparent, runs.traceparent)
+                version = r.version, traceparent = coalesce(r.traceparent, runs.traceparent),
+                task_version = CASE WHEN runs.pinned THEN runs.task_version
+                                    ELSE r.task_version END,
+                pinned = runs.pinned OR (r.pinned AND r.task_version IS NOT NULL)
 FROM unnest($1::uuid[], $2::int[], $3::bigint[], $4::text[], $5::timestamptz[], $6::int[],
-            $7::text[]) AS r(id, attempt, fencing_token, worker_id, occurred_at, version,
-                             traceparent)
+            $7::text[], $8::text[], $9::bool[]) AS r(id, attempt, fencing_token, worker_id,
+                                                     occurred_at, version, traceparent,
+                                                     task_version, pinned)
 WHERE runs.id = r.id;
 
 -- name: project_run_succeeded
@@ -177,9 +184,14 @@ WITH run AS (
     WHERE id = $1
     RETURNING id, tenant_id, job_id, task
 ), letter AS (
+    -- a run reopened by an operator (RunReopened) and dead-lettered again: its letter is new
     INSERT INTO dead_letters (run_id, tenant_id, job_id, task, reason, error_type, message,
                               attempts, dead_lettered_at, triage_state)
     SELECT id, tenant_id, job_id, task, $4, $5, $6, $7, $2, 'new' FROM run
+    ON CONFLICT (run_id) DO UPDATE SET reason = excluded.reason,
+        error_type = excluded.error_type, message = excluded.message,
+        attempts = excluded.attempts, dead_lettered_at = excluded.dead_lettered_at,
+        triage_state = 'new', triage_by = NULL, triage_comment = NULL, triaged_at = NULL
 )
 UPDATE jobs SET consecutive_failures = consecutive_failures + 1 FROM run
 WHERE jobs.id = run.job_id;
@@ -257,6 +269,10 @@ UPDATE runs SET paused = false, paused_at = NULL, wake_at = $4,
                 frozen_deadline_at = NULL, updated_at = $2, version = $3
 WHERE id = $1;
 
+-- name: project_run_stuck
+-- RunStuck: the version it was recorded at, so the reconciler records one per stuck episode.
+UPDATE runs SET version = $2, stuck_version = $2 WHERE id = $1;
+
 -- name: project_parent_notified
 -- ParentNotified: out of the scheduler's poll for finished children (index runs_children_done).
 UPDATE runs SET parent_notified = true, version = $2 WHERE id = $1;
@@ -281,10 +297,107 @@ WITH step AS (
 )
 UPDATE runs SET version = $9, steps_done = greatest(steps_done, $2 + 1) WHERE id = $1;
 
+-- name: project_steps_set_aside
+-- StepRetried, RunRestarted (operator interventions): the run's records from position $2 on
+-- move to run_steps_set_aside under this event's version, the signals their waits took are
+-- pending again, and the run has $2 steps done. A paused suspended run no longer waits for
+-- what it waited for: it is suspended by its pause at that position (its resume wakes it).
+WITH moved AS (
+    DELETE FROM run_steps WHERE run_id = $1 AND seq >= $2
+    RETURNING run_id, seq, tenant_id, name, succeeded, output, output_ref, error_type, message,
+              attempt, tries, duration_ms, recorded_at, supplied_by
+), kept AS (
+    INSERT INTO run_steps_set_aside (run_id, set_aside_version, seq, tenant_id, name, succeeded,
+                                     output, output_ref, error_type, message, attempt, tries,
+                                     duration_ms, recorded_at, supplied_by, set_aside_at)
+    SELECT run_id, $3, seq, tenant_id, name, succeeded, output, output_ref, error_type, message,
+           attempt, tries, duration_ms, recorded_at, supplied_by, $4
+    FROM moved
+), released AS (
+    UPDATE run_signals SET delivered_seq = NULL WHERE run_id = $1 AND delivered_seq >= $2
+)
+UPDATE runs SET steps_done = $2, version = $3,
+    wait_reason = CASE WHEN state = 'suspended' AND paused THEN 'paused' ELSE wait_reason END,
+    wait_seq = CASE WHEN state = 'suspended' AND paused THEN $2 ELSE wait_seq END,
+    wait_name = CASE WHEN state = 'suspended' AND paused THEN 'paused' ELSE wait_name END,
+    wait_signal = CASE WHEN state = 'suspended' AND paused THEN NULL ELSE wait_signal END,
+    wait_child = CASE WHEN state = 'suspended' AND paused THEN NULL ELSE wait_child END,
+    frozen_wake_at = CASE WHEN state = 'suspended' AND paused THEN NULL ELSE frozen_wake_at END
+WHERE id = $1;
+
+-- name: project_step_skipped
+-- StepSkipped: the records after position $2, and the one at $2 if any, are set aside as in
+-- project_steps_set_aside; the position is recorded as succeeded with the supplied output
+-- (attempt 0 and tries 0: it never ran; supplied_by: who supplied it).
+WITH moved AS (
+    DELETE FROM run_steps WHERE run_id = $1 AND seq > $2
+    RETURNING run_id, seq, tenant_id, name, succeeded, output, output_ref, error_type, message,
+              attempt, tries, duration_ms, recorded_at, supplied_by
+), replaced AS (
+    SELECT run_id, seq, tenant_id, name, succeeded, output, output_ref, error_type, message,
+           attempt, tries, duration_ms, recorded_at, supplied_by
+    FROM run_steps WHERE run_id = $1 AND seq = $2
+), kept AS (
+    INSERT INTO run_steps_set_aside (run_id, set_aside_version, seq, tenant_id, name, succeeded,
+                                     output, output_ref, error_type, message, attempt, tries,
+                                     duration_ms, recorded_at, supplied_by, set_aside_at)
+    SELECT run_id, $3, seq, tenant_id, name, succeeded, output, output_ref, error_type, message,
+           attempt, tries, duration_ms, recorded_at, supplied_by, $4
+    FROM (SELECT * FROM moved UNION ALL SELECT * FROM replaced) AS old
+), put AS (
+    INSERT INTO run_steps (run_id, seq, tenant_id, name, succeeded, output, output_ref,
+                           error_type, message, attempt, tries, duration_ms, recorded_at,
+                           supplied_by)
+    VALUES ($1, $2, $5, $6, true, $7::json, $8, NULL, NULL, 0, 0, 0, $4, $9)
+    ON CONFLICT (run_id, seq) DO UPDATE SET name = excluded.name, succeeded = true,
+        output = excluded.output, output_ref = excluded.output_ref, error_type = NULL,
+        message = NULL, attempt = 0, tries = 0, duration_ms = 0,
+        recorded_at = excluded.recorded_at, supplied_by = excluded.supplied_by
+), released AS (
+    UPDATE run_signals SET delivered_seq = NULL WHERE run_id = $1 AND delivered_seq > $2
+)
+UPDATE runs SET steps_done = $2 + 1, version = $3,
+    wait_reason = CASE WHEN state = 'suspended' AND paused THEN 'paused' ELSE wait_reason END,
+    wait_seq = CASE WHEN state = 'suspended' AND paused THEN $2 + 1 ELSE wait_seq END,
+    wait_name = CASE WHEN state = 'suspended' AND paused THEN 'paused' ELSE wait_name END,
+    wait_signal = CASE WHEN state = 'suspended' AND paused THEN NULL ELSE wait_signal END,
+    wait_child = CASE WHEN state = 'suspended' AND paused THEN NULL ELSE wait_child END,
+    frozen_wake_at = CASE WHEN state = 'suspended' AND paused THEN NULL ELSE frozen_wake_at END
+WHERE id = $1;
+
+-- name: project_run_reopened
+-- RunReopened: a dead-lettered run is scheduled again, due now, with a fresh retry budget and
+-- nothing to wait for; a child's parent is told again when it ends; its letter is resolved.
+WITH run AS (
+    UPDATE runs SET state = 'scheduled', finished_at = NULL, failures = 0, retry_at = NULL,
+                    due_at = $2, wait_reason = NULL, wait_seq = NULL, wait_name = NULL,
+                    wait_signal = NULL, wake_at = NULL, deadline_at = NULL, wait_child = NULL,
+                    parent_notified = false, updated_at = $2, version = $3
+    WHERE id = $1
+)
+UPDATE dead_letters SET triage_state = 'fixed', triage_by = $4, triage_comment = $5,
+                        triaged_at = $2
+WHERE run_id = $1;
+
+-- name: project_run_marked_succeeded
+-- RunMarkedSucceeded: succeeded with the operator's output; a dead letter is resolved.
+WITH run AS (
+    UPDATE runs SET state = 'succeeded', output_ref = $2, finished_at = $3, updated_at = $3,
+                    version = $4
+    WHERE id = $1
+)
+UPDATE dead_letters SET triage_state = 'fixed', triage_by = $5, triage_comment = $6,
+                        triaged_at = $3
+WHERE run_id = $1;
+
+-- name: project_run_marked_failed
+-- RunMarkedFailed: the operator's error is the run's last; RunDeadLettered follows.
+UPDATE runs SET last_error = $2::text::jsonb, version = $3 WHERE id = $1;
+
 -- name: truncate_read_models
 -- Before a rebuild: read models only, never the log.
 TRUNCATE api_keys, runs, jobs, tenants, occurrence_skips, job_pauses, calendars, dead_letters,
-         limits, pool_controls, run_slots, run_steps, run_signals;
+         limits, pool_controls, run_slots, run_steps, run_signals, run_steps_set_aside;
 
 -- name: snapshot_tenants
 -- For the rebuild-equality check.
@@ -305,6 +418,10 @@ SELECT * FROM runs ORDER BY id;
 -- name: snapshot_run_steps
 -- For the rebuild-equality check.
 SELECT * FROM run_steps ORDER BY run_id, seq;
+
+-- name: snapshot_run_steps_set_aside
+-- For the rebuild-equality check.
+SELECT * FROM run_steps_set_aside ORDER BY run_id, set_aside_version, seq;
 
 -- name: snapshot_run_signals
 -- For the rebuild-equality check.

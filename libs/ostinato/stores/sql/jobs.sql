@@ -47,7 +47,7 @@ WITH candidates AS MATERIALIZED (
 SELECT j.id, j.tenant_id, j.task, j.pool, j.priority, j.payload_ref, j.next_run_at, j.next_slot,
        j.schedule, j.traceparent, j.version, j.calendar, j.overlap, j.resume_policy,
        j.consecutive_failures, j.retry_policy, j.timeout_seconds, j.queue_wait_seconds,
-       j.on_queue_wait, j.shard, j.concurrency_key, j.resource
+       j.on_queue_wait, j.shard, j.concurrency_key, j.resource, j.payload_version
 FROM candidates JOIN jobs j ON j.id = candidates.id
 -- Re-checked on the locked row, and written so that no index can serve it: the planner's
 -- histogram of next_run_at was taken while these jobs were in the future, so it believes almost
@@ -79,7 +79,8 @@ WHERE first.next_run_at <= coalesce($1::timestamptz, now());
 -- name: lock_job_for_repair
 -- The reconciler locks a job before recording what it found and repaired.
 SELECT id, tenant_id, task, pool, priority, payload_ref, next_run_at, next_slot, version,
-       retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait, concurrency_key, resource
+       retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait, concurrency_key, resource,
+       payload_version
 FROM jobs WHERE id = $1 FOR UPDATE;
 
 -- name: jobs_by_idempotency_keys
@@ -95,3 +96,10 @@ WHERE job_id = $1 AND last_slot >= $2 AND first_slot < $3;
 -- name: pauses_of_job
 -- The reconciler: a job's pause history.
 SELECT paused_at, resumed_at FROM job_pauses WHERE job_id = $1 ORDER BY paused_at;
+
+-- name: skips_of_job_page
+-- GET /v1/jobs/{id}/skips: a tenant's job's recorded skips, oldest first, after a slot.
+SELECT first_slot, last_slot, slots, reason FROM occurrence_skips
+WHERE job_id = $1 AND tenant_id = $2 AND first_slot > $3
+ORDER BY first_slot
+LIMIT $4;

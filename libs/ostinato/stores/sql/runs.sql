@@ -38,12 +38,18 @@ FOR UPDATE;
 -- name: claim_ready_runs
 -- Worker claim: one tenant's queued runs in the given pools, oldest first (index runs_ready,
 -- migration 0011 says why it must stay); SKIP LOCKED lets concurrent claims take different runs.
+-- A pinned run only for a worker serving its (task, version) ($5, $6); a run with a payload
+-- version only for a worker whose handler accepts it, if the worker constrains the task ($7;
+-- accepted pairs $8, $9).
 SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
        scheduled_for, due_at, traceparent, timeout_seconds, version, steps_done,
-       cancel_requested, retry_policy, failures
+       cancel_requested, retry_policy, failures, payload_version
 FROM runs
 WHERE tenant_id = $1 AND pool = ANY($2::text[]) AND state = 'queued'
   AND ($3::text[] IS NULL OR task = ANY($3::text[]))
+  AND (NOT pinned OR (task, task_version) IN (SELECT * FROM unnest($5::text[], $6::text[])))
+  AND (payload_version IS NULL OR NOT task = ANY(coalesce($7::text[], '{}'))
+       OR (task, payload_version) IN (SELECT * FROM unnest($8::text[], $9::int[])))
 ORDER BY queued_at, id
 LIMIT $4
 FOR UPDATE SKIP LOCKED;
@@ -53,10 +59,13 @@ FOR UPDATE SKIP LOCKED;
 -- runs_ready_pool); SKIP LOCKED lets concurrent claims take different runs.
 SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
        scheduled_for, due_at, traceparent, timeout_seconds, version, steps_done,
-       cancel_requested, retry_policy, failures
+       cancel_requested, retry_policy, failures, payload_version
 FROM runs
 WHERE pool = ANY($1::text[]) AND state = 'queued'
   AND ($2::text[] IS NULL OR task = ANY($2::text[]))
+  AND (NOT pinned OR (task, task_version) IN (SELECT * FROM unnest($4::text[], $5::text[])))
+  AND (payload_version IS NULL OR NOT task = ANY(coalesce($6::text[], '{}'))
+       OR (task, payload_version) IN (SELECT * FROM unnest($7::text[], $8::int[])))
 ORDER BY queued_at, id
 LIMIT $3
 FOR UPDATE SKIP LOCKED;
@@ -125,9 +134,9 @@ WITH RECURSIVE grp AS (
         ORDER BY tenant_id, pool, priority LIMIT 1) nxt
 )
 SELECT c.id, grp.tenant_id, grp.pool, grp.priority, c.task, c.concurrency_key, c.resource,
-       c.updated_at
+       c.updated_at, c.pinned, c.task_version
 FROM grp, LATERAL (
-    SELECT id, task, concurrency_key, resource, updated_at FROM runs
+    SELECT id, task, concurrency_key, resource, updated_at, pinned, task_version FROM runs
     WHERE (state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL))
       AND tenant_id = grp.tenant_id AND pool = grp.pool AND priority = grp.priority
     ORDER BY updated_at, id LIMIT $1) c;
@@ -222,3 +231,76 @@ FROM runs
 WHERE state = 'suspended' AND wait_reason IN ('signal', 'child', 'paused')
   AND updated_at < coalesce($1::timestamptz, now()) - $2::interval
 GROUP BY tenant_id, wait_reason;
+
+-- name: stuck_runs_by_reason
+-- The reconciler: runs stuck, per tenant and reason, with the oldest ($6) of those not yet
+-- marked in this stuck episode (a RunStuck at the run's current version). Reasons: a workflow
+-- suspended on a signal, a child or a pause longer than $2; waiting on a child dead-lettered
+-- longer than $3 ago; pinned to a version no live worker (seen within $5) serves in its pool,
+-- for longer than $4; dead-lettered by a failed compensation, until its dead letter is triaged
+-- fixed or won't fix.
+WITH stuck AS (
+    SELECT r.id, r.tenant_id, r.version, r.stuck_version, 'suspended_too_long' AS reason,
+           'waiting for ' || CASE r.wait_reason
+               WHEN 'signal' THEN 'signal ' || quote_literal(coalesce(r.wait_signal, ''))
+               WHEN 'child' THEN 'child run ' || r.wait_child::text
+               ELSE 'its resume (paused)' END AS detail,
+           r.updated_at AS since
+    FROM runs AS r
+    WHERE r.state = 'suspended' AND r.wait_reason IN ('signal', 'child', 'paused')
+      AND r.updated_at < coalesce($1::timestamptz, now()) - $2::interval
+    UNION ALL
+    SELECT r.id, r.tenant_id, r.version, r.stuck_version, 'child_dead_lettered',
+           'child run ' || c.id::text || ' (' || c.task || ') is dead-lettered: '
+               || coalesce(c.last_error->>'type', 'unknown'),
+           c.updated_at
+    FROM runs AS r JOIN runs AS c ON c.id = r.wait_child AND c.tenant_id = r.tenant_id
+    WHERE r.state = 'suspended' AND r.wait_reason = 'child' AND c.state = 'dead_lettered'
+      AND c.updated_at < coalesce($1::timestamptz, now()) - $3::interval
+    UNION ALL
+    SELECT r.id, r.tenant_id, r.version, r.stuck_version, 'no_worker',
+           'no worker serves ' || r.task || ' v' || r.task_version || ' in pool ' || r.pool,
+           r.updated_at
+    FROM runs AS r
+    WHERE r.pinned AND r.state IN ('scheduled', 'queued', 'retry_scheduled')
+      AND (r.state <> 'retry_scheduled' OR r.retry_at IS NULL)
+      AND r.updated_at < coalesce($1::timestamptz, now()) - $4::interval
+      AND NOT EXISTS (
+          SELECT 1 FROM workers AS w
+          WHERE w.seen_at > coalesce($1::timestamptz, now()) - $5::interval
+            AND (w.tenant_id = r.tenant_id OR w.tenant_id IS NULL) AND r.pool = ANY(w.pools)
+            AND w.versions ->> r.task = r.task_version)
+    UNION ALL
+    SELECT r.id, r.tenant_id, r.version, r.stuck_version, 'compensation_failed',
+           coalesce(d.message, 'a compensation failed'), d.dead_lettered_at
+    FROM dead_letters AS d JOIN runs AS r ON r.id = d.run_id
+    WHERE d.error_type = 'compensation_failed' AND d.triage_state IN ('new', 'acknowledged')
+      AND r.state = 'dead_lettered'
+)
+SELECT tenant_id, reason, count(*) AS n,
+       coalesce((array_agg(id ORDER BY since, id)
+                 FILTER (WHERE stuck_version IS DISTINCT FROM version))[1:$6], '{}') AS new_ids,
+       coalesce((array_agg(version ORDER BY since, id)
+                 FILTER (WHERE stuck_version IS DISTINCT FROM version))[1:$6], '{}') AS versions,
+       coalesce((array_agg(detail ORDER BY since, id)
+                 FILTER (WHERE stuck_version IS DISTINCT FROM version))[1:$6], '{}') AS details,
+       coalesce((array_agg(since ORDER BY since, id)
+                 FILTER (WHERE stuck_version IS DISTINCT FROM version))[1:$6], '{}') AS sinces
+FROM stuck
+GROUP BY tenant_id, reason
+ORDER BY tenant_id, reason;
+
+-- name: task_version_counts
+-- GET /v1/tasks: a tenant's runs not final, per task and handler version (index
+-- runs_task_versions): a pinned or running run counts under its version, a run waiting to
+-- start under none (any version may take it).
+SELECT task, CASE WHEN pinned OR state = 'running' THEN task_version END AS version,
+       count(*) FILTER (WHERE state IN ('scheduled', 'queued', 'retry_scheduled', 'failed'))
+           AS waiting,
+       count(*) FILTER (WHERE state = 'running') AS running,
+       count(*) FILTER (WHERE state = 'suspended') AS suspended
+FROM runs
+WHERE tenant_id = $1 AND state NOT IN ('succeeded', 'dead_lettered', 'cancelled')
+  AND ($2::text IS NULL OR task = $2)
+GROUP BY 1, 2
+ORDER BY 1, 2 NULLS FIRST;

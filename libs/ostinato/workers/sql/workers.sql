@@ -3,11 +3,15 @@
 -- shared worker (tenant_id NULL) serving every tenant.
 
 -- name: touch_worker
--- A claim: the worker is alive and declares its pools and slots (insert or replace).
-INSERT INTO workers (worker_id, scope, tenant_id, pools, slots, seen_at)
-VALUES ($1, coalesce($2::uuid::text, '*'), $2::uuid, $3::text[], $4, coalesce($5::timestamptz, now()))
+-- A claim: the worker is alive and declares its pools, slots, the version of each task it
+-- serves and the payload versions it accepts (insert or replace).
+INSERT INTO workers (worker_id, scope, tenant_id, pools, slots, seen_at, versions,
+                     payload_versions)
+VALUES ($1, coalesce($2::uuid::text, '*'), $2::uuid, $3::text[], $4, coalesce($5::timestamptz, now()),
+        $6::jsonb, $7::jsonb)
 ON CONFLICT (worker_id, scope) DO UPDATE
-    SET pools = excluded.pools, slots = excluded.slots, seen_at = excluded.seen_at;
+    SET pools = excluded.pools, slots = excluded.slots, seen_at = excluded.seen_at,
+        versions = excluded.versions, payload_versions = excluded.payload_versions;
 
 -- name: worker_seen
 -- A heartbeat: the worker is alive; pools and slots are only known from its claims, so a worker
@@ -33,9 +37,36 @@ WHERE w.seen_at > coalesce($1::timestamptz, now()) - $2::interval
 GROUP BY w.tenant_id, p.pool
 ORDER BY p.pool, w.tenant_id NULLS FIRST;
 
+-- name: live_versions
+-- What live workers serve: per (tenant scope, pool), each task and the version of its handler.
+-- Workers that declare no versions (older SDKs) serve no pinned run and are not listed.
+SELECT DISTINCT w.tenant_id, p.pool, v.key AS task, v.value AS version
+FROM workers AS w, unnest(w.pools) AS p(pool), jsonb_each_text(w.versions) AS v
+WHERE w.seen_at > coalesce($1::timestamptz, now()) - $2::interval AND w.versions IS NOT NULL
+ORDER BY p.pool, w.tenant_id NULLS FIRST, task, version;
+
 -- name: list_workers
 -- Display: a tenant's own workers and the shared ones serving it; every worker for NULL.
-SELECT worker_id, tenant_id, pools, slots, seen_at
+SELECT worker_id, tenant_id, pools, slots, seen_at, versions
 FROM workers
 WHERE $1::uuid IS NULL OR tenant_id = $1::uuid OR tenant_id IS NULL
 ORDER BY seen_at DESC, worker_id, scope;
+
+-- name: serving_workers
+-- GET /v1/tasks: per task and version, how many live workers (the tenant's own and the shared
+-- ones) serve it.
+SELECT v.key AS task, v.value AS version, count(DISTINCT w.worker_id)::bigint AS workers
+FROM workers AS w, jsonb_each_text(w.versions) AS v
+WHERE w.seen_at > coalesce($2::timestamptz, now()) - $3::interval
+  AND (w.tenant_id = $1::uuid OR w.tenant_id IS NULL)
+GROUP BY 1, 2
+ORDER BY 1, 2;
+
+-- name: serves_version
+-- GET /v1/runs/{id}: does a live worker (the tenant's own or a shared one) in the pool serve
+-- the task at this version?
+SELECT EXISTS (
+    SELECT 1 FROM workers
+    WHERE seen_at > coalesce($5::timestamptz, now()) - $6::interval
+      AND (tenant_id = $1::uuid OR tenant_id IS NULL) AND $2::text = ANY(pools)
+      AND versions ->> $3::text = $4::text);

@@ -1,0 +1,683 @@
+"""The pre-deploy check (``ostinato workflows check <module>``): replay the recorded histories of
+in-flight workflow runs against new code, without running a step, and name every run the new
+code would stop with a non-determinism error (docs/WORKFLOWS.md, "Pre-deploy check").
+
+Why a replay rather than a comparison of step names: which steps a workflow reaches depends on
+its control flow (the payload, recorded outputs, caught step failures, patch markers), so the
+only faithful answer is to run the new workflow function itself under the real
+``WorkflowContext``, with the real decision (``ostinato.domain.workflow.decide`` and
+``decide_patch``), exactly as a worker resuming the run would. Only the journal differs: a
+``StepJournal`` that serves the recorded positions (one at a time, so the check sees how far the
+code got) and, at the first position past the recording, stops the workflow with a
+``BaseException`` sentinel, as ``Suspended`` unwinds it live. A live execution would run a step
+there (or record a wait): from that point on the run is the new code's, so the run is compatible.
+
+A step function is never called: a recorded position returns its recorded output (or raises its
+recorded failure) without running, a diverging one raises ``NonDeterminismError`` before
+running, and an unrecorded one stops the replay before running. The code *between* steps does
+run, as it would on a worker: it should not do I/O (the determinism rules say so too), and a
+replay that does not end within ``timeout`` seconds is reported as unchecked.
+
+Outcomes (``Verdict.result``):
+
+- ``compatible``: the code replays every recorded position (and, for a suspended run, meets the
+  wait it is suspended on under the same name), then would go on live, or ends as its history
+  leads it to;
+- ``incompatible``: ``NonDeterminismError``: at ``seq`` the history recorded ``recorded`` but the
+  code meets ``met`` (the same message a worker would dead-letter the run with). For a
+  suspended run the wait it is suspended on counts as recorded (``waiting``): its wake-up
+  records it under that name, and the next execution would diverge there;
+- ``ends_early``: the code returns before the recorded end; real execution finishes the run
+  without the rest (no error), but recorded steps go unused: a warning;
+- ``raises``: the code raises an exception other than a step's recorded failure before the
+  recorded end (e.g. a changed payload field): the run would fail with it, a warning;
+- ``unchecked``: the replay could not decide (it did not end within the timeout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import IO, Any, Final, Protocol
+
+from ostinato.domain.states import FINAL, RunState
+from ostinato.domain.workflow import StepId
+from ostinato.sdk.context import RunContext, use_context
+from ostinato.sdk.protocol import MAX_STEPS_PAGE, BatchItemResult, StepItem, StepRecord
+from ostinato.sdk.tasks import Task
+from ostinato.sdk.workflow import NonDeterminismError, StepFailedError
+
+__all__ = [
+    "COMPATIBLE",
+    "ENDS_EARLY",
+    "INCOMPATIBLE",
+    "RAISES",
+    "UNCHECKED",
+    "CheckError",
+    "History",
+    "ListHistory",
+    "RunCheck",
+    "Verdict",
+    "check_command",
+    "load_workflows",
+    "replay",
+]
+
+COMPATIBLE: Final = "compatible"
+INCOMPATIBLE: Final = "incompatible"
+ENDS_EARLY: Final = "ends_early"
+RAISES: Final = "raises"
+UNCHECKED: Final = "unchecked"
+WARNINGS: Final = frozenset({ENDS_EARLY, RAISES, UNCHECKED})
+
+DEFAULT_API_URL: Final = "http://127.0.0.1:8080"  # the api's default (runtime.settings)
+DEFAULT_TIMEOUT: Final = 10.0  # seconds one run's replay may take
+IN_FLIGHT: Final = tuple(s.value for s in RunState if s not in FINAL)
+WAIT_REASONS: Final = frozenset({"timer", "signal", "child"})  # not "paused": no wait pending
+# Every position is read through the journal, never judged unrecorded by `steps_done` alone:
+# a position judged unrecorded would run its step function.
+_READ_EVERY_POSITION: Final = 1 << 62
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+# -- the replay ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the new code does with one run's history; ``seq``, ``recorded`` and ``met`` name the
+    position at issue (recorded and met as step ids, ``charge#2``; ``met`` may describe what the
+    code did instead: ``(returns)``, ``(raises KeyError)``)."""
+
+    result: str
+    seq: int | None = None
+    recorded: str | None = None
+    met: str | None = None
+    waiting: bool = False  # `recorded` is the wait the suspended run waits on (not yet recorded)
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.result == COMPATIBLE
+
+
+class History(Protocol):
+    """A run's recorded positions ``0 .. steps_done - 1``, read a page at a time."""
+
+    @property
+    def steps_done(self) -> int: ...
+
+    async def page(self, after: int, limit: int) -> list[StepRecord]: ...
+
+
+class ListHistory:
+    """A history held in memory (tests, small runs)."""
+
+    def __init__(self, steps: Sequence[StepRecord]) -> None:
+        for i, record in enumerate(steps):
+            if record.seq != i:
+                raise ValueError(f"recorded position {i} has seq {record.seq}: a history is "
+                                 "every position from 0, in order")
+        self._steps = list(steps)
+
+    @property
+    def steps_done(self) -> int:
+        return len(self._steps)
+
+    async def page(self, after: int, limit: int) -> list[StepRecord]:
+        return self._steps[after + 1:after + 1 + limit]
+
+
+class _Stop(BaseException):
+    """Unwinds the workflow at the first position past the recording (or when its history
+    cannot be read): not an ``Exception``, so neither the workflow's ``except Exception`` nor
+    its compensation handling takes it, as with ``Suspended``."""
+
+
+class _ReplayJournal:
+    """The ``StepJournal`` of a replay: serves recorded positions one per page (so ``reached``
+    follows the code position by position) and records nothing."""
+
+    def __init__(self, history: History, pending: StepRecord | None) -> None:
+        self._history = history
+        self.end = history.steps_done  # a position at or past this one is not recorded
+        self.pending = pending  # the wait a suspended run waits on, at position `end`
+        self._page: dict[int, StepRecord] = {}  # one page of the history held at a time
+        self.reached = -1  # the furthest position the code asked for and got
+        self.names: Counter[str] = Counter()  # the names of positions 0..reached
+        self.frontier: int | None = None  # the first position the code met unrecorded
+        self.error: BaseException | None = None  # the history could not be read
+
+    def record(self, item: StepItem) -> asyncio.Future[BatchItemResult]:
+        # Unreachable (every position is read first, and an unrecorded one stops there): a
+        # safety net, so that nothing is ever recorded.
+        self._met_unrecorded(item.seq)
+        raise _Stop(item.seq)
+
+    async def page(self, ctx: RunContext, after: int, limit: int) -> list[StepRecord]:
+        seq = after + 1
+        try:
+            record = await self.at(seq)
+        except Exception as exc:
+            self.error = self.error or exc
+            raise _Stop(seq) from exc
+        if record is None:
+            self._met_unrecorded(seq)
+            raise _Stop(seq)
+        if seq > self.reached:  # positions are asked for in order, each once
+            self.reached = seq
+            self.names[record.name] += 1
+        return [record]
+
+    def recorded_id(self, seq: int, record: StepRecord) -> StepId:
+        """The id of the recorded step at ``seq``, the position after ``reached``."""
+        return StepId(record.name, self.names[record.name] + (seq > self.reached))
+
+    async def at(self, seq: int) -> StepRecord | None:
+        """The record at ``seq`` (the pending wait at ``end``); None: not recorded."""
+        if seq == self.end and self.pending is not None:
+            return self.pending
+        if not 0 <= seq < self.end:
+            return None
+        record = self._page.get(seq)
+        if record is None:
+            page = await self._history.page(seq - 1, MAX_STEPS_PAGE)
+            self._page = {r.seq: r for r in page if r.seq < self.end}
+            record = self._page.get(seq)
+            if record is None:
+                raise LookupError(f"the history has no recorded position {seq} "
+                                  f"(it says {self.end} are recorded)")
+        return record
+
+    def _met_unrecorded(self, seq: int) -> None:
+        if self.frontier is None:
+            self.frontier = seq
+
+
+async def replay(task: Task, payload: Any, history: History | Sequence[StepRecord], *,
+                 pending: str | None = None, run_id: str | None = None,
+                 scheduled_for: datetime | None = None, attempt: int = 1,
+                 cancel_requested: bool = False, timeout: float = DEFAULT_TIMEOUT,  # noqa: ASYNC109
+                 ) -> Verdict:
+    """Replay ``history`` (the run's recorded positions) with the workflow ``task``'s code and
+    ``payload``, running no step; ``pending``: the name of the wait a suspended run waits on
+    (its next position, recorded under that name when it is woken). Raises what reading the
+    history raised (the caller decides whether that ends the whole check)."""
+    if not task.workflow:
+        raise TypeError(f"task {task.name!r} is not a workflow")
+    source = ListHistory(history) if isinstance(history, Sequence) else history
+    waiting = None if pending is None else StepRecord(seq=source.steps_done, name=pending,
+                                                      succeeded=True)
+    journal = _ReplayJournal(source, waiting)
+    at = scheduled_for or _EPOCH
+    rid = run_id or str(uuid.uuid4())
+    ctx = RunContext(run_id=rid, job_id="", tenant_id="", task=task.name, attempt=attempt,
+                     fencing_token=0, idempotency_key=f"run:{rid}", scheduled_for=at,
+                     lease_expires_at=at, lease_ttl_seconds=3600.0,
+                     steps_done=_READ_EVERY_POSITION, journal=journal,
+                     cancel_requested=cancel_requested)
+    ctx.bind_loop(asyncio.get_running_loop())
+    limit = asyncio.timeout(timeout)
+    raised: BaseException | None = None
+    returned = False
+    try:
+        with use_context(ctx):
+            async with limit:
+                await task.fn(payload)
+        returned = True
+    except _Stop:
+        pass
+    except NonDeterminismError as exc:
+        if journal.error is None:
+            return _incompatible(exc, journal)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except TimeoutError as exc:
+        if not limit.expired():
+            raised = exc
+    except asyncio.CancelledError:
+        task_ = asyncio.current_task()
+        if task_ is not None and task_.cancelling():
+            raise  # the check itself is being cancelled
+        raised = asyncio.CancelledError()
+    except BaseException as exc:
+        raised = exc
+    if journal.error is not None:
+        raise journal.error
+    return await _verdict(journal, returned, raised, limit.expired(), timeout)
+
+
+async def _verdict(journal: _ReplayJournal, returned: bool, raised: BaseException | None,
+                   expired: bool, limit_seconds: float) -> Verdict:
+    end = journal.end + (journal.pending is not None)  # positions the code must get past
+    if journal.pending is not None and journal.reached >= journal.end:
+        # (what the code does past the wait, with no output for it, is not judged)
+        return Verdict(COMPATIBLE, seq=journal.end, recorded=journal.pending.name, waiting=True,
+                       detail=f"replays the {journal.end} recorded positions and meets the "
+                              f"wait the run is suspended on; would continue once woken")
+    if journal.frontier is not None:
+        return Verdict(COMPATIBLE, seq=journal.frontier,
+                       detail=f"replays the {journal.end} recorded positions; would continue "
+                              f"live at position {journal.frontier}")
+    if expired:
+        return Verdict(UNCHECKED, seq=journal.reached + 1,
+                       detail=f"the replay did not end within {limit_seconds:g} s (does the code "
+                              "between steps wait on something?)")
+    if journal.reached + 1 >= end:
+        how = "returns" if returned else f"raises {_describe(raised)}"
+        return Verdict(COMPATIBLE, detail=f"replays all {journal.end} recorded positions, then "
+                                          f"{how}")
+    seq = journal.reached + 1
+    record = await journal.at(seq)
+    recorded = None if record is None else str(journal.recorded_id(seq, record))
+    left = end - seq
+    if returned:
+        return Verdict(ENDS_EARLY, seq=seq, recorded=recorded, met="(returns)",
+                       waiting=seq == journal.end,
+                       detail=f"the code returns at position {seq}, leaving {left} recorded "
+                              "position(s) unused: a live execution would finish the run "
+                              "without them (not a non-determinism error)")
+    return Verdict(RAISES, seq=seq, recorded=recorded,
+                   met=f"(raises {type(raised).__name__})", waiting=seq == journal.end,
+                   detail=f"the code raises {_describe(raised)} before position {seq}, with "
+                          f"{left} recorded position(s) left: the run would fail with it")
+
+
+def _incompatible(exc: NonDeterminismError, journal: _ReplayJournal) -> Verdict:
+    diverged = exc.diverged
+    waiting = journal.pending is not None and diverged.seq == journal.end
+    note = (" (the wait the run is suspended on: its wake-up records it under that name)"
+            if waiting else "")
+    return Verdict(INCOMPATIBLE, seq=diverged.seq, recorded=str(diverged.recorded),
+                   met=str(diverged.met), waiting=waiting, detail=diverged.message() + note)
+
+
+def _describe(exc: BaseException | None) -> str:
+    if exc is None:
+        return "nothing"
+    if isinstance(exc, StepFailedError):
+        return f"StepFailedError ({exc.type}, step {exc.step!r})"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+
+
+# -- collecting the workflows of a module -------------------------------------------------------
+
+class CheckError(Exception):
+    """An expected failure of the command (usage, import, connection, authentication): printed
+    as its message, without a traceback, exit code 2."""
+
+
+def load_module(target: str) -> ModuleType:
+    """Import ``target``: a module path (``myapp.workflows``, from the current directory too)
+    or a ``.py`` file (its directory goes on ``sys.path``, for its own imports)."""
+    path = Path(target)
+    try:
+        if target.endswith(".py") or path.is_file():
+            if not path.is_file():
+                raise CheckError(f"no such file: {target}")
+            resolved = path.resolve()
+            sys.path.insert(0, str(resolved.parent))
+            name = f"_ostinato_check_{resolved.stem}_{abs(hash(str(resolved))):x}"
+            spec = importlib.util.spec_from_file_location(name, resolved)
+            if spec is None or spec.loader is None:
+                raise CheckError(f"cannot load {target} as a Python module")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+            return module
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        return importlib.import_module(target)
+    except CheckError:
+        raise
+    except Exception as exc:
+        raise CheckError(f"cannot import {target}: {type(exc).__name__}: {exc}") from exc
+
+
+def load_workflows(target: str, names: Iterable[str] = ()) -> dict[str, Task]:
+    """The workflow tasks (``@workflow``) defined at module level in ``target``, by task name;
+    ``names``: only these (each must be there)."""
+    module = load_module(target)
+    found: dict[str, Task] = {}
+    for value in vars(module).values():
+        if isinstance(value, Task) and value.workflow:
+            other = found.get(value.name)
+            if other is not None and other is not value:
+                raise CheckError(f"{target} defines workflow {value.name!r} twice")
+            found[value.name] = value
+    wanted = list(dict.fromkeys(names))
+    if wanted:
+        missing = [n for n in wanted if n not in found]
+        if missing:
+            raise CheckError(f"{target} defines no workflow {', '.join(map(repr, missing))} "
+                             f"(it defines: {', '.join(sorted(found)) or 'none'})")
+        found = {n: found[n] for n in wanted}
+    if not found:
+        raise CheckError(f"{target} defines no @workflow task at module level")
+    return found
+
+
+# -- reading runs through the public API --------------------------------------------------------
+
+class _ApiError(Exception):
+    """One request failed in a way that concerns one run only (e.g. 404, 5xx)."""
+
+
+class _Api:
+    """The few calls of the public API the check needs, tenant-scoped by the key."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        import httpx
+
+        try:
+            r = await self._client.get(path, params=params)
+        except httpx.HTTPError as exc:
+            raise CheckError(f"cannot reach the API at {self._client.base_url}: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        if r.status_code in (401, 403):
+            raise CheckError(f"the API refused the key ({r.status_code}): {_detail(r)}")
+        if r.status_code != 200:
+            raise _ApiError(f"GET {path}: {r.status_code} {_detail(r)}")
+        try:
+            return r.json()
+        except ValueError as exc:
+            raise CheckError(f"GET {path}: the answer is not JSON (is {self._client.base_url} "
+                             "the Ostinato API?)") from exc
+
+    async def in_flight(self, tasks: Iterable[str]) -> list[dict[str, Any]]:
+        """The tenant's runs of ``tasks`` in a state that is not final (``GET /v1/runs`` has
+        no task filter: every in-flight run is listed, one state at a time, and filtered
+        here); a run that moves between states while it is listed is kept once."""
+        wanted = set(tasks)
+        seen: dict[str, dict[str, Any]] = {}
+        for state in IN_FLIGHT:
+            cursor: str | None = None
+            while True:
+                params: dict[str, Any] = {"state": state, "limit": 500}
+                if cursor:
+                    params["cursor"] = cursor
+                try:
+                    page = await self.get("/v1/runs", params)
+                except _ApiError as exc:
+                    raise CheckError(f"cannot list the runs: {exc}") from exc
+                for item in page.get("items", []):
+                    if item.get("task") in wanted:
+                        seen.setdefault(str(item["id"]), item)
+                cursor = page.get("next_cursor")
+                if not cursor:
+                    break
+        return list(seen.values())
+
+
+class _ApiHistory:
+    """A run's recorded steps read from ``GET /v1/runs/{id}/steps`` a page at a time, large
+    outputs put back (``inline_outputs``), as a resuming workflow reads them."""
+
+    def __init__(self, api: _Api, run_id: str, steps_done: int) -> None:
+        self._api = api
+        self._run_id = run_id
+        self._steps_done = steps_done
+
+    @property
+    def steps_done(self) -> int:
+        return self._steps_done
+
+    async def page(self, after: int, limit: int) -> list[StepRecord]:
+        body = await self._api.get(f"/v1/runs/{self._run_id}/steps", {
+            "after": after, "limit": min(limit, MAX_STEPS_PAGE), "inline_outputs": "true"})
+        return [StepRecord(seq=s["seq"], name=s["name"], succeeded=s["succeeded"],
+                           output=s.get("output"), error_type=s.get("error_type"),
+                           message=s.get("message")) for s in body.get("items", [])]
+
+
+def _first(group: BaseException) -> BaseException:
+    while isinstance(group, BaseExceptionGroup):
+        group = group.exceptions[0]
+    return group
+
+
+def _detail(r: Any) -> str:
+    try:
+        body = r.json()
+    except ValueError:
+        return r.text[:200]
+    return str(body.get("detail") or body.get("title") or body)[:300] \
+        if isinstance(body, dict) else str(body)[:300]
+
+
+def _pending(run: Mapping[str, Any]) -> str | None:
+    """The wait a suspended run waits on: its name will be recorded at its next position."""
+    if run.get("state") == RunState.SUSPENDED and run.get("wait_reason") in WAIT_REASONS:
+        return run.get("current_step") or None
+    return None
+
+
+def _instant(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class RunCheck:
+    run_id: str
+    task: str
+    state: str
+    verdict: Verdict
+    # The handler version a started workflow run is pinned to (None: not started yet, any
+    # version may take it); `resumed_here`: this code serves that version, so the run would
+    # replay on it. A run pinned to another version stays with that version's workers.
+    pinned_version: str | None = None
+    resumed_here: bool = True
+
+
+async def _check_run(api: _Api, task: Task, listed: Mapping[str, Any],
+                     timeout: float) -> RunCheck:  # noqa: ASYNC109
+    run_id = str(listed["id"])
+    state = str(listed.get("state"))
+    pinned = str(listed["task_version"]) if listed.get("pinned") else None
+    here = pinned is None or pinned == task.served_version
+
+    def done(verdict: Verdict) -> RunCheck:
+        return RunCheck(run_id, task.name, state, verdict, pinned, here)
+
+    if not listed.get("steps_done") and _pending(listed) is None:
+        return done(Verdict(COMPATIBLE, seq=0, detail="nothing recorded yet"))
+    try:
+        run = await api.get(f"/v1/runs/{run_id}")
+    except _ApiError as exc:
+        return done(Verdict(UNCHECKED, detail=str(exc)))
+    if "payload" not in run:
+        raise CheckError("the API does not show runs' payloads (GET /v1/runs/{id} has no "
+                         "`payload`): upgrade the API to use the pre-deploy check")
+    state = str(run.get("state", state))
+    history = _ApiHistory(api, run_id, int(run.get("steps_done") or 0))
+    try:
+        verdict = await replay(task, run["payload"], history, pending=_pending(run),
+                               run_id=run_id, scheduled_for=_instant(run.get("scheduled_for")),
+                               attempt=max(1, int(run.get("attempt") or 1)),
+                               cancel_requested=bool(run.get("cancel_requested")),
+                               timeout=timeout)
+    except (_ApiError, LookupError) as exc:
+        verdict = Verdict(UNCHECKED, detail=f"its history could not be read: {exc}")
+    return done(verdict)
+
+
+class _Progress:
+    """``checked 120/560 runs`` on stderr, at most once a second, for lists that take a while."""
+
+    def __init__(self, total: int, stream: IO[str]) -> None:
+        self.total = total
+        self.done = 0
+        self._stream = stream
+        self._last = time.monotonic()
+        self._shown = False
+
+    def step(self) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if now - self._last >= 1.0 and self.done < self.total:
+            self._last = now
+            self._show()
+
+    def finish(self) -> None:
+        if self._shown or self.total >= 100:
+            self._show()
+
+    def _show(self) -> None:
+        self._shown = True
+        print(f"checked {self.done}/{self.total} runs", file=self._stream, flush=True)
+
+
+async def check_runs(api: _Api, workflows: Mapping[str, Task], *,
+                     timeout: float = DEFAULT_TIMEOUT, concurrency: int = 8,  # noqa: ASYNC109
+                     progress: IO[str] | None = None) -> list[RunCheck]:
+    """Check every in-flight run of ``workflows``; a few runs at a time."""
+    listed = await api.in_flight(workflows)
+    meter = _Progress(len(listed), progress or sys.stderr)
+    queue: asyncio.Queue[Mapping[str, Any]] = asyncio.Queue()
+    for item in listed:
+        queue.put_nowait(item)
+    results: list[RunCheck] = []
+
+    async def work() -> None:
+        while not queue.empty():
+            item = queue.get_nowait()
+            results.append(await _check_run(api, workflows[item["task"]], item, timeout))
+            meter.step()
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(max(1, min(concurrency, len(listed)))):
+                group.create_task(work())
+    except BaseExceptionGroup as failed:  # one worker's CheckError ends the check
+        expected, _ = failed.split(CheckError)
+        if expected is not None:
+            raise _first(expected) from None
+        raise
+    meter.finish()
+    order = {COMPATIBLE: 4, UNCHECKED: 3, RAISES: 2, ENDS_EARLY: 1, INCOMPATIBLE: 0}
+    return sorted(results, key=lambda c: (c.task, order[c.verdict.result], c.run_id))
+
+
+# -- the command --------------------------------------------------------------------------------
+
+def check_command(args: argparse.Namespace, *, out: IO[str] | None = None,
+                  err: IO[str] | None = None,
+                  client_factory: Callable[[str, str], Any] | None = None) -> int:
+    """Run ``ostinato workflows check``: 0 all compatible, 1 some incompatible (``--strict``:
+    or a warning), 2 usage or connection errors (a message, no traceback)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        key = args.key or os.environ.get("OSTINATO_API_KEY")
+        if not key:
+            raise CheckError("no API key: pass --key or set OSTINATO_API_KEY")
+        if args.timeout <= 0:
+            raise CheckError("--timeout must be positive")
+        api_url = (args.api or os.environ.get("OSTINATO_API_URL") or DEFAULT_API_URL).rstrip("/")
+        workflows = load_workflows(args.module, args.task)
+        checks = asyncio.run(_run(api_url, key, workflows, args.timeout, err, client_factory))
+    except CheckError as exc:
+        print(f"ostinato workflows check: {exc}", file=err)
+        return 2
+    if args.json:
+        _print_json(checks, workflows, out)
+    else:
+        _print_table(checks, workflows, out, show_all=args.all)
+    failing = {INCOMPATIBLE} | (WARNINGS if args.strict else set())
+    return 1 if any(c.verdict.result in failing and (c.resumed_here or args.all_versions)
+                    for c in checks) else 0
+
+
+async def _run(api_url: str, key: str, workflows: Mapping[str, Task], limit_seconds: float,
+               err: IO[str],
+               client_factory: Callable[[str, str], Any] | None) -> list[RunCheck]:
+    import httpx
+
+    def default(url: str, token: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=url, timeout=30.0,
+                                 headers={"Authorization": f"Bearer {token}"})
+
+    try:
+        client = (client_factory or default)(api_url, key)
+    except (httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError) as exc:
+        raise CheckError(f"bad API URL {api_url!r}: {exc}") from exc
+    async with client:
+        return await check_runs(_Api(client), workflows, timeout=limit_seconds, progress=err)
+
+
+def _summary(checks: Sequence[RunCheck], workflows: Mapping[str, Task]) -> dict[str, int]:
+    counts = Counter(c.verdict.result for c in checks)
+    return {"runs": len(checks), "workflows": len(workflows),
+            **{r: counts.get(r, 0) for r in (COMPATIBLE, INCOMPATIBLE, ENDS_EARLY, RAISES,
+                                             UNCHECKED)}}
+
+
+def _print_json(checks: Sequence[RunCheck], workflows: Mapping[str, Task], out: IO[str]) -> None:
+    runs = [{"run_id": c.run_id, "task": c.task, "state": c.state,
+             "pinned_version": c.pinned_version, "resumed_here": c.resumed_here,
+             **asdict(c.verdict)} for c in checks]
+    json.dump({"summary": _summary(checks, workflows), "runs": runs}, out, indent=2)
+    out.write("\n")
+
+
+def _print_table(checks: Sequence[RunCheck], workflows: Mapping[str, Task], out: IO[str], *,
+                 show_all: bool) -> None:
+    names = ", ".join(sorted(workflows))
+    if not checks:
+        print(f"no in-flight runs of {names}", file=out)
+        return
+    shown = [c for c in checks if show_all or not c.verdict.ok]
+    if shown:
+        header = ("RUN", "TASK", "VERSION", "RESULT", "POSITION", "RECORDED", "MET")
+        rows = [(c.run_id, c.task, _version_cell(c), c.verdict.result,
+                 "" if c.verdict.seq is None else str(c.verdict.seq),
+                 (c.verdict.recorded or "") + (" (waiting)" if c.verdict.waiting else ""),
+                 c.verdict.met or "") for c in shown]
+        widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+        for row in (header, *rows):
+            print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip(),
+                  file=out)
+        print(file=out)
+        for c in shown:
+            if not c.verdict.ok:
+                print(f"{c.run_id}: {c.verdict.detail}", file=out)
+        print(file=out)
+    s = _summary(checks, workflows)
+    parts = [f"{s[r]} {r.replace('_', ' ')}" for r in (COMPATIBLE, INCOMPATIBLE, ENDS_EARLY,
+                                                        RAISES, UNCHECKED) if s[r]]
+    verdict = (f"{s[INCOMPATIBLE]} would meet a non-determinism error" if s[INCOMPATIBLE]
+               else "none would meet a non-determinism error")
+    elsewhere = sum(not c.resumed_here for c in checks)
+    if elsewhere:
+        verdict += (f"; {elsewhere} pinned to another version than this code's (marked *): "
+                    "their own version's workers resume them, not this code")
+    print(f"checked {s['runs']} in-flight run(s) of {names}: {', '.join(parts)}; {verdict}",
+          file=out)
+
+
+def _version_cell(c: RunCheck) -> str:
+    if c.pinned_version is None:
+        return "-"
+    return c.pinned_version + ("" if c.resumed_here else " *")
+

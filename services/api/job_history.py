@@ -1,0 +1,78 @@
+"""A job's own history through the API: its timeline straight from the log (JobCreated,
+OccurrenceFired, OccurrencesSkipped, pauses, ...) and its skip ledger (each recorded skip: the
+slots and why), paged, tenant-scoped (docs/SCHEDULES.md: skips are recorded, and readable)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated
+
+import msgspec
+from litestar import get
+from litestar.params import FromPath, FromQuery, QueryParameter
+
+from ostinato.domain.errors import NotFound
+from ostinato.eventlog.store import read_stream_page
+from ostinato.stores import jobs as job_store
+from services.api.models import EventView
+from services.api.scope import Tenant
+
+Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
+AfterVersion = Annotated[int, QueryParameter(ge=0)]
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class JobEventsPage(msgspec.Struct, kw_only=True):
+    job_id: uuid.UUID
+    items: list[EventView]
+    next_after: int | None = None  # pass as `after` for the next page; None: the last page
+
+
+class SkipView(msgspec.Struct, kw_only=True):
+    first_slot: datetime
+    last_slot: datetime
+    slots: int | None  # how many slots the range held (None: not counted, e.g. per-second)
+    reason: str  # misfire_run_once, misfire_skip, catch_up_limit, too_late, calendar, overlap
+
+
+class SkipsPage(msgspec.Struct, kw_only=True):
+    job_id: uuid.UUID
+    items: list[SkipView]
+    next_after: datetime | None = None  # pass as `after` for the next page
+
+
+async def _own_job(tenant: Tenant, job_id: uuid.UUID) -> None:
+    if await job_store.by_id(tenant.conn, tenant.tenant_id, job_id) is None:
+        raise NotFound(f"no job {job_id}")
+
+
+@get("/v1/jobs/{job_id:uuid}/events", tags=["jobs"])
+async def job_events(job_id: FromPath[uuid.UUID], tenant: Tenant,
+                     after: FromQuery[AfterVersion] = 0,
+                     limit: FromQuery[Limit] = 100) -> JobEventsPage:
+    """The job's timeline from the append-only log, in version order, after version `after`."""
+    await _own_job(tenant, job_id)
+    page = await read_stream_page(tenant.conn, job_id, tenant.tenant_id, after, limit)
+    return JobEventsPage(job_id=job_id, items=[
+        EventView(seq=r.seq, version=r.version, event_id=r.event_id, type=r.type,
+                  occurred_at=r.occurred_at, recorded_at=r.recorded_at, actor=r.actor,
+                  epoch=r.epoch, data=msgspec.to_builtins(r.event)) for r in page],
+        next_after=page[-1].version if len(page) == limit else None)
+
+
+@get("/v1/jobs/{job_id:uuid}/skips", tags=["jobs"])
+async def job_skips(job_id: FromPath[uuid.UUID], tenant: Tenant,
+                    after: FromQuery[datetime | None] = None,
+                    limit: FromQuery[Limit] = 100) -> SkipsPage:
+    """The job's skip ledger: every recorded skip (its first and last slot, how many, why),
+    oldest first, with a first slot after `after`."""
+    await _own_job(tenant, job_id)
+    page = await job_store.skips_page(tenant.conn, tenant.tenant_id, job_id, after or _EPOCH,
+                                      limit)
+    return SkipsPage(job_id=job_id, items=[
+        SkipView(first_slot=s.first_slot, last_slot=s.last_slot, slots=s.slots, reason=s.reason)
+        for s in page], next_after=page[-1].first_slot if len(page) == limit else None)
+
+
+ROUTES = [job_events, job_skips]

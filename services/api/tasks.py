@@ -1,0 +1,63 @@
+"""GET /v1/tasks: per task and handler version, the tenant's runs waiting, running and
+suspended, and the live workers serving that version, so an old version can be drained before
+its code is removed (docs/WORKFLOWS.md, versioning)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated
+
+import msgspec
+from litestar import get
+from litestar.params import FromQuery, QueryParameter
+
+from ostinato.stores import runs as run_store
+from ostinato.workers import registry
+from services.api.scope import Tenant
+
+TaskName = Annotated[str | None, QueryParameter(min_length=1, max_length=256)]
+
+
+class TaskVersionView(msgspec.Struct, kw_only=True):
+    task: str
+    # None: runs not started yet, or retries of plain tasks, that any version may take
+    version: str | None
+    waiting: int = 0  # to be started or resumed (a pinned run: only by this version)
+    running: int = 0
+    suspended: int = 0  # workflows asleep on a timer, a signal or a child: pinned here
+    workers: int = 0  # live workers serving this version
+    # Pinned runs that no live worker can resume: they wait "no worker serves <task> v<version>"
+    stranded: bool = False
+    drained: bool = False  # no run left on this version: its code may be removed
+
+
+class TasksPage(msgspec.Struct, kw_only=True):
+    items: list[TaskVersionView]
+
+
+@get("/v1/tasks", tags=["runs"])
+async def list_tasks(tenant: Tenant, task: FromQuery[TaskName] = None) -> TasksPage:
+    """Every task with runs not final or with live workers, per handler version."""
+    ttl = timedelta(seconds=tenant.settings.worker_ttl_seconds)
+    counts = await run_store.task_version_counts(tenant.conn, tenant.tenant_id, task)
+    serving = await registry.serving_workers(tenant.conn, tenant.tenant_id,
+                                             tenant.clock.db_now(), ttl)
+    views: dict[tuple[str, str | None], TaskVersionView] = {
+        (c.task, c.version): TaskVersionView(task=c.task, version=c.version, waiting=c.waiting,
+                                             running=c.running, suspended=c.suspended)
+        for c in counts}
+    for s in serving:
+        if task is None or s.task == task:
+            view = views.setdefault((s.task, s.version),
+                                    TaskVersionView(task=s.task, version=s.version))
+            view.workers = s.workers
+    for view in views.values():
+        pending = view.waiting + view.running + view.suspended
+        view.drained = view.version is not None and pending == 0
+        view.stranded = view.version is not None and view.workers == 0 and (
+            view.waiting + view.suspended) > 0
+    return TasksPage(items=sorted(views.values(),
+                                  key=lambda v: (v.task, v.version is not None, v.version or "")))
+
+
+ROUTES = [list_tasks]
