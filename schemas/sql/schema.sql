@@ -187,7 +187,8 @@ CREATE TABLE public.jobs (
     shard smallint NOT NULL,
     concurrency_key text,
     resource text,
-    payload_version integer
+    payload_version integer,
+    request_hash text
 );
 
 --

@@ -11,7 +11,12 @@ from litestar.openapi.plugins import SwaggerRenderPlugin
 from litestar.static_files import create_static_files_router
 
 from ostinato.eventlog.store import EventStore
-from ostinato.runtime.ops import instrument_http, ops_route_handlers, tracing_middleware
+from ostinato.runtime.ops import (
+    BodyLimit,
+    instrument_http,
+    ops_route_handlers,
+    tracing_middleware,
+)
 from ostinato.runtime.problems import EXCEPTION_HANDLERS
 from ostinato.runtime.service import Service
 from services.api import (
@@ -26,6 +31,7 @@ from services.api import (
 from services.api.routes import DEPENDENCIES, ROUTES
 
 VERSION = "0.1.0"
+MAX_BODY_BYTES = 4 << 20  # a declared longer body is a 413 before the app reads it
 # Swagger UI is served from this package's own copy (infra/swagger_ui.sh fetches it once into
 # .cache), never from a CDN: the page works on a machine without internet access.
 SWAGGER_UI_VERSION = "5.35.0"  # the one infra/swagger_ui.sh pins
@@ -68,6 +74,8 @@ def create_app(service: Service, store: EventStore) -> Litestar:
         logging_config=None,  # logging is configured once, by telemetry.logging
         state=State({"pool": service.pool, "store": store, "clock": service.clock,
                      "settings": service.settings}),
-        request_max_body_size=4 * 1024 * 1024,
+        request_max_body_size=MAX_BODY_BYTES,  # a chunked body is cut off there too
     )
-    return instrument_http(app)
+    instrument_http(app)
+    app.asgi_handler = BodyLimit(app.asgi_handler, MAX_BODY_BYTES)
+    return app

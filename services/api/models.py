@@ -374,10 +374,10 @@ class DeadLetterView(msgspec.Struct, kw_only=True):
 class LimitRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """A fair-dispatch limit; an omitted field means no limit of that kind (docs/FAIRNESS.md)."""
 
-    max_concurrency: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    rate_per_second: Annotated[float, msgspec.Meta(ge=0)] | None = None
-    burst: Annotated[float, msgspec.Meta(ge=1)] | None = None
-    weight: Annotated[float, msgspec.Meta(ge=0)] | None = None  # tenants only
+    max_concurrency: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)] | None = None
+    rate_per_second: Annotated[float, msgspec.Meta(ge=0, le=1_000_000)] | None = None
+    burst: Annotated[float, msgspec.Meta(ge=1, le=1_000_000_000)] | None = None
+    weight: Annotated[float, msgspec.Meta(ge=0, le=1000)] | None = None  # tenants only
 
 
 class LimitView(msgspec.Struct, kw_only=True):

@@ -70,6 +70,13 @@ class VersionConflict(Conflict):
     title = "Concurrent modification"
 
 
+class IdempotencyConflict(Conflict):
+    """An idempotency key used again with another request than the one it first came with."""
+
+    code = "idempotency-conflict"
+    title = "Idempotency key reused with another request"
+
+
 class InvalidState(Conflict):
     code = "invalid-state"
     title = "Not allowed in the current state"

@@ -67,6 +67,9 @@ class JobCreated(Event, tag="JobCreated"):
     concurrency_key: str | None = None  # at most N runs per key of the tenant at a time
     resource: str | None = None  # a named external resource whose rate limit the runs obey
     payload_version: int | None = None  # the payload schema version it was validated against
+    # SHA-256 of the request's canonical JSON, when it came with an idempotency key: the same
+    # key with another request is refused
+    request_hash: str | None = None
 
 
 class OccurrenceFired(Event, tag="OccurrenceFired"):

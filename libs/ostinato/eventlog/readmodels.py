@@ -38,6 +38,7 @@ def _job_created(r: RecordedEvent, e: ev.JobCreated) -> tuple[str, Args]:
         e.schedule.get("calendar"), e.schedule.get("overlap", "allow"),
         _json_or_none(e.retry), e.timeout_seconds, e.queue_wait_seconds, e.on_queue_wait,
         shard_of(r.stream_id), e.concurrency_key, e.resource, e.payload_version,
+        e.request_hash,
     )
 
 

@@ -6,6 +6,7 @@ batch), and the job records the payload version it was checked against."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import msgspec
 from ostinato import schedules
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
-from ostinato.domain.errors import InvalidInput, PayloadTooLarge
+from ostinato.domain.errors import IdempotencyConflict, InvalidInput, PayloadTooLarge
 from ostinato.domain.ids import new_id
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore, put_blobs
@@ -71,6 +72,13 @@ def _prefixed(errors: list[dict[str, str]], prefix: str) -> list[dict[str, str]]
     return [{**e, "field": prefix + e["field"]} for e in errors]
 
 
+def request_hash(request: JobRequest) -> str:
+    """SHA-256 of the request's canonical JSON (keys sorted at every level): what an
+    idempotency key stands for."""
+    return hashlib.sha256(msgspec.json.encode(msgspec.to_builtins(request),
+                                              order="sorted")).hexdigest()
+
+
 def calendar_errors(schedule: schedules.Schedule, known: set[str]) -> list[dict[str, str]]:
     """A schedule naming a calendar the tenant has not defined (job creation and preview)."""
     if not schedule.calendar or schedule.calendar in known:
@@ -85,11 +93,12 @@ async def submit_jobs(
     traceparent: str | None = None, field_prefix: str = "jobs[{i}].",
     pool_retry: Mapping[str, retry.RetryPolicy] | None = None,
     classes: Sequence[str] = ("critical", "default", "bulk"),
-    payload_schemas: payloads.PayloadSchemas | None = None,
+    payload_schemas: payloads.PayloadSchemas | None = None, _retries: int = 3,
 ) -> list[Submitted]:
     """Create jobs; one result per request, in order. A repeated idempotency key (earlier, or
-    earlier in the same batch) returns the first job with created=False (its payload is not
-    checked again). `payload_schemas`: the process's compiled schemas by default."""
+    earlier in the same batch, or by a concurrent request) returns the first job with
+    created=False (its payload is not checked again); the same key with another request is a
+    conflict (409). `payload_schemas`: the process's compiled schemas by default."""
     keys = [r.idempotency_key for r in requests if r.idempotency_key is not None]
     existing = {row.idempotency_key: row for row in
                 await job_store.by_idempotency_keys(conn, tenant_id, keys)} if keys else {}
@@ -103,16 +112,24 @@ async def submit_jobs(
     results: list[Submitted | int] = []  # int: index of the earlier item with the same key
     fresh: list[Fresh] = []
     first_with_key: dict[str, int] = {}
+    hashes: dict[int, str | None] = {}
+    conflicts: list[str] = []
     for i, request in enumerate(requests):
         prefix = field_prefix.format(i=i)
         key = request.idempotency_key
+        digest = request_hash(request) if key is not None else None
         if key is not None and key in existing:
             row = existing[key]
+            if row.request_hash is not None and row.request_hash != digest:
+                conflicts.append(f"{prefix}idempotency_key {key!r}")
             results.append(Submitted(row.id, False, row.next_run_at))
             continue
         if key is not None and key in first_with_key:
+            if hashes[first_with_key[key]] != digest:
+                conflicts.append(f"{prefix}idempotency_key {key!r}")
             results.append(first_with_key[key])
             continue
+        hashes[i] = digest
         item_errors: list[dict[str, str]] = []
         if request.pool not in pools:
             item_errors.append({"field": "pool", "message": f"unknown pool; configured: "
@@ -154,17 +171,33 @@ async def submit_jobs(
         fresh.append((job_id, request, schedule, first, payload, limits))
         results.append(Submitted(job_id, True, first + schedules.jitter_offset(schedule, job_id,
                                                                                 first)))
+    if conflicts:
+        raise IdempotencyConflict(
+            f"{', '.join(conflicts[:10])} already came with another request: a key names one "
+            "request; use a new key for a different one")
     if errors:
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:10])
         if too_large and all(e["field"].endswith("payload") for e in errors):
             raise PayloadTooLarge(detail, errors=errors)
         raise InvalidInput(detail, errors=errors)
-    await _write(conn, store, tenant_id, fresh, actor, traceparent)
+    try:
+        await _write(conn, store, tenant_id, fresh, actor, traceparent)
+    except asyncpg.UniqueViolationError:
+        if not first_with_key or _retries <= 0:
+            raise
+        # A concurrent submission with one of these keys committed first (the write rolled
+        # back to its savepoint): decide again; those items are repeats of its jobs now.
+        return await submit_jobs(
+            conn, store, clock, tenant_id=tenant_id, requests=requests, pools=pools,
+            max_payload_bytes=max_payload_bytes, actor=actor, traceparent=traceparent,
+            field_prefix=field_prefix, pool_retry=pool_retry, classes=classes,
+            payload_schemas=payload_schemas, _retries=_retries - 1)
     return [r if isinstance(r, Submitted) else _repeat(results[r]) for r in results]
 
 
 async def _check_payloads(conn: asyncpg.Connection, tenant_id: uuid.UUID,
-                          requests: Sequence[JobRequest], existing: Mapping[str, JobRow],
+                          requests: Sequence[JobRequest],
+                          existing: Mapping[str, job_store.KeyedJob],
                           schemas: payloads.PayloadSchemas) -> dict[int, payloads.Verdict]:
     """The payload verdicts of the items that would create a job (not the repeats of an
     idempotency key, earlier or in this batch), by index."""
@@ -199,7 +232,8 @@ async def _write(conn: asyncpg.Connection, store: EventStore, tenant_id: uuid.UU
             schedule=schedules.to_document(schedule), payload_ref=ref, pool=request.pool,
             priority=request.priority,
             next_run_at=first + schedules.jitter_offset(schedule, job_id, first),
-            next_slot=first, idempotency_key=request.idempotency_key, **limits,
+            next_slot=first, idempotency_key=request.idempotency_key,
+            request_hash=request_hash(request) if request.idempotency_key else None, **limits,
         ), actor, traceparent=traceparent)
         for ref, (job_id, request, schedule, first, _, limits) in zip(refs, fresh, strict=True)
     ]

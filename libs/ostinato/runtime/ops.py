@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
+import msgspec
 import uvicorn
 from litestar import Litestar, Request, Response, get
 from litestar.datastructures import State
@@ -21,11 +22,13 @@ from litestar.exceptions import HTTPException
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from opentelemetry import trace
 
+from ostinato.domain.errors import PROBLEM_BASE
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 from ostinato.telemetry.tracing import tracing_enabled
 
 __all__ = [
+    "BodyLimit",
     "HttpMetricsMiddleware",
     "HttpServer",
     "instrument_http",
@@ -83,6 +86,51 @@ class HttpMetricsMiddleware:
             metrics.HTTP_REQUEST_DURATION.labels(_method(scope), route, str(status)).observe(
                 time.perf_counter() - start
             )
+
+
+class BodyLimit:
+    """ASGI middleware: a request whose Content-Length is over `max_bytes` gets a 413 problem
+    without reaching the app. The body is read and dropped first (up to `drain_bytes`): a
+    server that answers and closes while the client is still sending makes the client's OS
+    reset the connection, and the client never sees the answer."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, drain_bytes: int = 64 << 20) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.drain_bytes = drain_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        length = _content_length(scope) if scope["type"] == "http" else None
+        if length is None or length <= self.max_bytes:
+            await self.app(scope, receive, send)
+            return
+        drained = 0
+        while drained <= self.drain_bytes:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            drained += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = msgspec.json.encode({
+            "type": PROBLEM_BASE + "payload-too-large",
+            "title": "Payload too large", "status": 413,
+            "detail": f"the body is {length} bytes; the limit is {self.max_bytes}",
+            "instance": scope.get("path", "")})
+        await send({"type": "http.response.start", "status": 413, "headers": [
+            (b"content-type", b"application/problem+json"),
+            (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
 
 
 def instrument_http(app: Litestar) -> Litestar:

@@ -67,6 +67,13 @@ def on_http_error(request: Request, exc: HTTPException) -> Response[bytes]:
                    str(exc.detail), request)
 
 
+def on_too_deep(request: Request, exc: RecursionError) -> Response[bytes]:
+    """A body nested deeper than decoding or validation can follow (thousands of levels):
+    refused like any malformed body, never a 500."""
+    return problem(400, PROBLEM_BASE + "bad-request", "Bad request",
+                   "the body is nested too deeply", request)
+
+
 def on_unexpected_error(request: Request, exc: Exception) -> Response[bytes]:
     log.error("unhandled error", path=request.url.path, error=repr(exc), exc_info=exc)
     return problem(500, PROBLEM_BASE + "internal", "Internal error",
@@ -77,6 +84,7 @@ EXCEPTION_HANDLERS: dict[Any, Any] = {
     OstinatoError: on_ostinato_error,
     ValidationException: on_validation_error,
     HTTPException: on_http_error,
+    RecursionError: on_too_deep,
     Exception: on_unexpected_error,
 }
 

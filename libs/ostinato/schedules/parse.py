@@ -5,7 +5,7 @@ schedule that can never fire between its bounds is refused here."""
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from ostinato.domain.durations import format_duration, parse_duration
 from ostinato.domain.errors import InvalidInput
@@ -57,14 +57,24 @@ def _int(errors: _Errors, field: str, value: int | None, low: int, high: int) ->
         errors.add(field, f"must be an integer from {low} to {high}")
 
 
+# Instants a schedule may name: far enough from the ends of Python's calendar that a zone's
+# offset, a jitter or the next occurrence never overflows it.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+
+
 def _instant(errors: _Errors, field: str, value: datetime | None) -> datetime | None:
     if value is None:
         return None
     try:
-        return to_utc(value)
+        instant = to_utc(value)
     except ValueError:
         errors.add(field, "must be an RFC 3339 instant with an offset, e.g. 2026-12-01T09:00:00Z")
         return None
+    if not EARLIEST <= instant < LATEST:
+        errors.add(field, f"must be from {EARLIEST.date()} to before {LATEST.date()}")
+        return None
+    return instant
 
 
 def parse_schedule(spec: ScheduleSpec | None, *, now: datetime) -> Schedule:

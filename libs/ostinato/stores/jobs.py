@@ -52,6 +52,7 @@ class JobRow(msgspec.Struct, frozen=True):
     concurrency_key: str | None
     resource: str | None
     payload_version: int | None  # the task's payload schema version its payload was checked at
+    request_hash: str | None  # what was asked with its idempotency key (a repeat must match)
 
 
 async def by_id(conn: asyncpg.Connection, tenant_id: uuid.UUID,
@@ -143,6 +144,7 @@ class KeyedJob(msgspec.Struct, frozen=True):
     id: uuid.UUID
     idempotency_key: str
     next_run_at: datetime | None
+    request_hash: str | None  # what the key first came with (None: created before 0024)
 
 
 class Skip(msgspec.Struct, frozen=True):

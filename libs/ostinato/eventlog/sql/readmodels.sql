@@ -20,21 +20,21 @@ INSERT INTO jobs (id, tenant_id, name, task, status, schedule, payload_ref, pool
                   idempotency_key, traceparent, next_run_at, runs_created, created_at, updated_at,
                   version, kind, next_slot, calendar, overlap, retry_policy, timeout_seconds,
                   queue_wait_seconds, on_queue_wait, shard, concurrency_key, resource,
-                  payload_version)
+                  payload_version, request_hash)
 SELECT id, tenant_id, name, task, CASE WHEN next_run_at IS NULL THEN 'completed' ELSE 'active' END,
        schedule::json, payload_ref, pool, priority, idempotency_key, traceparent, next_run_at, 0,
        created_at, created_at, version, kind, coalesce(next_slot, next_run_at), calendar, overlap,
        retry_policy::json, timeout_seconds, queue_wait_seconds, on_queue_wait, shard,
-       concurrency_key, resource, payload_version
+       concurrency_key, resource, payload_version, request_hash
 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::uuid[], $7::text[],
             $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::int[],
             $13::text[], $14::text[], $15::timestamptz[], $16::text[], $17::text[], $18::text[],
             $19::float8[], $20::float8[], $21::text[], $22::smallint[], $23::text[], $24::text[],
-            $25::int[])
+            $25::int[], $26::text[])
      AS r(id, tenant_id, name, task, schedule, payload_ref, pool, priority, idempotency_key,
           next_run_at, created_at, version, traceparent, kind, next_slot, calendar, overlap,
           retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait, shard,
-          concurrency_key, resource, payload_version);
+          concurrency_key, resource, payload_version, request_hash);
 
 -- name: project_occurrence_fired
 -- OccurrenceFired (columnar): a run was created for scheduled_for; the job moves on to

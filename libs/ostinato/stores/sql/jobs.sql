@@ -85,7 +85,7 @@ FROM jobs WHERE id = $1 FOR UPDATE;
 
 -- name: jobs_by_idempotency_keys
 -- Batch submission: the jobs some idempotency keys already name.
-SELECT id, idempotency_key, next_run_at FROM jobs
+SELECT id, idempotency_key, next_run_at, request_hash FROM jobs
 WHERE tenant_id = $1 AND idempotency_key = ANY($2::text[]);
 
 -- name: skips_of_job_between
