@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from ostinato.clock import Clock, SystemClock
+from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from services.api.app import create_app
@@ -49,6 +50,20 @@ async def client(pool: asyncpg.Pool, db_url: str,
     transport = httpx.ASGITransport(app=create_app(service, store(api_clock)))
     async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as c:
         yield c
+
+
+@pytest.fixture
+async def api_url(pool: asyncpg.Pool, db_url: str) -> AsyncIterator[str]:
+    """The public API served on a free port of 127.0.0.1, in this event loop (over the test's
+    pool): for real HTTP clients and for commands running as other processes."""
+    service = Service("api", Settings(database_url=db_url, admin_key=ADMIN))
+    service.pool = pool
+    server = HttpServer(create_app(service, store()), "127.0.0.1", 0)
+    await server.start()
+    try:
+        yield f"http://127.0.0.1:{server.port}"
+    finally:
+        await server.stop()
 
 
 def auth(key: str) -> dict[str, str]:

@@ -8,19 +8,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
 
 import asyncpg
 import httpx
 import pytest
 
-from ostinato.runtime.ops import HttpServer
-from ostinato.runtime.service import Service
-from ostinato.runtime.settings import Settings
-from services.api.app import create_app
-
 from .conftest import ADMIN, assert_problem, auth, tenant
-from .helpers import store
 
 pytestmark = pytest.mark.integration
 
@@ -101,18 +94,6 @@ async def test_limits_past_the_databases_integers_are_a_422(client: httpx.AsyncC
     r = await client.put("/v1/limits/tasks/report", json={"max_concurrency": 1_000_000},
                          headers=auth(key))
     assert r.status_code == 200, r.text  # the documented maximum itself is fine
-
-
-@pytest.fixture
-async def api_url(pool: asyncpg.Pool, db_url: str) -> AsyncIterator[str]:
-    service = Service("api", Settings(database_url=db_url, admin_key=ADMIN))
-    service.pool = pool
-    server = HttpServer(create_app(service, store()), "127.0.0.1", 0)
-    await server.start()
-    try:
-        yield f"http://127.0.0.1:{server.port}"
-    finally:
-        await server.stop()
 
 
 async def test_a_body_far_over_the_limit_gets_a_413_problem_not_a_reset(api_url: str) -> None:

@@ -11,7 +11,6 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,32 +19,14 @@ import asyncpg
 import httpx
 import pytest
 
-from ostinato.runtime.ops import HttpServer
-from ostinato.runtime.service import Service
-from ostinato.runtime.settings import Settings
 from ostinato.sdk import WorkflowContext, workflow
-from services.api.app import create_app
 
-from .conftest import ADMIN, auth
-from .helpers import new_tenant, store
+from .conftest import auth
+from .helpers import new_tenant
 from .test_workflows import queued_workflow_run, run_row, work_until
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-async def api_url(pool: asyncpg.Pool, db_url: str) -> AsyncIterator[str]:
-    """The public API on a free port of 127.0.0.1, in this event loop (over the test's pool),
-    for a command running as another process."""
-    service = Service("api", Settings(database_url=db_url, admin_key=ADMIN))
-    service.pool = pool
-    server = HttpServer(create_app(service, store()), "127.0.0.1", 0)
-    await server.start()
-    try:
-        yield f"http://127.0.0.1:{server.port}"
-    finally:
-        await server.stop()
 
 
 def approval_v1() -> Any:
