@@ -8,6 +8,7 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
 from litestar.static_files import create_static_files_router
 
 from ostinato.eventlog.store import EventStore
@@ -70,6 +71,10 @@ def create_app(service: Service, store: EventStore) -> Litestar:
             description="Jobs, runs and their timelines, tenant-scoped. Errors are RFC 9457 "
                         "problem details.",
             render_plugins=[swagger_ui()],
+            components=Components(security_schemes={"bearer": SecurityScheme(
+                type="http", scheme="bearer", description="An API key: the admin key, or a "
+                "tenant's key (POST /v1/tenants returns it once).")}),
+            security=[{"bearer": []}],
         ),
         logging_config=None,  # logging is configured once, by telemetry.logging
         state=State({"pool": service.pool, "store": store, "clock": service.clock,

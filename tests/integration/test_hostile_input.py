@@ -102,3 +102,10 @@ async def test_a_body_far_over_the_limit_gets_a_413_problem_not_a_reset(api_url:
                             headers={**auth(ADMIN), "Content-Type": "application/json"})
         assert_problem(r, 413)
         assert (await http.get("/livez")).status_code == 200  # the server is still there
+
+
+async def test_a_method_not_allowed_says_which_are(client: httpx.AsyncClient) -> None:
+    key = await tenant(client, "methods")
+    r = await client.delete("/v1/jobs", headers=auth(key))
+    assert_problem(r, 405)
+    assert {m.strip() for m in r.headers["allow"].split(",")} >= {"GET", "POST"}

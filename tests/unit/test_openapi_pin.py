@@ -33,3 +33,13 @@ async def test_the_pinned_document_is_the_one_the_app_serves() -> None:
         served = await client.get("/schema/openapi.json")
     assert served.status_code == 200
     assert served.json() == json.loads(document())
+
+
+def test_the_document_declares_the_bearer_key_every_route_needs() -> None:
+    doc = json.loads(document())
+    assert doc["security"] == [{"bearer": []}]
+    scheme = doc["components"]["securitySchemes"]["bearer"]
+    assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
+    overrides = [path for path, ops in doc["paths"].items() for op in ops.values()
+                 if isinstance(op, dict) and "security" in op]
+    assert overrides == []  # no route opts out

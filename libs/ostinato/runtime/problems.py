@@ -63,8 +63,11 @@ def on_validation_error(request: Request, exc: ValidationException) -> Response[
 
 def on_http_error(request: Request, exc: HTTPException) -> Response[bytes]:
     code = _HTTP_TYPES.get(exc.status_code, "http-error")
-    return problem(exc.status_code, PROBLEM_BASE + code, code.replace("-", " ").capitalize(),
-                   str(exc.detail), request)
+    response = problem(exc.status_code, PROBLEM_BASE + code,
+                       code.replace("-", " ").capitalize(), str(exc.detail), request)
+    for name, value in (exc.headers or {}).items():  # a 405's Allow, a 429's Retry-After
+        response.headers[name] = value
+    return response
 
 
 def on_too_deep(request: Request, exc: RecursionError) -> Response[bytes]:
