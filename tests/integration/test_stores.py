@@ -73,6 +73,7 @@ ROW_OF = {
     (steps, "set_aside_steps_of_run"): steps.SetAsideStepRow,
     (runs, "stuck_runs_by_reason"): runs.StuckRuns,
     (runs, "task_version_counts"): runs.TaskVersionCount,
+    (runs, "upcoming_due"): runs.UpcomingDue,
     (task_schemas, "register_task_schemas"): task_schemas.RegisteredSchema,
     (task_schemas, "newest_task_schemas"): task_schemas.NewestSchema,
     (task_schemas, "task_schemas_of_scope"): task_schemas.TaskSchemaRow,

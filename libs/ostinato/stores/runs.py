@@ -459,3 +459,18 @@ async def task_version_counts(conn: asyncpg.Connection, tenant_id: uuid.UUID,
     for."""
     return many(TaskVersionCount, await conn.fetch(Q["task_version_counts"], tenant_id, task))
 
+
+class UpcomingDue(msgspec.Struct, frozen=True):
+    """What falls due in one pool within each of three windows (shortest first)."""
+
+    pool: str
+    soon: int
+    later: int
+    latest: int
+
+
+async def upcoming_due(conn: asyncpg.Connection, now: datetime | None,
+                       windows: tuple[timedelta, timedelta, timedelta]) -> list[UpcomingDue]:
+    """Per pool, the job occurrences, retries and workflow timers due within each window."""
+    return many(UpcomingDue, await conn.fetch(Q["upcoming_due"], now, *windows))
+

@@ -49,6 +49,7 @@ __all__ = [
     "STALE_WRITES_REJECTED",
     "STUCK_RUNS",
     "TIMER_LATENESS",
+    "UPCOMING_DUE",
     "WORKFLOWS_SUSPENDED",
     "WORKFLOWS_SUSPENDED_TOO_LONG",
     "WORKFLOW_STEPS",
@@ -91,6 +92,12 @@ RUNS_STUCK = Gauge(
     "OSTINATO_SUSPENDED_ALERT_AFTER_SECONDS), child_dead_lettered, no_worker (pinned to a "
     "version no live worker serves, over OSTINATO_UNSERVED_ALERT_AFTER_SECONDS), "
     "compensation_failed (until its dead letter is triaged).", ["tenant", "reason"]
+)
+UPCOMING_DUE = Gauge(
+    "ostinato_upcoming_due",
+    "Runs falling due (overdue included) within the window (1m, 5m, 15m) per pool: each active "
+    "job's next occurrence, retries and workflow timers. A scaling signal: add workers before "
+    "a known peak (infra/k8s/README.md).", ["pool", "window"]
 )
 TIMER_LATENESS = Histogram(
     "ostinato_timer_lateness_seconds",

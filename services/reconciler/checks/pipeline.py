@@ -4,8 +4,9 @@ than it (the scheduler's wake poll is behind or down; state "suspended" of the s
 Each check sets a gauge and logs an error line an operator can alert on; the suspended runs
 are also counted by what they wait for, and those waiting for a signal, a child or their
 resume longer than `suspended_alert_after` are counted per tenant and reason
-(`ostinato_workflows_suspended_too_long`), with an alert line. (The reconciler's own outbox
-relay publishes what is waiting.)
+(`ostinato_workflows_suspended_too_long`), with an alert line. It also sets the scaling signal
+`ostinato_upcoming_due{pool,window}`. (The reconciler's own outbox relay publishes what is
+waiting.)
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from ostinato.telemetry.logging import get_logger
 log = get_logger("ostinato.reconciler")
 WATCHED_STATES = ("scheduled", "queued", "suspended")
 SUSPENSION_REASONS = ("timer", "signal", "child", "paused")  # RunSuspended.reason
+UPCOMING_WINDOWS = (timedelta(minutes=1), timedelta(minutes=5), timedelta(minutes=15))
+_WINDOW_LABELS = ("1m", "5m", "15m")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,8 @@ async def check_once(pool: asyncpg.Pool, clock: Clock, *, stuck_after: timedelta
         overdue = await runs.overdue_wakeups(conn, clock.db_now(), stuck_after)
         suspended = await runs.suspended_counts(conn)
         too_long = await runs.suspended_too_long(conn, clock.db_now(), suspended_alert_after)
+        upcoming = await runs.upcoming_due(conn, clock.db_now(), UPCOMING_WINDOWS)
+    _report_upcoming(upcoming)
     long_waits = {(str(w.tenant_id), w.reason): w.n for w in too_long}
     _report_long_waits(long_waits, suspended_alert_after)
     stuck = {state: 0 for state in WATCHED_STATES} | {c.state: c.n for c in counts}
@@ -63,6 +68,19 @@ async def check_once(pool: asyncpg.Pool, clock: Clock, *, stuck_after: timedelta
 
 
 _reported: set[tuple[str, str]] = set()  # labels set last time: zeroed when they clear
+_upcoming_pools: set[str] = set()
+
+
+def _report_upcoming(found: list[runs.UpcomingDue]) -> None:
+    now = {u.pool: u for u in found}
+    for pool in _upcoming_pools - set(now):
+        for label in _WINDOW_LABELS:
+            metrics.UPCOMING_DUE.labels(pool=pool, window=label).set(0)
+    _upcoming_pools.clear()
+    for pool, u in now.items():
+        _upcoming_pools.add(pool)
+        for label, n in zip(_WINDOW_LABELS, (u.soon, u.later, u.latest), strict=True):
+            metrics.UPCOMING_DUE.labels(pool=pool, window=label).set(n)
 
 
 def _report_long_waits(found: dict[tuple[str, str], int], after: timedelta) -> None:

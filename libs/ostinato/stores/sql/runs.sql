@@ -304,3 +304,29 @@ WHERE tenant_id = $1 AND state NOT IN ('succeeded', 'dead_lettered', 'cancelled'
   AND ($2::text IS NULL OR task = $2)
 GROUP BY 1, 2
 ORDER BY 1, 2 NULLS FIRST;
+
+-- name: upcoming_due
+-- The reconciler's scaling signal (ostinato_upcoming_due{pool,window}): what falls due within
+-- $2, $3 and $4 from now ($1) per pool, overdue included: each active job's next occurrence
+-- (index jobs_next_due; a job counts once per window, its later occurrences are not
+-- enumerated), each retry (runs_retry_due) and each workflow timer (runs_wake).
+WITH due AS (
+    SELECT pool, next_run_at AS at FROM jobs
+    WHERE status = 'active' AND next_run_at IS NOT NULL
+      AND next_run_at <= coalesce($1::timestamptz, now()) + $4::interval
+    UNION ALL
+    SELECT pool, retry_at FROM runs
+    WHERE state = 'retry_scheduled' AND retry_at <= coalesce($1::timestamptz, now()) + $4::interval
+    UNION ALL
+    SELECT pool, wake_at FROM runs
+    WHERE state = 'suspended' AND (wake_at IS NOT NULL OR deadline_at IS NOT NULL)
+      AND least(wake_at, deadline_at) <= coalesce($1::timestamptz, now()) + $4::interval
+      AND wake_at <= coalesce($1::timestamptz, now()) + $4::interval
+)
+SELECT pool,
+       count(*) FILTER (WHERE at <= coalesce($1::timestamptz, now()) + $2::interval) AS soon,
+       count(*) FILTER (WHERE at <= coalesce($1::timestamptz, now()) + $3::interval) AS later,
+       count(*) AS latest
+FROM due
+GROUP BY pool
+ORDER BY pool;
