@@ -3,16 +3,18 @@
 once per run (`ostinato.sdk.effects.fence` + `apply_once` in the effect's own transaction).
 
     python tests/faults/worker_proc.py --gateway URL --key KEY --effects-db URL [--id NAME]
-        [--concurrency 16] [--grace 0] [--sleep 0] [--claim-wait 10] [--log-level info]
+        [--concurrency 16] [--grace 0] [--sleep 0] [--sleep-max 0] [--claim-wait 10]
+        [--log-level info]
 
 Every option may also come from the environment: OSTINATO_GATEWAY_URL, OSTINATO_API_KEY,
 OSTINATO_EFFECTS_DATABASE_URL, OSTINATO_WORKER_ID, OSTINATO_WORKER_CONCURRENCY,
-OSTINATO_WORKER_GRACE_SECONDS, OSTINATO_WORKER_SLEEP_SECONDS, OSTINATO_WORKER_CLAIM_WAIT_SECONDS
-(the long poll; the SDK's default, 10 s).
+OSTINATO_WORKER_GRACE_SECONDS, OSTINATO_WORKER_SLEEP_SECONDS, OSTINATO_WORKER_SLEEP_MAX_SECONDS,
+OSTINATO_WORKER_CLAIM_WAIT_SECONDS (the long poll; the SDK's default, 10 s).
 
 The payload of an `fx` run (a JSON object, all keys optional) shapes the attempt:
 
-- `sleep`: seconds to wait *before* the effect (default `--sleep`): a kill -9 or SIGSTOP then
+- `sleep`: seconds to wait *before* the effect (default `--sleep`, or with `--sleep-max` above
+  it a uniformly random time between the two, drawn per attempt): a kill -9 or SIGSTOP then
   lands mid-run with nothing written yet;
 - `hold`: seconds to wait *after* the effect committed, before the outcome is reported: a kill
   then leaves an applied effect whose retry must not apply it again;
@@ -42,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import sys
 import time
 
@@ -160,6 +163,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         default=float(env("OSTINATO_WORKER_GRACE_SECONDS", "0")))
     parser.add_argument("--sleep", type=float,
                         default=float(env("OSTINATO_WORKER_SLEEP_SECONDS", "0")))
+    parser.add_argument("--sleep-max", type=float,
+                        default=float(env("OSTINATO_WORKER_SLEEP_MAX_SECONDS", "0")))
     parser.add_argument("--claim-wait", type=float,
                         default=float(env("OSTINATO_WORKER_CLAIM_WAIT_SECONDS", "10")))
     parser.add_argument("--log-level", default=env("OSTINATO_LOG_LEVEL", "info"))
@@ -181,7 +186,9 @@ async def amain(args: argparse.Namespace) -> None:
         ctx = current()
         slow = ctx.attempt <= int(p.get("slow_attempts", ctx.attempt))
         if slow:
-            await asyncio.sleep(float(p.get("sleep", args.sleep)))
+            default = args.sleep if args.sleep_max <= args.sleep else \
+                random.uniform(args.sleep, args.sleep_max)
+            await asyncio.sleep(float(p.get("sleep", default)))
         if p.get("heartbeat"):
             await ctx.heartbeat()
         applied = await effects.apply()

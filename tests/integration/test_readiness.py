@@ -44,6 +44,7 @@ async def test_readiness_answers_while_the_broker_is_silent(pool: asyncpg.Pool,
     finally:
         if service._kafka_probe is not None:
             service._kafka_probe.cancel()
+        service._drop_probe_conn()
         server.close()
         for w in connections:
             w.close()

@@ -1,7 +1,9 @@
 """Processes of a fault scenario besides the cluster's own: `WorkerProc`, one
 `tests/faults/worker_proc.py` worker (fenced, at-most-once effects in the test database) to
 start, signal, freeze, kill and read the log of; a service restarted on its old port
-(`respawn`); a scheduler process's shard-lease owner id."""
+(`respawn`); a scheduler process's shard-lease owner id; the shared servers' processes found by
+their listening port (`server_pids`) and frozen with SIGSTOP for a while (`frozen`: SIGCONT on
+leaving, whatever happens, and a detached watchdog that sends it even if this process dies)."""
 
 from __future__ import annotations
 
@@ -12,13 +14,17 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ostinato.testing.cluster import ROOT, Cluster
 
-__all__ = ["WORKER_SCRIPT", "WorkerProc", "respawn", "scheduler_owner"]
+__all__ = ["WORKER_SCRIPT", "WorkerProc", "children", "frozen", "listening_pid",
+           "process_state", "respawn", "scheduler_owner", "server_pids", "server_port"]
 
 WORKER_SCRIPT = ROOT / "tests" / "faults" / "worker_proc.py"
 
@@ -35,6 +41,7 @@ class WorkerProc:
     concurrency: int = 16
     grace_seconds: float = 0.0
     sleep_seconds: float = 0.0
+    sleep_max_seconds: float = 0.0  # above sleep_seconds: each run sleeps a random time between
     claim_wait_seconds: float = 10.0
     proc: subprocess.Popen[bytes] | None = None
     _log_offset: int = 0
@@ -62,6 +69,7 @@ class WorkerProc:
                "OSTINATO_WORKER_CONCURRENCY": str(self.concurrency),
                "OSTINATO_WORKER_GRACE_SECONDS": str(self.grace_seconds),
                "OSTINATO_WORKER_SLEEP_SECONDS": str(self.sleep_seconds),
+               "OSTINATO_WORKER_SLEEP_MAX_SECONDS": str(self.sleep_max_seconds),
                "OSTINATO_WORKER_CLAIM_WAIT_SECONDS": str(self.claim_wait_seconds)}
         self.proc = subprocess.Popen([sys.executable, str(WORKER_SCRIPT)], cwd=ROOT, env=env,
                                      stdout=log, stderr=subprocess.STDOUT)
@@ -151,3 +159,142 @@ def respawn(cluster: Cluster, alias: str, service: str) -> None:
 def scheduler_owner(cluster: Cluster, alias: str) -> str:
     """The shard-lease owner id of a scheduler process (`<hostname>-<pid>`)."""
     return f"{socket.gethostname()}-{cluster.procs[alias].pid}"
+
+
+# -- the shared servers' processes (Linux /proc) -----------------------------------------------
+
+
+def server_port(name: str) -> int:
+    """The TCP port the shared `postgres` or `kafka` server listens on, from the environment
+    the tests and benchmarks use (OSTINATO_DATABASE_URL or OSTINATO_PG_PORT, and
+    OSTINATO_KAFKA_BOOTSTRAP), with infra/env.sh's defaults."""
+    if name == "postgres":
+        url = os.environ.get("OSTINATO_DATABASE_URL")
+        port = urlsplit(url).port if url else None
+        return port or int(os.environ.get("OSTINATO_PG_PORT", "55432"))
+    if name == "kafka":
+        first = os.environ.get("OSTINATO_KAFKA_BOOTSTRAP", "127.0.0.1:9092").split(",")[0]
+        return int(first.rsplit(":", 1)[1])
+    raise ValueError(f"unknown server {name!r} (postgres or kafka)")
+
+
+def _ppid_and_state(pid: int) -> tuple[int, str] | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # the command name may hold spaces
+    return int(fields[1]), fields[0]
+
+
+def process_state(pid: int) -> str | None:
+    """The process's state letter (`T`: stopped by a signal), None if it is gone."""
+    found = _ppid_and_state(pid)
+    return None if found is None else found[1]
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of a process."""
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            found = _ppid_and_state(int(entry.name))
+            if found is not None and found[0] == pid:
+                kids.append(int(entry.name))
+    return sorted(kids)
+
+
+def listening_pid(port: int) -> int | None:
+    """The process listening on TCP `port` of this network namespace (the eldest, if several
+    hold the socket), None if none is."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{cols[9]}]")
+    holders = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fds = list((entry / "fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            with suppress(OSError):
+                if os.readlink(fd) in inodes:
+                    holders.add(int(entry.name))
+                    break
+    eldest = [p for p in holders if (_ppid_and_state(p) or (0, ""))[0] not in holders]
+    return min(eldest or holders, default=None)
+
+
+def server_pids(name: str) -> list[int]:
+    """The processes of the shared `postgres` (the postmaster first, then every server process
+    it forked: backends, checkpointer, WAL writer, ...) or `kafka` server (the broker's JVM),
+    found by the port it listens on. Raises if nothing listens there."""
+    port = server_port(name)
+    root = listening_pid(port)
+    if root is None:
+        raise RuntimeError(f"no process listens on 127.0.0.1:{port} ({name})")
+    return [root, *children(root)]
+
+
+_WATCHDOG = """
+import os, signal, sys, time
+time.sleep(float(sys.argv[1]))
+root = int(sys.argv[2])
+for entry in os.listdir("/proc"):
+    if entry.isdigit():
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == root:
+                os.kill(int(entry), signal.SIGCONT)
+        except (OSError, ValueError):
+            pass
+for pid in sys.argv[2:]:
+    try:
+        os.kill(int(pid), signal.SIGCONT)
+    except OSError:
+        pass
+"""
+
+
+@contextmanager
+def frozen(name: str, *, max_seconds: float) -> Iterator[list[int]]:
+    """SIGSTOP every process of the shared server `name` (`server_pids`) while the block runs;
+    yields the pids stopped. The root process is stopped first, so it forks nothing new, then
+    its children, looked up again until no new one appears. On leaving, whatever happens
+    (an exception, a cancelled task, Ctrl-C), every one of them gets SIGCONT. A detached
+    watchdog process sends SIGCONT after `max_seconds` too, should this process be killed
+    before its `finally` runs: other users of the shared server must never find it frozen."""
+    pids = server_pids(name)
+    root = pids[0]
+    watchdog = subprocess.Popen(
+        [sys.executable, "-c", _WATCHDOG, str(max_seconds), *map(str, pids)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)  # not in our process group: a Ctrl-C does not stop it
+    stopped: list[int] = []
+    try:
+        os.kill(root, signal.SIGSTOP)
+        stopped.append(root)
+        while True:
+            new = [p for p in children(root) if p not in stopped]
+            if not new:
+                break
+            for pid in new:
+                with suppress(ProcessLookupError):  # a backend that just exited
+                    os.kill(pid, signal.SIGSTOP)
+                    stopped.append(pid)
+        yield list(stopped)
+    finally:
+        for pid in reversed(stopped):  # children first, the root last
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        watchdog.kill()
+        watchdog.wait()
