@@ -76,7 +76,7 @@ async def test_schedulers_with_skewed_clocks_fire_nothing_early_and_skip_nothing
     # held shards (so they decided some of the jobs)
     for alias, sign in (("scheduler-ahead", 1), ("scheduler-behind", -1)):
         skews = [r["skew_seconds"] for r in _records(c, alias) if "skew_seconds" in r]
-        assert skews and abs(skews[0] - sign * SKEW.total_seconds()) < 30, alias
+        assert skews and sign * skews[0] > SKEW.total_seconds() / 2, alias  # ahead / behind
     assert {scheduler_owner(c, a) for a in ("scheduler-ahead", "scheduler-behind")} <= owners
 
     async with pool.acquire() as conn:
