@@ -1,5 +1,6 @@
 # Ostinato — the two commands a newcomer needs:
 #   make up     install what is missing, start PostgreSQL, Kafka and the five services + a demo
+#               (Jaeger for traces follows in the background; TRACING=1 waits for it)
 #   make test   install what is missing, start the servers the tests need, run the whole suite
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -39,7 +40,13 @@ topics: deps
 assets:
 	infra/swagger_ui.sh
 
-up: deps assets infra-up migrate topics
+# PostgreSQL and Kafka first; Jaeger is only waited for with TRACING=1, otherwise started from
+# the cached binary or built and started in the background (infra/jaeger/background.sh).
+up: deps assets
+	infra/up.sh postgres kafka $(if $(TRACING),jaeger)
+	$(PY) -m ostinato migrate
+	$(PY) -m ostinato topics
+	$(if $(TRACING),,infra/jaeger/background.sh)
 	infra/services.sh start
 
 down:

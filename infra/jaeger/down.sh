@@ -15,4 +15,11 @@ STOP_TIMEOUT=${OSTINATO_JAEGER_STOP_TIMEOUT:-15}
 # shellcheck source=infra/lib.sh
 . "$ROOT/infra/lib.sh"
 
+# a background build and start of `make up` (infra/jaeger/background.sh) still under way
+if bg=$(cat "$STATE/background.pid" 2>/dev/null) && kill -0 "$bg" 2>/dev/null \
+    && tr '\0' ' ' <"/proc/$bg/cmdline" 2>/dev/null | grep -qF "infra/jaeger/up.sh"; then
+  kill -TERM -- "-$bg" 2>/dev/null || true
+  log "stopped the background jaeger build/start (process group $bg)"
+fi
+rm -f "$STATE/background.pid"
 stop_ours jaeger "$PIDFILE" "--config $CONF " "$STOP_TIMEOUT"
