@@ -7,7 +7,13 @@
 : "${OSTINATO_CACHE:=${HOME:-/root}/.cache/ostinato}"
 # PostgreSQL (infra/postgres/up.sh)
 : "${OSTINATO_PG_PORT:=55432}"
-: "${OSTINATO_DATABASE_URL:=postgresql://ostinato@127.0.0.1:${OSTINATO_PG_PORT}/ostinato}"
+# Three roles (README.md "Database roles"): the services connect as ostinato_app (owns nothing,
+# cannot alter, truncate, disable triggers or rewrite the log); migrations, rebuild-projections
+# and schema-dump as ostinato_owner; the superuser `ostinato` is for the tests' fixtures and
+# benchmarks (create/drop databases) and administration only, never for a service.
+: "${OSTINATO_DATABASE_URL:=postgresql://ostinato_app@127.0.0.1:${OSTINATO_PG_PORT}/ostinato}"
+: "${OSTINATO_OWNER_DATABASE_URL:=postgresql://ostinato_owner@127.0.0.1:${OSTINATO_PG_PORT}/ostinato}"
+: "${OSTINATO_ADMIN_DATABASE_URL:=postgresql://ostinato@127.0.0.1:${OSTINATO_PG_PORT}/ostinato}"
 # Kafka (infra/kafka/up.sh); the broker listens on this host:port (127.0.0.1 only)
 : "${OSTINATO_KAFKA_BOOTSTRAP:=127.0.0.1:9092}"
 : "${OSTINATO_KAFKA_CONTROLLER_PORT:=9093}"
@@ -18,6 +24,7 @@
 : "${OSTINATO_JAEGER_OTLP:=http://127.0.0.1:4318}"
 : "${OSTINATO_JAEGER_QUERY:=http://127.0.0.1:16686}"
 
-export OSTINATO_CACHE OSTINATO_PG_PORT OSTINATO_DATABASE_URL \
+export OSTINATO_CACHE OSTINATO_PG_PORT OSTINATO_DATABASE_URL OSTINATO_OWNER_DATABASE_URL \
+       OSTINATO_ADMIN_DATABASE_URL \
        OSTINATO_KAFKA_BOOTSTRAP OSTINATO_KAFKA_CONTROLLER_PORT \
        OSTINATO_JAEGER_OTLP OSTINATO_JAEGER_QUERY OSTINATO_REDIS_PORT

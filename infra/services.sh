@@ -8,6 +8,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 . infra/env.sh
+# The services connect as the least-privilege role (OSTINATO_DATABASE_URL: ostinato_app); the
+# owner's and the superuser's URLs are for migrations and administration, not for them.
+unset OSTINATO_OWNER_DATABASE_URL OSTINATO_ADMIN_DATABASE_URL
 RUN="${OSTINATO_RUN_DIR:-$ROOT/.cache/run}"; LOGS="$ROOT/.cache/logs"; mkdir -p "$RUN" "$LOGS"
 PY="$ROOT/.venv/bin/python"
 SERVICES="api scheduler dispatcher worker_gateway reconciler"

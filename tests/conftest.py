@@ -8,6 +8,7 @@ import itertools
 import os
 import uuid
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
@@ -15,16 +16,51 @@ import pytest
 from ostinato.db.migrate import migrate
 from ostinato.db.pool import create_pool
 
-DATABASE_URL = os.environ.get("OSTINATO_DATABASE_URL",
+# Three roles (README.md "Database roles"). DATABASE_URL is the administrative (superuser) URL
+# the fixtures create and drop databases with, and `url_for` gives it for a test database: a
+# test's own SQL may do anything. The migrations run as the owner (`owner_url_for`); the
+# services the tests start as processes connect as the app role (`app_url_for`), like in
+# production.
+DATABASE_URL = os.environ.get("OSTINATO_ADMIN_DATABASE_URL",
                               "postgresql://ostinato@127.0.0.1:55432/ostinato")
+OWNER_URL = os.environ.get("OSTINATO_OWNER_DATABASE_URL",
+                           "postgresql://ostinato_owner@127.0.0.1:55432/ostinato")
+APP_URL = os.environ.get("OSTINATO_DATABASE_URL",
+                         "postgresql://ostinato_app@127.0.0.1:55432/ostinato")
 KAFKA_BOOTSTRAP = os.environ.get("OSTINATO_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
 TEMPLATE = f"ostinato_test_template_{os.getpid()}"
 _counter = itertools.count()
 
 
-def url_for(database: str) -> str:
-    base, _, _ = DATABASE_URL.rpartition("/")
+def _on(url: str, database: str) -> str:
+    base, _, _ = url.rpartition("/")
     return f"{base}/{database}"
+
+
+def url_for(database: str) -> str:
+    """`database` as the administrator (superuser): for the tests' own SQL."""
+    return _on(DATABASE_URL, database)
+
+
+def owner_url_for(database: str) -> str:
+    """`database` as the owner of its tables: what migrations run as."""
+    return _on(OWNER_URL, database)
+
+
+def app_url_for(database: str) -> str:
+    """`database` as the services' least-privilege role."""
+    return _on(APP_URL, database)
+
+
+def owner_url_of(url: str) -> str:
+    """The database of `url` (any role's) as its owner, e.g. for a test's worker that keeps
+    its own tables (effects) in the services' database: the app role cannot create tables."""
+    return owner_url_for(urlsplit(url).path.lstrip("/"))
+
+
+def owner_role() -> str:
+    """The owner role's name (the user of OSTINATO_OWNER_DATABASE_URL)."""
+    return urlsplit(OWNER_URL).username or "ostinato_owner"
 
 
 async def _admin() -> asyncpg.Connection:
@@ -36,8 +72,8 @@ async def template_db() -> AsyncIterator[str]:
     conn = await _admin()
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
-        await conn.execute(f'CREATE DATABASE "{TEMPLATE}"')
-        await migrate(url_for(TEMPLATE))
+        await conn.execute(f'CREATE DATABASE "{TEMPLATE}" OWNER "{owner_role()}"')
+        await migrate(owner_url_for(TEMPLATE))
         yield TEMPLATE
     finally:
         await conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
@@ -49,7 +85,8 @@ async def fresh_database(template: str) -> str:
     conn = await _admin()
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        await conn.execute(
+            f'CREATE DATABASE "{name}" OWNER "{owner_role()}" TEMPLATE "{template}"')
     finally:
         await conn.close()
     return name

@@ -3,7 +3,8 @@
 #   - listens on 127.0.0.1:$OSTINATO_PG_PORT (default 55432) only, trust auth on loopback
 #   - data/logs/socket under <repo>/.cache/pg (or /var/lib/ostinato/<hash> if the
 #     postgres OS user cannot traverse the checkout's path)
-#   - creates role `ostinato` (SUPERUSER LOGIN) and database `ostinato` if missing
+#   - creates roles `ostinato` (SUPERUSER, administration), `ostinato_owner` (owns the schema:
+#     migrations) and `ostinato_app` (the services) and database `ostinato` if missing
 # Runs the server as the `postgres` OS user when invoked as root.
 set -euo pipefail
 
@@ -69,6 +70,16 @@ INIT_MARK="$BASE/initialized"
 
 PSQL=("$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT")
 
+# Three roles (docs: README.md "Database roles"; the grants are in migration 0025_roles.sql):
+#   ostinato        SUPERUSER: administration and the tests' fixtures (create/drop databases)
+#                   only; no service connects with it.
+#   ostinato_owner  owns the database, its schema objects and every table: migrations
+#                   (`ostinato migrate`), `rebuild-projections`, `schema-dump` (CREATEDB here for
+#                   its scratch database only; not in infra/k8s).
+#   ostinato_app    what the services connect as (OSTINATO_DATABASE_URL): owns nothing, no
+#                   attribute, only the table privileges 0025 grants.
+# Idempotent, and it repairs an older data directory where `ostinato` owned everything: the
+# database and the objects `ostinato` owns in it are reassigned to ostinato_owner.
 ensure_role_and_db() {
   "${PSQL[@]}" -U postgres -d postgres <<'SQL'
 DO $$
@@ -76,10 +87,26 @@ BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ostinato') THEN
     CREATE ROLE ostinato SUPERUSER LOGIN;
   END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ostinato_owner') THEN
+    CREATE ROLE ostinato_owner LOGIN;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ostinato_app') THEN
+    CREATE ROLE ostinato_app LOGIN;
+  END IF;
 END
 $$;
-SELECT 'CREATE DATABASE ostinato OWNER ostinato'
+ALTER ROLE ostinato_owner LOGIN NOSUPERUSER NOCREATEROLE CREATEDB NOREPLICATION NOBYPASSRLS;
+ALTER ROLE ostinato_app LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB NOREPLICATION NOBYPASSRLS;
+SELECT 'CREATE DATABASE ostinato OWNER ostinato_owner'
  WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'ostinato') \gexec
+ALTER DATABASE ostinato OWNER TO ostinato_owner;
+SQL
+  # An older checkout's tables belong to `ostinato`: hand them to the owner (once; REASSIGN
+  # also moves the databases `ostinato` owns, e.g. leftover test databases: harmless).
+  "${PSQL[@]}" -U postgres -d ostinato <<'SQL'
+SELECT 'REASSIGN OWNED BY ostinato TO ostinato_owner'
+ WHERE EXISTS (SELECT 1 FROM pg_class WHERE relowner = 'ostinato'::regrole
+                                        AND relnamespace = 'public'::regnamespace) \gexec
 SQL
 }
 
@@ -109,6 +136,7 @@ if port_open "$PORT"; then
   if "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -t 5 \
      && "${PSQL[@]}" -U ostinato -d ostinato -tAc 'SELECT 1' >/dev/null 2>&1; then
     log "postgres on 127.0.0.1:$PORT was not started by this checkout ($ROOT); reusing it"
+    ensure_role_and_db   # another clone's server, maybe from before the roles
     exit 0
   fi
   die "port 127.0.0.1:$PORT is taken by another process that is not a usable PostgreSQL (role/db ostinato); free it or set OSTINATO_PG_PORT"

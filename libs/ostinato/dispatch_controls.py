@@ -17,7 +17,7 @@ from ostinato.stores import limits, tenants
 
 POOL_NAMESPACE = uuid.UUID("0b6c7f3e-5d1a-4e8b-9c2f-7a4d1e6b3c58")
 SYSTEM_TENANT = uuid.UUID(int=0)  # owner of operator-wide pool streams
-SCOPES = ("tenant", "task", "resource")
+SCOPES = ("tenant", "task", "resource", "api")  # api: requests per key (services/api/ratelimit)
 
 
 def pool_stream(pool: str, tenant_id: uuid.UUID | None) -> uuid.UUID:
@@ -42,6 +42,10 @@ def _check(limit: ev.LimitSet) -> None:
         errors.append({"field": "max_concurrency",
                        "message": "resources take a rate limit; use a concurrency_key or a "
                                   "task limit for concurrency"})
+    if limit.scope == "api" and (limit.max_concurrency is not None or
+                                 limit.rate_per_second is None):
+        errors.append({"field": "rate_per_second",
+                       "message": "an API rate is rate_per_second (and burst) only"})
     if limit.scope != "tenant" and limit.weight is not None:
         errors.append({"field": "weight", "message": "only a tenant has a weight"})
     if errors:

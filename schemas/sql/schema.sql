@@ -18,6 +18,15 @@ BEGIN
 END $$;
 
 --
+-- Name: api_key_use; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.api_key_use (
+    key_id uuid NOT NULL,
+    last_used_at timestamp with time zone NOT NULL
+);
+
+--
 -- Name: api_keys; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -25,7 +34,11 @@ CREATE TABLE public.api_keys (
     key_hash bytea NOT NULL,
     tenant_id uuid NOT NULL,
     role text NOT NULL,
-    created_at timestamp with time zone NOT NULL
+    created_at timestamp with time zone NOT NULL,
+    id uuid NOT NULL,
+    name text DEFAULT ''::text NOT NULL,
+    pools text[] DEFAULT '{}'::text[] NOT NULL,
+    revoked_at timestamp with time zone
 );
 
 --
@@ -498,6 +511,13 @@ ALTER TABLE ONLY public.events ALTER COLUMN seq SET DEFAULT nextval('public.even
 ALTER TABLE ONLY public.outbox ALTER COLUMN id SET DEFAULT nextval('public.outbox_id_seq'::regclass);
 
 --
+-- Name: api_key_use api_key_use_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_key_use
+    ADD CONSTRAINT api_key_use_pkey PRIMARY KEY (key_id);
+
+--
 -- Name: api_keys api_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -699,6 +719,12 @@ ALTER TABLE ONLY public.token_buckets
 
 ALTER TABLE ONLY public.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (worker_id, scope);
+
+--
+-- Name: api_keys_id; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX api_keys_id ON public.api_keys USING btree (id);
 
 --
 -- Name: api_keys_tenant; Type: INDEX; Schema: public; Owner: -

@@ -26,9 +26,13 @@ from services.api import (
     interventions,
     job_control,
     job_history,
+    job_ledger,
+    keys,
     tasks,
+    ui,
     workflows,
 )
+from services.api.ratelimit import KeyRateLimits, Rate
 from services.api.routes import DEPENDENCIES, ROUTES
 
 VERSION = "0.1.0"
@@ -60,6 +64,9 @@ def create_app(service: Service, store: EventStore) -> Litestar:
             *interventions.ROUTES,
             *tasks.ROUTES,
             *job_history.ROUTES,
+            *keys.ROUTES,
+            *job_ledger.ROUTES,
+            *ui.routes(),  # the web UI under /ui (docs/UI.md)
             *ops_route_handlers(lambda: service.readiness(kafka=True)),
             create_static_files_router(SWAGGER_ASSETS, [SWAGGER_UI_DIR], name="swagger-assets"),
         ],
@@ -73,12 +80,15 @@ def create_app(service: Service, store: EventStore) -> Litestar:
             render_plugins=[swagger_ui()],
             components=Components(security_schemes={"bearer": SecurityScheme(
                 type="http", scheme="bearer", description="An API key: the admin key, or a "
-                "tenant's key (POST /v1/tenants returns it once).")}),
+                "tenant's key with its role (POST /v1/tenants returns the first, an operator's; "
+                "POST /v1/keys issues more).")}),
             security=[{"bearer": []}],
         ),
         logging_config=None,  # logging is configured once, by telemetry.logging
         state=State({"pool": service.pool, "store": store, "clock": service.clock,
-                     "settings": service.settings}),
+                     "settings": service.settings,
+                     "rate_limits": KeyRateLimits(service.clock, Rate(
+                         service.settings.api_rate_per_second, service.settings.api_burst))}),
         request_max_body_size=MAX_BODY_BYTES,  # a chunked body is cut off there too
     )
     instrument_http(app)

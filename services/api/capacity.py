@@ -17,20 +17,22 @@ from litestar import Request, get, post, put
 from litestar.params import FromPath, JSONBody, PathParameter
 
 from ostinato import dispatch_controls as controls
-from ostinato.domain import events as ev
-from ostinato.domain.errors import NotFound
-from ostinato.eventlog.store import EventStore
-from ostinato.runtime.auth import Caller, actor_of, require_admin
-from ostinato.stores import limits
-from ostinato.tenancy import Principal
-from ostinato.workers import registry
-from services.api.models import (
+from ostinato.client.models import (
+    ApiRateRequest,
     ClassLoad,
     LimitRequest,
     LimitView,
     PoolPauseRequest,
     PoolView,
 )
+from ostinato.domain import events as ev
+from ostinato.domain import roles
+from ostinato.domain.errors import NotFound
+from ostinato.eventlog.store import EventStore
+from ostinato.runtime.auth import Caller, actor_of, require_admin
+from ostinato.stores import limits
+from ostinato.tenancy import Principal
+from ostinato.workers import registry
 from services.api.routes import app_state
 from services.api.scope import Tenant
 
@@ -115,7 +117,8 @@ async def _set(conn: asyncpg.Connection, store: EventStore, tenant_id: uuid.UUID
     return {"scope": scope, "name": name, "status": "set"}
 
 
-@put("/v1/tenants/{tenant_id:uuid}/limits", status_code=200, tags=["limits"])
+@put("/v1/tenants/{tenant_id:uuid}/limits", status_code=200, tags=["limits"],
+     opt={"action": roles.ADMINISTER})
 async def put_tenant_limits(request: Request, tenant_id: FromPath[uuid.UUID],
                             data: JSONBody[LimitRequest], caller: Caller) -> dict[str, str]:
     """The tenant's weight, concurrency limit and rate limit (admin key)."""
@@ -123,6 +126,19 @@ async def put_tenant_limits(request: Request, tenant_id: FromPath[uuid.UUID],
     s = app_state(request)
     async with s.pool.acquire() as conn:
         return await _set(conn, s.store, tenant_id, "tenant", "", data, "admin")
+
+
+@put("/v1/tenants/{tenant_id:uuid}/limits/api", status_code=200, tags=["limits"],
+     opt={"action": roles.ADMINISTER})
+async def put_tenant_api_rate(request: Request, tenant_id: FromPath[uuid.UUID],
+                              data: JSONBody[ApiRateRequest], caller: Caller) -> dict[str, str]:
+    """Requests per second per API key of the tenant at each api process (admin key); a
+    request over it is a 429 with Retry-After. Takes effect within 10 s."""
+    require_admin(caller)
+    s = app_state(request)
+    limit = LimitRequest(rate_per_second=data.rate_per_second, burst=data.burst)
+    async with s.pool.acquire() as conn:
+        return await _set(conn, s.store, tenant_id, "api", "", limit, "admin")
 
 
 @put("/v1/limits/tasks/{task:str}", status_code=200, tags=["limits"])
@@ -160,5 +176,6 @@ async def list_limits(tenant: Tenant) -> dict[str, list[LimitView]]:
                       for r in await limits.of_tenant(tenant.conn, tenant.tenant_id)]}
 
 
-ROUTES = [list_pools, pause_pool, resume_pool, list_workers, put_tenant_limits, put_task_limit,
+ROUTES = [list_pools, pause_pool, resume_pool, list_workers, put_tenant_limits,
+          put_tenant_api_rate, put_task_limit,
           put_resource_limit, list_limits]

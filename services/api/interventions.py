@@ -12,12 +12,7 @@ from typing import Annotated
 from litestar import get, post
 from litestar.params import FromPath, FromQuery, JSONBody, PathParameter, QueryParameter
 
-from ostinato.domain.errors import NotFound
-from ostinato.runs import interventions
-from ostinato.runs.interventions import Intervened
-from ostinato.stores import runs as run_store
-from ostinato.stores import steps as step_store
-from services.api.models import (
+from ostinato.client.models import (
     FailRunRequest,
     InterventionDone,
     InterventionRequest,
@@ -27,6 +22,11 @@ from services.api.models import (
     SkipStepRequest,
     SucceedRunRequest,
 )
+from ostinato.domain.errors import NotFound
+from ostinato.runs import interventions
+from ostinato.runs.interventions import Intervened
+from ostinato.stores import runs as run_store
+from ostinato.stores import steps as step_store
 from services.api.scope import Tenant
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]

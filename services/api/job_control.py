@@ -11,12 +11,7 @@ from litestar import get, post, put
 from litestar.params import FromPath, JSONBody, PathParameter, QueryParameter
 
 from ostinato import calendars, jobs, schedules
-from ostinato.domain.errors import InvalidInput, NotFound
-from ostinato.jobs.submit import calendar_errors
-from ostinato.stores import calendars as calendar_store
-from ostinato.stores import jobs as job_store
-from ostinato.telemetry import tracing
-from services.api.models import (
+from ostinato.client.models import (
     BackfillRequest,
     BackfillView,
     CalendarRequest,
@@ -28,6 +23,12 @@ from services.api.models import (
     UpcomingItem,
     UpcomingView,
 )
+from ostinato.domain import roles
+from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.jobs.submit import calendar_errors
+from ostinato.stores import calendars as calendar_store
+from ostinato.stores import jobs as job_store
+from ostinato.telemetry import tracing
 from services.api.scope import Tenant
 
 EPSILON = timedelta(microseconds=1)
@@ -89,7 +90,8 @@ async def upcoming(
     return _upcoming(schedules.from_document(job.schedule), job_id, first, count)
 
 
-@post("/v1/schedules/preview", status_code=200, tags=["jobs"])
+@post("/v1/schedules/preview", status_code=200, tags=["jobs"],
+      opt={"action": roles.READ})  # changes nothing
 async def preview(data: JSONBody[PreviewRequest], tenant: Tenant) -> UpcomingView:
     """The next `count` (at most 100; no paging: preview from a later `start_at` for more)
     occurrences a schedule not yet created would have, jitter shown for a sample id. The same

@@ -12,34 +12,15 @@ import msgspec
 from litestar import get
 from litestar.params import FromPath, FromQuery, QueryParameter
 
+from ostinato.client.models import EventView, JobEventsPage, SkipsPage, SkipView
 from ostinato.domain.errors import NotFound
 from ostinato.eventlog.store import read_stream_page
 from ostinato.stores import jobs as job_store
-from services.api.models import EventView
 from services.api.scope import Tenant
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
 AfterVersion = Annotated[int, QueryParameter(ge=0)]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-class JobEventsPage(msgspec.Struct, kw_only=True):
-    job_id: uuid.UUID
-    items: list[EventView]
-    next_after: int | None = None  # pass as `after` for the next page; None: the last page
-
-
-class SkipView(msgspec.Struct, kw_only=True):
-    first_slot: datetime
-    last_slot: datetime
-    slots: int | None  # how many slots the range held (None: not counted, e.g. per-second)
-    reason: str  # misfire_run_once, misfire_skip, catch_up_limit, too_late, calendar, overlap
-
-
-class SkipsPage(msgspec.Struct, kw_only=True):
-    job_id: uuid.UUID
-    items: list[SkipView]
-    next_after: datetime | None = None  # pass as `after` for the next page
 
 
 async def _own_job(tenant: Tenant, job_id: uuid.UUID) -> None:

@@ -14,17 +14,7 @@ from litestar.di import Provide
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from ostinato import jobs, tenancy
-from ostinato.domain.errors import InvalidInput, NotFound
-from ostinato.domain.states import RunState
-from ostinato.eventlog.store import get_blobs, read_stream
-from ostinato.runtime.auth import Caller, principal, require_admin
-from ostinato.stores import jobs as job_store
-from ostinato.stores import runs as run_store
-from ostinato.stores.jobs import JobRow
-from ostinato.stores.runs import RunRow
-from ostinato.telemetry import tracing
-from ostinato.workers import registry
-from services.api.models import (
+from ostinato.client.models import (
     EventsPage,
     EventView,
     JobBatchItem,
@@ -37,6 +27,18 @@ from services.api.models import (
     TenantCreatedView,
     TenantRequest,
 )
+from ostinato.domain import roles
+from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.domain.states import RunState
+from ostinato.eventlog.store import get_blobs, read_stream
+from ostinato.runtime.auth import Caller, require_admin
+from ostinato.stores import jobs as job_store
+from ostinato.stores import runs as run_store
+from ostinato.stores.jobs import JobRow
+from ostinato.stores.runs import RunRow
+from ostinato.telemetry import tracing
+from ostinato.workers import registry
+from services.api.ratelimit import limited_principal
 from services.api.scope import Tenant, tenant_scope
 
 Limit = Annotated[int, QueryParameter(ge=1, le=500)]
@@ -99,7 +101,7 @@ def run_view(run: RunRow, output: Any = None, waiting_reason: str | None = None,
     )
 
 
-@post("/v1/tenants", status_code=201, tags=["tenants"])
+@post("/v1/tenants", status_code=201, tags=["tenants"], opt={"action": roles.ADMINISTER})
 async def create_tenant(
     request: Request, data: JSONBody[TenantRequest], caller: Caller
 ) -> TenantCreatedView:
@@ -113,7 +115,7 @@ async def create_tenant(
     return TenantCreatedView(id=tenant_id, name=data.name, api_key=key)
 
 
-@post("/v1/jobs", status_code=201, tags=["jobs"])
+@post("/v1/jobs", status_code=201, tags=["jobs"], opt={"action": roles.SUBMIT})
 async def create_job(data: JSONBody[JobRequest], tenant: Tenant) -> Response[JobView]:
     """Register a job. A repeated `idempotency_key` returns the first job with status 200."""
     settings = tenant.settings
@@ -126,7 +128,7 @@ async def create_job(data: JSONBody[JobRequest], tenant: Tenant) -> Response[Job
     return Response(job_view(job, data.payload), status_code=201 if created else 200)
 
 
-@post("/v1/jobs/batch", status_code=200, tags=["jobs"])
+@post("/v1/jobs/batch", status_code=200, tags=["jobs"], opt={"action": roles.SUBMIT})
 async def create_jobs(
     data: JSONBody[JobBatchRequest], tenant: Tenant
 ) -> dict[str, list[JobBatchItem]]:
@@ -259,4 +261,4 @@ ROUTES = [
     get_run,
     run_events,
 ]
-DEPENDENCIES = {"caller": Provide(principal), "tenant": Provide(tenant_scope)}
+DEPENDENCIES = {"caller": Provide(limited_principal), "tenant": Provide(tenant_scope)}

@@ -13,29 +13,54 @@ from litestar import Request
 from litestar.di import NamedDependency
 
 from ostinato.clock import Clock
+from ostinato.domain.errors import Forbidden, InvalidInput, NotFound
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.auth import actor_of, require_tenant
 from ostinato.runtime.settings import Settings
+from ostinato.stores import tenants
 from ostinato.tenancy import Principal
 
 
 @dataclass(frozen=True, slots=True)
 class TenantScope:
     tenant_id: uuid.UUID
-    actor: str  # how the audit trail names the caller: "tenant:<name>"
+    actor: str  # how the audit trail names the caller (runtime.auth.actor_of)
     conn: asyncpg.Connection
     clock: Clock
     store: EventStore
     settings: Settings
 
 
+ACT_FOR_TENANT = "x-ostinato-tenant"  # the admin key acting on one tenant's resources
+
+
 async def tenant_scope(request: Request,
                        caller: NamedDependency[Principal]) -> AsyncIterator[TenantScope]:
-    tenant = require_tenant(caller)
     state = request.app.state
     async with state.pool.acquire() as conn:
-        yield TenantScope(tenant_id=tenant.tenant_id, actor=actor_of(tenant), conn=conn,
+        tenant_id = await _acting_for(conn, request, caller)
+        yield TenantScope(tenant_id=tenant_id, actor=actor_of(caller), conn=conn,
                           clock=state.clock, store=state.store, settings=state.settings)
+
+
+async def _acting_for(conn: asyncpg.Connection, request: Request, caller: Principal) -> uuid.UUID:
+    """The caller's tenant; for the admin key, the tenant it names in X-Ostinato-Tenant (the
+    operator UI acts on any tenant's runs; every event it writes names the actor "admin")."""
+    named = request.headers.get(ACT_FOR_TENANT)
+    if caller.tenant_id is not None:
+        if named and named != str(caller.tenant_id):
+            raise Forbidden(f"a tenant's key acts for its own tenant only ({ACT_FOR_TENANT})")
+        return caller.tenant_id
+    if not named:
+        return require_tenant(caller).tenant_id  # raises: the admin names no tenant
+    try:
+        tenant_id = uuid.UUID(named)
+    except ValueError:
+        raise InvalidInput(f"{ACT_FOR_TENANT} must be a tenant id", errors=[
+            {"field": ACT_FOR_TENANT, "message": "not a UUID"}]) from None
+    if await tenants.name_of(conn, tenant_id) is None:
+        raise NotFound(f"no tenant {tenant_id}")
+    return tenant_id
 
 
 Tenant = NamedDependency[TenantScope]

@@ -7,32 +7,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated
 
-import msgspec
 from litestar import get
 from litestar.params import FromQuery, QueryParameter
 
+from ostinato.client.models import TasksPage, TaskVersionView
 from ostinato.stores import runs as run_store
 from ostinato.workers import registry
 from services.api.scope import Tenant
 
 TaskName = Annotated[str | None, QueryParameter(min_length=1, max_length=256)]
-
-
-class TaskVersionView(msgspec.Struct, kw_only=True):
-    task: str
-    # None: runs not started yet, or retries of plain tasks, that any version may take
-    version: str | None
-    waiting: int = 0  # to be started or resumed (a pinned run: only by this version)
-    running: int = 0
-    suspended: int = 0  # workflows asleep on a timer, a signal or a child: pinned here
-    workers: int = 0  # live workers serving this version
-    # Pinned runs that no live worker can resume: they wait "no worker serves <task> v<version>"
-    stranded: bool = False
-    drained: bool = False  # no run left on this version: its code may be removed
-
-
-class TasksPage(msgspec.Struct, kw_only=True):
-    items: list[TaskVersionView]
 
 
 @get("/v1/tasks", tags=["runs"])

@@ -11,11 +11,7 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from ostinato import runs
-from ostinato.domain.errors import InvalidInput, NotFound, PayloadTooLarge
-from ostinato.eventlog.store import get_blobs
-from ostinato.stores import runs as run_store
-from ostinato.stores import steps as step_store
-from services.api.models import (
+from ostinato.client.models import (
     ChildrenPage,
     ChildView,
     PauseChanged,
@@ -25,6 +21,11 @@ from services.api.models import (
     StepsPage,
     StepView,
 )
+from ostinato.domain import roles
+from ostinato.domain.errors import InvalidInput, NotFound, PayloadTooLarge
+from ostinato.eventlog.store import get_blobs
+from ostinato.stores import runs as run_store
+from ostinato.stores import steps as step_store
 from services.api.scope import Tenant
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
@@ -112,7 +113,8 @@ async def resume_matching(data: JSONBody[PauseMatchingRequest],
         job_id=data.job_id, actor=tenant.actor, reason=data.reason, resume=True))
 
 
-@post("/v1/runs/{run_id:uuid}/signals/{name:str}", status_code=202, tags=["runs"])
+@post("/v1/runs/{run_id:uuid}/signals/{name:str}", status_code=202, tags=["runs"],
+      opt={"action": roles.SUBMIT})
 async def send_signal(request: Request, run_id: FromPath[uuid.UUID], name: FromPath[str],
                       tenant: Tenant,
                       reason: FromQuery[str | None] = None) -> Response[SignalAccepted]:

@@ -1,8 +1,9 @@
 """The reconciler's checks as duties (`ostinato.runtime.duties`). Fast checks (expired leases,
 timeouts, queue-wait deadlines, overdue jobs: cheap indexed queries whose latency decides
 recovery time) run every `fast_interval`; slow ones (pipeline health, the gap enumeration over
-every recurring schedule, retention) every `interval`. Each is its own duty, so a failing check
-is retried and reported on its own while the others still run."""
+every recurring schedule, the expected-occurrence ledger, retention) every `interval`. Each is
+its own duty, so a failing check is retried and reported on its own while the others still
+run."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ostinato.runtime.duties import Duty
 from ostinato.stores.runs import StuckThresholds
 from services.reconciler.checks.gaps import check_gaps
 from services.reconciler.checks.leases import expire_leases
+from services.reconciler.checks.ledger import LedgerSweep
 from services.reconciler.checks.overdue import check_overdue
 from services.reconciler.checks.pipeline import check_once
 from services.reconciler.checks.queue_waits import expire_queue_waits
@@ -38,7 +40,9 @@ class ReconcileConfig:
     unserved_alert_after: timedelta = timedelta(minutes=5)  # a pinned version nobody serves
     worker_ttl: timedelta = timedelta(seconds=35)  # a worker seen within this is live
     missed_grace: timedelta = timedelta(seconds=30)  # due this long without a decision: overdue
-    gap_window: timedelta = timedelta(hours=24)  # how far back gaps are looked for
+    gap_window: timedelta = timedelta(hours=24)  # how far back gaps (and the ledger) look
+    ledger_max_slots: int = 5_000  # per job and pass: the newest, when the window holds more
+    ledger_interval: timedelta = timedelta(minutes=1)  # (or `interval`, if longer)
     output_retention: timedelta = timedelta(days=30)  # outputs and logs kept this long
 
 
@@ -90,4 +94,21 @@ def duties(pool: asyncpg.Pool, store: EventStore, clock: Clock, config: Reconcil
     return [*(duty(name, check, config.fast_interval)
               for name, check in fast_checks(pool, store, clock, config).items()),
             *(duty(name, check, config.interval)
-              for name, check in slow_checks(pool, store, clock, config).items())]
+              for name, check in slow_checks(pool, store, clock, config).items()),
+            ledger_duty(pool, store, clock, config, turn)]
+
+
+def ledger_duty(pool: asyncpg.Pool, store: EventStore, clock: Clock, config: ReconcileConfig,
+                turn: asyncio.Lock) -> Duty:
+    """The ledger check, a sweep of `jobs_per_tick` jobs a tick (again at once while ticks are
+    full, so the fast checks take turns in between), a new sweep every `ledger_interval` (or
+    `interval`, if longer)."""
+    sweep = LedgerSweep(pool, store, clock, window=config.gap_window, grace=config.missed_grace,
+                        max_slots=config.ledger_max_slots)
+
+    async def run_once(now: datetime) -> int:
+        return await sweep.tick()
+
+    interval = max(config.interval, config.ledger_interval)
+    return Duty("reconcile_ledger", interval.total_seconds(), run_once,
+                batch=sweep.jobs_per_tick, turn=turn)

@@ -1,16 +1,17 @@
 """The worker protocol over HTTP (see `ostinato.sdk.protocol` for the wire types).
 
-A worker authenticates with a tenant's key (it serves that tenant only) or with the admin key: a
-shared worker serving every tenant's runs in its pools (`worker_scope`). Every route records the
+A worker authenticates with a tenant's worker key (or an operator's; it serves that tenant only,
+and a worker key limited to pools claims from those only) or with the admin key: a shared
+worker serving every tenant's runs in its pools (`worker_scope`). Every route is a `WORK`
+action (`ostinato.domain.roles`): viewer and submitter keys are refused. Every route records the
 worker's presence in the registry (`presence.py`), from which fair dispatch reads capacity.
 
 A worker sends its key with every request, and a lone workflow makes one request per step, so
 the gateway remembers the principals of keys it authenticated for `KNOWN_KEY_SECONDS`
 (`KnownKeys`) rather than paying a pool checkout and a query per request (a fifth of a step's
-time in the gateway). Keys are never changed once issued (`ApiKeyIssued` only), so a remembered
-principal is the one the query would return; a key that failed is never remembered, so a key
-issued a moment ago works at once. (Were keys ever revoked, this is the bound on how long a
-gateway would still accept one.)
+time in the gateway). A key that failed is never remembered, so a key issued a moment ago works
+at once; a revoked key (`ApiKeyRevoked`) is accepted by a gateway that remembered it for at most
+`KNOWN_KEY_SECONDS` more (docs/SECURITY.md).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.params import FromPath, JSONBody
 
 from ostinato.clock import Clock
+from ostinato.domain import roles
 from ostinato.domain.errors import PROBLEM_BASE, Forbidden
 from ostinato.runtime.auth import Caller, principal
 from ostinato.runtime.ops import instrument_http, ops_route_handlers, tracing_middleware
@@ -147,6 +149,10 @@ async def claim(
     deadline = clock.monotonic() + data.wait_seconds
     for pool_name in data.pools:
         state.settings.topics.ready(pool_name)  # validates the name
+    if caller.pools and not set(data.pools) <= set(caller.pools):
+        outside = ", ".join(sorted(set(data.pools) - set(caller.pools)))
+        raise Forbidden(f"this worker key serves the pools {', '.join(caller.pools)} only, "
+                        f"not {outside}")
     # Before the wait: the registry TTL is longer than any wait, so this keeps the worker live.
     await _presence(request).claimed(scope, data)
     # The body is read: the next ASGI message is the client hanging up. A worker that went away
@@ -292,6 +298,7 @@ def create_app(service: Service, attempts: Attempts, signals: ReadySignals,
     app = Litestar(
         route_handlers=[*ROUTES, *ops_route_handlers(lambda: service.readiness(kafka=True))],
         dependencies={"caller": Provide(known_principal)},
+        opt={"action": roles.WORK},
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=tracing_middleware(),
         openapi_config=OpenAPIConfig(

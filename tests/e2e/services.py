@@ -7,15 +7,31 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
+
+import asyncpg
 
 from ostinato.testing.cluster import Cluster
 from tests.conftest import (
+    APP_URL,
     KAFKA_BOOTSTRAP,
+    app_url_for,
     drop_database,
     fresh_database,
     slots_out_of_step,
     url_for,
 )
+
+
+async def connected_roles(name: str) -> set[str]:
+    """The roles connected to database `name` (other than the connection asking)."""
+    conn = await asyncpg.connect(url_for(name))
+    try:
+        return {r["usename"] for r in await conn.fetch(
+            "SELECT DISTINCT usename FROM pg_stat_activity"
+            " WHERE datname = $1 AND pid <> pg_backend_pid()", name)}
+    finally:
+        await conn.close()
 
 
 @asynccontextmanager
@@ -26,10 +42,11 @@ async def running_cluster(template_db: str, topic_prefix: str, log_dir: Path, *,
     that the dispatch slots followed every run (as after every integration test), drop the
     database, and (`clean_exit`) require every service to have exited with 0."""
     name = await fresh_database(template_db)
-    cluster = Cluster(database_url=url_for(name), kafka_bootstrap=KAFKA_BOOTSTRAP,
+    cluster = Cluster(database_url=app_url_for(name), kafka_bootstrap=KAFKA_BOOTSTRAP,
                       topic_prefix=topic_prefix, log_dir=log_dir, extra_env=dict(env or {}))
     try:
         await asyncio.to_thread(cluster.start)
+        assert await connected_roles(name) == {urlsplit(APP_URL).username}  # never the owner
         yield cluster
     finally:
         codes = await asyncio.to_thread(cluster.stop)

@@ -17,6 +17,7 @@ import pytest
 
 from ostinato.sdk import PermanentError, Worker, current, task
 from ostinato.testing.cluster import Cluster
+from tests.conftest import owner_url_of
 from tests.e2e.services import running_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -64,7 +65,8 @@ async def test_an_effect_is_applied_once_although_its_attempt_crashed_before_rep
         job = (await api.post("/v1/jobs", json={"name": "charge", "retry": {
             "initial_delay": "1s", "jitter": "none"}}, headers=h)).json()
         log = tmp_path / "worker.log"
-        args = (cluster.gateway_url, key, cluster.database_url)
+        # the worker keeps its effects in the services' database, as its owner
+        args = (cluster.gateway_url, key, owner_url_of(cluster.database_url))
         crash = await asyncio.to_thread(start_worker, log, *args)
         assert await asyncio.to_thread(crash.wait, 30) == 17  # died after its effect
         again = await asyncio.to_thread(start_worker, log, *args)
@@ -82,7 +84,7 @@ async def test_an_effect_is_applied_once_although_its_attempt_crashed_before_rep
         events = (await api.get(f"/v1/runs/{run['id']}/events", headers=h)).json()["items"]
     assert detail["output"] == {"applied_now": False}  # the retry found the effect done
     assert "LeaseExpired" in [e["type"] for e in events]
-    conn = await asyncpg.connect(cluster.database_url)
+    conn = await asyncpg.connect(owner_url_of(cluster.database_url))
     try:
         charges = await conn.fetch("SELECT run_id, attempt FROM charges")
     finally:

@@ -20,8 +20,11 @@ from ostinato.testing.lab import FAULT_ENV, Lab
 from tests.conftest import (
     DATABASE_URL,
     KAFKA_BOOTSTRAP,
+    app_url_for,
     drop_database,
     fresh_database,
+    owner_role,
+    owner_url_for,
     url_for,
 )
 
@@ -57,9 +60,9 @@ async def template_db() -> AsyncIterator[str]:
     connection of its own."""
     name = f"ostinato_faults_template_{os.getpid()}"
     await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    await _admin(f'CREATE DATABASE "{name}"')
+    await _admin(f'CREATE DATABASE "{name}" OWNER "{owner_role()}"')
     try:
-        await migrate(url_for(name))
+        await migrate(owner_url_for(name))
         yield name
     finally:
         await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -68,10 +71,12 @@ async def template_db() -> AsyncIterator[str]:
 @pytest.fixture
 async def lab(template_db: str, topic_prefix: str, tmp_path: Path) -> AsyncIterator[Lab]:
     name = await fresh_database(template_db)
-    cluster = Cluster(database_url=url_for(name), kafka_bootstrap=KAFKA_BOOTSTRAP,
+    # the services as the app role; the test's own SQL as the administrator; the workers'
+    # effects tables (their "own database") as the owner: the app role creates no table
+    cluster = Cluster(database_url=app_url_for(name), kafka_bootstrap=KAFKA_BOOTSTRAP,
                       topic_prefix=topic_prefix, log_dir=tmp_path / "logs",
                       extra_env=dict(FAULT_ENV))
-    lab = Lab(cluster=cluster, db=Db(cluster.database_url))
+    lab = Lab(cluster=cluster, db=Db(url_for(name)), effects_url=owner_url_for(name))
     try:
         yield lab
     finally:

@@ -31,7 +31,7 @@ from ostinato.tenancy import create_tenant
 from ostinato.testing.cluster import Cluster
 from ostinato.testing.invariants import occurrences_scheduled_twice
 from ostinato.testing.waiting import until
-from tests.conftest import KAFKA_BOOTSTRAP, drop_database, fresh_database, url_for
+from tests.conftest import KAFKA_BOOTSTRAP, app_url_for, drop_database, fresh_database, url_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -40,14 +40,14 @@ pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 async def cluster(template_db: str, topic_prefix: str,
                   tmp_path: Path) -> AsyncIterator[tuple[Cluster, asyncpg.Pool]]:
     name = await fresh_database(template_db)
-    c = Cluster(database_url=url_for(name), kafka_bootstrap=KAFKA_BOOTSTRAP,
+    c = Cluster(database_url=app_url_for(name), kafka_bootstrap=KAFKA_BOOTSTRAP,
                 topic_prefix=topic_prefix, log_dir=tmp_path / "logs",
                 extra_env={"OSTINATO_SCHEDULER_POLL_SECONDS": "0.05",
                            "OSTINATO_SCHEDULER_BATCH_SIZE": "50",
                            "OSTINATO_RECONCILE_INTERVAL_SECONDS": "0.5",
                            "OSTINATO_MISSED_GRACE_SECONDS": "2",
                            "OSTINATO_SHARD_LEASE_TTL_SECONDS": "2"})
-    pool = await create_pool(c.database_url, max_size=4)
+    pool = await create_pool(url_for(name), max_size=4)  # the test's own SQL: as admin
     try:
         yield c, pool
     finally:

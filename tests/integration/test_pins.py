@@ -9,7 +9,7 @@ import pytest
 
 from ostinato.db.migrate import migrate
 from ostinato.db.schema_dump import SCHEMA_FILE, dump_schema
-from tests.conftest import drop_database, fresh_database, url_for
+from tests.conftest import drop_database, fresh_database, owner_url_for, url_for
 
 pytestmark = pytest.mark.integration
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 async def test_committed_schema_equals_the_migrations_applied_from_empty() -> None:
     name = await fresh_database("template0")  # empty, not the migrated test template
     try:
-        await migrate(url_for(name))
+        await migrate(owner_url_for(name))  # as in production: the owner migrates
         dumped = await dump_schema(url_for(name))
     finally:
         await drop_database(name)

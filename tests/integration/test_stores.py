@@ -9,9 +9,11 @@ import msgspec
 import pytest
 
 from ostinato.stores import (
+    api_keys,
     calendars,
     dead_letters,
     jobs,
+    ledger,
     limits,
     runs,
     signals,
@@ -25,6 +27,7 @@ pytestmark = pytest.mark.integration
 ROW_OF = {
     (runs, "run_by_id"): runs.RunRow,
     (runs, "list_runs"): runs.RunRow,
+    (runs, "list_runs_filtered"): runs.RunRow,
     (jobs, "job_by_id"): jobs.JobRow,
     (jobs, "job_by_idempotency_key"): jobs.JobRow,
     (jobs, "list_jobs"): jobs.JobRow,
@@ -56,7 +59,9 @@ ROW_OF = {
     (jobs, "pauses_of_job"): jobs.Pause,
     (calendars, "lock_calendar"): calendars.CalendarHead,
     (calendars, "calendars_by_id"): calendars.CalendarDates,
-    (tenants, "tenant_by_key_hash"): tenants.KeyOwner,
+    (api_keys, "authenticate"): api_keys.KeyOwner,
+    (api_keys, "list_keys"): api_keys.KeyRow,
+    (api_keys, "get_key"): api_keys.KeyRow,
     (tenants, "lock_tenant"): tenants.TenantHead,
     (tenants, "tenant_weights"): tenants.TenantWeight,
     (steps, "steps_of_run"): steps.StepRow,
@@ -77,20 +82,25 @@ ROW_OF = {
     (task_schemas, "register_task_schemas"): task_schemas.RegisteredSchema,
     (task_schemas, "newest_task_schemas"): task_schemas.NewestSchema,
     (task_schemas, "task_schemas_of_scope"): task_schemas.TaskSchemaRow,
+    (ledger, "ledger_jobs"): ledger.LedgerJob,
+    (ledger, "ledger_runs_of_job"): ledger.LedgerRun,
+    (ledger, "ledger_skips_of_job"): ledger.LedgerSkip,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
 SCALAR = {
     (runs, "hold_of_run"), (runs, "waiting_position"), (runs, "cancel_flags"),
     (runs, "active_runs_of_jobs"), (runs, "runs_of_job_between"), (runs, "timed_out_runs"),
     (runs, "queue_wait_expired"), (jobs, "oldest_due"), (calendars, "calendar_names"),
-    (tenants, "tenant_by_name"), (signals, "database_now"), (runs, "overdue_wakeups"),
+    (tenants, "tenant_by_name"), (tenants, "tenant_name"), (api_keys, "count_operators_left"),
+    (signals, "database_now"), (runs, "overdue_wakeups"),
     (runs, "active_children"), (runs, "pausable_runs"), (steps, "undone_by_set_aside"),
+    (ledger, "ledger_findings_recorded"),
 }
 
 
 def test_every_store_query_is_accounted_for() -> None:
     stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps, signals,
-              task_schemas)
+              task_schemas, ledger, api_keys)
     named = {(store, name) for store in stores for name in store.Q}
     assert named == set(ROW_OF) | SCALAR
 

@@ -45,6 +45,9 @@ def test_every_event_round_trips_through_the_codec() -> None:
     now = datetime(2026, 1, 1, tzinfo=UTC)
     samples = [
         ev.TenantCreated(name="acme"), ev.ApiKeyIssued(key_hash="ab", role="tenant"),
+        ev.ApiKeyIssued(key_hash="cd", role="worker", key_id=uuid.uuid4(), name="fleet-1",
+                        pools=["default"], rotated_from=uuid.uuid4()),
+        ev.ApiKeyRevoked(key_id=uuid.uuid4(), effective_at=now, reason="rotated"),
         ev.LimitSet(scope="tenant", name="", max_concurrency=5, rate_per_second=2.5, weight=2.0),
         ev.PoolPaused(pool="default", scope_tenant_id=None, reason="db maintenance"),
         ev.PoolResumed(pool="default", scope_tenant_id=uuid.uuid4()),
@@ -56,6 +59,8 @@ def test_every_event_round_trips_through_the_codec() -> None:
         ev.OccurrencesSkipped(first=now, last=now, slots=1, reason="calendar", next_run_at=now,
                               next_slot=now),
         ev.OccurrenceMissed(scheduled_for=now, detected_by="reconciler", repair="run"),
+        ev.LedgerSlotMissing(scheduled_for=now),
+        ev.LedgerDisagreement(scheduled_for=now, expected_by="scheduler"),
         ev.JobPaused(reason="r"), ev.JobResumed(misfire="skip"),
         ev.BackfillRequested(start=now, end=now, runs_created=1, slots_with_runs=0,
                              slots_skipped=0),

@@ -98,6 +98,26 @@ def test_exceptions_and_stdlib_records_render_as_json(capsys, isolated_logging):
     assert (kafka["service"], kafka["logger"], kafka["level"]) == ("api", "aiokafka", "warning")
 
 
+def test_api_keys_are_redacted_from_every_line(capsys, isolated_logging, monkeypatch):
+    admin = "adm_" + "Zq9" * 12
+    tenant_key = "ost_" + "k" * 43
+    monkeypatch.setenv("OSTINATO_ADMIN_KEY", admin)
+    configure_logging("api")
+    log = get_logger("ostinato.test")
+    log.info("request.seen", header=f"Bearer {tenant_key}", note=f"admin {admin} used")
+    try:
+        raise PermissionError(f"key {tenant_key} refused")
+    except PermissionError:
+        log.exception("request.failed")
+    logging.getLogger("uvicorn").warning("GET /?key=%s", admin)
+    out = capsys.readouterr().out
+    assert tenant_key not in out and admin not in out
+    seen, failed, stdlib = _json_lines(out)
+    assert seen["header"] == "Bearer [redacted key]" and seen["note"] == "admin [redacted key] used"
+    assert failed["exception"][0]["exc_value"] == "key [redacted key] refused"
+    assert stdlib["event"] == "GET /?key=[redacted key]"
+
+
 def test_bound_restores_previous_context(isolated_logging):
     bind_run(tenant_id="t-0", run_id="r-0", job_id=None)
     assert get_contextvars() == {"tenant_id": "t-0", "run_id": "r-0"}

@@ -12,9 +12,10 @@ import pytest
 
 from ostinato.db.queries import REGISTRY, sql_files_under
 from ostinato.domain.errors import Forbidden
+from ostinato.domain.roles import OPERATOR
 from ostinato.runtime.settings import load_settings
 from ostinato.sdk.protocol import MAX_CLAIM_WAIT_SECONDS
-from ostinato.tenancy import ADMIN, TENANT_ROLE, Principal
+from ostinato.tenancy import ADMIN, Principal
 from services.worker_gateway.app import worker_scope
 from services.worker_gateway.wakeups import ReadySignals
 
@@ -34,7 +35,7 @@ async def test_a_shared_long_poll_is_woken_by_any_tenant_a_tenant_poll_only_by_i
 
 def test_worker_scope_is_the_keys_tenant_or_every_tenant_for_the_admin() -> None:
     tenant = uuid.uuid4()
-    assert worker_scope(Principal(tenant, TENANT_ROLE, "acme")) == tenant
+    assert worker_scope(Principal(tenant, OPERATOR, "acme")) == tenant
     assert worker_scope(Principal(None, ADMIN, "admin")) is None
     with pytest.raises(Forbidden):
         worker_scope(Principal(None, "viewer", "nobody"))

@@ -2,6 +2,9 @@
 
 Each file runs in its own transaction and is recorded in `schema_migrations`; an advisory lock
 lets several services start at once without racing. A gap in the numbering is refused.
+
+Migrations run as the owner role (OSTINATO_OWNER_DATABASE_URL), which owns every table; the
+services' role cannot create or alter anything (0025_roles.sql, README.md "Database roles").
 """
 
 from __future__ import annotations
@@ -34,6 +37,20 @@ async def migrate(dsn: str, directory: Path = MIGRATIONS_DIR) -> list[str]:
     conn = await asyncpg.connect(dsn)
     applied_now: list[str] = []
     try:
+        await _apply(conn, directory, applied_now)
+    except asyncpg.InsufficientPrivilegeError as exc:
+        raise PermissionError(
+            f"migration refused: {exc}; migrations run as the owner of the database and of "
+            "every table (OSTINATO_OWNER_DATABASE_URL), not as the services' role; a "
+            "database from before the roles is handed to the owner by infra/postgres/up.sh "
+            "(REASSIGN OWNED)") from exc
+    finally:
+        await conn.close()
+    return applied_now
+
+
+async def _apply(conn: asyncpg.Connection, directory: Path, applied_now: list[str]) -> None:
+    try:
         await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY)
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
@@ -53,11 +70,7 @@ async def migrate(dsn: str, directory: Path = MIGRATIONS_DIR) -> list[str]:
                 )
             applied_now.append(path.name)
     finally:
-        try:
-            await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)
-        finally:
-            await conn.close()
-    return applied_now
+        await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)
 
 
 async def current_version(conn: asyncpg.Connection) -> int:

@@ -47,9 +47,11 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.stores", "calendars.sql"),
     ("ostinato.stores", "limits.sql"),
     ("ostinato.stores", "tenants.sql"),
+    ("ostinato.stores", "api_keys.sql"),
     ("ostinato.stores", "steps.sql"),
     ("ostinato.stores", "signals.sql"),
     ("ostinato.stores", "task_schemas.sql"),
+    ("ostinato.stores", "ledger.sql"),
 ]
 
 

@@ -81,3 +81,16 @@ class InvalidState(Conflict):
     code = "invalid-state"
     title = "Not allowed in the current state"
 
+
+
+class RateLimited(OstinatoError):
+    """A key sent more requests than its tenant's API rate: retry after `retry_after_seconds`
+    (also the `Retry-After` header, in whole seconds)."""
+
+    code = "rate-limited"
+    status = 429
+    title = "Too many requests"
+
+    def __init__(self, detail: str, retry_after_seconds: float) -> None:
+        super().__init__(detail, retry_after_seconds=round(retry_after_seconds, 3))
+        self.retry_after_seconds = retry_after_seconds

@@ -30,7 +30,22 @@ class TenantCreated(Event, tag="TenantCreated"):
 class ApiKeyIssued(Event, tag="ApiKeyIssued"):
     stream_type: ClassVar[str] = "tenant"
     key_hash: str  # hex sha256; the key itself is shown once and never stored
-    role: str
+    role: str  # ostinato.domain.roles; "tenant" on keys of the one-key era (an operator)
+    # None on keys of the one-key era: their id is derived from the hash (stores/api_keys.sql)
+    key_id: uuid.UUID | None = None
+    name: str = ""
+    pools: list[str] = msgspec.field(default_factory=list)  # a worker key's pools; [] = all
+    rotated_from: uuid.UUID | None = None  # the key this one replaces (POST .../rotate)
+
+
+class ApiKeyRevoked(Event, tag="ApiKeyRevoked"):
+    """The key stops authenticating at `effective_at`: the revocation itself, or the end of
+    a rotation's grace period."""
+
+    stream_type: ClassVar[str] = "tenant"
+    key_id: uuid.UUID
+    effective_at: datetime
+    reason: str = ""
 
 
 class LimitSet(Event, tag="LimitSet"):
@@ -102,6 +117,25 @@ class OccurrenceMissed(Event, tag="OccurrenceMissed"):
     scheduled_for: datetime
     detected_by: str
     repair: str  # what follows: "run" | "skip" | "scheduler" (left to the scheduler's policy)
+
+
+class LedgerSlotMissing(Event, tag="LedgerSlotMissing"):
+    """The expected-occurrence ledger (an independent cron implementation) found a slot past
+    its due instant and grace with neither a run nor a recorded skip. Once per (job, slot): its
+    event id is derived from both (`ostinato.ledger.finding_id`)."""
+
+    stream_type: ClassVar[str] = "job"
+    scheduled_for: datetime
+    detected_by: str = "ledger"
+
+
+class LedgerDisagreement(Event, tag="LedgerDisagreement"):
+    """The two cron implementations disagree on a slot: `expected_by` names the only one that
+    has it ("ledger": the independent one; "scheduler": the scheduler's). Once per (job, slot)."""
+
+    stream_type: ClassVar[str] = "job"
+    scheduled_for: datetime
+    expected_by: str
 
 
 class JobPaused(Event, tag="JobPaused"):
@@ -587,11 +621,14 @@ class CalendarDefined(Event, tag="CalendarDefined"):
 CATALOGUE: tuple[type[Event], ...] = (
     TenantCreated,
     ApiKeyIssued,
+    ApiKeyRevoked,
     LimitSet,
     JobCreated,
     OccurrenceFired,
     OccurrencesSkipped,
     OccurrenceMissed,
+    LedgerSlotMissing,
+    LedgerDisagreement,
     JobPaused,
     JobResumed,
     BackfillRequested,
@@ -642,11 +679,14 @@ CATALOGUE: tuple[type[Event], ...] = (
 AnyEvent = (
     TenantCreated
     | ApiKeyIssued
+    | ApiKeyRevoked
     | LimitSet
     | JobCreated
     | OccurrenceFired
     | OccurrencesSkipped
     | OccurrenceMissed
+    | LedgerSlotMissing
+    | LedgerDisagreement
     | JobPaused
     | JobResumed
     | BackfillRequested

@@ -27,7 +27,12 @@ def _tenant_created(r: RecordedEvent, e: ev.TenantCreated) -> tuple[str, Args]:
 
 
 def _api_key_issued(r: RecordedEvent, e: ev.ApiKeyIssued) -> tuple[str, Args]:
-    return "project_api_key_issued", (r.stream_id, e.key_hash, e.role, r.occurred_at, r.version)
+    return "project_api_key_issued", (r.stream_id, e.key_hash, e.role, r.occurred_at, r.version,
+                                      e.key_id, e.name, e.pools)
+
+
+def _api_key_revoked(r: RecordedEvent, e: ev.ApiKeyRevoked) -> tuple[str, Args]:
+    return "project_api_key_revoked", (r.stream_id, e.key_id, e.effective_at, r.version)
 
 
 def _job_created(r: RecordedEvent, e: ev.JobCreated) -> tuple[str, Args]:
@@ -294,6 +299,7 @@ def _version_only(r: RecordedEvent, e: ev.Event) -> tuple[str, Args]:
 PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]]] = {
     ev.TenantCreated: _tenant_created,
     ev.ApiKeyIssued: _api_key_issued,
+    ev.ApiKeyRevoked: _api_key_revoked,
     ev.LimitSet: _limit_set,
     ev.PoolPaused: _pool_control,
     ev.PoolResumed: _pool_control,
@@ -301,6 +307,8 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.OccurrenceFired: _occurrence_fired,
     ev.OccurrencesSkipped: _occurrences_skipped,
     ev.OccurrenceMissed: _job_version_only,
+    ev.LedgerSlotMissing: _job_version_only,
+    ev.LedgerDisagreement: _job_version_only,
     ev.JobPaused: _job_paused,
     ev.JobResumed: _job_resumed,
     ev.BackfillRequested: _job_version_only,

@@ -1,4 +1,11 @@
-"""Bearer API-key authentication as a Litestar dependency; every route gets a Principal."""
+"""Bearer API-key authentication and role checks as a Litestar dependency; every route gets a
+Principal allowed to do what the route does.
+
+What a route does is its handler's `opt["action"]` (`ostinato.domain.roles`), inherited from
+its router or app (the worker gateway says `WORK` once for all its routes), else `READ` for a
+GET and `OPERATE` for any other method. So a route cannot forget the check, and a new route is
+open to operators only until it says otherwise.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +13,15 @@ import structlog
 from litestar import Request
 from litestar.di import NamedDependency
 
+from ostinato.domain import roles
 from ostinato.domain.errors import Forbidden, Unauthorized
 from ostinato.tenancy import ADMIN, Principal, authenticate
 
 Caller = NamedDependency[Principal]
+
+
+def action_of(request: Request) -> str:
+    return request.route_handler.opt.get("action") or roles.default_action(request.method)
 
 
 async def principal(request: Request) -> Principal:
@@ -19,22 +31,34 @@ async def principal(request: Request) -> Principal:
         raise Unauthorized("send an API key as 'Authorization: Bearer <key>'")
     state = request.app.state
     async with state.pool.acquire() as conn:
-        found = await authenticate(conn, key.strip(), state.settings.admin_key)
+        found = await authenticate(conn, key.strip(), state.settings.admin_key,
+                                   state.clock.now())
     if found is None:
-        raise Unauthorized("unknown API key")
+        raise Unauthorized("unknown or revoked API key")
+    authorize(found, action_of(request))
     if found.tenant_id is not None:
         structlog.contextvars.bind_contextvars(tenant_id=str(found.tenant_id))
     return found
 
 
+def authorize(p: Principal, action: str) -> Principal:
+    if not roles.may(p.role, action):
+        raise Forbidden(roles.refusal(p.role, action))
+    return p
+
+
 def actor_of(p: Principal) -> str:
-    """How the audit trail names a caller: "admin", or "tenant:<name>"."""
-    return "admin" if p.tenant_id is None else f"tenant:{p.name}"
+    """How the audit trail names a caller: "admin", "tenant:<name>" for a tenant's first key,
+    "tenant:<name>/<key name>" for a named one."""
+    if p.tenant_id is None:
+        return "admin"
+    return f"tenant:{p.name}/{p.key_name}" if p.key_name else f"tenant:{p.name}"
 
 
 def require_tenant(p: Principal) -> Principal:
     if p.tenant_id is None:
-        raise Forbidden("this call needs a tenant's API key, not the admin key")
+        raise Forbidden("this call needs a tenant's API key, not the admin key (or name the "
+                        "tenant in the X-Ostinato-Tenant header)")
     return p
 
 

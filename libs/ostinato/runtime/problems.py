@@ -6,6 +6,7 @@ an `errors` extension member as `[{"field": ..., "message": ...}]`.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -13,7 +14,7 @@ import msgspec
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 
-from ostinato.domain.errors import PROBLEM_BASE, OstinatoError
+from ostinato.domain.errors import PROBLEM_BASE, OstinatoError, RateLimited
 from ostinato.telemetry.logging import get_logger
 
 PROBLEM_JSON = "application/problem+json"
@@ -49,7 +50,10 @@ def _field_errors(extra: Any) -> list[dict[str, str]]:
 
 
 def on_ostinato_error(request: Request, exc: OstinatoError) -> Response[bytes]:
-    return problem(exc.status, exc.problem_type, exc.title, exc.detail, request, **exc.extra)
+    response = problem(exc.status, exc.problem_type, exc.title, exc.detail, request, **exc.extra)
+    if isinstance(exc, RateLimited):
+        response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_seconds)))
+    return response
 
 
 def on_validation_error(request: Request, exc: ValidationException) -> Response[bytes]:

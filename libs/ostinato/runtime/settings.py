@@ -19,7 +19,12 @@ from ostinato.sdk.protocol import MAX_CLAIM_WAIT_SECONDS
 
 
 class Settings(msgspec.Struct, kw_only=True, frozen=True):
-    database_url: str = "postgresql://ostinato@127.0.0.1:55432/ostinato"
+    # The services' least-privilege role (README.md "Database roles"): owns no table, cannot
+    # alter, truncate, disable triggers or rewrite the event log.
+    database_url: str = "postgresql://ostinato_app@127.0.0.1:55432/ostinato"
+    # The owner of the schema, for `ostinato migrate`, `rebuild-projections` and `schema-dump`
+    # only (set it empty to use database_url: a deployment with one role); no service uses it.
+    owner_database_url: str = "postgresql://ostinato_owner@127.0.0.1:55432/ostinato"
     kafka_bootstrap: str = "127.0.0.1:9092"
     topic_prefix: str = ""
     pools: str = "default"
@@ -34,6 +39,11 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     reconciler_port: int = 8084
     ops_host: str = "127.0.0.1"
     max_payload_bytes: int = 262_144
+    # Requests per second per API key at the api (a token bucket per key in each api process;
+    # burst = its capacity); a tenant's own rate is set with PUT /v1/tenants/{id}/limits/api.
+    # 0 turns the default off. The admin key and the worker gateway are not limited.
+    api_rate_per_second: float = 1000.0
+    api_burst: float = 2000.0
     scheduler_batch_size: int = 400  # a 100,000 burst: 55.7 s all started (100: 60.4 s)
     scheduler_poll_seconds: float = 0.05
     lease_ttl_seconds: float = 30.0
@@ -70,6 +80,9 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
                 raise ValueError(f"OSTINATO_POOLS: invalid pool name {pool!r}")
         if self.max_payload_bytes <= 0:
             raise ValueError("OSTINATO_MAX_PAYLOAD_BYTES must be positive")
+        if not (self.api_rate_per_second >= 0 and self.api_burst >= 1):
+            raise ValueError("OSTINATO_API_RATE_PER_SECOND must be >= 0 and "
+                             "OSTINATO_API_BURST >= 1")
         if self.lease_ttl_seconds <= 0:
             raise ValueError("OSTINATO_LEASE_TTL_SECONDS must be positive")
         if self.worker_ttl_seconds <= MAX_CLAIM_WAIT_SECONDS:
@@ -87,6 +100,11 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
             self.pool_retry  # noqa: B018 — validated at start, not at the first job
         except (msgspec.DecodeError, msgspec.ValidationError, InvalidInput) as exc:
             raise ValueError(f"OSTINATO_POOL_RETRY_DEFAULTS: {exc}") from exc
+
+    @property
+    def owner_url(self) -> str:
+        """What the administrative commands connect with: the owner role."""
+        return self.owner_database_url or self.database_url
 
     @property
     def pool_names(self) -> tuple[str, ...]:

@@ -89,9 +89,15 @@ async def by_id(conn: asyncpg.Connection, tenant_id: uuid.UUID,
 
 async def page(conn: asyncpg.Connection, tenant_id: uuid.UUID, *, job_id: uuid.UUID | None,
                state: str | None, after: tuple[datetime | None, uuid.UUID | None],
-               limit: int) -> list[RunRow]:
-    """Latest occurrence first, strictly after the (scheduled_for, id) cursor `after`."""
-    return many(RunRow, await conn.fetch(Q["list_runs"], tenant_id, job_id, state, *after, limit))
+               limit: int, task: str | None = None, pool: str | None = None,
+               since: datetime | None = None, until: datetime | None = None) -> list[RunRow]:
+    """Latest occurrence first, strictly after the (scheduled_for, id) cursor `after`; `task`,
+    `pool` and a scheduled-for range [since, until) narrow it further (the web UI)."""
+    if task is None and pool is None and since is None and until is None:
+        return many(RunRow, await conn.fetch(Q["list_runs"], tenant_id, job_id, state, *after,
+                                             limit))
+    return many(RunRow, await conn.fetch(Q["list_runs_filtered"], tenant_id, job_id, state, task,
+                                         pool, since, until, *after, limit))
 
 
 async def waiting_reason(conn: asyncpg.Connection, run: RunRow) -> str | None:

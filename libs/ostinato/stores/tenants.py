@@ -1,4 +1,4 @@
-"""The `tenants` and `api_keys` read models: who a key belongs to, and each tenant's weight."""
+"""The `tenants` read model: names, stream heads and each tenant's weight (keys: api_keys.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,6 @@ from ostinato.db.queries import load
 from ostinato.stores.rows import many, one
 
 Q = load("ostinato.stores", "tenants.sql")
-
-
-class KeyOwner(msgspec.Struct, frozen=True):
-    tenant_id: uuid.UUID
-    role: str
-    name: str
 
 
 class TenantHead(msgspec.Struct, frozen=True):
@@ -34,10 +28,6 @@ class TenantWeight(msgspec.Struct, frozen=True):
     weight: float
 
 
-async def owner_of_key(conn: asyncpg.Connection, key_hash: bytes) -> KeyOwner | None:
-    return one(KeyOwner, await conn.fetchrow(Q["tenant_by_key_hash"], key_hash))
-
-
 async def id_by_name(conn: asyncpg.Connection, name: str) -> uuid.UUID | None:
     return await conn.fetchval(Q["tenant_by_name"], name)
 
@@ -48,3 +38,7 @@ async def lock(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> TenantHead | N
 
 async def weights(conn: asyncpg.Connection) -> list[TenantWeight]:
     return many(TenantWeight, await conn.fetch(Q["tenant_weights"]))
+
+
+async def name_of(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> str | None:
+    return await conn.fetchval(Q["tenant_name"], tenant_id)

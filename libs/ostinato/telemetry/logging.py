@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
@@ -31,13 +32,28 @@ _HANDLER_MARK = "_ostinato_handler"
 _ENCODER = msgspec.json.Encoder(enc_hook=repr)
 
 
+# A tenant's key (tenancy.new_api_key) wherever it appears in a line: a field, a message, an
+# exception's text, a URL someone logged. The admin key, which has no fixed shape, is added
+# by configure_logging from OSTINATO_ADMIN_KEY.
+KEY_PATTERN = rb"ost_[A-Za-z0-9_-]{16,}"
+REDACTED = b"[redacted key]"
+_secrets: list[re.Pattern[bytes]] = [re.compile(KEY_PATTERN)]
+
+
+def redact(line: bytes) -> bytes:
+    """Every API key in a rendered line, replaced; one regex pass when none is there."""
+    for secret in _secrets:
+        line = secret.sub(REDACTED, line)
+    return line
+
+
 def _dumps_bytes(obj: Any, **_kw: Any) -> bytes:
     """msgspec is several times faster than json.dumps; what it can't encode becomes a repr."""
-    return _ENCODER.encode(obj)
+    return redact(_ENCODER.encode(obj))
 
 
 def _dumps_str(obj: Any, **_kw: Any) -> str:
-    return _ENCODER.encode(obj).decode()
+    return redact(_ENCODER.encode(obj)).decode()
 
 
 class _AddService:
@@ -60,6 +76,15 @@ def _add_trace_ids(_logger: Any, _name: str, event_dict: MutableMapping[str, Any
     return event_dict
 
 
+def _console() -> Any:
+    render = structlog.dev.ConsoleRenderer()
+
+    def rendered(logger: Any, name: str, event_dict: MutableMapping[str, Any]) -> str:
+        return redact(render(logger, name, event_dict).encode()).decode()
+
+    return rendered
+
+
 def _level_number(level: str) -> int:
     number = logging.getLevelNamesMapping().get(level.upper())
     if number is None:
@@ -71,6 +96,8 @@ def configure_logging(service: str, level: str = "info") -> None:
     """Configure structlog and the stdlib root logger for this process; safe to call again."""
     threshold = _level_number(level)
     console = os.environ.get("OSTINATO_LOG_FORMAT", "").strip().lower() == "console"
+    admin_key = os.environ.get("OSTINATO_ADMIN_KEY", "").strip().encode()
+    _secrets[1:] = [re.compile(re.escape(admin_key))] if admin_key else []
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -83,8 +110,7 @@ def configure_logging(service: str, level: str = "info") -> None:
 
     logger_factory: Any
     if console:
-        renderer: Any = structlog.dev.ConsoleRenderer()
-        tail: list[Any] = [structlog.processors.StackInfoRenderer(), renderer]
+        tail: list[Any] = [structlog.processors.StackInfoRenderer(), _console()]
         logger_factory = structlog.WriteLoggerFactory(file=sys.stdout)
     elif hasattr(sys.stdout, "buffer"):
         tail = [
@@ -113,7 +139,7 @@ def configure_logging(service: str, level: str = "info") -> None:
 def _route_stdlib(shared: list[Any], console: bool, level: int) -> None:
     """Send stdlib records through the same processors, replacing our previous handler only."""
     final: Any = (
-        structlog.dev.ConsoleRenderer()
+        _console()
         if console
         else structlog.processors.JSONRenderer(serializer=_dumps_str)
     )

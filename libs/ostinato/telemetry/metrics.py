@@ -29,6 +29,8 @@ __all__ = [
     "HTTP_REQUEST_DURATION",
     "JOBS_AUTO_PAUSED",
     "LEASE_EXPIRATIONS",
+    "LEDGER_DISAGREEMENTS",
+    "LEDGER_SLOTS_MISSING",
     "MESSAGES_CONSUMED",
     "OCCURRENCES_MISSED",
     "OCCURRENCES_SKIPPED",
@@ -175,6 +177,18 @@ OCCURRENCES_SKIPPED = Counter(
 OCCURRENCES_MISSED = Counter(
     "ostinato_occurrences_missed_total",
     "Due slots the reconciler found with neither a run nor a recorded skip.",
+)
+LEDGER_SLOTS_MISSING = Counter(
+    "ostinato_ledger_slots_missing_total",
+    "Slots the independent ledger expected that got neither a run nor a recorded skip in time, "
+    "by tenant (each slot counted once).",
+    ["tenant"],
+)
+LEDGER_DISAGREEMENTS = Counter(
+    "ostinato_ledger_disagreements_total",
+    "Slots only one of the two cron implementations (scheduler's, ledger's) has, by tenant "
+    "(each slot counted once).",
+    ["tenant"],
 )
 JOBS_AUTO_PAUSED = Counter(
     "ostinato_jobs_auto_paused_total", "Jobs paused after too many consecutive failed runs."

@@ -42,6 +42,7 @@ class Lab:
     api_key: str = ""
     workers: dict[str, WorkerProc] = field(default_factory=dict)
     stopped_servers: set[str] = field(default_factory=set)
+    effects_url: str = ""  # the workers' own database (default: the services')
 
     async def start(self, services: tuple[str, ...] = SERVICES, tenant: str = "faults", *,
                     env: Mapping[str, str] | None = None) -> None:
@@ -55,8 +56,9 @@ class Lab:
 
     async def worker(self, name: str, **options: Any) -> WorkerProc:
         """Start a worker process and wait until it takes work."""
-        w = WorkerProc(name, self.cluster.gateway_url, self.api_key, self.cluster.database_url,
-                       self.cluster.log_dir, **options)
+        w = WorkerProc(name, self.cluster.gateway_url, self.api_key,
+                       self.effects_url or self.cluster.database_url, self.cluster.log_dir,
+                       **options)
         self.workers[name] = w
         await asyncio.to_thread(lambda: w.start().wait_ready())
         return w

@@ -9,10 +9,18 @@
 INSERT INTO tenants (id, name, weight, created_at, version) VALUES ($1, $2, $3, $4, $5);
 
 -- name: project_api_key_issued
--- ApiKeyIssued
-WITH k AS (INSERT INTO api_keys (key_hash, tenant_id, role, created_at)
-           VALUES (decode($2, 'hex'), $1, $3, $4))
+-- ApiKeyIssued (a key of the one-key era has no key_id: its id is its hash's first 16 bytes)
+WITH k AS (INSERT INTO api_keys (key_hash, tenant_id, role, created_at, id, name, pools)
+           VALUES (decode($2, 'hex'), $1, $3, $4,
+                   coalesce($6::uuid, encode(substring(decode($2, 'hex') FROM 1 FOR 16), 'hex')::uuid),
+                   $7, $8))
 UPDATE tenants SET version = $5 WHERE id = $1;
+
+-- name: project_api_key_revoked
+-- ApiKeyRevoked: the earliest revocation wins (a revoke during a rotation's grace ends it)
+WITH k AS (UPDATE api_keys SET revoked_at = least(coalesce(revoked_at, $3), $3)
+           WHERE id = $2 AND tenant_id = $1)
+UPDATE tenants SET version = $4 WHERE id = $1;
 
 -- name: project_job_created
 -- JobCreated (columnar)

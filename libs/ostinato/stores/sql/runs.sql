@@ -12,6 +12,20 @@ WHERE tenant_id = $1
 ORDER BY scheduled_for DESC, id DESC
 LIMIT $6;
 
+-- name: list_runs_filtered
+-- The web UI's run list: list_runs with task, pool and scheduled-time range [$6, $7) filters.
+SELECT * FROM runs
+WHERE tenant_id = $1
+  AND ($2::uuid IS NULL OR job_id = $2)
+  AND ($3::text IS NULL OR state = $3)
+  AND ($4::text IS NULL OR task = $4)
+  AND ($5::text IS NULL OR pool = $5)
+  AND ($6::timestamptz IS NULL OR scheduled_for >= $6)
+  AND ($7::timestamptz IS NULL OR scheduled_for < $7)
+  AND ($8::timestamptz IS NULL OR (scheduled_for, id) < ($8, $9::uuid))
+ORDER BY scheduled_for DESC, id DESC
+LIMIT $10;
+
 -- name: hold_of_run
 -- GET /v1/runs/{id}: why this waiting run waits, as of the last decision that looked at it.
 SELECT reason FROM dispatch_holds WHERE run_id = $1 AND tenant_id = $2;

@@ -1,8 +1,3 @@
--- name: tenant_by_key_hash
--- Authenticate an API key by its hash.
-SELECT k.tenant_id, k.role, t.name FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
-WHERE k.key_hash = $1;
-
 -- name: tenant_by_name
 -- Tenant names are unique.
 SELECT id FROM tenants WHERE name = $1;
@@ -14,3 +9,7 @@ SELECT id, name, weight, version FROM tenants WHERE id = $1 FOR UPDATE;
 -- name: tenant_weights
 -- The dispatcher's names and weights of tenants.
 SELECT id, name, weight FROM tenants;
+
+-- name: tenant_name
+-- The admin acting for a tenant (X-Ostinato-Tenant) names one that exists.
+SELECT name FROM tenants WHERE id = $1;

@@ -1,4 +1,14 @@
-"""Request and response bodies of the public API (msgspec Structs → OpenAPI schemas)."""
+"""The public API's wire models: the msgspec Structs its requests and answers are made of.
+
+One home for both sides: services/api decodes requests and encodes answers with them (and the
+OpenAPI document, schemas/openapi.json, is generated from them), and `ostinato.client` decodes
+the same answers into the same types. Changing a field here changes the API, so follow
+msgspec's evolution rules: new fields get defaults, a field's type never changes. Answers the
+API serves as plain objects are typed for the client in `ostinato.client.answers`.
+
+This module imports only msgspec, the run states and the pure schedule and retry specs, so
+that importing the client loads no server code (an import-linter contract).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +18,35 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from ostinato.jobs.request import JobRequest
+from ostinato.domain.states import FINAL, RunState
+from ostinato.policy.retry import RetrySpec
 from ostinato.schedules import ScheduleSpec
+
+# The values of `RunView.state`, from the one lifecycle module (ostinato.domain.states).
+RUN_STATES: tuple[str, ...] = tuple(s.value for s in RunState)
+FINAL_STATES: frozenset[str] = frozenset(s.value for s in FINAL)
+
+
+# Jobs as a client submits them (POST /v1/jobs, and Kafka submissions)
+
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][\w.:-]*$")]
+ResourceName = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")]
+
+
+class JobRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    name: Name
+    task: Name | None = None
+    schedule: ScheduleSpec | None = None
+    payload: Any = None
+    pool: Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")] = "default"
+    priority: ResourceName = "default"  # a configured priority class (OSTINATO_PRIORITY_CLASSES)
+    idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    concurrency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    resource: ResourceName | None = None  # rate-limited with PUT /v1/limits/resources/{name}
+    retry: RetrySpec | None = None  # default: 3 attempts, 1s doubling to 5m, full jitter
+    timeout: str | None = None  # an attempt's time limit, e.g. "30m"; none by default
+    queue_wait_timeout: str | None = None  # schedule-to-start deadline, e.g. "1h"
+    on_queue_wait: Literal["dead_letter", "skip"] = "dead_letter"
 
 
 class TenantRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -380,6 +417,14 @@ class LimitRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     weight: Annotated[float, msgspec.Meta(ge=0, le=1000)] | None = None  # tenants only
 
 
+class ApiRateRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Requests per second per API key of a tenant (0: not limited); burst defaults to the
+    rate (at least 1)."""
+
+    rate_per_second: Annotated[float, msgspec.Meta(ge=0, le=1_000_000)]
+    burst: Annotated[float, msgspec.Meta(ge=1, le=1_000_000_000)] | None = None
+
+
 class LimitView(msgspec.Struct, kw_only=True):
     scope: str
     name: str
@@ -406,3 +451,43 @@ class PoolView(msgspec.Struct, kw_only=True):
     shared_slots: int  # slots of live shared workers (admin key)
     own_slots: int  # slots of the caller's own live workers (every tenant's, for the admin)
     classes: dict[str, ClassLoad]
+
+
+# The tasks view (GET /v1/tasks)
+
+class TaskVersionView(msgspec.Struct, kw_only=True):
+    task: str
+    # None: runs not started yet, or retries of plain tasks, that any version may take
+    version: str | None
+    waiting: int = 0  # to be started or resumed (a pinned run: only by this version)
+    running: int = 0
+    suspended: int = 0  # workflows asleep on a timer, a signal or a child: pinned here
+    workers: int = 0  # live workers serving this version
+    # Pinned runs that no live worker can resume: they wait "no worker serves <task> v<version>"
+    stranded: bool = False
+    drained: bool = False  # no run left on this version: its code may be removed
+
+
+class TasksPage(msgspec.Struct, kw_only=True):
+    items: list[TaskVersionView]
+
+
+# A job's own history (GET /v1/jobs/{id}/events, /skips)
+
+class JobEventsPage(msgspec.Struct, kw_only=True):
+    job_id: uuid.UUID
+    items: list[EventView]
+    next_after: int | None = None  # pass as `after` for the next page; None: the last page
+
+
+class SkipView(msgspec.Struct, kw_only=True):
+    first_slot: datetime
+    last_slot: datetime
+    slots: int | None  # how many slots the range held (None: not counted, e.g. per-second)
+    reason: str  # misfire_run_once, misfire_skip, catch_up_limit, too_late, calendar, overlap
+
+
+class SkipsPage(msgspec.Struct, kw_only=True):
+    job_id: uuid.UUID
+    items: list[SkipView]
+    next_after: datetime | None = None  # pass as `after` for the next page

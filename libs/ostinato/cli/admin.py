@@ -1,0 +1,165 @@
+"""The administrative commands: migrate, topics, rebuild-projections, schemas, schema-dump,
+demo, workflows check. They work on PostgreSQL, Kafka and the SDK directly, configured by the
+same `OSTINATO_*` variables as the services, and are the one module of the CLI allowed to
+(an import-linter contract names it); every import is inside the command, so `--help` and the
+user commands load none of it.
+
+Their arguments are those of the argparse CLI they replaced (Makefile, infra/ and the tests
+call them): `schemas --check`, `schema-dump --check`, `demo --out FILE`, `workflows check
+MODULE [--api URL] [--key KEY] [--task NAME]... [--json] [--all] [--all-versions] [--strict]
+[--timeout SECONDS]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+CheckOpt = Annotated[bool, typer.Option("--check", help="fail if the file is not current")]
+
+
+def _settings() -> Any:
+    from ostinato.runtime.settings import load_settings
+
+    return load_settings()
+
+
+def _exit(code: int) -> None:
+    if code:
+        raise typer.Exit(code)
+
+
+def migrate() -> None:
+    """Apply SQL migrations from schemas/sql/migrations."""
+    from ostinato.db.migrate import migrate as apply
+
+    applied = asyncio.run(apply(_settings().owner_url))  # as the owner of the schema
+    print(f"migrations applied: {', '.join(applied) if applied else 'none (up to date)'}")
+
+
+def topics() -> None:
+    """Create the Kafka topics that are missing."""
+    from ostinato.bus.kafka import ensure_topics
+
+    s = _settings()
+    created = asyncio.run(ensure_topics(s.kafka_bootstrap, s.topics.all(), s.topic_partitions))
+    print(f"topics: {', '.join(s.topics.all())} (created now: {len(created)})")
+
+
+async def _rebuild() -> int:
+    import asyncpg
+
+    from ostinato.db.pool import _init_connection
+    from ostinato.eventlog.rebuild import rebuild
+
+    conn = await asyncpg.connect(_settings().owner_url)  # TRUNCATEs the read models
+    try:
+        await _init_connection(conn)
+        return await rebuild(conn)
+    finally:
+        await conn.close()
+
+
+def rebuild_projections() -> None:
+    """Recompute read models from the event log."""
+    print(f"read models rebuilt from {asyncio.run(_rebuild())} events")
+
+
+def _pin(target: Path, text: str, check: bool, command: str) -> int:
+    """Write `text` to the committed file `target`; with `check`, fail unless it holds it."""
+    if check:
+        if not target.exists() or target.read_text() != text:
+            print(f"{target} is out of date: run `{command}`", file=sys.stderr)
+            return 1
+        print(f"{target} is current")
+        return 0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    print(f"wrote {target}")
+    return 0
+
+
+def schemas(check: CheckOpt = False) -> None:
+    """Write schemas/events/catalogue.json (the event catalogue's JSON Schema)."""
+    from ostinato.db.migrate import MIGRATIONS_DIR
+    from ostinato.domain.events import json_schema
+
+    target = MIGRATIONS_DIR.parents[1] / "events" / "catalogue.json"
+    text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    _exit(_pin(target, text, check, "ostinato schemas"))
+
+
+def schema_dump(check: CheckOpt = False) -> None:
+    """Write schemas/sql/schema.sql (pg_dump of the migrations applied to a scratch
+    database)."""
+    from ostinato.db.schema_dump import SCHEMA_FILE, migrated_schema
+
+    text = asyncio.run(migrated_schema(_settings().owner_url))
+    _exit(_pin(SCHEMA_FILE, text, check, "ostinato schema-dump"))
+
+
+def demo(out: Annotated[Path | None, typer.Option(
+        help="also write the tenant and key to this file")] = None) -> None:
+    """Create the demo tenant and jobs through the API."""
+    from ostinato.demo import bootstrap_demo
+
+    s = _settings()
+    info = asyncio.run(bootstrap_demo(f"http://{s.api_host}:{s.api_port}", s.admin_key))
+    text = json.dumps(info, indent=2) + "\n"
+    if out is not None:
+        out.write_text(text)
+    print(text, end="")
+
+
+workflows = typer.Typer(help="Workflow tools (the pre-deploy check).", no_args_is_help=True)
+
+
+@workflows.command()
+def check(
+    module: Annotated[str, typer.Argument(help=(
+        "the new code: an importable module (myapp.workflows) or a .py file; its "
+        "module-level @workflow tasks are checked"))],
+    api: Annotated[str | None, typer.Option(metavar="URL", help=(
+        "the Ostinato API (default: $OSTINATO_API_URL, else http://127.0.0.1:8080)"))] = None,
+    key: Annotated[str | None, typer.Option(help="a tenant API key (default: "
+                                                 "$OSTINATO_API_KEY)")] = None,
+    task: Annotated[list[str] | None, typer.Option(metavar="NAME", help=(
+        "check only this workflow (repeatable)"))] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the results as JSON")] = False,
+    show_all: Annotated[bool, typer.Option("--all", help=(
+        "list compatible runs too (default: only the others)"))] = False,
+    all_versions: Annotated[bool, typer.Option("--all-versions", help=(
+        "also fail on runs pinned to another handler version than the new code's (by "
+        "default they stay with their own version's workers and are only listed)"))] = False,
+    strict: Annotated[bool, typer.Option(help=(
+        "exit 1 on warnings too (ends_early, raises, unchecked)"))] = False,
+    timeout: Annotated[float, typer.Option(metavar="SECONDS", help=(
+        "longest replay of one run"))] = 10.0,
+) -> None:
+    """Replay the recorded steps of every in-flight run of the module's workflows against
+    their new code (no step runs) and list each run that would meet a non-determinism error.
+    Exit 0: all compatible; 1: some incompatible; 2: usage or connection error."""
+    from ostinato.sdk.check import check_command
+
+    args = argparse.Namespace(module=module, api=api, key=key, task=list(task or []),
+                              json=as_json, all=show_all, all_versions=all_versions,
+                              strict=strict, timeout=timeout)
+    _exit(check_command(args))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the admin commands to the root app, under their historical names."""
+    panel = "Administration (database, Kafka, schemas)"
+    app.command(rich_help_panel=panel)(migrate)
+    app.command(rich_help_panel=panel)(topics)
+    app.command("rebuild-projections", rich_help_panel=panel)(rebuild_projections)
+    app.command(rich_help_panel=panel)(schemas)
+    app.command("schema-dump", rich_help_panel=panel)(schema_dump)
+    app.command(rich_help_panel=panel)(demo)
+    app.add_typer(workflows, name="workflows", rich_help_panel=panel)

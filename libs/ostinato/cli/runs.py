@@ -1,0 +1,163 @@
+"""`ostinato runs ...`: list and inspect runs, their timelines, logs and steps; cancel, retry
+and signal them (one by id, or many by filter)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Annotated, Any
+
+import typer
+
+from ostinato.cli import bulk
+from ostinato.cli.common import first, need_selection
+from ostinato.cli.context import DryRunOpt, LimitOpt, OutputOpt, YesOpt, state
+from ostinato.cli.output import Column, emit, emit_many
+from ostinato.cli.parse import json_value
+from ostinato.client import Client
+from ostinato.client.models import FINAL_STATES, RUN_STATES, RunView
+
+app = typer.Typer(help="Runs: one occurrence of a job, with its attempts and timeline.",
+                  no_args_is_help=True)
+
+COLUMNS: list[Column] = [
+    ("ID", lambda r: r.id), ("JOB", lambda r: r.job_id), ("TASK", lambda r: r.task),
+    ("STATE", lambda r: r.state), ("SCHEDULED FOR", lambda r: r.scheduled_for),
+    ("ATTEMPT", lambda r: r.attempt), ("UPDATED", lambda r: r.updated_at),
+]
+EVENT_COLUMNS: list[Column] = [
+    ("VERSION", lambda e: e.version), ("TYPE", lambda e: e.type),
+    ("OCCURRED", lambda e: e.occurred_at), ("ACTOR", lambda e: e.actor),
+]
+# Names for groups of states, as operators speak of them.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "waiting": ("scheduled", "queued", "retry_scheduled"),  # not started yet
+    "unfinished": tuple(s for s in RUN_STATES if s not in FINAL_STATES),
+}
+STATE_HELP = (f"a run state ({', '.join(RUN_STATES)}) or waiting (scheduled, queued, "
+              "retry_scheduled) or unfinished (not final); repeatable")
+StatesOpt = Annotated[list[str] | None, typer.Option("--state", help=STATE_HELP)]
+JobOpt = Annotated[str | None, typer.Option("--job", help="only runs of this job id")]
+TaskOpt = Annotated[str | None, typer.Option("--task", help="only runs of this task")]
+Ids = Annotated[list[str] | None, typer.Argument(help="run ids", show_default=False)]
+AllOpt = Annotated[bool, typer.Option("--all", help="every run the filters let through")]
+
+
+def states(given: Sequence[str] | None) -> list[str | None]:
+    """The API's states for --state values (aliases expanded); [None]: any state."""
+    if not given:
+        return [None]
+    out: list[str | None] = []
+    for value in given:
+        for s in ALIASES.get(value, (value,)):
+            if s not in RUN_STATES:
+                raise typer.BadParameter(f"unknown state {value!r}", param_hint="--state")
+            if s not in out:
+                out.append(s)
+    return out
+
+
+def matching(client: Client, job: str | None, wanted: Sequence[str | None],
+             task: str | None) -> Iterator[RunView]:
+    for s in wanted:
+        for run in client.runs.list(job_id=job, state=s):
+            if task is None or run.task == task:
+                yield run
+
+
+@app.command("list")
+def list_runs(ctx: typer.Context, job: JobOpt = None, state_: StatesOpt = None,
+              task: TaskOpt = None, limit: LimitOpt = None, output: OutputOpt = None) -> None:
+    """Runs, latest occurrence first (per state, when several are asked for)."""
+    g = state(ctx)
+    emit_many(g.output_for(output), first(matching(g.client(), job, states(state_), task), limit),
+              COLUMNS)
+
+
+@app.command()
+def get(ctx: typer.Context, run_id: str, output: OutputOpt = None) -> None:
+    """One run: state, timestamps per transition, attempt, output, last error, why it waits."""
+    g = state(ctx)
+    emit(g.output_for(output), g.client().runs.get(run_id))
+
+
+@app.command()
+def events(ctx: typer.Context, run_id: str, output: OutputOpt = None) -> None:
+    """The run's timeline straight from the append-only log."""
+    g = state(ctx)
+    emit_many(g.output_for(output), g.client().runs.events(run_id), EVENT_COLUMNS)
+
+
+@app.command()
+def logs(ctx: typer.Context, run_id: str, output: OutputOpt = None) -> None:
+    """The log lines the handler emitted in the run's latest reported attempt."""
+    g = state(ctx)
+    emit_many(g.output_for(output), g.client().runs.logs(run_id).items,
+              [("T", lambda x: f"{x.t:.3f}"), ("LEVEL", lambda x: x.level),
+               ("MESSAGE", lambda x: x.message), ("FIELDS", lambda x: x.fields or None)])
+
+
+@app.command()
+def steps(ctx: typer.Context, run_id: str, limit: LimitOpt = None,
+          output: OutputOpt = None) -> None:
+    """A workflow run's recorded steps, timers and signal waits, in order."""
+    g = state(ctx)
+    emit_many(g.output_for(output), first(g.client().runs.steps(run_id), limit), [
+        ("SEQ", lambda s: s.seq), ("NAME", lambda s: s.name), ("OK", lambda s: s.succeeded),
+        ("ATTEMPT", lambda s: s.attempt), ("TRIES", lambda s: s.tries),
+        ("MS", lambda s: f"{s.duration_ms:.1f}"), ("ERROR", lambda s: s.error_type)])
+
+
+def _select(ctx: typer.Context, ids: list[str] | None, job: str | None,
+            given: list[str] | None, task: str | None, select_all: bool,
+            default: Sequence[str]) -> tuple[Client, list[RunView]]:
+    ids = ids or []
+    need_selection(ids, any(v for v in (job, given, task)), select_all, "--state, --job or "
+                   "--task")
+    client = state(ctx).client()
+    if ids:
+        return client, [client.runs.get(i) for i in ids]
+    wanted = states(given) if given else list(default)
+    return client, list(matching(client, job, wanted, task))
+
+
+@app.command()
+def cancel(ctx: typer.Context, run_ids: Ids = None, state_: StatesOpt = None,
+           job: JobOpt = None, task: TaskOpt = None, select_all: AllOpt = False,
+           yes: YesOpt = False, dry_run: DryRunOpt = False, output: OutputOpt = None) -> None:
+    """Cancel runs: waiting ones at once, running ones at their next safe point. Filters
+    select among unfinished runs unless --state says otherwise."""
+    client, runs = _select(ctx, run_ids, job, state_, task, select_all,
+                           ALIASES["unfinished"])
+    bulk.apply(runs, noun="run", verb="cancel", done="cancelled",
+               act=lambda r: client.runs.cancel(r.id), key=lambda r: str(r.id),
+               output=state(ctx).output_for(output), columns=COLUMNS, yes=yes,
+               dry_run=dry_run, named=bool(run_ids))
+
+
+@app.command()
+def retry(ctx: typer.Context, run_ids: Ids = None, state_: StatesOpt = None,
+          job: JobOpt = None, task: TaskOpt = None, select_all: AllOpt = False,
+          yes: YesOpt = False, dry_run: DryRunOpt = False, output: OutputOpt = None) -> None:
+    """Re-run failed, cancelled or dead-lettered runs as new linked runs. Filters select
+    dead-lettered runs unless --state says otherwise."""
+    client, runs = _select(ctx, run_ids, job, state_, task, select_all, ("dead_lettered",))
+    bulk.apply(runs, noun="run", verb="retry", done="retried",
+               act=lambda r: client.runs.retry(r.id), key=lambda r: str(r.id),
+               output=state(ctx).output_for(output), columns=COLUMNS, yes=yes,
+               dry_run=dry_run, named=bool(run_ids))
+
+
+@app.command()
+def signal(ctx: typer.Context, run_id: str, name: str,
+           payload: Annotated[str | None, typer.Option(
+               help="the signal's payload, JSON (@path, - for stdin); default null")] = None,
+           idempotency_key: Annotated[str | None, typer.Option(
+               help="the same key again returns the first answer")] = None,
+           reason: Annotated[str | None, typer.Option(
+               help="an operator delivering it on the run's behalf: recorded")] = None,
+           output: OutputOpt = None) -> None:
+    """Send signal NAME to a workflow run: a waiting workflow is woken at once."""
+    value: Any = None if payload is None else json_value(payload, "--payload")
+    g = state(ctx)
+    emit(g.output_for(output), g.client().runs.signal(
+        run_id, name, value, idempotency_key=idempotency_key, reason=reason))

@@ -1,0 +1,290 @@
+"""`AsyncClient`: the public API over httpx.AsyncClient, for services and async scripts.
+
+The twin of `ostinato.client.sync.Client`, method for method (both execute the calls of
+`ostinato.client.calls`): `await client.jobs.get(id)`, `async for run in client.runs.list()`.
+Docstrings are on the sync methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import date, datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from ostinato.client import answers as a
+from ostinato.client import calls as c
+from ostinato.client import config
+from ostinato.client import models as m
+from ostinato.client import transport as t
+from ostinato.client.calls import Id
+
+T = TypeVar("T")
+PAGE = 100
+UNSET: Any = c._UNSET
+
+
+class AsyncClient:
+    """A connection to the public API. `base_url` and `api_key` default to OSTINATO_API_URL
+    and OSTINATO_API_KEY (`from_profile` reads the CLI's profile file too). Use as `async with`."""
+
+    def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
+                 timeout: float = t.DEFAULT_TIMEOUT,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        self.base_url = t.base_url(base_url)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, timeout=timeout, transport=transport,
+            headers=t.headers(t.api_key(api_key), headers))
+        self.jobs = Jobs(self)
+        self.schedules = Schedules(self)
+        self.calendars = Calendars(self)
+        self.runs = Runs(self)
+        self.dead_letters = DeadLetters(self)
+        self.pools = Pools(self)
+        self.workers = Workers(self)
+        self.tasks = Tasks(self)
+        self.limits = Limits(self)
+        self.tenants = Tenants(self)
+
+    @classmethod
+    def from_profile(cls, profile: str | None = None, **kwargs: Any) -> AsyncClient:
+        """Connect as the CLI would: flag-free, so environment > profile file."""
+        conn = config.resolve(profile=profile)
+        return cls(conn.api_url, conn.api_key, **kwargs)
+
+    async def send(self, call: c.Call[T]) -> T:
+        try:
+            response = await self._http.request(call.method, call.path,
+                                                **t.request_args(call))
+        except httpx.HTTPError as exc:
+            raise t.unreachable(self.base_url, exc) from exc
+        return t.decode(call, response)
+
+    async def iterate(self, paged: c.Paged[T, Any]) -> AsyncIterator[T]:
+        call: c.Call[Any] | None = paged.first
+        while call is not None:
+            page = await self.send(call)
+            for item in paged.items(page):
+                yield item
+            call = paged.next_call(page)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+
+class _Resource:
+    def __init__(self, client: AsyncClient) -> None:
+        self._c = client
+
+
+class Jobs(_Resource):
+    async def create(self, job: m.JobRequest | Mapping[str, Any] | None = None, /,
+               **fields: Any) -> m.JobView:
+        """Register a job: a `JobRequest`, a mapping of its fields, or keyword fields
+        (`name=`, `schedule={"cron": ..., "timezone": ...}`, `payload=`...). The same
+        `idempotency_key` again returns the first job."""
+        return await self._c.send(c.create_job(job, fields))
+
+    async def create_many(self, jobs: Sequence[m.JobRequest | Mapping[str, Any]]) -> a.JobBatch:
+        """Up to 1,000 jobs in one transaction: all or none."""
+        return await self._c.send(c.create_jobs(jobs))
+
+    def list(self, *, status: str | None = None, page_size: int = PAGE) -> AsyncIterator[m.JobView]:
+        """Newest first, every page (lazily)."""
+        return self._c.iterate(c.list_jobs(status, page_size))
+
+    async def get(self, job_id: Id) -> m.JobView:
+        return await self._c.send(c.get_job(job_id))
+
+    async def delete(self, job_id: Id) -> None:
+        """Stop the job creating runs; runs already created go on."""
+        await self._c.send(c.delete_job(job_id))
+
+    async def pause(self, job_id: Id, *, reason: str | None = None) -> a.JobStatus:
+        return await self._c.send(c.pause_job(job_id, reason))
+
+    async def resume(self, job_id: Id, *, misfire: str | None = None) -> a.JobStatus:
+        """`misfire` (run_once, catch_up, skip) decides the slots missed while paused."""
+        return await self._c.send(c.resume_job(job_id, misfire))
+
+    async def trigger(self, job_id: Id) -> m.TriggeredView:
+        """One run now, outside the schedule (trigger `manual`)."""
+        return await self._c.send(c.trigger_job(job_id))
+
+    async def backfill(self, job_id: Id, start: datetime, end: datetime) -> m.BackfillView:
+        """Runs for the slots in [start, end) that have none; repeating it creates none."""
+        return await self._c.send(c.backfill_job(job_id, start, end))
+
+    async def upcoming(self, job_id: Id, count: int = 10) -> m.UpcomingView:
+        return await self._c.send(c.upcoming(job_id, count))
+
+    def events(self, job_id: Id, *, page_size: int = PAGE) -> AsyncIterator[m.EventView]:
+        return self._c.iterate(c.job_events(job_id, page_size))
+
+    def skips(self, job_id: Id, *, page_size: int = PAGE) -> AsyncIterator[m.SkipView]:
+        return self._c.iterate(c.job_skips(job_id, page_size))
+
+
+class Schedules(_Resource):
+    async def preview(self, schedule: Any, count: int = 10) -> m.UpcomingView:
+        """The next `count` occurrences of a schedule not yet created (a `ScheduleSpec` or its
+        fields), with local times, so DST behaviour can be checked first."""
+        return await self._c.send(c.preview(schedule, count))
+
+
+class Calendars(_Resource):
+    async def put(self, name: str, dates: Sequence[date]) -> m.CalendarView:
+        return await self._c.send(c.put_calendar(name, dates))
+
+    async def get(self, name: str) -> m.CalendarView:
+        return await self._c.send(c.get_calendar(name))
+
+    async def list(self) -> list[m.CalendarView]:
+        return (await self._c.send(c.list_calendars())).items
+
+
+class Runs(_Resource):
+    def list(self, *, job_id: Id | None = None, state: str | None = None,
+             page_size: int = PAGE) -> AsyncIterator[m.RunView]:
+        """Latest occurrence first, every page (lazily)."""
+        return self._c.iterate(c.list_runs(job_id, state, page_size))
+
+    async def get(self, run_id: Id) -> m.RunView:
+        return await self._c.send(c.get_run(run_id))
+
+    async def events(self, run_id: Id) -> list[m.EventView]:
+        """The run's timeline, straight from the log, in version order."""
+        return (await self._c.send(c.run_events(run_id))).items
+
+    async def logs(self, run_id: Id) -> a.RunLogs:
+        return await self._c.send(c.run_logs(run_id))
+
+    def steps(self, run_id: Id, *, inline_outputs: bool = False,
+              page_size: int = PAGE) -> AsyncIterator[m.StepView]:
+        return self._c.iterate(c.run_steps(run_id, inline_outputs, page_size))
+
+    def children(self, run_id: Id, *, page_size: int = PAGE) -> AsyncIterator[m.ChildView]:
+        return self._c.iterate(c.run_children(run_id, page_size))
+
+    def set_aside_steps(self, run_id: Id, *,
+                        page_size: int = PAGE) -> AsyncIterator[m.SetAsideStepView]:
+        return self._c.iterate(c.set_aside_steps(run_id, page_size))
+
+    async def cancel(self, run_id: Id) -> a.Cancelled:
+        """At once if it waits; a running run is asked to stop at its next safe point."""
+        return await self._c.send(c.cancel_run(run_id))
+
+    async def retry(self, run_id: Id, *, request_key: str | None = None) -> m.Rerun:
+        """Re-run a failed, cancelled or dead-lettered run as a new linked run."""
+        return await self._c.send(c.retry_run(run_id, request_key))
+
+    async def signal(self, run_id: Id, name: str, payload: Any = None, *,
+               idempotency_key: str | None = None, reason: str | None = None
+               ) -> m.SignalAccepted:
+        return await self._c.send(c.signal_run(run_id, name, payload, idempotency_key, reason))
+
+    async def pause(self, run_id: Id, *, reason: str | None = None) -> a.RunPaused:
+        return await self._c.send(c.pause_run(run_id, reason, resume=False))
+
+    async def resume(self, run_id: Id, *, reason: str | None = None) -> a.RunPaused:
+        return await self._c.send(c.pause_run(run_id, reason, resume=True))
+
+    async def pause_matching(self, *, task: str | None = None, job_id: Id | None = None,
+                       reason: str | None = None) -> m.PauseChanged:
+        return await self._c.send(c.pause_matching(task, job_id, reason, resume=False))
+
+    async def resume_matching(self, *, task: str | None = None, job_id: Id | None = None,
+                        reason: str | None = None) -> m.PauseChanged:
+        return await self._c.send(c.pause_matching(task, job_id, reason, resume=True))
+
+    async def retry_step(self, run_id: Id, seq: int, *, reason: str) -> m.InterventionDone:
+        return await self._c.send(c.retry_step(run_id, seq, reason))
+
+    async def skip_step(self, run_id: Id, seq: int, output: Any, *, reason: str,
+                  name: str | None = None) -> m.InterventionDone:
+        return await self._c.send(c.skip_step(run_id, seq, output, reason, name))
+
+    async def restart(self, run_id: Id, from_seq: int, *, reason: str) -> m.InterventionDone:
+        return await self._c.send(c.restart_run(run_id, from_seq, reason))
+
+    async def succeed(self, run_id: Id, *, reason: str, output: Any = None) -> m.InterventionDone:
+        return await self._c.send(c.succeed_run(run_id, reason, output))
+
+    async def fail(self, run_id: Id, *, reason: str, error_type: str | None = None,
+             message: str | None = None) -> m.InterventionDone:
+        return await self._c.send(c.fail_run(run_id, reason, error_type, message))
+
+
+class DeadLetters(_Resource):
+    def list(self, *, page_size: int = PAGE, **filters: Any) -> AsyncIterator[m.DeadLetterView]:
+        """Newest first; filters: job_id, error_type, triage_state, older_than ("1h")."""
+        return self._c.iterate(c.list_dead_letters(filters, page_size))
+
+    async def counts(self, **filters: Any) -> a.DeadLetterCounts:
+        """How many match the filters, by error type and triage state (one small request)."""
+        return (await self._c.send(c.list_dead_letters(filters, 1).first)).counts
+
+    async def get(self, run_id: Id) -> m.DeadLetterView:
+        """With its payload and full attempt history."""
+        return await self._c.send(c.get_dead_letter(run_id))
+
+    async def triage(self, run_id: Id, state: str, *, comment: str | None = None) -> a.Triaged:
+        return await self._c.send(c.triage(run_id, state, comment))
+
+    async def replay(self, run_id: Id, *, payload: Any = UNSET,
+               request_key: str | None = None) -> m.Rerun:
+        """A new linked run, with `payload` instead of the original when given; the same
+        `request_key` replays once."""
+        return await self._c.send(c.replay(run_id, payload, request_key))
+
+    async def replay_matching(self, request_key: str, *, limit: int = 100,
+                        **filters: Any) -> a.BulkReplayed:
+        return await self._c.send(c.replay_matching(request_key, filters, limit))
+
+
+class Pools(_Resource):
+    async def list(self) -> list[m.PoolView]:
+        return (await self._c.send(c.list_pools())).items
+
+    async def pause(self, pool: str, *, reason: str | None = None) -> a.PoolPaused:
+        """With the admin key: for every tenant; with a tenant's key: its own queue."""
+        return await self._c.send(c.pause_pool(pool, reason, resume=False))
+
+    async def resume(self, pool: str) -> a.PoolPaused:
+        return await self._c.send(c.pause_pool(pool, None, resume=True))
+
+
+class Workers(_Resource):
+    async def list(self) -> list[a.WorkerView]:
+        return (await self._c.send(c.list_workers())).items
+
+
+class Tasks(_Resource):
+    async def list(self, *, task: str | None = None) -> list[m.TaskVersionView]:
+        """Per task and handler version: runs waiting, running, suspended, live workers."""
+        return (await self._c.send(c.list_tasks(task))).items
+
+
+class Limits(_Resource):
+    async def list(self) -> list[m.LimitView]:
+        return (await self._c.send(c.list_limits())).items
+
+    async def set(self, scope: str, name: str, limit: m.LimitRequest) -> a.LimitSet:
+        """`scope`: task, resource, or tenant (admin key; `name` is the tenant id)."""
+        return await self._c.send(c.set_limit(scope, name, limit))
+
+
+class Tenants(_Resource):
+    async def create(self, name: str, *, weight: int = 1) -> m.TenantCreatedView:
+        """Admin key only; the answer holds the tenant's API key, shown this once."""
+        return await self._c.send(c.create_tenant(name, weight))

@@ -1,0 +1,350 @@
+"""Every API call as data: method, path, query, JSON body and the type its answer decodes to.
+
+Written once here and executed by both clients (`Client` with httpx.Client, `AsyncClient` with
+httpx.AsyncClient), so the sync and async surfaces cannot drift apart: their methods are
+one-line wrappers. A `Paged` is a call whose answer names the next page (a cursor, or the
+position after the last item), which the clients follow lazily as an iterator.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import date, datetime
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import msgspec
+
+from ostinato.client import answers as a
+from ostinato.client import models as m
+
+T = TypeVar("T")
+P = TypeVar("P")
+Id = uuid.UUID | str
+_UNSET: Any = msgspec.UNSET
+
+
+class CursorPage(msgspec.Struct, Generic[T], kw_only=True):
+    """GET /v1/jobs and /v1/runs: the API's `Page`, with its items typed."""
+
+    items: list[T]
+    next_cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    answer: Any  # the type the body decodes to; None: no body is expected (204)
+    params: Mapping[str, Any] | None = None
+    body: bytes | None = None
+    headers: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Paged(Generic[T, P]):
+    first: Call[P]
+    items: Callable[[P], Sequence[T]]
+    follow: Callable[[P], Mapping[str, Any] | None]  # the next page's query update; None: last
+
+    def next_call(self, page: P) -> Call[P] | None:
+        update = self.follow(page)
+        if update is None:
+            return None
+        return replace(self.first, params={**(self.first.params or {}), **update})
+
+
+def query(params: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """Query parameters as the API reads them: None dropped, booleans lower case, lists
+    repeated, ids and instants as text."""
+    out: list[tuple[str, str]] = []
+    for key, value in (params or {}).items():
+        for v in value if isinstance(value, list | tuple) else [value]:
+            if v is None:
+                continue
+            if isinstance(v, bool):
+                out.append((key, "true" if v else "false"))
+            elif isinstance(v, datetime | date):
+                out.append((key, v.isoformat()))
+            else:
+                out.append((key, str(v)))
+    return out
+
+
+def _json(value: Any) -> bytes:
+    return msgspec.json.encode(value)
+
+
+def _seg(name: str) -> str:
+    return quote(str(name), safe="")
+
+
+def _body(request: Any, fields: Mapping[str, Any]) -> bytes:
+    """A request Struct, or a mapping of its fields, plus keyword overrides, as JSON. Mappings
+    are sent as given: the API validates them and answers a problem naming the field."""
+    if request is None:
+        return _json(dict(fields))
+    if isinstance(request, msgspec.Struct):
+        return _json(request) if not fields else _json({**msgspec.to_builtins(request),
+                                                        **fields})
+    return _json({**dict(request), **fields})
+
+
+def _drop_none(**fields: Any) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+# Jobs and schedules
+
+def create_job(job: Any, fields: Mapping[str, Any]) -> Call[m.JobView]:
+    return Call("POST", "/v1/jobs", m.JobView, body=_body(job, fields))
+
+
+def create_jobs(jobs: Sequence[Any]) -> Call[a.JobBatch]:
+    return Call("POST", "/v1/jobs/batch", a.JobBatch, body=_json({"jobs": list(jobs)}))
+
+
+def list_jobs(status: str | None, page_size: int) -> Paged[m.JobView, CursorPage[m.JobView]]:
+    first: Call[CursorPage[m.JobView]] = Call(
+        "GET", "/v1/jobs", CursorPage[m.JobView], params={"status": status, "limit": page_size})
+    return Paged(first, lambda p: p.items,
+                 lambda p: {"cursor": p.next_cursor} if p.next_cursor else None)
+
+
+def get_job(job_id: Id) -> Call[m.JobView]:
+    return Call("GET", f"/v1/jobs/{job_id}", m.JobView)
+
+
+def delete_job(job_id: Id) -> Call[None]:
+    return Call("DELETE", f"/v1/jobs/{job_id}", None)
+
+
+def pause_job(job_id: Id, reason: str | None) -> Call[a.JobStatus]:
+    body = _json(_drop_none(reason=reason)) if reason else None
+    return Call("POST", f"/v1/jobs/{job_id}/pause", a.JobStatus, body=body)
+
+
+def resume_job(job_id: Id, misfire: str | None) -> Call[a.JobStatus]:
+    body = _json({"misfire": misfire}) if misfire else None
+    return Call("POST", f"/v1/jobs/{job_id}/resume", a.JobStatus, body=body)
+
+
+def trigger_job(job_id: Id) -> Call[m.TriggeredView]:
+    return Call("POST", f"/v1/jobs/{job_id}/trigger", m.TriggeredView)
+
+
+def backfill_job(job_id: Id, start: datetime, end: datetime) -> Call[m.BackfillView]:
+    return Call("POST", f"/v1/jobs/{job_id}/backfill", m.BackfillView,
+                body=_json(m.BackfillRequest(start=start, end=end)))
+
+
+def upcoming(job_id: Id, count: int) -> Call[m.UpcomingView]:
+    return Call("GET", f"/v1/jobs/{job_id}/upcoming", m.UpcomingView, params={"count": count})
+
+
+def job_events(job_id: Id, page_size: int) -> Paged[m.EventView, m.JobEventsPage]:
+    first: Call[m.JobEventsPage] = Call("GET", f"/v1/jobs/{job_id}/events", m.JobEventsPage,
+                                        params={"limit": page_size})
+    return Paged(first, lambda p: p.items,
+                 lambda p: None if p.next_after is None else {"after": p.next_after})
+
+
+def job_skips(job_id: Id, page_size: int) -> Paged[m.SkipView, m.SkipsPage]:
+    first: Call[m.SkipsPage] = Call("GET", f"/v1/jobs/{job_id}/skips", m.SkipsPage,
+                                    params={"limit": page_size})
+    return Paged(first, lambda p: p.items,
+                 lambda p: None if p.next_after is None else {"after": p.next_after})
+
+
+def preview(schedule: Any, count: int) -> Call[m.UpcomingView]:
+    return Call("POST", "/v1/schedules/preview", m.UpcomingView,
+                body=_json({"schedule": schedule, "count": count}))
+
+
+def put_calendar(name: str, dates: Sequence[date]) -> Call[m.CalendarView]:
+    return Call("PUT", f"/v1/calendars/{_seg(name)}", m.CalendarView,
+                body=_json({"dates": list(dates)}))
+
+
+def get_calendar(name: str) -> Call[m.CalendarView]:
+    return Call("GET", f"/v1/calendars/{_seg(name)}", m.CalendarView)
+
+
+def list_calendars() -> Call[a.Calendars]:
+    return Call("GET", "/v1/calendars", a.Calendars)
+
+
+# Runs
+
+def list_runs(job_id: Id | None, state: str | None,
+              page_size: int) -> Paged[m.RunView, CursorPage[m.RunView]]:
+    first: Call[CursorPage[m.RunView]] = Call(
+        "GET", "/v1/runs", CursorPage[m.RunView],
+        params={"job_id": job_id, "state": state, "limit": page_size})
+    return Paged(first, lambda p: p.items,
+                 lambda p: {"cursor": p.next_cursor} if p.next_cursor else None)
+
+
+def get_run(run_id: Id) -> Call[m.RunView]:
+    return Call("GET", f"/v1/runs/{run_id}", m.RunView)
+
+
+def run_events(run_id: Id) -> Call[m.EventsPage]:
+    return Call("GET", f"/v1/runs/{run_id}/events", m.EventsPage)
+
+
+def run_logs(run_id: Id) -> Call[a.RunLogs]:
+    return Call("GET", f"/v1/runs/{run_id}/logs", a.RunLogs)
+
+
+def run_steps(run_id: Id, inline_outputs: bool,
+              page_size: int) -> Paged[m.StepView, m.StepsPage]:
+    first: Call[m.StepsPage] = Call(
+        "GET", f"/v1/runs/{run_id}/steps", m.StepsPage,
+        params={"limit": page_size, "inline_outputs": inline_outputs or None})
+    return Paged(first, lambda p: p.items,
+                 lambda p: None if p.next_after is None else {"after": p.next_after})
+
+
+def run_children(run_id: Id, page_size: int) -> Paged[m.ChildView, m.ChildrenPage]:
+    first: Call[m.ChildrenPage] = Call("GET", f"/v1/runs/{run_id}/children", m.ChildrenPage,
+                                       params={"limit": page_size})
+    return Paged(first, lambda p: p.items,
+                 lambda p: None if p.next_after is None else {"after": p.next_after})
+
+
+def set_aside_steps(run_id: Id,
+                    page_size: int) -> Paged[m.SetAsideStepView, m.SetAsideStepsPage]:
+    first: Call[m.SetAsideStepsPage] = Call(
+        "GET", f"/v1/runs/{run_id}/steps/set-aside", m.SetAsideStepsPage,
+        params={"limit": page_size})
+    return Paged(first, lambda p: p.items,
+                 lambda p: None if p.next_after_version is None else {
+                     "after_version": p.next_after_version, "after_seq": p.next_after_seq})
+
+
+def cancel_run(run_id: Id) -> Call[a.Cancelled]:
+    return Call("POST", f"/v1/runs/{run_id}/cancel", a.Cancelled)
+
+
+def retry_run(run_id: Id, request_key: str | None) -> Call[m.Rerun]:
+    body = _json({"request_key": request_key}) if request_key else None
+    return Call("POST", f"/v1/runs/{run_id}/retry", m.Rerun, body=body)
+
+
+def signal_run(run_id: Id, name: str, payload: Any, idempotency_key: str | None,
+               reason: str | None) -> Call[m.SignalAccepted]:
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+    return Call("POST", f"/v1/runs/{run_id}/signals/{_seg(name)}", m.SignalAccepted,
+                params={"reason": reason}, body=_json(payload), headers=headers)
+
+
+def pause_run(run_id: Id, reason: str | None, resume: bool) -> Call[a.RunPaused]:
+    verb = "resume" if resume else "pause"
+    body = _json({"reason": reason}) if reason else None
+    return Call("POST", f"/v1/runs/{run_id}/{verb}", a.RunPaused, body=body)
+
+
+def pause_matching(task: str | None, job_id: Id | None, reason: str | None,
+                   resume: bool) -> Call[m.PauseChanged]:
+    verb = "resume" if resume else "pause"
+    return Call("POST", f"/v1/runs/{verb}", m.PauseChanged,
+                body=_json(_drop_none(task=task, job_id=job_id, reason=reason)))
+
+
+def retry_step(run_id: Id, seq: int, reason: str) -> Call[m.InterventionDone]:
+    return Call("POST", f"/v1/runs/{run_id}/steps/{seq}/retry", m.InterventionDone,
+                body=_json({"reason": reason}))
+
+
+def skip_step(run_id: Id, seq: int, output: Any, reason: str,
+              name: str | None) -> Call[m.InterventionDone]:
+    return Call("POST", f"/v1/runs/{run_id}/steps/{seq}/skip", m.InterventionDone,
+                body=_json({"reason": reason, "output": output, **_drop_none(name=name)}))
+
+
+def restart_run(run_id: Id, from_seq: int, reason: str) -> Call[m.InterventionDone]:
+    return Call("POST", f"/v1/runs/{run_id}/restart", m.InterventionDone,
+                body=_json({"reason": reason, "from_seq": from_seq}))
+
+
+def succeed_run(run_id: Id, reason: str, output: Any) -> Call[m.InterventionDone]:
+    return Call("POST", f"/v1/runs/{run_id}/succeed", m.InterventionDone,
+                body=_json({"reason": reason, "output": output}))
+
+
+def fail_run(run_id: Id, reason: str, error_type: str | None,
+             message: str | None) -> Call[m.InterventionDone]:
+    return Call("POST", f"/v1/runs/{run_id}/fail", m.InterventionDone, body=_json(
+        {"reason": reason, **_drop_none(error_type=error_type, message=message)}))
+
+
+# Dead letters
+
+def list_dead_letters(filters: Mapping[str, Any],
+                      page_size: int) -> Paged[m.DeadLetterView, a.DeadLetterPage]:
+    first: Call[a.DeadLetterPage] = Call("GET", "/v1/dead-letters", a.DeadLetterPage,
+                                         params={**filters, "limit": page_size})
+    return Paged(first, lambda p: p.items,
+                 lambda p: {"cursor": p.next_cursor} if p.next_cursor else None)
+
+
+def get_dead_letter(run_id: Id) -> Call[m.DeadLetterView]:
+    return Call("GET", f"/v1/dead-letters/{run_id}", m.DeadLetterView)
+
+
+def triage(run_id: Id, state: str, comment: str | None) -> Call[a.Triaged]:
+    return Call("POST", f"/v1/dead-letters/{run_id}/triage", a.Triaged,
+                body=_json({"state": state, **_drop_none(comment=comment)}))
+
+
+def replay(run_id: Id, payload: Any, request_key: str | None) -> Call[m.Rerun]:
+    body: dict[str, Any] = _drop_none(request_key=request_key)
+    if payload is not _UNSET:
+        body["payload"] = payload
+    return Call("POST", f"/v1/dead-letters/{run_id}/replay", m.Rerun, body=_json(body))
+
+
+def replay_matching(request_key: str, filters: Mapping[str, Any],
+                    limit: int) -> Call[a.BulkReplayed]:
+    return Call("POST", "/v1/dead-letters/replay", a.BulkReplayed, body=_json(
+        {"request_key": request_key, "limit": limit, **_drop_none(**filters)}))
+
+
+# Capacity: pools, workers, tasks, limits; tenants (admin key)
+
+def list_pools() -> Call[a.Pools]:
+    return Call("GET", "/v1/pools", a.Pools)
+
+
+def pause_pool(pool: str, reason: str | None, resume: bool) -> Call[a.PoolPaused]:
+    if resume:
+        return Call("POST", f"/v1/pools/{_seg(pool)}/resume", a.PoolPaused)
+    return Call("POST", f"/v1/pools/{_seg(pool)}/pause", a.PoolPaused,
+                body=_json({"reason": reason}) if reason else None)
+
+
+def list_workers() -> Call[a.Workers]:
+    return Call("GET", "/v1/workers", a.Workers)
+
+
+def list_tasks(task: str | None) -> Call[m.TasksPage]:
+    return Call("GET", "/v1/tasks", m.TasksPage, params={"task": task})
+
+
+def list_limits() -> Call[a.Limits]:
+    return Call("GET", "/v1/limits", a.Limits)
+
+
+def set_limit(scope: str, name: str, limit: m.LimitRequest) -> Call[a.LimitSet]:
+    path = {"task": f"/v1/limits/tasks/{_seg(name)}",
+            "resource": f"/v1/limits/resources/{_seg(name)}",
+            "tenant": f"/v1/tenants/{_seg(name)}/limits"}[scope]
+    return Call("PUT", path, a.LimitSet, body=_json(limit))
+
+
+def create_tenant(name: str, weight: int) -> Call[m.TenantCreatedView]:
+    return Call("POST", "/v1/tenants", m.TenantCreatedView,
+                body=_json(m.TenantRequest(name=name, weight=weight)))

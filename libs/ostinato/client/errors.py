@@ -1,0 +1,86 @@
+"""The one exception the client raises: `ApiError`, carrying the API's RFC 9457 problem.
+
+Callers catch one type and branch on `status` or `type` (a stable URI, e.g.
+`https://ostinato.dev/problems/not-found`), never on message text. An answer that is not a
+problem document (a proxy's HTML 502) still becomes an `ApiError`, with type `about:blank` as
+RFC 9457 prescribes; a request that never got an answer is `ApiUnreachable` (status 0), a
+subclass, so `except ApiError` covers it as well.
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+import msgspec
+
+
+class Problem(msgspec.Struct, kw_only=True):
+    """An RFC 9457 problem document; `errors` lists the fields of bad input."""
+
+    type: str = "about:blank"
+    title: str = ""
+    status: int = 0
+    detail: str = ""
+    instance: str | None = None
+    errors: list[dict[str, Any]] | None = None
+
+
+_problem = msgspec.json.Decoder(Problem)
+
+
+class ApiError(Exception):
+    """The API answered with an error (or could not be reached: `ApiUnreachable`)."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        super().__init__(f"{problem.status} {problem.title}: {problem.detail}"
+                         if problem.detail else f"{problem.status} {problem.title}")
+
+    @property
+    def status(self) -> int:
+        return self.problem.status
+
+    @property
+    def type(self) -> str:
+        return self.problem.type
+
+    @property
+    def title(self) -> str:
+        return self.problem.title
+
+    @property
+    def detail(self) -> str:
+        return self.problem.detail
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        return self.problem.errors or []
+
+    @classmethod
+    def from_response(cls, status: int, content_type: str, body: bytes) -> ApiError:
+        if "json" in content_type:
+            try:
+                problem = _problem.decode(body)
+            except msgspec.DecodeError:
+                pass
+            else:
+                problem.status = problem.status or status
+                problem.title = problem.title or _phrase(status)
+                return cls(problem)
+        text = body.decode("utf-8", "replace").strip()
+        return cls(Problem(status=status, title=_phrase(status), detail=text[:500]))
+
+
+class ApiUnreachable(ApiError):
+    """No answer at all: refused, timed out, DNS, TLS. Status 0."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(Problem(title="API unreachable", detail=f"{url}: {reason}"))
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return f"HTTP {status}"

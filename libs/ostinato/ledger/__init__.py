@@ -1,0 +1,31 @@
+"""The expected-occurrence ledger: every slot a schedule should have had, enumerated by a second,
+independent cron implementation (cronsim, beside the scheduler's croniter), and what happened to
+it (completed, in progress, failed, skipped with its reason, or missing).
+
+Pure functions over values (no I/O, no clock). The import-linter contract "the ledger is
+independent of the scheduler's occurrence code" (pyproject.toml) keeps `ostinato.schedules` and
+croniter out of it, so a bug in one implementation shows up as a disagreement with the other
+instead of being shared. docs/SCHEDULES.md, "The expected-occurrence ledger".
+"""
+
+from ostinato.ledger.cron import LedgerCronError, compile_cron
+from ostinato.ledger.findings import finding_id
+from ostinato.ledger.outcomes import OUTCOMES, Context, Entry, RunFact, SkipFact, classify
+from ostinato.ledger.slots import ExpectedSlot, LedgerSchedule, expected_slots, read_document, slots
+
+__all__ = [
+    "OUTCOMES",
+    "Context",
+    "Entry",
+    "ExpectedSlot",
+    "LedgerCronError",
+    "LedgerSchedule",
+    "RunFact",
+    "SkipFact",
+    "classify",
+    "compile_cron",
+    "expected_slots",
+    "finding_id",
+    "read_document",
+    "slots",
+]

@@ -1,0 +1,19 @@
+"""Findings are reported once per (job, slot, kind): the event that records one carries an id
+derived from the three, so a second reconciler, or the same one after a restart, that finds the
+same slot appends nothing (the log's event ids are unique)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+FINDING_NAMESPACE = uuid.UUID("6b1f0f7e-3c52-4d55-9a0e-0d4c1f6a8e21")
+KINDS = ("missing", "disagreement")
+
+
+def finding_id(job_id: uuid.UUID, slot: datetime, kind: str) -> uuid.UUID:
+    """The event id of the finding `kind` ("missing" | "disagreement") about `slot`."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown finding {kind!r}")
+    stamp = slot.astimezone(UTC).isoformat()
+    return uuid.uuid5(FINDING_NAMESPACE, f"{job_id}/{stamp}/{kind}")

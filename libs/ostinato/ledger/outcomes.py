@@ -1,0 +1,122 @@
+"""What happened to each expected slot: the ledger's classification, shared by the reconciler's
+check and `GET /v1/jobs/{id}/ledger`. Pure.
+
+Outcomes, first match wins:
+
+| outcome | when |
+|---|---|
+| `completed` | its run succeeded |
+| `failed` | its run was dead-lettered |
+| `cancelled` | its run was cancelled |
+| `in_progress` | its run is not final (scheduled, queued, running, retrying, suspended) |
+| `skipped` | a recorded skip covers it (`skip_reason` says why) |
+| `paused` | the job was paused at that slot: nothing is expected |
+| `upcoming` | the slot is in the future |
+| `pending` | due, but still within its jitter and the grace: the scheduler may not have got to it |
+| `waiting` | `overlap: queue` holds it behind a run still going |
+| `missing` | none of the above: nothing happened to it |
+
+`expected_by` says which cron implementation has the slot: `both`, `ledger` (only the
+independent one) or `scheduler` (only the scheduler's) — either of the last two is a
+disagreement.
+"""
+
+from __future__ import annotations
+
+import bisect
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ostinato.ledger.slots import ExpectedSlot
+
+OUTCOMES = ("completed", "failed", "cancelled", "in_progress", "skipped", "paused", "upcoming",
+            "pending", "waiting", "missing")
+_BY_STATE = {"succeeded": "completed", "dead_lettered": "failed", "cancelled": "cancelled"}
+
+
+@dataclass(frozen=True)
+class RunFact:
+    run_id: uuid.UUID
+    state: str
+
+
+@dataclass(frozen=True)
+class SkipFact:
+    first: datetime
+    last: datetime
+    reason: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    slot: datetime
+    outcome: str
+    expected_by: str = "both"  # both | ledger | scheduler
+    run_id: uuid.UUID | None = None
+    state: str | None = None
+    skip_reason: str | None = None
+    paused: bool = False
+    excluded: bool = False
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the classification needs besides the slot's own facts."""
+
+    now: datetime
+    due_within: timedelta  # the schedule's jitter plus the grace: a run is expected by then
+    waiting_from: datetime | None = None  # overlap=queue with a run going: slots from here wait
+
+
+def _skip_of(skips: Sequence[SkipFact], starts: list[datetime], slot: datetime) -> SkipFact | None:
+    """The recorded skip covering `slot` (ranges are sorted by first slot and barely overlap:
+    the last few starting at or before it are enough)."""
+    i = bisect.bisect_right(starts, slot)
+    for j in range(i - 1, max(-1, i - 65), -1):
+        if skips[j].first <= slot <= skips[j].last:
+            return skips[j]
+    return None
+
+
+def classify(expected: Sequence[ExpectedSlot], runs: Mapping[datetime, RunFact],
+             skips: Sequence[SkipFact], context: Context, *,
+             scheduler_slots: set[datetime] | None = None) -> list[Entry]:
+    """One entry per slot that either implementation expects, ascending. `scheduler_slots`: the
+    scheduler's own slots over the same window (None: not compared)."""
+    ordered = sorted(skips, key=lambda k: k.first)
+    starts = [k.first for k in ordered]
+    marks = {e.slot: e for e in expected}
+    mine = set(marks)
+    theirs = mine if scheduler_slots is None else scheduler_slots
+    entries = []
+    for slot in sorted(mine | theirs):
+        by = "both" if slot in mine and slot in theirs else ("ledger" if slot in mine
+                                                             else "scheduler")
+        mark = marks.get(slot, ExpectedSlot(slot))
+        run = runs.get(slot)
+        skip = None if run is not None else _skip_of(ordered, starts, slot)
+        entries.append(Entry(
+            slot=slot, outcome=_outcome(mark, run, skip, context), expected_by=by,
+            run_id=run.run_id if run else None, state=run.state if run else None,
+            skip_reason=skip.reason if skip else None, paused=mark.paused,
+            excluded=mark.excluded))
+    return entries
+
+
+def _outcome(mark: ExpectedSlot, run: RunFact | None, skip: SkipFact | None,
+             c: Context) -> str:
+    if run is not None:
+        return _BY_STATE.get(run.state, "in_progress")
+    if skip is not None:
+        return "skipped"
+    if mark.paused:
+        return "paused"
+    if mark.slot > c.now:
+        return "upcoming"
+    if c.now - mark.slot <= c.due_within:
+        return "pending"
+    if c.waiting_from is not None and mark.slot >= c.waiting_from:
+        return "waiting"
+    return "missing"

@@ -1,0 +1,24 @@
+-- name: ledger_jobs
+-- The ledger check's sweep: active and paused recurring jobs after an id (keyset pages).
+SELECT id, tenant_id, schedule, status, next_slot, overlap, calendar, version
+FROM jobs
+WHERE kind IN ('cron', 'every') AND status IN ('active', 'paused') AND id > $1
+ORDER BY id
+LIMIT $2;
+
+-- name: ledger_runs_of_job
+-- The ledger: a tenant's job's scheduled runs (not manual, not children) with slots in [from, to).
+SELECT id, scheduled_for, state FROM runs
+WHERE job_id = $1 AND tenant_id = $2 AND scheduled_for >= $3 AND scheduled_for < $4
+  AND trigger <> 'manual' AND parent_run_id IS NULL
+ORDER BY scheduled_for;
+
+-- name: ledger_skips_of_job
+-- The ledger: a tenant's job's recorded skips overlapping [from, to), by first slot.
+SELECT first_slot, last_slot, reason FROM occurrence_skips
+WHERE job_id = $1 AND tenant_id = $2 AND last_slot >= $3 AND first_slot < $4
+ORDER BY first_slot;
+
+-- name: ledger_findings_recorded
+-- The ledger check: which of these finding event ids (job + slot + kind) the log already holds.
+SELECT event_id FROM events WHERE event_id = ANY($1::uuid[]);

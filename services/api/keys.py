@@ -1,0 +1,126 @@
+"""Route handlers for a tenant's API keys: issue one per use (an operator's, a dashboard's
+viewer, a producer's submitter, each worker fleet's), list them with their last use, revoke and
+rotate. A key's secret is in the answer that issues it and nowhere else, ever."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Annotated, Literal
+
+import msgspec
+from litestar import delete, get, post
+from litestar.params import FromPath, JSONBody
+
+from ostinato import tenancy
+from ostinato.domain import roles
+from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.stores import api_keys
+from services.api.scope import Tenant
+
+KEYS = {"action": roles.MANAGE_KEYS}  # listing keys too: viewers see no key management
+
+KeyName = Annotated[str, msgspec.Meta(min_length=1, max_length=100,
+                                      pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._@:-]*$")]
+PoolName = Annotated[str, msgspec.Meta(min_length=1, max_length=63)]
+
+
+class KeyRequest(msgspec.Struct, forbid_unknown_fields=True):
+    name: KeyName
+    role: Literal["operator", "viewer", "submitter", "worker"]
+    # a worker key's pools (none: every pool); only for role worker
+    pools: Annotated[list[PoolName], msgspec.Meta(max_length=64)] = msgspec.field(
+        default_factory=list)
+
+
+class RotateRequest(msgspec.Struct, forbid_unknown_fields=True):
+    # how long the old key keeps working, so its users can switch (up to 7 days)
+    grace_seconds: Annotated[int, msgspec.Meta(ge=0, le=604_800)] = 0
+
+
+class KeyView(msgspec.Struct):
+    id: uuid.UUID
+    name: str
+    role: str
+    pools: list[str]
+    created_at: datetime
+    active: bool  # authenticates now
+    revoked_at: datetime | None  # in the future during a rotation's grace period
+    last_used_at: datetime | None  # to the minute
+
+
+class IssuedKeyView(msgspec.Struct):
+    id: uuid.UUID
+    name: str
+    role: str
+    pools: list[str]
+    key: str  # shown once: only its hash is stored
+
+
+class RotatedKeyView(msgspec.Struct):
+    key: IssuedKeyView
+    old_key_id: uuid.UUID
+    old_key_expires_at: datetime
+
+
+def _view(row: api_keys.KeyRow, now: datetime) -> KeyView:
+    return KeyView(id=row.id, name=row.name, role=roles.canonical(row.role), pools=row.pools,
+                   created_at=row.created_at,
+                   active=row.revoked_at is None or row.revoked_at > now,
+                   revoked_at=row.revoked_at, last_used_at=row.last_used_at)
+
+
+def _issued(k: tenancy.IssuedKey) -> IssuedKeyView:
+    return IssuedKeyView(id=k.key_id, name=k.name, role=k.role, pools=k.pools, key=k.key)
+
+
+@post("/v1/keys", status_code=201, tags=["keys"], opt=KEYS)
+async def issue_key(data: JSONBody[KeyRequest], tenant: Tenant) -> IssuedKeyView:
+    """Issue a key with a role: operator (everything on the tenant), viewer (read only),
+    submitter (create jobs, send signals), worker (the worker gateway, optionally some pools)."""
+    unknown = sorted(set(data.pools) - set(tenant.settings.pool_names))
+    if unknown:
+        raise InvalidInput(f"unknown pool(s) {', '.join(unknown)}", errors=[{
+            "field": "pools", "message": f"known: {', '.join(tenant.settings.pool_names)}"}])
+    issued = await tenancy.issue_key(tenant.conn, tenant.store, tenant.tenant_id,
+                                     name=data.name, role=data.role,
+                                     pools=sorted(set(data.pools)), actor=tenant.actor)
+    return _issued(issued)
+
+
+@get("/v1/keys", tags=["keys"], opt=KEYS)
+async def list_keys(tenant: Tenant) -> dict[str, list[KeyView]]:
+    """The tenant's keys, newest first, revoked ones too (never a secret or a hash)."""
+    now = tenant.clock.now()
+    rows = await api_keys.list_keys(tenant.conn, tenant.tenant_id)
+    return {"keys": [_view(r, now) for r in rows]}
+
+
+@get("/v1/keys/{key_id:uuid}", tags=["keys"], opt=KEYS)
+async def get_key(key_id: FromPath[uuid.UUID], tenant: Tenant) -> KeyView:
+    row = await api_keys.get_key(tenant.conn, tenant.tenant_id, key_id)
+    if row is None:
+        raise NotFound(f"no API key {key_id}")
+    return _view(row, tenant.clock.now())
+
+
+@delete("/v1/keys/{key_id:uuid}", status_code=204, tags=["keys"], opt=KEYS)
+async def revoke_key(key_id: FromPath[uuid.UUID], tenant: Tenant) -> None:
+    """Revoke now (the worker gateway may accept a key it authenticated for 10 s more). The
+    tenant's last operator key cannot be revoked: 409."""
+    await tenancy.revoke_key(tenant.conn, tenant.store, tenant.tenant_id, key_id,
+                             now=tenant.clock.now(), actor=tenant.actor)
+
+
+@post("/v1/keys/{key_id:uuid}/rotate", status_code=201, tags=["keys"], opt=KEYS)
+async def rotate_key(key_id: FromPath[uuid.UUID], tenant: Tenant,
+                     data: JSONBody[RotateRequest | None] = None) -> RotatedKeyView:
+    """A new key with the same name, role and pools; the old one works for `grace_seconds`."""
+    grace = timedelta(seconds=(data or RotateRequest()).grace_seconds)
+    issued, ends = await tenancy.rotate_key(tenant.conn, tenant.store, tenant.tenant_id,
+                                            key_id, now=tenant.clock.now(), grace=grace,
+                                            actor=tenant.actor)
+    return RotatedKeyView(key=_issued(issued), old_key_id=key_id, old_key_expires_at=ends)
+
+
+ROUTES = [issue_key, list_keys, get_key, revoke_key, rotate_key]

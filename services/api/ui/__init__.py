@@ -1,0 +1,38 @@
+"""The web UI, served by the api process under /ui: server-rendered pages (runs, run detail,
+jobs and schedules, dead letters), one CSS and one JS file from `static/`, logins with a
+tenant's API key (docs/UI.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from litestar import Router
+from litestar.datastructures import CacheControlHeader
+from litestar.di import Provide
+from litestar.static_files import create_static_files_router
+
+from services.api.ui import jobs, letters, login, runs
+from services.api.ui.scope import EXCEPTION_HANDLERS, SECURITY_HEADERS, ui_scope
+from services.api.ui.sessions import Sessions
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
+def routes(sessions: Sessions | None = None) -> list[Router]:
+    """The UI's routers for one app, with its own session store (in this process's memory)."""
+    store = sessions or Sessions()
+    pages = Router(
+        path="/ui",
+        route_handlers=[*login.ROUTES, *runs.ROUTES, *jobs.ROUTES, *letters.ROUTES],
+        dependencies={"sessions": Provide(lambda: store, use_cache=True, sync_to_thread=False),
+                      "ui": Provide(ui_scope)},
+        exception_handlers=EXCEPTION_HANDLERS,
+        include_in_schema=False,
+    )
+    static = create_static_files_router(
+        "/ui/static", [STATIC_DIR], name="ui-static", include_in_schema=False,
+        cache_control=CacheControlHeader(no_cache=True))
+    return [pages, static]
+
+
+__all__ = ["SECURITY_HEADERS", "routes"]

@@ -1,0 +1,194 @@
+"""The jobs and schedules pages: the list (status, schedule, next run in UTC and the schedule's
+zone, pause/resume and trigger-now forms), and one job (its upcoming occurrences with local and
+UTC times, its skipped occurrences with their reasons, its latest runs, its timeline). Reads and
+commands are the ones behind /v1/jobs, /upcoming, /skips, /events, /pause, /resume, /trigger."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, get, post
+from litestar.params import FromPath, FromQuery
+
+from ostinato import jobs, schedules
+from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.eventlog.store import get_blobs, read_stream_page
+from ostinato.stores import jobs as job_store
+from ostinato.stores import runs as run_store
+from ostinato.stores.jobs import JobRow
+from ostinato.telemetry import tracing
+from services.api.routes import decode_cursor, encode_cursor
+from services.api.ui import html
+from services.api.ui.html import Safe, badge, fmt, join, link, when
+from services.api.ui.runs import RUN_HEADERS, run_rows
+from services.api.ui.scope import Ui, UiScope, checked_form, redirect
+
+PAGE_SIZE = 50
+UPCOMING = 10
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EPSILON = timedelta(microseconds=1)  # as GET /v1/jobs/{id}/upcoming: the next slot included
+MISFIRE = [("", "the schedule's own policy"), ("run_once", "run once for what was missed"),
+           ("catch_up", "catch up every missed slot"), ("skip", "skip what was missed")]
+STATUSES = [("", "any status"), ("active", "active"), ("paused", "paused"),
+            ("completed", "completed"), ("deleted", "deleted")]
+
+
+def schedule_text(doc: dict[str, Any]) -> Safe:
+    zone = doc.get("timezone") or "UTC"
+    if doc.get("cron"):
+        return fmt("<code>{cron}</code> ({zone})", cron=doc.get("cron"), zone=zone)
+    if doc.get("every"):
+        return fmt("every {every}", every=doc.get("every"))
+    if doc.get("at"):
+        try:
+            return fmt("once, {at}", at=when(datetime.fromisoformat(doc["at"])))
+        except ValueError:
+            return fmt("once, {at}", at=doc["at"])
+    return fmt("{kind}", kind=doc.get("kind") or "once")
+
+
+def zone_of(job: JobRow) -> str:
+    return str(job.schedule.get("timezone") or "UTC")
+
+
+def controls(ui: UiScope, job: JobRow, *, misfire_choice: bool = False,
+             back: str | None = None) -> Safe:
+    """Pause or resume, and trigger now: POST forms with the session's CSRF token."""
+    fields = {"back": back} if back else None
+    buttons = []
+    if job.status == "active":
+        buttons.append(html.post_button(f"/ui/jobs/{job.id}/pause", "Pause", ui.csrf,
+                                        fields=fields))
+    elif job.status == "paused":
+        extra = html.select("misfire", MISFIRE, None) if misfire_choice else Safe("")
+        buttons.append(html.post_button(f"/ui/jobs/{job.id}/resume", "Resume", ui.csrf,
+                                        fields=fields, extra=extra))
+    if job.status != "deleted":
+        buttons.append(html.post_button(f"/ui/jobs/{job.id}/trigger", "Trigger now", ui.csrf))
+    return join(buttons, " ")
+
+
+@get("/jobs", include_in_schema=False)
+async def jobs_page(ui: Ui, status: FromQuery[str | None] = None,
+                    cursor: FromQuery[str | None] = None) -> Response[str]:
+    rows = await job_store.page(ui.conn, ui.tenant_id, status=status or None,
+                                after=decode_cursor(cursor), limit=PAGE_SIZE + 1)
+    more = len(rows) > PAGE_SIZE
+    rows = rows[:PAGE_SIZE]
+    table = html.table(
+        ["name", "task", "status", "schedule", "pool / class", "next run", "last run", "runs",
+         ""],
+        [[link(f"/ui/jobs/{j.id}", j.name), j.task, badge(j.status), schedule_text(j.schedule),
+          f"{j.pool} / {j.priority}", when(j.next_run_at, zone_of(j)),
+          when(j.last_run_at, zone_of(j)), j.runs_created, controls(ui, j, back="list")]
+         for j in rows],
+        "No jobs.", "jobs")
+    pager = [link(html.url("/ui/jobs", status=status), "first page")] if cursor else []
+    if more:
+        pager.append(link(html.url("/ui/jobs", status=status, cursor=encode_cursor(
+            rows[-1].created_at, rows[-1].id)), "next page →"))
+    form = fmt('<form method="get" action="/ui/jobs" class="filters"><label>status {s}</label>'
+               '<button type="submit">Filter</button></form>',
+               s=html.select("status", STATUSES, status))
+    return ui.page("Jobs & schedules", join([form, table, fmt('<p class="pager">{p}</p>',
+                                                              p=join(pager, " · "))]), "jobs")
+
+
+async def _job(ui: UiScope, job_id: uuid.UUID) -> JobRow:
+    job = await job_store.by_id(ui.conn, ui.tenant_id, job_id)
+    if job is None:
+        raise NotFound(f"no job {job_id}")
+    return job
+
+
+@get("/jobs/{job_id:uuid}", include_in_schema=False)
+async def job_page(job_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
+    job = await _job(ui, job_id)
+    zone = zone_of(job)
+    payloads = await get_blobs(ui.conn, [job.payload_ref], ui.tenant_id)
+    info = html.kv([
+        ("status", badge(job.status)), ("task", job.task),
+        ("schedule", schedule_text(job.schedule)),
+        ("time zone", zone),
+        ("DST policy", f"gap: {job.schedule.get('dst_gap')}, repeated hour: "
+                       f"{job.schedule.get('dst_fold')}"),
+        ("misfire", job.schedule.get("misfire")), ("overlap", job.overlap),
+        ("calendar", job.calendar), ("pool / class", f"{job.pool} / {job.priority}"),
+        ("next run", when(job.next_run_at, zone)), ("last run", when(job.last_run_at, zone)),
+        ("runs created", job.runs_created), ("consecutive failures", job.consecutive_failures),
+        ("paused at", when(job.paused_at, zone) if job.paused_at else None),
+        ("payload", html.pre_json(payloads.get(job.payload_ref))),
+    ])
+    upcoming: list[list[Any]] = []
+    if job.status in ("active", "paused") and job.next_slot is not None:
+        s = schedules.from_document(job.schedule)
+        for slot, due in schedules.preview(s, job.id, job.next_slot - EPSILON, UPCOMING):
+            upcoming.append([slot.astimezone(s.tz).isoformat(), when(slot), when(due)])
+    skips = await job_store.skips_page(ui.conn, ui.tenant_id, job.id,
+                                       _EPOCH, 100)
+    recent = await run_store.page(ui.conn, ui.tenant_id, job_id=job.id, state=None,
+                                  after=(None, None), limit=10)
+    events = await read_stream_page(ui.conn, job.id, ui.tenant_id, 0, 200)
+    body = join([
+        fmt('<div class="actions">{c}</div>', c=controls(ui, job, misfire_choice=True)),
+        fmt("<section><h2>Job</h2>{i}</section>", i=info),
+        fmt("<section><h2>Upcoming occurrences</h2><p class=\"muted\">Local times in {zone}; "
+            "the due instant adds the schedule's jitter.</p>{t}</section>", zone=zone,
+            t=html.table([f"local ({zone})", "slot (UTC)", "due (UTC)"], upcoming,
+                         "No upcoming occurrences.", "upcoming")),
+        fmt("<section><h2>Skipped occurrences</h2>{t}</section>", t=html.table(
+            ["first slot", "last slot", "slots", "reason"],
+            [[when(k.first_slot, zone), when(k.last_slot, zone), k.slots, k.reason]
+             for k in skips], "Nothing was skipped.", "skips")),
+        fmt("<section><h2>Latest runs</h2>{t}<p>{more}</p></section>",
+            t=html.table(RUN_HEADERS, run_rows(recent), "No runs yet.", "runs"),
+            more=link(html.url("/ui/runs", job_id=job.id), "all runs of this job →")),
+        fmt("<section><h2>Timeline (event log)</h2>{t}</section>", t=html.table(
+            ["version", "event", "occurred", "actor", "data"],
+            [[r.version, r.type, when(r.occurred_at), r.actor,
+              html.pre_json(msgspec.to_builtins(r.event))] for r in events], "No events.",
+            "events")),
+    ])
+    return ui.page(f"Job {job.name}", body, "jobs")
+
+
+def _back(form: dict[str, Any], job_id: uuid.UUID) -> str:
+    return "/ui/jobs" if form.get("back") == "list" else f"/ui/jobs/{job_id}"
+
+
+@post("/jobs/{job_id:uuid}/pause", include_in_schema=False)
+async def pause(request: Request, job_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
+    form = await checked_form(request, ui)
+    await jobs.pause_job(ui.conn, ui.store, tenant_id=ui.tenant_id, job_id=job_id,
+                         actor=ui.actor, reason="paused in the web UI")
+    ui.session.flash = "Job paused."
+    return redirect(_back(form, job_id))
+
+
+@post("/jobs/{job_id:uuid}/resume", include_in_schema=False)
+async def resume(request: Request, job_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
+    form = await checked_form(request, ui)
+    misfire = form.get("misfire") or None
+    if misfire not in (None, "run_once", "catch_up", "skip"):
+        raise InvalidInput(f"unknown misfire choice {misfire!r}",
+                           errors=[{"field": "misfire", "message": "unknown"}])
+    await jobs.resume_job(ui.conn, ui.store, tenant_id=ui.tenant_id, job_id=job_id,
+                          actor=ui.actor, misfire=misfire)
+    ui.session.flash = "Job resumed."
+    return redirect(_back(form, job_id))
+
+
+@post("/jobs/{job_id:uuid}/trigger", include_in_schema=False)
+async def trigger(request: Request, job_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
+    await checked_form(request, ui)
+    run_id = await jobs.trigger_now(ui.conn, ui.store, ui.clock, tenant_id=ui.tenant_id,
+                                    job_id=job_id, actor=ui.actor,
+                                    traceparent=tracing.current_traceparent())
+    ui.session.flash = "Triggered: a manual run was created."
+    return redirect(f"/ui/runs/{run_id}")
+
+
+ROUTES = [jobs_page, job_page, pause, resume, trigger]

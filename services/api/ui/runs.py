@@ -1,0 +1,243 @@
+"""The runs pages: the list (filters, cursor pages, live updates) and one run's detail (its
+timeline straight from the event log, attempts with errors and fencing tokens, output, why it
+waits, a workflow's steps and children). The same store reads as GET /v1/runs, /v1/runs/{id},
+/events and /steps; every one tenant-scoped."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Request, Response, get, post
+from litestar.params import FromPath, FromQuery, QueryParameter
+
+from ostinato import runs
+from ostinato.domain import events as ev
+from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.domain.states import FINAL, RunState
+from ostinato.eventlog.store import get_blobs, read_stream_page
+from ostinato.stores import runs as run_store
+from ostinato.stores import steps as step_store
+from ostinato.stores.runs import RunRow
+from services.api.routes import decode_cursor, encode_cursor
+from services.api.ui import html
+from services.api.ui.html import Safe, badge, fmt, join, link, short, when
+from services.api.ui.scope import Ui, UiScope, checked_form, html_response, redirect
+
+PAGE_SIZE = 50
+MAX_EVENTS = 2000  # a page shows a run's first events; the API pages through the rest
+LIVE_SECONDS = 3  # how often an open page asks for fresh rows
+
+
+def _time_filter(name: str, value: str | None) -> datetime | None:
+    """A `datetime-local` value (read as UTC) or a full ISO 8601 instant."""
+    if not value:
+        return None
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise InvalidInput(f"{name}: not a date and time: {value!r}",
+                           errors=[{"field": name, "message": "invalid"}]) from exc
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+def _uuid_filter(name: str, value: str | None) -> uuid.UUID | None:
+    if not value:
+        return None
+    try:
+        return uuid.UUID(value.strip())
+    except ValueError as exc:
+        raise InvalidInput(f"{name}: not an id: {value!r}",
+                           errors=[{"field": name, "message": "invalid"}]) from exc
+
+
+def run_rows(rows: list[RunRow]) -> list[list[Any]]:
+    return [[link(f"/ui/runs/{r.id}", short(r.id)), link(f"/ui/jobs/{r.job_id}", short(r.job_id)),
+             r.task, r.pool, badge(r.state), r.trigger, r.attempt, when(r.scheduled_for),
+             when(r.updated_at)] for r in rows]
+
+
+RUN_HEADERS = ["run", "job", "task", "pool", "state", "trigger", "attempt", "scheduled for",
+               "updated"]
+
+
+def live(source: str, content: Safe) -> Safe:
+    """A region `ui.js` refreshes every few seconds from `source` (the same page, as a fragment)."""
+    return fmt('<div class="live" data-live="{src}" data-every="{every}">{content}</div>'
+               '<p class="live-note muted" aria-live="polite">live: refreshes every {every} s'
+               '</p>', src=source, every=LIVE_SECONDS, content=content)
+
+
+@get("/runs", include_in_schema=False)
+async def runs_page(request: Request, ui: Ui,
+                    run_state: Annotated[str | None, QueryParameter(name="state")] = None,
+                    job_id: FromQuery[str | None] = None, task: FromQuery[str | None] = None,
+                    pool: FromQuery[str | None] = None, since: FromQuery[str | None] = None,
+                    until: FromQuery[str | None] = None,
+                    cursor: FromQuery[str | None] = None) -> Response[str]:
+    state = run_state
+    if state and state not in RunState.__members__.values():
+        raise InvalidInput(f"unknown state {state!r}", errors=[{"field": "state",
+                                                                "message": "unknown"}])
+    rows = await run_store.page(
+        ui.conn, ui.tenant_id, job_id=_uuid_filter("job", job_id), state=state or None,
+        after=decode_cursor(cursor), limit=PAGE_SIZE + 1, task=task or None, pool=pool or None,
+        since=_time_filter("from", since), until=_time_filter("until", until))
+    more = len(rows) > PAGE_SIZE
+    rows = rows[:PAGE_SIZE]
+    query = {"state": state, "job_id": job_id, "task": task, "pool": pool, "since": since,
+             "until": until}
+    pager = [link(html.url("/ui/runs", **query), "first page")] if cursor else []
+    if more:
+        pager.append(link(html.url("/ui/runs", **query, cursor=encode_cursor(
+            rows[-1].scheduled_for, rows[-1].id)), "next page →"))
+    content = fmt('{table}<p class="pager">{pager}</p>',
+                  table=html.table(RUN_HEADERS, run_rows(rows), "No runs match.", "runs"),
+                  pager=join(pager, " · "))
+    if "x-ui-fragment" in request.headers:
+        return html_response(content)
+    states = [("", "any state"), *((s.value, s.value) for s in RunState)]
+    form = fmt(
+        '<form method="get" action="/ui/runs" class="filters">'
+        '<label>state {state}</label>'
+        '<label>job id <input name="job_id" value="{job_id}" size="12"></label>'
+        '<label>task <input name="task" value="{task}" size="12"></label>'
+        '<label>pool <input name="pool" value="{pool}" size="10"></label>'
+        '<label>from (UTC) <input type="datetime-local" step="1" name="since" value="{since}">'
+        '</label><label>until (UTC) <input type="datetime-local" step="1" name="until" '
+        'value="{until}"></label><button type="submit">Filter</button> '
+        '<a href="/ui/runs">clear</a></form>',
+        state=html.select("state", states, state), job_id=job_id, task=task, pool=pool,
+        since=since, until=until)
+    # the live region polls this very page: a later cursor page stays where it is
+    source = html.url("/ui/runs", **query, cursor=cursor)
+    return ui.page("Runs", join([form, live(source, content)]), "runs")
+
+
+def attempt_rows(stream: list[Any]) -> list[list[Any]]:
+    """Each attempt from the log: its fencing token (as RunStarted gave it), worker, start, end,
+    outcome and error; what GET /v1/dead-letters/{id} folds as its history, with the token."""
+    out: list[dict[str, Any]] = []
+    for r in stream:
+        e = r.event
+        if isinstance(e, ev.RunStarted):
+            out.append({"attempt": e.attempt, "token": e.fencing_token, "worker": e.worker_id,
+                        "start": r.occurred_at, "end": None, "outcome": "running", "error": None})
+        elif out and out[-1]["end"] is None and isinstance(e, (
+                ev.RunSucceeded, ev.RunFailed, ev.AttemptTimedOut, ev.LeaseExpired,
+                ev.LeaseReleased, ev.RunCancelled, ev.RunSuspended)):
+            out[-1].update(end=r.occurred_at, outcome=r.type)
+            if isinstance(e, ev.RunFailed):
+                out[-1]["error"] = fmt("{t}: {m}{perm}", t=e.error_type, m=e.message,
+                                       perm="" if e.retryable else " (permanent)")
+    return [[a["attempt"], a["token"], a["worker"], when(a["start"]), when(a["end"]),
+             a["outcome"], a["error"]] for a in out]
+
+
+def _opt(at: datetime | None) -> Safe | None:
+    return when(at) if at is not None else None
+
+
+async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
+    run = await run_store.by_id(ui.conn, ui.tenant_id, run_id)
+    if run is None:
+        raise NotFound(f"no run {run_id}")
+    refs = [run.payload_ref] if run.output_ref is None else [run.payload_ref, run.output_ref]
+    blobs = await get_blobs(ui.conn, refs, ui.tenant_id)
+    reason = await run_store.waiting_reason(ui.conn, run)
+    stream = await read_stream_page(ui.conn, run_id, ui.tenant_id, 0, MAX_EVENTS)
+    summary = html.kv([
+        ("state", join([badge(run.state), " (paused)" if run.paused else ""])),
+        ("job", link(f"/ui/jobs/{run.job_id}", run.job_id)),
+        ("task", run.task), ("pool / class", f"{run.pool} / {run.priority}"),
+        ("trigger", run.trigger), ("attempt", run.attempt),
+        ("fencing token", run.fencing_token), ("worker", run.worker_id),
+        ("scheduled for", when(run.scheduled_for)), ("due at", _opt(run.due_at)),
+        ("queued", _opt(run.queued_at)), ("started", _opt(run.started_at)),
+        ("finished", _opt(run.finished_at)), ("retry at", _opt(run.retry_at)),
+        ("cancel requested", "yes" if run.cancel_requested else None),
+        ("current step", run.wait_name if run.state == RunState.SUSPENDED else None),
+        ("waiting reason", reason),
+        ("last error", html.pre_json(run.last_error) if run.last_error else None),
+        ("replay of", link(f"/ui/runs/{run.replay_of}", run.replay_of) if run.replay_of else None),
+        ("parent run", link(f"/ui/runs/{run.parent_run_id}", run.parent_run_id)
+         if run.parent_run_id else None),
+    ])
+    events = html.table(
+        ["version", "event", "occurred", "actor", "epoch", "data"],
+        [[r.version, r.type, when(r.occurred_at), r.actor, r.epoch,
+          html.pre_json(msgspec.to_builtins(r.event))] for r in stream],
+        "No events.", "events")
+    parts = [
+        fmt("<section><h2>Summary</h2>{s}</section>", s=summary),
+        fmt("<section><h2>Attempts</h2>{t}</section>", t=html.table(
+            ["attempt", "fencing token", "worker", "started", "ended", "outcome", "error"],
+            attempt_rows(stream), "Not started yet.")),
+        fmt("<section><h2>Output</h2>{o}</section><section><h2>Payload</h2>{p}</section>",
+            o=html.pre_json(blobs.get(run.output_ref)) if run.output_ref else
+            Safe('<p class="empty">No output.</p>'),
+            p=html.pre_json(blobs.get(run.payload_ref))),
+    ]
+    steps = await step_store.page(ui.conn, ui.tenant_id, run_id, after=-1, limit=200)
+    if steps or run.steps_done:
+        parts.append(fmt("<section><h2>Workflow steps ({n})</h2>{t}</section>",
+                         n=run.steps_done, t=html.table(
+                             ["#", "step", "outcome", "attempt", "tries", "ms", "recorded",
+                              "output / error"],
+                             [[s.seq, s.name, badge("succeeded" if s.succeeded else "failed"),
+                               s.attempt, s.tries, f"{s.duration_ms:.1f}", when(s.recorded_at),
+                               html.pre_json(s.output) if s.succeeded else
+                               fmt("{t}: {m}", t=s.error_type, m=s.message)]
+                              for s in steps])))
+    children = await run_store.children_of(ui.conn, ui.tenant_id, run_id, None, 100)
+    if children:
+        parts.append(fmt("<section><h2>Child runs</h2>{t}</section>", t=html.table(
+            ["run", "task", "state"],
+            [[link(f"/ui/runs/{c.id}", c.id), c.task, badge(c.state)] for c in children])))
+    more = fmt('<p class="muted">The first {n} events; GET /v1/runs/{id}/events has them all.'
+               '</p>', n=MAX_EVENTS, id=run_id) if len(stream) == MAX_EVENTS else Safe("")
+    parts.append(fmt("<section><h2>Timeline (event log)</h2>{t}{more}</section>", t=events,
+                     more=more))
+    return run, join(parts)
+
+
+def _actions(ui: UiScope, run: RunRow) -> Safe:
+    buttons = []
+    if run.state not in FINAL:
+        buttons.append(html.post_button(f"/ui/runs/{run.id}/cancel", "Cancel run", ui.csrf,
+                                        cls="danger"))
+    if run.state in (RunState.FAILED, RunState.CANCELLED, RunState.DEAD_LETTERED):
+        buttons.append(html.post_button(f"/ui/runs/{run.id}/retry", "Re-run", ui.csrf))
+    return fmt('<div class="actions">{b}</div>', b=join(buttons, " ")) if buttons else Safe("")
+
+
+@get("/runs/{run_id:uuid}", include_in_schema=False)
+async def run_page(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
+    run, body = await run_body(ui, run_id)
+    if "x-ui-fragment" in request.headers:
+        return html_response(body)
+    content = body if run.state in FINAL else live(f"/ui/runs/{run_id}", body)
+    return ui.page(f"Run {short(run_id)}", join([_actions(ui, run), content]), "runs")
+
+
+@post("/runs/{run_id:uuid}/cancel", include_in_schema=False)
+async def cancel(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
+    await checked_form(request, ui)
+    state = await runs.cancel_run(ui.conn, ui.store, tenant_id=ui.tenant_id, run_id=run_id,
+                                  actor=ui.actor)
+    ui.session.flash = "Cancelled." if state == "cancelled" else "Cancel requested."
+    return redirect(f"/ui/runs/{run_id}")
+
+
+@post("/runs/{run_id:uuid}/retry", include_in_schema=False)
+async def retry(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
+    await checked_form(request, ui)
+    new_id, _ = await runs.rerun(ui.conn, ui.store, ui.clock, tenant_id=ui.tenant_id,
+                                 run_id=run_id, actor=ui.actor, request_key=None)
+    ui.session.flash = f"Re-run of {run_id} created."
+    return redirect(f"/ui/runs/{new_id}")
+
+
+ROUTES = [runs_page, run_page, cancel, retry]

@@ -1,0 +1,177 @@
+"""The expected-occurrence ledger: over a sliding window, every slot a recurring job should have
+had, enumerated by the independent implementation (`ostinato.ledger`: cronsim and its own DST
+mapping), is reconciled with what happened to it — a run (completed, in progress, failed), a
+recorded skip with its reason, or nothing — and the scheduler's own slots over the same window
+(`ostinato.schedules`, croniter) are compared with it.
+
+Two findings, each once per (job, slot) — the event id is derived from both, so restarts and a
+second reconciler add nothing (`ostinato.ledger.finding_id`):
+
+- a slot past its due instant (jitter included) and the grace with neither a run nor a skip:
+  `LedgerSlotMissing` on the job's stream, `ostinato_ledger_slots_missing_total{tenant}`, and an
+  error line with `alert=ostinato_ledger_slot_missing`;
+- a slot only one implementation has: `LedgerDisagreement` (`expected_by` names which),
+  `ostinato_ledger_disagreements_total{tenant}`, `alert=ostinato_ledger_disagreement`.
+
+The check repairs nothing: the gaps and overdue checks do (their `OccurrenceMissed`); this one
+is the audit that does not share the scheduler's code. docs/SCHEDULES.md, "The
+expected-occurrence ledger".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from datetime import datetime, timedelta
+
+import asyncpg
+
+from ostinato import ledger
+from ostinato.clock import Clock
+from ostinato.domain import events as ev
+from ostinato.eventlog.records import NewEvent, StreamHead
+from ostinato.eventlog.store import EventStore
+from ostinato.jobs import ledger as job_ledger
+from ostinato.ledger import Entry
+from ostinato.stores import jobs as job_store
+from ostinato.stores import ledger as ledger_store
+from ostinato.stores.ledger import LedgerJob
+from ostinato.telemetry import metrics
+from ostinato.telemetry.logging import get_logger
+
+ACTOR = "reconciler"
+log = get_logger("ostinato.reconciler")
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    kind: str  # missing | disagreement
+    entry: Entry
+
+    def event(self) -> ev.Event:
+        if self.kind == "missing":
+            return ev.LedgerSlotMissing(scheduled_for=self.entry.slot)
+        return ev.LedgerDisagreement(scheduled_for=self.entry.slot,
+                                     expected_by=self.entry.expected_by)
+
+
+def findings(entries: list[Entry]) -> list[Finding]:
+    """What the entries of one job's window report. Pure."""
+    found = []
+    for e in entries:
+        if e.expected_by != "both":
+            found.append(Finding("disagreement", e))
+        if e.outcome == "missing":
+            found.append(Finding("missing", e))
+    return found
+
+
+def window_start(s: ledger.LedgerSchedule, start: datetime, end: datetime,
+                 max_slots: int) -> datetime:
+    """`start`, or later when [start, end) holds more than `max_slots` slots: then about the
+    newest `max_slots` (a job firing every second is checked over its last hour or so, not over
+    a day of 86,400 slots). The density of the first slots places the start; a few rounds
+    settle a schedule denser at some hours than at others."""
+    for _ in range(4):
+        first = ledger.expected_slots(s, start, end, limit=max_slots + 1)
+        if len(first) <= max_slots:
+            return start
+        span = first[-1].slot - first[0].slot  # what max_slots slots cover at this density
+        start = max(start + (first[1].slot - first[0].slot), end - span)
+    return start
+
+
+class LedgerSweep:
+    """The check as a resumable sweep: each `tick` reconciles the next `jobs_per_tick` jobs
+    (by id) and returns how many it looked at, so a full tick means "again at once" and the
+    reconciler's other checks take their turns in between; a short tick ends a sweep."""
+
+    def __init__(self, pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
+                 window: timedelta, grace: timedelta, max_slots: int = 5_000,
+                 jobs_per_tick: int = 50) -> None:
+        self.pool, self.store, self.clock = pool, store, clock
+        self.window, self.grace, self.max_slots = window, grace, max_slots
+        self.jobs_per_tick = jobs_per_tick
+        self.after: uuid.UUID | None = None  # the last job id of the current sweep
+        self.recorded = 0  # findings recorded by the last tick
+
+    async def tick(self) -> int:
+        now = self.clock.now()
+        async with self.pool.acquire() as conn:
+            jobs = await ledger_store.jobs_after(conn, self.after, self.jobs_per_tick)
+        self.recorded = 0
+        for job in jobs:
+            try:
+                self.recorded += await check_job(self.pool, self.store, job, now,
+                                                 window=self.window, grace=self.grace,
+                                                 max_slots=self.max_slots)
+            except (ValueError, KeyError) as exc:  # a document the ledger cannot read
+                log.error("ledger cannot read schedule", tenant_id=str(job.tenant_id),
+                          job_id=str(job.id), error=str(exc),
+                          alert="ostinato_ledger_disagreement")
+        self.after = jobs[-1].id if len(jobs) == self.jobs_per_tick else None
+        return len(jobs)
+
+
+async def check_ledger(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
+                       window: timedelta, grace: timedelta, max_slots: int = 5_000,
+                       page: int = 200) -> int:
+    """One whole sweep at once; returns how many new findings were recorded."""
+    sweep = LedgerSweep(pool, store, clock, window=window, grace=grace, max_slots=max_slots,
+                        jobs_per_tick=page)
+    total = 0
+    while True:
+        looked = await sweep.tick()
+        total += sweep.recorded
+        if looked < page:
+            return total
+
+
+async def check_job(pool: asyncpg.Pool, store: EventStore, job: LedgerJob, now: datetime, *,
+                    window: timedelta, grace: timedelta, max_slots: int = 5_000) -> int:
+    """One job's window: classify, then record the findings not recorded yet."""
+    start = window_start(ledger.read_document(job.schedule), now - window, now, max_slots)
+    async with pool.acquire() as conn:
+        entries = await job_ledger.job_entries(
+            conn, job.tenant_id, job.id, job.schedule, overlap=job.overlap,
+            calendar=job.calendar, next_slot=job.next_slot, start=start, end=now, now=now,
+            grace=grace, limit=max_slots)
+        found = {ledger.finding_id(job.id, f.entry.slot, f.kind): f for f in findings(entries)}
+        if not found:
+            return 0
+        fresh = set(found) - await ledger_store.findings_recorded(conn, list(found))
+        if not fresh:
+            return 0
+    return await _record(pool, store, job, {k: found[k] for k in fresh})
+
+
+async def _record(pool: asyncpg.Pool, store: EventStore, job: LedgerJob,
+                  found: dict[uuid.UUID, Finding]) -> int:
+    async with pool.acquire() as conn, conn.transaction():
+        locked = await job_store.lock_for_repair(conn, job.id)
+        if locked is None:
+            return 0
+        # Under the job's lock: another reconciler may have recorded some meanwhile.
+        fresh = set(found) - await ledger_store.findings_recorded(conn, list(found))
+        ordered = sorted(fresh, key=lambda k: (found[k].entry.slot, found[k].kind))
+        head = StreamHead(job.id, job.tenant_id, locked.version)
+        events: list[NewEvent] = [
+            dataclasses.replace(head.next(found[k].event(), ACTOR), event_id=k) for k in ordered]
+        await store.append(conn, events)
+    for k in ordered:
+        alert(job.tenant_id, job.id, found[k])
+    return len(ordered)
+
+
+def alert(tenant_id: uuid.UUID, job_id: uuid.UUID, finding: Finding) -> None:
+    e, tenant = finding.entry, str(tenant_id)
+    if finding.kind == "missing":
+        metrics.LEDGER_SLOTS_MISSING.labels(tenant=tenant).inc()
+        log.error("ledger slot missing", tenant_id=tenant, job_id=str(job_id),
+                  scheduled_for=e.slot.isoformat(), expected_by=e.expected_by,
+                  alert="ostinato_ledger_slot_missing")
+    else:
+        metrics.LEDGER_DISAGREEMENTS.labels(tenant=tenant).inc()
+        log.error("cron implementations disagree", tenant_id=tenant, job_id=str(job_id),
+                  scheduled_for=e.slot.isoformat(), expected_by=e.expected_by,
+                  outcome=e.outcome, alert="ostinato_ledger_disagreement")

@@ -1,0 +1,477 @@
+"""The web UI in a real headless Chromium (Debian's, driven by Playwright), against the five
+services as processes: login, the pages, filters, live updates, pause/resume, CSRF, escaping,
+tenant isolation. OSTINATO_UI_SCREENSHOTS=<dir> saves a screenshot of each page there."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ostinato.sdk import PermanentError, Worker, WorkflowContext, task, workflow
+from ostinato.testing.cluster import Cluster
+from tests.e2e.services import running_cluster
+
+playwright_api = pytest.importorskip("playwright.async_api")
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+XSS_NAME = "<script>alert(1)</script>"
+SHOTS = os.environ.get("OSTINATO_UI_SCREENSHOTS")
+TIMEOUT_MS = 20_000  # Playwright's waits for an element (a condition, not a timed assertion)
+
+if SHOTS:
+    Path(SHOTS).mkdir(parents=True, exist_ok=True)
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"{CHROMIUM} is missing (infra/tools.sh installs it)", allow_module_level=True)
+
+
+@task("greet")
+async def greet(payload: dict) -> dict:
+    return {"greeting": f"hello {payload.get('who')}"}
+
+
+@task("boom")
+async def boom(payload: dict) -> dict:
+    raise PermanentError(f"cannot handle {payload.get('n')}; {payload.get('note')}",
+                         type="bad_input")
+
+
+async def _fetch(n: int) -> list[int]:
+    return list(range(n))
+
+
+@workflow("ui.pipeline")
+async def pipeline(ctx: WorkflowContext, payload: dict) -> dict:
+    rows = await ctx.step("fetch", _fetch, payload["n"])
+    total = await ctx.step("sum", sum, rows)
+    return {"total": total}
+
+
+@dataclass
+class World:
+    cluster: Cluster
+    key: str
+    other_key: str
+    greet_job: str
+    greet_run: str
+    boom_job: str
+    boom_run: str
+    cron_job: str  # daily in Europe/Berlin, its payload holding XSS_NAME
+    other_job: str
+    other_run: str
+    flow_run: str  # a workflow run with two recorded steps
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def h(self, key: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key or self.key}"}
+
+
+async def until(probe: Callable[[], Any], what: str, seconds: float = 60) -> Any:
+    """Poll `probe` (async) until it returns something truthy."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        found = await probe()
+        if found:
+            return found
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        await asyncio.sleep(0.2)
+
+
+async def one_run(api: httpx.AsyncClient, h: dict[str, str], job_id: str,
+                  state: str | None = None) -> str:
+    async def probe() -> str | None:
+        items = (await api.get("/v1/runs", params={"job_id": job_id}, headers=h)).json()["items"]
+        return next((i["id"] for i in items if state is None or i["state"] == state), None)
+    return await until(probe, f"a {state or 'any'} run of job {job_id}")
+
+
+@pytest.fixture(scope="module")
+async def world(template_db: str, tmp_path_factory: pytest.TempPathFactory
+                ) -> AsyncIterator[World]:
+    logs = tmp_path_factory.mktemp("ui-logs")
+    async with running_cluster(template_db, f"t{uuid.uuid4().hex[:10]}.", logs) as cluster, \
+            httpx.AsyncClient(base_url=cluster.api_url, timeout=10) as api:
+        admin = {"Authorization": f"Bearer {cluster.admin_key}"}
+        keys = {}
+        for name in ("acme", "globex"):
+            r = await api.post("/v1/tenants", json={"name": name}, headers=admin)
+            assert r.status_code == 201, r.text
+            keys[name] = r.json()["api_key"]
+        h, other = ({"Authorization": f"Bearer {keys[n]}"} for n in ("acme", "globex"))
+
+        async def job(body: dict[str, Any], headers: dict[str, str] = h) -> str:
+            r = await api.post("/v1/jobs", json=body, headers=headers)
+            assert r.status_code == 201, r.text
+            return r.json()["id"]
+
+        greet_job = await job({"name": "greet-now", "task": "greet", "payload": {"who": "ui"}})
+        boom_job = await job({"name": "boom-now", "task": "boom",
+                              "payload": {"n": 1, "note": XSS_NAME}})
+        # a job's name cannot hold markup (the API refuses it); its payload and a handler's
+        # error message can, and the UI shows both
+        r = await api.post("/v1/jobs", json={"name": XSS_NAME, "task": "greet"}, headers=h)
+        assert r.status_code == 422, r.text
+        cron_job = await job({"name": "nightly-report", "task": "greet",
+                              "payload": {"who": "cron", "note": XSS_NAME},
+                              "schedule": {"cron": "30 2 * * *", "timezone": "Europe/Berlin"}})
+        other_job = await job({"name": "theirs", "task": "greet"}, other)
+        flow_job = await job({"name": "pipeline", "task": "ui.pipeline", "payload": {"n": 4}})
+        worker = Worker(cluster.gateway_url, keys["acme"], [greet, boom, pipeline], concurrency=4,
+                        claim_wait_seconds=1, shutdown_grace_seconds=5)
+        running = asyncio.create_task(worker.run())
+        try:
+            greet_run = await one_run(api, h, greet_job, "succeeded")
+            boom_run = await one_run(api, h, boom_job, "dead_lettered")
+            other_run = await one_run(api, other, other_job)
+            flow_run = await one_run(api, h, flow_job, "succeeded")
+            yield World(cluster=cluster, key=keys["acme"], other_key=keys["globex"],
+                        greet_job=greet_job, greet_run=greet_run, boom_job=boom_job,
+                        boom_run=boom_run, cron_job=cron_job, other_job=other_job,
+                        other_run=other_run, flow_run=flow_run)
+        finally:
+            await worker.stop()
+            await running
+
+
+@pytest.fixture(scope="module")
+async def browser(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Any]:
+    """One Chromium with a fresh profile directory for the module; each test gets a new page
+    with no cookies."""
+    async with playwright_api.async_playwright() as p:
+        context = await p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM,
+            headless=True, args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 800},
+            timezone_id="UTC", locale="en-GB")
+        context.set_default_timeout(TIMEOUT_MS)
+        try:
+            yield context
+        finally:
+            await context.close()
+
+
+class Tab:
+    """A page that records console errors, page errors and dialogs (an alert would be XSS)."""
+
+    def __init__(self, page: Any, base: str) -> None:
+        self.page = page
+        self.base = base
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        page.on("console", lambda m: self.errors.append(f"console: {m.text}")
+                if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        page.on("dialog", self._dialog)
+
+    async def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        await dialog.dismiss()
+
+    async def goto(self, path: str) -> Any:
+        return await self.page.goto(self.base + path)
+
+    async def login(self, key: str) -> None:
+        await self.goto("/ui/login")
+        await self.page.fill("#api_key", key)
+        await self.page.click("form.login button[type=submit]")
+        await self.page.wait_for_url("**/ui/runs")
+
+    async def shot(self, name: str) -> None:
+        if SHOTS:
+            await self.page.screenshot(path=str(Path(SHOTS) / f"{name}.png"))
+
+    def text(self, selector: str) -> Any:
+        return self.page.locator(selector)
+
+
+@pytest.fixture
+async def tab(browser: Any, world: World) -> AsyncIterator[Tab]:
+    await browser.clear_cookies()
+    page = await browser.new_page()
+    try:
+        yield Tab(page, world.cluster.api_url)
+    finally:
+        await page.close()
+
+
+async def api_get(world: World, path: str, key: str | None = None) -> Any:
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        r = await api.get(path, headers=world.h(key))
+        assert r.status_code == 200, r.text
+        return r.json()
+
+
+async def test_login_refuses_a_wrong_key_and_accepts_the_tenants(tab: Tab, world: World) -> None:
+    r = await tab.goto("/ui/runs")
+    assert "/ui/login" in tab.page.url  # no session: the login form
+    assert r.status == 200
+    await tab.page.fill("#api_key", "ost_not-a-key")
+    async with tab.page.expect_response("**/ui/login") as refused:
+        await tab.page.click("form.login button[type=submit]")
+    assert (await refused.value).status == 401
+    await tab.text("p.error").get_by_text("Unknown API key").wait_for()
+    assert await tab.page.context.cookies() == [] or all(
+        c["name"] != "ostinato_session" for c in await tab.page.context.cookies())
+    await tab.page.fill("#api_key", world.cluster.admin_key)  # not a tenant's: refused too
+    await tab.page.click("form.login button[type=submit]")
+    await tab.text("p.error").get_by_text("not the admin key").wait_for()
+
+    await tab.login(world.key)
+    assert await tab.text("nav .who b").inner_text() == "acme"
+    [cookie] = [c for c in await tab.page.context.cookies() if c["name"] == "ostinato_session"]
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert world.key not in cookie["value"]
+    await tab.page.click("nav form button")  # log out
+    await tab.page.wait_for_url("**/ui/login")
+    await tab.goto(f"/ui/runs/{world.greet_run}")
+    assert "/ui/login" in tab.page.url  # the old session is gone
+    # the old cookie itself no longer opens anything either
+    r = await tab.page.request.get(f"{tab.base}/ui/runs", headers={
+        "Cookie": f"ostinato_session={cookie['value']}"}, max_redirects=0)
+    assert r.status == 303 and "/ui/login" in r.headers["location"]
+
+
+async def test_every_page_loads_without_console_errors(tab: Tab, world: World) -> None:
+    await tab.goto("/ui/login")
+    await tab.shot("login")
+    await tab.login(world.key)
+    pages = [
+        ("runs", "/ui/runs", "table.runs"),
+        ("run", f"/ui/runs/{world.greet_run}", "table.events"),
+        ("jobs", "/ui/jobs", "table.jobs"),
+        ("job", f"/ui/jobs/{world.cron_job}", "table.upcoming"),
+        ("dead-letters", "/ui/dead-letters", "table.letters"),
+        ("dead-letter", f"/ui/dead-letters/{world.boom_run}", "form.replay"),
+    ]
+    for name, path, selector in pages:
+        r = await tab.goto(path)
+        assert r.status == 200, (path, r.status)
+        await tab.text(selector).wait_for()
+        await tab.page.wait_for_load_state("networkidle")
+        await tab.shot(name)
+    assert tab.errors == []
+
+
+async def test_a_filter_narrows_the_runs_list(tab: Tab, world: World) -> None:
+    await tab.login(world.key)
+    rows = tab.text("table.runs tbody tr")
+    await rows.first.wait_for()
+    everything = await rows.count()
+    assert everything >= 2
+    await tab.page.select_option("#f-state", "dead_lettered")
+    await tab.page.click("form.filters button[type=submit]")
+    await tab.page.wait_for_url("**state=dead_lettered**")
+    dead = (await api_get(world, "/v1/runs?state=dead_lettered"))["items"]
+    assert 1 <= await rows.count() == len(dead) < everything
+    assert world.boom_run.split("-")[0] in " ".join(await rows.all_inner_texts())
+    await tab.goto("/ui/runs?task=greet")
+    assert await rows.count() >= 1
+    for text in await rows.all_inner_texts():
+        assert "greet" in text and "boom" not in text
+    await tab.goto("/ui/runs?since=2999-01-01T00:00:00")  # a time range with nothing in it
+    await tab.text("p.empty").get_by_text("No runs match").wait_for()
+    await tab.goto(f"/ui/runs?job_id={world.boom_job}")
+    boom_runs = (await api_get(world, f"/v1/runs?job_id={world.boom_job}"))["items"]
+    assert await rows.count() == len(boom_runs) < everything
+    assert tab.errors == []
+
+
+async def test_the_runs_list_updates_live(tab: Tab, world: World) -> None:
+    await tab.login(world.key)
+    await tab.goto(f"/ui/runs?job_id={world.greet_job}")
+    rows = tab.text("table.runs tbody tr")
+    await rows.first.wait_for()
+    before = await rows.count()
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        r = await api.post(f"/v1/jobs/{world.greet_job}/trigger", headers=world.h())
+        assert r.status_code == 201, r.text
+        new_run = r.json()["run_id"]
+    # no reload: the live region fetches the list again every few seconds
+    await tab.text("table.runs").get_by_text(new_run.split("-")[0]).wait_for()
+    assert await rows.count() == before + 1
+    assert tab.errors == []
+
+
+async def test_run_detail_shows_the_event_log_in_order(tab: Tab, world: World) -> None:
+    await tab.login(world.key)
+    await tab.goto(f"/ui/runs/{world.greet_run}")
+    logged = await api_get(world, f"/v1/runs/{world.greet_run}/events")
+    cells = tab.text("table.events tbody tr td:nth-child(2)")
+    await cells.first.wait_for()
+    assert await cells.all_inner_texts() == [e["type"] for e in logged["items"]]
+    assert [e["type"] for e in logged["items"]][-1] == "RunSucceeded"
+    versions = await tab.text("table.events tbody tr td:nth-child(1)").all_inner_texts()
+    assert versions == [str(e["version"]) for e in logged["items"]]
+    # the attempt with its fencing token, and the output
+    started = next(e for e in logged["items"] if e["type"] == "RunStarted")
+    attempt = await tab.text("section:has(h2:text('Attempts')) tbody tr").first.inner_text()
+    assert attempt.split("\t")[:2] == ["1", str(started["data"]["fencing_token"])]
+    assert "hello ui" in await tab.text("section:has(h2:text('Output')) pre").inner_text()
+    # a dead letter's attempts carry its error
+    await tab.goto(f"/ui/runs/{world.boom_run}")
+    attempts = await tab.text("section:has(h2:text('Attempts'))").inner_text()
+    assert "bad_input: cannot handle 1;" in attempts and "(permanent)" in attempts
+    assert tab.errors == []
+
+
+async def test_a_workflow_runs_steps_are_shown_in_order(tab: Tab, world: World) -> None:
+    await tab.login(world.key)
+    await tab.goto(f"/ui/runs/{world.flow_run}")
+    steps = await api_get(world, f"/v1/runs/{world.flow_run}/steps")
+    section = tab.text("section:has(h2:text('Workflow steps'))")
+    names = await section.locator("tbody tr td:nth-child(2)").all_inner_texts()
+    assert names == [s["name"] for s in steps["items"]] == ["fetch", "sum"]
+    assert '"total": 6' in await tab.text("section:has(h2:text('Output')) pre").inner_text()
+    assert tab.errors == []
+
+
+async def test_pause_and_resume_through_the_ui(tab: Tab, world: World) -> None:
+    await tab.login(world.key)
+    await tab.goto(f"/ui/jobs/{world.cron_job}")
+    await tab.page.click("div.actions button:text('Pause')")
+    await tab.text("p.flash").get_by_text("Job paused").wait_for()
+    assert (await api_get(world, f"/v1/jobs/{world.cron_job}"))["status"] == "paused"
+    await tab.page.select_option("#f-misfire", "skip")
+    await tab.page.click("div.actions button:text('Resume')")
+    await tab.text("p.flash").get_by_text("Job resumed").wait_for()
+    assert (await api_get(world, f"/v1/jobs/{world.cron_job}"))["status"] == "active"
+    events = (await api_get(world, f"/v1/jobs/{world.cron_job}/events"))["items"]
+    steered = [(e["type"], e["actor"]) for e in events if e["type"] in ("JobPaused", "JobResumed")]
+    assert steered == [("JobPaused", "tenant:acme"), ("JobResumed", "tenant:acme")]
+    # the upcoming preview: local (Berlin) and UTC times
+    first = await tab.text("table.upcoming tbody tr").first.inner_text()
+    assert "T02:30:00+0" in first and "UTC" in first
+    assert tab.errors == []
+
+
+async def test_a_post_without_the_csrf_token_is_refused(tab: Tab, world: World) -> None:
+    await tab.login(world.key)
+    url = f"{tab.base}/ui/jobs/{world.cron_job}/pause"
+    for form in ({}, {"_csrf": "not-the-token"}):
+        r = await tab.page.request.post(url, form=form, max_redirects=0)  # the session cookie
+        assert r.status == 403, form
+    assert (await api_get(world, f"/v1/jobs/{world.cron_job}"))["status"] == "active"
+    r = await tab.page.request.post(f"{tab.base}/ui/dead-letters/{world.boom_run}/replay",
+                                    form={"edit": "1", "payload": "{}"}, max_redirects=0)
+    assert r.status == 403
+    letter = await api_get(world, f"/v1/dead-letters/{world.boom_run}")
+    assert letter["replays"] == 0
+
+
+async def test_markup_in_values_is_shown_as_text(tab: Tab, world: World) -> None:
+    """A payload and an error message holding `<script>alert(1)</script>` (job names cannot)."""
+    await tab.login(world.key)
+    for path in (f"/ui/jobs/{world.cron_job}", f"/ui/runs/{world.boom_run}", "/ui/dead-letters",
+                 f"/ui/dead-letters/{world.boom_run}"):
+        await tab.goto(path)
+        shown = tab.page.get_by_text(XSS_NAME).first
+        await shown.wait_for()
+        assert XSS_NAME in await shown.inner_text()
+        scripts = await tab.page.eval_on_selector_all(
+            "script", "els => els.map(e => e.getAttribute('src'))")
+        assert scripts == ["/ui/static/ui.js"], scripts
+    await tab.page.wait_for_load_state("networkidle")
+    assert tab.dialogs == []
+    assert tab.errors == []
+
+
+async def test_another_tenants_run_is_not_found(tab: Tab, world: World) -> None:
+    await tab.login(world.key)
+    for path in (f"/ui/runs/{world.other_run}", f"/ui/jobs/{world.other_job}",
+                 f"/ui/dead-letters/{world.other_run}"):
+        r = await tab.goto(path)
+        assert r.status == 404, path
+        assert await tab.page.title() == "Not found · Ostinato"
+        assert "theirs" not in await tab.page.content()  # nothing of theirs is shown
+    await tab.goto(f"/ui/runs?job_id={world.other_job}")  # their job's runs: none shown
+    await tab.text("p.empty").get_by_text("No runs match").wait_for()
+    token = await tab.page.locator("nav input[name=_csrf]").get_attribute("value")
+    r = await tab.page.request.post(f"{tab.base}/ui/jobs/{world.other_job}/pause",
+                                    form={"_csrf": token}, max_redirects=0)
+    assert r.status == 404
+    theirs = await api_get(world, f"/v1/jobs/{world.other_job}", world.other_key)
+    assert theirs["status"] != "paused"
+
+
+async def test_replay_a_dead_letter_with_an_edited_payload(tab: Tab, world: World) -> None:
+    await tab.login(world.key)
+    await tab.goto(f"/ui/dead-letters/{world.boom_run}")
+    await tab.page.check("#edit-payload")
+    await tab.page.fill("#payload", '{"n": 2, "fixed": true}')
+    await tab.page.click("form.replay button[type=submit]")
+    await tab.text("p.flash").get_by_text("edited payload").wait_for()
+    new_run = tab.page.url.rstrip("/").rsplit("/", 1)[1]
+    run = await api_get(world, f"/v1/runs/{new_run}")
+    assert run["replay_of"] == world.boom_run and run["payload"] == {"n": 2, "fixed": True}
+    assert (await api_get(world, f"/v1/dead-letters/{world.boom_run}"))["replays"] == 1
+    assert tab.errors == []
+
+
+async def test_triage_a_dead_letter(tab: Tab, world: World) -> None:
+    await tab.login(world.key)
+    await tab.goto(f"/ui/dead-letters/{world.boom_run}")
+    await tab.page.select_option("#f-state", "acknowledged")
+    await tab.page.fill("input[name=comment]", "looking into it <b>now</b>")
+    await tab.page.click("button:text('Save triage')")
+    await tab.text("p.flash").get_by_text("Triage saved").wait_for()
+    letter = await api_get(world, f"/v1/dead-letters/{world.boom_run}")
+    assert letter["triage_state"] == "acknowledged"
+    assert letter["triage_by"] == "tenant:acme"
+    assert letter["triage_comment"] == "looking into it <b>now</b>"
+    assert await tab.page.locator("main b").count() == 0  # the comment is text, not markup
+    assert tab.errors == []
+
+
+def test_the_session_cookie_is_secure_over_https() -> None:
+    from types import SimpleNamespace
+
+    from services.api.ui.login import cookie_for
+
+    for scheme, secure in (("https", True), ("http", False)):
+        cookie = cookie_for(SimpleNamespace(url=SimpleNamespace(scheme=scheme)), "s", "v", 60)
+        assert (cookie.secure, cookie.httponly, cookie.samesite) == (secure, True, "strict")
+
+
+async def test_home_leads_to_the_runs(tab: Tab, world: World) -> None:
+    await tab.login(world.key)
+    for path in ("/ui", "/ui/"):
+        await tab.goto(path)
+        assert tab.page.url.endswith("/ui/runs"), path
+
+
+async def test_skipped_occurrences_are_shown_with_their_reason(tab: Tab, world: World) -> None:
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        r = await api.post("/v1/jobs", json={
+            "name": "ticker", "task": "greet", "schedule": {
+                "every": "1s", "misfire_grace": "0s"}}, headers=world.h())
+        assert r.status_code == 201, r.text
+        ticker = r.json()["id"]
+        assert (await api.post(f"/v1/jobs/{ticker}/pause", headers=world.h())).status_code == 200
+        await asyncio.sleep(3)  # slots pass while it is paused
+        await tab.login(world.key)
+        await tab.goto(f"/ui/jobs/{ticker}")
+        await tab.page.select_option("#f-misfire", "skip")
+        await tab.page.click("div.actions button:text('Resume')")
+        await tab.text("p.flash").get_by_text("Job resumed").wait_for()
+
+        async def skipped() -> list[dict[str, Any]]:
+            return (await api.get(f"/v1/jobs/{ticker}/skips", headers=world.h())).json()["items"]
+        skips = await until(skipped, "the missed slots recorded as skipped")
+        assert (await api.post(f"/v1/jobs/{ticker}/pause", headers=world.h())).status_code == 200
+    await tab.goto(f"/ui/jobs/{ticker}")
+    rows = await tab.text("table.skips tbody tr").all_inner_texts()
+    assert len(rows) >= len(skips) >= 1
+    assert all(row.endswith(skip["reason"]) for row, skip in zip(rows, skips, strict=False))
+    assert "misfire_skip" in {s["reason"] for s in skips}
+    assert tab.errors == []

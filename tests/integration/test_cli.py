@@ -1,0 +1,203 @@
+"""The `ostinato` CLI as a user runs it: `python -m ostinato ...` as a process against the
+public API over real HTTP (the `api_url` fixture, on the real PostgreSQL), with its own empty
+HOME so no profile of the machine is read. What it shows is checked against the API (through
+`ostinato.client`), and what it changes is checked there too."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ostinato.client import AsyncClient
+
+from .conftest import ADMIN
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def new_key(api_url: str) -> str:
+    async with AsyncClient(api_url, ADMIN) as admin:
+        return (await admin.tenants.create(f"t-{uuid.uuid4().hex[:8]}")).api_key
+
+
+async def cli(home: Path, *args: str, env: dict[str, str] | None = None,
+              stdin: str = "") -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of `python -m ostinato ARGS`."""
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("OSTINATO_API", "OSTINATO_PROFILE", "OSTINATO_CONFIG",
+                                 "XDG_CONFIG"))}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ostinato", *args, cwd=ROOT,
+        env={**base, "HOME": str(home), "NO_COLOR": "1", **(env or {})},
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 120)  # a hang guard
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_a_job_created_through_the_client_is_listed_by_the_cli(
+        api_url: str, tmp_path: Path) -> None:
+    key = await new_key(api_url)
+    async with AsyncClient(api_url, key) as client:
+        job = await client.jobs.create(name="nightly-report",
+                                       schedule={"cron": "30 2 * * *",
+                                                 "timezone": "Europe/Berlin"})
+    env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": key}
+
+    code, out, err = await cli(tmp_path, "jobs", "list", env=env)
+    assert code == 0, err
+    header, row = out.splitlines()[0].split(), next(line for line in out.splitlines()
+                                                    if str(job.id) in line)
+    assert header[:4] == ["ID", "NAME", "TASK", "STATUS"]
+    assert "nightly-report" in row and "cron 30 2 * * * Europe/Berlin" in row
+
+    code, out, err = await cli(tmp_path, "jobs", "list", "-o", "json", env=env)
+    assert code == 0, err
+    [listed] = json.loads(out)
+    assert listed["id"] == str(job.id) and listed["schedule"]["cron"] == "30 2 * * *"
+
+    code, out, err = await cli(tmp_path, "-o", "jsonl", "jobs", "get", str(job.id), env=env)
+    assert code == 0, err
+    assert [json.loads(line)["name"] for line in out.splitlines()] == ["nightly-report"]
+
+
+async def test_jobs_created_by_the_cli_and_its_errors(api_url: str, tmp_path: Path) -> None:
+    key = await new_key(api_url)
+    env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": key}
+    code, out, err = await cli(tmp_path, "jobs", "create", "--name", "send-invoice",
+                               "--at", "2030-12-01T09:00:00Z", "--payload", "-", "-o", "json",
+                               env=env, stdin='{"invoice": 7}')
+    assert code == 0, err
+    created = json.loads(out)
+    assert created["next_run_at"] == "2030-12-01T09:00:00Z"
+    async with AsyncClient(api_url, key) as client:
+        assert (await client.jobs.get(created["id"])).payload == {"invoice": 7}
+
+        # a bad request: exit 1, the problem's title on stderr, nothing on stdout or stored
+        code, out, err = await cli(tmp_path, "jobs", "create", "--name", "x", "--cron",
+                                   "61 * * * *", "-o", "json", env=env)
+        assert code == 1 and out == ""
+        with pytest.raises(Exception) as refused:
+            await client.jobs.create(name="x", schedule={"cron": "61 * * * *"})
+        problem = refused.value
+        assert f"error: {problem.title} (422)" in err  # type: ignore[attr-defined]
+        assert "schedule.cron" in err
+        assert [j.name async for j in client.jobs.list()] == ["send-invoice"]
+
+    code, _, err = await cli(tmp_path, "runs", "get", str(uuid.uuid4()), env=env)
+    assert code == 1 and "(404)" in err
+    code, _, err = await cli(tmp_path, "runs", "list", "--state", "sleeping", env=env)
+    assert code == 2 and "unknown state 'sleeping'" in err
+    code, _, err = await cli(tmp_path, "jobs", "list", env={**env, "OSTINATO_API_KEY": "bad"})
+    assert code == 1 and "(401)" in err
+
+
+async def test_a_bulk_cancel_counts_asks_and_cancels_exactly_the_counted_runs(
+        api_url: str, tmp_path: Path) -> None:
+    key = await new_key(api_url)
+    env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": key}
+    async with AsyncClient(api_url, key) as client:
+        target = await client.jobs.create(name="target", schedule={"every": "1h"})
+        other = await client.jobs.create(name="other", schedule={"every": "1h"})
+        for job, n in ((target, 3), (other, 2)):
+            for _ in range(n):
+                await client.jobs.trigger(job.id)
+        mine = {r.id for r in [r async for r in client.runs.list(job_id=target.id)]}
+        assert len(mine) == 3
+
+        async def states() -> dict[str, str]:
+            return {str(r.id): r.state async for r in client.runs.list()}
+
+        before = await states()
+        assert set(before.values()) <= {"scheduled", "queued"} and len(before) == 5
+
+        code, out, err = await cli(tmp_path, "runs", "cancel", "--state", "waiting", "--job",
+                                   str(target.id), "--dry-run", "-o", "json", env=env)
+        assert code == 0, err
+        assert {r["id"] for r in json.loads(out)} == {str(i) for i in mine}
+        assert "3 runs selected" in err and "dry run: nothing cancelled" in err
+        assert await states() == before
+
+        code, _, err = await cli(tmp_path, "runs", "cancel", "--state", "waiting", "--job",
+                                 str(target.id), env=env, stdin="n\n")
+        assert code == 1 and "Cancel 3 runs?" in err
+        assert await states() == before
+
+        code, _, err = await cli(tmp_path, "runs", "cancel", "--state", "waiting", "--job",
+                                 str(target.id), "--yes", env=env)
+        assert code == 0, err
+        assert "cancelled 3 of 3 runs" in err
+        after = await states()
+        assert {i for i, s in after.items() if s == "cancelled"} == {str(i) for i in mine}
+        assert {i: s for i, s in after.items() if i not in {str(m) for m in mine}} == {
+            i: s for i, s in before.items() if i not in {str(m) for m in mine}}
+
+        code, _, err = await cli(tmp_path, "runs", "cancel", env=env)
+        assert code == 2 and "--state, --job or --task" in err
+
+
+async def test_a_profile_file_is_read_and_the_environment_overrides_it(
+        api_url: str, tmp_path: Path) -> None:
+    key = await new_key(api_url)
+    async with AsyncClient(api_url, key) as client:
+        job = await client.jobs.create(name="from-profile")
+    config = tmp_path / ".config" / "ostinato" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'[profiles.ci]\napi_url = "{api_url}"\napi_key = "{key}"\n'
+                      'output = "jsonl"\n')
+
+    code, out, err = await cli(tmp_path, "--profile", "ci", "jobs", "list")
+    assert code == 0, err
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [str(job.id)]
+
+    code, _, err = await cli(tmp_path, "--profile", "ci", "jobs", "list",
+                             env={"OSTINATO_API_KEY": "ost_wrong"})
+    assert code == 1 and "(401)" in err
+
+    code, _, err = await cli(tmp_path, "--profile", "nope", "jobs", "list")
+    assert code == 2 and "no profile 'nope'" in err
+
+
+async def test_runs_dead_letters_and_capacity_from_the_cli(
+        api_url: str, tmp_path: Path) -> None:
+    key = await new_key(api_url)
+    env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": key}
+    async with AsyncClient(api_url, key) as client:
+        job = await client.jobs.create(name="report")
+        run = (await client.jobs.trigger(job.id)).run_id
+    code, out, err = await cli(tmp_path, "runs", "events", str(run), "-o", "json", env=env)
+    assert code == 0, err
+    assert json.loads(out)[0]["type"] == "RunScheduled"
+    code, out, err = await cli(tmp_path, "runs", "signal", str(run), "approval", "--payload",
+                               '{"ok": true}', "-o", "json", env=env)
+    assert code == 0, err
+    assert json.loads(out)["created"] is True
+    code, out, err = await cli(tmp_path, "dead-letters", "list", "-o", "json", env=env)
+    assert (code, json.loads(out)) == (0, []), err
+    code, out, err = await cli(tmp_path, "schedules", "preview", "--cron", "30 2 * * *",
+                               "--tz", "Europe/Berlin", "--count", "2", "-o", "json", env=env)
+    assert code == 0, err
+    assert [i["local"][10:19] for i in json.loads(out)] == ["T02:30:00", "T02:30:00"]
+    code, out, err = await cli(tmp_path, "pools", "-o", "json", env=env)
+    assert code == 0, err
+    assert [p["name"] for p in json.loads(out)] == ["default"]
+    for resource in ("workers", "tasks"):
+        code, out, err = await cli(tmp_path, resource, "list", "-o", "json", env=env)
+        assert code == 0, err
+        assert isinstance(json.loads(out), list)
+
+
+async def test_the_admin_commands_keep_their_arguments(tmp_path: Path) -> None:
+    code, out, err = await cli(tmp_path, "schemas", "--check")
+    assert code == 0, err
+    assert "catalogue.json is current" in out
+    code, out, _ = await cli(tmp_path, "workflows", "check", "--help")
+    assert code == 0 and "--all-versions" in out and "--timeout" in out
