@@ -6,62 +6,24 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Annotated, Literal
 
-import msgspec
 from litestar import delete, get, post
 from litestar.params import FromPath, JSONBody
 
 from ostinato import tenancy
+from ostinato.client.models import (
+    IssuedKeyView,
+    KeyRequest,
+    KeyView,
+    RotatedKeyView,
+    RotateRequest,
+)
 from ostinato.domain import roles
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.stores import api_keys
 from services.api.scope import Tenant
 
 KEYS = {"action": roles.MANAGE_KEYS}  # listing keys too: viewers see no key management
-
-KeyName = Annotated[str, msgspec.Meta(min_length=1, max_length=100,
-                                      pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._@:-]*$")]
-PoolName = Annotated[str, msgspec.Meta(min_length=1, max_length=63)]
-
-
-class KeyRequest(msgspec.Struct, forbid_unknown_fields=True):
-    name: KeyName
-    role: Literal["operator", "viewer", "submitter", "worker"]
-    # a worker key's pools (none: every pool); only for role worker
-    pools: Annotated[list[PoolName], msgspec.Meta(max_length=64)] = msgspec.field(
-        default_factory=list)
-
-
-class RotateRequest(msgspec.Struct, forbid_unknown_fields=True):
-    # how long the old key keeps working, so its users can switch (up to 7 days)
-    grace_seconds: Annotated[int, msgspec.Meta(ge=0, le=604_800)] = 0
-
-
-class KeyView(msgspec.Struct):
-    id: uuid.UUID
-    name: str
-    role: str
-    pools: list[str]
-    created_at: datetime
-    active: bool  # authenticates now
-    revoked_at: datetime | None  # in the future during a rotation's grace period
-    last_used_at: datetime | None  # to the minute
-
-
-class IssuedKeyView(msgspec.Struct):
-    id: uuid.UUID
-    name: str
-    role: str
-    pools: list[str]
-    key: str  # shown once: only its hash is stored
-
-
-class RotatedKeyView(msgspec.Struct):
-    key: IssuedKeyView
-    old_key_id: uuid.UUID
-    old_key_expires_at: datetime
-
 
 def _view(row: api_keys.KeyRow, now: datetime) -> KeyView:
     return KeyView(id=row.id, name=row.name, role=roles.canonical(row.role), pools=row.pools,

@@ -491,3 +491,48 @@ class SkipsPage(msgspec.Struct, kw_only=True):
     job_id: uuid.UUID
     items: list[SkipView]
     next_after: datetime | None = None  # pass as `after` for the next page
+
+
+# -- API keys (services/api/keys.py) ----------------------------------------------------------
+
+KeyName = Annotated[str, msgspec.Meta(min_length=1, max_length=100,
+                                      pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._@:-]*$")]
+PoolName = Annotated[str, msgspec.Meta(min_length=1, max_length=63)]
+
+
+class KeyRequest(msgspec.Struct, forbid_unknown_fields=True):
+    name: KeyName
+    role: Literal["operator", "viewer", "submitter", "worker"]
+    # a worker key's pools (none: every pool); only for role worker
+    pools: Annotated[list[PoolName], msgspec.Meta(max_length=64)] = msgspec.field(
+        default_factory=list)
+
+
+class RotateRequest(msgspec.Struct, forbid_unknown_fields=True):
+    # how long the old key keeps working, so its users can switch (up to 7 days)
+    grace_seconds: Annotated[int, msgspec.Meta(ge=0, le=604_800)] = 0
+
+
+class KeyView(msgspec.Struct):
+    id: uuid.UUID
+    name: str
+    role: str
+    pools: list[str]
+    created_at: datetime
+    active: bool  # authenticates now
+    revoked_at: datetime | None  # in the future during a rotation's grace period
+    last_used_at: datetime | None  # to the minute
+
+
+class IssuedKeyView(msgspec.Struct):
+    id: uuid.UUID
+    name: str
+    role: str
+    pools: list[str]
+    key: str  # shown once: only its hash is stored
+
+
+class RotatedKeyView(msgspec.Struct):
+    key: IssuedKeyView
+    old_key_id: uuid.UUID
+    old_key_expires_at: datetime
