@@ -71,6 +71,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 print(f"""
 Ostinato is up.
+  web UI        {d['api']}/ui   (log in with the demo API key below)
   API           {d['api']}   (OpenAPI: {d['openapi']}, Swagger UI: {d['openapi']}/swagger)
   worker-gateway http://127.0.0.1:8081
   traces        http://127.0.0.1:16686/api/traces?service=ostinato-api (Jaeger query API)
