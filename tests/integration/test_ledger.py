@@ -22,7 +22,7 @@ from ostinato.clock import Clock, FakeClock
 from ostinato.eventlog.store import read_stream
 from ostinato.jobs import ledger as job_ledger
 from ostinato.jobs.request import JobRequest
-from ostinato.schedules import ScheduleSpec
+from ostinato.schedules import ScheduleSpec, cronexpr
 from ostinato.sdk import protocol as p
 from ostinato.stores import jobs as job_store
 from ostinato.stores.jobs import JobRow
@@ -167,8 +167,12 @@ async def test_a_succeeded_run_is_completed_and_a_recorded_skip_shows_its_reason
 
 
 async def test_a_schedule_the_two_implementations_read_differently_is_a_disagreement(
-        pool: asyncpg.Pool) -> None:
-    # croniter wraps minutes modulo 59 (45, 55, 6); the documented wrap is 45, 55, 5, 15.
+        pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The scheduler as it was before cronexpr rewrote wrapped ranges with a step: croniter 7
+    # alone wraps minutes modulo 59 (45, 55, 6); the documented wrap is 45, 55, 5, 15.
+    monkeypatch.setattr(cronexpr, "_wrapped_step", lambda part, cycle: part)
+    cronexpr._compile.cache_clear()
+    monkeypatch.setattr(cronexpr, "_compile", cronexpr._compile.__wrapped__)
     clock = FakeClock(T0)
     tenant, _ = await new_tenant(pool)
     job = await recurring(pool, clock, tenant, cron="45-15/10 * * * *", start_at=T0)

@@ -48,6 +48,7 @@ def errors_of(**fields: object) -> dict[str, str]:
     ({"cron": "0 0 31 2 *"}, "schedule.cron", "never fires"),
     ({"cron": "0 0 1 * MON#2"}, "schedule.cron", "need '*' in the other day field"),
     ({"cron": "0 0 15W * MON"}, "schedule.cron", "need '*' in the other day field"),
+    ({"cron": "0 0 28-3 * L5"}, "schedule.cron", "need '*' in the other day field"),
     ({"cron": "bogus x y z w"}, "schedule.cron", "not acceptable"),
     ({"cron": "0 9 * * *", "timezone": "Mars/Olympus"}, "schedule.timezone", "unknown IANA"),
     ({"cron": "0 9 * * *", "timezone": "../../etc/passwd"}, "schedule.timezone", "unknown"),

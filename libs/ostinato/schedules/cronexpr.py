@@ -8,7 +8,10 @@ Accepted: 5 fields (minute hour day-of-month month day-of-week), or 6 fields wit
 (Quartz/Spring style: second minute hour day-of-month month day-of-week). croniter's own 6-field
 convention puts seconds LAST, so 6-field expressions are always given to it with
 `second_at_beginning=True`. The @hourly/@daily/@weekly/@monthly/@yearly aliases, names (JAN,
-MON), L, W, # and ? are croniter's. Refused: 7 fields (a year field), H (hashed) and R (random).
+MON), L, W, # and ? are croniter's. A wrapped range with a step (`45-15/10`) is rewritten into
+its list first (croniter 7 wraps minutes modulo 59). Refused: 7 fields (a year field), H (hashed)
+and R (random), and `#`, `W` or `L<weekday>` when the other day field is restricted too (croniter
+reads `0 0 28-3 * L5` as the last Fridays only, not the documented OR).
 """
 
 from __future__ import annotations
@@ -30,6 +33,12 @@ _ALIASES = {
     "@hourly": "0 * * * *",
 }
 _EQUAL = re.compile(r"^([0-9A-Za-z]+)-([0-9A-Za-z]+)(?:/\d+)?$")
+_STEPPED_RANGE = re.compile(r"^([0-9A-Za-z]+)-([0-9A-Za-z]+)/(\d+)$")
+_MONTHS = {m: i for i, m in enumerate(
+    "jan feb mar apr may jun jul aug sep oct nov dec".split(), start=1)}
+_WEEKDAYS = {d: i for i, d in enumerate("sun mon tue wed thu fri sat".split())}
+# (lowest, highest, names) per field, minute first; seconds share the minutes' cycle.
+_CYCLES = ((0, 59, {}), (0, 23, {}), (1, 31, {}), (1, 12, _MONTHS), (0, 6, _WEEKDAYS))
 _HASHED = re.compile(r"^[hr](?:\(|/|$)", re.IGNORECASE)
 # croniter never looks further than this for a match; a wall time beyond it is treated as none.
 _MAX_YEAR = 9990
@@ -113,7 +122,9 @@ def _compile(expression: str) -> CronRule:
                     f"{part!r}: hashed (H) and random (R) values are not supported; "
                     "use explicit values (add `jitter` to spread load)")
     with_seconds = len(fields) == 6
-    fields = [",".join(_equal_range(p) for p in f.split(",")) for f in fields]
+    cycles = ((0, 59, {}), *_CYCLES) if with_seconds else _CYCLES
+    fields = [",".join(_wrapped_step(_equal_range(p), cycle) for p in f.split(","))
+              for f, cycle in zip(fields, cycles, strict=True)]
     try:
         expanded = _expand(" ".join(fields), with_seconds)
         days_and = _day_rule(fields, with_seconds)
@@ -144,9 +155,10 @@ def _day_rule(fields: list[str], with_seconds: bool) -> bool:
     dom, dow = fields[base + 2], fields[base + 4]
     if dom.startswith(("*", "?")) or dow.startswith(("*", "?")):
         return True
-    if "#" in dow or "w" in dom.lower():
+    if "#" in dow or "w" in dom.lower() or "l" in dow.lower():
         raise CronSyntaxError(
-            "'#' (nth weekday) and 'W' (nearest weekday) need '*' in the other day field")
+            "'#' (nth weekday), 'W' (nearest weekday) and 'L' with a weekday (last Friday) "
+            "need '*' in the other day field")
     if _expand(f"0 0 {dom} * *", False)[2] == ["*"] or _expand(f"0 0 * * {dow}", False)[4] == [
             "*"]:
         fields[base + 2] = fields[base + 4] = "*"
@@ -162,6 +174,29 @@ def _equal_range(part: str) -> str:
     low, high = match.group(1).lower(), match.group(2).lower()
     same = int(low) == int(high) if low.isdigit() and high.isdigit() else low == high
     return match.group(1) if same else part
+
+
+def _wrapped_step(part: str, cycle: tuple[int, int, dict[str, int]]) -> str:
+    """`45-15/10` steps through the wrapped sequence (45, 55, 5, 15), as docs/SCHEDULES.md says;
+    croniter 7 gets these wrong (45, 55, 6), so they become the explicit list."""
+    match = _STEPPED_RANGE.match(part)
+    if match is None:
+        return part
+    low, high, names = cycle
+    try:
+        start, end = (_value(match.group(i), names) for i in (1, 2))
+    except KeyError:
+        return part  # not a value of this field: croniter's message names it
+    if names is _WEEKDAYS and start == 7:
+        start = 0  # Sunday either way
+    if start <= end or not (low <= start <= high + 1 and low <= end <= high):
+        return part
+    sequence = [*range(start, high + 1), *range(low, end + 1)]
+    return ",".join(str(v) for v in sequence[:: int(match.group(3)) or 1])
+
+
+def _value(text: str, names: dict[str, int]) -> int:
+    return int(text) if text.isdigit() else names[text.lower()]
 
 
 def _clean(message: str, expression: str) -> str:
