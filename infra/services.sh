@@ -78,7 +78,8 @@ Ostinato is up.
   demo tenant   {d['tenant']} ({d['tenant_id']})
   demo API key  {d['api_key']}
   try:          curl -H 'Authorization: Bearer {d['api_key']}' {d['api']}/v1/runs
-  logs          .cache/logs/*.log      stop with: make down
+""" + (f"""  kafka submit  {d['kafka']['topic']} on {d['kafka']['bootstrap_servers']} as {d['kafka']['username']} (SCRAM; password in .cache/demo.json; docs/KAFKA.md)
+""" if d.get('kafka') else "") + f"""  logs          .cache/logs/*.log      stop with: make down
 """)
 PYEOF
     ;;

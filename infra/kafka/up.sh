@@ -5,7 +5,8 @@
 #     $OSTINATO_CACHE/kafka-4.1.2/libs (maven repo: $OSTINATO_CACHE/m2), shared by clones
 #   - state: <repo>/.cache/kafka/{data,logs,server.properties,server.out,kafka.pid}
 #   - PLAINTEXT on $OSTINATO_KAFKA_BOOTSTRAP (127.0.0.1:9092), controller on
-#     127.0.0.1:$OSTINATO_KAFKA_CONTROLLER_PORT (9093)
+#     127.0.0.1:$OSTINATO_KAFKA_CONTROLLER_PORT (9093), the tenants' SASL/SCRAM listener on
+#     $OSTINATO_KAFKA_TENANT_BOOTSTRAP (127.0.0.1:9094)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,6 +30,7 @@ BOOT=${OSTINATO_KAFKA_BOOTSTRAP%%,*}
 KHOST=${BOOT%:*}
 KPORT=${BOOT##*:}
 CPORT=$OSTINATO_KAFKA_CONTROLLER_PORT
+SPORT=${OSTINATO_KAFKA_TENANT_BOOTSTRAP##*:}
 case "$KHOST" in
   127.0.0.1|localhost) ;;
   *) die "OSTINATO_KAFKA_BOOTSTRAP=$OSTINATO_KAFKA_BOOTSTRAP: the local broker only listens on 127.0.0.1" ;;
@@ -142,11 +144,12 @@ if port_open "$KPORT"; then
   die "port $BOOTSTRAP is taken by a process that is not a Kafka broker; free it or set OSTINATO_KAFKA_BOOTSTRAP"
 fi
 port_open "$CPORT" && die "controller port 127.0.0.1:$CPORT is taken; free it or set OSTINATO_KAFKA_CONTROLLER_PORT"
+port_open "$SPORT" && die "tenants' SASL port 127.0.0.1:$SPORT is taken; free it or set OSTINATO_KAFKA_TENANT_BOOTSTRAP"
 
 # --- config + storage format (once) -------------------------------------------------------
 sed -e "s#^log\.dirs=.*#log.dirs=$DATA#" \
-    -e "s#^listeners=.*#listeners=PLAINTEXT://127.0.0.1:$KPORT,CONTROLLER://127.0.0.1:$CPORT#" \
-    -e "s#^advertised\.listeners=.*#advertised.listeners=PLAINTEXT://127.0.0.1:$KPORT#" \
+    -e "s#^listeners=.*#listeners=PLAINTEXT://127.0.0.1:$KPORT,CONTROLLER://127.0.0.1:$CPORT,TENANTS://127.0.0.1:$SPORT#" \
+    -e "s#^advertised\.listeners=.*#advertised.listeners=PLAINTEXT://127.0.0.1:$KPORT,TENANTS://127.0.0.1:$SPORT#" \
     -e "s#^controller\.quorum\.voters=.*#controller.quorum.voters=1@127.0.0.1:$CPORT#" \
     "$ROOT/infra/kafka/server.properties" > "$CONF"
 

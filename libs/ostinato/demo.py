@@ -57,7 +57,8 @@ async def bootstrap_demo(api_url: str, admin_key: str) -> dict[str, Any]:
             jobs.append({"id": created.json()["id"], "name": body["name"],
                          "next_run_at": created.json()["next_run_at"]})
     return {"tenant_id": tenant["id"], "tenant": DEMO_TENANT, "api_key": tenant["api_key"],
-            "api": api_url, "openapi": f"{api_url}/schema", "jobs": jobs}
+            "api": api_url, "openapi": f"{api_url}/schema", "jobs": jobs,
+            "kafka": tenant.get("kafka")}
 
 
 @task("hello")

@@ -6,18 +6,33 @@ from ostinato.eventlog.store import EventStore
 from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service, run_service, run_until_stopped
 from services.api.app import create_app
+from services.api.ingest import SubmitIngest
 
 
 async def amain() -> None:
     service = Service("api")
     await service.connect_database()
-    app = create_app(service, EventStore(service.clock, service.settings.topics))
+    store = EventStore(service.clock, service.settings.topics)
+    app = create_app(service, store)
     server = HttpServer(app, service.settings.api_host, service.settings.api_port)
     await server.start()
     service.log.info("listening", url=f"http://{service.settings.api_host}:{server.port}",
                      openapi=f"http://{service.settings.api_host}:{server.port}/schema")
-    # No duties of its own: the other services' relays publish the api's outbox rows.
-    await run_until_stopped(service, on_stop=server.stop)
+    # No duties of its own: the other services' relays publish the api's outbox rows. With
+    # Kafka submission on, it consumes the tenants' submit topics (docs/KAFKA.md).
+    tasks = []
+    ingest = None
+    if service.settings.kafka_tenant_bootstrap:
+        ingest = SubmitIngest(service.pool, store, service.clock, service.settings)
+        tasks.append(ingest.run())
+
+    async def stop() -> None:
+        await server.stop()
+        if ingest is not None:
+            ingest.stop()
+            await ingest.close()
+
+    await run_until_stopped(service, tasks, on_stop=stop)
 
 
 def main() -> None:

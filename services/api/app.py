@@ -27,6 +27,7 @@ from services.api import (
     job_control,
     job_history,
     job_ledger,
+    kafka_access,
     keys,
     tasks,
     ui,
@@ -66,6 +67,7 @@ def create_app(service: Service, store: EventStore) -> Litestar:
             *job_history.ROUTES,
             *keys.ROUTES,
             *job_ledger.ROUTES,
+            *kafka_access.ROUTES,
             *ui.routes(),  # the web UI under /ui (docs/UI.md)
             *ops_route_handlers(lambda: service.readiness(kafka=True)),
             create_static_files_router(SWAGGER_ASSETS, [SWAGGER_UI_DIR], name="swagger-assets"),

@@ -38,6 +38,7 @@ from ostinato.stores.jobs import JobRow
 from ostinato.stores.runs import RunRow
 from ostinato.telemetry import tracing
 from ostinato.workers import registry
+from services.api import kafka_access
 from services.api.ratelimit import limited_principal
 from services.api.scope import Tenant, tenant_scope
 
@@ -112,7 +113,8 @@ async def create_tenant(
         tenant_id, key = await tenancy.create_tenant(
             conn, s.store, data.name, actor="admin", weight=data.weight
         )
-    return TenantCreatedView(id=tenant_id, name=data.name, api_key=key)
+    return TenantCreatedView(id=tenant_id, name=data.name, api_key=key,
+                             kafka=await kafka_access.grant_at_creation(s.settings, tenant_id))
 
 
 @post("/v1/jobs", status_code=201, tags=["jobs"], opt={"action": roles.SUBMIT})

@@ -33,6 +33,25 @@ class Topics:
             raise ValueError(f"invalid pool name {pool!r}")
         return f"{self.prefix}ostinato.runs.ready.{pool}"
 
+    def submit(self, tenant_id: object) -> str:
+        """Where a tenant's own producers write jobs (its SCRAM user may write nothing else)."""
+        return f"{self.prefix}ostinato.submit.{tenant_id}"
+
+    def rejects(self, tenant_id: object) -> str:
+        """Where the api puts a tenant's submissions it could not accept, with the problem."""
+        return f"{self.prefix}ostinato.rejects.{tenant_id}"
+
+    @property
+    def submit_pattern(self) -> str:
+        """Every tenant's submit topic, for the api's ingest consumer (a regular expression)."""
+        return re.escape(f"{self.prefix}ostinato.submit.") + r"[0-9a-f-]{36}$"
+
+    def submit_tenant(self, topic: str) -> str | None:
+        """The tenant id a submit topic belongs to (from its name, never from the message)."""
+        head = f"{self.prefix}ostinato.submit."
+        rest = topic.removeprefix(head)
+        return rest if rest != topic and re.fullmatch(r"[0-9a-f-]{36}", rest) else None
+
     def all(self) -> list[str]:
         return [self.due, self.finished, *(self.ready(p) for p in self.pools)]
 

@@ -55,10 +55,25 @@ class TenantRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     weight: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1
 
 
+class KafkaAccessView(msgspec.Struct, kw_only=True):
+    """A tenant's Kafka producer settings (docs/KAFKA.md); the password is shown once, here."""
+
+    bootstrap_servers: str
+    security_protocol: str
+    sasl_mechanism: str
+    username: str
+    password: str
+    topic: str  # write a POST /v1/jobs body per message here
+    rejects_topic: str  # where messages that could not be accepted go, with the problem
+
+
 class TenantCreatedView(msgspec.Struct, kw_only=True):
     id: uuid.UUID
     name: str
     api_key: str
+    # Kafka submission, when the deployment has it and the broker answered (else null: issue
+    # it later with POST /v1/kafka/credentials)
+    kafka: KafkaAccessView | None = None
 
 
 class JobBatchRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

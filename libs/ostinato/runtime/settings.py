@@ -26,6 +26,10 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # only (set it empty to use database_url: a deployment with one role); no service uses it.
     owner_database_url: str = "postgresql://ostinato_owner@127.0.0.1:55432/ostinato"
     kafka_bootstrap: str = "127.0.0.1:9092"
+    # The broker's SASL/SCRAM listener for tenants' producers (docs/KAFKA.md), as tenants reach
+    # it. Empty: no Kafka submission (no tenant users, topics or ingest), as in most tests.
+    kafka_tenant_bootstrap: str = ""
+    kafka_submit_partitions: int = 3  # of each tenant's submit topic
     topic_prefix: str = ""
     pools: str = "default"
     topic_partitions: int = 12

@@ -28,6 +28,7 @@ __all__ = [
     "HTTP_BUCKETS",
     "HTTP_REQUEST_DURATION",
     "JOBS_AUTO_PAUSED",
+    "KAFKA_SUBMISSIONS",
     "LEASE_EXPIRATIONS",
     "LEDGER_DISAGREEMENTS",
     "LEDGER_SLOTS_MISSING",
@@ -247,6 +248,12 @@ DISPATCH_DECISIONS = Counter(
 DISPATCH_ROUND_SECONDS = Histogram(
     "ostinato_dispatch_round_seconds", "Time of one dispatch round (snapshot, decide, write).",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
+KAFKA_SUBMISSIONS = Counter(
+    "ostinato_kafka_submissions_total",
+    "Messages on tenants' submit topics, by outcome: accepted, duplicate (an idempotency key "
+    "already used), rejected (to the tenant's rejects topic), dropped (a topic of no tenant).",
+    ["outcome"],
 )
 BUILD_INFO = Gauge(
     "ostinato_build_info", "Always 1; the version label says what is running.", ["version"]

@@ -1,0 +1,214 @@
+"""Jobs submitted on Kafka: the api consumes every tenant's submit topic and creates each job as
+`POST /v1/jobs` does (docs/KAFKA.md).
+
+- The tenant is the topic's: its SCRAM user may write only its own submit topic (ACLs), so
+  nothing in a message can name another tenant.
+- A message is a `POST /v1/jobs` body. Without an `idempotency_key` it gets one from its
+  position (`kafka:<partition>:<offset>`), so a redelivery after a crash creates no second job;
+  a producer that may send a message twice gives it its own key.
+- A message that cannot be accepted is never lost: it goes to the tenant's rejects topic with the
+  problem details (the same `type`, `status` and field `errors` the HTTP answer would carry),
+  before the offset is committed.
+- Offsets are committed after the batch is handled; a database outage seeks back and retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+import uuid
+from contextlib import suppress
+from typing import Any
+
+import asyncpg
+import msgspec
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.errors import KafkaError
+
+from ostinato import jobs
+from ostinato.bus.kafka import make_producer
+from ostinato.bus.topics import Topics, tenant_key
+from ostinato.client.models import JobRequest
+from ostinato.clock import Clock
+from ostinato.db.sqlstate import is_transient
+from ostinato.domain.errors import PROBLEM_BASE, OstinatoError
+from ostinato.eventlog.store import EventStore
+from ostinato.runtime.settings import Settings
+from ostinato.stores import tenants as tenant_store
+from ostinato.telemetry import metrics
+from ostinato.telemetry.logging import get_logger
+
+log = get_logger("ostinato.ingest")
+MAX_MESSAGE_BYTES = 4 << 20  # as the API's body limit
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+_decoder = msgspec.json.Decoder(JobRequest)
+
+
+class Rejected(Exception):
+    """A message that cannot become a job; `problem` is what the rejects topic gets."""
+
+    def __init__(self, problem: dict[str, Any]) -> None:
+        super().__init__(problem["detail"])
+        self.problem = problem
+
+
+def _problem(status: int, code: str, title: str, detail: str,
+             errors: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"type": PROBLEM_BASE + code, "title": title, "status": status,
+                            "detail": detail}
+    if errors:
+        body["errors"] = errors
+    return body
+
+
+def decode_request(value: bytes | None) -> JobRequest:
+    """The message as a `POST /v1/jobs` body, or Rejected with the problem the API would give."""
+    if value is None:
+        raise Rejected(_problem(400, "bad-request", "Bad request", "the message has no value"))
+    if len(value) > MAX_MESSAGE_BYTES:
+        raise Rejected(_problem(413, "payload-too-large", "Payload too large",
+                                f"the message is {len(value)} bytes; at most "
+                                f"{MAX_MESSAGE_BYTES} are accepted"))
+    try:
+        return _decoder.decode(value)
+    except msgspec.ValidationError as exc:
+        message = str(exc)
+        field = message.rpartition(" - at `$.")[2].rstrip("`") if " - at `$." in message else "body"
+        raise Rejected(_problem(422, "invalid-input", f"Invalid {field}", message,
+                                [{"field": field, "message": message}])) from exc
+    except (msgspec.DecodeError, RecursionError) as exc:
+        detail = "the message is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise Rejected(_problem(400, "bad-request", "Bad request", detail)) from exc
+
+
+def _traceparent(record: ConsumerRecord) -> str | None:
+    for name, value in record.headers or ():
+        if name.lower() == "traceparent":
+            text = value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
+            return text if _TRACEPARENT.match(text) else None
+    return None
+
+
+class SubmitIngest:
+    """The consumer of every tenant's submit topic, run by the api service."""
+
+    def __init__(self, pool: asyncpg.Pool, store: EventStore, clock: Clock,
+                 settings: Settings) -> None:
+        self.pool, self.store, self.clock, self.settings = pool, store, clock, settings
+        self.topics: Topics = settings.topics
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.kafka_bootstrap,
+            group_id=f"{settings.topic_prefix}ostinato.ingest",
+            enable_auto_commit=False, auto_offset_reset="earliest",
+            isolation_level="read_committed", max_poll_records=200,
+            metadata_max_age_ms=2_000,  # a new tenant's topic is read within seconds
+        )
+        self.producer = make_producer(settings.kafka_bootstrap, "ostinato-ingest")
+        self._stopping = asyncio.Event()
+        self._known: set[uuid.UUID] = set()
+
+    async def start(self) -> None:
+        """Connect, retrying while the broker is away (the HTTP API works meanwhile)."""
+        delay = 0.5
+        while not self._stopping.is_set():
+            try:
+                await self.producer.start()
+                self.consumer.subscribe(pattern=self.topics.submit_pattern)
+                await self.consumer.start()
+                return
+            except KafkaError as exc:
+                log.warning("kafka ingest waits for the broker", error=repr(exc))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def close(self) -> None:
+        with suppress(KafkaError):
+            await self.consumer.stop()
+        with suppress(KafkaError):
+            await self.producer.stop()
+
+    async def run(self) -> None:
+        await self.start()
+        while not self._stopping.is_set():
+            batches = {}
+            try:
+                batches = await self.consumer.getmany(timeout_ms=200, max_records=200)
+                for records in batches.values():
+                    for record in records:
+                        await self.handle(record)
+                if batches:
+                    await self.consumer.commit()
+            except Exception as exc:  # redeliver the batch: no message is skipped
+                log.warning("kafka submissions will be retried", error=repr(exc),
+                            exc_info=not (isinstance(exc, KafkaError) or is_transient(exc)))
+                for tp, records in batches.items():
+                    self.consumer.seek(TopicPartition(tp.topic, tp.partition), records[0].offset)
+                await asyncio.sleep(1.0)
+
+    async def handle(self, record: ConsumerRecord) -> str:
+        """One message: `accepted`, `duplicate` or `rejected` (also the metric's label)."""
+        tenant = self.topics.submit_tenant(record.topic)
+        if tenant is None or not await self._tenant_exists(uuid.UUID(tenant)):
+            log.error("submission on a topic of no tenant dropped", topic=record.topic,
+                      partition=record.partition, offset=record.offset)
+            metrics.KAFKA_SUBMISSIONS.labels(outcome="dropped").inc()
+            return "dropped"
+        tenant_id = uuid.UUID(tenant)
+        try:
+            request = decode_request(record.value)
+            if request.idempotency_key is None:
+                request = msgspec.structs.replace(
+                    request, idempotency_key=f"kafka:{record.partition}:{record.offset}")
+            job, created = await self._submit(tenant_id, request, record)
+        except Rejected as exc:
+            await self._reject(tenant_id, record, exc.problem)
+            return "rejected"
+        except OstinatoError as exc:
+            await self._reject(tenant_id, record, {
+                **_problem(exc.status, exc.code, exc.title, exc.detail), **exc.extra})
+            return "rejected"
+        outcome = "accepted" if created else "duplicate"
+        metrics.KAFKA_SUBMISSIONS.labels(outcome=outcome).inc()
+        log.info("job submitted on kafka", tenant_id=str(tenant_id), job_id=str(job.id),
+                 outcome=outcome, partition=record.partition, offset=record.offset)
+        return outcome
+
+    async def _tenant_exists(self, tenant_id: uuid.UUID) -> bool:
+        if tenant_id not in self._known:
+            async with self.pool.acquire() as conn:
+                if await tenant_store.name_of(conn, tenant_id) is None:
+                    return False
+            self._known.add(tenant_id)
+        return True
+
+    async def _submit(self, tenant_id: uuid.UUID, request: JobRequest,
+                      record: ConsumerRecord) -> tuple[Any, bool]:
+        s = self.settings
+        async with self.pool.acquire() as conn:
+            return await jobs.submit_job(
+                conn, self.store, self.clock, tenant_id=tenant_id, request=request,
+                pools=s.pool_names, pool_retry=s.pool_retry,
+                classes=[c.name for c in s.classes], max_payload_bytes=s.max_payload_bytes,
+                actor=f"kafka:{self.topics.logical(record.topic)}@{record.partition}:"
+                      f"{record.offset}",
+                traceparent=_traceparent(record))
+
+    async def _reject(self, tenant_id: uuid.UUID, record: ConsumerRecord,
+                      problem: dict[str, Any]) -> None:
+        value = record.value or b""
+        try:
+            original: Any = value.decode()
+        except UnicodeDecodeError:
+            original = {"base64": base64.b64encode(value).decode()}
+        body = {"problem": problem, "topic": self.topics.logical(record.topic),
+                "partition": record.partition, "offset": record.offset, "message": original}
+        await self.producer.send_and_wait(
+            self.topics.rejects(tenant_id), msgspec.json.encode(body), key=tenant_key(tenant_id),
+            headers=[("problem-type", problem["type"].encode())])
+        metrics.KAFKA_SUBMISSIONS.labels(outcome="rejected").inc()
+        log.warning("kafka submission rejected", tenant_id=str(tenant_id),
+                    partition=record.partition, offset=record.offset, problem=problem["title"])
