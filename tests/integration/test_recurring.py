@@ -253,3 +253,26 @@ async def test_the_reconciler_finds_a_silent_gap_and_repairs_it(pool: asyncpg.Po
     assert (await job_types(pool, job)).count("OccurrenceMissed") == 2
     assert await check_gaps(pool, store(clock), clock, window=timedelta(hours=1),
                             grace=timedelta(seconds=30)) == 0
+
+
+async def test_a_stored_schedule_that_can_no_longer_be_evaluated_pauses_only_its_job(
+        pool: asyncpg.Pool) -> None:
+    """A cron form refused since it was stored (here `L5` beside a restricted day of month,
+    refused because croniter misreads it) pauses its job with the reason; the job beside it in
+    the same tick still gets its run."""
+    clock = FakeClock(T0)
+    tenant, _ = await new_tenant(pool)
+    good = await recurring(pool, clock, tenant, every="1m", start_at=T0)
+    stale = await recurring(pool, clock, tenant, cron="* * * * *", start_at=T0)
+    async with pool.acquire() as conn:
+        await conn.execute("UPDATE jobs SET schedule = $1 WHERE id = $2",
+                           {**stale.schedule, "cron": "0 0 28-3 * L5"}, stale.id)
+    clock.set(T0 + timedelta(minutes=1, seconds=1))
+    fired = await fire_due(pool, store(clock), clock)
+    assert [r.job_id for r in fired] == [good.id]
+    row = await get_job(pool, stale)
+    assert row.status == "paused"
+    async with pool.acquire() as conn:
+        stream = await read_stream(conn, stale.id, tenant)
+    assert stream[-1].type == "JobPaused" and stream[-1].event.auto
+    assert "L" in stream[-1].event.reason and "resume" in stream[-1].event.reason

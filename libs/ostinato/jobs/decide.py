@@ -10,6 +10,10 @@ policy against the runs of the job that are not final yet:
 - `queue`: while a run is active, do nothing (the slot waits); otherwise fire the first slot and
   leave the next one due, so queued slots run one after another. Skips the plan decided beyond
   the waiting slot are left for the later plans, which see them again.
+
+A stored schedule this version can no longer evaluate (a cron form refused since it was
+stored) pauses its job, with the reason and the auto-pause alert, rather than failing every
+scheduler tick for every job beside it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from ostinato.schedules import Schedule, SkipRange, jitter_offset, plan_due
+from ostinato.schedules.cronexpr import CronSyntaxError
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +46,11 @@ def decide(
         return Decision(
             pause_reason=f"auto-paused after {consecutive_failures} consecutive failed runs",
             next_slot=next_slot)
-    plan = plan_due(s, next_slot, now, excluded_dates=excluded_dates, policy=policy)
+    try:
+        plan = plan_due(s, next_slot, now, excluded_dates=excluded_dates, policy=policy)
+    except CronSyntaxError as exc:
+        return Decision(pause_reason=f"the schedule cannot be evaluated: {exc}; change it and "
+                                     "resume the job", next_slot=next_slot)
     fire = list(plan.fire)
     skipped = list(plan.skipped)
     following = plan.next_slot
