@@ -19,6 +19,8 @@
 : "${OSTINATO_KAFKA_CONTROLLER_PORT:=9093}"
 # ... and tenants' producers reach it here, over SASL/SCRAM (docs/KAFKA.md)
 : "${OSTINATO_KAFKA_TENANT_BOOTSTRAP:=127.0.0.1:9094}"
+# ... and the services, each as its own SCRAM user (infra/services.sh, `ostinato kafka-users`)
+: "${OSTINATO_KAFKA_SERVICE_BOOTSTRAP:=127.0.0.1:9095}"
 # Redis, for the benchmarks' Celery peer only (infra/redis/up.sh)
 : "${OSTINATO_REDIS_PORT:=56379}"
 # Jaeger (infra/jaeger/up.sh): OTLP/HTTP receiver (give it to services as OSTINATO_OTLP_ENDPOINT)
@@ -29,4 +31,5 @@
 export OSTINATO_CACHE OSTINATO_PG_PORT OSTINATO_DATABASE_URL OSTINATO_OWNER_DATABASE_URL \
        OSTINATO_ADMIN_DATABASE_URL \
        OSTINATO_KAFKA_BOOTSTRAP OSTINATO_KAFKA_CONTROLLER_PORT OSTINATO_KAFKA_TENANT_BOOTSTRAP \
+       OSTINATO_KAFKA_SERVICE_BOOTSTRAP \
        OSTINATO_JAEGER_OTLP OSTINATO_JAEGER_QUERY OSTINATO_REDIS_PORT

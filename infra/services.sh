@@ -54,9 +54,37 @@ wait_ready() {  # name, url
   echo "[services] $1 not ready at $2 after 60 s; last log lines:"; tail -n 20 "$LOGS/$1.log"; exit 1
 }
 
+# Each service as its own Kafka SCRAM user on the broker's SERVICES listener, with only the ACLs
+# it needs (docs/KAFKA.md; passwords in .cache/kafka-users.json, kept 0600). Off with
+# OSTINATO_SERVICE_KAFKA_USERS=0 (the loopback PLAINTEXT listener, a super user).
+USERS_FILE="$ROOT/.cache/kafka-users.json"
+kafka_users() {
+  [ "${OSTINATO_SERVICE_KAFKA_USERS:-1}" = 1 ] || return 1
+  local port=${OSTINATO_KAFKA_SERVICE_BOOTSTRAP##*:}
+  if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "[services] the broker has no SERVICES listener on $OSTINATO_KAFKA_SERVICE_BOOTSTRAP (started by an older checkout? make down && make up): the services use PLAINTEXT"
+    return 1
+  fi
+  "$PY" -m ostinato kafka-users --file "$USERS_FILE" | sed 's/^/[services] /'
+}
+start_service() {  # name: as its own Kafka user when kafka_users set them up
+  local s=$1
+  if [ "$USE_USERS" = 1 ]; then
+    local creds
+    mapfile -t creds < <("$PY" -c 'import json, sys; u = json.load(open(sys.argv[1]))[sys.argv[2]]; print(u["username"]); print(u["password"])' "$USERS_FILE" "$s")
+    start_one "$s" env OSTINATO_KAFKA_BOOTSTRAP="$OSTINATO_KAFKA_SERVICE_BOOTSTRAP" \
+      OSTINATO_KAFKA_USERNAME="${creds[0]}" OSTINATO_KAFKA_PASSWORD="${creds[1]}" \
+      "$PY" -m "services.$s"
+  else
+    start_one "$s" "$PY" -m "services.$s"
+  fi
+}
+
 case "${1:-}" in
   start)
-    for s in $SERVICES; do start_one "$s" "$PY" -m "services.$s"; done
+    USE_USERS=0
+    if kafka_users; then USE_USERS=1; fi
+    for s in $SERVICES; do start_service "$s"; done
     wait_ready api "http://127.0.0.1:${OSTINATO_API_PORT:-8080}/readyz"
     wait_ready worker_gateway "http://127.0.0.1:${OSTINATO_GATEWAY_PORT:-8081}/readyz"
     wait_ready scheduler "http://127.0.0.1:${OSTINATO_SCHEDULER_PORT:-8082}/readyz"

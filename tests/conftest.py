@@ -28,6 +28,9 @@ OWNER_URL = os.environ.get("OSTINATO_OWNER_DATABASE_URL",
 APP_URL = os.environ.get("OSTINATO_DATABASE_URL",
                          "postgresql://ostinato_app@127.0.0.1:55432/ostinato")
 KAFKA_BOOTSTRAP = os.environ.get("OSTINATO_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
+# The broker's SASL/SCRAM listeners for tenants' producers and for the services (docs/KAFKA.md)
+TENANT_BOOTSTRAP = os.environ.get("OSTINATO_KAFKA_TENANT_BOOTSTRAP", "127.0.0.1:9094")
+SERVICE_BOOTSTRAP = os.environ.get("OSTINATO_KAFKA_SERVICE_BOOTSTRAP", "127.0.0.1:9095")
 TEMPLATE = f"ostinato_test_template_{os.getpid()}"
 _counter = itertools.count()
 

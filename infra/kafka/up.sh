@@ -6,7 +6,8 @@
 #   - state: <repo>/.cache/kafka/{data,logs,server.properties,server.out,kafka.pid}
 #   - PLAINTEXT on $OSTINATO_KAFKA_BOOTSTRAP (127.0.0.1:9092), controller on
 #     127.0.0.1:$OSTINATO_KAFKA_CONTROLLER_PORT (9093), the tenants' SASL/SCRAM listener on
-#     $OSTINATO_KAFKA_TENANT_BOOTSTRAP (127.0.0.1:9094)
+#     $OSTINATO_KAFKA_TENANT_BOOTSTRAP (127.0.0.1:9094), the services' on
+#     $OSTINATO_KAFKA_SERVICE_BOOTSTRAP (127.0.0.1:9095)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -31,6 +32,7 @@ KHOST=${BOOT%:*}
 KPORT=${BOOT##*:}
 CPORT=$OSTINATO_KAFKA_CONTROLLER_PORT
 SPORT=${OSTINATO_KAFKA_TENANT_BOOTSTRAP##*:}
+VPORT=${OSTINATO_KAFKA_SERVICE_BOOTSTRAP##*:}
 case "$KHOST" in
   127.0.0.1|localhost) ;;
   *) die "OSTINATO_KAFKA_BOOTSTRAP=$OSTINATO_KAFKA_BOOTSTRAP: the local broker only listens on 127.0.0.1" ;;
@@ -145,11 +147,12 @@ if port_open "$KPORT"; then
 fi
 port_open "$CPORT" && die "controller port 127.0.0.1:$CPORT is taken; free it or set OSTINATO_KAFKA_CONTROLLER_PORT"
 port_open "$SPORT" && die "tenants' SASL port 127.0.0.1:$SPORT is taken; free it or set OSTINATO_KAFKA_TENANT_BOOTSTRAP"
+port_open "$VPORT" && die "services' SASL port 127.0.0.1:$VPORT is taken; free it or set OSTINATO_KAFKA_SERVICE_BOOTSTRAP"
 
 # --- config + storage format (once) -------------------------------------------------------
 sed -e "s#^log\.dirs=.*#log.dirs=$DATA#" \
-    -e "s#^listeners=.*#listeners=PLAINTEXT://127.0.0.1:$KPORT,CONTROLLER://127.0.0.1:$CPORT,TENANTS://127.0.0.1:$SPORT#" \
-    -e "s#^advertised\.listeners=.*#advertised.listeners=PLAINTEXT://127.0.0.1:$KPORT,TENANTS://127.0.0.1:$SPORT#" \
+    -e "s#^listeners=.*#listeners=PLAINTEXT://127.0.0.1:$KPORT,CONTROLLER://127.0.0.1:$CPORT,TENANTS://127.0.0.1:$SPORT,SERVICES://127.0.0.1:$VPORT#" \
+    -e "s#^advertised\.listeners=.*#advertised.listeners=PLAINTEXT://127.0.0.1:$KPORT,TENANTS://127.0.0.1:$SPORT,SERVICES://127.0.0.1:$VPORT#" \
     -e "s#^controller\.quorum\.voters=.*#controller.quorum.voters=1@127.0.0.1:$CPORT#" \
     "$ROOT/infra/kafka/server.properties" > "$CONF"
 

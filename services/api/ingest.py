@@ -103,8 +103,10 @@ class SubmitIngest:
             enable_auto_commit=False, auto_offset_reset="earliest",
             isolation_level="read_committed", max_poll_records=200,
             metadata_max_age_ms=2_000,  # a new tenant's topic is read within seconds
+            **settings.kafka_auth.options(),
         )
-        self.producer = make_producer(settings.kafka_bootstrap, "ostinato-ingest")
+        self.producer = make_producer(settings.kafka_bootstrap, "ostinato-ingest",
+                                      settings.kafka_auth)
         self._stopping = asyncio.Event()
         self._known: set[uuid.UUID] = set()
 

@@ -41,10 +41,12 @@ async def grant(settings: Settings, tenant_id: uuid.UUID) -> KafkaAccessView:
     submit, rejects = topics.submit(tenant_id), topics.rejects(tenant_id)
     password = new_password()
     try:
-        await ensure_topics(settings.kafka_bootstrap, [submit], settings.kafka_submit_partitions)
-        await ensure_topics(settings.kafka_bootstrap, [rejects], 1)
+        auth = settings.kafka_auth
+        await ensure_topics(settings.kafka_bootstrap, [submit], settings.kafka_submit_partitions,
+                            auth)
+        await ensure_topics(settings.kafka_bootstrap, [rejects], 1, auth)
         await grant_tenant(settings.kafka_bootstrap, tenant_id=tenant_id, topic=submit,
-                           password=password)
+                           password=password, auth=auth)
     except (KafkaError, KafkaAccessError, OSError) as exc:
         log.warning("kafka access not granted", tenant_id=str(tenant_id), error=repr(exc))
         raise KafkaUnavailable(f"the broker did not grant access: {exc}") from exc

@@ -39,7 +39,8 @@ async def amain() -> None:
     consumer = BatchConsumer(bootstrap=settings.kafka_bootstrap,
                              group=f"{settings.topic_prefix}ostinato-dispatcher",
                              topics=[settings.topics.due, settings.topics.finished],
-                             handler=handle, commit_every_seconds=1.0)  # wake-ups only
+                             handler=handle, commit_every_seconds=1.0,  # wake-ups only
+                             auth=settings.kafka_auth)
     await consumer.start()
     ops = service.ops_server(settings.dispatcher_port)
     await ops.start()

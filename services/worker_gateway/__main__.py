@@ -32,7 +32,7 @@ async def amain() -> None:
     consumer = BatchConsumer(bootstrap=settings.kafka_bootstrap, group=None,
                              name="worker-gateway",
                              topics=[settings.topics.ready(p) for p in settings.pool_names],
-                             handler=signals.on_ready_messages)
+                             handler=signals.on_ready_messages, auth=settings.kafka_auth)
     await consumer.start()
     server = HttpServer(create_app(service, attempts, signals), settings.gateway_host,
                         settings.gateway_port)

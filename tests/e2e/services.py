@@ -37,13 +37,15 @@ async def connected_roles(name: str) -> set[str]:
 @asynccontextmanager
 async def running_cluster(template_db: str, topic_prefix: str, log_dir: Path, *,
                           env: Mapping[str, str] | None = None,
+                          service_env: Mapping[str, dict[str, str]] | None = None,
                           clean_exit: bool = True) -> AsyncIterator[Cluster]:
     """Start the services on a database cloned from the template; afterwards stop them, check
     that the dispatch slots followed every run (as after every integration test), drop the
     database, and (`clean_exit`) require every service to have exited with 0."""
     name = await fresh_database(template_db)
     cluster = Cluster(database_url=app_url_for(name), kafka_bootstrap=KAFKA_BOOTSTRAP,
-                      topic_prefix=topic_prefix, log_dir=log_dir, extra_env=dict(env or {}))
+                      topic_prefix=topic_prefix, log_dir=log_dir, extra_env=dict(env or {}),
+                      service_env=dict(service_env or {}))
     try:
         await asyncio.to_thread(cluster.start)
         assert await connected_roles(name) == {urlsplit(APP_URL).username}  # never the owner

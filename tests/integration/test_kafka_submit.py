@@ -7,7 +7,6 @@ tenant's rejects topic with the problem the HTTP API would give."""
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -29,13 +28,12 @@ from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from services.api.app import create_app
 from services.api.ingest import SubmitIngest
-from tests.conftest import KAFKA_BOOTSTRAP
+from tests.conftest import KAFKA_BOOTSTRAP, TENANT_BOOTSTRAP
 
 from .conftest import ADMIN, assert_problem, auth
 from .helpers import store
 
 pytestmark = pytest.mark.integration
-TENANT_BOOTSTRAP = os.environ.get("OSTINATO_KAFKA_TENANT_BOOTSTRAP", "127.0.0.1:9094")
 ENOUGH = 60.0  # a safety net for a broken ingest, never a bound on how fast it is
 
 

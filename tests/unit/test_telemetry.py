@@ -118,6 +118,16 @@ def test_api_keys_are_redacted_from_every_line(capsys, isolated_logging, monkeyp
     assert stdlib["event"] == "GET /?key=[redacted key]"
 
 
+def test_the_services_kafka_password_is_redacted_too(capsys, isolated_logging, monkeypatch):
+    password = "Kp" * 20
+    monkeypatch.setenv("OSTINATO_KAFKA_PASSWORD", password)
+    configure_logging("scheduler")
+    get_logger("ostinato.test").warning("kafka refused", error=f"SASL as x:{password} failed")
+    out = capsys.readouterr().out
+    assert password not in out
+    assert _json_lines(out)[0]["error"] == "SASL as x:[redacted key] failed"
+
+
 def test_bound_restores_previous_context(isolated_logging):
     bind_run(tenant_id="t-0", run_id="r-0", job_id=None)
     assert get_contextvars() == {"tenant_id": "t-0", "run_id": "r-0"}

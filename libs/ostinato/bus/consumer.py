@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from ostinato.bus.codec import Envelope, decode
+from ostinato.bus.kafka import NO_AUTH, KafkaAuth
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
 
@@ -39,7 +40,8 @@ Handler = Callable[[list[Delivered]], Awaitable[None]]
 class BatchConsumer:
     def __init__(self, *, bootstrap: str, group: str | None, topics: Sequence[str],
                  handler: Handler, max_records: int = 500, poll_timeout_ms: int = 100,
-                 name: str | None = None, commit_every_seconds: float = 0.0) -> None:
+                 name: str | None = None, commit_every_seconds: float = 0.0,
+                 auth: KafkaAuth = NO_AUTH) -> None:
         """`group=None` reads every partition from the latest offset and commits nothing: for
         notifications that each instance must see (the gateway's wake-ups).
         `commit_every_seconds`: commit offsets at most that often (and on close) rather than
@@ -63,6 +65,7 @@ class BatchConsumer:
             isolation_level="read_committed",
             max_poll_records=max_records,
             fetch_max_wait_ms=poll_timeout_ms,
+            **auth.options(),
         )
         self._stopping = asyncio.Event()
         self.started = False

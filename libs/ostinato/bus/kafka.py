@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -38,11 +40,36 @@ class TenantPartitioner:
         return all_partitions[index]
 
 
-def make_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
+@dataclass(frozen=True, slots=True)
+class KafkaAuth:
+    """How a client of ours authenticates: not at all (the broker's loopback PLAINTEXT listener,
+    a super user), or as a SCRAM user (each service its own, docs/KAFKA.md)."""
+
+    username: str = ""
+    password: str = ""
+    security_protocol: str = "SASL_PLAINTEXT"
+
+    def options(self) -> dict[str, Any]:
+        """aiokafka's keyword arguments for it (none for PLAINTEXT)."""
+        if not self.username:
+            return {}
+        return {"security_protocol": self.security_protocol, "sasl_mechanism": "SCRAM-SHA-256",
+                "sasl_plain_username": self.username, "sasl_plain_password": self.password}
+
+    def __repr__(self) -> str:
+        return f"KafkaAuth(username={self.username!r})"  # never the password
+
+
+NO_AUTH = KafkaAuth()
+
+
+def make_producer(bootstrap: str, client_id: str,
+                  auth: KafkaAuth = NO_AUTH) -> AIOKafkaProducer:
     # Idempotent producer: broker-side dedupe of retried sends; small linger batches sends.
     return AIOKafkaProducer(
         bootstrap_servers=bootstrap,
         client_id=client_id,
+        **auth.options(),
         partitioner=TenantPartitioner(),
         enable_idempotence=True,
         acks="all",
@@ -52,9 +79,11 @@ def make_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
     )
 
 
-async def ensure_topics(bootstrap: str, names: Sequence[str], partitions: int) -> list[str]:
+async def ensure_topics(bootstrap: str, names: Sequence[str], partitions: int,
+                        auth: KafkaAuth = NO_AUTH) -> list[str]:
     """Create missing topics (auto-creation is off on our brokers); return those created."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="ostinato-admin")
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="ostinato-admin",
+                                **auth.options())
     await admin.start()
     try:
         existing = set(await admin.list_topics())
@@ -77,9 +106,9 @@ async def ensure_topics(bootstrap: str, names: Sequence[str], partitions: int) -
         await admin.close()
 
 
-async def broker_reachable(bootstrap: str) -> bool:
+async def broker_reachable(bootstrap: str, auth: KafkaAuth = NO_AUTH) -> bool:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="ostinato-probe",
-                                request_timeout_ms=2000)
+                                request_timeout_ms=2000, **auth.options())
     try:
         await asyncio.wait_for(admin.start(), 3)
         await asyncio.wait_for(admin.list_topics(), 3)

@@ -1,8 +1,8 @@
-"""The administrative commands: migrate, topics, rebuild-projections, schemas, schema-dump,
-demo, workflows check. They work on PostgreSQL, Kafka and the SDK directly, configured by the
-same `OSTINATO_*` variables as the services, and are the one module of the CLI allowed to
-(an import-linter contract names it); every import is inside the command, so `--help` and the
-user commands load none of it.
+"""The administrative commands: migrate, topics, kafka-users, rebuild-projections, schemas,
+schema-dump, demo, workflows check. They work on PostgreSQL, Kafka and the SDK directly,
+configured by the same `OSTINATO_*` variables as the services, and are the one module of the CLI
+allowed to (an import-linter contract names it); every import is inside the command, so `--help`
+and the user commands load none of it.
 
 Their arguments are those of the argparse CLI they replaced (Makefile, infra/ and the tests
 call them): `schemas --check`, `schema-dump --check`, `demo --out FILE`, `workflows check
@@ -48,8 +48,38 @@ def topics() -> None:
     from ostinato.bus.kafka import ensure_topics
 
     s = _settings()
-    created = asyncio.run(ensure_topics(s.kafka_bootstrap, s.topics.all(), s.topic_partitions))
+    created = asyncio.run(ensure_topics(s.kafka_bootstrap, s.topics.all(), s.topic_partitions,
+                                        s.kafka_auth))
     print(f"topics: {', '.join(s.topics.all())} (created now: {len(created)})")
+
+
+def kafka_users(
+    file: Annotated[Path, typer.Option("--file", help="the services' SCRAM passwords (JSON, "
+                                       "kept 0600): read if there, else written")],
+) -> None:
+    """Give each service its own Kafka SCRAM user with only the ACLs it needs (docs/KAFKA.md),
+    on the broker this command reaches as a super user (OSTINATO_KAFKA_BOOTSTRAP)."""
+    from ostinato.bus import access
+
+    s = _settings()
+    known = json.loads(file.read_text()) if file.exists() else {}
+    users = {service: {"username": access.service_user(s.topics, service),
+                       "password": known.get(service, {}).get("password")
+                       or access.new_password()}
+             for service in access.SERVICES}
+
+    async def grant_all() -> None:
+        for service, user in users.items():
+            await access.grant(s.kafka_bootstrap, user=user["username"],
+                               password=user["password"],
+                               acls=access.service_acls(s.topics, service), auth=s.kafka_auth)
+
+    asyncio.run(grant_all())
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.touch(mode=0o600)
+    file.write_text(json.dumps(users, indent=2) + "\n")
+    print(f"kafka users: {', '.join(u['username'] for u in users.values())} "
+          f"(passwords in {file})")
 
 
 async def _rebuild() -> int:
@@ -158,6 +188,7 @@ def register(app: typer.Typer) -> None:
     panel = "Administration (database, Kafka, schemas)"
     app.command(rich_help_panel=panel)(migrate)
     app.command(rich_help_panel=panel)(topics)
+    app.command("kafka-users", rich_help_panel=panel)(kafka_users)
     app.command("rebuild-projections", rich_help_panel=panel)(rebuild_projections)
     app.command(rich_help_panel=panel)(schemas)
     app.command("schema-dump", rich_help_panel=panel)(schema_dump)

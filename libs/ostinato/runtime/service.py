@@ -98,11 +98,12 @@ class Service:
         """Start an idempotent producer, waiting for the broker; create missing topics."""
         delay = 0.5
         for attempt in range(1, attempts + 1):
-            producer = make_producer(self.settings.kafka_bootstrap, f"ostinato-{self.name}")
+            producer = make_producer(self.settings.kafka_bootstrap, f"ostinato-{self.name}",
+                                     self.settings.kafka_auth)
             try:
                 await producer.start()
                 await ensure_topics(self.settings.kafka_bootstrap, self.settings.topics.all(),
-                                    self.settings.topic_partitions)
+                                    self.settings.topic_partitions, self.settings.kafka_auth)
                 return producer
             except KafkaError as exc:
                 await producer.stop()
@@ -179,7 +180,8 @@ class Service:
 
     async def _probe_kafka(self, started: float) -> None:
         self._kafka_probe_at = started
-        self._kafka_ok = await broker_reachable(self.settings.kafka_bootstrap)
+        self._kafka_ok = await broker_reachable(self.settings.kafka_bootstrap,
+                                                self.settings.kafka_auth)
         self._kafka_checked = self.clock.monotonic()
 
     def install_signal_handlers(self) -> None:

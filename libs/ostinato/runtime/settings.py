@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import msgspec
 
+from ostinato.bus.kafka import KafkaAuth
 from ostinato.bus.topics import POOL_NAME, Topics
 from ostinato.domain.errors import InvalidInput
 from ostinato.policy.fairness import ClassConfig, parse_classes
@@ -26,6 +27,11 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # only (set it empty to use database_url: a deployment with one role); no service uses it.
     owner_database_url: str = "postgresql://ostinato_owner@127.0.0.1:55432/ostinato"
     kafka_bootstrap: str = "127.0.0.1:9092"
+    # A SCRAM user of the service's own (docs/KAFKA.md), on the broker's SASL listener for
+    # services; empty: the loopback PLAINTEXT listener, unauthenticated.
+    kafka_username: str = ""
+    kafka_password: str = ""
+    kafka_security_protocol: str = "SASL_PLAINTEXT"  # or SASL_SSL
     # The broker's SASL/SCRAM listener for tenants' producers (docs/KAFKA.md), as tenants reach
     # it. Empty: no Kafka submission (no tenant users, topics or ingest), as in most tests.
     kafka_tenant_bootstrap: str = ""
@@ -126,6 +132,10 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
         raw = msgspec.json.decode(self.pool_retry_defaults, type=dict[str, RetrySpec])
         return {pool: parse_retry(spec, f"OSTINATO_POOL_RETRY_DEFAULTS.{pool}")
                 for pool, spec in raw.items()}
+
+    @property
+    def kafka_auth(self) -> KafkaAuth:
+        return KafkaAuth(self.kafka_username, self.kafka_password, self.kafka_security_protocol)
 
     @property
     def topics(self) -> Topics:

@@ -34,7 +34,7 @@ _ENCODER = msgspec.json.Encoder(enc_hook=repr)
 
 # A tenant's key (tenancy.new_api_key) wherever it appears in a line: a field, a message, an
 # exception's text, a URL someone logged. The admin key, which has no fixed shape, is added
-# by configure_logging from OSTINATO_ADMIN_KEY.
+# by configure_logging from OSTINATO_ADMIN_KEY and OSTINATO_KAFKA_PASSWORD.
 KEY_PATTERN = rb"ost_[A-Za-z0-9_-]{16,}"
 REDACTED = b"[redacted key]"
 _secrets: list[re.Pattern[bytes]] = [re.compile(KEY_PATTERN)]
@@ -96,8 +96,9 @@ def configure_logging(service: str, level: str = "info") -> None:
     """Configure structlog and the stdlib root logger for this process; safe to call again."""
     threshold = _level_number(level)
     console = os.environ.get("OSTINATO_LOG_FORMAT", "").strip().lower() == "console"
-    admin_key = os.environ.get("OSTINATO_ADMIN_KEY", "").strip().encode()
-    _secrets[1:] = [re.compile(re.escape(admin_key))] if admin_key else []
+    secrets = (os.environ.get(name, "").strip().encode()
+               for name in ("OSTINATO_ADMIN_KEY", "OSTINATO_KAFKA_PASSWORD"))
+    _secrets[1:] = [re.compile(re.escape(s)) for s in secrets if s]
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,

@@ -35,6 +35,8 @@ class Cluster:
     ports: dict[str, int] = field(default_factory=lambda: {s: free_port() for s in SERVICES})
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     extra_env: dict[str, str] = field(default_factory=dict)
+    # per service, on top of extra_env (e.g. each service's own Kafka user)
+    service_env: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def api_url(self) -> str:
@@ -44,7 +46,7 @@ class Cluster:
     def gateway_url(self) -> str:
         return f"http://127.0.0.1:{self.ports['worker_gateway']}"
 
-    def env(self) -> dict[str, str]:
+    def env(self, service: str | None = None) -> dict[str, str]:
         return {
             **os.environ,
             "OSTINATO_DATABASE_URL": self.database_url,
@@ -59,6 +61,7 @@ class Cluster:
             "OSTINATO_RECONCILER_PORT": str(self.ports["reconciler"]),
             "OSTINATO_RECONCILE_INTERVAL_SECONDS": "1",
             **self.extra_env,
+            **self.service_env.get(service or "", {}),
         }
 
     def start(self, names: tuple[str, ...] = SERVICES) -> None:
@@ -66,7 +69,7 @@ class Cluster:
         for name in names:
             log = (self.log_dir / f"{name}.log").open("ab")
             self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", f"services.{name}"], cwd=ROOT, env=self.env(),
+                [sys.executable, "-m", f"services.{name}"], cwd=ROOT, env=self.env(name),
                 stdout=log, stderr=subprocess.STDOUT,
             )
         for name in names:
@@ -77,7 +80,8 @@ class Cluster:
         its own ops port (and `env` on top of the cluster's), and wait until it is ready."""
         self.ports[alias] = free_port()
         port_var = {"api": "API", "worker_gateway": "GATEWAY"}.get(service, service.upper())
-        env = {**self.env(), f"OSTINATO_{port_var}_PORT": str(self.ports[alias]), **(env or {})}
+        env = {**self.env(service), f"OSTINATO_{port_var}_PORT": str(self.ports[alias]),
+               **(env or {})}
         log = (self.log_dir / f"{alias}.log").open("ab")
         self.procs[alias] = subprocess.Popen(
             [sys.executable, "-m", f"services.{service}"], cwd=ROOT, env=env,
