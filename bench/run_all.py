@@ -23,7 +23,7 @@ from typing import Any
 from bench.common import RESULTS, ROOT, log, machine, table, write_result
 
 SCENARIOS = ("throughput", "start_lag", "burst", "idle_cost", "failover", "fairness",
-             "workflows", "peers")
+             "workflows", "peers", "capacity")
 
 # scenario -> [(label, how to read the figure from its JSON, target)]
 Reader = Callable[[dict[str, Any]], Any]
@@ -70,6 +70,16 @@ HEADLINES: dict[str, list[tuple[str, Reader, str]]] = {
          "≈ 1"),
         ("workflows: Ostinato/DBOS workflows/s ratio",
          lambda r: r["peers"]["dbos"].get("ratio_workflows_per_s"), "> 1 favours Ostinato")],
+    "capacity": [
+        ("capacity: due/s at p99 ≤ 250 ms, Ostinato", lambda r: r["ostinato"]["capacity_per_s"],
+         ""),
+        ("capacity: due/s at p99 ≤ 250 ms, pgqueuer",
+         lambda r: r["peer_result"]["capacity_per_s"], ""),
+        ("capacity: ratio Ostinato/pgqueuer", lambda r: r["capacity_ratio"], "≥ 1.0"),
+        ("CPU ms per run at the rate both sustain, Ostinato",
+         lambda r: (r["at_both"]["ostinato"] or {}).get("cpu_per_run_ms"), "≤ pgqueuer's"),
+        ("CPU ms per job at the rate both sustain, pgqueuer",
+         lambda r: (r["at_both"]["peer"] or {}).get("cpu_per_run_ms"), "")],
     "peers": [
         (f"Ostinato/{peer} throughput ratio",
          lambda r, p=peer: r["ratios"].get(p, {}).get("throughput"), "")

@@ -27,7 +27,7 @@ from typing import Any, TextIO
 
 import asyncpg
 
-from bench.common import BASE_URL, ROOT, distribution, log
+from bench.common import BASE_URL, ROOT, cpu_by_process_group, distribution, log
 
 Items = Sequence[tuple[int, float | None]]
 
@@ -163,15 +163,22 @@ async def timed(peer: Peer, dues: list[float], within: float, scenario: str
         await wait_count(lab, 500, 60, scenario)
         enqueue_s = await enqueue_all(peer, lab.url, list(enumerate(dues)))
         ahead = dues[0] - time.time()
+        workers = {f"worker-{i}": p.pid for i, p in enumerate(lab.procs)}
+        cpu_before = cpu_by_process_group(workers)
         await asyncio.sleep(max(0.0, dues[-1] - time.time()))
         done = await wait_count(lab, 500 + len(dues), within, scenario) - 500
+        cpu_after = cpu_by_process_group(workers)
         records = [(d, s) for d, s in read_records(lab.out) if d > 0]
     lags = [(s - d) * 1000 for d, s in records]
     first_due = min(dues)
     return {"jobs": len(dues), "started": done, "enqueue_seconds": round(enqueue_s, 2),
             "enqueued_ahead_s": round(ahead, 2), "start_lag_ms": distribution(lags),
             "all_started_s": round(max(s for _, s in records) - first_due, 2)
-            if done >= len(dues) else None}
+            if done >= len(dues) else None,
+            # from the enqueue's end to the last start: the peer's workers, PostgreSQL, this
+            # process (the enqueuer, idle by then), the rest of the machine apart
+            "cpu_seconds": {g: round(cpu_after[g] - cpu_before.get(g, 0.0), 2)
+                            for g in cpu_after if g != "other"}}
 
 
 def python_module(module: str, *args: str) -> list[str]:
