@@ -6,6 +6,19 @@
 --
 
 --
+-- Name: refuse_audit_mutation(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.refuse_audit_mutation() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE EXCEPTION 'the audit trail is append-only: % on audit is refused', TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+
+--
 -- Name: refuse_event_mutation(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -51,6 +64,31 @@ CREATE TABLE public.attempt_leases (
     fencing_token bigint NOT NULL,
     worker_id text NOT NULL,
     expires_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: audit; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.audit (
+    id uuid NOT NULL,
+    tenant_id uuid,
+    caller_tenant_id uuid,
+    key_id uuid,
+    key_name text DEFAULT ''::text NOT NULL,
+    role text NOT NULL,
+    actor text NOT NULL,
+    request_id text NOT NULL,
+    action text NOT NULL,
+    target_kind text NOT NULL,
+    target_id text DEFAULT ''::text NOT NULL,
+    status smallint NOT NULL,
+    outcome text NOT NULL,
+    detail text DEFAULT ''::text NOT NULL,
+    before json,
+    after json,
+    recorded_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT audit_outcome_check CHECK ((outcome = ANY (ARRAY['done'::text, 'refused'::text, 'rejected'::text, 'error'::text])))
 );
 
 --
@@ -532,6 +570,13 @@ ALTER TABLE ONLY public.attempt_leases
     ADD CONSTRAINT attempt_leases_pkey PRIMARY KEY (run_id);
 
 --
+-- Name: audit audit_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.audit
+    ADD CONSTRAINT audit_pkey PRIMARY KEY (id);
+
+--
 -- Name: blobs blobs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -739,6 +784,18 @@ CREATE INDEX api_keys_tenant ON public.api_keys USING btree (tenant_id);
 CREATE INDEX attempt_leases_expiry ON public.attempt_leases USING btree (expires_at);
 
 --
+-- Name: audit_recent; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX audit_recent ON public.audit USING btree (recorded_at DESC, id DESC);
+
+--
+-- Name: audit_tenant_recent; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX audit_tenant_recent ON public.audit USING btree (tenant_id, recorded_at DESC, id DESC);
+
+--
 -- Name: blobs_expiring; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -875,6 +932,18 @@ CREATE INDEX runs_wake ON public.runs USING btree (LEAST(wake_at, deadline_at)) 
 --
 
 CREATE INDEX workers_seen ON public.workers USING btree (seen_at);
+
+--
+-- Name: audit audit_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER audit_append_only BEFORE DELETE OR UPDATE ON public.audit FOR EACH ROW EXECUTE FUNCTION public.refuse_audit_mutation();
+
+--
+-- Name: audit audit_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON public.audit FOR EACH STATEMENT EXECUTE FUNCTION public.refuse_audit_mutation();
 
 --
 -- Name: events events_append_only; Type: TRIGGER; Schema: public; Owner: -

@@ -19,8 +19,10 @@ from ostinato.runtime.ops import (
     tracing_middleware,
 )
 from ostinato.runtime.problems import EXCEPTION_HANDLERS
+from ostinato.runtime.request_ids import RequestIds
 from ostinato.runtime.service import Service
 from services.api import (
+    audit,
     capacity,
     failures,
     interventions,
@@ -68,6 +70,7 @@ def create_app(service: Service, store: EventStore) -> Litestar:
             *keys.ROUTES,
             *job_ledger.ROUTES,
             *kafka_access.ROUTES,
+            *audit.ROUTES,
             *ui.routes(),  # the web UI under /ui (docs/UI.md)
             *ops_route_handlers(lambda: service.readiness(kafka=True)),
             create_static_files_router(SWAGGER_ASSETS, [SWAGGER_UI_DIR], name="swagger-assets"),
@@ -94,5 +97,5 @@ def create_app(service: Service, store: EventStore) -> Litestar:
         request_max_body_size=MAX_BODY_BYTES,  # a chunked body is cut off there too
     )
     instrument_http(app)
-    app.asgi_handler = BodyLimit(app.asgi_handler, MAX_BODY_BYTES)
+    app.asgi_handler = RequestIds(BodyLimit(app.asgi_handler, MAX_BODY_BYTES))
     return app

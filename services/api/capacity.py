@@ -33,6 +33,8 @@ from ostinato.runtime.auth import Caller, actor_of, require_admin
 from ostinato.stores import limits
 from ostinato.tenancy import Principal
 from ostinato.workers import registry
+from services.api import auditing
+from services.api.auditing import Audit, audited
 from services.api.routes import app_state
 from services.api.scope import Tenant
 
@@ -88,48 +90,72 @@ async def _pause(request: Request, pool: str, caller: Principal, paused: bool,
                  reason: str | None) -> dict[str, str | bool]:
     _known_pool(request, pool)
     s = app_state(request)
-    async with s.pool.acquire() as conn:
+    async with s.pool.acquire() as conn, \
+            auditing.recorded(conn, request, caller, caller.tenant_id) as audit:
         changed = await controls.set_paused(conn, s.store, pool=pool, tenant_id=caller.tenant_id,
                                             paused=paused, reason=reason, actor=actor_of(caller))
+        audit.before = {"paused": paused != changed}
+        audit.after = {"paused": paused}
+        audit.detail = reason or ""
     scope = "every tenant" if caller.tenant_id is None else "this tenant's queue"
     return {"pool": pool, "scope": scope, "status": "paused" if paused else "active",
             "changed": changed}
 
 
-@post("/v1/pools/{pool:str}/pause", status_code=200, tags=["pools"])
+@post("/v1/pools/{pool:str}/pause", status_code=200, tags=["pools"],
+      opt=audited("pool.pause", "pool", "pool"))
 async def pause_pool(request: Request, pool: PoolName, caller: Caller,
                      data: JSONBody[PoolPauseRequest | None] = None) -> dict[str, str | bool]:
     """Stop dispatching into the pool; waiting runs stay waiting, running ones finish."""
     return await _pause(request, pool, caller, True, (data or PoolPauseRequest()).reason)
 
 
-@post("/v1/pools/{pool:str}/resume", status_code=200, tags=["pools"])
+@post("/v1/pools/{pool:str}/resume", status_code=200, tags=["pools"],
+      opt=audited("pool.resume", "pool", "pool"))
 async def resume_pool(request: Request, pool: PoolName, caller: Caller) -> dict[str, str | bool]:
     return await _pause(request, pool, caller, False, None)
 
 
+def _limit_doc(row: limits.LimitRow | None) -> dict[str, object] | None:
+    if row is None:
+        return None
+    return {"max_concurrency": row.max_concurrency, "rate_per_second": row.rate_per_second,
+            "burst": row.burst}
+
+
 async def _set(conn: asyncpg.Connection, store: EventStore, tenant_id: uuid.UUID, scope: str,
-               name: str, data: LimitRequest, actor: str) -> dict[str, str]:
+               name: str, data: LimitRequest, actor: str, audit: Audit) -> dict[str, str]:
+    """Set a limit; its audit row gets the limit before and after."""
+    audit.target_id = f"{scope}:{name}" if name else scope
+    audit.before = _limit_doc(await _limit_of(conn, tenant_id, scope, name))
     limit = ev.LimitSet(scope=scope, name=name, max_concurrency=data.max_concurrency,
                         rate_per_second=data.rate_per_second, burst=data.burst,
                         weight=data.weight)
     await controls.set_limit(conn, store, tenant_id=tenant_id, limit=limit, actor=actor)
+    audit.after = _limit_doc(await _limit_of(conn, tenant_id, scope, name))
     return {"scope": scope, "name": name, "status": "set"}
 
 
+async def _limit_of(conn: asyncpg.Connection, tenant_id: uuid.UUID, scope: str,
+                    name: str) -> limits.LimitRow | None:
+    return next((r for r in await limits.of_tenant(conn, tenant_id)
+                 if (r.scope, r.name) == (scope, name)), None)
+
+
 @put("/v1/tenants/{tenant_id:uuid}/limits", status_code=200, tags=["limits"],
-     opt={"action": roles.ADMINISTER})
+     opt=audited("limit.set", "limit", action=roles.ADMINISTER))
 async def put_tenant_limits(request: Request, tenant_id: FromPath[uuid.UUID],
                             data: JSONBody[LimitRequest], caller: Caller) -> dict[str, str]:
     """The tenant's weight, concurrency limit and rate limit (admin key)."""
     require_admin(caller)
     s = app_state(request)
-    async with s.pool.acquire() as conn:
-        return await _set(conn, s.store, tenant_id, "tenant", "", data, "admin")
+    async with s.pool.acquire() as conn, \
+            auditing.recorded(conn, request, caller, tenant_id) as audit:
+        return await _set(conn, s.store, tenant_id, "tenant", "", data, "admin", audit)
 
 
 @put("/v1/tenants/{tenant_id:uuid}/limits/api", status_code=200, tags=["limits"],
-     opt={"action": roles.ADMINISTER})
+     opt=audited("limit.set", "limit", action=roles.ADMINISTER))
 async def put_tenant_api_rate(request: Request, tenant_id: FromPath[uuid.UUID],
                               data: JSONBody[ApiRateRequest], caller: Caller) -> dict[str, str]:
     """Requests per second per API key of the tenant at each api process (admin key); a
@@ -137,24 +163,28 @@ async def put_tenant_api_rate(request: Request, tenant_id: FromPath[uuid.UUID],
     require_admin(caller)
     s = app_state(request)
     limit = LimitRequest(rate_per_second=data.rate_per_second, burst=data.burst)
-    async with s.pool.acquire() as conn:
-        return await _set(conn, s.store, tenant_id, "api", "", limit, "admin")
+    async with s.pool.acquire() as conn, \
+            auditing.recorded(conn, request, caller, tenant_id) as audit:
+        return await _set(conn, s.store, tenant_id, "api", "", limit, "admin", audit)
 
 
-@put("/v1/limits/tasks/{task:str}", status_code=200, tags=["limits"])
+@put("/v1/limits/tasks/{task:str}", status_code=200, tags=["limits"],
+     opt=audited("limit.set", "limit"))
 async def put_task_limit(task: LimitName, data: JSONBody[LimitRequest],
                          tenant: Tenant) -> dict[str, str]:
     """At most `max_concurrency` runs of this job type of the tenant at a time."""
-    return await _set(tenant.conn, tenant.store, tenant.tenant_id, "task", task, data, tenant.actor)
+    return await _set(tenant.conn, tenant.store, tenant.tenant_id, "task", task, data,
+                      tenant.actor, tenant.audit)
 
 
-@put("/v1/limits/resources/{name:str}", status_code=200, tags=["limits"])
+@put("/v1/limits/resources/{name:str}", status_code=200, tags=["limits"],
+     opt=audited("limit.set", "limit"))
 async def put_resource_limit(name: LimitName, data: JSONBody[LimitRequest],
                              tenant: Tenant) -> dict[str, str]:
     """A token bucket for a named external resource: jobs with `resource: name` start at most
     `rate_per_second` a second, with bursts up to `burst`."""
     return await _set(tenant.conn, tenant.store, tenant.tenant_id, "resource", name, data,
-                      tenant.actor)
+                      tenant.actor, tenant.audit)
 
 
 @get("/v1/workers", tags=["pools"])

@@ -27,13 +27,15 @@ from ostinato.eventlog.store import get_blobs, read_stream
 from ostinato.stores import dead_letters as letters
 from ostinato.stores import runs as run_store
 from ostinato.stores.dead_letters import DeadLetterRow
+from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
 from services.api.scope import Tenant
 
 Limit = Annotated[int, QueryParameter(ge=1, le=500)]
 
 
-@post("/v1/runs/{run_id:uuid}/cancel", status_code=200, tags=["runs"])
+@post("/v1/runs/{run_id:uuid}/cancel", status_code=200, tags=["runs"],
+      opt=audited("run.cancel", "run", "run_id"))
 async def cancel(run_id: FromPath[uuid.UUID], tenant: Tenant) -> dict[str, str]:
     """A waiting run is cancelled at once; a running one is asked to stop at its next safe
     point (it ends `cancelled`; a result that still arrives is kept and ignored). A waiting
@@ -41,10 +43,12 @@ async def cancel(run_id: FromPath[uuid.UUID], tenant: Tenant) -> dict[str, str]:
     it compensates, then ends `cancelled`. Its children are cancelled with it."""
     state = await runs.cancel_run(tenant.conn, tenant.store, tenant_id=tenant.tenant_id,
                                   run_id=run_id, actor=tenant.actor)
+    tenant.audit.after = {"state": state}
     return {"state": state, "cancel": "done" if state == "cancelled" else "requested"}
 
 
-@post("/v1/runs/{run_id:uuid}/retry", status_code=201, tags=["runs"])
+@post("/v1/runs/{run_id:uuid}/retry", status_code=201, tags=["runs"],
+      opt=audited("run.retry", "run", "run_id"))
 async def retry_run(
     run_id: FromPath[uuid.UUID], tenant: Tenant, data: JSONBody[RetryRunRequest | None] = None,
 ) -> Response[Rerun]:
@@ -52,6 +56,7 @@ async def retry_run(
     new_id, created = await runs.rerun(
         tenant.conn, tenant.store, tenant.clock, tenant_id=tenant.tenant_id, run_id=run_id,
         actor=tenant.actor, request_key=(data or RetryRunRequest()).request_key)
+    tenant.audit.after, tenant.audit.status = {"run_id": str(new_id)}, 201 if created else 200
     return Response(
         Rerun(run_id=new_id, replay_of=run_id, created=created), status_code=201 if created else 200
     )
@@ -175,16 +180,21 @@ async def get_dead_letter(run_id: FromPath[uuid.UUID], tenant: Tenant) -> DeadLe
     return _letter(row, payloads.get(row.payload_ref), attempt_history(stream))
 
 
-@post("/v1/dead-letters/{run_id:uuid}/triage", status_code=200, tags=["dead letters"])
+@post("/v1/dead-letters/{run_id:uuid}/triage", status_code=200, tags=["dead letters"],
+      opt=audited("dead_letter.triage", "run", "run_id"))
 async def triage(
     run_id: FromPath[uuid.UUID], data: JSONBody[TriageRequest], tenant: Tenant
 ) -> dict[str, str]:
+    old = await letters.by_id(tenant.conn, tenant.tenant_id, run_id)
+    tenant.audit.before = None if old is None else {"triage_state": old.triage_state}
+    tenant.audit.after = {"triage_state": data.state}
     await runs.triage(tenant.conn, tenant.store, tenant_id=tenant.tenant_id, run_id=run_id,
                       state=data.state, comment=data.comment, actor=tenant.actor)
     return {"triage_state": data.state}
 
 
-@post("/v1/dead-letters/{run_id:uuid}/replay", status_code=201, tags=["dead letters"])
+@post("/v1/dead-letters/{run_id:uuid}/replay", status_code=201, tags=["dead letters"],
+      opt=audited("dead_letter.replay", "run", "run_id"))
 async def replay(
     run_id: FromPath[uuid.UUID], data: JSONBody[ReplayRequest], tenant: Tenant
 ) -> Response[Rerun]:
@@ -197,12 +207,16 @@ async def replay(
         tenant.conn, tenant.store, tenant.clock, tenant_id=tenant.tenant_id, run_id=run_id,
         actor=tenant.actor, request_key=data.request_key, payload=data.payload,
         max_payload_bytes=tenant.settings.max_payload_bytes, trigger="replay")
+    tenant.audit.after = {"run_id": str(new_id),
+                          "payload_changed": data.payload is not msgspec.UNSET}
+    tenant.audit.status = 201 if created else 200
     return Response(
         Rerun(run_id=new_id, replay_of=run_id, created=created), status_code=201 if created else 200
     )
 
 
-@post("/v1/dead-letters/replay", status_code=200, tags=["dead letters"])
+@post("/v1/dead-letters/replay", status_code=200, tags=["dead letters"],
+      opt=audited("dead_letter.replay_many", "run"))
 async def bulk_replay(data: JSONBody[BulkReplayRequest], tenant: Tenant) -> dict[str, int]:
     """Replay every dead letter matching the filter (up to `limit`); repeating the same
     `request_key` replays nothing twice."""
@@ -212,6 +226,8 @@ async def bulk_replay(data: JSONBody[BulkReplayRequest], tenant: Tenant) -> dict
     created, existing = await runs.replay_many(
         tenant.conn, tenant.store, tenant.clock, tenant_id=tenant.tenant_id,
         run_ids=[r.run_id for r in rows], actor=tenant.actor, request_key=data.request_key)
+    tenant.audit.after = {"matched": len(rows), "replayed": created,
+                          "already_replayed": existing}
     return {"matched": len(rows), "replayed": created, "already_replayed": existing}
 
 

@@ -27,7 +27,8 @@ from ostinato.runs import interventions
 from ostinato.runs.interventions import Intervened
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
-from services.api.scope import Tenant
+from services.api.auditing import audited
+from services.api.scope import Tenant, TenantScope
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
 AfterVersion = Annotated[int, QueryParameter(ge=0)]
@@ -35,12 +36,14 @@ AfterSeq = Annotated[int, QueryParameter(ge=-1)]
 Seq = Annotated[int, PathParameter(ge=0)]
 
 
-def _done(run_id: uuid.UUID, done: Intervened) -> InterventionDone:
+def _done(run_id: uuid.UUID, done: Intervened, tenant: TenantScope) -> InterventionDone:
+    tenant.audit.after = {"state": done.state, "version": done.version}
     return InterventionDone(run_id=run_id, state=done.state, version=done.version,
                             events=done.events, children_cancelled=done.children_cancelled)
 
 
-@post("/v1/runs/{run_id:uuid}/steps/{seq:int}/retry", status_code=200, tags=["interventions"])
+@post("/v1/runs/{run_id:uuid}/steps/{seq:int}/retry", status_code=200, tags=["interventions"],
+      opt=audited("run.step_retry", "run", "run_id"))
 async def retry_step(run_id: FromPath[uuid.UUID], seq: FromPath[Seq], tenant: Tenant,
                      data: JSONBody[InterventionRequest]) -> InterventionDone:
     """Retry the failed step at position `seq` in place: its record and later ones are set
@@ -48,10 +51,11 @@ async def retry_step(run_id: FromPath[uuid.UUID], seq: FromPath[Seq], tenant: Te
     run is reopened, a suspended one woken; a running one answers 409."""
     return _done(run_id, await interventions.retry_step(
         tenant.conn, tenant.store, tenant_id=tenant.tenant_id, run_id=run_id, seq=seq,
-        actor=tenant.actor, reason=data.reason))
+        actor=tenant.actor, reason=data.reason), tenant)
 
 
-@post("/v1/runs/{run_id:uuid}/steps/{seq:int}/skip", status_code=200, tags=["interventions"])
+@post("/v1/runs/{run_id:uuid}/steps/{seq:int}/skip", status_code=200, tags=["interventions"],
+      opt=audited("run.step_skip", "run", "run_id"))
 async def skip_step(run_id: FromPath[uuid.UUID], seq: FromPath[Seq], tenant: Tenant,
                     data: JSONBody[SkipStepRequest]) -> InterventionDone:
     """Skip the step at position `seq` (a failed one, or the one where the run stopped) by
@@ -60,20 +64,22 @@ async def skip_step(run_id: FromPath[uuid.UUID], seq: FromPath[Seq], tenant: Ten
     return _done(run_id, await interventions.skip_step(
         tenant.conn, tenant.store, tenant_id=tenant.tenant_id, run_id=run_id, seq=seq,
         name=data.name, output=data.output, actor=tenant.actor, reason=data.reason,
-        max_output_bytes=tenant.settings.max_payload_bytes))
+        max_output_bytes=tenant.settings.max_payload_bytes), tenant)
 
 
-@post("/v1/runs/{run_id:uuid}/restart", status_code=200, tags=["interventions"])
+@post("/v1/runs/{run_id:uuid}/restart", status_code=200, tags=["interventions"],
+      opt=audited("run.restart", "run", "run_id"))
 async def restart(run_id: FromPath[uuid.UUID], tenant: Tenant,
                   data: JSONBody[RestartRequest]) -> InterventionDone:
     """Restart the workflow from position `from_seq`: the records from there on are set aside
     (kept in the history) and its next attempt runs those steps again."""
     return _done(run_id, await interventions.restart(
         tenant.conn, tenant.store, tenant_id=tenant.tenant_id, run_id=run_id,
-        from_seq=data.from_seq, actor=tenant.actor, reason=data.reason))
+        from_seq=data.from_seq, actor=tenant.actor, reason=data.reason), tenant)
 
 
-@post("/v1/runs/{run_id:uuid}/succeed", status_code=200, tags=["interventions"])
+@post("/v1/runs/{run_id:uuid}/succeed", status_code=200, tags=["interventions"],
+      opt=audited("run.succeed", "run", "run_id"))
 async def succeed(run_id: FromPath[uuid.UUID], tenant: Tenant,
                   data: JSONBody[SucceedRunRequest]) -> InterventionDone:
     """Mark a run that is not running succeeded, with `output` as its output. Nothing runs (no
@@ -81,10 +87,11 @@ async def succeed(run_id: FromPath[uuid.UUID], tenant: Tenant,
     return _done(run_id, await interventions.mark_succeeded(
         tenant.conn, tenant.store, tenant_id=tenant.tenant_id, run_id=run_id,
         output=data.output, actor=tenant.actor, reason=data.reason,
-        max_output_bytes=tenant.settings.max_payload_bytes))
+        max_output_bytes=tenant.settings.max_payload_bytes), tenant)
 
 
-@post("/v1/runs/{run_id:uuid}/fail", status_code=200, tags=["interventions"])
+@post("/v1/runs/{run_id:uuid}/fail", status_code=200, tags=["interventions"],
+      opt=audited("run.fail", "run", "run_id"))
 async def fail(run_id: FromPath[uuid.UUID], tenant: Tenant,
                data: JSONBody[FailRunRequest]) -> InterventionDone:
     """Mark a run that is not running failed for good: dead-lettered (reason operator) with
@@ -93,7 +100,7 @@ async def fail(run_id: FromPath[uuid.UUID], tenant: Tenant,
     return _done(run_id, await interventions.mark_failed(
         tenant.conn, tenant.store, tenant_id=tenant.tenant_id, run_id=run_id,
         error_type=data.error_type, message=data.message, actor=tenant.actor,
-        reason=data.reason))
+        reason=data.reason), tenant)
 
 
 @get("/v1/runs/{run_id:uuid}/steps/set-aside", tags=["interventions"])

@@ -29,39 +29,53 @@ from ostinato.jobs.submit import calendar_errors
 from ostinato.stores import calendars as calendar_store
 from ostinato.stores import jobs as job_store
 from ostinato.telemetry import tracing
-from services.api.scope import Tenant
+from services.api.auditing import audited
+from services.api.scope import Tenant, TenantScope
 
 EPSILON = timedelta(microseconds=1)
 PREVIEW_JOB_ID = uuid.UUID(int=0)
 CalendarName = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][\w.-]{0,99}$")]
 
 
-@post("/v1/jobs/{job_id:uuid}/pause", status_code=200, tags=["jobs"])
+async def _status(tenant: TenantScope, job_id: uuid.UUID) -> dict[str, str] | None:
+    job = await job_store.by_id(tenant.conn, tenant.tenant_id, job_id)
+    return None if job is None else {"status": job.status}
+
+
+@post("/v1/jobs/{job_id:uuid}/pause", status_code=200, tags=["jobs"],
+      opt=audited("job.pause", "job", "job_id"))
 async def pause(
     job_id: FromPath[uuid.UUID], tenant: Tenant, data: JSONBody[PauseRequest | None] = None,
 ) -> dict[str, str]:
     """Stop creating runs. Slots that pass while paused are decided when the job resumes."""
+    tenant.audit.before = await _status(tenant, job_id)
     await jobs.pause_job(tenant.conn, tenant.store, tenant_id=tenant.tenant_id, job_id=job_id,
                          actor=tenant.actor, reason=(data or PauseRequest()).reason)
+    tenant.audit.after = await _status(tenant, job_id)
     return {"status": "paused"}
 
 
-@post("/v1/jobs/{job_id:uuid}/resume", status_code=200, tags=["jobs"])
+@post("/v1/jobs/{job_id:uuid}/resume", status_code=200, tags=["jobs"],
+      opt=audited("job.resume", "job", "job_id"))
 async def resume(
     job_id: FromPath[uuid.UUID], tenant: Tenant, data: JSONBody[ResumeRequest | None] = None,
 ) -> dict[str, str]:
     """Resume; `misfire` (run_once, catch_up, skip) decides the slots missed while paused."""
+    tenant.audit.before = await _status(tenant, job_id)
     await jobs.resume_job(tenant.conn, tenant.store, tenant_id=tenant.tenant_id, job_id=job_id,
                           actor=tenant.actor, misfire=(data or ResumeRequest()).misfire)
+    tenant.audit.after = await _status(tenant, job_id)
     return {"status": "active"}
 
 
-@post("/v1/jobs/{job_id:uuid}/trigger", status_code=201, tags=["jobs"])
+@post("/v1/jobs/{job_id:uuid}/trigger", status_code=201, tags=["jobs"],
+      opt=audited("job.trigger", "job", "job_id"))
 async def trigger(job_id: FromPath[uuid.UUID], tenant: Tenant) -> TriggeredView:
     """Run the job once now, outside its schedule; the run is marked `manual`."""
     run_id = await jobs.trigger_now(tenant.conn, tenant.store, tenant.clock,
                                     tenant_id=tenant.tenant_id, job_id=job_id, actor=tenant.actor,
                                     traceparent=tracing.current_traceparent())
+    tenant.audit.after = {"run_id": str(run_id)}
     return TriggeredView(run_id=run_id, job_id=job_id, trigger="manual")
 
 
@@ -104,13 +118,16 @@ async def preview(data: JSONBody[PreviewRequest], tenant: Tenant) -> UpcomingVie
     return _upcoming(s, PREVIEW_JOB_ID, schedules.next_occurrence(s, None), data.count)
 
 
-@post("/v1/jobs/{job_id:uuid}/backfill", status_code=200, tags=["jobs"])
+@post("/v1/jobs/{job_id:uuid}/backfill", status_code=200, tags=["jobs"],
+      opt=audited("job.backfill", "job", "job_id"))
 async def backfill(
     job_id: FromPath[uuid.UUID], tenant: Tenant, data: JSONBody[BackfillRequest]
 ) -> BackfillView:
     """Create runs for the slots in [start, end) that have none (idempotent when repeated)."""
     done = await jobs.backfill(tenant.conn, tenant.store, tenant_id=tenant.tenant_id, job_id=job_id,
                                start=data.start, end=data.end, actor=tenant.actor)
+    tenant.audit.after = {"start": done.start, "end": done.end,
+                          "runs_created": done.runs_created}
     return BackfillView(
         start=done.start,
         end=done.end,
@@ -124,14 +141,19 @@ def _calendar_view(row: calendar_store.CalendarRow) -> CalendarView:
     return CalendarView(name=row.name, dates=list(row.dates), updated_at=row.updated_at)
 
 
-@put("/v1/calendars/{name:str}", status_code=200, tags=["calendars"])
+@put("/v1/calendars/{name:str}", status_code=200, tags=["calendars"],
+     opt=audited("calendar.put", "calendar", "name"))
 async def put_calendar(
     name: CalendarName, data: JSONBody[CalendarRequest], tenant: Tenant
 ) -> CalendarView:
     """Create or replace an exclusion calendar; schedules naming it skip its dates."""
-    return _calendar_view(await calendars.define_calendar(
+    old = await calendar_store.by_name(tenant.conn, tenant.tenant_id, name)
+    row = await calendars.define_calendar(
         tenant.conn, tenant.store, tenant_id=tenant.tenant_id, name=name, dates=data.dates,
-        actor=tenant.actor))
+        actor=tenant.actor)
+    tenant.audit.before = None if old is None else {"dates": list(old.dates)}
+    tenant.audit.after = {"dates": list(row.dates)}
+    return _calendar_view(row)
 
 
 @get("/v1/calendars/{name:str}", tags=["calendars"])

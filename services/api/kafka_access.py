@@ -16,6 +16,7 @@ from ostinato.domain import roles
 from ostinato.domain.errors import Conflict, OstinatoError
 from ostinato.runtime.settings import Settings
 from ostinato.telemetry.logging import get_logger
+from services.api.auditing import audited
 from services.api.scope import Tenant
 
 log = get_logger("ostinato.kafka_access")
@@ -68,12 +69,15 @@ async def grant_at_creation(settings: Settings, tenant_id: uuid.UUID) -> KafkaAc
 
 
 @post("/v1/kafka/credentials", status_code=201, tags=["keys"],
-      opt={"action": roles.MANAGE_KEYS})
+      opt=audited("kafka.credentials", "tenant", action=roles.MANAGE_KEYS))
 async def issue_kafka_credentials(tenant: Tenant) -> KafkaAccessView:
     """A new password for the tenant's Kafka producers (the previous one stops working), with
     the topic to write jobs to. 409 when the deployment takes no jobs on Kafka, 503 when the
     broker does not answer."""
-    return await grant(tenant.settings, tenant.tenant_id)
+    access = await grant(tenant.settings, tenant.tenant_id)
+    tenant.audit.target_id = str(tenant.tenant_id)
+    tenant.audit.after = {"username": access.username, "topic": access.topic}  # no password
+    return access
 
 
 ROUTES = [issue_kafka_credentials]

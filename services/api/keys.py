@@ -21,6 +21,7 @@ from ostinato.client.models import (
 from ostinato.domain import roles
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.stores import api_keys
+from services.api.auditing import audited
 from services.api.scope import Tenant
 
 KEYS = {"action": roles.MANAGE_KEYS}  # listing keys too: viewers see no key management
@@ -36,7 +37,12 @@ def _issued(k: tenancy.IssuedKey) -> IssuedKeyView:
     return IssuedKeyView(id=k.key_id, name=k.name, role=k.role, pools=k.pools, key=k.key)
 
 
-@post("/v1/keys", status_code=201, tags=["keys"], opt=KEYS)
+def _described(k: tenancy.IssuedKey) -> dict[str, object]:
+    """A key as its audit row shows it (never its secret)."""
+    return {"key_id": str(k.key_id), "name": k.name, "role": k.role, "pools": k.pools}
+
+
+@post("/v1/keys", status_code=201, tags=["keys"], opt=audited("key.issue", "key", **KEYS))
 async def issue_key(data: JSONBody[KeyRequest], tenant: Tenant) -> IssuedKeyView:
     """Issue a key with a role: operator (everything on the tenant), viewer (read only),
     submitter (create jobs, send signals), worker (the worker gateway, optionally some pools)."""
@@ -47,6 +53,7 @@ async def issue_key(data: JSONBody[KeyRequest], tenant: Tenant) -> IssuedKeyView
     issued = await tenancy.issue_key(tenant.conn, tenant.store, tenant.tenant_id,
                                      name=data.name, role=data.role,
                                      pools=sorted(set(data.pools)), actor=tenant.actor)
+    tenant.audit.target_id, tenant.audit.after = str(issued.key_id), _described(issued)
     return _issued(issued)
 
 
@@ -66,15 +73,19 @@ async def get_key(key_id: FromPath[uuid.UUID], tenant: Tenant) -> KeyView:
     return _view(row, tenant.clock.now())
 
 
-@delete("/v1/keys/{key_id:uuid}", status_code=204, tags=["keys"], opt=KEYS)
+@delete("/v1/keys/{key_id:uuid}", status_code=204, tags=["keys"],
+        opt=audited("key.revoke", "key", "key_id", **KEYS))
 async def revoke_key(key_id: FromPath[uuid.UUID], tenant: Tenant) -> None:
     """Revoke now (the worker gateway may accept a key it authenticated for 10 s more). The
     tenant's last operator key cannot be revoked: 409."""
-    await tenancy.revoke_key(tenant.conn, tenant.store, tenant.tenant_id, key_id,
-                             now=tenant.clock.now(), actor=tenant.actor)
+    row = await tenancy.revoke_key(tenant.conn, tenant.store, tenant.tenant_id, key_id,
+                                   now=tenant.clock.now(), actor=tenant.actor)
+    tenant.audit.before = {"name": row.name, "role": roles.canonical(row.role), "active": True}
+    tenant.audit.after = {"active": False}
 
 
-@post("/v1/keys/{key_id:uuid}/rotate", status_code=201, tags=["keys"], opt=KEYS)
+@post("/v1/keys/{key_id:uuid}/rotate", status_code=201, tags=["keys"],
+      opt=audited("key.rotate", "key", "key_id", **KEYS))
 async def rotate_key(key_id: FromPath[uuid.UUID], tenant: Tenant,
                      data: JSONBody[RotateRequest | None] = None) -> RotatedKeyView:
     """A new key with the same name, role and pools; the old one works for `grace_seconds`."""
@@ -82,6 +93,7 @@ async def rotate_key(key_id: FromPath[uuid.UUID], tenant: Tenant,
     issued, ends = await tenancy.rotate_key(tenant.conn, tenant.store, tenant.tenant_id,
                                             key_id, now=tenant.clock.now(), grace=grace,
                                             actor=tenant.actor)
+    tenant.audit.after = {**_described(issued), "old_key_expires_at": ends.isoformat()}
     return RotatedKeyView(key=_issued(issued), old_key_id=key_id, old_key_expires_at=ends)
 
 

@@ -17,11 +17,12 @@ import asyncpg
 from litestar import Request
 
 from ostinato.clock import Clock
-from ostinato.domain.errors import RateLimited
+from ostinato.domain.errors import Forbidden, RateLimited
 from ostinato.policy.limits import Bucket, refill, seconds_until, take
-from ostinato.runtime.auth import principal
+from ostinato.runtime.auth import action_of, authenticated, authorize
 from ostinato.stores import limits
 from ostinato.tenancy import Principal
+from services.api import auditing
 
 RATE_CACHE_SECONDS = 10.0  # how soon a changed tenant rate reaches a running api
 MAX_KEYS = 100_000  # buckets kept; the least recently used go first
@@ -75,8 +76,14 @@ class KeyRateLimits:
 
 
 async def limited_principal(request: Request) -> Principal:
-    """`runtime.auth.principal`, then one token of the key's bucket."""
-    found = await principal(request)
+    """`runtime.auth.principal` (a refusal of a control action is audited), then one token of
+    the key's bucket."""
+    found = await authenticated(request)
+    try:
+        authorize(found, action_of(request))
+    except Forbidden as exc:
+        await auditing.refused(request, found, exc)
+        raise
     if found.key_id is None or found.tenant_id is None:
         return found  # the admin key
     state = request.app.state

@@ -38,7 +38,8 @@ from ostinato.stores.jobs import JobRow
 from ostinato.stores.runs import RunRow
 from ostinato.telemetry import tracing
 from ostinato.workers import registry
-from services.api import kafka_access
+from services.api import auditing, kafka_access
+from services.api.auditing import audited
 from services.api.ratelimit import limited_principal
 from services.api.scope import Tenant, tenant_scope
 
@@ -102,22 +103,32 @@ def run_view(run: RunRow, output: Any = None, waiting_reason: str | None = None,
     )
 
 
-@post("/v1/tenants", status_code=201, tags=["tenants"], opt={"action": roles.ADMINISTER})
+@post("/v1/tenants", status_code=201, tags=["tenants"],
+      opt=audited("tenant.create", "tenant", action=roles.ADMINISTER))
 async def create_tenant(
     request: Request, data: JSONBody[TenantRequest], caller: Caller
 ) -> TenantCreatedView:
     """Create a tenant (admin key only). The tenant's API key is shown once, in this answer."""
     require_admin(caller)
     s = app_state(request)
-    async with s.pool.acquire() as conn:
+    async with s.pool.acquire() as conn, auditing.recorded(conn, request, caller, None) as audit:
         tenant_id, key = await tenancy.create_tenant(
             conn, s.store, data.name, actor="admin", weight=data.weight
         )
+        audit.tenant_id, audit.target_id = tenant_id, str(tenant_id)
+        audit.after = {"name": data.name, "weight": data.weight}
     return TenantCreatedView(id=tenant_id, name=data.name, api_key=key,
                              kafka=await kafka_access.grant_at_creation(s.settings, tenant_id))
 
 
-@post("/v1/jobs", status_code=201, tags=["jobs"], opt={"action": roles.SUBMIT})
+def definition(job: JobRow) -> dict[str, Any]:
+    """A job's definition as the audit trail shows it before and after a change."""
+    return {"name": job.name, "task": job.task, "status": job.status, "schedule": job.schedule,
+            "pool": job.pool, "priority": job.priority}
+
+
+@post("/v1/jobs", status_code=201, tags=["jobs"],
+      opt=audited("job.create", "job", action=roles.SUBMIT))
 async def create_job(data: JSONBody[JobRequest], tenant: Tenant) -> Response[JobView]:
     """Register a job. A repeated `idempotency_key` returns the first job with status 200."""
     settings = tenant.settings
@@ -127,10 +138,13 @@ async def create_job(data: JSONBody[JobRequest], tenant: Tenant) -> Response[Job
         classes=[c.name for c in settings.classes], max_payload_bytes=settings.max_payload_bytes,
         actor=tenant.actor, traceparent=tracing.current_traceparent(),
     )
+    tenant.audit.target_id, tenant.audit.status = str(job.id), 201 if created else 200
+    tenant.audit.after = definition(job) if created else None
     return Response(job_view(job, data.payload), status_code=201 if created else 200)
 
 
-@post("/v1/jobs/batch", status_code=200, tags=["jobs"], opt={"action": roles.SUBMIT})
+@post("/v1/jobs/batch", status_code=200, tags=["jobs"],
+      opt=audited("job.create_batch", "job", action=roles.SUBMIT))
 async def create_jobs(
     data: JSONBody[JobBatchRequest], tenant: Tenant
 ) -> dict[str, list[JobBatchItem]]:
@@ -143,6 +157,8 @@ async def create_jobs(
         classes=[c.name for c in settings.classes], max_payload_bytes=settings.max_payload_bytes,
         actor=tenant.actor, traceparent=tracing.current_traceparent(),
     )
+    tenant.audit.after = {"created": [str(d.id) for d in done if d.created],
+                          "existing": [str(d.id) for d in done if not d.created]}
     return {
         "items": [JobBatchItem(id=d.id, created=d.created, next_run_at=d.next_run_at) for d in done]
     }
@@ -175,9 +191,12 @@ async def get_job(job_id: FromPath[uuid.UUID], tenant: Tenant) -> JobView:
     return job_view(job, payloads.get(job.payload_ref))
 
 
-@delete("/v1/jobs/{job_id:uuid}", status_code=204, tags=["jobs"])
+@delete("/v1/jobs/{job_id:uuid}", status_code=204, tags=["jobs"],
+        opt=audited("job.delete", "job", "job_id"))
 async def delete_job(job_id: FromPath[uuid.UUID], tenant: Tenant) -> None:
     """Stop the job from creating runs; runs already created keep going."""
+    before = await job_store.by_id(tenant.conn, tenant.tenant_id, job_id)
+    tenant.audit.before = definition(before) if before else None
     await jobs.delete_job(tenant.conn, tenant.store, tenant_id=tenant.tenant_id, job_id=job_id,
                           actor=tenant.actor)
 

@@ -1,6 +1,7 @@
 """The one dependency every tenant route takes: who calls (tenant and actor), on which
 connection, with which clock, store and settings. A route never opens its own connection or
-reads the app state; a tenant's key is required here, so a route cannot forget the check."""
+reads the app state; a tenant's key is required here, so a route cannot forget the check. A
+control action's work runs in one transaction with its audit row (`auditing.recorded`)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from ostinato.runtime.auth import actor_of, require_tenant
 from ostinato.runtime.settings import Settings
 from ostinato.stores import tenants
 from ostinato.tenancy import Principal
+from services.api import auditing
+from services.api.auditing import Audit
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +32,7 @@ class TenantScope:
     clock: Clock
     store: EventStore
     settings: Settings
+    audit: Audit  # what a control action adds to its audit row (services.api.auditing)
 
 
 ACT_FOR_TENANT = "x-ostinato-tenant"  # the admin key acting on one tenant's resources
@@ -38,9 +42,15 @@ async def tenant_scope(request: Request,
                        caller: NamedDependency[Principal]) -> AsyncIterator[TenantScope]:
     state = request.app.state
     async with state.pool.acquire() as conn:
-        tenant_id = await _acting_for(conn, request, caller)
-        yield TenantScope(tenant_id=tenant_id, actor=actor_of(caller), conn=conn,
-                          clock=state.clock, store=state.store, settings=state.settings)
+        try:
+            tenant_id = await _acting_for(conn, request, caller)
+        except Forbidden as exc:  # a tenant's key naming another tenant
+            await auditing.refused(request, caller, exc)
+            raise
+        async with auditing.recorded(conn, request, caller, tenant_id) as audit:
+            yield TenantScope(tenant_id=tenant_id, actor=actor_of(caller), conn=conn,
+                              clock=state.clock, store=state.store, settings=state.settings,
+                              audit=audit)
 
 
 async def _acting_for(conn: asyncpg.Connection, request: Request, caller: Principal) -> uuid.UUID:

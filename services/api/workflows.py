@@ -26,6 +26,7 @@ from ostinato.domain.errors import InvalidInput, NotFound, PayloadTooLarge
 from ostinato.eventlog.store import get_blobs
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
+from services.api.auditing import audited
 from services.api.scope import Tenant
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
@@ -72,7 +73,8 @@ async def run_children(run_id: FromPath[uuid.UUID], tenant: Tenant,
         for c in page], next_after=page[-1].id if len(page) == limit else None)
 
 
-@post("/v1/runs/{run_id:uuid}/pause", status_code=200, tags=["runs"])
+@post("/v1/runs/{run_id:uuid}/pause", status_code=200, tags=["runs"],
+      opt=audited("run.pause", "run", "run_id"))
 async def pause(run_id: FromPath[uuid.UUID], tenant: Tenant,
                 data: JSONBody[RunPauseRequest | None] = None) -> dict[str, Any]:
     """Pause a running or suspended workflow run: it starts no next step, its timer is frozen
@@ -81,10 +83,12 @@ async def pause(run_id: FromPath[uuid.UUID], tenant: Tenant,
     changed = await runs.pause_run(tenant.conn, tenant.store, tenant.clock,
                                    tenant_id=tenant.tenant_id, run_id=run_id,
                                    actor=tenant.actor, reason=(data or RunPauseRequest()).reason)
+    tenant.audit.before, tenant.audit.after = {"paused": not changed}, {"paused": True}
     return {"paused": True, "changed": changed}
 
 
-@post("/v1/runs/{run_id:uuid}/resume", status_code=200, tags=["runs"])
+@post("/v1/runs/{run_id:uuid}/resume", status_code=200, tags=["runs"],
+      opt=audited("run.resume", "run", "run_id"))
 async def resume(run_id: FromPath[uuid.UUID], tenant: Tenant,
                  data: JSONBody[RunPauseRequest | None] = None) -> dict[str, Any]:
     """Resume a paused run where it stopped: a frozen timer gets the time it had left, and a
@@ -92,29 +96,38 @@ async def resume(run_id: FromPath[uuid.UUID], tenant: Tenant,
     changed = await runs.resume_run(tenant.conn, tenant.store, tenant.clock,
                                     tenant_id=tenant.tenant_id, run_id=run_id,
                                     actor=tenant.actor, reason=(data or RunPauseRequest()).reason)
+    tenant.audit.before, tenant.audit.after = {"paused": changed}, {"paused": False}
     return {"paused": False, "changed": changed}
 
 
-@post("/v1/runs/pause", status_code=200, tags=["runs"])
+@post("/v1/runs/pause", status_code=200, tags=["runs"],
+      opt=audited("runs.pause", "runs"))
 async def pause_matching(data: JSONBody[PauseMatchingRequest], tenant: Tenant) -> PauseChanged:
     """Pause the running and suspended runs of a `task` or a `job_id` (up to 1,000 a call;
     call again for more)."""
-    return PauseChanged(changed=await runs.pause_matching(
+    changed = await runs.pause_matching(
         tenant.conn, tenant.store, tenant.clock, tenant_id=tenant.tenant_id, task=data.task,
-        job_id=data.job_id, actor=tenant.actor, reason=data.reason))
+        job_id=data.job_id, actor=tenant.actor, reason=data.reason)
+    tenant.audit.target_id = data.task or str(data.job_id or "")
+    tenant.audit.after = {"paused": True, "changed": changed}
+    return PauseChanged(changed=changed)
 
 
-@post("/v1/runs/resume", status_code=200, tags=["runs"])
+@post("/v1/runs/resume", status_code=200, tags=["runs"],
+      opt=audited("runs.resume", "runs"))
 async def resume_matching(data: JSONBody[PauseMatchingRequest],
                           tenant: Tenant) -> PauseChanged:
     """Resume the paused runs of a `task` or a `job_id` (up to 1,000 a call)."""
-    return PauseChanged(changed=await runs.pause_matching(
+    changed = await runs.pause_matching(
         tenant.conn, tenant.store, tenant.clock, tenant_id=tenant.tenant_id, task=data.task,
-        job_id=data.job_id, actor=tenant.actor, reason=data.reason, resume=True))
+        job_id=data.job_id, actor=tenant.actor, reason=data.reason, resume=True)
+    tenant.audit.target_id = data.task or str(data.job_id or "")
+    tenant.audit.after = {"paused": False, "changed": changed}
+    return PauseChanged(changed=changed)
 
 
 @post("/v1/runs/{run_id:uuid}/signals/{name:str}", status_code=202, tags=["runs"],
-      opt={"action": roles.SUBMIT})
+      opt=audited("run.signal", "run", "run_id", action=roles.SUBMIT))
 async def send_signal(request: Request, run_id: FromPath[uuid.UUID], name: FromPath[str],
                       tenant: Tenant,
                       reason: FromQuery[str | None] = None) -> Response[SignalAccepted]:
@@ -131,6 +144,9 @@ async def send_signal(request: Request, run_id: FromPath[uuid.UUID], name: FromP
         payload=await _payload(request, tenant.settings.max_payload_bytes), actor=tenant.actor,
         idempotency_key=key, max_payload_bytes=tenant.settings.max_payload_bytes,
         reason=reason)
+    tenant.audit.status, tenant.audit.detail = (202 if sent.created else 200), f"signal {name}"
+    tenant.audit.after = {"signal": name, "signal_id": str(sent.signal_id),
+                          "delivered": sent.delivered}
     return Response(SignalAccepted(signal_id=sent.signal_id, delivered=sent.delivered,
                                    created=sent.created),
                     status_code=202 if sent.created else 200)

@@ -475,3 +475,50 @@ async def test_skipped_occurrences_are_shown_with_their_reason(tab: Tab, world: 
     assert all(row.endswith(skip["reason"]) for row, skip in zip(rows, skips, strict=False))
     assert "misfire_skip" in {s["reason"] for s in skips}
     assert tab.errors == []
+
+
+async def test_the_audit_page_lists_control_actions_with_filters(tab: Tab, world: World) -> None:
+    request_id = f"ui-audit-{uuid.uuid4().hex[:8]}"
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        r = await api.put("/v1/limits/tasks/ui-audit", json={"max_concurrency": 2},
+                          headers={**world.h(), "X-Request-Id": request_id})
+        assert r.status_code == 200, r.text
+        r = await api.post("/v1/keys", json={"name": "ui-viewer", "role": "viewer"},
+                           headers=world.h())
+        assert r.status_code == 201, r.text
+        viewer = r.json()["key"]
+        r = await api.post("/v1/jobs", json={"name": "ui-audit", "task": "greet",
+                                             "schedule": {"cron": "0 3 * * *"}},
+                           headers=world.h())  # its own job: other tests count cron_job's events
+        assert r.status_code == 201, r.text
+        job = r.json()["id"]
+    await tab.login(world.key)
+    await tab.goto(f"/ui/jobs/{job}")
+    await tab.page.click("div.actions button:text('Pause')")
+    await tab.text("p.flash").get_by_text("Job paused").wait_for()
+    await tab.page.click("div.actions button:text('Resume')")
+    await tab.text("p.flash").get_by_text("Job resumed").wait_for()
+
+    await tab.page.click("nav a:text('Audit')")
+    await tab.page.wait_for_url("**/ui/audit")
+    await tab.text("table.audit").wait_for()
+    await tab.page.fill("input[name=action]", "job.pause")
+    await tab.page.click("form.filters button[type=submit]")
+    await tab.page.wait_for_url("**/ui/audit?*action=job.pause*")
+    rows = await tab.text("table.audit tbody tr").all_inner_texts()
+    assert rows and all("job.pause" in row for row in rows)
+    assert "done 303" in rows[0] and "tenant:acme" in rows[0]  # the form's own record
+    assert job[:8] in rows[0]
+    await tab.goto(f"/ui/audit?request_id={request_id}")
+    [row] = await tab.text("table.audit tbody tr").all_inner_texts()
+    assert "limit.set" in row and "task:ui-audit" in row and "done 200" in row
+    await tab.page.click("table.audit details summary")
+    assert '"max_concurrency": 2' in await tab.text("table.audit details").inner_text()
+    await tab.shot("audit")
+    assert tab.errors == []
+
+    await tab.page.click("nav form button")  # log out; a viewer may not read the trail
+    await tab.page.wait_for_url("**/ui/login")
+    await tab.login(viewer)
+    r = await tab.goto("/ui/audit")
+    assert r.status == 403

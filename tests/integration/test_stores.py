@@ -10,6 +10,7 @@ import pytest
 
 from ostinato.stores import (
     api_keys,
+    audit,
     calendars,
     dead_letters,
     jobs,
@@ -85,6 +86,8 @@ ROW_OF = {
     (ledger, "ledger_jobs"): ledger.LedgerJob,
     (ledger, "ledger_runs_of_job"): ledger.LedgerRun,
     (ledger, "ledger_skips_of_job"): ledger.LedgerSkip,
+    (audit, "list_audit"): audit.AuditRow,
+    (audit, "list_audit_all"): audit.AuditRow,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
 SCALAR = {
@@ -94,13 +97,13 @@ SCALAR = {
     (tenants, "tenant_by_name"), (tenants, "tenant_name"), (api_keys, "count_operators_left"),
     (signals, "database_now"), (runs, "overdue_wakeups"),
     (runs, "active_children"), (runs, "pausable_runs"), (steps, "undone_by_set_aside"),
-    (ledger, "ledger_findings_recorded"),
+    (ledger, "ledger_findings_recorded"), (audit, "record_audit"),
 }
 
 
 def test_every_store_query_is_accounted_for() -> None:
     stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps, signals,
-              task_schemas, ledger, api_keys)
+              task_schemas, ledger, api_keys, audit)
     named = {(store, name) for store in stores for name in store.Q}
     assert named == set(ROW_OF) | SCALAR
 

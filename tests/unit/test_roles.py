@@ -9,7 +9,8 @@ from ostinato.domain import roles
 # The definition, written out by hand so the table in roles.py is checked against it.
 EXPECTED = {
     roles.ADMIN: set(roles.ACTIONS),
-    roles.OPERATOR: {roles.READ, roles.SUBMIT, roles.OPERATE, roles.MANAGE_KEYS, roles.WORK},
+    roles.OPERATOR: {roles.READ, roles.SUBMIT, roles.OPERATE, roles.MANAGE_KEYS, roles.WORK,
+                     roles.READ_AUDIT},
     roles.VIEWER: {roles.READ},
     roles.SUBMITTER: {roles.SUBMIT},
     roles.WORKER: {roles.WORK},

@@ -3,8 +3,8 @@
 
     ostinato [--profile P] [--api-url URL] [--api-key KEY] [-o table|json|jsonl] RESOURCE VERB
 
-Resources: jobs, schedules, runs, dead-letters, pools, workers, tasks, tenants. The connection
-is resolved as flag > OSTINATO_API_URL / OSTINATO_API_KEY > the profile file
+Resources: jobs, schedules, runs, dead-letters, pools, workers, tasks, tenants, keys, audit.
+The connection is resolved as flag > OSTINATO_API_URL / OSTINATO_API_KEY > the profile file
 (`ostinato.client.config`). Exit codes: 0 done, 1 the API refused or failed (or a bulk verb
 partly failed, or was declined), 2 bad usage. Shell completion: `ostinato
 --install-completion` (typer's).
@@ -20,7 +20,7 @@ from typing import Annotated
 
 import typer
 
-from ostinato.cli import admin, capacity, dead_letters, jobs, runs, schedules
+from ostinato.cli import admin, capacity, dead_letters, jobs, runs, schedules, security
 from ostinato.cli.context import Globals, Output, RootGroup
 
 app = typer.Typer(
@@ -57,6 +57,8 @@ app.add_typer(capacity.pools, name="pools")
 app.add_typer(capacity.workers, name="workers")
 app.add_typer(capacity.tasks, name="tasks")
 app.add_typer(capacity.tenants, name="tenants")
+app.add_typer(security.keys, name="keys")
+app.add_typer(security.audit, name="audit")
 admin.register(app)
 
 

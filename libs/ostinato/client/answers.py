@@ -18,6 +18,7 @@ from ostinato.client.models import (
     CalendarView,
     DeadLetterView,
     JobBatchItem,
+    KeyView,
     LimitView,
     PoolView,
 )
@@ -113,6 +114,12 @@ class Workers(msgspec.Struct, kw_only=True):
 
 class Limits(msgspec.Struct, kw_only=True):
     items: list[LimitView]
+
+
+class Keys(msgspec.Struct, kw_only=True):
+    """GET /v1/keys."""
+
+    keys: list[KeyView]
 
 
 class LimitSet(msgspec.Struct, kw_only=True):

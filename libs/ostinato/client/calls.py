@@ -348,3 +348,36 @@ def set_limit(scope: str, name: str, limit: m.LimitRequest) -> Call[a.LimitSet]:
 def create_tenant(name: str, weight: int) -> Call[m.TenantCreatedView]:
     return Call("POST", "/v1/tenants", m.TenantCreatedView,
                 body=_json(m.TenantRequest(name=name, weight=weight)))
+
+
+# API keys (a tenant's, with an operator's key) and the audit trail
+
+def list_keys() -> Call[a.Keys]:
+    return Call("GET", "/v1/keys", a.Keys)
+
+
+def issue_key(name: str, role: str, pools: Sequence[str]) -> Call[m.IssuedKeyView]:
+    return Call("POST", "/v1/keys", m.IssuedKeyView,
+                body=_json(m.KeyRequest(name=name, role=role, pools=list(pools))))  # type: ignore[arg-type]
+
+
+def revoke_key(key_id: Id) -> Call[None]:
+    return Call("DELETE", f"/v1/keys/{key_id}", None)
+
+
+def rotate_key(key_id: Id, grace_seconds: int) -> Call[m.RotatedKeyView]:
+    return Call("POST", f"/v1/keys/{key_id}/rotate", m.RotatedKeyView,
+                body=_json(m.RotateRequest(grace_seconds=grace_seconds)))
+
+
+AUDIT_FILTERS = ("action", "key_id", "target_kind", "target_id", "request_id")
+
+
+def list_audit(filters: Mapping[str, Any], since: datetime | None, until: datetime | None,
+               page_size: int) -> Paged[m.AuditEntryView, m.AuditPage]:
+    params = {**{k: filters.get(k) for k in AUDIT_FILTERS}, "limit": page_size,
+              "from": since.isoformat() if since else None,
+              "to": until.isoformat() if until else None}
+    first: Call[m.AuditPage] = Call("GET", "/v1/audit", m.AuditPage, params=params)
+    return Paged(first, lambda p: p.items,
+                 lambda p: {"cursor": p.next_cursor} if p.next_cursor else None)

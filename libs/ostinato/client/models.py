@@ -551,3 +551,30 @@ class RotatedKeyView(msgspec.Struct):
     key: IssuedKeyView
     old_key_id: uuid.UUID
     old_key_expires_at: datetime
+
+
+class AuditEntryView(msgspec.Struct):
+    """One attempt at a control action (GET /v1/audit; docs/SECURITY.md "Audit trail")."""
+
+    id: uuid.UUID
+    recorded_at: datetime
+    tenant_id: uuid.UUID | None  # the tenant acted on
+    caller_tenant_id: uuid.UUID | None  # the key's own tenant (null: the admin key)
+    key_id: uuid.UUID | None  # null: the admin key
+    key_name: str
+    role: str
+    actor: str  # as the run-event log names the caller
+    request_id: str  # the answer's X-Request-Id
+    action: str  # e.g. job.pause, key.rotate, limit.set
+    target_kind: str
+    target_id: str
+    status: int  # the HTTP status answered
+    outcome: Literal["done", "refused", "rejected", "error"]
+    detail: str
+    before: Any = None
+    after: Any = None
+
+
+class AuditPage(msgspec.Struct, kw_only=True):
+    items: list[AuditEntryView]
+    next_cursor: str | None = None

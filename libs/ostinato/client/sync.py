@@ -48,6 +48,8 @@ class Client:
         self.tasks = Tasks(self)
         self.limits = Limits(self)
         self.tenants = Tenants(self)
+        self.keys = Keys(self)
+        self.audit = Audit(self)
 
     @classmethod
     def from_profile(cls, profile: str | None = None, **kwargs: Any) -> Client:
@@ -286,3 +288,30 @@ class Tenants(_Resource):
     def create(self, name: str, *, weight: int = 1) -> m.TenantCreatedView:
         """Admin key only; the answer holds the tenant's API key, shown this once."""
         return self._c.send(c.create_tenant(name, weight))
+
+
+class Keys(_Resource):
+    """The tenant's API keys (an operator's key): a key's secret is in the answer that issues
+    it and nowhere else."""
+
+    def list(self) -> list[m.KeyView]:
+        return (self._c.send(c.list_keys())).keys
+
+    def create(self, name: str, role: str, *,
+               pools: Sequence[str] = ()) -> m.IssuedKeyView:
+        return self._c.send(c.issue_key(name, role, pools))
+
+    def revoke(self, key_id: Id) -> None:
+        self._c.send(c.revoke_key(key_id))
+
+    def rotate(self, key_id: Id, *, grace_seconds: int = 0) -> m.RotatedKeyView:
+        """A new key in the old one's place; the old one works for `grace_seconds` more."""
+        return self._c.send(c.rotate_key(key_id, grace_seconds))
+
+
+class Audit(_Resource):
+    def list(self, *, since: datetime | None = None, until: datetime | None = None,
+             page_size: int = PAGE, **filters: Any) -> Iterator[m.AuditEntryView]:
+        """Control actions, newest first (operator or admin key). Filters: action, key_id,
+        target_kind, target_id, request_id; `since` inclusive, `until` exclusive."""
+        return self._c.iterate(c.list_audit(filters, since, until, page_size))

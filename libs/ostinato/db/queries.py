@@ -52,6 +52,7 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.stores", "signals.sql"),
     ("ostinato.stores", "task_schemas.sql"),
     ("ostinato.stores", "ledger.sql"),
+    ("ostinato.stores", "audit.sql"),
 ]
 
 

@@ -1,6 +1,7 @@
 """What each API key role may do: one table, consulted by every authenticated route.
 
-A route names the kind of action it is (`READ`, `SUBMIT`, `OPERATE`, `MANAGE_KEYS`, `WORK`);
+A route names the kind of action it is (`READ`, `SUBMIT`, `OPERATE`, `MANAGE_KEYS`, `WORK`,
+`READ_AUDIT`);
 reads default to `READ` and writes to `OPERATE`, so a new route is never open to more roles than
 an operator's by accident. The admin role is the bootstrap key's: it may do anything, and the
 routes that need a tenant or the admin still say so themselves (`runtime.auth`).
@@ -26,8 +27,10 @@ OPERATE: Final = "operate"  # every other change: pause, cancel, retry, replay, 
 MANAGE_KEYS: Final = "manage_keys"  # issue, list, revoke and rotate the tenant's keys
 WORK: Final = "work"  # the worker protocol (the worker gateway)
 ADMINISTER: Final = "administer"  # tenants and global limits: the admin key only
+# The audit trail names keys and who did what: operators and the admin, not viewers.
+READ_AUDIT: Final = "read_audit"
 
-ACTIONS: Final = (READ, SUBMIT, OPERATE, MANAGE_KEYS, WORK, ADMINISTER)
+ACTIONS: Final = (READ, SUBMIT, OPERATE, MANAGE_KEYS, WORK, ADMINISTER, READ_AUDIT)
 
 _ALLOWED: Final[dict[str, frozenset[str]]] = {
     ADMIN: frozenset(ACTIONS),

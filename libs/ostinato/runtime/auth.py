@@ -25,6 +25,11 @@ def action_of(request: Request) -> str:
 
 
 async def principal(request: Request) -> Principal:
+    return authorize(await authenticated(request), action_of(request))
+
+
+async def authenticated(request: Request) -> Principal:
+    """Who calls (401 if nobody known), before any role check."""
     header = request.headers.get("authorization", "")
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
@@ -35,7 +40,6 @@ async def principal(request: Request) -> Principal:
                                    state.clock.now())
     if found is None:
         raise Unauthorized("unknown or revoked API key")
-    authorize(found, action_of(request))
     if found.tenant_id is not None:
         structlog.contextvars.bind_contextvars(tenant_id=str(found.tenant_id))
     return found

@@ -81,6 +81,17 @@ def on_too_deep(request: Request, exc: RecursionError) -> Response[bytes]:
                    "the body is nested too deeply", request)
 
 
+def status_of(exc: BaseException) -> int:
+    """The status the handlers below answer `exc` with (the audit trail records it)."""
+    if isinstance(exc, OstinatoError):
+        return exc.status
+    if isinstance(exc, ValidationException):
+        return 422 if _field_errors(exc.extra) else 400
+    if isinstance(exc, HTTPException):
+        return exc.status_code
+    return 400 if isinstance(exc, RecursionError) else 500
+
+
 def on_unexpected_error(request: Request, exc: Exception) -> Response[bytes]:
     log.error("unhandled error", path=request.url.path, error=repr(exc), exc_info=exc)
     return problem(500, PROBLEM_BASE + "internal", "Internal error",
@@ -95,4 +106,4 @@ EXCEPTION_HANDLERS: dict[Any, Any] = {
     Exception: on_unexpected_error,
 }
 
-__all__ = ["EXCEPTION_HANDLERS", "PROBLEM_JSON", "MediaType", "problem"]
+__all__ = ["EXCEPTION_HANDLERS", "PROBLEM_JSON", "MediaType", "problem", "status_of"]

@@ -1,6 +1,6 @@
 """The web UI, served by the api process under /ui: server-rendered pages (runs, run detail,
-jobs and schedules, dead letters), one CSS and one JS file from `static/`, logins with a
-tenant's API key (docs/UI.md)."""
+jobs and schedules, dead letters, the audit trail), one CSS and one JS file from `static/`,
+logins with a tenant's API key (docs/UI.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from litestar.datastructures import CacheControlHeader
 from litestar.di import Provide
 from litestar.static_files import create_static_files_router
 
-from services.api.ui import jobs, letters, login, runs
+from services.api.ui import audit, jobs, letters, login, runs
 from services.api.ui.scope import EXCEPTION_HANDLERS, SECURITY_HEADERS, ui_scope
 from services.api.ui.sessions import Sessions
 
@@ -23,7 +23,8 @@ def routes(sessions: Sessions | None = None) -> list[Router]:
     store = sessions or Sessions()
     pages = Router(
         path="/ui",
-        route_handlers=[*login.ROUTES, *runs.ROUTES, *jobs.ROUTES, *letters.ROUTES],
+        route_handlers=[*login.ROUTES, *runs.ROUTES, *jobs.ROUTES, *letters.ROUTES,
+                        *audit.ROUTES],
         dependencies={"sessions": Provide(lambda: store, use_cache=True, sync_to_thread=False),
                       "ui": Provide(ui_scope)},
         exception_handlers=EXCEPTION_HANDLERS,

@@ -53,6 +53,7 @@ STATE_CLASSES = {
     "suspended": "wait", "paused": "wait", "new": "wait", "acknowledged": "wait",
     "failed": "bad", "dead_lettered": "bad", "cancelled": "off", "deleted": "off",
     "completed": "off", "wont_fix": "off",
+    "done": "ok", "rejected": "wait", "refused": "bad", "error": "bad",  # audit outcomes
 }
 
 
@@ -134,7 +135,7 @@ def select(name: str, options: Iterable[tuple[str, str]], chosen: str | None) ->
 
 
 NAV = (("runs", "/ui/runs", "Runs"), ("jobs", "/ui/jobs", "Jobs & schedules"),
-       ("dead-letters", "/ui/dead-letters", "Dead letters"))
+       ("dead-letters", "/ui/dead-letters", "Dead letters"), ("audit", "/ui/audit", "Audit"))
 
 
 def page(title: str, body: Safe, *, section: str = "", tenant: str | None = None,

@@ -20,6 +20,7 @@ from ostinato.stores import jobs as job_store
 from ostinato.stores import runs as run_store
 from ostinato.stores.jobs import JobRow
 from ostinato.telemetry import tracing
+from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
 from services.api.ui import html
 from services.api.ui.html import Safe, badge, fmt, join, link, when
@@ -159,7 +160,8 @@ def _back(form: dict[str, Any], job_id: uuid.UUID) -> str:
     return "/ui/jobs" if form.get("back") == "list" else f"/ui/jobs/{job_id}"
 
 
-@post("/jobs/{job_id:uuid}/pause", include_in_schema=False)
+@post("/jobs/{job_id:uuid}/pause", include_in_schema=False, status_code=303,
+      opt=audited("job.pause", "job", "job_id"))
 async def pause(request: Request, job_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
     form = await checked_form(request, ui)
     await jobs.pause_job(ui.conn, ui.store, tenant_id=ui.tenant_id, job_id=job_id,
@@ -168,7 +170,8 @@ async def pause(request: Request, job_id: FromPath[uuid.UUID], ui: Ui) -> Respon
     return redirect(_back(form, job_id))
 
 
-@post("/jobs/{job_id:uuid}/resume", include_in_schema=False)
+@post("/jobs/{job_id:uuid}/resume", include_in_schema=False, status_code=303,
+      opt=audited("job.resume", "job", "job_id"))
 async def resume(request: Request, job_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
     form = await checked_form(request, ui)
     misfire = form.get("misfire") or None
@@ -181,12 +184,14 @@ async def resume(request: Request, job_id: FromPath[uuid.UUID], ui: Ui) -> Respo
     return redirect(_back(form, job_id))
 
 
-@post("/jobs/{job_id:uuid}/trigger", include_in_schema=False)
+@post("/jobs/{job_id:uuid}/trigger", include_in_schema=False, status_code=303,
+      opt=audited("job.trigger", "job", "job_id"))
 async def trigger(request: Request, job_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
     await checked_form(request, ui)
     run_id = await jobs.trigger_now(ui.conn, ui.store, ui.clock, tenant_id=ui.tenant_id,
                                     job_id=job_id, actor=ui.actor,
                                     traceparent=tracing.current_traceparent())
+    ui.audit.after = {"run_id": str(run_id)}
     ui.session.flash = "Triggered: a manual run was created."
     return redirect(f"/ui/runs/{run_id}")
 

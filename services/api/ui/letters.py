@@ -16,6 +16,7 @@ from ostinato import runs
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.eventlog.store import get_blobs, read_stream
 from ostinato.stores import dead_letters as letters
+from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
 from services.api.ui import html
 from services.api.ui.html import badge, fmt, join, link, short, when
@@ -117,7 +118,8 @@ def _request_key(form: dict[str, Any]) -> str | None:
     return key if isinstance(key, str) and 0 < len(key) <= 200 else None
 
 
-@post("/dead-letters/{run_id:uuid}/replay", include_in_schema=False)
+@post("/dead-letters/{run_id:uuid}/replay", include_in_schema=False, status_code=303,
+      opt=audited("dead_letter.replay", "run", "run_id"))
 async def replay(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
     form = await checked_form(request, ui)
     if await letters.by_id(ui.conn, ui.tenant_id, run_id) is None:
@@ -134,12 +136,14 @@ async def replay(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Respo
         request_key=_request_key(form), payload=payload,
         max_payload_bytes=ui.settings.max_payload_bytes,
         trigger="replay")
+    ui.audit.after = {"run_id": str(new_id), "payload_changed": payload is not msgspec.UNSET}
     ui.session.flash = ("Replayed with the edited payload." if payload is not msgspec.UNSET
                         else "Replayed with the original payload.")
     return redirect(f"/ui/runs/{new_id}")
 
 
-@post("/dead-letters/{run_id:uuid}/triage", include_in_schema=False)
+@post("/dead-letters/{run_id:uuid}/triage", include_in_schema=False, status_code=303,
+      opt=audited("dead_letter.triage", "run", "run_id"))
 async def triage(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
     form = await checked_form(request, ui)
     state = form.get("state")
@@ -149,6 +153,7 @@ async def triage(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Respo
     comment = (form.get("comment") or "").strip()[:2000] or None
     await runs.triage(ui.conn, ui.store, tenant_id=ui.tenant_id, run_id=run_id, state=state,
                       comment=comment, actor=ui.actor)
+    ui.audit.after = {"triage_state": state}
     ui.session.flash = f"Triage saved: {state}."
     return redirect(f"/ui/dead-letters/{run_id}")
 

@@ -21,6 +21,7 @@ from ostinato.eventlog.store import get_blobs, read_stream_page
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
 from ostinato.stores.runs import RunRow
+from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
 from services.api.ui import html
 from services.api.ui.html import Safe, badge, fmt, join, link, short, when
@@ -222,20 +223,24 @@ async def run_page(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Res
     return ui.page(f"Run {short(run_id)}", join([_actions(ui, run), content]), "runs")
 
 
-@post("/runs/{run_id:uuid}/cancel", include_in_schema=False)
+@post("/runs/{run_id:uuid}/cancel", include_in_schema=False, status_code=303,
+      opt=audited("run.cancel", "run", "run_id"))
 async def cancel(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
     await checked_form(request, ui)
     state = await runs.cancel_run(ui.conn, ui.store, tenant_id=ui.tenant_id, run_id=run_id,
                                   actor=ui.actor)
+    ui.audit.after = {"state": state}
     ui.session.flash = "Cancelled." if state == "cancelled" else "Cancel requested."
     return redirect(f"/ui/runs/{run_id}")
 
 
-@post("/runs/{run_id:uuid}/retry", include_in_schema=False)
+@post("/runs/{run_id:uuid}/retry", include_in_schema=False, status_code=303,
+      opt=audited("run.retry", "run", "run_id"))
 async def retry(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
     await checked_form(request, ui)
     new_id, _ = await runs.rerun(ui.conn, ui.store, ui.clock, tenant_id=ui.tenant_id,
                                  run_id=run_id, actor=ui.actor, request_key=None)
+    ui.audit.after = {"run_id": str(new_id)}
     ui.session.flash = f"Re-run of {run_id} created."
     return redirect(f"/ui/runs/{new_id}")
 

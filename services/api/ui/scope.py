@@ -21,11 +21,14 @@ from litestar.response import Redirect
 
 from ostinato.clock import Clock
 from ostinato.domain import roles
-from ostinato.domain.errors import OstinatoError
+from ostinato.domain.errors import Forbidden, OstinatoError
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.settings import Settings
 from ostinato.stores import api_keys
 from ostinato.telemetry.logging import get_logger
+from ostinato.tenancy import Principal
+from services.api import auditing
+from services.api.auditing import Audit
 from services.api.ui import html
 from services.api.ui.sessions import COOKIE, Session, Sessions
 
@@ -45,8 +48,12 @@ class LoginRequired(Exception):
     """No live session: the page redirects to the login form."""
 
 
-class CsrfRejected(Exception):
-    """A POST without this session's CSRF token."""
+class CsrfRejected(Forbidden):
+    """A POST without this session's CSRF token (or from a session that may not change
+    anything): a 403, recorded in the audit trail as refused."""
+
+    def __init__(self, detail: str = "the form was not sent from this session") -> None:
+        super().__init__(detail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +66,7 @@ class UiScope:
     clock: Clock
     store: EventStore
     settings: Settings
+    audit: Audit  # a form's control action is audited like the API's (services.api.auditing)
 
     @property
     def csrf(self) -> str:
@@ -82,9 +90,13 @@ async def ui_scope(request: Request, sessions: NamedDependency[Sessions]) -> Asy
             sessions.drop(session_id)
             raise LoginRequired
         actor = f"tenant:{owner.tenant_name}" + (f"/{owner.name}" if owner.name else "")
-        yield UiScope(session_id=session_id, session=session, tenant_id=session.tenant_id,
-                      actor=actor, conn=conn, clock=state.clock,
-                      store=state.store, settings=state.settings)
+        caller = Principal(tenant_id=owner.tenant_id, role=roles.canonical(owner.role),
+                           name=owner.tenant_name, key_id=owner.id, key_name=owner.name,
+                           pools=tuple(owner.pools))
+        async with auditing.recorded(conn, request, caller, session.tenant_id) as audit:
+            yield UiScope(session_id=session_id, session=session, tenant_id=session.tenant_id,
+                          actor=actor, conn=conn, clock=state.clock,
+                          store=state.store, settings=state.settings, audit=audit)
 
 
 Ui = NamedDependency[UiScope]
