@@ -271,6 +271,54 @@ CREATE TABLE public.occurrence_skips (
 );
 
 --
+-- Name: operation_failures; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.operation_failures (
+    operation_id uuid NOT NULL,
+    seq integer NOT NULL,
+    item_id uuid NOT NULL,
+    outcome text NOT NULL,
+    detail text NOT NULL,
+    CONSTRAINT operation_failures_outcome_check CHECK ((outcome = ANY (ARRAY['skipped'::text, 'failed'::text])))
+);
+
+--
+-- Name: operation_items; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.operation_items (
+    operation_id uuid NOT NULL,
+    seq integer NOT NULL,
+    item_id uuid NOT NULL
+);
+
+--
+-- Name: operations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.operations (
+    id uuid NOT NULL,
+    tenant_id uuid NOT NULL,
+    kind text NOT NULL,
+    filter json NOT NULL,
+    total integer NOT NULL,
+    "position" integer DEFAULT 0 NOT NULL,
+    done integer DEFAULT 0 NOT NULL,
+    skipped integer DEFAULT 0 NOT NULL,
+    failed integer DEFAULT 0 NOT NULL,
+    state text DEFAULT 'running'::text NOT NULL,
+    actor text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    finished_at timestamp with time zone,
+    cancelled_by text,
+    CONSTRAINT operations_check CHECK ((("position" <= total) AND (((done + skipped) + failed) = "position"))),
+    CONSTRAINT operations_kind_check CHECK ((kind = ANY (ARRAY['cancel'::text, 'retry'::text, 'replay'::text, 'pause'::text]))),
+    CONSTRAINT operations_state_check CHECK ((state = ANY (ARRAY['running'::text, 'completed'::text, 'cancelled'::text]))),
+    CONSTRAINT operations_total_check CHECK ((total >= 0))
+);
+
+--
 -- Name: outbox; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -661,6 +709,27 @@ ALTER TABLE ONLY public.occurrence_skips
     ADD CONSTRAINT occurrence_skips_pkey PRIMARY KEY (job_id, first_slot, reason);
 
 --
+-- Name: operation_failures operation_failures_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.operation_failures
+    ADD CONSTRAINT operation_failures_pkey PRIMARY KEY (operation_id, seq);
+
+--
+-- Name: operation_items operation_items_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.operation_items
+    ADD CONSTRAINT operation_items_pkey PRIMARY KEY (operation_id, seq);
+
+--
+-- Name: operations operations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.operations
+    ADD CONSTRAINT operations_pkey PRIMARY KEY (id);
+
+--
 -- Name: outbox outbox_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -838,6 +907,18 @@ CREATE INDEX jobs_next_due ON public.jobs USING btree (next_run_at) WHERE ((stat
 CREATE INDEX jobs_tenant_created ON public.jobs USING btree (tenant_id, created_at DESC, id);
 
 --
+-- Name: operations_of_tenant; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX operations_of_tenant ON public.operations USING btree (tenant_id, created_at DESC, id DESC);
+
+--
+-- Name: operations_running; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX operations_running ON public.operations USING btree (created_at, id) WHERE (state = 'running'::text);
+
+--
 -- Name: run_signals_pending; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -956,6 +1037,20 @@ CREATE TRIGGER events_append_only BEFORE DELETE OR UPDATE ON public.events FOR E
 --
 
 CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON public.events FOR EACH STATEMENT EXECUTE FUNCTION public.refuse_event_mutation();
+
+--
+-- Name: operation_failures operation_failures_operation_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.operation_failures
+    ADD CONSTRAINT operation_failures_operation_id_fkey FOREIGN KEY (operation_id) REFERENCES public.operations(id) ON DELETE CASCADE;
+
+--
+-- Name: operation_items operation_items_operation_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.operation_items
+    ADD CONSTRAINT operation_items_operation_id_fkey FOREIGN KEY (operation_id) REFERENCES public.operations(id) ON DELETE CASCADE;
 
 --
 -- PostgreSQL database dump complete

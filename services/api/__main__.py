@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from ostinato.eventlog.store import EventStore
+from ostinato.operations import work
+from ostinato.runtime.duties import Duty
 from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service, run_service, run_until_stopped
 from services.api.app import create_app
@@ -13,7 +15,12 @@ async def amain() -> None:
     service = Service("api")
     await service.connect_database()
     store = EventStore(service.clock, service.settings.topics)
-    app = create_app(service, store)
+    pool, batch = service.pool, service.settings.operation_batch_size
+    # Bulk operations (POST /v1/operations): a batch per tick, resumed after a restart.
+    operations = service.add_duty(Duty(
+        "operations", 1.0, lambda now: work.work_once(pool, store, service.clock, batch),
+        batch=batch))
+    app = create_app(service, store, wake_operations=operations.wake)
     server = HttpServer(app, service.settings.api_host, service.settings.api_port)
     await server.start()
     service.log.info("listening", url=f"http://{service.settings.api_host}:{server.port}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from litestar import Litestar
@@ -31,6 +32,7 @@ from services.api import (
     job_ledger,
     kafka_access,
     keys,
+    operations,
     tasks,
     ui,
     workflows,
@@ -56,7 +58,8 @@ def swagger_ui() -> SwaggerRenderPlugin:
         favicon=f"<link rel='icon' type='image/png' href='{SWAGGER_ASSETS}/favicon-32x32.png'>")
 
 
-def create_app(service: Service, store: EventStore) -> Litestar:
+def create_app(service: Service, store: EventStore,
+               wake_operations: Callable[[], None] | None = None) -> Litestar:
     app = Litestar(
         route_handlers=[
             *ROUTES,
@@ -71,6 +74,7 @@ def create_app(service: Service, store: EventStore) -> Litestar:
             *job_ledger.ROUTES,
             *kafka_access.ROUTES,
             *audit.ROUTES,
+            *operations.ROUTES,
             *ui.routes(),  # the web UI under /ui (docs/UI.md)
             *ops_route_handlers(lambda: service.readiness(kafka=True)),
             create_static_files_router(SWAGGER_ASSETS, [SWAGGER_UI_DIR], name="swagger-assets"),
@@ -91,6 +95,7 @@ def create_app(service: Service, store: EventStore) -> Litestar:
         ),
         logging_config=None,  # logging is configured once, by telemetry.logging
         state=State({"pool": service.pool, "store": store, "clock": service.clock,
+                     "wake_operations": wake_operations,
                      "settings": service.settings,
                      "rate_limits": KeyRateLimits(service.clock, Rate(
                          service.settings.api_rate_per_second, service.settings.api_burst))}),

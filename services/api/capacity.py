@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 import asyncpg
 import msgspec
@@ -52,13 +52,19 @@ async def list_pools(request: Request, caller: Caller) -> dict[str, list[PoolVie
     """Each pool's capacity, pauses and load per priority class: the caller's own runs (every
     tenant's, for the admin)."""
     s = app_state(request)
-    mine = caller.tenant_id
     async with s.pool.acquire() as conn:
-        capacity = await registry.live_capacity(
-            conn, s.clock.db_now(), timedelta(seconds=s.settings.worker_ttl_seconds))
-        waiting = await limits.waiting_load(conn)
-        in_flight = await limits.in_flight(conn)
-        pauses = await limits.pool_controls(conn, mine)
+        return {"items": await pool_views(conn, s, caller.tenant_id)}
+
+
+async def pool_views(conn: asyncpg.Connection, s: Any,
+                     mine: uuid.UUID | None) -> list[PoolView]:
+    """GET /v1/pools (and the web UI's pools page): `s` the app state, `mine` the tenant (None:
+    every tenant, for the admin)."""
+    capacity = await registry.live_capacity(
+        conn, s.clock.db_now(), timedelta(seconds=s.settings.worker_ttl_seconds))
+    waiting = await limits.waiting_load(conn)
+    in_flight = await limits.in_flight(conn)
+    pauses = await limits.pool_controls(conn, mine)
     now = s.clock.now()
     views = []
     for pool in s.settings.pool_names:
@@ -83,7 +89,7 @@ async def list_pools(request: Request, caller: Caller) -> dict[str, list[PoolVie
             own_slots=sum(c.slots for c in capacity if c.pool == pool and c.tenant_id is not None
                           and (mine is None or c.tenant_id == mine)),
             classes=classes))
-    return {"items": views}
+    return views
 
 
 async def _pause(request: Request, pool: str, caller: Principal, paused: bool,

@@ -58,6 +58,14 @@ async def pipeline(ctx: WorkflowContext, payload: dict) -> dict:
     return {"total": total}
 
 
+@workflow("ui.waiter")
+async def waiter(ctx: WorkflowContext, payload: dict) -> dict:
+    await ctx.sleep(0.2)  # a timer
+    approval = await ctx.wait_for_signal("approve")
+    child = await ctx.child("greet", {"who": approval["by"]})
+    return {"approved_by": approval["by"], "child": child}
+
+
 @dataclass
 class World:
     cluster: Cluster
@@ -128,7 +136,8 @@ async def world(template_db: str, tmp_path_factory: pytest.TempPathFactory
                               "schedule": {"cron": "30 2 * * *", "timezone": "Europe/Berlin"}})
         other_job = await job({"name": "theirs", "task": "greet"}, other)
         flow_job = await job({"name": "pipeline", "task": "ui.pipeline", "payload": {"n": 4}})
-        worker = Worker(cluster.gateway_url, keys["acme"], [greet, boom, pipeline], concurrency=4,
+        worker = Worker(cluster.gateway_url, keys["acme"], [greet, boom, pipeline, waiter],
+                        concurrency=4,
                         claim_wait_seconds=1, shutdown_grace_seconds=5)
         running = asyncio.create_task(worker.run())
         try:
@@ -253,6 +262,10 @@ async def test_every_page_loads_without_console_errors(tab: Tab, world: World) -
         ("job", f"/ui/jobs/{world.cron_job}", "table.upcoming"),
         ("dead-letters", "/ui/dead-letters", "table.letters"),
         ("dead-letter", f"/ui/dead-letters/{world.boom_run}", "form.replay"),
+        ("operations", "/ui/operations", "h1"),
+        ("pools", "/ui/pools", "table.classes"),
+        ("workers", "/ui/workers", "table.workers"),
+        ("keys", "/ui/keys", "table.keys"),
     ]
     for name, path, selector in pages:
         r = await tab.goto(path)
@@ -522,3 +535,201 @@ async def test_the_audit_page_lists_control_actions_with_filters(tab: Tab, world
     await tab.login(viewer)
     r = await tab.goto("/ui/audit")
     assert r.status == 403
+
+
+async def test_a_bulk_cancel_by_filter_through_the_ui(tab: Tab, world: World) -> None:
+    """More matching runs than a page holds: the offer counts them all, the confirmation names
+    the count, and the tracked operation cancels every one (and nothing else) while its page
+    shows progress."""
+    n = 120  # more than the page of 50
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=30) as api:
+        r = await api.post("/v1/jobs/batch", json={"jobs": [
+            {"name": f"bulk-ui-{i}", "task": "bulk.ui"} for i in range(n)]}, headers=world.h())
+        assert r.status_code == 200, r.text
+
+        async def count(kind: str, f: dict[str, Any]) -> int:
+            r = await api.post("/v1/operations", json={"kind": kind, "filter": f,
+                                                       "dry_run": True}, headers=world.h())
+            assert r.status_code == 200, r.text
+            return r.json()["count"]
+
+        await until(lambda: _equals(count("cancel", {"task": "bulk.ui"}), n),
+                    f"{n} unfinished runs of bulk.ui")  # no worker serves bulk.ui
+        other_before = (await api.get(f"/v1/runs/{world.other_run}",
+                                      headers=world.h(world.other_key))).json()["state"]
+        await tab.login(world.key)
+        await tab.goto("/ui/runs?task=bulk.ui")
+        offer = tab.text("a.bulk[data-kind=cancel]")
+        assert await offer.inner_text() == f"Cancel all {n} runs matching…"
+        await tab.shot("bulk-offer")
+        await offer.click()
+        await tab.page.wait_for_url("**/ui/operations/new?*")
+        assert await tab.text("#confirm-count").inner_text() == f"{n} runs"
+        await tab.shot("bulk-confirm")
+        await tab.page.click("#confirm")
+        await tab.page.wait_for_url("**/ui/operations/*-*")
+        await tab.text("p.flash").get_by_text(f"Cancel of {n} runs started.").wait_for()
+        await tab.text(".progress[data-state=completed]").wait_for()  # polled, every second
+        assert await tab.text("#op-done").inner_text() == str(n)
+        await tab.shot("operation")
+        assert await count("cancel", {"task": "bulk.ui"}) == 0
+        assert await count("retry", {"task": "bulk.ui", "states": ["cancelled"]}) == n
+        assert (await api.get(f"/v1/runs/{world.other_run}",
+                              headers=world.h(world.other_key))).json()["state"] == other_before
+        [op] = [o for o in (await api.get("/v1/operations", headers=world.h())).json()["items"]
+                if o["filter"] == {"task": "bulk.ui"}]
+        assert (op["state"], op["done"], op["actor"]) == ("completed", n, "tenant:acme")
+        await tab.goto("/ui/runs?task=bulk.ui")
+        assert await tab.text("a.bulk[data-kind=cancel]").count() == 0  # nothing left to cancel
+        await tab.goto("/ui/operations")
+        await tab.text("table.operations").wait_for()
+        assert tab.errors == []
+
+
+async def _equals(value: Any, expected: Any) -> bool:
+    return await value == expected
+
+
+async def test_a_workflows_timers_signals_and_children_are_shown(tab: Tab, world: World) -> None:
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        r = await api.post("/v1/jobs", json={"name": "waiter", "task": "ui.waiter"},
+                           headers=world.h())
+        assert r.status_code == 201, r.text
+        run = await one_run(api, world.h(), r.json()["id"])
+
+        async def waits_for_signal() -> bool:
+            got = (await api.get(f"/v1/runs/{run}", headers=world.h())).json()
+            return got["state"] == "suspended" and "approve" in (got["waiting_reason"] or "")
+        await until(waits_for_signal, "the workflow waits for its signal")
+        await tab.login(world.key)
+        await tab.goto(f"/ui/runs/{run}")
+        await tab.text("table.timers").wait_for()
+        assert "not yet" not in await tab.text("body").inner_text()  # no signal received yet
+        r = await api.post(f"/v1/runs/{run}/signals/approve", json={"by": "ops"},
+                           headers=world.h())
+        assert r.status_code == 202, r.text
+        await until(lambda: _equals(_state(api, world, run), "succeeded"), "the workflow ends")
+    await tab.goto(f"/ui/runs/{run}")
+    timer = await tab.text("table.timers tbody tr").all_inner_texts()
+    assert len(timer) == 1 and "UTC" in timer[0] and "waiting" not in timer[0]
+    [signal] = await tab.text("table.signals tbody tr").all_inner_texts()
+    assert signal.startswith("approve") and '"by": "ops"' in signal
+    assert "tenant:acme" in signal
+    [child] = await tab.text("table.children tbody tr").all_inner_texts()
+    assert "greet" in child and "succeeded" in child and "yes" in child
+    steps = (await api_get(world, f"/v1/runs/{run}/steps"))["items"]
+    signal_step = next(s["seq"] for s in steps if s["name"].startswith("signal"))
+    assert f"\t{signal_step}\t" in signal
+    await tab.text("table.timers").scroll_into_view_if_needed()
+    await tab.shot("workflow-run")
+    assert tab.errors == []
+
+
+async def _state(api: httpx.AsyncClient, world: World, run: str) -> str:
+    return (await api.get(f"/v1/runs/{run}", headers=world.h())).json()["state"]
+
+
+async def test_the_pools_page_shows_slots_and_the_tenants_queue_per_class(
+        tab: Tab, world: World) -> None:
+    pools = (await api_get(world, "/v1/pools"))["items"]
+    await tab.login(world.key)
+    await tab.goto("/ui/pools")
+    sections = tab.text("section.pool")
+    assert await sections.count() == len(pools)
+    default = next(p for p in pools if p["name"] == "default")
+    first = tab.text("section.pool[data-pool=default]")
+    slots = default["shared_slots"] + default["own_slots"]
+    assert f"{slots} live slots" in await first.inner_text()
+    classes = await first.locator("table.classes tbody tr td:first-child").all_inner_texts()
+    assert classes == list(default["classes"])
+    await tab.shot("pools")
+    await tab.page.select_option("#f-priority", "bulk")
+    await tab.page.click("form.filters button[type=submit]")
+    await tab.page.wait_for_url("**/ui/pools?*priority=bulk*")
+    assert await first.locator("table.classes tbody tr td:first-child").all_inner_texts() == [
+        "bulk"]
+    await first.locator("button:text('Pause my queue')").click()
+    await tab.text("p.flash").get_by_text("Your queue in pool default is paused.").wait_for()
+    assert next(p for p in (await api_get(world, "/v1/pools"))["items"]
+                if p["name"] == "default")["queue_paused"]
+    await tab.text("section.pool[data-pool=default] button:text('Resume my queue')").click()
+    await tab.text("p.flash").get_by_text("is resumed").wait_for()
+    assert not next(p for p in (await api_get(world, "/v1/pools"))["items"]
+                    if p["name"] == "default")["queue_paused"]
+    assert tab.errors == []
+
+
+async def test_the_workers_page_lists_the_tenants_workers_and_filters_them(
+        tab: Tab, world: World) -> None:
+    workers = (await api_get(world, "/v1/workers"))["items"]
+    assert workers
+    await tab.login(world.key)
+    await tab.goto("/ui/workers")
+    rows = tab.text("table.workers tbody tr")
+    assert await rows.count() == len(workers)
+    assert workers[0]["worker_id"] in await tab.text("table.workers").inner_text()
+    await tab.shot("workers")
+    await tab.page.fill("input[name=task]", "ui.pipeline")
+    await tab.page.click("form.filters button[type=submit]")
+    await tab.page.wait_for_url("**/ui/workers?*task=ui.pipeline*")
+    assert await rows.count() == len([w for w in workers if "ui.pipeline" in w["versions"]])
+    await tab.page.fill("input[name=task]", "no.such.task")
+    await tab.page.click("form.filters button[type=submit]")
+    await tab.text("p.empty").get_by_text("No workers match.").wait_for()
+    assert tab.errors == []
+
+
+async def test_keys_are_listed_issued_rotated_and_revoked_by_an_operator(
+        tab: Tab, world: World) -> None:
+    await tab.login(world.key)
+    await tab.goto("/ui/keys")
+    await tab.text("table.keys").wait_for()
+    await tab.page.fill("#key-name", "dashboard")
+    await tab.page.select_option("form.issue select[name=role]", "viewer")
+    await tab.page.click("form.issue button[type=submit]")
+    secret = await tab.text("#new-key").inner_text()
+    assert secret.startswith("ost_")
+    listed = (await api_get(world, "/v1/keys"))["keys"]
+    [made] = [k for k in listed if k["name"] == "dashboard"]
+    assert made["role"] == "viewer" and made["active"]
+    await tab.goto("/ui/keys")
+    assert secret not in await tab.page.content()  # shown once
+    # the tenant's one operator key may be rotated, not revoked (the API would refuse: 409)
+    operator = tab.text("table.keys tbody tr:has(td:nth-child(2):text-is('operator'))")
+    assert await operator.locator("button:text('Rotate')").count() == 1
+    assert await operator.locator("button:text('Revoke')").count() == 0
+    await tab.shot("keys")
+    row = tab.text("table.keys tbody tr:has(.key-name:text-is('dashboard'))")
+    await row.locator("button:text('Rotate')").click()
+    rotated = await tab.text("#new-key").inner_text()
+    assert rotated.startswith("ost_") and rotated != secret
+    await tab.goto("/ui/keys?role=viewer")  # the new key, and the old one in its hour of grace
+    viewers = await tab.text("table.keys tbody tr").all_inner_texts()
+    assert len(viewers) == 2 and "rotating until" in viewers[1] and "rotating" not in viewers[0]
+    await tab.goto("/ui/keys?role=operator")
+    assert "dashboard" not in await tab.text("table.keys").inner_text()
+    # a viewer's session is not offered key management, nor any bulk action
+    viewer_tab = Tab(await tab.page.context.new_page(), tab.base)
+    try:
+        await tab.page.context.clear_cookies()
+        await viewer_tab.login(rotated)
+        assert await viewer_tab.text("nav a:text('Keys')").count() == 0
+        r = await viewer_tab.goto("/ui/keys")
+        assert r.status == 403
+        await viewer_tab.goto("/ui/dead-letters")
+        assert await viewer_tab.text("a.bulk").count() == 0
+    finally:
+        await viewer_tab.page.close()
+    await tab.login(world.key)
+    await tab.goto("/ui/keys")
+    tab.page.remove_listener("dialog", tab._dialog)
+    tab.page.once("dialog", lambda d: asyncio.ensure_future(d.accept()))
+    await tab.text("table.keys tbody tr:has(.key-name:text-is('dashboard'))").first.locator(
+        "button:text('Revoke')").click()  # the newest first: the rotated key
+    await tab.text("p.flash").get_by_text("Key dashboard revoked.").wait_for()
+    dashboards = [k for k in (await api_get(world, "/v1/keys"))["keys"]
+                  if k["name"] == "dashboard"]
+    assert [k["active"] for k in dashboards] == [False, True]  # the old one: until its grace ends
+    await tab.goto("/ui/keys?show=all&role=viewer")
+    assert "revoked" in (await tab.text("table.keys tbody tr").all_inner_texts())[0]
+    assert tab.errors == []

@@ -11,10 +11,12 @@ import os
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ostinato.client import AsyncClient
+from ostinato.clock import SystemClock
 
 from .conftest import ADMIN
 
@@ -201,3 +203,54 @@ async def test_the_admin_commands_keep_their_arguments(tmp_path: Path) -> None:
     assert "catalogue.json is current" in out
     code, out, _ = await cli(tmp_path, "workflows", "check", "--help")
     assert code == 0 and "--all-versions" in out and "--timeout" in out
+
+
+async def test_a_bulk_verb_over_more_than_a_page_runs_as_a_tracked_operation(
+        api_url: str, pool: Any, tmp_path: Path) -> None:
+    """150 matching runs (more than the client's page of 100): the CLI counts them with a dry
+    run of POST /v1/operations, asks, starts one operation and follows it to the end (the
+    api's duty, run here beside the in-process api), instead of 150 calls of its own."""
+    from ostinato.operations import work
+
+    from .helpers import store
+    from .test_operations import runs_of
+
+    async with AsyncClient(api_url, ADMIN) as admin:
+        created = await admin.tenants.create(f"t-{uuid.uuid4().hex[:8]}")
+    env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": created.api_key}
+    await runs_of(pool, created.id, "many", 150)
+    await runs_of(pool, created.id, "few", 3)
+
+    code, out, err = await cli(tmp_path, "runs", "cancel", "--task", "many", "--dry-run",
+                               "-o", "json", env=env)
+    assert code == 0, err
+    assert json.loads(out)["count"] == 150 and "150 runs selected (more than a page" in err
+    code, _, err = await cli(tmp_path, "runs", "cancel", "--task", "many", env=env, stdin="n\n")
+    assert code == 1 and "Cancel 150 runs?" in err
+
+    stop = asyncio.Event()
+
+    async def duty() -> None:  # what the api process runs as its `operations` duty
+        while not stop.is_set():
+            if not await work.work_once(pool, store(), SystemClock()):
+                await asyncio.sleep(0.05)
+
+    worker = asyncio.create_task(duty())
+    try:
+        code, out, err = await cli(tmp_path, "runs", "cancel", "--task", "many", "--yes",
+                                   "-o", "json", env=env)
+    finally:
+        stop.set()
+        await worker
+    assert code == 0, err
+    assert "cancelled 150 of 150 runs (0 skipped, 0 failed)" in err
+    op = json.loads(out)
+    assert (op["state"], op["done"], op["filter"]["task"]) == ("completed", 150, "many")
+    async with AsyncClient(api_url, created.api_key) as client:
+        got = {}
+        async for r in client.runs.list():
+            got[r.task, r.state] = got.get((r.task, r.state), 0) + 1
+    assert got == {("many", "cancelled"): 150, ("few", "scheduled"): 3}
+    # a page or less: item by item, as before
+    code, _, err = await cli(tmp_path, "runs", "cancel", "--task", "few", "--yes", env=env)
+    assert code == 0 and "cancelled 3 of 3 runs" in err, err

@@ -16,6 +16,7 @@ from ostinato.stores import (
     jobs,
     ledger,
     limits,
+    operations,
     runs,
     signals,
     steps,
@@ -88,6 +89,11 @@ ROW_OF = {
     (ledger, "ledger_skips_of_job"): ledger.LedgerSkip,
     (audit, "list_audit"): audit.AuditRow,
     (audit, "list_audit_all"): audit.AuditRow,
+    (operations, "operation_by_id"): operations.OperationRow,
+    (operations, "list_operations"): operations.OperationRow,
+    (operations, "claim_running_operation"): operations.OperationRow,
+    (operations, "operation_items_after"): operations.Item,
+    (operations, "operation_failures_of"): operations.Failure,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
 SCALAR = {
@@ -98,12 +104,18 @@ SCALAR = {
     (signals, "database_now"), (runs, "overdue_wakeups"),
     (runs, "active_children"), (runs, "pausable_runs"), (steps, "undone_by_set_aside"),
     (ledger, "ledger_findings_recorded"), (audit, "record_audit"),
+    (operations, "insert_operation"), (operations, "set_operation_total"),
+    (operations, "count_runs_matching"), (operations, "select_run_items"),
+    (operations, "count_letters_matching"), (operations, "select_letter_items"),
+    (operations, "count_jobs_matching"), (operations, "select_job_items"),
+    (operations, "record_operation_failures"), (operations, "advance_operation"),
+    (operations, "cancel_operation"),
 }
 
 
 def test_every_store_query_is_accounted_for() -> None:
     stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps, signals,
-              task_schemas, ledger, api_keys, audit)
+              task_schemas, ledger, api_keys, audit, operations)
     named = {(store, name) for store in stores for name in store.Q}
     assert named == set(ROW_OF) | SCALAR
 

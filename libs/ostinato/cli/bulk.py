@@ -10,11 +10,18 @@ are acted on one call each, with a progress bar on stderr when it is a terminal;
 API refuses (a run that finished meanwhile) is reported and the rest go on, and then the exit
 code is 1. With -o json or jsonl the API's answers (the new runs of a retry or replay, the
 states after a cancel) are printed; in a table, only for one item named by id.
+
+A filter that matches more than a page (`PAGE`) is not listed and acted on item by item from
+here: `operation` counts it with a dry run of POST /v1/operations, asks, and starts a tracked
+operation the api works through (the selection frozen on the server, no page cap, resumed if
+the api restarts), following its progress. Interrupting the CLI does not stop it: `ostinato`
+prints the operation's id, and POST /v1/operations/{id}/cancel does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import typer
@@ -22,9 +29,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from ostinato.cli.context import Output, stderr
 from ostinato.cli.output import Column, emit, emit_many
-from ostinato.client import ApiError
+from ostinato.client import ApiError, Client
 
 T = TypeVar("T")
+PAGE = 100  # the client's page: more matches than this go to the operations API
+POLL_SECONDS = 0.5
 
 
 def apply(items: Sequence[T], *, noun: str, verb: str, done: str, act: Callable[[T], Any],
@@ -69,3 +78,45 @@ def apply(items: Sequence[T], *, noun: str, verb: str, done: str, act: Callable[
         emit(output, answers[0])
     if failed:
         raise typer.Exit(1)
+
+
+def operation(client: Client, kind: str, filters: Mapping[str, object], *, noun: str,
+              verb: str, done: str, output: Output, yes: bool, dry_run: bool) -> bool:
+    """The bulk verb as a tracked operation when the filter matches more than a page; False
+    (nothing done, nothing printed) when it matches a page or less."""
+    n = client.operations.count(kind, **filters)
+    if n <= PAGE:
+        return False
+    err = stderr()
+    nouns = f"{n:,} {noun}s"
+    err.print(f"{nouns} selected (more than a page: one tracked operation on the server)",
+              markup=False)
+    if dry_run:
+        err.print(f"dry run: nothing {done}", markup=False)
+        if output is not Output.table:
+            emit(output, {"kind": kind, "filter": dict(filters), "count": n, "dry_run": True})
+        return True
+    if not yes and not typer.confirm(f"{verb.capitalize()} {nouns}?", err=True):
+        err.print("aborted: nothing changed", markup=False)
+        raise typer.Exit(1)
+    op = client.operations.start(kind, **filters)
+    err.print(f"operation {op.id}: {op.total:,} {noun}s", markup=False)
+    progress = Progress(TextColumn(f"{noun}s"), BarColumn(), MofNCompleteColumn(),
+                        console=err, transient=True, disable=not err.is_terminal)
+    with progress:
+        task = progress.add_task(done, total=op.total)
+        while op.state == "running":
+            time.sleep(POLL_SECONDS)
+            op = client.operations.get(op.id)
+            progress.update(task, completed=op.processed)
+    err.print(f"{done} {op.done:,} of {op.total:,} {noun}s ({op.skipped:,} skipped, "
+              f"{op.failed:,} failed){'; stopped: ' + op.state if op.state != 'completed' else ''}",
+              markup=False)
+    for f in op.failures or []:
+        if f.outcome == "failed":
+            err.print(f"  {f.item_id}: {f.detail}", markup=False)
+    if output is not Output.table:
+        emit(output, op)
+    if op.failed or op.state != "completed":
+        raise typer.Exit(1)
+    return True

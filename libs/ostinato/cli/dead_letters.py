@@ -108,8 +108,16 @@ def replay(ctx: typer.Context, run_ids: Ids = None,
            older_than: OlderOpt = None, select_all: AllOpt = False, yes: YesOpt = False,
            dry_run: DryRunOpt = False, output: OutputOpt = None) -> None:
     """Re-run dead letters as new linked runs (audited), optionally with a fixed payload."""
-    client, letters = _select(ctx, run_ids, _filters(job, error_type, triage_state,
-                                                     older_than), select_all)
+    where = _filters(job, error_type, triage_state, older_than)
+    if not run_ids and payload is None and request_key is None and older_than is None:
+        need_selection([], bool(where), select_all,
+                       "--job, --error-type, --triage-state or --older-than")
+        g = state(ctx)
+        if bulk.operation(g.client(), "replay", where, noun="dead letter", verb="replay",
+                          done="replayed", output=g.output_for(output), yes=yes,
+                          dry_run=dry_run):
+            return
+    client, letters = _select(ctx, run_ids, where, select_all)
     key = request_key or f"cli-{uuid.uuid4().hex}"
     fixed: Any = json_value(payload, "--payload") if payload is not None else None
     kwargs: dict[str, Any] = {"request_key": key}

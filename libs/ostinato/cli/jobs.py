@@ -147,6 +147,14 @@ def pause(ctx: typer.Context, job_ids: Ids = None, status: StatusOpt = None,
           reason: Annotated[str | None, typer.Option(help="recorded with the pause")] = None,
           yes: YesOpt = False, dry_run: DryRunOpt = False, output: OutputOpt = None) -> None:
     """Stop jobs creating runs until resumed; missed slots are decided on resume."""
+    if not job_ids and name is None and reason is None and status in (None, "active"):
+        need_selection([], any(v is not None for v in (status, task)), select_all,
+                       "--status, --task or --name")
+        g = state(ctx)
+        if bulk.operation(g.client(), "pause", {"task": task}, noun="job", verb="pause",
+                          done="paused", output=g.output_for(output), yes=yes,
+                          dry_run=dry_run):
+            return
     _bulk(ctx, job_ids, status, task, name, select_all, verb="pause", done="paused",
           act=lambda c, j: c.jobs.pause(j.id, reason=reason), yes=yes, dry_run=dry_run,
           output=output)

@@ -120,12 +120,32 @@ def _select(ctx: typer.Context, ids: list[str] | None, job: str | None,
     return client, list(matching(client, job, wanted, task))
 
 
+def _as_operation(ctx: typer.Context, kind: str, ids: list[str] | None, job: str | None,
+                  given: list[str] | None, task: str | None, select_all: bool,
+                  default: Sequence[str], **how: Any) -> bool:
+    """A filter matching more than a page: done as a tracked operation (bulk.operation)."""
+    if ids:
+        return False
+    need_selection([], any(v for v in (job, given, task)), select_all,
+                   "--state, --job or --task")
+    g = state(ctx)
+    wanted = states(given) if given else list(default)
+    filters = {"states": wanted, "job_id": job, "task": task}
+    return bulk.operation(g.client(), kind, filters, noun="run", yes=how["yes"],
+                          dry_run=how["dry_run"], verb=how["verb"], done=how["done"],
+                          output=g.output_for(how["output"]))
+
+
 @app.command()
 def cancel(ctx: typer.Context, run_ids: Ids = None, state_: StatesOpt = None,
            job: JobOpt = None, task: TaskOpt = None, select_all: AllOpt = False,
            yes: YesOpt = False, dry_run: DryRunOpt = False, output: OutputOpt = None) -> None:
     """Cancel runs: waiting ones at once, running ones at their next safe point. Filters
     select among unfinished runs unless --state says otherwise."""
+    if _as_operation(ctx, "cancel", run_ids, job, state_, task, select_all,
+                     ALIASES["unfinished"], verb="cancel", done="cancelled", yes=yes,
+                     dry_run=dry_run, output=output):
+        return
     client, runs = _select(ctx, run_ids, job, state_, task, select_all,
                            ALIASES["unfinished"])
     bulk.apply(runs, noun="run", verb="cancel", done="cancelled",
@@ -140,6 +160,9 @@ def retry(ctx: typer.Context, run_ids: Ids = None, state_: StatesOpt = None,
           yes: YesOpt = False, dry_run: DryRunOpt = False, output: OutputOpt = None) -> None:
     """Re-run failed, cancelled or dead-lettered runs as new linked runs. Filters select
     dead-lettered runs unless --state says otherwise."""
+    if _as_operation(ctx, "retry", run_ids, job, state_, task, select_all, ("dead_lettered",),
+                     verb="retry", done="retried", yes=yes, dry_run=dry_run, output=output):
+        return
     client, runs = _select(ctx, run_ids, job, state_, task, select_all, ("dead_lettered",))
     bulk.apply(runs, noun="run", verb="retry", done="retried",
                act=lambda r: client.runs.retry(r.id), key=lambda r: str(r.id),

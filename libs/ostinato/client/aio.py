@@ -50,6 +50,7 @@ class AsyncClient:
         self.tenants = Tenants(self)
         self.keys = Keys(self)
         self.audit = Audit(self)
+        self.operations = Operations(self)
 
     @classmethod
     def from_profile(cls, profile: str | None = None, **kwargs: Any) -> AsyncClient:
@@ -317,3 +318,29 @@ class Audit(_Resource):
         """Control actions, newest first (operator or admin key). Filters: action, key_id,
         target_kind, target_id, request_id; `since` inclusive, `until` exclusive."""
         return self._c.iterate(c.list_audit(filters, since, until, page_size))
+
+
+class Operations(_Resource):
+    """Bulk actions by query with no page cap (docs/OPERATIONS.md): `kind` cancel or retry
+    (runs: states, job_id, task, pool, since, until), replay (dead letters: job_id, error_type,
+    triage_state) or pause (jobs: task, pool)."""
+
+    async def count(self, kind: str, **filters: Any) -> int:
+        """How many items the operation would act on now (a dry run: nothing is written)."""
+        return (await self._c.send(c.count_operation(kind, filters))).count
+
+    async def start(self, kind: str, **filters: Any) -> m.OperationView:
+        """Freeze the selection and start working through it (the api does, in batches)."""
+        return await self._c.send(c.start_operation(kind, filters))
+
+    async def get(self, op_id: Id) -> m.OperationView:
+        return await self._c.send(c.get_operation(op_id))
+
+    def list(self, *, state: str | None = None,
+             page_size: int = PAGE) -> AsyncIterator[m.OperationView]:
+        """Newest first, every page (lazily)."""
+        return self._c.iterate(c.list_operations(state, page_size))
+
+    async def cancel(self, op_id: Id) -> m.OperationView:
+        """Stop after the batch in hand; what was done stays done."""
+        return await self._c.send(c.cancel_operation(op_id))

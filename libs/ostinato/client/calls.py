@@ -381,3 +381,32 @@ def list_audit(filters: Mapping[str, Any], since: datetime | None, until: dateti
     first: Call[m.AuditPage] = Call("GET", "/v1/audit", m.AuditPage, params=params)
     return Paged(first, lambda p: p.items,
                  lambda p: {"cursor": p.next_cursor} if p.next_cursor else None)
+
+
+# Bulk operations by query (POST /v1/operations)
+
+def count_operation(kind: str, filters: Mapping[str, Any]) -> Call[m.OperationCountView]:
+    return Call("POST", "/v1/operations", m.OperationCountView, body=_json(
+        {"kind": kind, "filter": _drop_none(**filters), "dry_run": True}))
+
+
+def start_operation(kind: str, filters: Mapping[str, Any]) -> Call[m.OperationView]:
+    return Call("POST", "/v1/operations", m.OperationView, body=_json(
+        {"kind": kind, "filter": _drop_none(**filters)}))
+
+
+def get_operation(op_id: Id) -> Call[m.OperationView]:
+    return Call("GET", f"/v1/operations/{op_id}", m.OperationView)
+
+
+def list_operations(state: str | None,
+                    page_size: int) -> Paged[m.OperationView, CursorPage[m.OperationView]]:
+    first: Call[CursorPage[m.OperationView]] = Call(
+        "GET", "/v1/operations", CursorPage[m.OperationView],
+        params={"state": state, "limit": page_size})
+    return Paged(first, lambda p: p.items,
+                 lambda p: {"cursor": p.next_cursor} if p.next_cursor else None)
+
+
+def cancel_operation(op_id: Id) -> Call[m.OperationView]:
+    return Call("POST", f"/v1/operations/{op_id}/cancel", m.OperationView)

@@ -578,3 +578,60 @@ class AuditEntryView(msgspec.Struct):
 class AuditPage(msgspec.Struct, kw_only=True):
     items: list[AuditEntryView]
     next_cursor: str | None = None
+
+
+# Bulk actions by query, as tracked operations (POST /v1/operations, docs/OPERATIONS.md)
+
+OPERATION_KINDS: tuple[str, ...] = ("cancel", "retry", "replay", "pause")
+
+
+class OperationFilter(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
+    """What an operation acts on. cancel and retry select runs (`states`, `job_id`, `task`,
+    `pool`, scheduled for in [`since`, `until`)); replay selects dead letters (`job_id`,
+    `error_type`, `triage_state`); pause selects active jobs (`task`, `pool`). A field another
+    kind's selection has is refused (400), never ignored."""
+    states: Annotated[list[str], msgspec.Meta(max_length=len(RUN_STATES))] | None = None
+    job_id: uuid.UUID | None = None
+    task: Annotated[str, msgspec.Meta(max_length=200)] | None = None
+    pool: Annotated[str, msgspec.Meta(max_length=200)] | None = None
+    since: Annotated[datetime, msgspec.Meta(tz=True)] | None = None
+    until: Annotated[datetime, msgspec.Meta(tz=True)] | None = None
+    error_type: Annotated[str, msgspec.Meta(max_length=200)] | None = None
+    triage_state: Literal["new", "acknowledged", "fixed", "wont_fix"] | None = None
+
+
+class OperationRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    kind: Literal["cancel", "retry", "replay", "pause"]
+    filter: OperationFilter = msgspec.field(default_factory=OperationFilter)
+    dry_run: bool = False  # only count what the filter selects; nothing is written
+
+
+class OperationCountView(msgspec.Struct, kw_only=True):
+    """A dry run's answer: how many items the operation would act on."""
+    kind: str
+    filter: dict[str, Any]
+    count: int
+    dry_run: bool = True
+
+
+class OperationFailureView(msgspec.Struct, kw_only=True):
+    item_id: uuid.UUID
+    outcome: str  # skipped (no longer applicable: a run finished meanwhile) | failed
+    detail: str
+
+
+class OperationView(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    kind: str
+    filter: dict[str, Any]
+    state: str  # running | completed | cancelled
+    total: int  # the selection, frozen when the operation was created
+    processed: int  # done + skipped + failed
+    done: int
+    skipped: int
+    failed: int
+    actor: str
+    created_at: datetime
+    finished_at: datetime | None
+    cancelled_by: str | None = None
+    failures: list[OperationFailureView] | None = None  # GET /v1/operations/{id}: the first 100

@@ -53,6 +53,7 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.stores", "task_schemas.sql"),
     ("ostinato.stores", "ledger.sql"),
     ("ostinato.stores", "audit.sql"),
+    ("ostinato.stores", "operations.sql"),
 ]
 
 

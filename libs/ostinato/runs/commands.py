@@ -14,7 +14,13 @@ from ostinato import outcomes
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.domain import ids
-from ostinato.domain.errors import InvalidInput, InvalidState, NotFound, PayloadTooLarge
+from ostinato.domain.errors import (
+    InvalidInput,
+    InvalidState,
+    NotFound,
+    OstinatoError,
+    PayloadTooLarge,
+)
 from ostinato.domain.states import FINAL, RunState
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore, put_blobs
@@ -46,18 +52,10 @@ async def cancel_run(conn: asyncpg.Connection, store: EventStore, *, tenant_id: 
     async with conn.transaction():
         run = await lock_run(conn, tenant_id, run_id)
         state = RunState(run.state)
-        if state in FINAL:
-            raise InvalidState(f"run {run_id} is already {state}")
+        events = _cancel_events(run, actor)
+        if not events:
+            return state.value
         head = StreamHead.of(run)
-        events = []
-        if state is RunState.RUNNING or run.compensable:
-            if run.cancel_requested:
-                return state.value
-            events.append(ev.CancelRequested(by=actor))
-            if state is RunState.SUSPENDED:
-                events.append(ev.RunWoken(cause="cancel"))
-        else:
-            events.append(ev.RunCancelled(by=actor, reason="requested"))
         await store.append(conn, [head.next(e, actor, traceparent=run.traceparent)
                                   for e in events])
         for child_id in await run_store.active_children(conn, [run_id]):
@@ -69,6 +67,59 @@ async def cancel_run(conn: asyncpg.Connection, store: EventStore, *, tenant_id: 
     for event in events:
         outcomes.observe(tenant_id, run_id, event)
     return head.state.value if head.state is not None else state.value
+
+
+def _cancel_events(run: run_store.LockedRun, actor: str) -> list[ev.Event]:
+    """What cancels `run` (cancel_run's rule); none when a cancel is already requested."""
+    state = RunState(run.state)
+    if state in FINAL:
+        raise InvalidState(f"run {run.id} is already {state}")
+    if state is RunState.RUNNING or run.compensable:
+        if run.cancel_requested:
+            return []
+        if state is RunState.SUSPENDED:
+            return [ev.CancelRequested(by=actor), ev.RunWoken(cause="cancel")]
+        return [ev.CancelRequested(by=actor)]
+    return [ev.RunCancelled(by=actor, reason="requested")]
+
+
+async def cancel_runs(conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID,
+                      run_ids: Sequence[uuid.UUID],
+                      actor: str) -> dict[uuid.UUID, str | OstinatoError]:
+    """`cancel_run` for many runs at once (a bulk operation's batch): one lock, one multi-row
+    append. Per run: its state afterwards, or why it was not cancelled (NotFound, or
+    InvalidState for a run already final). Their children that are not final go with them."""
+    out: dict[uuid.UUID, str | OstinatoError] = {}
+    observed: list[tuple[uuid.UUID, list[ev.Event]]] = []
+    async with conn.transaction():
+        rows = {r.id: r for r in await run_store.lock(conn, run_ids)}
+        appended = []
+        for run_id in run_ids:
+            run = rows.get(run_id)
+            if run is None or run.tenant_id != tenant_id:
+                out[run_id] = NotFound(f"no run {run_id}")
+                continue
+            try:
+                events = _cancel_events(run, actor)
+            except InvalidState as exc:
+                out[run_id] = exc
+                continue
+            head = StreamHead.of(run)
+            appended.extend(head.next(e, actor, traceparent=run.traceparent) for e in events)
+            out[run_id] = head.state.value if head.state is not None else run.state
+            if events:
+                observed.append((run_id, events))
+        if appended:
+            await store.append(conn, appended)
+        for child_id in await run_store.active_children(conn, [r for r, _ in observed]):
+            try:
+                await cancel_run(conn, store, tenant_id=tenant_id, run_id=child_id, actor=actor)
+            except InvalidState:
+                pass  # it ended meanwhile
+    for run_id, events in observed:
+        for event in events:
+            outcomes.observe(tenant_id, run_id, event)
+    return out
 
 
 async def rerun(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,

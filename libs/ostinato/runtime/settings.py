@@ -81,6 +81,8 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     key_concurrency: int = 1  # runs at a time per (tenant, concurrency key)
     dispatch_prefetch: float = 0.5  # runs queued ahead of free slots, as a fraction of slots
     pool_retry_defaults: str = ""  # JSON {"pool": {retry policy}}: a pool's default policy
+    # Items of a bulk operation (POST /v1/operations) acted on per transaction by the api.
+    operation_batch_size: int = 200
     db_pool_size: int = 10
     log_level: str = "info"
 

@@ -278,3 +278,8 @@ def render(accept: str | None = None) -> tuple[bytes, str]:
     """Body and content type for a /metrics response, negotiated from the Accept header."""
     encoder, content_type = choose_encoder(accept or "")
     return encoder(REGISTRY), content_type
+OPERATION_ITEMS = Counter(
+    "ostinato_operation_items_total",
+    "Items of bulk operations handled, by kind and outcome (done, skipped, failed).",
+    ["kind", "outcome"],
+)

@@ -15,6 +15,8 @@ from typing import Any
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
+from ostinato.domain import roles
+
 _FORMATTER = string.Formatter()
 
 
@@ -134,18 +136,26 @@ def select(name: str, options: Iterable[tuple[str, str]], chosen: str | None) ->
         for v, label in options))
 
 
-NAV = (("runs", "/ui/runs", "Runs"), ("jobs", "/ui/jobs", "Jobs & schedules"),
-       ("dead-letters", "/ui/dead-letters", "Dead letters"), ("audit", "/ui/audit", "Audit"))
+# (section, path, label, the action a session's role needs to be offered it)
+NAV = (("runs", "/ui/runs", "Runs", roles.READ),
+       ("jobs", "/ui/jobs", "Jobs & schedules", roles.READ),
+       ("dead-letters", "/ui/dead-letters", "Dead letters", roles.READ),
+       ("operations", "/ui/operations", "Bulk operations", roles.READ),
+       ("pools", "/ui/pools", "Pools", roles.READ),
+       ("workers", "/ui/workers", "Workers", roles.READ),
+       ("keys", "/ui/keys", "Keys", roles.MANAGE_KEYS),
+       ("audit", "/ui/audit", "Audit", roles.READ_AUDIT))
 
 
 def page(title: str, body: Safe, *, section: str = "", tenant: str | None = None,
-         csrf: str | None = None, flash: str | None = None) -> str:
+         csrf: str | None = None, flash: str | None = None, role: str | None = None) -> str:
     nav = Safe("")
     if tenant is not None and csrf is not None:
         nav = fmt('<nav>{links}<span class="who">tenant <b>{tenant}</b></span>{logout}</nav>',
                   links=join(fmt('<a href="{href}" class="{cls}">{label}</a>', href=href,
                                  label=label, cls="here" if key == section else "")
-                             for key, href, label in NAV),
+                             for key, href, label, action in NAV
+                             if role is None or roles.may(role, action)),
                   tenant=tenant, logout=post_button("/ui/logout", "Log out", csrf, cls="link"))
     note = fmt('<p class="flash" role="status">{flash}</p>', flash=flash) if flash else Safe("")
     return fmt(

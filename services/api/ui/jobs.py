@@ -22,7 +22,7 @@ from ostinato.stores.jobs import JobRow
 from ostinato.telemetry import tracing
 from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
-from services.api.ui import html
+from services.api.ui import html, operations
 from services.api.ui.html import Safe, badge, fmt, join, link, when
 from services.api.ui.runs import RUN_HEADERS, run_rows
 from services.api.ui.scope import Ui, UiScope, checked_form, redirect
@@ -94,8 +94,10 @@ async def jobs_page(ui: Ui, status: FromQuery[str | None] = None,
     form = fmt('<form method="get" action="/ui/jobs" class="filters"><label>status {s}</label>'
                '<button type="submit">Filter</button></form>',
                s=html.select("status", STATUSES, status))
-    return ui.page("Jobs & schedules", join([form, table, fmt('<p class="pager">{p}</p>',
-                                                              p=join(pager, " · "))]), "jobs")
+    bulk = operations.offers([await operations.offer(ui, "pause", {})]) \
+        if status in (None, "", "active") else Safe("")
+    return ui.page("Jobs & schedules", join([form, bulk, table, fmt(
+        '<p class="pager">{p}</p>', p=join(pager, " · "))]), "jobs")
 
 
 async def _job(ui: UiScope, job_id: uuid.UUID) -> JobRow:

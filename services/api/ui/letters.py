@@ -18,7 +18,7 @@ from ostinato.eventlog.store import get_blobs, read_stream
 from ostinato.stores import dead_letters as letters
 from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
-from services.api.ui import html
+from services.api.ui import html, operations
 from services.api.ui.html import badge, fmt, join, link, short, when
 from services.api.ui.runs import attempt_rows
 from services.api.ui.scope import Ui, checked_form, redirect
@@ -64,7 +64,9 @@ async def letters_page(ui: Ui, error_type: FromQuery[str | None] = None,
                                    triage_state=triage_state, cursor=encode_cursor(
                                        rows[-1].dead_lettered_at, rows[-1].run_id)),
                           "next page →"))
-    return ui.page("Dead letters", join([form, summary, table, fmt(
+    bulk = operations.offers([await operations.offer(
+        ui, "replay", {"error_type": error_type, "triage_state": triage_state})])
+    return ui.page("Dead letters", join([form, summary, bulk, table, fmt(
         '<p class="pager">{p}</p>', p=join(pager))]), "dead-letters")
 
 

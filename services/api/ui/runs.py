@@ -6,7 +6,7 @@ waits, a workflow's steps and children). The same store reads as GET /v1/runs, /
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 
 import msgspec
@@ -23,35 +23,16 @@ from ostinato.stores import steps as step_store
 from ostinato.stores.runs import RunRow
 from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
-from services.api.ui import html
+from services.api.ui import html, operations
 from services.api.ui.html import Safe, badge, fmt, join, link, short, when
+from services.api.ui.operations import offers
+from services.api.ui.params import time_filter as _time_filter
+from services.api.ui.params import uuid_filter as _uuid_filter
 from services.api.ui.scope import Ui, UiScope, checked_form, html_response, redirect
 
 PAGE_SIZE = 50
 MAX_EVENTS = 2000  # a page shows a run's first events; the API pages through the rest
 LIVE_SECONDS = 3  # how often an open page asks for fresh rows
-
-
-def _time_filter(name: str, value: str | None) -> datetime | None:
-    """A `datetime-local` value (read as UTC) or a full ISO 8601 instant."""
-    if not value:
-        return None
-    try:
-        at = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise InvalidInput(f"{name}: not a date and time: {value!r}",
-                           errors=[{"field": name, "message": "invalid"}]) from exc
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
-
-
-def _uuid_filter(name: str, value: str | None) -> uuid.UUID | None:
-    if not value:
-        return None
-    try:
-        return uuid.UUID(value.strip())
-    except ValueError as exc:
-        raise InvalidInput(f"{name}: not an id: {value!r}",
-                           errors=[{"field": name, "message": "invalid"}]) from exc
 
 
 def run_rows(rows: list[RunRow]) -> list[list[Any]]:
@@ -114,7 +95,11 @@ async def runs_page(request: Request, ui: Ui,
         since=since, until=until)
     # the live region polls this very page: a later cursor page stays where it is
     source = html.url("/ui/runs", **query, cursor=cursor)
-    return ui.page("Runs", join([form, live(source, content)]), "runs")
+    values = {"states": state, "job_id": job_id, "task": task, "pool": pool, "since": since,
+              "until": until}
+    bulk = offers([await operations.offer(ui, "cancel", values),
+                   await operations.offer(ui, "retry", values) if state else Safe("")])
+    return ui.page("Runs", join([form, bulk, live(source, content)]), "runs")
 
 
 def attempt_rows(stream: list[Any]) -> list[list[Any]]:
@@ -135,6 +120,44 @@ def attempt_rows(stream: list[Any]) -> list[list[Any]]:
                                        perm="" if e.retryable else " (permanent)")
     return [[a["attempt"], a["token"], a["worker"], when(a["start"]), when(a["end"]),
              a["outcome"], a["error"]] for a in out]
+
+
+def workflow_waits(stream: list[Any]) -> tuple[list[list[Any]], list[list[Any]],
+                                               dict[uuid.UUID, tuple[str, str]]]:
+    """A workflow's timers (set, due, fired), signals (received, delivered to which step, or a
+    wait that timed out) and its children's positions, folded from its event stream."""
+    timers: dict[int, dict[str, Any]] = {}
+    signals: dict[uuid.UUID, dict[str, Any]] = {}
+    timeouts: list[list[Any]] = []
+    started: dict[uuid.UUID, tuple[str, str]] = {}
+    for r in stream:
+        e = r.event
+        if isinstance(e, ev.RunSuspended) and e.reason == "timer":
+            timers.setdefault(e.seq, {"name": e.name, "set": r.occurred_at, "fired": None})[
+                "due"] = e.wake_at
+        elif isinstance(e, ev.TimerFired):
+            t = timers.setdefault(e.seq, {"name": e.name, "set": None, "due": e.due_at})
+            t["fired"] = r.occurred_at
+        elif isinstance(e, ev.SignalReceived):
+            signals[e.signal_id] = {"name": e.name, "at": r.occurred_at, "by": e.by or r.actor,
+                                    "seq": None, "delivered": None, "payload": e.payload}
+        elif isinstance(e, ev.SignalDelivered) and e.signal_id in signals:
+            signals[e.signal_id].update(seq=e.seq, delivered=r.occurred_at)
+        elif isinstance(e, ev.SignalTimedOut):
+            timeouts.append([fmt("{n} <span class=\"muted\">(none came)</span>", n=e.name),
+                             Safe('<span class="muted">—</span>'), "", e.seq,
+                             fmt("timed out {t}", t=when(r.occurred_at)), ""])
+        elif isinstance(e, ev.ChildStarted):
+            started[e.child_run_id] = (str(e.seq), "yes" if e.awaited else "no")
+    timer_rows = [[seq, t["name"], _opt(t.get("set")), _opt(t.get("due")),
+                   when(t["fired"]) if t["fired"] else Safe('<span class="muted">waiting</span>')]
+                  for seq, t in sorted(timers.items())]
+    signal_rows = [[s["name"], when(s["at"]), s["by"],
+                    s["seq"] if s["seq"] is not None else Safe('<span class="muted">not yet '
+                                                               'taken</span>'),
+                    _opt(s["delivered"]), html.pre_json(s["payload"])]
+                   for s in signals.values()]
+    return timer_rows, signal_rows + timeouts, started
 
 
 def _opt(at: datetime | None) -> Safe | None:
@@ -192,11 +215,21 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
                                html.pre_json(s.output) if s.succeeded else
                                fmt("{t}: {m}", t=s.error_type, m=s.message)]
                               for s in steps])))
+    timers, signals, started = workflow_waits(stream)
+    if timers:
+        parts.append(fmt("<section><h2>Timers</h2>{t}</section>", t=html.table(
+            ["#", "timer", "set", "due", "fired"], timers, cls="timers")))
+    if signals:
+        parts.append(fmt("<section><h2>Signals</h2>{t}</section>", t=html.table(
+            ["signal", "received", "sent by", "delivered to step", "delivered", "payload"],
+            signals, cls="signals")))
     children = await run_store.children_of(ui.conn, ui.tenant_id, run_id, None, 100)
     if children:
         parts.append(fmt("<section><h2>Child runs</h2>{t}</section>", t=html.table(
-            ["run", "task", "state"],
-            [[link(f"/ui/runs/{c.id}", c.id), c.task, badge(c.state)] for c in children])))
+            ["run", "task", "state", "step", "awaited"],
+            [[link(f"/ui/runs/{c.id}", c.id), c.task, badge(c.state),
+              started.get(c.id, ("", ""))[0], started.get(c.id, ("", ""))[1]]
+             for c in children], cls="children")))
     more = fmt('<p class="muted">The first {n} events; GET /v1/runs/{id}/events has them all.'
                '</p>', n=MAX_EVENTS, id=run_id) if len(stream) == MAX_EVENTS else Safe("")
     parts.append(fmt("<section><h2>Timeline (event log)</h2>{t}{more}</section>", t=events,

@@ -75,7 +75,8 @@ class UiScope:
     def page(self, title: str, body: html.Safe, section: str = "",
              status: int = 200) -> Response[str]:
         return html_response(html.page(title, body, section=section, tenant=self.session.tenant,
-                                       csrf=self.csrf, flash=self.session.take_flash()), status)
+                                       csrf=self.csrf, flash=self.session.take_flash(),
+                                       role=self.session.role), status)
 
 
 async def ui_scope(request: Request, sessions: NamedDependency[Sessions]) -> AsyncIterator[UiScope]:

@@ -1,0 +1,234 @@
+"""Bulk actions by query in the web UI: "act on all N matching" on the runs, jobs and dead-letter
+pages. The offer shows the count; the confirmation page (a GET: it changes nothing) names the
+filter and the count again and holds the POST form; the operation then runs as the api's tracked
+operation (POST /v1/operations, `ostinato.operations.work`) and its page shows progress, polled
+like every live region. What a viewer's session may not do is not offered."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, get, post
+from litestar.params import FromPath, FromQuery
+
+from ostinato.client.models import OperationFilter
+from ostinato.domain import roles
+from ostinato.domain.errors import InvalidInput, NotFound, OstinatoError
+from ostinato.operations import filters, work
+from ostinato.stores import operations as op_store
+from ostinato.stores.operations import OperationRow
+from services.api.auditing import audited
+from services.api.operations import FAILURES_SHOWN
+from services.api.routes import decode_cursor, encode_cursor
+from services.api.ui import html
+from services.api.ui.html import Safe, badge, fmt, join, link, short, when
+from services.api.ui.params import time_filter as _time_filter
+from services.api.ui.params import uuid_filter as _uuid_filter
+from services.api.ui.scope import Ui, UiScope, checked_form, html_response, redirect
+
+PROGRESS_SECONDS = 1
+# kind: (verb, noun, the page it came from)
+KINDS = {"cancel": ("Cancel", "run", "/ui/runs"), "retry": ("Re-run", "run", "/ui/runs"),
+         "replay": ("Replay", "dead letter", "/ui/dead-letters"),
+         "pause": ("Pause", "job", "/ui/jobs")}
+FORM_FIELDS = ("states", "job_id", "task", "pool", "since", "until", "error_type",
+               "triage_state")
+
+
+def may_operate(ui: UiScope) -> bool:
+    return roles.may(ui.session.role, roles.OPERATE)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def filter_of(kind: str, values: dict[str, Any]) -> OperationFilter:
+    """The operation filter a page's (or a form's) string values describe."""
+    if kind not in KINDS:
+        raise InvalidInput(f"unknown operation {kind!r}", errors=[{"field": "kind",
+                                                                   "message": "unknown"}])
+    doc: dict[str, Any] = {}
+    for name in FORM_FIELDS:
+        value = values.get(name)
+        if not isinstance(value, str) or not value.strip():
+            continue
+        value = value.strip()
+        if name == "states":
+            doc[name] = [s for s in value.split(",") if s]
+        elif name == "job_id":
+            doc[name] = _uuid_filter("job", value)
+        elif name in ("since", "until"):
+            doc[name] = _time_filter(name, value)
+        else:
+            doc[name] = value
+    try:
+        return msgspec.convert(doc, OperationFilter)
+    except msgspec.ValidationError as exc:
+        raise InvalidInput(f"filter: {exc}", errors=[{"field": "filter",
+                                                      "message": str(exc)}]) from exc
+
+
+def _form_values(f: OperationFilter) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in filters.given(f).items():
+        out[name] = ",".join(value) if isinstance(value, list) else str(value)
+    return out
+
+
+def describe(doc: dict[str, Any]) -> str:
+    if not doc:
+        return "no filter"
+    return ", ".join(f"{k} = {','.join(v) if isinstance(v, list) else v}"
+                     for k, v in doc.items())
+
+
+async def offer(ui: UiScope, kind: str, values: dict[str, Any], *,
+                label: str | None = None) -> Safe:
+    """The "act on all N matching" box of a list page, or nothing (a viewer, no match)."""
+    if not may_operate(ui):
+        return Safe("")
+    f = filter_of(kind, values)
+    try:
+        n = await work.count(ui.conn, tenant_id=ui.tenant_id, kind=kind, f=f)
+    except InvalidInput:
+        return Safe("")  # the page's filter is not one this kind takes (e.g. a final state)
+    if n == 0:
+        return Safe("")
+    verb, noun, _ = KINDS[kind]
+    return fmt('<a class="bulk button {cls}" data-kind="{kind}" href="{href}">{label}</a>',
+               cls="danger" if kind == "cancel" else "", kind=kind,
+               href=html.url("/ui/operations/new", kind=kind, **_form_values(f)),
+               label=label or f"{verb} all {_plural(n, noun)} matching…")
+
+
+def offers(parts: list[Safe]) -> Safe:
+    shown = [p for p in parts if p]
+    if not shown:
+        return Safe("")
+    return fmt('<div class="bulk-offer"><span class="muted">Act on everything this filter '
+               'matches, on every page:</span> {o}</div>', o=join(shown, " "))
+
+
+@get("/operations/new", include_in_schema=False)
+async def confirm_page(request: Request, ui: Ui, kind: FromQuery[str] = "") -> Response[str]:
+    f = filter_of(kind, dict(request.query_params))
+    if not may_operate(ui):
+        raise NotFound("a viewer's session starts no operations")
+    n = await work.count(ui.conn, tenant_id=ui.tenant_id, kind=kind, f=f)
+    verb, noun, back = KINDS[kind]
+    doc = filters.given(f)
+    fields = join([html.hidden("_csrf", ui.csrf), html.hidden("kind", kind),
+                   *(html.hidden(k, v) for k, v in _form_values(f).items())])
+    body = fmt(
+        '<section class="confirm"><p>{verb} <b id="confirm-count">{count}</b> matching '
+        '<code>{filter}</code>?</p><p class="muted">The selection is frozen now: items that '
+        'start matching later are not touched, and items that no longer qualify when their '
+        'turn comes (a run that finished meanwhile) are skipped. It runs in the background in '
+        'batches; you can stop it from its page.</p>'
+        '<form method="post" action="/ui/operations" class="inline confirm">{fields}'
+        '<button type="submit" class="{cls}" id="confirm">{verb} {count}</button></form> '
+        '<a href="{back}">back</a></section>',
+        verb=verb, count=_plural(n, noun), filter=describe(doc), fields=fields,
+        cls="danger-plain" if kind == "cancel" else "", back=back)
+    return ui.page(f"{verb} all matching", body, back.rsplit("/", 1)[-1])
+
+
+@post("/operations", include_in_schema=False, opt=audited("operation.start", "operation"))
+async def start(request: Request, ui: Ui) -> Response[Any]:
+    form = await checked_form(request, ui)
+    kind = str(form.get("kind") or "")
+    f = filter_of(kind, form)
+    row = await work.start(ui.conn, tenant_id=ui.tenant_id, kind=kind, f=f, actor=ui.actor,
+                           now=ui.clock.now())
+    ui.audit.target_id = str(row.id)
+    ui.audit.after = {"kind": row.kind, "filter": row.filter, "total": row.total}
+    wake = getattr(request.app.state, "wake_operations", None)
+    if wake is not None:
+        wake()
+    verb, noun, _ = KINDS[kind]
+    ui.session.flash = f"{verb} of {_plural(row.total, noun)} started."
+    return redirect(f"/ui/operations/{row.id}")
+
+
+def progress(row: OperationRow) -> Safe:
+    verb, noun, _ = KINDS.get(row.kind, (row.kind, "item", ""))
+    return fmt(
+        '<div class="progress" data-state="{state}"><progress max="{total}" value="{pos}">'
+        '</progress> <span class="progress-text"><b>{pos_text}</b> of {total_text} handled'
+        '</span></div>{kv}',
+        state=row.state, total=max(row.total, 1), pos=row.position if row.total else 1,
+        pos_text=f"{row.position:,}", total_text=_plural(row.total, noun),
+        kv=html.kv([("state", badge(row.state)), ("action", verb),
+                    ("filter", fmt("<code>{d}</code>", d=describe(row.filter))),
+                    ("done", fmt('<span id="op-done">{n}</span>', n=row.done)),
+                    ("skipped", row.skipped), ("failed", row.failed),
+                    ("asked by", row.actor), ("created", when(row.created_at)),
+                    ("finished", when(row.finished_at) if row.finished_at else None),
+                    ("stopped by", row.cancelled_by)]))
+
+
+async def _op(ui: UiScope, op_id: uuid.UUID) -> OperationRow:
+    row = await op_store.by_id(ui.conn, ui.tenant_id, op_id)
+    if row is None:
+        raise NotFound(f"no operation {op_id}")
+    return row
+
+
+@get("/operations/{op_id:uuid}", include_in_schema=False)
+async def operation_page(request: Request, op_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
+    row = await _op(ui, op_id)
+    failures = await op_store.failures_of(ui.conn, row.id, FAILURES_SHOWN)
+    content = join([progress(row), fmt("<h2>Skipped or refused</h2>{t}", t=html.table(
+        ["item", "outcome", "why"],
+        [[link(f"/ui/{'jobs' if row.kind == 'pause' else 'runs'}/{x.item_id}", x.item_id),
+          x.outcome, x.detail] for x in failures], "None.", "failures"))])
+    if row.state == "running" and may_operate(ui):  # in the polled part: gone when it ends
+        content = join([fmt('<div class="actions">{b}</div>', b=html.post_button(
+            f"/ui/operations/{row.id}/cancel", "Stop", ui.csrf, cls="danger")), content])
+    if "x-ui-fragment" in request.headers:
+        return html_response(content)
+    if row.state == "running":
+        content = fmt('<div class="live" data-live="{src}" data-every="{every}">{c}</div>',
+                      src=f"/ui/operations/{row.id}", every=PROGRESS_SECONDS, c=content)
+    return ui.page(f"Operation {short(row.id)}", content, "operations")
+
+
+@post("/operations/{op_id:uuid}/cancel", include_in_schema=False,
+      opt=audited("operation.cancel", "operation", "op_id"))
+async def stop(request: Request, op_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
+    await checked_form(request, ui)
+    try:
+        row = await work.cancel(ui.conn, tenant_id=ui.tenant_id, op_id=op_id, actor=ui.actor,
+                                now=ui.clock.now())
+        ui.session.flash = f"Stopped after {row.position:,} of {row.total:,}."
+    except OstinatoError as exc:
+        if exc.status == 404:
+            raise
+        ui.session.flash = exc.detail
+    return redirect(f"/ui/operations/{op_id}")
+
+
+@get("/operations", include_in_schema=False)
+async def operations_page(ui: Ui, cursor: FromQuery[str | None] = None) -> Response[str]:
+    rows = await op_store.page(ui.conn, ui.tenant_id, state=None, after=decode_cursor(cursor),
+                               limit=51)
+    more, rows = len(rows) > 50, rows[:50]
+    table = html.table(
+        ["operation", "action", "filter", "state", "progress", "done", "skipped", "failed",
+         "asked by", "created"],
+        [[link(f"/ui/operations/{r.id}", short(r.id)), KINDS.get(r.kind, (r.kind,))[0],
+          fmt("<code>{d}</code>", d=describe(r.filter)), badge(r.state),
+          f"{r.position:,} / {r.total:,}", r.done, r.skipped, r.failed, r.actor,
+          when(r.created_at)] for r in rows],
+        "No bulk operations yet: start one from the runs, jobs or dead-letter pages.",
+        "operations")
+    pager = link(html.url("/ui/operations", cursor=encode_cursor(
+        rows[-1].created_at, rows[-1].id)), "next page →") if more else Safe("")
+    return ui.page("Bulk operations", join([table, fmt('<p class="pager">{p}</p>', p=pager)]),
+                   "operations")
+
+
+ROUTES = [confirm_page, start, operation_page, stop, operations_page]
