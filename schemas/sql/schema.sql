@@ -190,6 +190,41 @@ CREATE SEQUENCE public.events_seq_seq
 ALTER SEQUENCE public.events_seq_seq OWNED BY public.events.seq;
 
 --
+-- Name: fan_outs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.fan_outs (
+    parent_run_id uuid NOT NULL,
+    seq integer NOT NULL,
+    tenant_id uuid NOT NULL,
+    name text NOT NULL,
+    task text NOT NULL,
+    pool text NOT NULL,
+    priority text NOT NULL,
+    total integer NOT NULL,
+    max_concurrency integer NOT NULL,
+    on_failure text NOT NULL,
+    on_complete text,
+    retry jsonb,
+    timeout_seconds double precision,
+    admitted integer NOT NULL,
+    succeeded integer DEFAULT 0 NOT NULL,
+    failed integer DEFAULT 0 NOT NULL,
+    failures jsonb DEFAULT '[]'::jsonb NOT NULL,
+    state text DEFAULT 'running'::text NOT NULL,
+    completion_run_id uuid,
+    started_at timestamp with time zone NOT NULL,
+    finished_at timestamp with time zone,
+    version integer NOT NULL,
+    CONSTRAINT fan_outs_check CHECK (((((admitted - succeeded) - failed) >= 0) AND (((admitted - succeeded) - failed) <= max_concurrency))),
+    CONSTRAINT fan_outs_check1 CHECK ((admitted <= total)),
+    CONSTRAINT fan_outs_max_concurrency_check CHECK ((max_concurrency > 0)),
+    CONSTRAINT fan_outs_on_failure_check CHECK ((on_failure = ANY (ARRAY['fail'::text, 'complete'::text]))),
+    CONSTRAINT fan_outs_state_check CHECK ((state = ANY (ARRAY['running'::text, 'succeeded'::text, 'failed'::text]))),
+    CONSTRAINT fan_outs_total_check CHECK ((total > 0))
+);
+
+--
 -- Name: job_pauses; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -681,6 +716,13 @@ ALTER TABLE ONLY public.events
     ADD CONSTRAINT events_seq_key UNIQUE (seq);
 
 --
+-- Name: fan_outs fan_outs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.fan_outs
+    ADD CONSTRAINT fan_outs_pkey PRIMARY KEY (parent_run_id, seq);
+
+--
 -- Name: job_pauses job_pauses_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -881,6 +923,12 @@ CREATE INDEX dead_letters_compensation_failed ON public.dead_letters USING btree
 --
 
 CREATE INDEX dead_letters_tenant ON public.dead_letters USING btree (tenant_id, dead_lettered_at DESC, run_id);
+
+--
+-- Name: fan_outs_running; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX fan_outs_running ON public.fan_outs USING btree (parent_run_id) WHERE (state = 'running'::text);
 
 --
 -- Name: jobs_due; Type: INDEX; Schema: public; Owner: -

@@ -17,6 +17,7 @@ from ostinato import jobs, tenancy
 from ostinato.client.models import (
     EventsPage,
     EventView,
+    FanOutView,
     JobBatchItem,
     JobBatchRequest,
     JobRequest,
@@ -32,8 +33,10 @@ from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.domain.states import RunState
 from ostinato.eventlog.store import get_blobs, read_stream
 from ostinato.runtime.auth import Caller, require_admin
+from ostinato.stores import fan_outs as fan_store
 from ostinato.stores import jobs as job_store
 from ostinato.stores import runs as run_store
+from ostinato.stores.fan_outs import FanOutRow
 from ostinato.stores.jobs import JobRow
 from ostinato.stores.runs import RunRow
 from ostinato.telemetry import tracing
@@ -243,7 +246,21 @@ async def get_run(run_id: FromPath[uuid.UUID], tenant: Tenant) -> RunView:
         if not await registry.serves(tenant.conn, run.tenant_id, run.pool, run.task,
                                      run.task_version, tenant.clock.db_now(), ttl):
             reason = registry.unserved_reason(run.task, run.task_version, run.pool)
-    return run_view(run, output, reason, blobs.get(run.payload_ref))
+    view = run_view(run, output, reason, blobs.get(run.payload_ref))
+    fan = await fan_store.latest(tenant.conn, tenant.tenant_id, run_id)
+    if fan is not None:
+        view.fan_out = fan_out_view(fan)
+    return view
+
+
+def fan_out_view(fan: FanOutRow) -> FanOutView:
+    w = fan.window
+    return FanOutView(seq=fan.seq, name=fan.name, task=fan.task, state=fan.state,
+                      total=w.total, succeeded=w.succeeded, failed=w.failed, running=w.running,
+                      pending=w.total - w.admitted, max_concurrency=w.max_concurrency,
+                      on_failure=fan.on_failure, on_complete=fan.on_complete,
+                      completion_run_id=fan.completion_run_id, failures=fan.listed_failures,
+                      started_at=fan.started_at, finished_at=fan.finished_at)
 
 
 @get("/v1/runs/{run_id:uuid}/events", tags=["runs"])

@@ -29,7 +29,7 @@ from ostinato.outcomes import observe
 from ostinato.policy import retry
 from ostinato.runs import children
 from ostinato.sdk import protocol as p
-from ostinato.stores import runs, signals, steps
+from ostinato.stores import fan_outs, runs, signals, steps
 from ostinato.stores.runs import LockedRun
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
@@ -163,7 +163,8 @@ class Attempts:
             return []
         ids = [i for i in (parse_run_id(item.run_id) for item in items) if i is not None]
         waits = [i.wait for i in items if i.wait is not None]
-        timed = waits or any(i.deadline is not None or i.child is not None for i in items)
+        timed = waits or any(i.deadline is not None or i.child is not None
+                             or i.fan_out is not None for i in items)
         async with self.pool.acquire() as conn, conn.transaction():
             rows = _visible(await runs.lock(conn, ids), tenant_id)
             now = pending = None
@@ -182,15 +183,18 @@ class Attempts:
 
     async def _children(self, conn: asyncpg.Connection, rows: Mapping[uuid.UUID, LockedRun],
                         items: Sequence[p.StepItem]) -> Children | None:
-        """For the child steps among `items`: the children that exist already (a resent
-        report), and the outputs of the final ones."""
+        """For the child and fan-out steps among `items`: the children and fan-outs that exist
+        already (a resent report, a re-execution), and the outputs of the final children."""
         ids = [children.child_run_id(rid, i.seq) for i in items if i.child is not None
                and (rid := parse_run_id(i.run_id)) is not None and rid in rows]
-        if not ids:
+        fanning = [rid for i in items if i.fan_out is not None
+                   and (rid := parse_run_id(i.run_id)) is not None and rid in rows]
+        if not ids and not fanning:
             return None
-        existing = await runs.children(conn, ids)
+        existing = await runs.children(conn, ids) if ids else {}
         outputs = await children.outputs_of(conn, list(existing.values())) if existing else {}
-        return Children(self.child_rules, existing, outputs)
+        return Children(self.child_rules, existing, outputs,
+                        await fan_outs.of_parents(conn, fanning))
 
     async def _append(self, conn: asyncpg.Connection, events: Sequence[NewEvent],
                       finished: Sequence[uuid.UUID]) -> None:

@@ -48,13 +48,16 @@ from datetime import datetime, timedelta
 import msgspec
 
 from ostinato.domain import events as ev
+from ostinato.domain import fanout as fo
 from ostinato.domain.errors import InvalidInput
 from ostinato.domain.ids import new_id
 from ostinato.domain.states import FINAL, RunState
 from ostinato.domain.workflow import INLINE_OUTPUT_BYTES
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.runs import children as kids
+from ostinato.runs import fanout
 from ostinato.sdk import protocol as p
+from ostinato.stores.fan_outs import FanOutRow
 from ostinato.stores.runs import ChildRun, LockedRun
 from ostinato.stores.signals import PendingSignal
 from ostinato.stores.steps import StepRow
@@ -80,6 +83,7 @@ class Children:
     rules: kids.ChildRules = field(default_factory=kids.ChildRules)
     existing: Mapping[uuid.UUID, ChildRun] = field(default_factory=dict)
     outputs: Mapping[uuid.UUID, object] = field(default_factory=dict)
+    fan_outs: Mapping[tuple[uuid.UUID, int], FanOutRow] = field(default_factory=dict)
 
 
 def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
@@ -121,6 +125,12 @@ def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
         elif row.paused:
             _paused_step(row, head, item, actor, done)
             continue
+        elif item.fan_out is not None:
+            assert now is not None, "a fan-out needs the database clock"
+            if _fan_out_step(row, head, item, item.fan_out, children or Children(), now, actor,
+                             done):
+                next_seq[rid] = item.seq + 1
+            continue
         elif item.child is not None:
             assert now is not None, "a child needs the database clock"
             if _child_step(row, head, item, item.child, children or Children(), now, actor,
@@ -154,7 +164,7 @@ def _paused_step(row: LockedRun, head: StreamHead, item: p.StepItem, actor: str,
     suspended (reason paused) instead of starting what comes next; a wait or a child, not
     started yet, is not recorded."""
     seq = item.seq
-    if item.wait is None and item.child is None:
+    if item.wait is None and item.child is None and item.fan_out is None:
         done.events.append(head.next(_step_event(row, item, done.blobs), actor,
                                      epoch=item.fencing_token, traceparent=row.traceparent))
         seq += 1
@@ -215,6 +225,49 @@ def _child_step(row: LockedRun, head: StreamHead, item: p.StepItem, spec: p.Chil
     done.results.append(_resumed(item, p.StepRecord(seq=seq, name=name, succeeded=True,
                                                     output=str(child_id))))
     return True
+
+
+def _fan_out_step(row: LockedRun, head: StreamHead, item: p.StepItem, spec: p.FanOutSpec,
+                  children: Children, now: datetime, actor: str, done: RecordedSteps) -> bool:
+    """Start the fan-out at the item's position (`ostinato.runs.fanout`) and suspend the run
+    until its chunks are final; True when the position is recorded now. One started already is
+    not started again: still going on (the run re-executed meanwhile), the run is suspended
+    again; over (its record set aside by an operator), its record is appended again."""
+    if row.cancel_requested:
+        done.results.append(p.BatchItemResult(
+            run_id=item.run_id, kind="step", status=200, cancel_requested=True,
+            detail="the run's cancel was requested: no fan-out is started"))
+        return False
+    existing = children.fan_outs.get((row.id, item.seq))
+    if existing is not None and existing.state != "running":
+        again = fanout.recorded_again(row, head, existing, actor, item.fencing_token)
+        done.events.append(again)
+        e = again.event
+        assert isinstance(e, ev.FanOutCompleted)
+        ok = e.outcome == "succeeded"
+        done.results.append(_resumed(item, p.StepRecord(
+            seq=e.seq, name=e.name, succeeded=ok, output=fo.summary(e) if ok else None,
+            error_type=e.error_type, message=e.message)))
+        return True
+    if existing is not None:
+        done.events.append(fanout.suspended(row, head, item.seq, item.name, actor,
+                                            item.fencing_token, item.deadline))
+    else:
+        request = fanout.FanOutRequest(
+            task=spec.task, chunks=spec.chunks, max_concurrency=spec.max_concurrency,
+            on_complete=spec.on_complete, on_failure=spec.on_failure, pool=spec.pool,
+            priority=spec.priority, retry=spec.retry, timeout_seconds=spec.timeout_seconds)
+        try:
+            moves = fanout.started(row, head, item.seq, item.name, request, children.rules,
+                                   now, actor, item.fencing_token, item.deadline)
+        except InvalidInput as exc:
+            done.results.append(_answer(item, 422, str(exc)))
+            return False
+        done.events += moves.events
+        done.payloads += moves.payloads
+    done.finished.append(row.id)
+    done.results.append(_suspended(item))
+    return False
 
 
 def _child_record(e: ev.ChildFinished, output: object) -> p.StepRecord:

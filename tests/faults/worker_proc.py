@@ -32,6 +32,10 @@ each step registers a compensation writing a row of `step_effects` with seq `-1 
 dedupe either); step `fail_at` raises a permanent error, so the compensations run; the one of
 step `slow_compensation` sleeps `sleep_in` seconds before its effect on the first attempt.
 
+A third task, `fan`, is a workflow that fans out `chunks` runs of `fx` (each chunk's payload
+`{"i": index, "sleep": chunk_sleep}`) with `max_concurrency` `cap` (default 50) and `fx` as its
+completion run (`ctx.fan_out`): every chunk's and the completion's effect is an `effects` row.
+
 The effect row is written only when `apply_once` says it is the run's first; the output says
 whether this attempt applied it. Database errors (PostgreSQL restarting) are retried inside the
 attempt for up to 30 s, then reported as a retryable failure. The process prints `worker_proc
@@ -228,7 +232,16 @@ async def amain(args: argparse.Namespace) -> None:
                 await ctx.sleep(float(p.get("sleep_seconds", 0)))
         return {"worker": worker_id}
 
-    worker = Worker(args.gateway, args.key, [fx, wf], concurrency=args.concurrency,
+    @workflow("fan")
+    async def fan(ctx: WorkflowContext, payload: object) -> dict[str, object]:
+        p = payload if isinstance(payload, dict) else {}
+        chunks = [{"i": i, "sleep": float(p.get("chunk_sleep", 0))}
+                  for i in range(int(p.get("chunks", 10)))]
+        summary = await ctx.fan_out(fx, chunks, max_concurrency=int(p.get("cap", 50)),
+                                    on_complete=fx, retry=p.get("chunk_retry"))
+        return {"succeeded": summary["succeeded"], "failed": summary["failed"]}
+
+    worker = Worker(args.gateway, args.key, [fx, wf, fan], concurrency=args.concurrency,
                     worker_id=worker_id, claim_wait_seconds=args.claim_wait,
                     shutdown_grace_seconds=args.grace, capture_logs=False)
     print(f"worker_proc ready {worker_id}", flush=True)

@@ -47,6 +47,7 @@ APPEND_ONLY = {"events", "occurrence_skips", "run_steps_set_aside", "audit"}  # 
 INSERT_DELETE = {"blobs",  # immutable documents, deleted by retention
                  "operation_items", "operation_failures"}  # an operation's frozen selection
 READ_ONLY = {"schema_migrations"}
+NO_DELETE = {"fan_outs"}  # read models only the projector writes and no duty deletes (0029)
 
 
 def expected_privileges(table: str) -> set[str]:
@@ -56,6 +57,8 @@ def expected_privileges(table: str) -> set[str]:
         return {"SELECT", "INSERT", "DELETE"}
     if table in READ_ONLY:
         return {"SELECT"}
+    if table in NO_DELETE:
+        return {"SELECT", "INSERT", "UPDATE"}
     return set(DML)
 
 

@@ -54,7 +54,7 @@ import pytest
 
 from ostinato.testing.cluster import Cluster
 from ostinato.testing.waiting import until
-from tests.conftest import DATABASE_URL, url_for
+from tests.conftest import DATABASE_URL, TENANT_BOOTSTRAP, url_for
 from tests.e2e.services import running_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -170,7 +170,8 @@ def test_the_docs_have_python_examples() -> None:
 async def cluster(template_db: str, tmp_path_factory: pytest.TempPathFactory,
                   ) -> AsyncIterator[Cluster]:
     prefix = f"t{uuid.uuid4().hex[:10]}."
-    async with running_cluster(template_db, prefix, tmp_path_factory.mktemp("doc-logs")) as c:
+    async with running_cluster(template_db, prefix, tmp_path_factory.mktemp("doc-logs"),
+                               env={"OSTINATO_KAFKA_TENANT_BOOTSTRAP": TENANT_BOOTSTRAP}) as c:
         yield c
 
 

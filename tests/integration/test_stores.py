@@ -13,6 +13,7 @@ from ostinato.stores import (
     audit,
     calendars,
     dead_letters,
+    fan_outs,
     jobs,
     ledger,
     limits,
@@ -94,6 +95,8 @@ ROW_OF = {
     (operations, "claim_running_operation"): operations.OperationRow,
     (operations, "operation_items_after"): operations.Item,
     (operations, "operation_failures_of"): operations.Failure,
+    (fan_outs, "fan_outs_of_parents"): fan_outs.FanOutRow,
+    (fan_outs, "latest_fan_out"): fan_outs.FanOutRow,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
 SCALAR = {
@@ -115,7 +118,7 @@ SCALAR = {
 
 def test_every_store_query_is_accounted_for() -> None:
     stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps, signals,
-              task_schemas, ledger, api_keys, audit, operations)
+              task_schemas, ledger, api_keys, audit, operations, fan_outs)
     named = {(store, name) for store in stores for name in store.Q}
     assert named == set(ROW_OF) | SCALAR
 

@@ -12,6 +12,7 @@ PUBLIC_NAMES = [
     "Cancelled",
     "ChildFailedError",
     "CompensationFailed",
+    "FanOutFailedError",
     "GatewayError",
     "Handler",
     "LeaseLost",

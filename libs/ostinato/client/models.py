@@ -115,6 +115,28 @@ class StateTimes(msgspec.Struct, kw_only=True, omit_defaults=True):
     finished_at: datetime | None = None
 
 
+class FanOutView(msgspec.Struct, kw_only=True):
+    """A workflow's chunked fan-out (`ctx.fan_out`), its latest: `running` chunk runs are
+    admitted and not final (never more than `max_concurrency`); `pending` not admitted yet."""
+
+    seq: int
+    name: str
+    task: str
+    state: str  # running | succeeded | failed
+    total: int
+    succeeded: int
+    failed: int
+    running: int
+    pending: int
+    max_concurrency: int
+    on_failure: str  # fail | complete
+    on_complete: str | None = None
+    completion_run_id: uuid.UUID | None = None
+    failures: list[dict[str, Any]] = msgspec.field(default_factory=list)  # the first ones
+    started_at: datetime
+    finished_at: datetime | None = None
+
+
 class RunView(msgspec.Struct, kw_only=True):
     id: uuid.UUID
     job_id: uuid.UUID
@@ -155,6 +177,7 @@ class RunView(msgspec.Struct, kw_only=True):
     # only workers serving that version resume (docs/WORKFLOWS.md, versioned handlers)
     task_version: str | None = None
     pinned: bool = False
+    fan_out: FanOutView | None = None  # GET /v1/runs/{id} only: its latest fan-out
 
 
 class StepView(msgspec.Struct, kw_only=True):

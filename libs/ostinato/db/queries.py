@@ -50,6 +50,7 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.stores", "api_keys.sql"),
     ("ostinato.stores", "steps.sql"),
     ("ostinato.stores", "signals.sql"),
+    ("ostinato.stores", "fan_outs.sql"),
     ("ostinato.stores", "task_schemas.sql"),
     ("ostinato.stores", "ledger.sql"),
     ("ostinato.stores", "audit.sql"),

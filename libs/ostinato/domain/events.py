@@ -186,6 +186,10 @@ class RunScheduled(Event, tag="RunScheduled"):
     concurrency_key: str | None = None
     resource: str | None = None
     parent_run_id: uuid.UUID | None = None  # a workflow's child run (trigger "child")
+    # A fan-out's chunk run (trigger "fan_out", `ostinato.domain.fanout`): the chunk's index
+    # and the parent's position; None on the completion run and every other run.
+    fan_out_index: int | None = None
+    fan_out_seq: int | None = None
     # The task's payload schema version the payload was validated against at submission (None:
     # no schema was registered): only a worker accepting it claims the run.
     payload_version: int | None = None
@@ -379,7 +383,7 @@ class RunSuspended(Event, tag="RunSuspended"):
     fencing_token: int
     seq: int
     name: str
-    reason: str  # timer | signal | child | paused
+    reason: str  # timer | signal | child | fan_out | paused
     wake_at: datetime | None = None  # the timer's due time, or a signal wait's timeout
     signal: str | None = None  # the signal waited for
     deadline_at: datetime | None = None  # the workflow's overall deadline: woken then, to fail
@@ -390,7 +394,7 @@ class RunWoken(Event, tag="RunWoken"):
     """What a suspended run waited for happened: it is scheduled again (dispatch as usual)."""
 
     stream_type: ClassVar[str] = "run"
-    cause: str  # timer | signal | signal_timeout | deadline | child | cancel | resumed
+    cause: str  # timer | signal | signal_timeout | deadline | child | fan_out | cancel | resumed
 
 
 class TimerFired(Event, tag="TimerFired"):
@@ -463,6 +467,61 @@ class ChildFinished(Event, tag="ChildFinished"):
     state: str  # the child's final state: succeeded | dead_lettered | cancelled
     output: Any = None
     output_ref: uuid.UUID | None = None
+    error_type: str | None = None
+    message: str | None = None
+
+
+class FanOutStarted(Event, tag="FanOutStarted"):
+    """The workflow at position `seq` split work into `total` chunks (`ctx.fan_out`,
+    `ostinato.domain.fanout`): the chunks' payloads are stored (blobs derived from the parent,
+    the position and the index) and the first `admitted` chunk runs are created in the same
+    transaction; at most `max_concurrency` are ever not final. A `RunSuspended` (reason fan_out)
+    follows; the position is recorded by `FanOutCompleted`."""
+
+    stream_type: ClassVar[str] = "run"
+    seq: int
+    name: str
+    task: str
+    total: int
+    max_concurrency: int
+    admitted: int
+    on_failure: str  # fail | complete
+    pool: str
+    priority: str
+    attempt: int
+    on_complete: str | None = None  # the completion run's task
+    retry: dict[str, Any] | None = None  # each chunk run's retry policy
+    timeout_seconds: float | None = None
+
+
+class FanOutProgressed(Event, tag="FanOutProgressed"):
+    """The scheduler recorded the ends of some chunk runs (their `ParentNotified`) and admitted
+    the chunks up to index `admitted` (exclusive) into the room freed: one event per parent
+    per batch of ends, not per chunk. `failures`: the chunks that failed in this batch."""
+
+    stream_type: ClassVar[str] = "run"
+    seq: int
+    succeeded: int  # more than before
+    failed: int
+    admitted: int  # chunks admitted so far, in all
+    failures: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+
+class FanOutCompleted(Event, tag="FanOutCompleted"):
+    """Every chunk run of the fan-out at `seq` is final: this is the position's record.
+    `outcome` succeeded (all chunks succeeded, or on_failure complete): the completion run
+    `completion_run_id` (if any) was created in the same transaction, once; failed (on_failure
+    fail and some chunk failed): no completion, the step fails with `error_type`."""
+
+    stream_type: ClassVar[str] = "run"
+    seq: int
+    name: str
+    outcome: str  # succeeded | failed
+    total: int
+    succeeded: int
+    failed: int
+    failures: list[dict[str, Any]] = msgspec.field(default_factory=list)  # the first ones
+    completion_run_id: uuid.UUID | None = None
     error_type: str | None = None
     message: str | None = None
 
@@ -665,6 +724,9 @@ CATALOGUE: tuple[type[Event], ...] = (
     ChildStarted,
     ChildFinished,
     ParentNotified,
+    FanOutStarted,
+    FanOutProgressed,
+    FanOutCompleted,
     RunPaused,
     RunResumed,
     RunStuck,
@@ -723,6 +785,9 @@ AnyEvent = (
     | ChildStarted
     | ChildFinished
     | ParentNotified
+    | FanOutStarted
+    | FanOutProgressed
+    | FanOutCompleted
     | RunPaused
     | RunResumed
     | RunStuck

@@ -64,6 +64,9 @@ RUN_EVENTS: Mapping[type[ev.Event], Move] = {
     ev.ChildStarted: Move(frozenset({S.RUNNING})),
     ev.ChildFinished: Move(frozenset({S.SUSPENDED})),
     ev.ParentNotified: Move(frozenset(FINAL)),
+    ev.FanOutStarted: Move(frozenset({S.RUNNING})),
+    ev.FanOutProgressed: Move(frozenset(NON_FINAL)),
+    ev.FanOutCompleted: Move(frozenset(NON_FINAL)),
     ev.RunStuck: Move(frozenset(ANY)),
     ev.RunPaused: Move(frozenset({S.RUNNING, S.SUSPENDED})),
     ev.RunResumed: Move(frozenset(NON_FINAL)),
@@ -169,7 +172,8 @@ def step(run: Run, event: ev.Event) -> Run:
             return replace(r, steps_done=max(r.steps_done, seq + 1), compensable=True)
         case (ev.StepCompleted(seq=seq) | ev.StepFailed(seq=seq) | ev.TimerFired(seq=seq)
               | ev.SignalDelivered(seq=seq) | ev.SignalTimedOut(seq=seq)
-              | ev.ChildStarted(seq=seq, awaited=False) | ev.ChildFinished(seq=seq)):
+              | ev.ChildStarted(seq=seq, awaited=False) | ev.ChildFinished(seq=seq)
+              | ev.FanOutCompleted(seq=seq)):
             return replace(r, steps_done=max(r.steps_done, seq + 1))
         case ev.ParentNotified():
             return replace(r, parent_notified=True)

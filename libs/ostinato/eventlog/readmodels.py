@@ -13,6 +13,7 @@ import msgspec
 
 from ostinato.db.queries import load
 from ostinato.domain import events as ev
+from ostinato.domain import fanout
 from ostinato.eventlog.records import RecordedEvent
 from ostinato.leases.shard import shard_of
 
@@ -232,6 +233,30 @@ def _child_finished(r: RecordedEvent, e: ev.ChildFinished) -> tuple[str, Args]:
     return _step_row(r, e.seq, e.name, False, error_type=e.error_type, message=e.message)
 
 
+def _fan_out_started(r: RecordedEvent, e: ev.FanOutStarted) -> tuple[str, Args]:
+    return "project_fan_out_started", (r.stream_id, e.seq, r.tenant_id, e.name, e.task, e.pool,
+                                       e.priority, e.total, e.max_concurrency, e.on_failure,
+                                       e.on_complete, e.admitted, r.occurred_at, r.version,
+                                       _json_or_none(e.retry), e.timeout_seconds)
+
+
+def _fan_out_progressed(r: RecordedEvent, e: ev.FanOutProgressed) -> tuple[str, Args]:
+    return "project_fan_out_progressed", (r.stream_id, e.seq, e.succeeded, e.failed,
+                                          e.admitted, _json.encode(e.failures).decode(),
+                                          r.version)
+
+
+def _fan_out_completed(r: RecordedEvent, e: ev.FanOutCompleted) -> tuple[str, Args]:
+    """The record closed and the position's step row: the summary the workflow goes on with,
+    or the failure it raises."""
+    ok = e.outcome == "succeeded"
+    output = fanout.summary(e) if ok else None
+    return "project_fan_out_completed", (
+        r.stream_id, e.seq, r.tenant_id, e.name, ok, output, None,
+        None if ok else e.error_type, None if ok else e.message, 0, 1, 0.0, r.occurred_at,
+        r.version, False, e.outcome, e.completion_run_id)
+
+
 def _paused(r: RecordedEvent, e: ev.RunPaused) -> tuple[str, Args]:
     return "project_run_paused", (r.stream_id, r.occurred_at, r.version)
 
@@ -343,6 +368,9 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.ChildStarted: _child_started,
     ev.ChildFinished: _child_finished,
     ev.ParentNotified: _parent_notified,
+    ev.FanOutStarted: _fan_out_started,
+    ev.FanOutProgressed: _fan_out_progressed,
+    ev.FanOutCompleted: _fan_out_completed,
     ev.RunStuck: _stuck,
     ev.RunPaused: _paused,
     ev.RunResumed: _resumed,
@@ -367,6 +395,7 @@ SLOT_UNCHANGED = frozenset({ev.RunScheduled, ev.RunStarted, ev.StepCompleted, ev
                             ev.TimerFired, ev.SignalReceived, ev.SignalDelivered,
                             ev.SignalTimedOut, ev.ChildStarted, ev.ChildFinished,
                             ev.ParentNotified, ev.RunPaused, ev.RunResumed,
+                            ev.FanOutStarted, ev.FanOutProgressed, ev.FanOutCompleted,
                             ev.RunStuck, ev.StepRetried, ev.StepSkipped, ev.RunRestarted,
                             ev.RunReopened, ev.RunMarkedFailed})
 
@@ -408,5 +437,5 @@ async def snapshot(conn: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:
         table: [dict(r) for r in await conn.fetch(Q[f"snapshot_{table}"])]
         for table in ("tenants", "api_keys", "jobs", "runs", "occurrence_skips", "job_pauses",
                       "calendars", "dead_letters", "limits", "pool_controls", "run_slots",
-                      "run_steps", "run_signals", "run_steps_set_aside")
+                      "run_steps", "run_signals", "run_steps_set_aside", "fan_outs")
     }

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -37,7 +37,11 @@ from ostinato.domain.workflow import INLINE_OUTPUT_BYTES
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
 from ostinato.policy import retry
+from ostinato.runs import fanout
+from ostinato.runs.rules import ChildRules, settings
+from ostinato.stores import fan_outs as fan_store
 from ostinato.stores import runs as run_store
+from ostinato.stores import signals as signal_store
 from ostinato.stores.runs import ChildRun, LockedRun
 
 CHILD_NAMESPACE = uuid.UUID("5b0e7c52-0f3e-4d7a-9a39-64d1c8f2a7e1")
@@ -47,17 +51,6 @@ _json = msgspec.json.Encoder()
 def child_run_id(parent_run_id: uuid.UUID, seq: int) -> uuid.UUID:
     """The one run id the child started at workflow position `seq` can have."""
     return uuid.uuid5(CHILD_NAMESPACE, f"{parent_run_id}/child/{seq}")
-
-
-@dataclass(frozen=True, slots=True)
-class ChildRules:
-    """What a child may ask for: the configured pools and priority classes (empty: the parent's
-    only), the pools' default retry policies and the payload size limit."""
-
-    pools: frozenset[str] = frozenset()
-    classes: frozenset[str] = frozenset()
-    pool_retry: dict[str, retry.RetryPolicy] = field(default_factory=dict)
-    max_payload_bytes: int = 262_144
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,22 +80,9 @@ def child_started(parent: LockedRun, head: StreamHead, seq: int, name: str,
                   epoch: int) -> ChildStart:
     """Pure: the child's `RunScheduled` (its own stream) and the parent's `ChildStarted` (on
     `head`); raises InvalidInput naming the field a child may not have."""
-    pool = request.pool or parent.pool
-    priority = request.priority or parent.priority
-    errors: list[dict[str, str]] = []
-    if pool != parent.pool and pool not in rules.pools:
-        errors.append({"field": "child.pool", "message": "unknown pool"})
-    if priority != parent.priority and priority not in rules.classes:
-        errors.append({"field": "child.priority", "message": "unknown priority class"})
-    if request.timeout_seconds is not None and request.timeout_seconds <= 0:
-        errors.append({"field": "child.timeout_seconds", "message": "must be positive"})
-    policy = rules.pool_retry.get(pool, retry.DEFAULT)
-    if request.retry is not None:
-        try:
-            policy = retry.parse_retry(msgspec.convert(request.retry, retry.RetrySpec),
-                                       "child.retry")
-        except (InvalidInput, msgspec.ValidationError) as exc:
-            errors.append({"field": "child.retry", "message": str(exc)})
+    pool, priority, policy, errors = settings(parent, request.pool, request.priority,
+                                              request.retry, request.timeout_seconds, rules,
+                                              "child")
     body = _json.encode(request.payload)
     if len(body) > rules.max_payload_bytes:
         errors.append({"field": "child.payload",
@@ -170,7 +150,8 @@ def waits_for(parent: LockedRun | None, child: ChildRun) -> bool:
 async def notify_parents(conn: asyncpg.Connection, store: EventStore, *, batch_size: int,
                          actor: str) -> int:
     """In one transaction: tell the parents of up to `batch_size` final children; returns how
-    many children were handled."""
+    many children were handled. A fan-out's chunk runs move their parent's fan-out on
+    (`ostinato.runs.fanout`: counted, the next chunks admitted) in the same transaction."""
     async with conn.transaction():
         found = await run_store.finished_children(conn, batch_size)
         if not found:
@@ -182,10 +163,13 @@ async def notify_parents(conn: asyncpg.Connection, store: EventStore, *, batch_s
         heads = {pid: StreamHead.of(p) for pid, p in parents.items()}
         events: list[NewEvent] = []
         blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]] = []
+        chunks: dict[uuid.UUID, list[ChildRun]] = {}
         for child in children:
             parent = parents.get(child.parent_run_id)
             woke = waits_for(parent, child)
-            if woke:
+            if child.trigger == "fan_out":
+                chunks.setdefault(child.parent_run_id, []).append(child)
+            elif woke:
                 assert parent is not None and parent.wait_seq is not None
                 head = heads[parent.id]
                 outcome = finished(child, parent.wait_seq, parent.wait_name or "child",
@@ -199,6 +183,18 @@ async def notify_parents(conn: asyncpg.Connection, store: EventStore, *, batch_s
             events.append(StreamHead.of(child).next(
                 ev.ParentNotified(parent_run_id=child.parent_run_id, woke=woke), actor,
                 traceparent=child.traceparent))
+        payloads: list[tuple[uuid.UUID, uuid.UUID, bytes]] = []
+        if chunks:
+            fans = await fan_store.of_parents(conn, sorted(chunks))
+            now = await signal_store.database_now(conn)
+            for pid, ended in chunks.items():
+                running = [f for (p, _), f in fans.items() if p == pid and f.state == "running"]
+                if pid in parents and running:
+                    moves = fanout.progressed(parents[pid], heads[pid], running[0], ended, now,
+                                              actor)
+                    events += moves.events
+                    payloads += moves.payloads
         await put_blobs(conn, blobs, "step")
+        await put_blobs(conn, payloads)
         await store.append(conn, events)
     return len(children)

@@ -117,6 +117,7 @@ from ostinato.sdk.worker import Worker
 from ostinato.sdk.workflow import (
     ChildFailedError,
     CompensationFailed,
+    FanOutFailedError,
     NonDeterminismError,
     SignalTimeout,
     StepFailedError,
@@ -129,6 +130,7 @@ __all__ = [
     "Cancelled",
     "ChildFailedError",
     "CompensationFailed",
+    "FanOutFailedError",
     "GatewayError",
     "Handler",
     "LeaseLost",

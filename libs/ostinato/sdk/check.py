@@ -86,7 +86,7 @@ WARNINGS: Final = frozenset({ENDS_EARLY, RAISES, UNCHECKED})
 DEFAULT_API_URL: Final = "http://127.0.0.1:8080"  # the api's default (runtime.settings)
 DEFAULT_TIMEOUT: Final = 10.0  # seconds one run's replay may take
 IN_FLIGHT: Final = tuple(s.value for s in RunState if s not in FINAL)
-WAIT_REASONS: Final = frozenset({"timer", "signal", "child"})  # not "paused": no wait pending
+WAIT_REASONS: Final = frozenset({"timer", "signal", "child", "fan_out"})  # "paused" waits on none
 # Every position is read through the journal, never judged unrecorded by `steps_done` alone:
 # a position judged unrecorded would run its step function.
 _READ_EVERY_POSITION: Final = 1 << 62

@@ -215,6 +215,24 @@ class ChildSpec(_Request):
     wait: bool = True
 
 
+class FanOutSpec(_Request):
+    """A chunked fan-out the workflow starts at its position (``ctx.fan_out``): one child run of
+    ``task`` per chunk (its payload), at most ``max_concurrency`` of them not final at once;
+    when all are final, ``on_complete`` (a task) runs once, and ``on_failure`` says what failed
+    chunks do: ``fail`` the step, or ``complete`` with the failures listed. The run is
+    suspended until every chunk is final."""
+
+    task: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    chunks: Annotated[list[Any], msgspec.Meta(min_length=1, max_length=100_000)]
+    max_concurrency: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 50
+    on_complete: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    on_failure: Literal["fail", "complete"] = "fail"
+    pool: Annotated[str, msgspec.Meta(min_length=1, max_length=63)] | None = None
+    priority: Annotated[str, msgspec.Meta(min_length=1, max_length=63)] | None = None
+    retry: dict[str, Any] | None = None  # each chunk run's, as a job's ``retry``
+    timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
+
+
 class StepItem(_Request):
     """A workflow step's outcome, recorded under the attempt's fencing token before the SDK
     lets the workflow go past the step (``ostinato.domain.workflow``). ``error`` set: the step
@@ -232,6 +250,7 @@ class StepItem(_Request):
     duration_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     wait: WaitSpec | None = None
     child: ChildSpec | None = None  # a child run started here (``ctx.child``/``start_child``)
+    fan_out: FanOutSpec | None = None  # chunk runs started here (``ctx.fan_out``)
     compensable: bool = False  # the step registered a compensation (``compensate=``)
     # The workflow's overall deadline (``@workflow(..., timeout=)``): past it, by the database
     # clock, nothing is recorded and the answer says ``deadline_passed``.

@@ -37,6 +37,12 @@ runs: a retry resumes instead of restarting. The rules (``docs/WORKFLOWS.md``):
   child's error. ``ctx.start_child(...)`` starts one and returns its run id without waiting.
   Cancelling the workflow cancels its children. A child is a step: started once, whatever
   happens to the parent.
+- ``await ctx.fan_out(task, chunks, max_concurrency=50, on_complete=task, on_failure=...)``
+  runs one child run of ``task`` per chunk, never more than ``max_concurrency`` at once, and
+  returns ``{"total", "succeeded", "failed", "failures", "completion_run_id"}`` when all are
+  final; ``on_complete`` runs once after them. Failed chunks with ``on_failure="fail"``
+  raise ``FanOutFailedError`` (no completion run); with ``"complete"`` the completion runs and
+  the failures are listed. The workflow is suspended meanwhile (``docs/WORKFLOWS.md``).
 - ``compensate=fn`` registers the step's compensation (a saga): when the workflow fails for
   good (a permanent error, or a retryable one on its last attempt) or is cancelled, the
   compensations of its completed steps run in reverse order, each a recorded step
@@ -85,13 +91,15 @@ from ostinato.sdk.protocol import (
     MAX_STEPS_PAGE,
     ChildSpec,
     ErrorInfo,
+    FanOutSpec,
     StepItem,
     StepRecord,
     WaitSpec,
 )
 from ostinato.sdk.tasks import Task, checked_version, payload_spec
 
-__all__ = ["ChildFailedError", "CompensationFailed", "NonDeterminismError", "SignalTimeout",
+__all__ = ["ChildFailedError", "CompensationFailed", "FanOutFailedError", "NonDeterminismError",
+           "SignalTimeout",
            "StepFailedError", "WorkflowContext", "WorkflowTimedOut", "workflow"]
 
 _encoder = msgspec.json.Encoder()
@@ -121,6 +129,11 @@ class ChildFailedError(StepFailedError):
 
     def __init__(self, step: str, type: str, message: str) -> None:
         super().__init__(step, type, message)
+
+
+class FanOutFailedError(StepFailedError):
+    """Chunks of the fan-out awaited by ``ctx.fan_out`` failed and its policy is ``fail``
+    (type ``fan_out_failed``; the message counts them)."""
 
 
 class CompensationFailed(PermanentError):
@@ -317,8 +330,44 @@ class WorkflowContext:
         record = await self._wait(name or f"start_child:{spec.task}", child=spec)
         return str(record.output)
 
+    async def fan_out(self, task: str | Task, chunks: Sequence[Any], *,
+                      max_concurrency: int = 50, on_complete: str | Task | None = None,
+                      on_failure: str = "fail", name: str | None = None,
+                      pool: str | None = None, priority: str | None = None,
+                      retry: dict[str, Any] | None = None,
+                      timeout: timedelta | float | None = None) -> dict[str, Any]:  # noqa: ASYNC109
+        """Run ``task`` once per chunk (each chunk its payload), as child runs of this one with
+        ids derived from this run and the chunk's index, at most ``max_concurrency`` not final
+        at once; suspended until all are final. ``on_complete``: a task run once afterwards
+        (payload: the counts and the failures); ``on_failure``: ``"fail"`` raises
+        ``FanOutFailedError`` when a chunk failed (dead-lettered or cancelled), ``"complete"``
+        goes on with the failures listed. Returns the counts, the failures listed and the
+        completion run's id. ``pool``, ``priority``, ``retry``, ``timeout``: each chunk run's."""
+        if on_failure not in ("fail", "complete"):
+            raise ValueError('on_failure is "fail" or "complete"')
+        if not 1 <= max_concurrency <= 10_000:
+            raise ValueError("max_concurrency is between 1 and 10,000")
+        base = _child_spec(task, None, pool, priority, retry, timeout, wait=True)
+        try:
+            encoded = [msgspec.Raw(_encoder.encode(c)) for c in chunks]
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise TypeError(f"a chunk must be JSON: {exc}") from exc
+        if not encoded:
+            raise ValueError("a fan-out needs at least one chunk")
+        complete = on_complete.name if isinstance(on_complete, Task) else on_complete
+        spec = FanOutSpec(task=base.task, chunks=encoded, max_concurrency=max_concurrency,
+                          on_complete=complete, on_failure=on_failure,  # type: ignore[arg-type]
+                          pool=pool, priority=priority, retry=retry,
+                          timeout_seconds=base.timeout_seconds)
+        record = await self._wait(name or f"fan_out:{spec.task}", fan_out=spec)
+        if not record.succeeded:
+            raise FanOutFailedError(record.name, record.error_type or "fan_out_failed",
+                                    record.message or "")
+        return dict(record.output or {})
+
     async def _wait(self, name: str, wait: WaitSpec | None = None,
-                    child: ChildSpec | None = None) -> RecordedStep:
+                    child: ChildSpec | None = None,
+                    fan_out: FanOutSpec | None = None) -> RecordedStep:
         run = self.run
         seq = self._counter.seq
         decision = decide(self._counter, name, await self._at_boundary(seq))
@@ -329,6 +378,7 @@ class WorkflowContext:
         result = await run.record_step(StepItem(run_id=run.run_id,
                                                 fencing_token=run.fencing_token, seq=seq,
                                                 name=name, wait=wait, child=child,
+                                                fan_out=fan_out,
                                                 deadline=self._deadline()))
         if result.status in (404, 409):
             run.mark_lease_lost()
@@ -341,7 +391,8 @@ class WorkflowContext:
             run.request_cancel()
             raise Cancelled(run.run_id)
         if result.suspended:
-            raise Suspended(run.run_id, "child" if wait is None else wait.kind)
+            raise Suspended(run.run_id, wait.kind if wait is not None
+                            else "fan_out" if fan_out is not None else "child")
         if result.step is None:
             raise GatewayError(result.status, "the gateway neither suspended nor resumed")
         run.steps_done = max(run.steps_done, seq + 1)

@@ -115,6 +115,8 @@ async def waiting_reason(conn: asyncpg.Connection, run: RunRow) -> str | None:
             return f"timer{until}"
         if run.wait_reason == "child":
             return f"child run {run.wait_child}"
+        if run.wait_reason == "fan_out":
+            return f"fan-out {run.wait_name!r}: its chunk runs"
         return f"signal {run.wait_signal!r}{until}"
     if not run.waits_for_dispatch:
         return None
@@ -368,6 +370,7 @@ class ChildRun(msgspec.Struct, frozen=True):
     output_ref: uuid.UUID | None
     last_error: Any
     parent_notified: bool
+    trigger: str = "child"  # child | fan_out (a chunk) | fan_out_complete (its completion)
 
 
 async def children(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, ChildRun]:

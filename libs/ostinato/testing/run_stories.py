@@ -115,6 +115,19 @@ def _event(kind: type[ev.Event], run: Run, draw: st.DrawFn) -> ev.Event:
                                     output={"n": 1} if ok else None,
                                     error_type=None if ok else "boom",
                                     message=None if ok else "m")
+        case ev.FanOutStarted:
+            return ev.FanOutStarted(seq=run.steps_done, name="fan_out:t", task="t", total=4,
+                                    max_concurrency=2, admitted=2, on_failure="fail",
+                                    pool="default", priority="default", attempt=attempt)
+        case ev.FanOutProgressed:
+            return ev.FanOutProgressed(seq=run.steps_done, succeeded=1, failed=0, admitted=3)
+        case ev.FanOutCompleted:
+            ok = draw(st.booleans())
+            return ev.FanOutCompleted(seq=run.steps_done, name="fan_out:t",
+                                      outcome="succeeded" if ok else "failed", total=4,
+                                      succeeded=4 if ok else 3, failed=0 if ok else 1,
+                                      error_type=None if ok else "fan_out_failed",
+                                      message=None if ok else "1 of 4 chunks failed")
         case ev.RunPaused:
             return ev.RunPaused(by="operator", reason="maintenance")
         case ev.RunResumed:

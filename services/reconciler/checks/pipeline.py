@@ -24,7 +24,7 @@ from ostinato.telemetry.logging import get_logger
 
 log = get_logger("ostinato.reconciler")
 WATCHED_STATES = ("scheduled", "queued", "suspended")
-SUSPENSION_REASONS = ("timer", "signal", "child", "paused")  # RunSuspended.reason
+SUSPENSION_REASONS = ("timer", "signal", "child", "fan_out", "paused")  # RunSuspended.reason
 UPCOMING_WINDOWS = (timedelta(minutes=1), timedelta(minutes=5), timedelta(minutes=15))
 _WINDOW_LABELS = ("1m", "5m", "15m")
 

@@ -402,10 +402,45 @@ WHERE run_id = $1;
 -- RunMarkedFailed: the operator's error is the run's last; RunDeadLettered follows.
 UPDATE runs SET last_error = $2::text::jsonb, version = $3 WHERE id = $1;
 
+-- name: project_fan_out_started
+-- FanOutStarted: the parent's fan-out record, with the first chunks admitted.
+WITH f AS (
+    INSERT INTO fan_outs (parent_run_id, seq, tenant_id, name, task, pool, priority, total,
+                          max_concurrency, on_failure, on_complete, admitted, started_at,
+                          version, retry, timeout_seconds)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::text::jsonb,
+            $16)
+)
+UPDATE runs SET version = $14 WHERE id = $1;
+
+-- name: project_fan_out_progressed
+-- FanOutProgressed: children's ends counted, more chunks admitted, failures listed.
+WITH f AS (
+    UPDATE fan_outs SET succeeded = succeeded + $3, failed = failed + $4, admitted = $5,
+                        failures = failures || $6::text::jsonb, version = $7
+    WHERE parent_run_id = $1 AND seq = $2
+)
+UPDATE runs SET version = $7 WHERE id = $1;
+
+-- name: project_fan_out_completed
+-- FanOutCompleted: the record closed, and the position's step row (as project_step_recorded).
+WITH f AS (
+    UPDATE fan_outs SET state = $16, completion_run_id = $17, finished_at = $13, version = $14
+    WHERE parent_run_id = $1 AND seq = $2
+), step AS (
+    INSERT INTO run_steps (run_id, seq, tenant_id, name, succeeded, output, output_ref,
+                           error_type, message, attempt, tries, duration_ms, recorded_at)
+    VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9, $10, $11, $12, $13)
+)
+UPDATE runs SET version = $14, steps_done = greatest(steps_done, $2 + 1),
+                compensable = compensable OR $15
+WHERE id = $1;
+
 -- name: truncate_read_models
 -- Before a rebuild: read models only, never the log.
 TRUNCATE api_keys, runs, jobs, tenants, occurrence_skips, job_pauses, calendars, dead_letters,
-         limits, pool_controls, run_slots, run_steps, run_signals, run_steps_set_aside;
+         limits, pool_controls, run_slots, run_steps, run_signals, run_steps_set_aside,
+         fan_outs;
 
 -- name: snapshot_tenants
 -- For the rebuild-equality check.
@@ -422,6 +457,10 @@ SELECT * FROM jobs ORDER BY id;
 -- name: snapshot_runs
 -- For the rebuild-equality check.
 SELECT * FROM runs ORDER BY id;
+
+-- name: snapshot_fan_outs
+-- For the rebuild-equality check.
+SELECT * FROM fan_outs ORDER BY parent_run_id, seq;
 
 -- name: snapshot_run_steps
 -- For the rebuild-equality check.

@@ -187,14 +187,14 @@ WHERE state = 'suspended' AND (wake_at IS NOT NULL OR deadline_at IS NOT NULL)
 -- name: children_by_id
 -- The child runs among these ids (a parent recording a child step: created already?).
 SELECT id, tenant_id, parent_run_id, task, state, version, traceparent, output_ref, last_error,
-       parent_notified
+       parent_notified, trigger
 FROM runs WHERE id = ANY($1::uuid[]) AND parent_run_id IS NOT NULL;
 
 -- name: finished_children
 -- The scheduler's poll: final children whose parent was not told yet (the partial index
 -- runs_children_done, migration 0017: its predicate written here exactly).
 SELECT id, tenant_id, parent_run_id, task, state, version, traceparent, output_ref, last_error,
-       parent_notified
+       parent_notified, trigger
 FROM runs
 WHERE parent_run_id IS NOT NULL AND NOT parent_notified
   AND state IN ('succeeded', 'dead_lettered', 'cancelled')
@@ -204,7 +204,7 @@ LIMIT $1;
 -- name: lock_children
 -- The same children locked (after their parents), still final and not notified.
 SELECT id, tenant_id, parent_run_id, task, state, version, traceparent, output_ref, last_error,
-       parent_notified
+       parent_notified, trigger
 FROM runs
 WHERE id = ANY($1::uuid[]) AND parent_run_id IS NOT NULL AND NOT parent_notified
   AND state IN ('succeeded', 'dead_lettered', 'cancelled')
@@ -222,7 +222,7 @@ ORDER BY id;
 -- One parent's children, one tenant only, in id order after the cursor $3 (index
 -- runs_children).
 SELECT id, tenant_id, parent_run_id, task, state, version, traceparent, output_ref, last_error,
-       parent_notified
+       parent_notified, trigger
 FROM runs WHERE parent_run_id = $1 AND tenant_id = $2 AND ($3::uuid IS NULL OR id > $3)
 ORDER BY id
 LIMIT $4;
