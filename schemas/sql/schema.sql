@@ -119,6 +119,73 @@ CREATE TABLE public.calendars (
 );
 
 --
+-- Name: dag_run_nodes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.dag_run_nodes (
+    dag_run_id uuid NOT NULL,
+    key text NOT NULL,
+    tenant_id uuid NOT NULL,
+    state text NOT NULL,
+    run_id uuid,
+    generation integer DEFAULT 0 NOT NULL,
+    ready_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    updated_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: dag_runs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.dag_runs (
+    id uuid NOT NULL,
+    tenant_id uuid NOT NULL,
+    dag_id uuid NOT NULL,
+    dag_version integer NOT NULL,
+    state text NOT NULL,
+    trigger text NOT NULL,
+    due_at timestamp with time zone NOT NULL,
+    job_id uuid,
+    scheduled_for timestamp with time zone,
+    cancel_requested boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    updated_at timestamp with time zone NOT NULL,
+    version integer NOT NULL
+);
+
+--
+-- Name: dag_versions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.dag_versions (
+    dag_id uuid NOT NULL,
+    version integer NOT NULL,
+    tenant_id uuid NOT NULL,
+    version_hash text NOT NULL,
+    definition json NOT NULL,
+    created_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: dags; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.dags (
+    id uuid NOT NULL,
+    tenant_id uuid NOT NULL,
+    name text NOT NULL,
+    version integer NOT NULL,
+    version_hash text NOT NULL,
+    node_count integer NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    stream_version integer NOT NULL
+);
+
+--
 -- Name: dead_letters; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -681,6 +748,48 @@ ALTER TABLE ONLY public.calendars
     ADD CONSTRAINT calendars_tenant_id_name_key UNIQUE (tenant_id, name);
 
 --
+-- Name: dag_run_nodes dag_run_nodes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.dag_run_nodes
+    ADD CONSTRAINT dag_run_nodes_pkey PRIMARY KEY (dag_run_id, key);
+
+--
+-- Name: dag_runs dag_runs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.dag_runs
+    ADD CONSTRAINT dag_runs_pkey PRIMARY KEY (id);
+
+--
+-- Name: dag_versions dag_versions_dag_id_version_hash_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.dag_versions
+    ADD CONSTRAINT dag_versions_dag_id_version_hash_key UNIQUE (dag_id, version_hash);
+
+--
+-- Name: dag_versions dag_versions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.dag_versions
+    ADD CONSTRAINT dag_versions_pkey PRIMARY KEY (dag_id, version);
+
+--
+-- Name: dags dags_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.dags
+    ADD CONSTRAINT dags_pkey PRIMARY KEY (id);
+
+--
+-- Name: dags dags_tenant_id_name_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.dags
+    ADD CONSTRAINT dags_tenant_id_name_key UNIQUE (tenant_id, name);
+
+--
 -- Name: dead_letters dead_letters_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -913,6 +1022,30 @@ CREATE INDEX audit_tenant_recent ON public.audit USING btree (tenant_id, recorde
 CREATE INDEX blobs_expiring ON public.blobs USING btree (created_at) WHERE (kind <> 'payload'::text);
 
 --
+-- Name: dag_run_nodes_active; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX dag_run_nodes_active ON public.dag_run_nodes USING btree (run_id) WHERE (state = 'active'::text);
+
+--
+-- Name: dag_run_nodes_run; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX dag_run_nodes_run ON public.dag_run_nodes USING btree (run_id);
+
+--
+-- Name: dag_runs_by_dag; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX dag_runs_by_dag ON public.dag_runs USING btree (tenant_id, dag_id, created_at DESC);
+
+--
+-- Name: dag_runs_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX dag_runs_due ON public.dag_runs USING btree (due_at) WHERE (state = 'pending'::text);
+
+--
 -- Name: dead_letters_compensation_failed; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1000,7 +1133,7 @@ CREATE INDEX runs_job_active ON public.runs USING btree (job_id) WHERE (state <>
 -- Name: runs_job_slot; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE UNIQUE INDEX runs_job_slot ON public.runs USING btree (job_id, scheduled_for) WHERE (parent_run_id IS NULL);
+CREATE UNIQUE INDEX runs_job_slot ON public.runs USING btree (job_id, scheduled_for) WHERE ((parent_run_id IS NULL) AND (trigger <> 'dag'::text));
 
 --
 -- Name: runs_pinned_waiting; Type: INDEX; Schema: public; Owner: -

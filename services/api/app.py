@@ -25,6 +25,7 @@ from ostinato.runtime.service import Service
 from services.api import (
     audit,
     capacity,
+    dags,
     failures,
     interventions,
     job_control,
@@ -75,6 +76,7 @@ def create_app(service: Service, store: EventStore,
             *kafka_access.ROUTES,
             *audit.ROUTES,
             *operations.ROUTES,
+            *dags.ROUTES,
             *ui.routes(),  # the web UI under /ui (docs/UI.md)
             *ops_route_handlers(lambda: service.readiness(kafka=True)),
             create_static_files_router(SWAGGER_ASSETS, [SWAGGER_UI_DIR], name="swagger-assets"),

@@ -250,6 +250,10 @@ async def get_run(run_id: FromPath[uuid.UUID], tenant: Tenant) -> RunView:
     fan = await fan_store.latest(tenant.conn, tenant.tenant_id, run_id)
     if fan is not None:
         view.fan_out = fan_out_view(fan)
+    if run.trigger == "dag":  # its payload names its DAG run and node (ostinato.runs.dags)
+        dag = view.payload.get("dag") if isinstance(view.payload, dict) else None
+        if isinstance(dag, dict) and isinstance(dag.get("dag_run_id"), str):
+            view.dag_run_id, view.dag_node = uuid.UUID(dag["dag_run_id"]), dag.get("node")
     return view
 
 

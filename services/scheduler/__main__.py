@@ -10,6 +10,7 @@ from datetime import timedelta
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
 from ostinato.leases.shard import ShardLeases
+from ostinato.runs.dags import Rules
 from ostinato.runtime.duties import outbox_relay
 from ostinato.runtime.service import Service, run_service, run_until_stopped
 from services.scheduler import tick
@@ -27,7 +28,8 @@ async def amain() -> None:
     relay = service.add_duty(outbox_relay(OutboxRelay(pool, producer, settings.topics)))
     service.add_duties(tick.duties(
         pool, store, service.clock, batch_size=settings.scheduler_batch_size,
-        poll_seconds=settings.scheduler_poll_seconds, on_created=relay.wake, leases=leases))
+        poll_seconds=settings.scheduler_poll_seconds, on_created=relay.wake, leases=leases,
+        dag_rules=Rules(pool_retry=settings.pool_retry)))
 
     ops = service.ops_server(settings.scheduler_port)
     await ops.start()

@@ -1,7 +1,8 @@
 """The scheduler's duties (`duties`, run by `ostinato.runtime.duties`): turn due occurrences
 into runs (or recorded skips), hand runs whose retry is due back to the dispatcher, wake
 suspended workflow runs whose timer (or signal-wait timeout) is due, tell parents that their
-child runs ended (`ostinato.runs.children`), and keep the shard leases.
+child runs ended (`ostinato.runs.children`), advance DAG runs whose nodes ended or whose start
+time came (`ostinato.runs.dags`), and keep the shard leases.
 
 One `fire_due` tick holds the shard leases still current in its transaction, locks a small
 batch of due jobs of those shards (`FOR UPDATE SKIP LOCKED` over the partial index on
@@ -23,6 +24,7 @@ from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.materialise import Waiting, decide_and_append
 from ostinato.leases.shard import SHARDS, ShardLeases, ShardOwnership, hold
+from ostinato.runs import dags as dag_runs
 from ostinato.runs.children import notify_parents
 from ostinato.runtime.duties import Duty
 from ostinato.stores import jobs, runs
@@ -32,6 +34,7 @@ ACTOR = "scheduler"
 RETRY_BATCH = 500  # runs whose retry is due, per transaction
 WAKE_BATCH = 500  # suspended runs woken, per transaction
 CHILD_BATCH = 500  # final children told to their parents, per transaction
+DAG_BATCH = 100  # DAG runs advanced (nodes ended, or start time come), per transaction
 
 
 async def fire_due(
@@ -103,6 +106,7 @@ async def wake_suspended(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
 def duties(
     pool: asyncpg.Pool, store: EventStore, clock: Clock, *, batch_size: int,
     poll_seconds: float, on_created: Callable[[], None], leases: ShardLeases | None = None,
+    dag_rules: dag_runs.Rules | None = None,
 ) -> list[Duty]:
     """The scheduler's duties, taking turns (one scheduler transaction at a time): with
     `leases`, their renewal every third of their time to live (handed back on stop; retried at
@@ -139,10 +143,20 @@ def duties(
             on_created()
         return told
 
+    async def advance_dags(now: datetime) -> int:
+        async with pool.acquire() as conn:
+            advanced = await dag_runs.advance_due(conn, store, now=clock.now(),
+                                                  batch_size=DAG_BATCH, actor=ACTOR,
+                                                  rules=dag_rules or dag_runs.Rules())
+        if advanced:
+            on_created()
+        return advanced
+
     found = [Duty("fire_due", poll_seconds, fire, batch=batch_size, turn=turn),
              Duty("release_retries", poll_seconds, retries, batch=RETRY_BATCH, turn=turn),
              Duty("wake_suspended", poll_seconds, wake, batch=WAKE_BATCH, turn=turn),
-             Duty("notify_parents", poll_seconds, tell_parents, batch=CHILD_BATCH, turn=turn)]
+             Duty("notify_parents", poll_seconds, tell_parents, batch=CHILD_BATCH, turn=turn),
+             Duty("advance_dags", poll_seconds, advance_dags, batch=DAG_BATCH, turn=turn)]
     if leases is None:
         return found
     renew_every = leases.ttl.total_seconds() / 3

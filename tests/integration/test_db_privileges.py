@@ -43,7 +43,8 @@ DML = ("SELECT", "INSERT", "UPDATE", "DELETE")
 NEVER = ("TRUNCATE", "REFERENCES", "TRIGGER")
 # Written once: the log and the histories (0025_roles.sql's rule: a later migration that adds
 # such a table revokes UPDATE/DELETE in the same file and lists it here).
-APPEND_ONLY = {"events", "occurrence_skips", "run_steps_set_aside", "audit"}  # audit: 0027
+APPEND_ONLY = {"events", "occurrence_skips", "run_steps_set_aside",
+               "audit", "dag_versions"}  # 0027, 0030
 INSERT_DELETE = {"blobs",  # immutable documents, deleted by retention
                  "operation_items", "operation_failures"}  # an operation's frozen selection
 READ_ONLY = {"schema_migrations"}

@@ -498,7 +498,8 @@ def json_documents(block: Block) -> list[Any]:
 
 @pytest.mark.parametrize("block", [pytest.param(b, id=b.id) for b in JSON_BLOCKS])
 async def test_json_example_is_valid(block: Block, cluster: Cluster) -> None:
-    """Valid JSON; a job's body (an object with a `name`) is one the API accepts."""
+    """Valid JSON; a job's body (an object with a `name`) is one the API accepts, and so is a
+    DAG's (a `name` and `nodes`: POST /v1/dags)."""
     documents = json_documents(block)
     jobs = [d for d in documents if isinstance(d, dict) and "name" in d]
     if jobs:
@@ -506,5 +507,5 @@ async def test_json_example_is_valid(block: Block, cluster: Cluster) -> None:
         async with httpx.AsyncClient(base_url=cluster.api_url, headers=headers,
                                      timeout=30) as http:
             for body in jobs:
-                r = await http.post("/v1/jobs", json=body)
+                r = await http.post("/v1/dags" if "nodes" in body else "/v1/jobs", json=body)
                 assert r.status_code == 201, f"{block.id}: {r.text}"

@@ -12,6 +12,7 @@ from ostinato.stores import (
     api_keys,
     audit,
     calendars,
+    dags,
     dead_letters,
     fan_outs,
     jobs,
@@ -97,6 +98,18 @@ ROW_OF = {
     (operations, "operation_failures_of"): operations.Failure,
     (fan_outs, "fan_outs_of_parents"): fan_outs.FanOutRow,
     (fan_outs, "latest_fan_out"): fan_outs.FanOutRow,
+    (dags, "dag_by_id"): dags.DagRow,
+    (dags, "dag_by_name"): dags.DagRow,
+    (dags, "lock_dag_by_name"): dags.DagRow,
+    (dags, "list_dags"): dags.DagRow,
+    (dags, "dag_version"): dags.DagVersionRow,
+    (dags, "dag_versions_of"): dags.DagVersionRow,
+    (dags, "dag_run_by_id"): dags.DagRunRow,
+    (dags, "lock_dag_run"): dags.DagRunRow,
+    (dags, "lock_dag_runs_skip"): dags.DagRunRow,
+    (dags, "dag_runs_of_dag"): dags.DagRunRow,
+    (dags, "dag_run_nodes"): dags.DagNodeRow,
+    (dags, "current_definitions"): dags.DagCurrent,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
 SCALAR = {
@@ -113,12 +126,14 @@ SCALAR = {
     (operations, "count_jobs_matching"), (operations, "select_job_items"),
     (operations, "record_operation_failures"), (operations, "advance_operation"),
     (operations, "cancel_operation"),
+    (ledger, "ledger_findings_recorded"),
+    (dags, "dag_runs_with_ended_nodes"), (dags, "dag_runs_due"), (dags, "existing_dag_ids"),
 }
 
 
 def test_every_store_query_is_accounted_for() -> None:
     stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps, signals,
-              task_schemas, ledger, api_keys, audit, operations, fan_outs)
+              task_schemas, ledger, api_keys, audit, operations, fan_outs, dags)
     named = {(store, name) for store in stores for name in store.Q}
     assert named == set(ROW_OF) | SCALAR
 

@@ -119,6 +119,15 @@ def test_every_event_round_trips_through_the_codec() -> None:
         ev.RunMarkedSucceeded(output_ref=uuid.uuid4(), by="ops", reason="done by hand"),
         ev.RunMarkedFailed(error_type="operator_failed", message="m", by="ops",
                            reason="obsolete"),
+        ev.DagDefined(name="etl", version=1, version_hash="ab" * 32,
+                      definition={"nodes": [{"key": "a", "task": "t"}]}),
+        ev.DagRunStarted(dag_id=uuid.uuid4(), dag_version=1, nodes=["a", "b"], due_at=now),
+        ev.DagNodeReady(key="a", run_id=uuid.uuid4(), generation=1, parents=[uuid.uuid4()]),
+        ev.DagNodeFinished(key="a", run_id=uuid.uuid4(), state="succeeded"),
+        ev.DagNodeSkipped(key="b", state="upstream_failed", cause="a failed"),
+        ev.DagRunCancelled(by="ops", reason="not today"),
+        ev.DagRunRetriedFromNode(key="a", reset=["a", "b"], by="ops", reason="fixed"),
+        ev.DagRunFinished(outcome="succeeded", counts={"succeeded": 2}),
     ]
     assert {type(s) for s in samples} == set(ev.CATALOGUE)
     every: set[type[ev.Event]] = set()

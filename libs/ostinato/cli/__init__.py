@@ -3,9 +3,9 @@
 
     ostinato [--profile P] [--api-url URL] [--api-key KEY] [-o table|json|jsonl] RESOURCE VERB
 
-Resources: jobs, schedules, runs, dead-letters, pools, workers, tasks, tenants, keys, audit.
-The connection is resolved as flag > OSTINATO_API_URL / OSTINATO_API_KEY > the profile file
-(`ostinato.client.config`). Exit codes: 0 done, 1 the API refused or failed (or a bulk verb
+Resources: jobs, schedules, runs, dead-letters, pools, workers, tasks, tenants, keys, audit, dags,
+dag-runs. The connection is resolved as flag > OSTINATO_API_URL / OSTINATO_API_KEY > the profile
+file (`ostinato.client.config`). Exit codes: 0 done, 1 the API refused or failed (or a bulk verb
 partly failed, or was declined), 2 bad usage. Shell completion: `ostinato
 --install-completion` (typer's).
 
@@ -20,7 +20,7 @@ from typing import Annotated
 
 import typer
 
-from ostinato.cli import admin, capacity, dead_letters, jobs, runs, schedules, security
+from ostinato.cli import admin, capacity, dags, dead_letters, jobs, runs, schedules, security
 from ostinato.cli.context import Globals, Output, RootGroup
 
 app = typer.Typer(
@@ -59,6 +59,8 @@ app.add_typer(capacity.tasks, name="tasks")
 app.add_typer(capacity.tenants, name="tenants")
 app.add_typer(security.keys, name="keys")
 app.add_typer(security.audit, name="audit")
+app.add_typer(dags.app, name="dags")
+app.add_typer(dags.runs_app, name="dag-runs")
 admin.register(app)
 
 

@@ -11,9 +11,10 @@
 Requests and answers are the API's own msgspec models (`ostinato.client.models`, the home the
 API service imports them from), so a field means the same on both sides. Resources: `jobs`,
 `schedules`, `calendars`, `runs`, `dead_letters`, `pools`, `workers`, `tasks`, `limits`,
-`tenants`. Lists are lazy iterators over the API's cursor pages. Every error is an `ApiError`
-carrying the RFC 9457 problem (`status`, `type`, `title`, `detail`, field `errors`); nothing
-is retried behind the caller's back, since most calls are not idempotent without a key.
+`tenants`, `dags`, `dag_runs`. Lists are lazy iterators over the API's cursor pages. Every
+error is an `ApiError` carrying the RFC 9457 problem (`status`, `type`, `title`, `detail`,
+field `errors`); nothing is retried behind the caller's back, since most calls are not
+idempotent without a key.
 
 The client imports no server code (database, bus, event log, stores, services): an
 import-linter contract in pyproject.toml.

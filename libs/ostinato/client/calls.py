@@ -410,3 +410,47 @@ def list_operations(state: str | None,
 
 def cancel_operation(op_id: Id) -> Call[m.OperationView]:
     return Call("POST", f"/v1/operations/{op_id}/cancel", m.OperationView)
+
+
+# DAGs (docs/DAGS.md)
+
+def define_dag(dag: Any, fields: Mapping[str, Any]) -> Call[m.DagView]:
+    return Call("POST", "/v1/dags", m.DagView, body=_body(dag, fields))
+
+
+def list_dags(page_size: int) -> Paged[m.DagView, m.DagsPage]:
+    first: Call[m.DagsPage] = Call("GET", "/v1/dags", m.DagsPage, params={"limit": page_size})
+    return Paged(first, lambda p: p.items,
+                 lambda p: {"after": p.next_after} if p.next_after else None)
+
+
+def get_dag(dag_id: Id) -> Call[m.DagView]:
+    return Call("GET", f"/v1/dags/{dag_id}", m.DagView)
+
+
+def run_dag(dag_id: Id, at: datetime | None) -> Call[m.DagRunCreated]:
+    body = _json(m.DagRunRequest(at=at)) if at else None
+    return Call("POST", f"/v1/dags/{dag_id}/runs", m.DagRunCreated, body=body)
+
+
+def list_dag_runs(dag_id: Id, limit: int) -> Call[m.DagRunsPage]:
+    return Call("GET", f"/v1/dags/{dag_id}/runs", m.DagRunsPage, params={"limit": limit})
+
+
+def get_dag_run(dag_run_id: Id) -> Call[m.DagRunView]:
+    return Call("GET", f"/v1/dag-runs/{dag_run_id}", m.DagRunView)
+
+
+def dag_run_events(dag_run_id: Id) -> Call[m.EventsPage]:
+    return Call("GET", f"/v1/dag-runs/{dag_run_id}/events", m.EventsPage)
+
+
+def cancel_dag_run(dag_run_id: Id, reason: str | None) -> Call[m.DagRunChanged]:
+    body = _json({"reason": reason}) if reason else None
+    return Call("POST", f"/v1/dag-runs/{dag_run_id}/cancel", m.DagRunChanged, body=body)
+
+
+def retry_dag_node(dag_run_id: Id, key: str, reason: str | None) -> Call[m.DagRunChanged]:
+    body = _json({"reason": reason}) if reason else None
+    return Call("POST", f"/v1/dag-runs/{dag_run_id}/nodes/{_seg(key)}/retry", m.DagRunChanged,
+                body=body)

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from ostinato.dags.graph import EdgeSpec, NodeSpec
 from ostinato.domain.states import FINAL, RunState
 from ostinato.policy.retry import RetrySpec
 from ostinato.schedules import ScheduleSpec
@@ -178,6 +179,9 @@ class RunView(msgspec.Struct, kw_only=True):
     task_version: str | None = None
     pinned: bool = False
     fan_out: FanOutView | None = None  # GET /v1/runs/{id} only: its latest fan-out
+    # a DAG node's run (trigger dag; GET /v1/runs/{id} only): its DAG run and node key
+    dag_run_id: uuid.UUID | None = None
+    dag_node: str | None = None
 
 
 class StepView(msgspec.Struct, kw_only=True):
@@ -658,3 +662,100 @@ class OperationView(msgspec.Struct, kw_only=True):
     finished_at: datetime | None
     cancelled_by: str | None = None
     failures: list[OperationFailureView] | None = None  # GET /v1/operations/{id}: the first 100
+
+
+# DAGs (docs/DAGS.md): definitions, DAG runs and their nodes
+
+
+class DagRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """POST /v1/dags: the same name again defines its next version when the definition changed
+    (and is the current version unchanged when it did not)."""
+
+    name: Name
+    nodes: Annotated[list[NodeSpec], msgspec.Meta(min_length=1, max_length=2000)]
+    edges: Annotated[list[EdgeSpec], msgspec.Meta(max_length=20000)] = []
+
+
+class DagView(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    name: str
+    version: int
+    version_hash: str
+    node_count: int
+    created_at: datetime
+    updated_at: datetime
+    created: bool | None = None  # POST only: a new DAG or version (False: unchanged)
+    nodes: list[NodeSpec] | None = None  # GET /v1/dags/{id} only: the current definition
+    edges: list[EdgeSpec] | None = None
+
+
+class DagsPage(msgspec.Struct, kw_only=True):
+    items: list[DagView]
+    next_after: str | None = None
+
+
+class DagRunRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    at: datetime | None = None  # none or past: now
+
+
+class DagRunCreated(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    dag_id: uuid.UUID
+    dag_version: int
+    state: str  # running, or pending until `at`
+    due_at: datetime
+
+
+class DagNodeView(msgspec.Struct, kw_only=True):
+    key: str
+    task: str
+    state: str  # waiting | active | succeeded | failed | cancelled | upstream_failed | skipped
+    trigger_rule: str
+    parents: list[str]
+    run_id: uuid.UUID | None = None  # the node's current run (its latest generation)
+    run_state: str | None = None
+    generation: int = 0  # runs of this node before the current one (retries from it)
+    attempts: int = 0
+    ready_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    output_ref: uuid.UUID | None = None
+    last_error: dict[str, Any] | None = None
+
+
+class DagRunView(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    dag_id: uuid.UUID
+    dag_version: int
+    state: str  # pending | running | succeeded | failed | cancelled
+    trigger: str
+    due_at: datetime
+    cancel_requested: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    progress: dict[str, int]  # nodes per state, and "total"
+    nodes: list[DagNodeView]
+    job_id: uuid.UUID | None = None
+    scheduled_for: datetime | None = None
+
+
+class DagRunsPage(msgspec.Struct, kw_only=True):
+    items: list[DagRunView]
+
+
+class DagRunCancelRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    reason: Annotated[str, msgspec.Meta(max_length=500)] = ""
+
+
+class DagNodeRetryRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    reason: Annotated[str, msgspec.Meta(max_length=500)] = ""
+
+
+class DagRunChanged(msgspec.Struct, kw_only=True):
+    id: uuid.UUID
+    state: str
+    cancelled_runs: int | None = None  # cancel: node runs asked to stop
+    key: str | None = None  # retry: the node re-run, its new run and what was reset
+    run_id: uuid.UUID | None = None
+    reset: list[str] | None = None

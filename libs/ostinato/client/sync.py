@@ -51,6 +51,8 @@ class Client:
         self.keys = Keys(self)
         self.audit = Audit(self)
         self.operations = Operations(self)
+        self.dags = Dags(self)
+        self.dag_runs = DagRuns(self)
 
     @classmethod
     def from_profile(cls, profile: str | None = None, **kwargs: Any) -> Client:
@@ -341,3 +343,40 @@ class Operations(_Resource):
     def cancel(self, op_id: Id) -> m.OperationView:
         """Stop after the batch in hand; what was done stays done."""
         return self._c.send(c.cancel_operation(op_id))
+
+
+class Dags(_Resource):
+    def define(self, dag: m.DagRequest | Mapping[str, Any] | None = None, /,
+               **fields: Any) -> m.DagView:
+        """Define a DAG, or its next version (a changed definition; the same one: unchanged,
+        `created` False). A cycle is an ApiError 422 whose problem names it."""
+        return self._c.send(c.define_dag(dag, fields))
+
+    def list(self, *, page_size: int = PAGE) -> Iterator[m.DagView]:
+        return self._c.iterate(c.list_dags(page_size))
+
+    def get(self, dag_id: Id) -> m.DagView:
+        return self._c.send(c.get_dag(dag_id))
+
+    def run(self, dag_id: Id, *, at: datetime | None = None) -> m.DagRunCreated:
+        """A DAG run of the current version, now or at `at`."""
+        return self._c.send(c.run_dag(dag_id, at))
+
+    def runs(self, dag_id: Id, *, limit: int = 20) -> list[m.DagRunView]:
+        return (self._c.send(c.list_dag_runs(dag_id, limit))).items
+
+
+class DagRuns(_Resource):
+    def get(self, dag_run_id: Id) -> m.DagRunView:
+        return self._c.send(c.get_dag_run(dag_run_id))
+
+    def events(self, dag_run_id: Id) -> list[m.EventView]:
+        return (self._c.send(c.dag_run_events(dag_run_id))).items
+
+    def cancel(self, dag_run_id: Id, *, reason: str | None = None) -> m.DagRunChanged:
+        return self._c.send(c.cancel_dag_run(dag_run_id, reason))
+
+    def retry(self, dag_run_id: Id, key: str, *,
+              reason: str | None = None) -> m.DagRunChanged:
+        """Re-run node `key` and everything downstream of it in the same DAG run."""
+        return self._c.send(c.retry_dag_node(dag_run_id, key, reason))

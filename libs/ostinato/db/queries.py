@@ -38,6 +38,8 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.eventlog", "eventlog.sql"),
     ("ostinato.eventlog", "readmodels.sql"),
     ("ostinato.eventlog", "controls.sql"),
+    ("ostinato.eventlog", "dags.sql"),
+    ("ostinato.stores", "dags.sql"),
     ("ostinato.eventlog", "outbox.sql"),
     ("ostinato.leases", "leases.sql"),
     ("ostinato.workers", "workers.sql"),

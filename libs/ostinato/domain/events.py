@@ -193,6 +193,8 @@ class RunScheduled(Event, tag="RunScheduled"):
     # The task's payload schema version the payload was validated against at submission (None:
     # no schema was registered): only a worker accepting it claims the run.
     payload_version: int | None = None
+    dag_run_id: uuid.UUID | None = None  # a DAG node's run (trigger "dag"): its DAG run
+    dag_node: str | None = None  # ... and its node key
 
 
 class RunQueued(Event, tag="RunQueued"):
@@ -677,6 +679,92 @@ class CalendarDefined(Event, tag="CalendarDefined"):
     dates: list[date]
 
 
+# -- DAG streams (docs/DAGS.md) ----------------------------------------------------------------
+
+
+class DagDefined(Event, tag="DagDefined"):
+    """A DAG's definition (ostinato.dags.graph, normalised), new or changed: `version` counts
+    the definitions of this DAG, `version_hash` is the definition's content hash."""
+
+    stream_type: ClassVar[str] = "dag"
+    name: str
+    version: int
+    version_hash: str
+    definition: dict[str, Any]
+
+
+class DagRunStarted(Event, tag="DagRunStarted"):
+    """A DAG run of one version: `nodes` are its node keys, all waiting; its roots start at
+    `due_at` (now, or the instant it was asked for)."""
+
+    stream_type: ClassVar[str] = "dag_run"
+    dag_id: uuid.UUID
+    dag_version: int
+    nodes: list[str]
+    due_at: datetime
+    trigger: str = "api"  # api | at | schedule
+    job_id: uuid.UUID | None = None
+    scheduled_for: datetime | None = None
+
+
+class DagNodeReady(Event, tag="DagNodeReady"):
+    """The node's trigger rule holds (or an operator retried from it): its run `run_id` was
+    scheduled in the same transaction. `generation` counts the node's runs in this DAG run."""
+
+    stream_type: ClassVar[str] = "dag_run"
+    key: str
+    run_id: uuid.UUID
+    generation: int = 0
+    parents: list[uuid.UUID] = msgspec.field(default_factory=list)
+
+
+class DagNodeFinished(Event, tag="DagNodeFinished"):
+    """The node's run ended: `state` is the node's (succeeded | failed | cancelled)."""
+
+    stream_type: ClassVar[str] = "dag_run"
+    key: str
+    run_id: uuid.UUID
+    state: str
+
+
+class DagNodeSkipped(Event, tag="DagNodeSkipped"):
+    """The node will not run: `state` upstream_failed or skipped (its trigger rule can no
+    longer hold), or cancelled (the DAG run was cancelled before it started)."""
+
+    stream_type: ClassVar[str] = "dag_run"
+    key: str
+    state: str
+    cause: str = ""
+
+
+class DagRunCancelled(Event, tag="DagRunCancelled"):
+    """An operator cancelled the DAG run: its active nodes' runs are cancelled, its waiting
+    nodes will not run."""
+
+    stream_type: ClassVar[str] = "dag_run"
+    by: str
+    reason: str = ""
+
+
+class DagRunRetriedFromNode(Event, tag="DagRunRetriedFromNode"):
+    """An operator re-runs `key` and everything downstream of it (`reset`, back to waiting) in
+    the same DAG run."""
+
+    stream_type: ClassVar[str] = "dag_run"
+    key: str
+    reset: list[str]
+    by: str
+    reason: str = ""
+
+
+class DagRunFinished(Event, tag="DagRunFinished"):
+    """Every node is final: `outcome` succeeded | failed | cancelled, with the node counts."""
+
+    stream_type: ClassVar[str] = "dag_run"
+    outcome: str
+    counts: dict[str, int] = msgspec.field(default_factory=dict)
+
+
 CATALOGUE: tuple[type[Event], ...] = (
     TenantCreated,
     ApiKeyIssued,
@@ -736,6 +824,14 @@ CATALOGUE: tuple[type[Event], ...] = (
     RunReopened,
     RunMarkedSucceeded,
     RunMarkedFailed,
+    DagDefined,
+    DagRunStarted,
+    DagNodeReady,
+    DagNodeFinished,
+    DagNodeSkipped,
+    DagRunCancelled,
+    DagRunRetriedFromNode,
+    DagRunFinished,
 )
 
 AnyEvent = (
@@ -797,6 +893,14 @@ AnyEvent = (
     | RunReopened
     | RunMarkedSucceeded
     | RunMarkedFailed
+    | DagDefined
+    | DagRunStarted
+    | DagNodeReady
+    | DagNodeFinished
+    | DagNodeSkipped
+    | DagRunCancelled
+    | DagRunRetriedFromNode
+    | DagRunFinished
 )
 
 _encoder = msgspec.json.Encoder()

@@ -17,7 +17,8 @@ from ostinato.domain import fanout
 from ostinato.eventlog.records import RecordedEvent
 from ostinato.leases.shard import shard_of
 
-Q = {**load("ostinato.eventlog", "readmodels.sql"), **load("ostinato.eventlog", "controls.sql")}
+Q = {**load("ostinato.eventlog", "readmodels.sql"), **load("ostinato.eventlog", "controls.sql"),
+     **load("ostinato.eventlog", "dags.sql")}
 _json = msgspec.json.Encoder()
 
 Args = tuple[Any, ...]
@@ -313,6 +314,40 @@ def _marked_failed(r: RecordedEvent, e: ev.RunMarkedFailed) -> tuple[str, Args]:
     return "project_run_marked_failed", (r.stream_id, _json.encode(error).decode(), r.version)
 
 
+def _dag_defined(r: RecordedEvent, e: ev.DagDefined) -> tuple[str, Args]:
+    return "project_dag_defined", (r.stream_id, r.tenant_id, e.name, e.version, e.version_hash,
+                                   _json.encode(e.definition).decode(), r.occurred_at,
+                                   r.version, len(e.definition.get("nodes", ())))
+
+
+def _dag_run_started(r: RecordedEvent, e: ev.DagRunStarted) -> tuple[str, Args]:
+    return "project_dag_run_started", (r.stream_id, r.tenant_id, e.dag_id, e.dag_version,
+                                       e.nodes, e.due_at, e.trigger, e.job_id, e.scheduled_for,
+                                       r.occurred_at, r.version)
+
+
+def _dag_node_ready(r: RecordedEvent, e: ev.DagNodeReady) -> tuple[str, Args]:
+    return "project_dag_node_ready", (r.stream_id, e.key, e.run_id, e.generation,
+                                      r.occurred_at, r.version)
+
+
+def _dag_node_ended(r: RecordedEvent,
+                    e: ev.DagNodeFinished | ev.DagNodeSkipped) -> tuple[str, Args]:
+    return "project_dag_node_ended", (r.stream_id, e.key, e.state, r.occurred_at, r.version)
+
+
+def _dag_run_cancelled(r: RecordedEvent, e: ev.DagRunCancelled) -> tuple[str, Args]:
+    return "project_dag_run_cancelled", (r.stream_id, r.occurred_at, r.version)
+
+
+def _dag_run_retried(r: RecordedEvent, e: ev.DagRunRetriedFromNode) -> tuple[str, Args]:
+    return "project_dag_run_retried", (r.stream_id, e.reset, r.occurred_at, r.version)
+
+
+def _dag_run_finished(r: RecordedEvent, e: ev.DagRunFinished) -> tuple[str, Args]:
+    return "project_dag_run_finished", (r.stream_id, e.outcome, r.occurred_at, r.version)
+
+
 def _json_or_none(document: Any) -> str | None:
     return None if document is None else _json.encode(document).decode()
 
@@ -380,6 +415,14 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.RunReopened: _reopened,
     ev.RunMarkedSucceeded: _marked_succeeded,
     ev.RunMarkedFailed: _marked_failed,
+    ev.DagDefined: _dag_defined,
+    ev.DagRunStarted: _dag_run_started,
+    ev.DagNodeReady: _dag_node_ready,
+    ev.DagNodeFinished: _dag_node_ended,
+    ev.DagNodeSkipped: _dag_node_ended,
+    ev.DagRunCancelled: _dag_run_cancelled,
+    ev.DagRunRetriedFromNode: _dag_run_retried,
+    ev.DagRunFinished: _dag_run_finished,
 }
 
 
@@ -437,5 +480,6 @@ async def snapshot(conn: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:
         table: [dict(r) for r in await conn.fetch(Q[f"snapshot_{table}"])]
         for table in ("tenants", "api_keys", "jobs", "runs", "occurrence_skips", "job_pauses",
                       "calendars", "dead_letters", "limits", "pool_controls", "run_slots",
-                      "run_steps", "run_signals", "run_steps_set_aside", "fan_outs")
+                      "run_steps", "run_signals", "run_steps_set_aside", "fan_outs", "dags",
+                      "dag_versions", "dag_runs", "dag_run_nodes")
     }

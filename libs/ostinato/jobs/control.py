@@ -11,6 +11,7 @@ import asyncpg
 
 from ostinato import schedules
 from ostinato.clock import Clock
+from ostinato.dags import targets
 from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, InvalidState, NotFound
 from ostinato.eventlog.records import NewEvent, StreamHead
@@ -63,6 +64,13 @@ async def resume_job(
         await store.append(conn, [head.next(ev.JobResumed(misfire=misfire), actor)])
 
 
+def _not_a_dag_job(task: str) -> None:
+    if task.startswith(targets.DAG_TASK_PREFIX):
+        raise InvalidState("a DAG job's extra runs are DAG runs: start one with "
+                           "POST /v1/dags/{id}/runs (trigger and backfill of DAG jobs are not "
+                           "supported yet)")
+
+
 async def trigger_now(
     conn: asyncpg.Connection, store: EventStore, clock: Clock, *, tenant_id: uuid.UUID,
     job_id: uuid.UUID, actor: str, traceparent: str | None = None,
@@ -74,6 +82,7 @@ async def trigger_now(
             raise NotFound(f"no job {job_id}")
         if job.status == "deleted":
             raise InvalidState(f"job {job_id} is deleted")
+        _not_a_dag_job(job.task)
         run_id, run = run_for(job, clock.now(), trigger="manual")
         await store.append(conn, [StreamHead(run_id, tenant_id).next(
             run, actor, traceparent=traceparent or job.traceparent)])
@@ -109,6 +118,7 @@ async def backfill(
         row = await _lock_job(conn, tenant_id, job_id)
         job = await job_store.by_id(conn, tenant_id, job_id)
         assert job is not None  # locked above
+        _not_a_dag_job(job.task)
         s = schedules.from_document(job.schedule)
         if s.overlap == "queue":
             raise InvalidState("backfill of a job with overlap=queue is not supported; "

@@ -9,6 +9,11 @@ version conflict. `decide_and_append` decides each locked due job
 on the run's stream and `OccurrenceFired` on the job's, per skipped range `OccurrencesSkipped`,
 and `JobPaused` for an auto-pause. The scheduler's tick and the reconciler's repairs call it;
 trigger, backfill, retry and replay call `run_for`.
+
+A job whose task is `dag:<DAG id>` (`ostinato.dags.targets`) starts a DAG run per fired slot
+instead: `DagRunStarted` (id from the occurrence, the DAG's current version, due at the slot's
+due time, `pending`) on its own stream, with `OccurrenceFired` naming it; the scheduler's
+`advance_dags` duty starts its root nodes (`ostinato.runs.dags`).
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ import asyncpg
 
 from ostinato import calendars
 from ostinato.clock import Clock
+from ostinato.dags import graph, targets
 from ostinato.domain import events as ev
 from ostinato.domain.ids import run_id_for
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.decide import Decision, decide
 from ostinato.schedules import from_document
+from ostinato.stores import dags as dag_store
 from ostinato.stores import runs as run_store
 from ostinato.stores.jobs import DueJob
 from ostinato.telemetry import metrics, tracing
@@ -101,15 +108,44 @@ class Waiting:
         self._until[job_id] = now + WAIT_RECHECK.total_seconds()
 
 
+def _dag_run(job: DueJob, dag: dag_store.DagCurrent | None, slot: datetime,
+             due: datetime) -> tuple[uuid.UUID, ev.DagRunStarted | None]:
+    """The DAG run an occurrence of a DAG job starts (None: its DAG is not the job's tenant's)."""
+    run_id = targets.dag_run_id_for(job.id, slot)
+    if dag is None or dag.tenant_id != job.tenant_id:
+        return run_id, None
+    order = graph.from_stored(dag.definition).order
+    return run_id, ev.DagRunStarted(dag_id=dag.id, dag_version=dag.version, nodes=list(order),
+                                    due_at=due, trigger="schedule", job_id=job.id,
+                                    scheduled_for=slot)
+
+
 def _job_events(job: DueJob, head: StreamHead, d: Decision, actor: str,
-                epoch: int | None = None) -> tuple[list[NewEvent], list[ev.RunScheduled]]:
+                epoch: int | None = None, dags: Mapping[uuid.UUID, dag_store.DagCurrent] | None
+                = None) -> tuple[list[NewEvent], list[ev.RunScheduled]]:
     tenant, job_id = job.tenant_id, job.id
     events: list[NewEvent] = []
     runs: list[ev.RunScheduled] = []
     fired = [(slot, due, None) for slot, due in d.fire]
     skips = [(r.first, None, r) for r in d.skipped]
+    dag_id = _dag_id(job)
     for slot, due, skip in sorted(fired + skips, key=lambda step: step[0]):  # chronological
-        if skip is None:
+        if skip is None and dag_id is not None:
+            assert due is not None
+            dag_run_id, started = _dag_run(job, (dags or {}).get(dag_id), slot, due)
+            if started is None:
+                events.append(head.next(ev.OccurrencesSkipped(
+                    first=slot, last=slot, slots=1, reason="no_dag", next_run_at=d.next_run_at,
+                    next_slot=d.next_slot), actor, epoch=epoch))
+                log.error("DAG job names no DAG of its tenant", tenant_id=str(tenant),
+                          job_id=str(job_id), task=job.task, alert="ostinato_dag_missing")
+                continue
+            events.append(StreamHead(dag_run_id, tenant).next(started, actor, epoch=epoch,
+                                                              traceparent=job.traceparent))
+            events.append(head.next(ev.OccurrenceFired(
+                scheduled_for=slot, run_id=dag_run_id, next_run_at=d.next_run_at,
+                next_slot=d.next_slot), actor, epoch=epoch, traceparent=job.traceparent))
+        elif skip is None:
             run_id, run = run_for(job, slot, due_at=due)
             with tracing.run_span("schedule run", job.traceparent, tenant_id=tenant,
                                   job_id=job_id, run_id=run_id) as tp:
@@ -143,6 +179,8 @@ async def decide_and_append(
         conn, {(j.tenant_id, j.calendar) for j in due if j.calendar})
     overlapping = [j.id for j in due if j.overlap != "allow"]
     active = await run_store.active_counts(conn, overlapping) if overlapping else {}
+    dag_ids = {d for d in (_dag_id(j) for j in due) if d is not None}
+    dags = await dag_store.current_definitions(conn, list(dag_ids)) if dag_ids else {}
     events: list[NewEvent] = []
     created: list[ev.RunScheduled] = []
     for job in due:
@@ -157,12 +195,19 @@ async def decide_and_append(
             continue
         epoch = None if epochs is None else epochs.get(job.shard)
         head = heads[job.id] if heads else StreamHead.of(job)
-        job_events, runs = _job_events(job, head, decision, actor, epoch)
+        job_events, runs = _job_events(job, head, decision, actor, epoch, dags)
         events += job_events
         created += runs
         _log_decision(job, decision)
     await store.append(conn, events)
     return created
+
+
+def _dag_id(job: DueJob) -> uuid.UUID | None:
+    try:
+        return targets.dag_of_task(job.task)
+    except ValueError:
+        return None
 
 
 def _log_decision(job: DueJob, d: Decision) -> None:

@@ -18,6 +18,7 @@ import msgspec
 
 from ostinato import schedules
 from ostinato.clock import Clock
+from ostinato.dags import targets
 from ostinato.domain import events as ev
 from ostinato.domain.errors import IdempotencyConflict, InvalidInput, PayloadTooLarge
 from ostinato.domain.ids import new_id
@@ -27,6 +28,7 @@ from ostinato.jobs import payloads
 from ostinato.jobs.request import JobRequest
 from ostinato.policy import retry
 from ostinato.stores import calendars as calendar_store
+from ostinato.stores import dags as dag_store
 from ostinato.stores import jobs as job_store
 from ostinato.stores.jobs import JobRow
 
@@ -106,6 +108,8 @@ async def submit_jobs(
                                      payload_schemas or payloads.schemas)
     names = {r.schedule.calendar for r in requests if r.schedule and r.schedule.calendar}
     known = await calendar_store.existing_names(conn, tenant_id, list(names)) if names else set()
+    wanted = {d for d in (_dag_target(r) for r in requests) if isinstance(d, uuid.UUID)}
+    dags = await dag_store.existing_ids(conn, tenant_id, list(wanted)) if wanted else set()
     now = clock.now()
     errors: list[dict[str, str]] = []
     too_large = False
@@ -134,6 +138,10 @@ async def submit_jobs(
         if request.pool not in pools:
             item_errors.append({"field": "pool", "message": f"unknown pool; configured: "
                                                             f"{', '.join(pools)}"})
+        target = _dag_target(request)
+        if target == "bad" or (isinstance(target, uuid.UUID) and target not in dags):
+            item_errors.append({"field": "task", "message": "names no DAG of this tenant; "
+                                f"a DAG job's task is {targets.DAG_TASK_PREFIX}<DAG id>"})
         if request.priority not in classes:
             item_errors.append({"field": "priority", "message": "unknown priority class; "
                                 f"configured: {', '.join(classes)}"})
@@ -193,6 +201,14 @@ async def submit_jobs(
             field_prefix=field_prefix, pool_retry=pool_retry, classes=classes,
             payload_schemas=payload_schemas, _retries=_retries - 1)
     return [r if isinstance(r, Submitted) else _repeat(results[r]) for r in results]
+
+
+def _dag_target(request: JobRequest) -> uuid.UUID | str | None:
+    """The DAG a job targets (task `dag:<id>`), "bad" for `dag:` with no id, None for a task."""
+    try:
+        return targets.dag_of_task(request.task)
+    except ValueError:
+        return "bad"
 
 
 async def _check_payloads(conn: asyncpg.Connection, tenant_id: uuid.UUID,

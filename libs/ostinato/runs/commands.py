@@ -138,13 +138,16 @@ async def rerun(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,
                                "dead-lettered run can be re-run")
         if await run_store.by_id(conn, tenant_id, new_id) is not None:
             return new_id, False  # the same request again
+        row = await run_store.by_id(conn, tenant_id, run_id)
+        if row is not None and row.trigger == "dag":
+            raise InvalidState(f"run {run_id} is a DAG node's: re-run it in its DAG run with "
+                               "POST /v1/dag-runs/{id}/nodes/{key}/retry")
         job = await job_store.by_id(conn, tenant_id, run.job_id)
         if job is None:  # job rows are never removed (a deleted job keeps its row)
             raise NotFound(f"no job {run.job_id} for run {run_id}")
         payload_ref = None
         # the run's own payload version (a child's is not its parent job's); a corrected
         # payload is checked against the task's newest schema and takes its version
-        row = await run_store.by_id(conn, tenant_id, run_id)
         payload_version = row.payload_version if row is not None else None
         if payload is not msgspec.UNSET:
             body = _json.encode(payload)

@@ -440,7 +440,7 @@ WHERE id = $1;
 -- Before a rebuild: read models only, never the log.
 TRUNCATE api_keys, runs, jobs, tenants, occurrence_skips, job_pauses, calendars, dead_letters,
          limits, pool_controls, run_slots, run_steps, run_signals, run_steps_set_aside,
-         fan_outs;
+         fan_outs, dags, dag_versions, dag_runs, dag_run_nodes;
 
 -- name: snapshot_tenants
 -- For the rebuild-equality check.
