@@ -31,6 +31,75 @@ BEGIN
 END $$;
 
 --
+-- Name: alert_deliveries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.alert_deliveries (
+    id bigint NOT NULL,
+    tenant_id uuid NOT NULL,
+    sink_name text NOT NULL,
+    alert_key text NOT NULL,
+    group_key text NOT NULL,
+    status text NOT NULL,
+    starts_at timestamp with time zone NOT NULL,
+    alert json NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone NOT NULL,
+    last_error text,
+    delivered_at timestamp with time zone,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT alert_deliveries_status_check CHECK ((status = ANY (ARRAY['firing'::text, 'resolved'::text])))
+);
+
+--
+-- Name: alert_deliveries_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.alert_deliveries ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.alert_deliveries_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: alert_sinks; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.alert_sinks (
+    tenant_id uuid NOT NULL,
+    name text NOT NULL,
+    url text NOT NULL,
+    secret_header text,
+    secret_value text,
+    owners text[] DEFAULT '{}'::text[] NOT NULL,
+    is_default boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: alert_states; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.alert_states (
+    tenant_id uuid NOT NULL,
+    alert_key text NOT NULL,
+    rule text NOT NULL,
+    group_key text NOT NULL,
+    owner text,
+    labels json NOT NULL,
+    annotations json NOT NULL,
+    status text NOT NULL,
+    starts_at timestamp with time zone NOT NULL,
+    ends_at timestamp with time zone,
+    updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT alert_states_status_check CHECK ((status = ANY (ARRAY['firing'::text, 'resolved'::text])))
+);
+
+--
 -- Name: api_key_use; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -341,7 +410,12 @@ CREATE TABLE public.jobs (
     concurrency_key text,
     resource text,
     payload_version integer,
-    request_hash text
+    request_hash text,
+    complete_within_seconds double precision,
+    max_staleness_seconds double precision,
+    owner text,
+    last_missing_slot timestamp with time zone,
+    last_overdue_slot timestamp with time zone
 );
 
 --
@@ -596,7 +670,8 @@ CREATE TABLE public.runs (
     task_version text,
     pinned boolean DEFAULT false NOT NULL,
     payload_version integer,
-    stuck_version integer
+    stuck_version integer,
+    completion_overdue boolean DEFAULT false NOT NULL
 );
 
 --
@@ -697,6 +772,34 @@ ALTER TABLE ONLY public.events ALTER COLUMN seq SET DEFAULT nextval('public.even
 --
 
 ALTER TABLE ONLY public.outbox ALTER COLUMN id SET DEFAULT nextval('public.outbox_id_seq'::regclass);
+
+--
+-- Name: alert_deliveries alert_deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.alert_deliveries
+    ADD CONSTRAINT alert_deliveries_pkey PRIMARY KEY (id);
+
+--
+-- Name: alert_deliveries alert_deliveries_tenant_id_sink_name_alert_key_starts_at_st_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.alert_deliveries
+    ADD CONSTRAINT alert_deliveries_tenant_id_sink_name_alert_key_starts_at_st_key UNIQUE (tenant_id, sink_name, alert_key, starts_at, status);
+
+--
+-- Name: alert_sinks alert_sinks_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.alert_sinks
+    ADD CONSTRAINT alert_sinks_pkey PRIMARY KEY (tenant_id, name);
+
+--
+-- Name: alert_states alert_states_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.alert_states
+    ADD CONSTRAINT alert_states_pkey PRIMARY KEY (tenant_id, alert_key);
 
 --
 -- Name: api_key_use api_key_use_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -986,6 +1089,18 @@ ALTER TABLE ONLY public.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (worker_id, scope);
 
 --
+-- Name: alert_deliveries_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX alert_deliveries_due ON public.alert_deliveries USING btree (next_attempt_at, id) WHERE (delivered_at IS NULL);
+
+--
+-- Name: alert_states_firing; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX alert_states_firing ON public.alert_states USING btree (tenant_id, rule) WHERE (status = 'firing'::text);
+
+--
 -- Name: api_keys_id; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1058,16 +1173,40 @@ CREATE INDEX dead_letters_compensation_failed ON public.dead_letters USING btree
 CREATE INDEX dead_letters_tenant ON public.dead_letters USING btree (tenant_id, dead_lettered_at DESC, run_id);
 
 --
+-- Name: dead_letters_untriaged; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX dead_letters_untriaged ON public.dead_letters USING btree (tenant_id) WHERE (triage_state = 'new'::text);
+
+--
+-- Name: events_occurred_brin; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX events_occurred_brin ON public.events USING brin (occurred_at);
+
+--
 -- Name: fan_outs_running; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE UNIQUE INDEX fan_outs_running ON public.fan_outs USING btree (parent_run_id) WHERE (state = 'running'::text);
 
 --
+-- Name: jobs_deadlines; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_deadlines ON public.jobs USING btree (id) WHERE ((complete_within_seconds IS NOT NULL) OR (max_staleness_seconds IS NOT NULL));
+
+--
 -- Name: jobs_due; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX jobs_due ON public.jobs USING btree (shard, next_run_at) WHERE ((status = 'active'::text) AND (next_run_at IS NOT NULL));
+
+--
+-- Name: jobs_findings; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_findings ON public.jobs USING btree (id) WHERE ((last_missing_slot IS NOT NULL) OR (last_overdue_slot IS NOT NULL));
 
 --
 -- Name: jobs_idempotency; Type: INDEX; Schema: public; Owner: -
@@ -1158,6 +1297,12 @@ CREATE INDEX runs_ready_pool ON public.runs USING btree (pool, queued_at, id) WH
 --
 
 CREATE INDEX runs_retry_due ON public.runs USING btree (retry_at) WHERE (state = 'retry_scheduled'::text);
+
+--
+-- Name: runs_stuck_marked; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_stuck_marked ON public.runs USING btree (tenant_id) WHERE (stuck_version IS NOT NULL);
 
 --
 -- Name: runs_suspended; Type: INDEX; Schema: public; Owner: -

@@ -23,12 +23,14 @@ from ostinato.runtime.problems import EXCEPTION_HANDLERS
 from ostinato.runtime.request_ids import RequestIds
 from ostinato.runtime.service import Service
 from services.api import (
+    alert_sinks,
     audit,
     capacity,
     dags,
     failures,
     interventions,
     job_control,
+    job_health,
     job_history,
     job_ledger,
     kafka_access,
@@ -36,6 +38,7 @@ from services.api import (
     operations,
     tasks,
     ui,
+    usage,
     workflows,
 )
 from services.api.ratelimit import KeyRateLimits, Rate
@@ -77,6 +80,9 @@ def create_app(service: Service, store: EventStore,
             *audit.ROUTES,
             *operations.ROUTES,
             *dags.ROUTES,
+            *alert_sinks.ROUTES,
+            *job_health.ROUTES,
+            *usage.ROUTES,
             *ui.routes(),  # the web UI under /ui (docs/UI.md)
             *ops_route_handlers(lambda: service.readiness(kafka=True)),
             create_static_files_router(SWAGGER_ASSETS, [SWAGGER_UI_DIR], name="swagger-assets"),

@@ -79,6 +79,8 @@ def job_view(job: JobRow, payload: Any = None) -> JobView:
         consecutive_failures=job.consecutive_failures, idempotency_key=job.idempotency_key,
         created_at=job.created_at, updated_at=job.updated_at, payload=payload,
         payload_version=job.payload_version,
+        complete_within_seconds=job.complete_within_seconds,
+        max_staleness_seconds=job.max_staleness_seconds, owner=job.owner,
     )
 
 

@@ -1,7 +1,8 @@
 """The reconciler's checks as duties (`ostinato.runtime.duties`). Fast checks (expired leases,
 timeouts, queue-wait deadlines, overdue jobs: cheap indexed queries whose latency decides
 recovery time) run every `fast_interval`; slow ones (pipeline health, the gap enumeration over
-every recurring schedule, the expected-occurrence ledger, retention) every `interval`. Each is
+every recurring schedule, the expected-occurrence ledger, completion deadlines, retention) every
+`interval`. Each is
 its own duty, so a failing check is retried and reported on its own while the others still
 run."""
 
@@ -13,11 +14,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import asyncpg
+import httpx
 
 from ostinato.clock import Clock
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.duties import Duty
 from ostinato.stores.runs import StuckThresholds
+from services.reconciler.checks.alerts import deliver_alerts, evaluate_alerts
+from services.reconciler.checks.deadlines import check_deadlines
 from services.reconciler.checks.gaps import check_gaps
 from services.reconciler.checks.leases import expire_leases
 from services.reconciler.checks.ledger import LedgerSweep
@@ -44,6 +48,7 @@ class ReconcileConfig:
     ledger_max_slots: int = 5_000  # per job and pass: the newest, when the window holds more
     ledger_interval: timedelta = timedelta(minutes=1)  # (or `interval`, if longer)
     output_retention: timedelta = timedelta(days=30)  # outputs and logs kept this long
+    alert_delivery_timeout: timedelta = timedelta(seconds=5)  # one webhook POST at most
 
 
 def fast_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
@@ -66,6 +71,8 @@ def slow_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
             unserved=config.unserved_alert_after, worker_ttl=config.worker_ttl)),
         "gaps": lambda: check_gaps(pool, store, clock, window=config.gap_window,
                                    grace=config.missed_grace),
+        "deadlines": lambda: check_deadlines(pool, store, clock, window=config.gap_window),
+        "alerts": lambda: evaluate_alerts(pool, clock),
         "retention": lambda: expire_outputs(pool, clock, retention=config.output_retention),
     }
 
@@ -85,7 +92,7 @@ def duties(pool: asyncpg.Pool, store: EventStore, clock: Clock, config: Reconcil
     def duty(name: str, check: Check, interval: timedelta) -> Duty:
         async def run_once(now: datetime) -> int:
             count = found(await check())
-            if count and name not in ("health", "retention"):
+            if count and name not in ("health", "retention", "alerts", "alert_delivery"):
                 on_repaired()
             return count
 
@@ -95,7 +102,20 @@ def duties(pool: asyncpg.Pool, store: EventStore, clock: Clock, config: Reconcil
               for name, check in fast_checks(pool, store, clock, config).items()),
             *(duty(name, check, config.interval)
               for name, check in slow_checks(pool, store, clock, config).items()),
-            ledger_duty(pool, store, clock, config, turn)]
+            ledger_duty(pool, store, clock, config, turn),
+            delivery_duty(pool, clock, config)]
+
+
+def delivery_duty(pool: asyncpg.Pool, clock: Clock, config: ReconcileConfig) -> Duty:
+    """The alert delivery outbox's relay, every `fast_interval`, outside the checks' turns (a
+    sink answering slowly delays no repair)."""
+    client = httpx.AsyncClient(timeout=config.alert_delivery_timeout.total_seconds())
+
+    async def run_once(now: datetime) -> int:
+        return await deliver_alerts(pool, clock, client)
+
+    return Duty("reconcile_alert_delivery", config.fast_interval.total_seconds(), run_once,
+                batch=500, on_stop=client.aclose)
 
 
 def ledger_duty(pool: asyncpg.Pool, store: EventStore, clock: Clock, config: ReconcileConfig,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from logging import DEBUG
 
 import asyncpg
@@ -96,7 +96,9 @@ class Attempts:
         started = self.clock.now()
         for r in rows:
             if r.attempt == 0 and r.due_at is not None:
-                metrics.SCHEDULE_LAG.observe(max(0.0, (started - r.due_at).total_seconds()))
+                metrics.SCHEDULE_LAG.labels(
+                    tenant=metrics.tenant_label(str(r.tenant_id)), pool=r.pool,
+                ).observe(max(0.0, (started - r.due_at).total_seconds()))
         for r, token in zip(rows, tokens, strict=True) if log.is_enabled_for(DEBUG) else ():
             log.debug("run claimed", tenant_id=str(r.tenant_id), job_id=str(r.job_id),
                       run_id=str(r.id), attempt=r.attempt + 1, fencing_token=token,
@@ -153,7 +155,7 @@ class Attempts:
             done = record_outcomes(rows, worker_id, items, self.clock.now())
             await put_blobs(conn, [b[:3] for b in done.blobs], [b[3] for b in done.blobs])
             await self._append(conn, done.events, done.finished)
-        self._after(done.events, done.finished)
+        self._after(done.events, done.finished, rows)
         return done.results
 
     async def steps(self, tenant_id: uuid.UUID | None, worker_id: str,
@@ -204,12 +206,17 @@ class Attempts:
         if finished:
             await attempt_leases.release_leases(conn, list(finished))
 
-    def _after(self, events: Sequence[NewEvent], finished: Sequence[uuid.UUID]) -> None:
-        """After the commit: slots freed wake the claim loop; metrics and log lines."""
+    def _after(self, events: Sequence[NewEvent], finished: Sequence[uuid.UUID],
+               rows: Mapping[uuid.UUID, LockedRun] | None = None) -> None:
+        """After the commit: slots freed wake the claim loop; metrics and log lines (the run
+        duration from the locked rows' `started_at`, when the report had them)."""
         if finished:
             self.on_finished()
+        now = self.clock.now()
         for e in events:
             _observe(e)
+            if rows and isinstance(e.event, ev.RunSucceeded | ev.RunFailed):
+                _duration(e, rows.get(e.stream_id), now)
 
     async def recorded_steps(self, tenant_id: uuid.UUID | None, run_id: str,
                              req: p.StepsRequest) -> p.StepsResponse | int:
@@ -275,14 +282,24 @@ def _visible(rows: Sequence[LockedRun],
     return {r.id: r for r in rows if tenant_id is None or r.tenant_id == tenant_id}
 
 
+def _duration(e: NewEvent, row: LockedRun | None, now: datetime) -> None:
+    if row is None or row.started_at is None:
+        return
+    outcome = "succeeded" if isinstance(e.event, ev.RunSucceeded) else "failed"
+    metrics.RUN_DURATION.labels(tenant=metrics.tenant_label(str(e.tenant_id)), pool=row.pool,
+                                outcome=outcome).observe(
+        max(0.0, (now - row.started_at).total_seconds()))
+
+
 def _observe(e: NewEvent) -> None:
     ids = {"tenant_id": str(e.tenant_id), "run_id": str(e.stream_id)}
+    tenant = metrics.tenant_label(str(e.tenant_id))
     match e.event:
         case ev.RunSucceeded(attempt=attempt):
-            metrics.RUNS_COMPLETED.labels(outcome="succeeded").inc()
+            metrics.RUNS_COMPLETED.labels(tenant=tenant, outcome="succeeded").inc()
             log.debug("run succeeded", **ids, attempt=attempt)
         case ev.RunFailed(attempt=attempt, error_type=error_type):
-            metrics.RUNS_COMPLETED.labels(outcome="failed").inc()
+            metrics.RUNS_COMPLETED.labels(tenant=tenant, outcome="failed").inc()
             log.info("attempt failed", **ids, attempt=attempt, error_type=error_type)
         case ev.StaleWriteRejected() as rejected:
             _log_stale(e.tenant_id, e.stream_id, rejected)

@@ -254,3 +254,36 @@ async def test_a_bulk_verb_over_more_than_a_page_runs_as_a_tracked_operation(
     # a page or less: item by item, as before
     code, _, err = await cli(tmp_path, "runs", "cancel", "--task", "few", "--yes", env=env)
     assert code == 0 and "cancelled 3 of 3 runs" in err, err
+
+
+async def test_alert_sinks_alerts_and_usage_from_the_cli_and_the_client(
+        api_url: str, tmp_path: Path) -> None:
+    key = await new_key(api_url)
+    env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": key}
+    code, out, err = await cli(tmp_path, "-o", "json", "alert-sinks", "put", "pager",
+                               "https://hooks.example/a", "--owner", "billing", "--owner", "ops",
+                               "--secret-header", "Authorization", "--secret", "Bearer x",
+                               env=env)
+    assert code == 0, err
+    assert json.loads(out)["owners"] == ["billing", "ops"]
+    async with AsyncClient(api_url, key) as client:
+        [sink] = await client.alert_sinks.list()
+        assert (sink.name, sink.secret_header, sink.default) == ("pager", "Authorization", False)
+        await client.alert_sinks.put("catch-all", "https://hooks.example/b", default=True)
+        job = await client.jobs.create(name="owned", owner="billing", complete_within="1h")
+        health = await client.jobs.health(job.id, "1h")
+        assert (health.runs, health.complete_within_seconds) == (0, 3600.0)
+        assert (await client.usage.get()).total.runs == 0  # a run needs the scheduler
+        assert await client.alerts.list() == []
+    code, out, err = await cli(tmp_path, "alert-sinks", env=env)
+    assert code == 0, err
+    assert out.splitlines()[0].split()[:2] == ["NAME", "URL"] and "catch-all" in out
+    code, out, err = await cli(tmp_path, "alert-sinks", "delete", "pager", env=env)
+    assert code == 0, err
+    code, out, err = await cli(tmp_path, "alert-sinks", "delete", "pager", env=env)
+    assert code == 1 and "no alert sink" in err
+    code, out, err = await cli(tmp_path, "-o", "json", "usage", "--granularity", "day", env=env)
+    assert code == 0, err
+    assert json.loads(out)[-1]["runs"] == 0
+    code, out, err = await cli(tmp_path, "-o", "json", "alerts", env=env)
+    assert code == 0 and json.loads(out) == [], err

@@ -48,7 +48,8 @@ APPEND_ONLY = {"events", "occurrence_skips", "run_steps_set_aside",
 INSERT_DELETE = {"blobs",  # immutable documents, deleted by retention
                  "operation_items", "operation_failures"}  # an operation's frozen selection
 READ_ONLY = {"schema_migrations"}
-NO_DELETE = {"fan_outs"}  # read models only the projector writes and no duty deletes (0029)
+NO_DELETE = {"fan_outs",  # read models only the projector writes and no duty deletes (0029)
+             "alert_states"}  # an alert episode is resolved, never deleted
 
 
 def expected_privileges(table: str) -> set[str]:

@@ -9,12 +9,15 @@ import msgspec
 import pytest
 
 from ostinato.stores import (
+    alerts,
     api_keys,
     audit,
     calendars,
     dags,
     dead_letters,
+    deadlines,
     fan_outs,
+    health,
     jobs,
     ledger,
     limits,
@@ -24,6 +27,7 @@ from ostinato.stores import (
     steps,
     task_schemas,
     tenants,
+    usage,
 )
 
 pytestmark = pytest.mark.integration
@@ -110,6 +114,24 @@ ROW_OF = {
     (dags, "dag_runs_of_dag"): dags.DagRunRow,
     (dags, "dag_run_nodes"): dags.DagNodeRow,
     (dags, "current_definitions"): dags.DagCurrent,
+    (deadlines, "deadline_overdue_runs"): deadlines.OverdueRun,
+    (deadlines, "deadline_stale_jobs"): deadlines.StaleJob,
+    (alerts, "alert_dead_letters"): alerts.DeadLetterSignal,
+    (alerts, "alert_job_findings"): alerts.FindingSignal,
+    (alerts, "alert_stale_jobs"): alerts.StaleSignal,
+    (alerts, "alert_stuck_runs"): alerts.StuckSignal,
+    (alerts, "alert_auto_paused"): alerts.PausedSignal,
+    (alerts, "alerts_firing"): alerts.FiringAlert,
+    (alerts, "alert_resolve"): alerts.Resolved,
+    (alerts, "alert_states_of_tenant"): alerts.AlertRow,
+    (alerts, "sink_put"): alerts.SinkRow,
+    (alerts, "sinks_of_tenant"): alerts.SinkRow,
+    (alerts, "sinks_for_routing"): alerts.RoutingSink,
+    (alerts, "deliveries_due"): alerts.DueDelivery,
+    (health, "job_health_runs"): health.RunHealth,
+    (health, "job_health_findings"): health.FindingCounts,
+    (usage, "usage_events"): usage.EventUsage,
+    (usage, "usage_bytes"): usage.ByteUsage,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
 SCALAR = {
@@ -128,12 +150,16 @@ SCALAR = {
     (operations, "cancel_operation"),
     (ledger, "ledger_findings_recorded"),
     (dags, "dag_runs_with_ended_nodes"), (dags, "dag_runs_due"), (dags, "existing_dag_ids"),
+    (alerts, "alert_fire"), (alerts, "sink_delete"), (alerts, "delivery_enqueue"),
+    (alerts, "delivery_sinks_of_firing"), (alerts, "deliveries_done"),
+    (alerts, "deliveries_failed"), (alerts, "deliveries_pending"), (health, "job_last_success"),
 }
 
 
 def test_every_store_query_is_accounted_for() -> None:
     stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps, signals,
-              task_schemas, ledger, api_keys, audit, operations, fan_outs, dags)
+              task_schemas, ledger, api_keys, audit, operations, fan_outs, dags, deadlines,
+              alerts, health, usage)
     named = {(store, name) for store in stores for name in store.Q}
     assert named == set(ROW_OF) | SCALAR
 

@@ -365,3 +365,13 @@ def test_traced_http_spans_are_named_by_route_template():
     assert item["trace_id"] == TRACEPARENT.split("-")[1]
     assert item["service"] == "ostinato-api"
     assert (unmatched["name"], unmatched["route"]) == ("GET", None)
+
+
+def test_tenant_labels_are_capped_with_an_other_bucket(monkeypatch):
+    """The first TENANT_LABEL_CAP tenants keep their id as label; later ones are "other"."""
+    from ostinato.telemetry import metrics
+
+    monkeypatch.setattr(metrics, "TENANT_LABEL_CAP", 2)
+    monkeypatch.setattr(metrics, "_labelled_tenants", set())
+    assert [metrics.tenant_label(t) for t in ("a", "b", "c", "a", "d", "b")] == \
+        ["a", "b", "other", "a", "other", "b"]

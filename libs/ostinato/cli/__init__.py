@@ -4,10 +4,10 @@
     ostinato [--profile P] [--api-url URL] [--api-key KEY] [-o table|json|jsonl] RESOURCE VERB
 
 Resources: jobs, schedules, runs, dead-letters, pools, workers, tasks, tenants, keys, audit, dags,
-dag-runs. The connection is resolved as flag > OSTINATO_API_URL / OSTINATO_API_KEY > the profile
-file (`ostinato.client.config`). Exit codes: 0 done, 1 the API refused or failed (or a bulk verb
-partly failed, or was declined), 2 bad usage. Shell completion: `ostinato
---install-completion` (typer's).
+dag-runs, alert-sinks, alerts, usage. The connection is resolved as flag > OSTINATO_API_URL /
+OSTINATO_API_KEY > the profile file (`ostinato.client.config`). Exit codes: 0 done, 1 the API
+refused or failed (or a bulk verb partly failed, or was declined), 2 bad usage. Shell
+completion: `ostinato --install-completion` (typer's).
 
 Built with typer + rich. The user commands import only the client (an import-linter
 contract), so everything they do an API user could do with `ostinato.client` too.
@@ -20,7 +20,17 @@ from typing import Annotated
 
 import typer
 
-from ostinato.cli import admin, capacity, dags, dead_letters, jobs, runs, schedules, security
+from ostinato.cli import (
+    admin,
+    alerts,
+    capacity,
+    dags,
+    dead_letters,
+    jobs,
+    runs,
+    schedules,
+    security,
+)
 from ostinato.cli.context import Globals, Output, RootGroup
 
 app = typer.Typer(
@@ -61,6 +71,9 @@ app.add_typer(security.keys, name="keys")
 app.add_typer(security.audit, name="audit")
 app.add_typer(dags.app, name="dags")
 app.add_typer(dags.runs_app, name="dag-runs")
+app.add_typer(alerts.sinks, name="alert-sinks")
+app.add_typer(alerts.alerts, name="alerts")
+app.command("usage")(alerts.usage)
 admin.register(app)
 
 

@@ -41,6 +41,9 @@ class AsyncClient:
         self.jobs = Jobs(self)
         self.schedules = Schedules(self)
         self.calendars = Calendars(self)
+        self.alert_sinks = AlertSinks(self)
+        self.alerts = Alerts(self)
+        self.usage = Usage(self)
         self.runs = Runs(self)
         self.dead_letters = DeadLetters(self)
         self.pools = Pools(self)
@@ -139,6 +142,11 @@ class Jobs(_Resource):
     def skips(self, job_id: Id, *, page_size: int = PAGE) -> AsyncIterator[m.SkipView]:
         return self._c.iterate(c.job_skips(job_id, page_size))
 
+    async def health(self, job_id: Id, window: str = "24h") -> m.JobHealthView:
+        """The job's runs, schedule lag p50/p99, last success, missed and overdue counts over
+        the last `window`."""
+        return await self._c.send(c.job_health(job_id, window))
+
 
 class Schedules(_Resource):
     async def preview(self, schedule: Any, count: int = 10) -> m.UpcomingView:
@@ -156,6 +164,35 @@ class Calendars(_Resource):
 
     async def list(self) -> list[m.CalendarView]:
         return (await self._c.send(c.list_calendars())).items
+
+
+class AlertSinks(_Resource):
+    async def put(self, name: str, url: str, *, owners: Sequence[str] = (), default: bool = False,
+            secret_header: str | None = None, secret: str | None = None) -> m.AlertSinkView:
+        """Create or replace a webhook sink for the alerts of `owners` (teams), and of
+        everything no owner's sink takes when `default`."""
+        return await self._c.send(c.put_alert_sink(name, m.AlertSinkRequest(
+            url=url, owners=list(owners), default=default, secret_header=secret_header,
+            secret=secret)))
+
+    async def list(self) -> list[m.AlertSinkView]:
+        return (await self._c.send(c.list_alert_sinks())).items
+
+    async def delete(self, name: str) -> None:
+        await self._c.send(c.delete_alert_sink(name))
+
+
+class Alerts(_Resource):
+    async def list(self, limit: int = 200) -> list[m.AlertView]:
+        """The tenant's alerts: firing first, then resolved, newest first."""
+        return (await self._c.send(c.list_alerts(limit))).items
+
+
+class Usage(_Resource):
+    async def get(self, start: datetime | None = None, end: datetime | None = None,
+            granularity: str = "hour") -> m.UsageView:
+        """Runs, attempts, worker-seconds, bytes and steps per hour or day in [start, end)."""
+        return await self._c.send(c.usage(start, end, granularity))
 
 
 class Runs(_Resource):

@@ -15,6 +15,8 @@ from typing import Any
 import msgspec
 
 from ostinato.client.models import (
+    AlertSinkView,
+    AlertView,
     CalendarView,
     DeadLetterView,
     JobBatchItem,
@@ -36,6 +38,14 @@ class JobBatch(msgspec.Struct, kw_only=True):
 
 class Calendars(msgspec.Struct, kw_only=True):
     items: list[CalendarView]
+
+
+class AlertSinks(msgspec.Struct, kw_only=True):
+    items: list[AlertSinkView]
+
+
+class Alerts(msgspec.Struct, kw_only=True):
+    items: list[AlertView]
 
 
 class Cancelled(msgspec.Struct, kw_only=True):

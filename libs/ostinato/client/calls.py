@@ -176,6 +176,35 @@ def list_calendars() -> Call[a.Calendars]:
     return Call("GET", "/v1/calendars", a.Calendars)
 
 
+def job_health(job_id: Id, window: str) -> Call[m.JobHealthView]:
+    return Call("GET", f"/v1/jobs/{job_id}/health", m.JobHealthView, params={"window": window})
+
+
+# Alerts, sinks and usage (docs/ALERTS.md)
+
+def put_alert_sink(name: str, sink: m.AlertSinkRequest) -> Call[m.AlertSinkView]:
+    return Call("PUT", f"/v1/alert-sinks/{_seg(name)}", m.AlertSinkView, body=_json(sink))
+
+
+def list_alert_sinks() -> Call[a.AlertSinks]:
+    return Call("GET", "/v1/alert-sinks", a.AlertSinks)
+
+
+def delete_alert_sink(name: str) -> Call[None]:
+    return Call("DELETE", f"/v1/alert-sinks/{_seg(name)}", None)
+
+
+def list_alerts(limit: int) -> Call[a.Alerts]:
+    return Call("GET", "/v1/alerts", a.Alerts, params={"limit": limit})
+
+
+def usage(start: datetime | None, end: datetime | None,
+          granularity: str) -> Call[m.UsageView]:
+    return Call("GET", "/v1/usage", m.UsageView, params={
+        "from": start.isoformat() if start else None, "to": end.isoformat() if end else None,
+        "granularity": granularity})
+
+
 # Runs
 
 def list_runs(job_id: Id | None, state: str | None,

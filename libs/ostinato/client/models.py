@@ -32,6 +32,7 @@ FINAL_STATES: frozenset[str] = frozenset(s.value for s in FINAL)
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][\w.:-]*$")]
 ResourceName = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")]
+TeamName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][\w.-]{0,62}$")]
 
 
 class JobRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -48,6 +49,11 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     timeout: str | None = None  # an attempt's time limit, e.g. "30m"; none by default
     queue_wait_timeout: str | None = None  # schedule-to-start deadline, e.g. "1h"
     on_queue_wait: Literal["dead_letter", "skip"] = "dead_letter"
+    # completion deadlines (docs/ALERTS.md): a run must have succeeded this long after its slot,
+    # e.g. "2h"; a recurring job's last success may get at most this old, e.g. "26h"
+    complete_within: str | None = None
+    max_staleness: str | None = None
+    owner: TeamName | None = None  # the team its alerts go to (PUT /v1/alert-sinks/{name})
 
 
 class TenantRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -107,6 +113,9 @@ class JobView(msgspec.Struct, kw_only=True):
     updated_at: datetime
     payload: Any = None
     payload_version: int | None = None  # the payload schema version its payload was checked at
+    complete_within_seconds: float | None = None
+    max_staleness_seconds: float | None = None
+    owner: str | None = None
 
 
 class StateTimes(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -274,6 +283,84 @@ class CalendarView(msgspec.Struct, kw_only=True):
     name: str
     dates: list[date]
     updated_at: datetime
+
+
+# Alert sinks and alerts (docs/ALERTS.md)
+
+HeaderName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9-]{1,100}$")]
+
+
+class AlertSinkRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A webhook sink: Alertmanager's webhook body (version 4) is POSTed to `url`."""
+
+    url: Annotated[str, msgspec.Meta(min_length=8, max_length=2000)]  # http:// or https://
+    secret_header: HeaderName | None = None  # e.g. "Authorization"; sent with every delivery
+    secret: Annotated[str, msgspec.Meta(min_length=1, max_length=4000)] | None = None
+    owners: Annotated[list[TeamName], msgspec.Meta(max_length=100)] = []  # teams it serves
+    default: bool = False  # also the alerts no owner's sink takes
+
+
+class AlertSinkView(msgspec.Struct, kw_only=True):
+    name: str
+    url: str
+    secret_header: str | None  # the secret itself is never shown
+    owners: list[str]
+    default: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class AlertView(msgspec.Struct, kw_only=True):
+    key: str
+    rule: str
+    status: str  # firing | resolved
+    owner: str | None
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    starts_at: datetime
+    ends_at: datetime | None = None
+
+
+# Per-job health and tenant usage (docs/ALERTS.md, "Health and usage")
+
+
+class JobHealthView(msgspec.Struct, kw_only=True):
+    job_id: uuid.UUID
+    window_from: datetime = msgspec.field(name="from")
+    window_to: datetime = msgspec.field(name="to")
+    runs: int  # runs with slots in the window
+    succeeded: int
+    failed: int  # failed or dead-lettered
+    in_progress: int
+    started: int  # runs whose first attempt started (the lag's sample)
+    lag_p50_seconds: float | None  # first start minus due time
+    lag_p99_seconds: float | None
+    lag_max_seconds: float | None
+    last_success_at: datetime | None  # ever, not only in the window
+    missed: int  # OccurrenceMissed recorded in the window (gaps, overdue checks)
+    ledger_missing: int  # LedgerSlotMissing recorded in the window (the independent ledger)
+    overdue: int  # CompletionOverdue recorded in the window
+    skips: int  # OccurrencesSkipped recorded in the window
+    complete_within_seconds: float | None = None
+    max_staleness_seconds: float | None = None
+
+
+class UsageBucket(msgspec.Struct, kw_only=True):
+    start: datetime  # the hour or day (UTC) it covers
+    runs: int = 0  # runs created
+    attempts: int = 0  # attempts started
+    worker_seconds: float = 0.0  # attempts' time from start to their outcome
+    payload_bytes: int = 0  # payloads submitted
+    output_bytes: int = 0  # outputs stored (expired ones are gone)
+    workflow_steps: int = 0  # steps recorded
+
+
+class UsageView(msgspec.Struct, kw_only=True):
+    window_from: datetime = msgspec.field(name="from")
+    window_to: datetime = msgspec.field(name="to")
+    granularity: str
+    items: list[UsageBucket]
+    total: UsageBucket  # the sums (its `start`: the window's)
 
 
 class UpcomingItem(msgspec.Struct, kw_only=True):

@@ -41,6 +41,9 @@ class Client:
         self.jobs = Jobs(self)
         self.schedules = Schedules(self)
         self.calendars = Calendars(self)
+        self.alert_sinks = AlertSinks(self)
+        self.alerts = Alerts(self)
+        self.usage = Usage(self)
         self.runs = Runs(self)
         self.dead_letters = DeadLetters(self)
         self.pools = Pools(self)
@@ -137,6 +140,11 @@ class Jobs(_Resource):
     def skips(self, job_id: Id, *, page_size: int = PAGE) -> Iterator[m.SkipView]:
         return self._c.iterate(c.job_skips(job_id, page_size))
 
+    def health(self, job_id: Id, window: str = "24h") -> m.JobHealthView:
+        """The job's runs, schedule lag p50/p99, last success, missed and overdue counts over
+        the last `window`."""
+        return self._c.send(c.job_health(job_id, window))
+
 
 class Schedules(_Resource):
     def preview(self, schedule: Any, count: int = 10) -> m.UpcomingView:
@@ -154,6 +162,35 @@ class Calendars(_Resource):
 
     def list(self) -> list[m.CalendarView]:
         return self._c.send(c.list_calendars()).items
+
+
+class AlertSinks(_Resource):
+    def put(self, name: str, url: str, *, owners: Sequence[str] = (), default: bool = False,
+            secret_header: str | None = None, secret: str | None = None) -> m.AlertSinkView:
+        """Create or replace a webhook sink for the alerts of `owners` (teams), and of
+        everything no owner's sink takes when `default`."""
+        return self._c.send(c.put_alert_sink(name, m.AlertSinkRequest(
+            url=url, owners=list(owners), default=default, secret_header=secret_header,
+            secret=secret)))
+
+    def list(self) -> list[m.AlertSinkView]:
+        return (self._c.send(c.list_alert_sinks())).items
+
+    def delete(self, name: str) -> None:
+        self._c.send(c.delete_alert_sink(name))
+
+
+class Alerts(_Resource):
+    def list(self, limit: int = 200) -> list[m.AlertView]:
+        """The tenant's alerts: firing first, then resolved, newest first."""
+        return (self._c.send(c.list_alerts(limit))).items
+
+
+class Usage(_Resource):
+    def get(self, start: datetime | None = None, end: datetime | None = None,
+            granularity: str = "hour") -> m.UsageView:
+        """Runs, attempts, worker-seconds, bytes and steps per hour or day in [start, end)."""
+        return self._c.send(c.usage(start, end, granularity))
 
 
 class Runs(_Resource):

@@ -57,6 +57,10 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.stores", "ledger.sql"),
     ("ostinato.stores", "audit.sql"),
     ("ostinato.stores", "operations.sql"),
+    ("ostinato.stores", "deadlines.sql"),
+    ("ostinato.stores", "alerts.sql"),
+    ("ostinato.stores", "health.sql"),
+    ("ostinato.stores", "usage.sql"),
 ]
 
 

@@ -85,6 +85,9 @@ class JobCreated(Event, tag="JobCreated"):
     # SHA-256 of the request's canonical JSON, when it came with an idempotency key: the same
     # key with another request is refused
     request_hash: str | None = None
+    complete_within_seconds: float | None = None  # a run must have succeeded by slot + this
+    max_staleness_seconds: float | None = None  # a recurring job's last success is never older
+    owner: str | None = None  # the team alerts about the job are routed to
 
 
 class OccurrenceFired(Event, tag="OccurrenceFired"):
@@ -127,6 +130,23 @@ class LedgerSlotMissing(Event, tag="LedgerSlotMissing"):
     stream_type: ClassVar[str] = "job"
     scheduled_for: datetime
     detected_by: str = "ledger"
+
+
+class CompletionOverdue(Event, tag="CompletionOverdue"):
+    """A completion deadline passed without a success: `kind` "complete_within" (the run of
+    `scheduled_for` had not succeeded by `deadline`, slot + the job's `complete_within`; `state`
+    is the run's state then: retrying, waiting, failed...) or "max_staleness" (the job's last
+    success, `last_success_at`, none: its creation, got older than allowed at `deadline`). Once
+    per breached occurrence or staleness episode: its event id is derived from the job, the
+    occurrence (or last success) and the kind."""
+
+    stream_type: ClassVar[str] = "job"
+    kind: str
+    deadline: datetime
+    run_id: uuid.UUID | None = None
+    scheduled_for: datetime | None = None
+    state: str | None = None
+    last_success_at: datetime | None = None
 
 
 class LedgerDisagreement(Event, tag="LedgerDisagreement"):
@@ -776,6 +796,7 @@ CATALOGUE: tuple[type[Event], ...] = (
     OccurrenceMissed,
     LedgerSlotMissing,
     LedgerDisagreement,
+    CompletionOverdue,
     JobPaused,
     JobResumed,
     BackfillRequested,
@@ -845,6 +866,7 @@ AnyEvent = (
     | OccurrenceMissed
     | LedgerSlotMissing
     | LedgerDisagreement
+    | CompletionOverdue
     | JobPaused
     | JobResumed
     | BackfillRequested

@@ -45,7 +45,7 @@ def _job_created(r: RecordedEvent, e: ev.JobCreated) -> tuple[str, Args]:
         e.schedule.get("calendar"), e.schedule.get("overlap", "allow"),
         _json_or_none(e.retry), e.timeout_seconds, e.queue_wait_seconds, e.on_queue_wait,
         shard_of(r.stream_id), e.concurrency_key, e.resource, e.payload_version,
-        e.request_hash,
+        e.request_hash, e.complete_within_seconds, e.max_staleness_seconds, e.owner,
     )
 
 
@@ -72,6 +72,14 @@ def _job_resumed(r: RecordedEvent, e: ev.JobResumed) -> tuple[str, Args]:
 
 def _job_version_only(r: RecordedEvent, e: ev.Event) -> tuple[str, Args]:
     return "project_job_version_only", (r.stream_id, r.version)
+
+
+def _completion_overdue(r: RecordedEvent, e: ev.CompletionOverdue) -> tuple[str, Args]:
+    return "project_completion_overdue", (r.stream_id, r.version, e.run_id, e.scheduled_for)
+
+
+def _ledger_slot_missing(r: RecordedEvent, e: ev.LedgerSlotMissing) -> tuple[str, Args]:
+    return "project_ledger_slot_missing", (r.stream_id, r.version, e.scheduled_for)
 
 
 def _calendar_defined(r: RecordedEvent, e: ev.CalendarDefined) -> tuple[str, Args]:
@@ -367,8 +375,9 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.OccurrenceFired: _occurrence_fired,
     ev.OccurrencesSkipped: _occurrences_skipped,
     ev.OccurrenceMissed: _job_version_only,
-    ev.LedgerSlotMissing: _job_version_only,
+    ev.LedgerSlotMissing: _ledger_slot_missing,
     ev.LedgerDisagreement: _job_version_only,
+    ev.CompletionOverdue: _completion_overdue,
     ev.JobPaused: _job_paused,
     ev.JobResumed: _job_resumed,
     ev.BackfillRequested: _job_version_only,

@@ -48,7 +48,8 @@ Fresh = tuple[uuid.UUID, JobRequest, schedules.Schedule, datetime, bytes, dict[s
 def _limits(request: JobRequest, pool_default: retry.RetryPolicy) -> dict[str, Any]:
     """The job's retry policy and time limits as stored in JobCreated (field errors named)."""
     errors: list[dict[str, str]] = []
-    seconds: dict[str, float | None] = {"timeout": None, "queue_wait_timeout": None}
+    seconds: dict[str, float | None] = {"timeout": None, "queue_wait_timeout": None,
+                                        "complete_within": None, "max_staleness": None}
     for name in seconds:
         text = getattr(request, name)
         if text is not None:
@@ -56,6 +57,11 @@ def _limits(request: JobRequest, pool_default: retry.RetryPolicy) -> dict[str, A
                 seconds[name] = schedules.parse_duration(text).total_seconds()
             except (InvalidInput, ValueError) as exc:
                 errors.append({"field": name, "message": str(exc)})
+    recurring = request.schedule is not None and (request.schedule.cron is not None
+                                                  or request.schedule.every is not None)
+    if request.max_staleness is not None and not recurring:
+        errors.append({"field": "max_staleness", "message": "only a recurring job (cron or "
+                       "every) has a staleness; a one-off job declares complete_within"})
     policy = pool_default
     if request.retry is not None:
         try:
@@ -67,7 +73,9 @@ def _limits(request: JobRequest, pool_default: retry.RetryPolicy) -> dict[str, A
     return {"retry": retry.to_document(policy), "timeout_seconds": seconds["timeout"],
             "queue_wait_seconds": seconds["queue_wait_timeout"],
             "on_queue_wait": request.on_queue_wait, "concurrency_key": request.concurrency_key,
-            "resource": request.resource}
+            "resource": request.resource,
+            "complete_within_seconds": seconds["complete_within"],
+            "max_staleness_seconds": seconds["max_staleness"], "owner": request.owner}
 
 
 def _prefixed(errors: list[dict[str, str]], prefix: str) -> list[dict[str, str]]:

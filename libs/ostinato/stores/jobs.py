@@ -53,6 +53,11 @@ class JobRow(msgspec.Struct, frozen=True):
     resource: str | None
     payload_version: int | None  # the task's payload schema version its payload was checked at
     request_hash: str | None  # what was asked with its idempotency key (a repeat must match)
+    complete_within_seconds: float | None  # completion deadline after each slot
+    max_staleness_seconds: float | None  # how old the last success may get (recurring)
+    owner: str | None  # the team its alerts are routed to
+    last_missing_slot: datetime | None  # the latest LedgerSlotMissing's slot
+    last_overdue_slot: datetime | None  # the latest overdue run's slot (CompletionOverdue)
 
 
 async def by_id(conn: asyncpg.Connection, tenant_id: uuid.UUID,

@@ -74,6 +74,7 @@ class RunRow(msgspec.Struct, frozen=True):
     pinned: bool  # a started workflow: only workers serving `task_version` may claim it
     payload_version: int | None  # the task's payload schema version at submission
     stuck_version: int | None  # the run's version at its last RunStuck
+    completion_overdue: bool  # its completion deadline passed unmet (CompletionOverdue)
 
     @property
     def waits_for_dispatch(self) -> bool:

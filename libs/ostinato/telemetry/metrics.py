@@ -9,15 +9,20 @@ multiply series. Import the objects and call `.inc()`/`.observe()`/`.set()` on t
 
 from __future__ import annotations
 
+import os
 from importlib.metadata import PackageNotFoundError, version
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.exposition import choose_encoder
 
 __all__ = [
+    "ALERTS_FIRING",
+    "ALERT_DELIVERIES",
+    "ALERT_DELIVERIES_PENDING",
     "BLOBS_EXPIRED",
     "BUILD_INFO",
     "CLOCK_SKEW",
+    "COMPLETION_OVERDUE",
     "CONSUMER_BATCH_SECONDS",
     "DEAD_LETTERS",
     "DUPLICATE_CLAIMS",
@@ -45,12 +50,14 @@ __all__ = [
     "RUNS_CREATED",
     "RUNS_QUEUED",
     "RUNS_STUCK",
+    "RUN_DURATION",
     "SCHEDULER_TICK_SECONDS",
     "SCHEDULE_LAG",
     "SHARD_EPOCH",
     "STALE_MESSAGES_DROPPED",
     "STALE_WRITES_REJECTED",
     "STUCK_RUNS",
+    "TENANT_LABEL_CAP",
     "TIMER_LATENESS",
     "UPCOMING_DUE",
     "WORKFLOWS_SUSPENDED",
@@ -58,10 +65,28 @@ __all__ = [
     "WORKFLOW_STEPS",
     "WORKFLOW_SUSPENSIONS",
     "render",
+    "tenant_label",
 ]
 
 # Without this every counter also exports `<name>_created` (so `ostinato_runs_created_created`).
 disable_created_metrics()
+
+# Tenant labels are bounded: the first TENANT_LABEL_CAP tenants a process labels keep their
+# id, later ones share the label "other" (docs/ALERTS.md, "Metrics and cardinality").
+TENANT_LABEL_CAP = int(os.environ.get("OSTINATO_METRICS_TENANT_CAP", "200"))
+OTHER_TENANTS = "other"
+_labelled_tenants: set[str] = set()
+
+
+def tenant_label(tenant: str) -> str:
+    """The `tenant` label value for `tenant` (an id): itself while under the cap, else "other"."""
+    if tenant in _labelled_tenants:
+        return tenant
+    if len(_labelled_tenants) < TENANT_LABEL_CAP:
+        _labelled_tenants.add(tenant)
+        return tenant
+    return OTHER_TENANTS
+
 
 # OTel's http.server.request.duration advice, reused for our other latency histograms.
 HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
@@ -111,7 +136,16 @@ WORKFLOW_STEPS = Counter(
     "ostinato_workflow_steps_total", "Workflow steps recorded, by outcome.", ["outcome"]
 )
 RUNS_COMPLETED = Counter(
-    "ostinato_runs_completed_total", "Run attempts finished, by outcome.", ["outcome"]
+    "ostinato_runs_completed_total", "Run attempts finished, by tenant (capped: tenant_label) "
+    "and outcome.", ["tenant", "outcome"]
+)
+RUN_DURATION = Histogram(
+    "ostinato_run_duration_seconds",
+    "An attempt's run time, from its claim to its reported outcome, by tenant (capped: "
+    "tenant_label), pool and outcome.",
+    ["tenant", "pool", "outcome"],
+    buckets=(0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+             14400.0),
 )
 OUTBOX_PUBLISHED = Counter(
     "ostinato_outbox_published_total",
@@ -191,12 +225,33 @@ LEDGER_DISAGREEMENTS = Counter(
     "(each slot counted once).",
     ["tenant"],
 )
+COMPLETION_OVERDUE = Counter(
+    "ostinato_completion_overdue_total",
+    "Completion deadlines breached (a run not succeeded within its job's complete_within, or a "
+    "recurring job's last success older than its max_staleness), by tenant; each once.",
+    ["tenant", "kind"],
+)
+ALERTS_FIRING = Gauge(
+    "ostinato_alerts_firing", "Alerts firing now, by tenant and rule (ostinato.alerts).",
+    ["tenant", "rule"],
+)
+ALERT_DELIVERIES = Counter(
+    "ostinato_alert_deliveries_total",
+    "Webhook deliveries of alert notifications, by outcome (delivered | failed: retried later).",
+    ["outcome"],
+)
+ALERT_DELIVERIES_PENDING = Gauge(
+    "ostinato_alert_deliveries_pending",
+    "Alert notifications waiting for their sink (a sink that is down keeps them here).",
+)
 JOBS_AUTO_PAUSED = Counter(
     "ostinato_jobs_auto_paused_total", "Jobs paused after too many consecutive failed runs."
 )
 SCHEDULE_LAG = Histogram(
     "ostinato_schedule_lag_seconds",
-    "Start of a run's first attempt minus its due instant.",
+    "Start of a run's first attempt minus its due instant, by tenant (capped: tenant_label) "
+    "and pool.",
+    ["tenant", "pool"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0),
 )
 DEAD_LETTERS = Counter(
@@ -268,10 +323,10 @@ def _version() -> str:
 
 
 BUILD_INFO.labels(version=_version()).set(1)
-# Series known in advance start at 0, so rate() and alerts work before the first event.
-for _outcome in ("succeeded", "failed"):
-    RUNS_COMPLETED.labels(outcome=_outcome)
+# Series known in advance start at 0, so rate() and alerts work before the first event (the
+# per-tenant ones cannot be known in advance).
 DUPLICATE_CLAIMS.inc(0)
+ALERT_DELIVERIES_PENDING.set(0)
 
 
 def render(accept: str | None = None) -> tuple[bytes, str]:

@@ -165,6 +165,10 @@ async def _record(pool: asyncpg.Pool, store: EventStore, job: LedgerJob,
 
 def alert(tenant_id: uuid.UUID, job_id: uuid.UUID, finding: Finding) -> None:
     e, tenant = finding.entry, str(tenant_id)
+    # A fresh logger per finding (they are rare): it follows the logging configuration of now,
+    # where the module's keeps the processors of its first use (a test capturing lines after
+    # another configured logging would see none).
+    log = get_logger("ostinato.reconciler")
     if finding.kind == "missing":
         metrics.LEDGER_SLOTS_MISSING.labels(tenant=tenant).inc()
         log.error("ledger slot missing", tenant_id=tenant, job_id=str(job_id),

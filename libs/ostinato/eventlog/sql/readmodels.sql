@@ -28,21 +28,36 @@ INSERT INTO jobs (id, tenant_id, name, task, status, schedule, payload_ref, pool
                   idempotency_key, traceparent, next_run_at, runs_created, created_at, updated_at,
                   version, kind, next_slot, calendar, overlap, retry_policy, timeout_seconds,
                   queue_wait_seconds, on_queue_wait, shard, concurrency_key, resource,
-                  payload_version, request_hash)
+                  payload_version, request_hash, complete_within_seconds, max_staleness_seconds,
+                  owner)
 SELECT id, tenant_id, name, task, CASE WHEN next_run_at IS NULL THEN 'completed' ELSE 'active' END,
        schedule::json, payload_ref, pool, priority, idempotency_key, traceparent, next_run_at, 0,
        created_at, created_at, version, kind, coalesce(next_slot, next_run_at), calendar, overlap,
        retry_policy::json, timeout_seconds, queue_wait_seconds, on_queue_wait, shard,
-       concurrency_key, resource, payload_version, request_hash
+       concurrency_key, resource, payload_version, request_hash, complete_within_seconds,
+       max_staleness_seconds, owner
 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::uuid[], $7::text[],
             $8::text[], $9::text[], $10::timestamptz[], $11::timestamptz[], $12::int[],
             $13::text[], $14::text[], $15::timestamptz[], $16::text[], $17::text[], $18::text[],
             $19::float8[], $20::float8[], $21::text[], $22::smallint[], $23::text[], $24::text[],
-            $25::int[], $26::text[])
+            $25::int[], $26::text[], $27::float8[], $28::float8[], $29::text[])
      AS r(id, tenant_id, name, task, schedule, payload_ref, pool, priority, idempotency_key,
           next_run_at, created_at, version, traceparent, kind, next_slot, calendar, overlap,
           retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait, shard,
-          concurrency_key, resource, payload_version, request_hash);
+          concurrency_key, resource, payload_version, request_hash, complete_within_seconds,
+          max_staleness_seconds, owner);
+
+-- name: project_completion_overdue
+-- CompletionOverdue: a breached run is marked so that the deadline check looks at it once, and
+-- the job keeps its latest overdue slot (the alert rules' input)
+WITH run AS (UPDATE runs SET completion_overdue = true WHERE id = $3)
+UPDATE jobs SET version = $2,
+                last_overdue_slot = greatest(last_overdue_slot, $4::timestamptz)
+WHERE id = $1;
+
+-- name: project_ledger_slot_missing
+-- LedgerSlotMissing: the job keeps its latest missing slot (the alert rules' input)
+UPDATE jobs SET version = $2, last_missing_slot = greatest(last_missing_slot, $3) WHERE id = $1;
 
 -- name: project_occurrence_fired
 -- OccurrenceFired (columnar): a run was created for scheduled_for; the job moves on to

@@ -1,0 +1,352 @@
+"""Alerts that reach people, against the real PostgreSQL and a real HTTP receiver on 127.0.0.1
+(uvicorn, a free port): a dead letter fires an alert delivered once to the sink its job's owner
+routes to; its triage resolves it, delivered once; a sink down (answering 503, then not
+listening at all) and then up gets the notification after it returns, not lost, not
+duplicated; a completion deadline breach fires for the owner and resolves at the next success.
+The sinks' API: PUT validates, GET never shows the secret, DELETE drops what waits."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import httpx
+import msgspec
+import pytest
+from prometheus_client import REGISTRY
+
+from ostinato.clock import Clock, FakeClock
+from ostinato.jobs import submit_job
+from ostinato.jobs.request import JobRequest
+from ostinato.policy.retry import RetrySpec
+from ostinato.runtime.ops import HttpServer
+from ostinato.schedules import ScheduleSpec
+from ostinato.sdk import protocol as p
+from ostinato.stores.jobs import JobRow
+from services.reconciler.checks.alerts import deliver_alerts, evaluate_alerts
+from services.reconciler.checks.deadlines import check_deadlines
+from services.scheduler.tick import fire_due
+from services.worker_gateway.attempts import Attempts, Outcome
+
+from .conftest import assert_problem, auth
+from .helpers import dispatch, new_tenant, store
+
+pytestmark = pytest.mark.integration
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def api_clock() -> Clock:
+    return FakeClock(T0)
+
+
+class Receiver:
+    """An HTTP webhook receiver: records each POST's headers and JSON body, answers `status`;
+    `stop()` and `start()` take it off and back on the same port."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.status = 200
+        self.refused = 0  # requests answered with something else than 2xx
+        self.port = 0
+        self.server: HttpServer | None = None
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if self.status == 200:
+            self.bodies.append(msgspec.json.decode(body))
+            self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        else:
+            self.refused += 1
+        await send({"type": "http.response.start", "status": self.status, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def start(self) -> None:
+        self.server = HttpServer(self, "127.0.0.1", self.port)  # type: ignore[arg-type]
+        await self.server.start()
+        self.port = self.server.port
+
+    async def stop(self) -> None:
+        assert self.server is not None
+        await self.server.stop()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def alerts(self) -> list[tuple[str, str, str | None]]:
+        return [(a["status"], a["labels"]["alertname"], a["labels"].get("owner"))
+                for b in self.bodies for a in b["alerts"]]
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    r = Receiver()
+    await r.start()
+    try:
+        yield r
+    finally:
+        if r.server is not None and r.server.started:
+            await r.stop()
+
+
+async def owned_job(pool: asyncpg.Pool, clock: Clock, tenant: uuid.UUID, owner: str | None,
+                    name: str = "invoice", **fields: Any) -> JobRow:
+    async with pool.acquire() as conn:
+        row, _ = await submit_job(
+            conn, store(clock), clock, tenant_id=tenant,
+            request=JobRequest(name=name, schedule=ScheduleSpec(at=clock.now()), owner=owner,
+                               retry=RetrySpec(max_attempts=1), **fields),
+            pools=("default",), max_payload_bytes=1024, actor="test")
+    return row
+
+
+async def run_once(pool: asyncpg.Pool, clock: Clock, tenant: uuid.UUID, *,
+                   succeed: bool) -> uuid.UUID:
+    """The due run of the tenant, claimed and reported (a failure is permanent)."""
+    assert len(await fire_due(pool, store(clock), clock)) == 1
+    assert await dispatch(pool, clock) == 1
+    attempts = Attempts(pool, store(clock), clock, lease_ttl_seconds=30)
+    [claimed] = await attempts.claim(tenant, p.ClaimRequest(worker_id="w1", max_runs=1))
+    error = None if succeed else p.ErrorInfo(type="Boom", message="boom", retryable=False)
+    [result] = await attempts.record(tenant, "w1", [Outcome(
+        uuid.UUID(claimed.run_id), claimed.run_id, claimed.fencing_token,
+        "complete" if succeed else "fail", output=1, error=error)])
+    assert result.status == 200
+    return uuid.UUID(claimed.run_id)
+
+
+async def put_sink(client: httpx.AsyncClient, key: str, name: str, **body: Any) -> dict:
+    r = await client.put(f"/v1/alert-sinks/{name}", json=body, headers=auth(key))
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def pending() -> float:
+    return REGISTRY.get_sample_value("ostinato_alert_deliveries_pending") or 0.0
+
+
+async def test_a_dead_letter_fires_once_and_its_triage_resolves_once_for_the_owners_sink(
+        client: httpx.AsyncClient, pool: asyncpg.Pool, receiver: Receiver,
+        api_clock: FakeClock) -> None:
+    clock = api_clock
+    tenant, key = await new_tenant(pool)
+    await put_sink(client, key, "billing-pager", url=receiver.url, owners=["billing"],
+                   secret_header="Authorization", secret="Bearer s3cret")
+    await put_sink(client, key, "catch-all", url=receiver.url + "/default", default=True)
+    job = await owned_job(pool, clock, tenant, "billing")
+    run_id = await run_once(pool, clock, tenant, succeed=False)  # permanent: dead-lettered
+
+    async with httpx.AsyncClient(timeout=5) as http:
+        assert await evaluate_alerts(pool, clock) == 1
+        assert await evaluate_alerts(pool, clock) == 0  # firing already: deduplicated
+        assert await deliver_alerts(pool, clock, http) == 1
+        assert await deliver_alerts(pool, clock, http) == 0
+        assert receiver.alerts() == [("firing", "OstinatoDeadLetter", "billing")]
+        [body] = receiver.bodies
+        assert body["version"] == "4" and body["status"] == "firing"
+        assert body["receiver"] == "billing-pager"
+        assert body["groupKey"].startswith("{}:{alertname=\"OstinatoDeadLetter\"")
+        [alert] = body["alerts"]
+        assert alert["labels"]["job_id"] == str(job.id)
+        assert alert["labels"]["tenant_id"] == str(tenant)
+        assert alert["startsAt"] == "2026-03-02T09:00:00Z"
+        assert alert["endsAt"] == "0001-01-01T00:00:00Z"
+        assert receiver.headers[0]["authorization"] == "Bearer s3cret"
+
+        listed = (await client.get("/v1/alerts", headers=auth(key))).json()["items"]
+        assert [(a["rule"], a["status"]) for a in listed] == [("OstinatoDeadLetter", "firing")]
+
+        clock.advance(60)
+        r = await client.post(f"/v1/dead-letters/{run_id}/triage",
+                              json={"state": "acknowledged"}, headers=auth(key))
+        assert r.status_code == 200, r.text
+        assert await evaluate_alerts(pool, clock) == 1
+        assert await evaluate_alerts(pool, clock) == 0
+        assert await deliver_alerts(pool, clock, http) == 1
+        assert await deliver_alerts(pool, clock, http) == 0
+    assert receiver.alerts() == [("firing", "OstinatoDeadLetter", "billing"),
+                                 ("resolved", "OstinatoDeadLetter", "billing")]
+    resolved = receiver.bodies[1]
+    assert resolved["status"] == "resolved" and resolved["receiver"] == "billing-pager"
+    assert resolved["alerts"][0]["endsAt"] == "2026-03-02T09:01:00Z"
+    assert resolved["alerts"][0]["startsAt"] == "2026-03-02T09:00:00Z"
+
+
+async def test_a_sink_down_then_up_gets_the_alert_after_it_returns_once(
+        client: httpx.AsyncClient, pool: asyncpg.Pool, receiver: Receiver,
+        api_clock: FakeClock) -> None:
+    clock = api_clock
+    tenant, key = await new_tenant(pool)
+    await put_sink(client, key, "default", url=receiver.url, default=True)
+    await owned_job(pool, clock, tenant, owner=None)  # no owner: the default sink
+    await run_once(pool, clock, tenant, succeed=False)
+    assert await evaluate_alerts(pool, clock) == 1
+
+    async with httpx.AsyncClient(timeout=5) as http:
+        receiver.status = 503
+        assert await deliver_alerts(pool, clock, http) == 0
+        assert receiver.refused == 1 and pending() >= 1
+        assert await deliver_alerts(pool, clock, http) == 0  # backing off: not tried again
+        assert receiver.refused == 1
+        async with pool.acquire() as conn:
+            row = await conn.fetchrow("SELECT attempts, last_error, next_attempt_at "
+                                      "FROM alert_deliveries WHERE tenant_id = $1", tenant)
+        assert (row["attempts"], row["last_error"]) == (1, "HTTP 503")
+        assert row["next_attempt_at"] == T0 + timedelta(seconds=1)
+
+        await receiver.stop()  # not listening at all
+        clock.advance(2)
+        assert await deliver_alerts(pool, clock, http) == 0
+        async with pool.acquire() as conn:
+            row = await conn.fetchrow("SELECT attempts, last_error, next_attempt_at "
+                                      "FROM alert_deliveries WHERE tenant_id = $1", tenant)
+        assert row["attempts"] == 2 and row["last_error"].startswith("ConnectError")
+        assert row["next_attempt_at"] == clock.now() + timedelta(seconds=2)
+
+        receiver.status = 200
+        await receiver.start()  # back, on the same port
+        clock.advance(2)
+        assert await evaluate_alerts(pool, clock) == 0  # still firing: nothing new to send
+        assert await deliver_alerts(pool, clock, http) == 1
+        clock.advance(600)
+        assert await deliver_alerts(pool, clock, http) == 0
+    assert receiver.alerts() == [("firing", "OstinatoDeadLetter", None)]
+    assert receiver.bodies[0]["receiver"] == "default"
+
+
+async def test_a_completion_deadline_breach_alerts_the_owner_and_resolves_at_the_next_success(
+        client: httpx.AsyncClient, pool: asyncpg.Pool, receiver: Receiver,
+        api_clock: FakeClock) -> None:
+    clock = api_clock
+    tenant, key = await new_tenant(pool)
+    await put_sink(client, key, "reports", url=receiver.url, owners=["reporting"])
+    async with pool.acquire() as conn:
+        await submit_job(conn, store(clock), clock, tenant_id=tenant, request=JobRequest(
+            name="nightly", schedule=ScheduleSpec(every="1h", start_at=T0),
+            complete_within="10m", owner="reporting"), pools=("default",),
+            max_payload_bytes=1024, actor="test")
+    assert len(await fire_due(pool, store(clock), clock)) == 1  # slot 0 waits: no worker
+    clock.set(T0 + timedelta(minutes=11))
+    assert await check_deadlines(pool, store(clock), clock, window=timedelta(days=1)) == 1
+    async with httpx.AsyncClient(timeout=5) as http:
+        assert await evaluate_alerts(pool, clock) == 1
+        assert await deliver_alerts(pool, clock, http) == 1
+        # The next slot's run succeeds: the job has completed again.
+        clock.set(T0 + timedelta(minutes=60))
+        assert await fire_due(pool, store(clock), clock)
+        assert await dispatch(pool, clock) >= 1
+        attempts = Attempts(pool, store(clock), clock, lease_ttl_seconds=30)
+        for claimed in await attempts.claim(tenant, p.ClaimRequest(worker_id="w", max_runs=5)):
+            await attempts.record(tenant, "w", [Outcome(
+                uuid.UUID(claimed.run_id), claimed.run_id, claimed.fencing_token, "complete",
+                output=1)])
+        assert await evaluate_alerts(pool, clock) == 1
+        assert await deliver_alerts(pool, clock, http) == 1
+    assert receiver.alerts() == [("firing", "OstinatoCompletionOverdue", "reporting"),
+                                 ("resolved", "OstinatoCompletionOverdue", "reporting")]
+    assert receiver.bodies[0]["alerts"][0]["labels"]["kind"] == "complete_within"
+
+
+async def test_the_sinks_api(client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    _, key = await new_tenant(pool)
+    assert_problem(await client.put("/v1/alert-sinks/x", json={"url": "ftp://nowhere",
+                                                                "default": True},
+                                    headers=auth(key)), 422, "url")
+    assert_problem(await client.put("/v1/alert-sinks/x", json={"url": "https://a.example"},
+                                    headers=auth(key)), 422, "owners")
+    assert_problem(await client.put("/v1/alert-sinks/x", json={
+        "url": "https://a.example", "default": True, "secret": "s"}, headers=auth(key)),
+        422, "secret")
+    made = await put_sink(client, key, "chat", url="https://chat.example/hook",
+                          owners=["b", "a", "a"], secret_header="X-Token", secret="t0p")
+    assert made["owners"] == ["a", "b"] and "secret" not in made
+    again = await put_sink(client, key, "chat", url="https://chat.example/v2", default=True)
+    assert again["created_at"] == made["created_at"] and again["default"]
+    [listed] = (await client.get("/v1/alert-sinks", headers=auth(key))).json()["items"]
+    assert listed["url"] == "https://chat.example/v2" and "secret" not in listed
+    _, other_key = await new_tenant(pool)
+    assert (await client.get("/v1/alert-sinks", headers=auth(other_key))).json() == {"items": []}
+    assert_problem(await client.delete("/v1/alert-sinks/chat", headers=auth(other_key)), 404)
+    assert (await client.delete("/v1/alert-sinks/chat", headers=auth(key))).status_code == 204
+    assert_problem(await client.delete("/v1/alert-sinks/chat", headers=auth(key)), 404)
+
+
+async def test_an_omitted_slot_and_an_auto_paused_job_alert_and_resolve_once(
+        client: httpx.AsyncClient, pool: asyncpg.Pool, receiver: Receiver,
+        api_clock: FakeClock) -> None:
+    """A frozen scheduler leaves a slot with no run: the ledger's `LedgerSlotMissing` fires
+    `OstinatoOccurrenceOmitted` until a later run succeeds. A job paused by the scheduler after
+    failed runs fires `OstinatoJobAutoPaused` until it is resumed."""
+    from services.reconciler.checks.ledger import check_ledger
+
+    clock = api_clock
+    tenant, key = await new_tenant(pool)
+    await put_sink(client, key, "team", url=receiver.url, owners=["etl"])
+    async with pool.acquire() as conn:
+        job, _ = await submit_job(conn, store(clock), clock, tenant_id=tenant, request=JobRequest(
+            name="every-minute", schedule=ScheduleSpec(every="1m", start_at=T0,
+                                                       auto_pause_after=1),
+            owner="etl", retry=RetrySpec(max_attempts=1)), pools=("default",),
+            max_payload_bytes=1024, actor="test")
+    clock.set(T0 + timedelta(minutes=1, seconds=1))  # no scheduler ran: slot 0 is missing
+    assert await check_ledger(pool, store(clock), clock, window=timedelta(hours=1),
+                              grace=timedelta(seconds=30)) == 1
+    async with httpx.AsyncClient(timeout=5) as http:
+        assert await evaluate_alerts(pool, clock) == 1
+        assert await deliver_alerts(pool, clock, http) == 1
+        # The scheduler is back: the late slot 0 is skipped or run by its misfire policy, and
+        # slot 1's run succeeds; the omission resolves.
+        created = await fire_due(pool, store(clock), clock)
+        assert created
+        assert await dispatch(pool, clock) >= 1
+        attempts = Attempts(pool, store(clock), clock, lease_ttl_seconds=30)
+        for claimed in await attempts.claim(tenant, p.ClaimRequest(worker_id="w", max_runs=5)):
+            await attempts.record(tenant, "w", [Outcome(
+                uuid.UUID(claimed.run_id), claimed.run_id, claimed.fencing_token, "complete",
+                output=1)])
+        assert await evaluate_alerts(pool, clock) == 1
+        assert await deliver_alerts(pool, clock, http) == 1
+        # The next slot fails: auto-paused after one failed run.
+        clock.set(T0 + timedelta(minutes=2, seconds=1))
+        assert await fire_due(pool, store(clock), clock)
+        assert await dispatch(pool, clock) == 1
+        [claimed] = await attempts.claim(tenant, p.ClaimRequest(worker_id="w", max_runs=5))
+        await attempts.record(tenant, "w", [Outcome(
+            uuid.UUID(claimed.run_id), claimed.run_id, claimed.fencing_token, "fail",
+            error=p.ErrorInfo(type="Boom", message="b", retryable=False))])
+        clock.set(T0 + timedelta(minutes=3, seconds=1))
+        await fire_due(pool, store(clock), clock)  # decides the pause
+        assert (await client.get(f"/v1/jobs/{job.id}", headers=auth(key))).json()["status"] == \
+            "paused"
+        assert await evaluate_alerts(pool, clock) == 2  # auto-paused, and its dead letter
+        assert await deliver_alerts(pool, clock, http) == 2
+        r = await client.post(f"/v1/jobs/{job.id}/resume", json={}, headers=auth(key))
+        assert r.status_code == 200, r.text
+        assert await evaluate_alerts(pool, clock) == 1
+        assert await deliver_alerts(pool, clock, http) == 1
+    assert sorted(receiver.alerts()) == sorted([
+        ("firing", "OstinatoOccurrenceOmitted", "etl"),
+        ("resolved", "OstinatoOccurrenceOmitted", "etl"),
+        ("firing", "OstinatoJobAutoPaused", "etl"), ("firing", "OstinatoDeadLetter", "etl"),
+        ("resolved", "OstinatoJobAutoPaused", "etl")])
+    assert [b["alerts"][0]["status"] for b in receiver.bodies
+            if b["alerts"][0]["labels"]["alertname"] == "OstinatoOccurrenceOmitted"] == \
+        ["firing", "resolved"]

@@ -1,0 +1,125 @@
+"""Per-job health and tenant usage against the real PostgreSQL with a fake clock: three slots of
+a job — one started 2 s late and succeeded, one started 4 s late and dead-lettered, one never
+started — give `GET /v1/jobs/{id}/health` its lag p50/p99/max from the log, last success,
+outcomes and overdue count; `GET /v1/usage` its runs, attempts, worker-seconds and bytes; the
+claim and outcome metrics (`ostinato_schedule_lag_seconds{tenant,pool}`,
+`ostinato_run_duration_seconds{tenant,pool,outcome}`, `ostinato_runs_completed_total{tenant,
+outcome}`) move by exactly these runs."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import httpx
+import pytest
+from prometheus_client import REGISTRY
+
+from ostinato.clock import Clock, FakeClock
+from ostinato.jobs import submit_job
+from ostinato.jobs.request import JobRequest
+from ostinato.policy.retry import RetrySpec
+from ostinato.schedules import ScheduleSpec
+from ostinato.sdk import protocol as p
+from services.reconciler.checks.deadlines import check_deadlines
+from services.scheduler.tick import fire_due
+from services.worker_gateway.attempts import Attempts, Outcome
+
+from .conftest import assert_problem, auth
+from .helpers import dispatch, new_tenant, store
+
+pytestmark = pytest.mark.integration
+# Near the real time: blobs are dated by the database's own now() (payload and output bytes).
+T0 = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=10)
+
+
+@pytest.fixture
+def api_clock() -> Clock:
+    return FakeClock(T0)
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_health_usage_and_metrics_of_three_slots(
+        client: httpx.AsyncClient, pool: asyncpg.Pool, api_clock: FakeClock) -> None:
+    clock = api_clock
+    tenant, key = await new_tenant(pool)
+    t = str(tenant)
+    async with pool.acquire() as conn:
+        job, _ = await submit_job(conn, store(clock), clock, tenant_id=tenant, request=JobRequest(
+            name="every-minute", schedule=ScheduleSpec(every="1m", start_at=T0),
+            payload={"n": 1}, complete_within="30s", retry=RetrySpec(max_attempts=1)),
+            pools=("default",), max_payload_bytes=1024, actor="test")
+    lag_before = sample("ostinato_schedule_lag_seconds_count", tenant=t, pool="default")
+    attempts = Attempts(pool, store(clock), clock, lease_ttl_seconds=300)
+    outcomes = {0: ("complete", 1.5), 1: ("fail", 0.5)}
+    for k in range(3):
+        clock.set(T0 + timedelta(minutes=k))
+        assert len(await fire_due(pool, store(clock), clock)) == 1
+        if k not in outcomes:
+            continue  # the third slot never starts
+        assert await dispatch(pool, clock) == 1
+        clock.advance(2 * (k + 1))  # started 2 s, then 4 s after its due time
+        [claimed] = await attempts.claim(tenant, p.ClaimRequest(worker_id="w", max_runs=1))
+        kind, took = outcomes[k]
+        clock.advance(took)
+        error = p.ErrorInfo(type="Boom", message="b", retryable=False) if kind == "fail" else None
+        [r] = await attempts.record(tenant, "w", [Outcome(
+            uuid.UUID(claimed.run_id), claimed.run_id, claimed.fencing_token, kind,
+            output={"ok": True}, error=error)])
+        assert r.status == 200
+        if k == 0:
+            succeeded_at = clock.now()
+    clock.set(T0 + timedelta(minutes=3))
+    assert await check_deadlines(pool, store(clock), clock, window=timedelta(days=1)) == 2
+
+    # Metrics: two first attempts started, one success and one failure with their durations.
+    lag = "ostinato_schedule_lag_seconds"
+    assert sample(f"{lag}_count", tenant=t, pool="default") == lag_before + 2
+    assert sample(f"{lag}_sum", tenant=t, pool="default") == pytest.approx(6.0)
+    assert sample("ostinato_run_duration_seconds_sum", tenant=t, pool="default",
+                  outcome="succeeded") == pytest.approx(1.5)
+    assert sample("ostinato_run_duration_seconds_sum", tenant=t, pool="default",
+                  outcome="failed") == pytest.approx(0.5)
+    assert sample("ostinato_runs_completed_total", tenant=t, outcome="succeeded") == 1
+    assert sample("ostinato_runs_completed_total", tenant=t, outcome="failed") == 1
+    assert sample("ostinato_completion_overdue_total", tenant=t, kind="complete_within") == 2
+
+    r = await client.get(f"/v1/jobs/{job.id}/health?window=1h", headers=auth(key))
+    assert r.status_code == 200, r.text
+    h = r.json()
+    assert (h["runs"], h["succeeded"], h["failed"], h["in_progress"], h["started"]) == \
+        (3, 1, 1, 1, 2)
+    assert h["lag_p50_seconds"] == pytest.approx(3.0)
+    assert h["lag_p99_seconds"] == pytest.approx(2 + 2 * 0.99)
+    assert h["lag_max_seconds"] == pytest.approx(4.0)
+    assert datetime.fromisoformat(h["last_success_at"]) == succeeded_at
+    assert (h["overdue"], h["missed"], h["ledger_missing"]) == (2, 0, 0)
+    assert h["complete_within_seconds"] == 30.0
+    assert_problem(await client.get(f"/v1/jobs/{job.id}/health?window=forever",
+                                    headers=auth(key)), 400)
+    assert_problem(await client.get(f"/v1/jobs/{uuid.uuid4()}/health", headers=auth(key)), 404)
+    _, other = await new_tenant(pool)
+    assert_problem(await client.get(f"/v1/jobs/{job.id}/health", headers=auth(other)), 404)
+
+    window = {"from": (T0 - timedelta(days=1)).isoformat(),
+              "to": (T0 + timedelta(days=1)).isoformat(), "granularity": "day"}
+    r = await client.get("/v1/usage", params=window, headers=auth(key))
+    assert r.status_code == 200, r.text
+    total = r.json()["total"]
+    assert (total["runs"], total["attempts"], total["workflow_steps"]) == (3, 2, 0)
+    assert total["worker_seconds"] == pytest.approx(2.0)
+    assert total["payload_bytes"] == len(b'{"n":1}')
+    assert total["output_bytes"] == len(b'{"ok":true}')
+    assert sum(i["runs"] for i in r.json()["items"]) == 3
+    hourly = await client.get("/v1/usage", params={**window, "granularity": "hour"},
+                              headers=auth(key))
+    assert sum(i["attempts"] for i in hourly.json()["items"]) == 2
+    assert (await client.get("/v1/usage", params=window, headers=auth(other))).json()[
+        "total"]["runs"] == 0
+    assert_problem(await client.get("/v1/usage", params={
+        "from": T0.isoformat(), "to": (T0 + timedelta(days=40)).isoformat()},
+        headers=auth(key)), 400)
