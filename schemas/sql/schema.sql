@@ -865,13 +865,6 @@ ALTER TABLE ONLY public.dag_runs
     ADD CONSTRAINT dag_runs_pkey PRIMARY KEY (id);
 
 --
--- Name: dag_versions dag_versions_dag_id_version_hash_key; Type: CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.dag_versions
-    ADD CONSTRAINT dag_versions_dag_id_version_hash_key UNIQUE (dag_id, version_hash);
-
---
 -- Name: dag_versions dag_versions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 

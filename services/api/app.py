@@ -13,6 +13,8 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.static_files import create_static_files_router
 
 from ostinato.eventlog.store import EventStore
+from ostinato.runtime.contract import apply_contract
+from ostinato.runtime.instants import check_instants
 from ostinato.runtime.ops import (
     BodyLimit,
     instrument_http,
@@ -89,6 +91,7 @@ def create_app(service: Service, store: EventStore,
         ],
         dependencies=DEPENDENCIES,
         exception_handlers=EXCEPTION_HANDLERS,
+        before_request=check_instants,
         middleware=tracing_middleware(),
         openapi_config=OpenAPIConfig(
             title="Ostinato API", version=VERSION, path="/schema",
@@ -110,5 +113,6 @@ def create_app(service: Service, store: EventStore,
         request_max_body_size=MAX_BODY_BYTES,  # a chunked body is cut off there too
     )
     instrument_http(app)
+    apply_contract(app)
     app.asgi_handler = RequestIds(BodyLimit(app.asgi_handler, MAX_BODY_BYTES))
     return app

@@ -76,14 +76,19 @@ def _detail(exc: BaseException) -> str:
     return str(getattr(exc, "detail", "")) or type(exc).__name__
 
 
+def _storable(text: str) -> str:
+    """PostgreSQL text holds no NUL: a refusal naming such a value is still recorded."""
+    return text.replace("\x00", "\ufffd")
+
+
 async def _write(conn: asyncpg.Connection, spec: AuditSpec, caller: Principal,
                  tenant_id: uuid.UUID | None, audit: Audit, status: int) -> None:
     await audit_store.record(
         conn, id=new_id(), tenant_id=audit.tenant_id or tenant_id,
         caller_tenant_id=caller.tenant_id, key_id=caller.key_id, key_name=caller.key_name,
         role=caller.role, actor=actor_of(caller), request_id=request_ids.current(),
-        action=spec.action, target_kind=spec.target_kind, target_id=audit.target_id,
-        status=status, outcome=_outcome(status), detail=audit.detail,
+        action=spec.action, target_kind=spec.target_kind, target_id=_storable(audit.target_id),
+        status=status, outcome=_outcome(status), detail=_storable(audit.detail),
         before=msgspec.to_builtins(audit.before), after=msgspec.to_builtins(audit.after))
 
 

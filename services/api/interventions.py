@@ -31,9 +31,9 @@ from services.api.auditing import audited
 from services.api.scope import Tenant, TenantScope
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
-AfterVersion = Annotated[int, QueryParameter(ge=0)]
-AfterSeq = Annotated[int, QueryParameter(ge=-1)]
-Seq = Annotated[int, PathParameter(ge=0)]
+AfterVersion = Annotated[int, QueryParameter(ge=0, le=2**31 - 1)]
+AfterSeq = Annotated[int, QueryParameter(ge=-1, le=2**31 - 1)]
+Seq = Annotated[int, PathParameter(ge=0, le=2**31 - 1)]
 
 
 def _done(run_id: uuid.UUID, done: Intervened, tenant: TenantScope) -> InterventionDone:

@@ -19,7 +19,7 @@ from ostinato.stores import jobs as job_store
 from services.api.scope import Tenant
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
-AfterVersion = Annotated[int, QueryParameter(ge=0)]
+AfterVersion = Annotated[int, QueryParameter(ge=0, le=2**31 - 1)]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 

@@ -30,7 +30,7 @@ from services.api.auditing import audited
 from services.api.scope import Tenant
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
-After = Annotated[int, QueryParameter(ge=-1)]
+After = Annotated[int, QueryParameter(ge=-1, le=2**31 - 1)]
 MAX_IDEMPOTENCY_KEY_CHARS = 256
 
 

@@ -32,6 +32,8 @@ from ostinato.clock import Clock
 from ostinato.domain import roles
 from ostinato.domain.errors import PROBLEM_BASE, Forbidden
 from ostinato.runtime.auth import Caller, principal
+from ostinato.runtime.contract import apply_contract
+from ostinato.runtime.instants import check_instants
 from ostinato.runtime.ops import instrument_http, ops_route_handlers, tracing_middleware
 from ostinato.runtime.problems import EXCEPTION_HANDLERS, problem
 from ostinato.runtime.service import Service
@@ -300,6 +302,7 @@ def create_app(service: Service, attempts: Attempts, signals: ReadySignals,
         dependencies={"caller": Provide(known_principal)},
         opt={"action": roles.WORK},
         exception_handlers=EXCEPTION_HANDLERS,
+        before_request=check_instants,
         middleware=tracing_middleware(),
         openapi_config=OpenAPIConfig(
             title="Ostinato worker protocol", version="0.1.0", path="/schema"
@@ -318,4 +321,4 @@ def create_app(service: Service, attempts: Attempts, signals: ReadySignals,
             }
         ),
     )
-    return instrument_http(app)
+    return apply_contract(instrument_http(app), rate_limited=False)  # no per-key rate here

@@ -225,6 +225,13 @@ async def test_a_failed_action_leaves_one_rejected_row_and_nothing_else(
     assert_problem(r, 403)
     await one_row(pool, rid, action="tenant.create", status=403, outcome="refused",
                   role="operator")
+    # a refusal naming a value with a NUL, which the database cannot store in text: the row
+    # is kept (schemathesis found the audit row itself lost), the NUL replaced in its detail
+    r, rid = await call("POST", "/v1/keys", {"name": "n", "role": "worker",
+                                             "pools": ["nul\u0000pool"]})
+    assert_problem(r, 422, "pools")
+    row = await one_row(pool, rid, action="key.issue", status=422, outcome="rejected")
+    assert "nul\ufffdpool" in row["detail"]
     async with pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM events") == events  # nothing else
 

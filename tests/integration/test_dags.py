@@ -357,6 +357,10 @@ async def test_definitions_are_validated_and_versioned(
     assert got["version"] == 2 and got["edges"] == [{"from": "b", "to": "a"}]
     listed = (await client.get("/v1/dags", headers=auth(key))).json()["items"]
     assert [d["name"] for d in listed] == ["v"]
+    # back to the first definition (schemathesis found this a 500): a change, so version 3
+    back = await define(client, key, "v", [node("a"), node("b")], [("a", "b")])
+    assert (back["created"], back["version"], back["version_hash"]) == (
+        True, 3, one["version_hash"])
 
 
 async def test_another_tenants_key_sees_nothing(

@@ -427,7 +427,7 @@ class SkipStepRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 class RestartRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     reason: InterventionReason
-    from_seq: Annotated[int, msgspec.Meta(ge=0)]
+    from_seq: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
 
 
 class SucceedRunRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -26,6 +26,8 @@ MAX_EDGES = 20_000
 
 Key = Annotated[str, msgspec.Meta(pattern=KEY_PATTERN)]
 
+MAX_TIMEOUT_SECONDS = 10 * 366 * 86_400.0  # ten years, as every other duration a request carries
+
 
 class NodeSpec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
     """One node: a task run like a job's, started when its trigger rule holds."""
@@ -36,7 +38,7 @@ class NodeSpec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_de
     pool: str | None = None  # None: the DAG run's default pool
     priority: str | None = None
     retry: retry.RetrySpec | None = None
-    timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    timeout_seconds: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT_SECONDS)] | None = None
     trigger_rule: TriggerRule = "all_success"
 
 

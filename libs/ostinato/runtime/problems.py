@@ -10,6 +10,7 @@ import math
 import re
 from typing import Any
 
+import asyncpg
 import msgspec
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
@@ -19,6 +20,7 @@ from ostinato.telemetry.logging import get_logger
 
 PROBLEM_JSON = "application/problem+json"
 log = get_logger("ostinato.http")
+UNSTORABLE_TEXT = (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError)
 _NAMED_FIELD = re.compile(r"(?:unknown|missing required) field `([^`]+)`")
 
 _HTTP_TYPES = {400: "bad-request", 401: "unauthorized", 403: "forbidden", 404: "not-found",
@@ -89,7 +91,17 @@ def status_of(exc: BaseException) -> int:
         return 422 if _field_errors(exc.extra) else 400
     if isinstance(exc, HTTPException):
         return exc.status_code
+    if isinstance(exc, UNSTORABLE_TEXT):
+        return 400  # a NUL in text (on_unstorable_text)
     return 400 if isinstance(exc, RecursionError) else 500
+
+
+def on_unstorable_text(request: Request, exc: asyncpg.PostgresError) -> Response[bytes]:
+    """A string holding U+0000 (NUL), which PostgreSQL text and jsonb cannot store: refused
+    like any malformed input; the statement failed, so its transaction changed nothing."""
+    return problem(400, PROBLEM_BASE + "bad-request", "Bad request",
+                   "a text value holds a character that cannot be stored (U+0000, NUL)",
+                   request)
 
 
 def on_unexpected_error(request: Request, exc: Exception) -> Response[bytes]:
@@ -103,6 +115,7 @@ EXCEPTION_HANDLERS: dict[Any, Any] = {
     ValidationException: on_validation_error,
     HTTPException: on_http_error,
     RecursionError: on_too_deep,
+    **dict.fromkeys(UNSTORABLE_TEXT, on_unstorable_text),
     Exception: on_unexpected_error,
 }
 

@@ -51,12 +51,12 @@ class ScheduleSpec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omi
     max_lateness: Annotated[str | None, _doc(
         "A missed occurrence older than this is skipped (reason too_late).")] = None
     catch_up_max: Annotated[int, _doc(
-        "At most this many missed runs with catch_up (1..1000).")] = 10
+        "At most this many missed runs with catch_up (1..1000)."), msgspec.Meta(ge=1, le=1000)] = 10
     jitter: Annotated[str | None, _doc(
         "Deterministic start delay in [0, jitter) per occurrence, to spread load.")] = None
     calendar: Annotated[str | None, _doc(
         "Name of an exclusion calendar: occurrences on its dates (local) are skipped.")] = None
     overlap: Annotated[Overlap, _doc(
         "Previous run still going: allow, skip the new occurrence, or queue it.")] = "allow"
-    auto_pause_after: Annotated[int | None, _doc(
+    auto_pause_after: Annotated[Annotated[int, msgspec.Meta(ge=1, le=1000)] | None, _doc(
         "Pause the job (with an alert) after this many consecutive failed runs (1..1000).")] = None

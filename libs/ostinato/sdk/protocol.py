@@ -101,7 +101,13 @@ def run_path(
 
 
 RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
-FencingToken = Annotated[int, msgspec.Meta(ge=0)]
+# Ranges: what PostgreSQL's bigint / integer columns hold, and spans a timedelta can add to
+# now; a number past them is a 422, never an overflow inside the gateway.
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+MAX_SPAN_SECONDS = 10 * 366 * 86_400.0  # ten years
+FencingToken = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
+Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_SPAN_SECONDS)]
 AwareDatetime = Annotated[datetime, msgspec.Meta(tz=True)]
 
 
@@ -132,7 +138,7 @@ class ClaimRequest(_Request):
     workflows: list[str] | None = None  # tasks whose runs this worker's first start pins
     # Task name -> the payload versions its handler accepts; a run whose payload was submitted
     # under another version of the task's schema is not given to this worker (absent: any).
-    payload_versions: dict[str, Annotated[list[Annotated[int, msgspec.Meta(ge=1)]],
+    payload_versions: dict[str, Annotated[list[Annotated[int, msgspec.Meta(ge=1, le=INT32_MAX)]],
                                           msgspec.Meta(min_length=1)]] | None = None
 
 
@@ -148,13 +154,14 @@ class ErrorInfo(_Request):
     # only the default the job's policy may override (by ``type``, or "unclassified: permanent").
     classified: bool = False
     # Only with type "throttled": reschedule this many seconds from now, without using an attempt.
-    retry_after_seconds: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    retry_after_seconds: Seconds | None = None
 
 
 class LogLine(_Request):
     """One log line a handler emitted during the attempt (structlog event or stdlib record)."""
 
-    t: float  # seconds since the attempt started (monotonic clock of the worker)
+    # seconds since the attempt started (monotonic clock of the worker)
+    t: Annotated[float, msgspec.Meta(ge=-MAX_SPAN_SECONDS, le=MAX_SPAN_SECONDS)]
     level: Annotated[str, msgspec.Meta(max_length=32)]  # lower case: debug, info, warning, ...
     message: Annotated[str, msgspec.Meta(max_length=MAX_LOG_MESSAGE_CHARS)]
     fields: dict[str, Any] = {}  # JSON-safe key/values of the event (bound run fields omitted)
@@ -196,9 +203,9 @@ class WaitSpec(_Request):
 
     kind: Literal["timer", "signal"]
     until: AwareDatetime | None = None
-    seconds: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    seconds: Seconds | None = None
     signal: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_STEP_NAME_CHARS)] | None = None
-    timeout_seconds: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    timeout_seconds: Seconds | None = None
 
 
 class ChildSpec(_Request):
@@ -211,7 +218,7 @@ class ChildSpec(_Request):
     pool: Annotated[str, msgspec.Meta(min_length=1, max_length=63)] | None = None
     priority: Annotated[str, msgspec.Meta(min_length=1, max_length=63)] | None = None
     retry: dict[str, Any] | None = None  # as a job's ``retry`` (POST /v1/jobs)
-    timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    timeout_seconds: Annotated[float, msgspec.Meta(gt=0, le=MAX_SPAN_SECONDS)] | None = None
     wait: bool = True
 
 
@@ -230,7 +237,7 @@ class FanOutSpec(_Request):
     pool: Annotated[str, msgspec.Meta(min_length=1, max_length=63)] | None = None
     priority: Annotated[str, msgspec.Meta(min_length=1, max_length=63)] | None = None
     retry: dict[str, Any] | None = None  # each chunk run's, as a job's ``retry``
-    timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    timeout_seconds: Annotated[float, msgspec.Meta(gt=0, le=MAX_SPAN_SECONDS)] | None = None
 
 
 class StepItem(_Request):
@@ -242,12 +249,12 @@ class StepItem(_Request):
 
     run_id: RunId
     fencing_token: FencingToken
-    seq: Annotated[int, msgspec.Meta(ge=0)]
+    seq: Annotated[int, msgspec.Meta(ge=0, le=INT32_MAX)]
     name: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_STEP_NAME_CHARS)]
     output: Any = None
     error: ErrorInfo | None = None
-    tries: Annotated[int, msgspec.Meta(ge=1)] = 1
-    duration_ms: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    tries: Annotated[int, msgspec.Meta(ge=1, le=INT32_MAX)] = 1
+    duration_ms: Annotated[float, msgspec.Meta(ge=0, le=MAX_SPAN_SECONDS * 1000)] = 0.0
     wait: WaitSpec | None = None
     child: ChildSpec | None = None  # a child run started here (``ctx.child``/``start_child``)
     fan_out: FanOutSpec | None = None  # chunk runs started here (``ctx.fan_out``)
@@ -276,7 +283,7 @@ class StepsRequest(_Request):
     attempt holding the lease."""
 
     fencing_token: FencingToken
-    after: Annotated[int, msgspec.Meta(ge=-1)] = -1
+    after: Annotated[int, msgspec.Meta(ge=-1, le=INT32_MAX)] = -1
     limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_STEPS_PAGE)] = MAX_STEPS_PAGE
 
 

@@ -62,7 +62,7 @@ class TaskDefinition(msgspec.Struct, kw_only=True, forbid_unknown_fields=True,
     task: TaskName
     version: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
     payload_schema: dict[str, Any] | None = None  # JSON Schema of the payload type
-    payload_version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    payload_version: Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)] | None = None
 
 
 class RegisterTasksRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True,

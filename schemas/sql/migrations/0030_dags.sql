@@ -28,8 +28,7 @@ CREATE TABLE dag_versions (
     version_hash text        NOT NULL,
     definition   json        NOT NULL,
     created_at   timestamptz NOT NULL,
-    PRIMARY KEY (dag_id, version),
-    UNIQUE (dag_id, version_hash)
+    PRIMARY KEY (dag_id, version)  -- a definition may come back: A, B, then A again is v3
 );
 REVOKE UPDATE, DELETE ON dag_versions FROM ostinato_app;
 
