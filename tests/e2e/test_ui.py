@@ -704,7 +704,8 @@ async def test_keys_are_listed_issued_rotated_and_revoked_by_an_operator(
     rotated = await tab.text("#new-key").inner_text()
     assert rotated.startswith("ost_") and rotated != secret
     await tab.goto("/ui/keys?role=viewer")  # the new key, and the old one in its hour of grace
-    viewers = await tab.text("table.keys tbody tr").all_inner_texts()
+    viewers = [row for row in await tab.text("table.keys tbody tr").all_inner_texts()
+               if row.startswith("dashboard")]  # other tests of this module issue viewers too
     assert len(viewers) == 2 and "rotating until" in viewers[1] and "rotating" not in viewers[0]
     await tab.goto("/ui/keys?role=operator")
     assert "dashboard" not in await tab.text("table.keys").inner_text()
@@ -731,5 +732,6 @@ async def test_keys_are_listed_issued_rotated_and_revoked_by_an_operator(
                   if k["name"] == "dashboard"]
     assert [k["active"] for k in dashboards] == [False, True]  # the old one: until its grace ends
     await tab.goto("/ui/keys?show=all&role=viewer")
-    assert "revoked" in (await tab.text("table.keys tbody tr").all_inner_texts())[0]
+    rows = await tab.text("table.keys tbody tr").all_inner_texts()
+    assert "revoked" in next(row for row in rows if row.startswith("dashboard"))
     assert tab.errors == []

@@ -33,6 +33,7 @@ from ostinato.sdk import PermanentError, Worker, task
 from ostinato.stores import dags as dag_store
 from ostinato.stores import runs
 from ostinato.testing.waiting import until
+from services.reconciler.checks.gaps import check_gaps
 from services.scheduler.tick import fire_due, release_retries
 
 from .conftest import GATEWAY_BASE, assert_problem, auth
@@ -425,6 +426,54 @@ async def test_a_dag_job_runs_the_dag_on_its_cron_across_a_dst_change(
     assert len(roots) == 5  # each DAG run started its root, as a run of the job's occurrence
     assert {(r.job_id, r.task) for r in roots if r} == {(job.id, "dag.step")}
     assert sorted(r.scheduled_for for r in roots if r) == sorted(started)
+
+
+async def test_the_reconciler_sees_a_dag_jobs_occurrences_and_repairs_one_with_a_dag_run(
+        pool: asyncpg.Pool) -> None:
+    """A DAG job's occurrence is a DAG run: one whose roots the advance duty has not created yet
+    is no gap, and a slot the scheduler silently skipped is repaired with a DAG run (trigger
+    `repair`, the occurrence's own id), never with a plain run of the task `dag:<id>`."""
+    t0 = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
+    clock = FakeClock(t0)
+    tenant_id, _ = await new_tenant(pool)
+    async with pool.acquire() as conn:
+        dag, _ = await dag_runs.define(
+            conn, store(clock), tenant_id=tenant_id, name="minutely",
+            document={"nodes": [node("only")], "edges": []}, rules=dag_runs.Rules(),
+            actor="test")
+        job, _ = await submit_job(
+            conn, store(clock), clock, tenant_id=tenant_id, request=JobRequest(
+                name="minutely-etl", task=task_for(dag.id), schedule=ScheduleSpec(
+                    every="1m", start_at=t0, misfire="catch_up")),
+            pools=("default",), max_payload_bytes=1024, actor="test")
+    clock.set(t0 + timedelta(seconds=5))
+    assert await fire_due(pool, store(clock), clock) == []  # slot 0: a DAG run, no root yet
+    # A faulty writer moves the job past slots 1 and 2 with neither a DAG run nor a skip.
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("UPDATE jobs SET next_slot = $2, next_run_at = $2 WHERE id = $1",
+                           job.id, t0 + timedelta(minutes=3))
+    clock.set(t0 + timedelta(minutes=2, seconds=50))
+    missed = await check_gaps(pool, store(clock), clock, window=timedelta(hours=1),
+                              grace=timedelta(seconds=30))
+    assert missed == 2  # slots 1 and 2; slot 0's DAG run counts before its root exists
+    async with pool.acquire() as conn:
+        made = await dag_store.runs_of(conn, tenant_id, dag.id, 100)
+        plain = await runs.page(conn, tenant_id, job_id=job.id, state=None,
+                                after=(None, None), limit=10)
+    assert sorted((r.scheduled_for, r.trigger) for r in made) == [
+        (t0, "schedule"), (t0 + timedelta(minutes=1), "repair"),
+        (t0 + timedelta(minutes=2), "repair")]
+    assert all(r.id == dag_run_id_for(job.id, r.scheduled_for) for r in made)
+    assert plain == []  # nothing runs the task dag:<id> itself
+    while await advance(pool, now=clock.now()):
+        pass
+    assert await check_gaps(pool, store(clock), clock, window=timedelta(hours=1),
+                            grace=timedelta(seconds=30)) == 0
+    async with pool.acquire() as conn:
+        roots = await runs.page(conn, tenant_id, job_id=job.id, state=None,
+                                after=(None, None), limit=10)
+    assert sorted(r.scheduled_for for r in roots) == [t0 + timedelta(minutes=k) for k in range(3)]
+    assert {r.task for r in roots} == {"dag.step"}
 
 
 async def test_a_dag_job_must_name_a_dag_of_its_tenant(

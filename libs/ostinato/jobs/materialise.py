@@ -108,15 +108,17 @@ class Waiting:
         self._until[job_id] = now + WAIT_RECHECK.total_seconds()
 
 
-def _dag_run(job: DueJob, dag: dag_store.DagCurrent | None, slot: datetime,
-             due: datetime) -> tuple[uuid.UUID, ev.DagRunStarted | None]:
-    """The DAG run an occurrence of a DAG job starts (None: its DAG is not the job's tenant's)."""
-    run_id = targets.dag_run_id_for(job.id, slot)
-    if dag is None or dag.tenant_id != job.tenant_id:
+def dag_run_for(job_id: uuid.UUID, tenant_id: uuid.UUID, dag: dag_store.DagCurrent | None,
+                slot: datetime, due: datetime, *, trigger: str = "schedule",
+                ) -> tuple[uuid.UUID, ev.DagRunStarted | None]:
+    """The DAG run an occurrence of a DAG job starts (None: its DAG is not the job's tenant's);
+    its id is the occurrence's, so the scheduler and a reconciler repair start one at most."""
+    run_id = targets.dag_run_id_for(job_id, slot)
+    if dag is None or dag.tenant_id != tenant_id:
         return run_id, None
     order = graph.from_stored(dag.definition).order
     return run_id, ev.DagRunStarted(dag_id=dag.id, dag_version=dag.version, nodes=list(order),
-                                    due_at=due, trigger="schedule", job_id=job.id,
+                                    due_at=due, trigger=trigger, job_id=job_id,
                                     scheduled_for=slot)
 
 
@@ -128,11 +130,12 @@ def _job_events(job: DueJob, head: StreamHead, d: Decision, actor: str,
     runs: list[ev.RunScheduled] = []
     fired = [(slot, due, None) for slot, due in d.fire]
     skips = [(r.first, None, r) for r in d.skipped]
-    dag_id = _dag_id(job)
+    dag_id = dag_of(job.task)
     for slot, due, skip in sorted(fired + skips, key=lambda step: step[0]):  # chronological
         if skip is None and dag_id is not None:
             assert due is not None
-            dag_run_id, started = _dag_run(job, (dags or {}).get(dag_id), slot, due)
+            dag_run_id, started = dag_run_for(job.id, tenant, (dags or {}).get(dag_id), slot,
+                                              due)
             if started is None:
                 events.append(head.next(ev.OccurrencesSkipped(
                     first=slot, last=slot, slots=1, reason="no_dag", next_run_at=d.next_run_at,
@@ -179,7 +182,7 @@ async def decide_and_append(
         conn, {(j.tenant_id, j.calendar) for j in due if j.calendar})
     overlapping = [j.id for j in due if j.overlap != "allow"]
     active = await run_store.active_counts(conn, overlapping) if overlapping else {}
-    dag_ids = {d for d in (_dag_id(j) for j in due) if d is not None}
+    dag_ids = {d for d in (dag_of(j.task) for j in due) if d is not None}
     dags = await dag_store.current_definitions(conn, list(dag_ids)) if dag_ids else {}
     events: list[NewEvent] = []
     created: list[ev.RunScheduled] = []
@@ -203,9 +206,10 @@ async def decide_and_append(
     return created
 
 
-def _dag_id(job: DueJob) -> uuid.UUID | None:
+def dag_of(task: str | None) -> uuid.UUID | None:
+    """The DAG a job's task names (`dag:<id>`), None for a plain task or a malformed name."""
     try:
-        return targets.dag_of_task(job.task)
+        return targets.dag_of_task(task)
     except ValueError:
         return None
 

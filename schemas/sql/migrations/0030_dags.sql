@@ -38,7 +38,7 @@ CREATE TABLE dag_runs (
     dag_id       uuid        NOT NULL,
     dag_version  integer     NOT NULL,
     state        text        NOT NULL,  -- pending | running | succeeded | failed | cancelled
-    trigger      text        NOT NULL,  -- api | at | schedule
+    trigger      text        NOT NULL,  -- api | at | schedule | repair (the reconciler)
     due_at       timestamptz NOT NULL,
     job_id       uuid,                  -- the job whose occurrence started it (trigger schedule)
     scheduled_for timestamptz,
@@ -50,6 +50,8 @@ CREATE TABLE dag_runs (
     version      integer     NOT NULL
 );
 CREATE INDEX dag_runs_by_dag ON dag_runs (tenant_id, dag_id, created_at DESC);
+-- A DAG job's occurrences (the reconciler's gap check: which slots have a DAG run).
+CREATE INDEX dag_runs_job_slot ON dag_runs (job_id, scheduled_for) WHERE job_id IS NOT NULL;
 -- The scheduler's start poll: DAG runs asked for an instant that has come.
 CREATE INDEX dag_runs_due ON dag_runs (due_at) WHERE state = 'pending';
 

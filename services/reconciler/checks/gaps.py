@@ -22,8 +22,9 @@ from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
-from ostinato.jobs.materialise import run_for
+from ostinato.jobs.materialise import dag_of, dag_run_for, run_for
 from ostinato.schedules import Schedule, expected_slots, from_document
+from ostinato.stores import dags as dag_store
 from ostinato.stores import jobs as job_store
 from ostinato.stores import runs as run_store
 from ostinato.stores.jobs import RecurringJob
@@ -99,10 +100,19 @@ async def _repair(pool: asyncpg.Pool, store: EventStore, job: RecurringJob, s: S
         assert locked is not None  # jobs are never removed from the read model
         head = StreamHead(job_id, tenant, locked.version)
         events: list[NewEvent] = []
+        dag_id = dag_of(locked.task)  # a DAG job's occurrence is a DAG run, not a run
+        dags = await dag_store.current_definitions(conn, [dag_id]) if dag_id else {}
         for slot, action in repairs(s, missing, now):
+            started = None
+            if action == "run" and dag_id is not None:
+                dag_run_id, started = dag_run_for(job_id, tenant, dags.get(dag_id), slot, now,
+                                                  trigger="repair")
+                action = "run" if started is not None else "skip"
             events.append(head.next(ev.OccurrenceMissed(
                 scheduled_for=slot, detected_by=ACTOR, repair=action), ACTOR))
-            if action == "run":
+            if started is not None:
+                events.append(StreamHead(dag_run_id, tenant).next(started, ACTOR))
+            elif action == "run":
                 run_id, run = run_for(locked, slot, trigger="repair")
                 events.append(StreamHead(run_id, tenant).next(run, ACTOR))
             else:

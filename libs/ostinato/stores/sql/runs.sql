@@ -113,9 +113,13 @@ WHERE job_id = ANY($1::uuid[])
 GROUP BY job_id;
 
 -- name: runs_of_job_between
--- Backfill and the reconciler: the slots of a job that already have a run.
+-- Backfill and the reconciler: the slots of a job that already have a run (or, for a DAG job,
+-- a DAG run: its root nodes are created a moment later, by the scheduler's advance duty).
 SELECT scheduled_for FROM runs
-WHERE job_id = $1 AND scheduled_for >= $2 AND scheduled_for < $3 AND trigger <> 'manual';
+WHERE job_id = $1 AND scheduled_for >= $2 AND scheduled_for < $3 AND trigger <> 'manual'
+UNION
+SELECT scheduled_for FROM dag_runs
+WHERE job_id = $1 AND scheduled_for >= $2 AND scheduled_for < $3;
 
 -- name: timed_out_runs
 -- Reconciler: running attempts past their timeout (plus a grace for the worker's own report).
