@@ -74,7 +74,7 @@ def observe(tenant_id: uuid.UUID, run_id: uuid.UUID, event: ev.Event) -> None:
     """Metrics and log lines for what follows an attempt; a dead letter is an alert."""
     match event:
         case ev.RunDeadLettered() as dead:
-            metrics.DEAD_LETTERS.labels(tenant=str(tenant_id), job=str(dead.job_id)).inc()
+            metrics.DEAD_LETTERS.labels(tenant=metrics.tenant_label(str(tenant_id))).inc()
             log.error("run dead-lettered", tenant_id=str(tenant_id), run_id=str(run_id),
                       job_id=str(dead.job_id), reason=dead.reason, error_type=dead.error_type,
                       attempts=dead.attempts, alert="ostinato_dead_letter")

@@ -196,10 +196,15 @@ class Dispatcher:
         async with self.pool.acquire() as conn:
             load = await limits.waiting_load(conn)
         now = self.clock.now()
+        depth: dict[tuple[str, str, str], int] = {}  # capped tenant label: "other" sums
+        oldest: dict[tuple[str, str, str], float] = {}
+        for w in load:
+            key = (metrics.tenant_label(str(w.tenant_id)), w.priority, w.pool)
+            depth[key] = depth.get(key, 0) + w.depth
+            oldest[key] = max(oldest.get(key, 0.0), (now - w.oldest).total_seconds())
         metrics.QUEUE_DEPTH.clear()
         metrics.OLDEST_WAITING.clear()
-        for w in load:
-            labels = {"tenant": str(w.tenant_id), "class": w.priority, "pool": w.pool}
-            metrics.QUEUE_DEPTH.labels(**labels).set(w.depth)
-            metrics.OLDEST_WAITING.labels(**labels).set(
-                max(0.0, (now - w.oldest).total_seconds()))
+        for (tenant, cls, pool), n in depth.items():
+            metrics.QUEUE_DEPTH.labels(tenant=tenant, **{"class": cls}, pool=pool).set(n)
+            metrics.OLDEST_WAITING.labels(tenant=tenant, **{"class": cls}, pool=pool).set(
+                oldest[tenant, cls, pool])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from ostinato.alerts import Thresholds
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.duties import outbox_relay
@@ -30,6 +31,14 @@ async def amain() -> None:
         missed_grace=timedelta(seconds=settings.missed_grace_seconds),
         gap_window=timedelta(seconds=settings.gap_window_seconds),
         output_retention=timedelta(days=settings.output_retention_days),
+        alert_thresholds=Thresholds(
+            lease_stuck_after=timedelta(seconds=settings.alert_lease_stuck_after_seconds),
+            lag_slo=timedelta(seconds=settings.alert_lag_slo_seconds),
+            lag_window=timedelta(seconds=settings.alert_lag_window_seconds),
+            lag_min_samples=settings.alert_lag_min_samples,
+            outbox_after=timedelta(seconds=settings.alert_outbox_after_seconds),
+            no_worker_after=timedelta(seconds=settings.alert_no_worker_after_seconds),
+            disagreement_window=timedelta(seconds=settings.alert_disagreement_window_seconds)),
     )
 
     relay = service.add_duty(outbox_relay(OutboxRelay(pool, producer, settings.topics)))

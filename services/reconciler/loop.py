@@ -16,6 +16,8 @@ from datetime import datetime, timedelta
 import asyncpg
 import httpx
 
+from ostinato.alerts import Thresholds
+from ostinato.alerts.conditions import DEFAULT as DEFAULT_THRESHOLDS
 from ostinato.clock import Clock
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.duties import Duty
@@ -49,6 +51,7 @@ class ReconcileConfig:
     ledger_interval: timedelta = timedelta(minutes=1)  # (or `interval`, if longer)
     output_retention: timedelta = timedelta(days=30)  # outputs and logs kept this long
     alert_delivery_timeout: timedelta = timedelta(seconds=5)  # one webhook POST at most
+    alert_thresholds: Thresholds = DEFAULT_THRESHOLDS  # the fleet-state rules' (docs/ALERTS.md)
 
 
 def fast_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
@@ -65,14 +68,16 @@ def slow_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
                 config: ReconcileConfig) -> dict[str, Check]:
     return {
         "health": lambda: check_once(pool, clock, stuck_after=config.stuck_after,
-                                     suspended_alert_after=config.suspended_alert_after),
+                                     suspended_alert_after=config.suspended_alert_after,
+                                     worker_ttl=config.worker_ttl),
         "stuck": lambda: mark_stuck(pool, store, clock, limits=StuckThresholds(
             suspended=config.suspended_alert_after, child_dead_lettered=config.stuck_after,
             unserved=config.unserved_alert_after, worker_ttl=config.worker_ttl)),
         "gaps": lambda: check_gaps(pool, store, clock, window=config.gap_window,
                                    grace=config.missed_grace),
         "deadlines": lambda: check_deadlines(pool, store, clock, window=config.gap_window),
-        "alerts": lambda: evaluate_alerts(pool, clock),
+        "alerts": lambda: evaluate_alerts(pool, clock, thresholds=config.alert_thresholds,
+                                          worker_ttl=config.worker_ttl),
         "retention": lambda: expire_outputs(pool, clock, retention=config.output_retention),
     }
 

@@ -18,6 +18,7 @@ import msgspec
 import pytest
 from prometheus_client import REGISTRY
 
+from ostinato.alerts import Thresholds
 from ostinato.clock import Clock, FakeClock
 from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
@@ -247,7 +248,8 @@ async def test_a_completion_deadline_breach_alerts_the_owner_and_resolves_at_the
     clock.set(T0 + timedelta(minutes=11))
     assert await check_deadlines(pool, store(clock), clock, window=timedelta(days=1)) == 1
     async with httpx.AsyncClient(timeout=5) as http:
-        assert await evaluate_alerts(pool, clock) == 1
+        # Also OstinatoNoWorkerForPool (waiting 11 minutes): no owner, and no default sink.
+        assert await evaluate_alerts(pool, clock) == 2
         assert await deliver_alerts(pool, clock, http) == 1
         # The next slot's run succeeds: the job has completed again.
         clock.set(T0 + timedelta(minutes=60))
@@ -258,7 +260,7 @@ async def test_a_completion_deadline_breach_alerts_the_owner_and_resolves_at_the
             await attempts.record(tenant, "w", [Outcome(
                 uuid.UUID(claimed.run_id), claimed.run_id, claimed.fencing_token, "complete",
                 output=1)])
-        assert await evaluate_alerts(pool, clock) == 1
+        assert await evaluate_alerts(pool, clock) == 2  # both resolve
         assert await deliver_alerts(pool, clock, http) == 1
     assert receiver.alerts() == [("firing", "OstinatoCompletionOverdue", "reporting"),
                                  ("resolved", "OstinatoCompletionOverdue", "reporting")]
@@ -350,3 +352,136 @@ async def test_an_omitted_slot_and_an_auto_paused_job_alert_and_resolve_once(
     assert [b["alerts"][0]["status"] for b in receiver.bodies
             if b["alerts"][0]["labels"]["alertname"] == "OstinatoOccurrenceOmitted"] == \
         ["firing", "resolved"]
+
+
+async def test_a_lease_expired_and_not_taken_over_alerts_the_owner_until_reclaimed(
+        client: httpx.AsyncClient, pool: asyncpg.Pool, receiver: Receiver,
+        api_clock: FakeClock) -> None:
+    """A claimed attempt's lease expires and the lease check does not run: past the threshold
+    `OstinatoLeaseStuck` fires once for the owner; the lease check reclaims it (a retry) and
+    the alert resolves once."""
+    from services.reconciler.checks.leases import expire_leases
+
+    clock = api_clock
+    tenant, key = await new_tenant(pool)
+    await put_sink(client, key, "payments", url=receiver.url, owners=["payments"])
+    async with pool.acquire() as conn:
+        job, _ = await submit_job(conn, store(clock), clock, tenant_id=tenant, request=JobRequest(
+            name="charge", schedule=ScheduleSpec(at=T0), owner="payments",
+            retry=RetrySpec(max_attempts=3)), pools=("default",), max_payload_bytes=1024,
+            actor="test")
+    assert len(await fire_due(pool, store(clock), clock)) == 1
+    assert await dispatch(pool, clock) == 1
+    attempts = Attempts(pool, store(clock), clock, lease_ttl_seconds=30)
+    [claimed] = await attempts.claim(tenant, p.ClaimRequest(worker_id="w1", max_runs=1))
+    limits = Thresholds(lease_stuck_after=timedelta(seconds=60))
+    async with httpx.AsyncClient(timeout=5) as http:
+        clock.set(T0 + timedelta(seconds=30 + 59))  # expired, not for a minute yet
+        assert await evaluate_alerts(pool, clock, thresholds=limits) == 0
+        clock.set(T0 + timedelta(seconds=30 + 61))
+        assert await evaluate_alerts(pool, clock, thresholds=limits) == 1
+        assert await evaluate_alerts(pool, clock, thresholds=limits) == 0
+        assert await deliver_alerts(pool, clock, http) == 1
+        assert await expire_leases(pool, store(clock), clock) == 1  # taken over: a retry
+        assert await evaluate_alerts(pool, clock, thresholds=limits) == 1
+        assert await deliver_alerts(pool, clock, http) == 1
+    assert receiver.alerts() == [("firing", "OstinatoLeaseStuck", "payments"),
+                                 ("resolved", "OstinatoLeaseStuck", "payments")]
+    alert = receiver.bodies[0]["alerts"][0]
+    assert alert["labels"]["job_id"] == str(job.id)
+    assert alert["annotations"]["stuck_leases"] == "1"
+    assert claimed.run_id  # the attempt that held it
+
+
+async def test_pool_rules_no_worker_outbox_backlog_and_lag_slo_fire_and_resolve_once(
+        client: httpx.AsyncClient, pool: asyncpg.Pool, receiver: Receiver,
+        api_clock: FakeClock) -> None:
+    """Runs wait in a pool no worker serves: `OstinatoNoWorkerForPool`; the tenant's messages
+    wait in the outbox: `OstinatoOutboxBacklog`; the first run starts six minutes late:
+    `OstinatoLagSLOBreach`. Each fires once for the tenant's default sink (no job, no owner)
+    and resolves once when its cause is gone."""
+    clock = api_clock
+    tenant, key = await new_tenant(pool)
+    await put_sink(client, key, "ops", url=receiver.url, default=True)
+    await owned_job(pool, clock, tenant, owner="billing")  # the pool rules have no owner
+    limits = Thresholds(no_worker_after=timedelta(minutes=5), outbox_after=timedelta(minutes=2),
+                        lag_slo=timedelta(seconds=60), lag_window=timedelta(minutes=15),
+                        lag_min_samples=1)
+    assert len(await fire_due(pool, store(clock), clock)) == 1
+
+    async def evaluate() -> int:
+        return await evaluate_alerts(pool, clock, thresholds=limits)
+
+    async with httpx.AsyncClient(timeout=5) as http:
+        clock.set(T0 + timedelta(minutes=4))
+        assert await evaluate() == 0  # waiting, but not for five minutes yet
+        clock.set(T0 + timedelta(minutes=6))
+        assert await evaluate() == 1
+        assert await evaluate() == 0
+        assert await deliver_alerts(pool, clock, http) == 1
+        # The outbox backs up (its rows dated back): the tenant's messages wait.
+        async with pool.acquire() as conn:
+            assert await conn.execute("UPDATE outbox SET created_at = $1", T0) != "UPDATE 0"
+        assert await evaluate() == 1
+        async with pool.acquire() as conn:
+            await conn.execute("DELETE FROM outbox")  # published at last
+        assert await evaluate() == 1
+        assert await deliver_alerts(pool, clock, http) == 2
+        # A worker comes: the run starts six minutes after its due time.
+        assert await dispatch(pool, clock) == 1
+        attempts = Attempts(pool, store(clock), clock, lease_ttl_seconds=30)
+        [claimed] = await attempts.claim(tenant, p.ClaimRequest(worker_id="w", max_runs=1))
+        assert await evaluate() == 2  # lag over its SLO fires, no worker resolves
+        await attempts.record(tenant, "w", [Outcome(
+            uuid.UUID(claimed.run_id), claimed.run_id, claimed.fencing_token, "complete",
+            output=1)])
+        assert await evaluate() == 0
+        assert await deliver_alerts(pool, clock, http) == 2
+        clock.set(T0 + timedelta(minutes=22))  # the late start has left the window
+        assert await evaluate() == 1
+        assert await deliver_alerts(pool, clock, http) == 1
+    assert receiver.alerts() == [
+        ("firing", "OstinatoNoWorkerForPool", None),
+        ("firing", "OstinatoOutboxBacklog", None), ("resolved", "OstinatoOutboxBacklog", None),
+        ("firing", "OstinatoLagSLOBreach", None), ("resolved", "OstinatoNoWorkerForPool", None),
+        ("resolved", "OstinatoLagSLOBreach", None)]
+    assert {b["receiver"] for b in receiver.bodies} == {"ops"}
+    no_worker = receiver.bodies[0]["alerts"][0]
+    assert no_worker["labels"]["pool"] == "default" and "job_id" not in no_worker["labels"]
+    assert no_worker["annotations"]["waiting_runs"] == "1"
+    lag = next(a for b in receiver.bodies for a in b["alerts"]
+               if a["labels"]["alertname"] == "OstinatoLagSLOBreach")
+    assert lag["annotations"]["lag_p99_seconds"] == "360.000"
+
+
+async def test_a_ledger_disagreement_alerts_the_owner_and_resolves_after_its_window(
+        client: httpx.AsyncClient, pool: asyncpg.Pool, receiver: Receiver,
+        api_clock: FakeClock) -> None:
+    """A `LedgerDisagreement` on a job's stream (the two cron implementations disagree on a
+    slot) fires `OstinatoLedgerDisagreement` once for the job's owner; it resolves once the
+    disagreement is older than the window."""
+    from ostinato.domain import events as ev
+    from ostinato.eventlog.records import NewEvent
+
+    clock = api_clock
+    tenant, key = await new_tenant(pool)
+    await put_sink(client, key, "etl", url=receiver.url, owners=["etl"])
+    job = await owned_job(pool, clock, tenant, "etl")
+    async with pool.acquire() as conn, conn.transaction():
+        await store(clock).append(conn, [NewEvent(job.id, job.version + 1, tenant,
+                                                  ev.LedgerDisagreement(scheduled_for=T0,
+                                                                        expected_by="ledger"),
+                                                  "ledger")])
+    limits = Thresholds(disagreement_window=timedelta(hours=1))
+    async with httpx.AsyncClient(timeout=5) as http:
+        assert await evaluate_alerts(pool, clock, thresholds=limits) == 1
+        assert await evaluate_alerts(pool, clock, thresholds=limits) == 0
+        clock.set(T0 + timedelta(minutes=59))
+        assert await evaluate_alerts(pool, clock, thresholds=limits) == 0
+        assert await deliver_alerts(pool, clock, http) == 1
+        clock.set(T0 + timedelta(minutes=61))
+        assert await evaluate_alerts(pool, clock, thresholds=limits) == 1
+        assert await deliver_alerts(pool, clock, http) == 1
+    assert receiver.alerts() == [("firing", "OstinatoLedgerDisagreement", "etl"),
+                                 ("resolved", "OstinatoLedgerDisagreement", "etl")]
+    assert receiver.bodies[0]["alerts"][0]["labels"]["job_id"] == str(job.id)

@@ -30,8 +30,22 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "dead-lettered child, or pinned to a version no worker serves)"),
     Rule("OstinatoJobAutoPaused", "warning",
          "job {job} was paused after repeated failures and is not running"),
+    Rule("OstinatoLeaseStuck", "critical",
+         "job {job} has attempt leases that expired and were not taken over (no retry or dead "
+         "letter decided: the reconciler's lease check is not keeping up)"),
+    Rule("OstinatoLagSLOBreach", "warning",
+         "schedule lag p99 of pool {pool} is over its SLO (runs start late)"),
+    Rule("OstinatoOutboxBacklog", "critical",
+         "messages of this tenant wait unpublished in the outbox (Kafka or the relays are "
+         "behind): runs are not dispatched or woken on time"),
+    Rule("OstinatoNoWorkerForPool", "critical",
+         "runs wait in pool {pool} and no live worker serves it (the tenant's own or a shared "
+         "one)"),
+    Rule("OstinatoLedgerDisagreement", "warning",
+         "job {job}: the scheduler's cron implementation and the independent ledger's disagree "
+         "on a slot (GET /v1/jobs/.../ledger)"),
 )}
-IDENTIFYING = ("alertname", "job_id", "kind", "reason")
+IDENTIFYING = ("alertname", "job_id", "kind", "reason", "pool")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -52,7 +66,7 @@ class Signal:
         return out
 
     def all_annotations(self) -> dict[str, str]:
-        labels = dict.fromkeys(("job", "kind", "reason"), "") | dict(self.labels)
+        labels = dict.fromkeys(("job", "kind", "reason", "pool"), "") | dict(self.labels)
         return {"summary": RULES[self.rule].summary.format(**labels), **self.annotations}
 
     @property

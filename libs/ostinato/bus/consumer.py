@@ -3,7 +3,9 @@ writes ledger rows for the event ids it handled), then commit the offsets.
 
 A crash before the commit redelivers the batch; the ledger makes the second delivery a no-op.
 A handler error seeks back to the batch start and retries after a pause, so no message is
-skipped.
+skipped. Every `LAG_EVERY_SECONDS` the consumer sets `ostinato_consumer_lag_messages{consumer,
+topic}`: per logical topic, the high watermarks its fetches saw minus its positions, over the
+partitions assigned to it.
 """
 
 from __future__ import annotations
@@ -19,10 +21,23 @@ from aiokafka.errors import KafkaError
 
 from ostinato.bus.codec import Envelope, decode
 from ostinato.bus.kafka import NO_AUTH, KafkaAuth
+from ostinato.bus.topics import logical_name
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
 
 log = get_logger("ostinato.bus")
+LAG_EVERY_SECONDS = 1.0
+
+
+def lag_by_topic(partitions: Sequence[tuple[str, int | None, int | None]]) -> dict[str, int]:
+    """(topic, high watermark, position) per partition → messages behind per logical topic; a
+    partition not fetched yet (no watermark or position) counts 0 (nothing known)."""
+    out: dict[str, int] = {}
+    for topic, high, position in partitions:
+        name = logical_name(topic)
+        behind = max(0, high - position) if high is not None and position is not None else 0
+        out[name] = out.get(name, 0) + behind
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +84,7 @@ class BatchConsumer:
         )
         self._stopping = asyncio.Event()
         self.started = False
+        self._lag_at = float("-inf")
 
     async def start(self) -> None:
         await self.consumer.start()
@@ -102,10 +118,28 @@ class BatchConsumer:
         else:
             self._uncommitted = True
 
+    async def report_lag(self) -> dict[str, int]:
+        """Set the consumer-lag gauge from what the fetches saw; returns it per topic."""
+        parts = []
+        for tp in self.consumer.assignment():
+            position: int | None = None
+            with suppress(KafkaError, AssertionError, TimeoutError):
+                position = await asyncio.wait_for(self.consumer.position(tp), 0.5)
+            parts.append((tp.topic, self.consumer.highwater(tp), position))
+        lag = lag_by_topic(parts)
+        for topic in {logical_name(t) for t in self.topics} - set(lag):
+            lag[topic] = 0  # nothing assigned (another member has it, or not yet)
+        for topic, n in lag.items():
+            metrics.CONSUMER_LAG.labels(consumer=self.group, topic=topic).set(n)
+        return lag
+
     async def run(self) -> None:
         while not self._stopping.is_set():
             batches = await self.consumer.getmany(timeout_ms=self.poll_timeout_ms,
                                                   max_records=self.max_records)
+            if time.monotonic() - self._lag_at >= LAG_EVERY_SECONDS:
+                self._lag_at = time.monotonic()
+                await self.report_lag()
             if not batches:
                 continue
             delivered: list[Delivered] = []

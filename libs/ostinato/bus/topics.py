@@ -14,6 +14,13 @@ from ostinato.domain import events as ev
 POOL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 
+def logical_name(topic: str) -> str:
+    """A topic's name without whatever prefix precedes `ostinato.` (metric labels, where the
+    `Topics` holding the prefix is not at hand)."""
+    at = topic.find("ostinato.")
+    return topic[at:] if at > 0 else topic
+
+
 @dataclass(frozen=True)
 class Topics:
     prefix: str = ""

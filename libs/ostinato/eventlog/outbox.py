@@ -13,6 +13,7 @@ commit order, so we never track a high-water mark).
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -121,3 +122,19 @@ class OutboxRelay:
 async def lag(conn: asyncpg.Connection, clock: Clock) -> tuple[int, timedelta]:
     row = await conn.fetchrow(Q["outbox_lag"], clock.db_now())
     return row["unpublished"], timedelta(seconds=row["oldest_age_seconds"])
+
+
+class TenantBacklog(msgspec.Struct, frozen=True):
+    """A tenant's messages in outbox rows older than a threshold, and the oldest row's time."""
+
+    tenant_id: uuid.UUID
+    tenant: str
+    n: int
+    since: datetime
+
+
+async def waiting_by_tenant(conn: asyncpg.Connection, now: datetime | None, after: timedelta,
+                            limit: int) -> list[TenantBacklog]:
+    """Per tenant, messages unpublished for longer than `after` (database clock for None)."""
+    return [TenantBacklog(**dict(r)) for r in
+            await conn.fetch(Q["outbox_waiting_by_tenant"], now, after, limit)]

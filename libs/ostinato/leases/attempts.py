@@ -81,6 +81,36 @@ async def release_leases(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID])
     await conn.execute(Q["release_leases"], run_ids)
 
 
+class BusySlots(msgspec.Struct, frozen=True):
+    """Attempts holding a lease in one pool."""
+
+    pool: str
+    busy: int
+
+
+class StuckLeases(msgspec.Struct, frozen=True):
+    """A job's leases expired long ago and not taken over yet (an alert's signal)."""
+
+    tenant_id: uuid.UUID
+    tenant: str
+    job_id: uuid.UUID
+    job: str | None
+    owner: str | None
+    n: int
+    since: datetime
+
+
+async def busy_slots(conn: asyncpg.Connection) -> list[BusySlots]:
+    """Leased attempts per pool: the busy side of worker utilisation."""
+    return many(BusySlots, await conn.fetch(Q["busy_slots"]))
+
+
+async def stuck_leases(conn: asyncpg.Connection, now: datetime | None, after: timedelta,
+                       limit: int) -> list[StuckLeases]:
+    """Per job, leases expired for longer than `after` (database clock) and still held."""
+    return many(StuckLeases, await conn.fetch(Q["stuck_leases"], now, after, limit))
+
+
 async def expired_leases(conn: asyncpg.Connection, now: datetime | None,
                          limit: int) -> list[ExpiredLease]:
     """Leases past their expiry by the database clock, oldest first, locked (SKIP LOCKED) in the

@@ -73,6 +73,14 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     unserved_alert_after_seconds: float = 300.0
     missed_grace_seconds: float = 30.0
     gap_window_seconds: float = 86_400.0
+    # The reconciler's fleet-state alert rules (docs/ALERTS.md, ostinato.alerts.Thresholds).
+    alert_lease_stuck_after_seconds: float = 60.0
+    alert_lag_slo_seconds: float = 60.0
+    alert_lag_window_seconds: float = 900.0
+    alert_lag_min_samples: int = 10
+    alert_outbox_after_seconds: float = 120.0
+    alert_no_worker_after_seconds: float = 300.0
+    alert_disagreement_window_seconds: float = 86_400.0
     output_retention_days: float = 30.0
     # Fair dispatch (docs/FAIRNESS.md): classes in priority order, name:reserved_share[:lendable]
     priority_classes: str = "critical:0.1:0.5,default:0.7:1,bulk:0.2:1"
@@ -100,6 +108,12 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
         if self.worker_ttl_seconds <= MAX_CLAIM_WAIT_SECONDS:
             raise ValueError("OSTINATO_WORKER_TTL_SECONDS must exceed the longest claim wait "
                              f"({MAX_CLAIM_WAIT_SECONDS:g} s)")
+        if min(self.alert_lease_stuck_after_seconds, self.alert_lag_slo_seconds,
+               self.alert_lag_window_seconds, self.alert_outbox_after_seconds,
+               self.alert_no_worker_after_seconds,
+               self.alert_disagreement_window_seconds) <= 0 or self.alert_lag_min_samples < 1:
+            raise ValueError("OSTINATO_ALERT_*_SECONDS must be positive and "
+                             "OSTINATO_ALERT_LAG_MIN_SAMPLES >= 1")
         try:
             self.classes  # noqa: B018 — validated at start
         except ValueError as exc:

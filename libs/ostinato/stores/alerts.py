@@ -64,6 +64,24 @@ class PausedSignal(msgspec.Struct, frozen=True):
     owner: str | None
 
 
+class LagSignal(msgspec.Struct, frozen=True):
+    tenant_id: uuid.UUID
+    tenant: str
+    pool: str
+    n: int
+    p99_seconds: float | None
+
+
+class DisagreementSignal(msgspec.Struct, frozen=True):
+    tenant_id: uuid.UUID
+    tenant: str
+    job_id: uuid.UUID
+    job: str
+    owner: str | None
+    n: int
+    last_at: datetime
+
+
 class FiringAlert(msgspec.Struct, frozen=True):
     tenant_id: uuid.UUID
     alert_key: str
@@ -137,6 +155,17 @@ async def stuck_runs(conn: asyncpg.Connection, limit: int) -> list[StuckSignal]:
 
 async def auto_paused(conn: asyncpg.Connection, limit: int) -> list[PausedSignal]:
     return many(PausedSignal, await conn.fetch(Q["alert_auto_paused"], limit))
+
+
+async def lag_by_pool(conn: asyncpg.Connection, since: datetime, until: datetime,
+                      limit: int) -> list[LagSignal]:
+    return many(LagSignal, await conn.fetch(Q["alert_lag_by_pool"], since, until, limit))
+
+
+async def ledger_disagreements(conn: asyncpg.Connection, since: datetime,
+                               limit: int) -> list[DisagreementSignal]:
+    return many(DisagreementSignal, await conn.fetch(Q["alert_ledger_disagreements"], since,
+                                                     limit))
 
 
 # -- state -------------------------------------------------------------------------------------

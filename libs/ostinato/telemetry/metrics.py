@@ -24,6 +24,7 @@ __all__ = [
     "CLOCK_SKEW",
     "COMPLETION_OVERDUE",
     "CONSUMER_BATCH_SECONDS",
+    "CONSUMER_LAG",
     "DEAD_LETTERS",
     "DUPLICATE_CLAIMS",
     "DUPLICATE_MESSAGES",
@@ -44,6 +45,9 @@ __all__ = [
     "OUTBOX_OLDEST_UNPUBLISHED_AGE",
     "OUTBOX_PUBLISHED",
     "OUTBOX_UNPUBLISHED",
+    "POOL_BUSY_SLOTS",
+    "POOL_SLOTS",
+    "POOL_UTILISATION",
     "RETRIES_SCHEDULED",
     "RUNS_CLAIMED",
     "RUNS_COMPLETED",
@@ -80,12 +84,35 @@ _labelled_tenants: set[str] = set()
 
 def tenant_label(tenant: str) -> str:
     """The `tenant` label value for `tenant` (an id): itself while under the cap, else "other"."""
-    if tenant in _labelled_tenants:
+    if tenant in _labelled_tenants or tenant == OTHER_TENANTS:
         return tenant
     if len(_labelled_tenants) < TENANT_LABEL_CAP:
         _labelled_tenants.add(tenant)
         return tenant
     return OTHER_TENANTS
+
+
+class _TenantCapped:
+    """A metric whose `tenant` label always goes through `tenant_label`, whoever sets it: the
+    cap cannot be forgotten at a call site. (A gauge's caller still sums the tenants that
+    share "other" before setting it.)"""
+
+    def labels(self, *values: str, **kw: str):  # type: ignore[no-untyped-def]
+        if "tenant" in kw:
+            kw["tenant"] = tenant_label(str(kw["tenant"]))
+        return super().labels(*values, **kw)  # type: ignore[misc]
+
+
+class TenantCounter(_TenantCapped, Counter):
+    pass
+
+
+class TenantGauge(_TenantCapped, Gauge):
+    pass
+
+
+class TenantHistogram(_TenantCapped, Histogram):
+    pass
 
 
 # OTel's http.server.request.duration advice, reused for our other latency histograms.
@@ -109,12 +136,12 @@ WORKFLOWS_SUSPENDED = Gauge(
     "ostinato_workflows_suspended", "Workflow runs suspended now, by what they wait for.",
     ["reason"]
 )
-WORKFLOWS_SUSPENDED_TOO_LONG = Gauge(
+WORKFLOWS_SUSPENDED_TOO_LONG = TenantGauge(
     "ostinato_workflows_suspended_too_long",
     "Workflow runs waiting for a signal, a child or their resume longer than the threshold "
     "(OSTINATO_SUSPENDED_ALERT_AFTER_SECONDS), by tenant and reason.", ["tenant", "reason"]
 )
-RUNS_STUCK = Gauge(
+RUNS_STUCK = TenantGauge(
     "ostinato_runs_stuck",
     "Runs stuck, by tenant and reason: suspended_too_long (a signal, child or paused wait over "
     "OSTINATO_SUSPENDED_ALERT_AFTER_SECONDS), child_dead_lettered, no_worker (pinned to a "
@@ -135,11 +162,11 @@ TIMER_LATENESS = Histogram(
 WORKFLOW_STEPS = Counter(
     "ostinato_workflow_steps_total", "Workflow steps recorded, by outcome.", ["outcome"]
 )
-RUNS_COMPLETED = Counter(
+RUNS_COMPLETED = TenantCounter(
     "ostinato_runs_completed_total", "Run attempts finished, by tenant (capped: tenant_label) "
     "and outcome.", ["tenant", "outcome"]
 )
-RUN_DURATION = Histogram(
+RUN_DURATION = TenantHistogram(
     "ostinato_run_duration_seconds",
     "An attempt's run time, from its claim to its reported outcome, by tenant (capped: "
     "tenant_label), pool and outcome.",
@@ -213,25 +240,25 @@ OCCURRENCES_MISSED = Counter(
     "ostinato_occurrences_missed_total",
     "Due slots the reconciler found with neither a run nor a recorded skip.",
 )
-LEDGER_SLOTS_MISSING = Counter(
+LEDGER_SLOTS_MISSING = TenantCounter(
     "ostinato_ledger_slots_missing_total",
     "Slots the independent ledger expected that got neither a run nor a recorded skip in time, "
     "by tenant (each slot counted once).",
     ["tenant"],
 )
-LEDGER_DISAGREEMENTS = Counter(
+LEDGER_DISAGREEMENTS = TenantCounter(
     "ostinato_ledger_disagreements_total",
     "Slots only one of the two cron implementations (scheduler's, ledger's) has, by tenant "
     "(each slot counted once).",
     ["tenant"],
 )
-COMPLETION_OVERDUE = Counter(
+COMPLETION_OVERDUE = TenantCounter(
     "ostinato_completion_overdue_total",
     "Completion deadlines breached (a run not succeeded within its job's complete_within, or a "
     "recurring job's last success older than its max_staleness), by tenant; each once.",
     ["tenant", "kind"],
 )
-ALERTS_FIRING = Gauge(
+ALERTS_FIRING = TenantGauge(
     "ostinato_alerts_firing", "Alerts firing now, by tenant and rule (ostinato.alerts).",
     ["tenant", "rule"],
 )
@@ -247,18 +274,18 @@ ALERT_DELIVERIES_PENDING = Gauge(
 JOBS_AUTO_PAUSED = Counter(
     "ostinato_jobs_auto_paused_total", "Jobs paused after too many consecutive failed runs."
 )
-SCHEDULE_LAG = Histogram(
+SCHEDULE_LAG = TenantHistogram(
     "ostinato_schedule_lag_seconds",
     "Start of a run's first attempt minus its due instant, by tenant (capped: tenant_label) "
     "and pool.",
     ["tenant", "pool"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0),
 )
-DEAD_LETTERS = Counter(
+DEAD_LETTERS = TenantCounter(
     "ostinato_dead_letters_total",
-    "Runs that reached the dead-letter queue, by tenant and job (ids: a deliberate, bounded "
-    "exception to the low-cardinality rule, so an owner can be paged per job).",
-    ["tenant", "job"],
+    "Runs that reached the dead-letter queue, by tenant (capped: tenant_label). No job label: "
+    "the owner is paged per job by the reconciler's OstinatoDeadLetter alert.",
+    ["tenant"],
 )
 LEASE_EXPIRATIONS = Counter(
     "ostinato_lease_expirations_total", "Attempt leases that expired without an outcome."
@@ -284,18 +311,35 @@ OLDEST_DUE_AGE = Gauge(
     "ostinato_oldest_due_age_seconds",
     "Age of the oldest due occurrence of an active job that has no run yet.",
 )
-QUEUE_DEPTH = Gauge(
+QUEUE_DEPTH = TenantGauge(
     "ostinato_queue_depth", "Runs waiting for the dispatcher, by tenant, priority class and pool.",
     ["tenant", "class", "pool"],
 )
-OLDEST_WAITING = Gauge(
+OLDEST_WAITING = TenantGauge(
     "ostinato_oldest_waiting_seconds",
     "Age of the oldest run waiting for the dispatcher, by tenant, priority class and pool.",
     ["tenant", "class", "pool"],
 )
 POOL_SLOTS = Gauge(
-    "ostinato_pool_slots", "Slots declared by live workers (scope: shared or own).",
+    "ostinato_pool_slots",
+    "Slots declared by live workers (seen within the worker TTL), by pool and scope (shared: "
+    "admin-key workers serving every tenant; own: tenants' workers). Set by the reconciler.",
     ["pool", "scope"],
+)
+POOL_BUSY_SLOTS = Gauge(
+    "ostinato_pool_busy_slots",
+    "Slots in use now (attempts holding a lease), by pool. Set by the reconciler.", ["pool"]
+)
+POOL_UTILISATION = Gauge(
+    "ostinato_pool_utilisation",
+    "Busy slots over live workers' slots, by pool (0 to 1; above 1 while attempts of workers "
+    "that left still hold leases; 0 with no slot). Set by the reconciler.", ["pool"]
+)
+CONSUMER_LAG = Gauge(
+    "ostinato_consumer_lag_messages",
+    "Messages on the broker not yet consumed (high watermark minus position, summed over the "
+    "assigned partitions), by consumer group and logical topic. Set by each consumer.",
+    ["consumer", "topic"]
 )
 DISPATCH_DECISIONS = Counter(
     "ostinato_dispatch_decisions_total", "Fair-dispatch decisions taken (one per round)."

@@ -10,7 +10,8 @@ from ostinato.workers.registry import (
     live_capacity,
     seen,
     touch,
+    unserved,
 )
 
 __all__ = ["PoolCapacity", "WorkerInfo", "forget", "forget_stale", "list_workers",
-           "live_capacity", "seen", "touch"]
+           "live_capacity", "seen", "touch", "unserved"]

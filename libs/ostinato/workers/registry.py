@@ -8,7 +8,8 @@ A worker id may appear under several scopes (the same process using two keys): t
 separate rows, so a tenant worker's slots never count as another tenant's capacity.
 
 The only module that reads the `workers` table (but for the reconciler's stuck-run sweep,
-`stuck_runs_by_reason`, which joins it): callers get typed rows, never records.
+`stuck_runs_by_reason`, which joins it): callers get typed rows, never records. `unserved`
+is the signal of the reconciler's OstinatoNoWorkerForPool alert.
 """
 
 from __future__ import annotations
@@ -126,3 +127,20 @@ async def list_workers(conn: asyncpg.Connection,
                        tenant_id: uuid.UUID | None) -> list[WorkerInfo]:
     """For display: a tenant's workers plus the shared ones; every worker for None (admin)."""
     return many(WorkerInfo, await conn.fetch(Q["list_workers"], tenant_id))
+
+
+class UnservedPool(msgspec.Struct, frozen=True):
+    """Runs of a tenant waiting in a pool that no live worker serves."""
+
+    tenant_id: uuid.UUID
+    tenant: str
+    pool: str
+    n: int
+    since: datetime
+
+
+async def unserved(conn: asyncpg.Connection, now: datetime | None, after: timedelta,
+                   ttl: timedelta, limit: int) -> list[UnservedPool]:
+    """Per (tenant, pool): runs due more than `after` ago, still waiting, with no live worker
+    (seen within `ttl`) of the tenant or shared in their pool."""
+    return many(UnservedPool, await conn.fetch(Q["unserved_pools"], now, after, ttl, limit))

@@ -6,7 +6,11 @@ transaction: the alert's state row (a key firing already is not fired again, and
 reconciler's evaluation finds the episode taken) and one delivery row per sink — a firing to
 the sinks its job's owner routes to (the tenant's default sinks otherwise), a resolution to the
 sinks its firing went to. Signals that already exist elsewhere as events and alert lines
-(dead letters, CompletionOverdue, LedgerSlotMissing, RunStuck, auto-pause) are the inputs.
+(dead letters, CompletionOverdue, LedgerSlotMissing, LedgerDisagreement, RunStuck, auto-pause)
+are the inputs, and so is the fleet's state seen per tenant, judged against
+`ostinato.alerts.Thresholds`: leases expired and not taken over, schedule lag p99 per pool over
+its SLO, outbox messages waiting, runs waiting in a pool no live worker serves. The pool-wide
+ones have no job and so no owner: they go to the tenant's default sinks.
 
 `deliver_alerts` is the delivery outbox's relay: it locks due deliveries (SKIP LOCKED), posts
 one Alertmanager webhook body (version 4) per (sink, group key), marks them delivered on a 2xx
@@ -21,16 +25,19 @@ import asyncio
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import asyncpg
 import httpx
 import msgspec
 
-from ostinato import alerts
-from ostinato.alerts import Signal, Sink
+from ostinato import alerts, workers
+from ostinato.alerts import Signal, Sink, Thresholds
+from ostinato.alerts.conditions import DEFAULT as DEFAULT_THRESHOLDS
 from ostinato.alerts.payload import alert_object
 from ostinato.clock import Clock
+from ostinato.eventlog import outbox
+from ostinato.leases import attempts as attempt_leases
 from ostinato.stores import alerts as alert_store
 from ostinato.stores.alerts import DueDelivery
 from ostinato.telemetry import metrics
@@ -48,21 +55,39 @@ def _job(tenant_id: uuid.UUID, tenant: str, job_id: uuid.UUID, job: str | None,
             "job_id": str(job_id), **extra}
 
 
-async def read_signals(conn: asyncpg.Connection,
-                       now: datetime) -> tuple[list[Signal], set[str]]:
+def _pool(tenant_id: uuid.UUID, tenant: str, pool: str) -> dict[str, str]:
+    return {"tenant": tenant, "tenant_id": str(tenant_id), "pool": pool}
+
+
+async def read_signals(conn: asyncpg.Connection, now: datetime, *,
+                       db_now: datetime | None = None, thresholds: Thresholds = DEFAULT_THRESHOLDS,
+                       worker_ttl: timedelta = timedelta(seconds=35),
+                       ) -> tuple[list[Signal], set[str]]:
     """Every rule's signals now, every tenant, and the rules evaluated in full: a rule whose
-    query hit SIGNAL_LIMIT may have left signals out, so it resolves nothing this time."""
+    query hit SIGNAL_LIMIT may have left signals out, so it resolves nothing this time.
+    `db_now` (None: the database's own clock) judges leases, the outbox and waiting runs."""
     out: list[Signal] = []
     partial: set[str] = set()
+    t = thresholds
     letters = await alert_store.dead_letters(conn, SIGNAL_LIMIT)
     findings = await alert_store.job_findings(conn, SIGNAL_LIMIT)
     stale = await alert_store.stale_jobs(conn, now, SIGNAL_LIMIT)
     stuck = await alert_store.stuck_runs(conn, SIGNAL_LIMIT)
     paused = await alert_store.auto_paused(conn, SIGNAL_LIMIT)
+    leases = await attempt_leases.stuck_leases(conn, db_now, t.lease_stuck_after, SIGNAL_LIMIT)
+    lags = await alert_store.lag_by_pool(conn, alerts.cutoff(now, t.lag_window), now,
+                                         SIGNAL_LIMIT)
+    backlog = await outbox.waiting_by_tenant(conn, db_now, t.outbox_after, SIGNAL_LIMIT)
+    unserved = await workers.unserved(conn, db_now, t.no_worker_after, worker_ttl, SIGNAL_LIMIT)
+    disagree = await alert_store.ledger_disagreements(
+        conn, alerts.cutoff(now, t.disagreement_window), SIGNAL_LIMIT)
     for rows, rules in ((letters, ("OstinatoDeadLetter",)),
                         (findings, ("OstinatoCompletionOverdue", "OstinatoOccurrenceOmitted")),
                         (stale, ("OstinatoCompletionOverdue",)), (stuck, ("OstinatoRunStuck",)),
-                        (paused, ("OstinatoJobAutoPaused",))):
+                        (paused, ("OstinatoJobAutoPaused",)), (leases, ("OstinatoLeaseStuck",)),
+                        (lags, ("OstinatoLagSLOBreach",)), (backlog, ("OstinatoOutboxBacklog",)),
+                        (unserved, ("OstinatoNoWorkerForPool",)),
+                        (disagree, ("OstinatoLedgerDisagreement",))):
         if len(rows) >= SIGNAL_LIMIT:
             partial.update(rules)
     for d in letters:
@@ -94,14 +119,44 @@ async def read_signals(conn: asyncpg.Connection,
         out.append(Signal("OstinatoJobAutoPaused", str(p.tenant_id),
                           _job(p.tenant_id, p.tenant, p.job_id, p.job), p.owner,
                           {"runbook": f"POST /v1/jobs/{p.job_id}/resume"}))
+    for sl in leases:
+        out.append(Signal("OstinatoLeaseStuck", str(sl.tenant_id),
+                          _job(sl.tenant_id, sl.tenant, sl.job_id, sl.job), sl.owner,
+                          {"stuck_leases": str(sl.n), "expired_at": sl.since.isoformat(),
+                           "runbook": "GET /readyz of the reconciler; its reconcile_leases "
+                                      "duty"}))
+    for g in lags:
+        if alerts.lag_breached(g.p99_seconds, g.n, t):
+            out.append(Signal("OstinatoLagSLOBreach", str(g.tenant_id),
+                              _pool(g.tenant_id, g.tenant, g.pool), None,
+                              {"lag_p99_seconds": f"{g.p99_seconds:.3f}", "starts": str(g.n),
+                               "slo_seconds": f"{t.lag_slo.total_seconds():g}",
+                               "window": f"{t.lag_window.total_seconds():g}s"}))
+    for b in backlog:
+        out.append(Signal("OstinatoOutboxBacklog", str(b.tenant_id),
+                          {"tenant": b.tenant, "tenant_id": str(b.tenant_id)}, None,
+                          {"messages": str(b.n), "oldest": b.since.isoformat()}))
+    for u in unserved:
+        out.append(Signal("OstinatoNoWorkerForPool", str(u.tenant_id),
+                          _pool(u.tenant_id, u.tenant, u.pool), None,
+                          {"waiting_runs": str(u.n), "since": u.since.isoformat(),
+                           "runbook": f"start a worker for pool {u.pool} (GET /v1/workers)"}))
+    for d in disagree:
+        out.append(Signal("OstinatoLedgerDisagreement", str(d.tenant_id),
+                          _job(d.tenant_id, d.tenant, d.job_id, d.job), d.owner,
+                          {"disagreements": str(d.n), "last": d.last_at.isoformat(),
+                           "runbook": f"GET /v1/jobs/{d.job_id}/ledger"}))
     return out, set(alerts.RULES) - partial
 
 
-async def evaluate_alerts(pool: asyncpg.Pool, clock: Clock) -> int:
+async def evaluate_alerts(pool: asyncpg.Pool, clock: Clock, *,
+                          thresholds: Thresholds = DEFAULT_THRESHOLDS,
+                          worker_ttl: timedelta = timedelta(seconds=35)) -> int:
     """One evaluation; returns how many alerts fired or resolved."""
     now = clock.now()
     async with pool.acquire() as conn, conn.transaction():
-        signals, evaluated = await read_signals(conn, now)
+        signals, evaluated = await read_signals(conn, now, db_now=clock.db_now(),
+                                                thresholds=thresholds, worker_ttl=worker_ttl)
         current = [alerts.Current(str(a.tenant_id), a.alert_key, a.rule)
                    for a in await alert_store.firing(conn)]
         changes = alerts.transitions(current, signals, evaluated=evaluated)

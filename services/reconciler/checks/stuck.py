@@ -54,12 +54,17 @@ async def mark_stuck(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
 def report(groups: list[StuckRuns]) -> None:
     """Set the gauge per (tenant, reason), zero the groups that cleared, log an alert line."""
     now = {(str(g.tenant_id), g.reason): g for g in groups}
-    for tenant, reason in _reported - set(now):
+    series: dict[tuple[str, str], int] = {}  # capped tenant label: "other" sums its tenants
+    for (tenant, reason), g in now.items():
+        label = (metrics.tenant_label(tenant), reason)
+        series[label] = series.get(label, 0) + g.n
+    for tenant, reason in _reported - set(series):
         metrics.RUNS_STUCK.labels(tenant=tenant, reason=reason).set(0)
     _reported.clear()
-    for (tenant, reason), g in now.items():
+    for (tenant, reason), n in series.items():
         _reported.add((tenant, reason))
-        metrics.RUNS_STUCK.labels(tenant=tenant, reason=reason).set(g.n)
+        metrics.RUNS_STUCK.labels(tenant=tenant, reason=reason).set(n)
+    for (tenant, reason), g in now.items():
         log.error("runs stuck", tenant_id=tenant, reason=reason, count=g.n,
                   oldest_since=_oldest(g), example=g.details[0] if g.details else None,
                   alert="ostinato_run_stuck")

@@ -20,3 +20,15 @@ SELECT coalesce(sum(cardinality(topics)), 0)::bigint AS unpublished,
        coalesce(extract(epoch FROM (coalesce($1::timestamptz, now()) - min(created_at))), 0)::float8
            AS oldest_age_seconds
 FROM outbox;
+
+-- name: outbox_waiting_by_tenant
+-- OstinatoOutboxBacklog: per tenant (each message is keyed by its tenant id as text), the
+-- messages in rows older than $2 before $1 (the database clock for NULL), and the oldest row.
+SELECT t.id AS tenant_id, t.name AS tenant, count(*)::int AS n, min(o.created_at) AS since
+FROM outbox o
+CROSS JOIN LATERAL unnest(o.keys) AS k(key)
+JOIN tenants t ON t.id::text = encode(k.key, 'escape')
+WHERE o.created_at < coalesce($1::timestamptz, now()) - $2::interval
+GROUP BY t.id, t.name
+ORDER BY t.id
+LIMIT $3;

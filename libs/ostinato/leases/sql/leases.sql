@@ -45,6 +45,30 @@ ORDER BY expires_at
 LIMIT $2
 FOR UPDATE SKIP LOCKED;
 
+-- name: busy_slots
+-- Reconciler gauges: attempts holding a lease now (expired ones not reclaimed yet included),
+-- per pool: the busy slots of worker utilisation.
+SELECT r.pool, count(*)::bigint AS busy
+FROM attempt_leases l
+JOIN runs r ON r.id = l.run_id
+GROUP BY r.pool
+ORDER BY r.pool;
+
+-- name: stuck_leases
+-- OstinatoLeaseStuck: leases expired more than $2 before $1 (the database clock for NULL) and
+-- still there (the reconciler's lease check has not taken them over), per job, with what
+-- routing needs.
+SELECT r.tenant_id, t.name AS tenant, r.job_id, j.name AS job, j.owner, count(*)::int AS n,
+       min(l.expires_at) AS since
+FROM attempt_leases l
+JOIN runs r ON r.id = l.run_id
+JOIN tenants t ON t.id = r.tenant_id
+LEFT JOIN jobs j ON j.id = r.job_id
+WHERE l.expires_at < coalesce($1::timestamptz, now()) - $2::interval
+GROUP BY r.tenant_id, t.name, r.job_id, j.name, j.owner
+ORDER BY r.tenant_id, r.job_id
+LIMIT $3;
+
 -- name: instance_seen
 -- A scheduler instance says it is alive; returns how many instances are alive.
 WITH seen AS (

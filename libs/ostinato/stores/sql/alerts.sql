@@ -65,6 +65,34 @@ WHERE j.status = 'paused'
 ORDER BY j.tenant_id, j.id
 LIMIT $1;
 
+-- name: alert_lag_by_pool
+-- OstinatoLagSLOBreach: per (tenant, pool), the schedule lag of runs' first attempts started in
+-- [$1, $2] (the first RunStarted of a run in the log minus its due time), its p99 and how many.
+SELECT r.tenant_id, t.name AS tenant, r.pool, count(*)::int AS n,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY greatest(0, extract(epoch FROM
+           e.occurred_at - coalesce(r.due_at, r.scheduled_for))))::float8 AS p99_seconds
+FROM events e
+JOIN runs r ON r.id = e.stream_id
+JOIN tenants t ON t.id = r.tenant_id
+WHERE e.type = 'RunStarted' AND e.occurred_at >= $1 AND e.occurred_at <= $2
+  AND NOT EXISTS (SELECT FROM events f WHERE f.stream_id = e.stream_id
+                  AND f.version < e.version AND f.type = 'RunStarted')
+GROUP BY r.tenant_id, t.name, r.pool
+ORDER BY r.tenant_id, r.pool
+LIMIT $3;
+
+-- name: alert_ledger_disagreements
+-- OstinatoLedgerDisagreement: jobs with a LedgerDisagreement recorded since $1.
+SELECT e.tenant_id, t.name AS tenant, e.stream_id AS job_id, j.name AS job, j.owner,
+       count(*)::int AS n, max(e.occurred_at) AS last_at
+FROM events e
+JOIN tenants t ON t.id = e.tenant_id
+JOIN jobs j ON j.id = e.stream_id
+WHERE e.type = 'LedgerDisagreement' AND e.occurred_at >= $1 AND j.status <> 'deleted'
+GROUP BY e.tenant_id, t.name, e.stream_id, j.name, j.owner
+ORDER BY e.tenant_id, e.stream_id
+LIMIT $2;
+
 -- State: one row per alert key.
 
 -- name: alerts_firing

@@ -70,3 +70,21 @@ SELECT EXISTS (
     WHERE seen_at > coalesce($5::timestamptz, now()) - $6::interval
       AND (tenant_id = $1::uuid OR tenant_id IS NULL) AND $2::text = ANY(pools)
       AND versions ->> $3::text = $4::text);
+
+-- name: unserved_pools
+-- OstinatoNoWorkerForPool: per (tenant, pool), runs waiting for the dispatcher or a worker
+-- (scheduled, queued) whose due time is more than $2 before $1 (the database clock for NULL),
+-- in a pool no live worker (seen within $3; the tenant's own or a shared one) serves.
+SELECT r.tenant_id, t.name AS tenant, r.pool, count(*)::int AS n,
+       min(coalesce(r.due_at, r.scheduled_for)) AS since
+FROM runs r
+JOIN tenants t ON t.id = r.tenant_id
+WHERE r.state IN ('scheduled', 'queued')
+  AND coalesce(r.due_at, r.scheduled_for) < coalesce($1::timestamptz, now()) - $2::interval
+  AND NOT EXISTS (
+      SELECT 1 FROM workers w
+      WHERE w.seen_at > coalesce($1::timestamptz, now()) - $3::interval
+        AND (w.tenant_id = r.tenant_id OR w.tenant_id IS NULL) AND r.pool = ANY(w.pools))
+GROUP BY r.tenant_id, t.name, r.pool
+ORDER BY r.tenant_id, r.pool
+LIMIT $4;
