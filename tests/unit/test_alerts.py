@@ -13,8 +13,11 @@ from ostinato.alerts import (
     Current,
     Signal,
     Sink,
+    Thresholds,
     backoff,
+    cutoff,
     group_notifications,
+    lag_breached,
     route,
     transitions,
     webhook_body,
@@ -122,3 +125,79 @@ async def test_the_reconciler_runs_the_deadline_check_evaluation_and_delivery_as
     assert names["reconcile_alerts"].turn is names["reconcile_deadlines"].turn is not None
     assert delivery.on_stop is not None
     await delivery.on_stop()  # closes its HTTP client
+
+
+def pool_sig(rule: str, pool: str = "default", tenant: str = "t1") -> Signal:
+    return Signal(rule, tenant, {"tenant": "acme", "tenant_id": tenant, "pool": pool})
+
+
+def test_pool_rules_are_keyed_by_tenant_rule_and_pool_and_name_the_pool() -> None:
+    keys = {pool_sig("OstinatoNoWorkerForPool").key, pool_sig("OstinatoNoWorkerForPool",
+                                                             pool="etl").key,
+            pool_sig("OstinatoNoWorkerForPool", tenant="t2").key,
+            pool_sig("OstinatoLagSLOBreach").key}
+    assert len(keys) == 4
+    s = pool_sig("OstinatoNoWorkerForPool", pool="etl")
+    assert "pool etl" in s.all_annotations()["summary"]
+    assert s.all_labels() == {"alertname": "OstinatoNoWorkerForPool", "severity": "critical",
+                              "tenant": "acme", "tenant_id": "t1", "pool": "etl"}
+    assert 'owner=""' in s.group_key  # no job, no owner: the tenant's default sinks
+
+
+def test_the_new_rules_exist_with_their_severities() -> None:
+    assert {n: RULES[n].severity for n in (
+        "OstinatoLeaseStuck", "OstinatoLagSLOBreach", "OstinatoOutboxBacklog",
+        "OstinatoNoWorkerForPool", "OstinatoLedgerDisagreement")} == {
+        "OstinatoLeaseStuck": "critical", "OstinatoLagSLOBreach": "warning",
+        "OstinatoOutboxBacklog": "critical", "OstinatoNoWorkerForPool": "critical",
+        "OstinatoLedgerDisagreement": "warning"}
+    for rule in RULES.values():  # every summary formats with a job's or a pool's labels
+        Signal(rule.name, "t", {"tenant": "a", "job": "j", "job_id": "j"}).all_annotations()
+        Signal(rule.name, "t", {"tenant": "a", "pool": "p"}).all_annotations()
+
+
+@pytest.mark.parametrize(("p99", "samples", "breached"), [
+    (61.0, 10, True),
+    (60.0, 10, False),  # at the SLO is within it
+    (61.0, 9, False),  # too few starts to judge
+    (None, 10, False),
+    (3600.0, 100, True),
+])
+def test_a_lag_slo_breach_needs_enough_starts_and_a_p99_over_the_slo(
+        p99: float | None, samples: int, breached: bool) -> None:
+    t = Thresholds(lag_slo=timedelta(seconds=60), lag_min_samples=10)
+    assert lag_breached(p99, samples, t) is breached
+
+
+def test_a_cutoff_is_the_instant_a_condition_started_counting() -> None:
+    assert cutoff(T0, timedelta(minutes=5)) == T0 - timedelta(minutes=5)
+    d = Thresholds()
+    assert (d.lease_stuck_after, d.lag_slo, d.outbox_after, d.no_worker_after) == (
+        timedelta(seconds=60), timedelta(seconds=60), timedelta(seconds=120),
+        timedelta(minutes=5))
+
+
+def test_pool_usage_sums_slots_by_scope_and_counts_busy_ones() -> None:
+    import uuid
+
+    from ostinato.leases.attempts import BusySlots
+    from ostinato.workers import PoolCapacity
+    from services.reconciler.checks.pipeline import PoolUsage, pool_usage
+
+    t = uuid.uuid4()
+    usage = pool_usage([PoolCapacity(None, "default", 8), PoolCapacity(t, "default", 2),
+                        PoolCapacity(t, "etl", 4)],
+                       [BusySlots("default", 5), BusySlots("gone", 1)])
+    assert usage == {"default": PoolUsage(8, 2, 5), "etl": PoolUsage(0, 4, 0),
+                     "gone": PoolUsage(0, 0, 1)}
+    assert usage["default"].utilisation == 0.5
+    assert usage["gone"].utilisation == 0.0  # no slot: 0, not a division by zero
+
+
+def test_consumer_lag_per_logical_topic() -> None:
+    from ostinato.bus.consumer import lag_by_topic
+
+    assert lag_by_topic([("t1.ostinato.runs.due", 10, 4), ("t1.ostinato.runs.due", 7, 7),
+                         ("t1.ostinato.runs.finished", None, 3),
+                         ("t1.ostinato.runs.ready.etl", 5, 9)]) == {
+        "ostinato.runs.due": 6, "ostinato.runs.finished": 0, "ostinato.runs.ready.etl": 0}

@@ -375,3 +375,30 @@ def test_tenant_labels_are_capped_with_an_other_bucket(monkeypatch):
     monkeypatch.setattr(metrics, "_labelled_tenants", set())
     assert [metrics.tenant_label(t) for t in ("a", "b", "c", "a", "d", "b")] == \
         ["a", "b", "other", "a", "other", "b"]
+
+
+def test_every_tenant_labelled_metric_caps_its_tenant_label_and_none_has_a_job_label(
+        monkeypatch):
+    """The cap is applied by the metric itself (whoever sets it): past the cap a tenant's
+    samples land in "other"; no metric carries a job or run id label."""
+    from prometheus_client import REGISTRY
+
+    from ostinato.telemetry import metrics
+
+    tenant_labelled = [m for m in vars(metrics).values()
+                       if hasattr(m, "_labelnames") and "tenant" in m._labelnames]
+    assert len(tenant_labelled) >= 10
+    assert all(isinstance(m, metrics._TenantCapped) for m in tenant_labelled)
+    for m in vars(metrics).values():
+        if hasattr(m, "_labelnames"):
+            assert not {"job", "job_id", "run", "run_id"} & set(m._labelnames), m
+    monkeypatch.setattr(metrics, "TENANT_LABEL_CAP", 1)
+    monkeypatch.setattr(metrics, "_labelled_tenants", set())
+    metrics.DEAD_LETTERS.labels(tenant="cap-a").inc()
+    before = REGISTRY.get_sample_value("ostinato_dead_letters_total", {"tenant": "other"}) or 0
+    metrics.DEAD_LETTERS.labels(tenant="cap-b").inc()
+    metrics.DEAD_LETTERS.labels(tenant="cap-c").inc()
+    assert REGISTRY.get_sample_value("ostinato_dead_letters_total", {"tenant": "other"}) == \
+        before + 2
+    assert REGISTRY.get_sample_value("ostinato_dead_letters_total", {"tenant": "cap-b"}) is None
+    assert REGISTRY.get_sample_value("ostinato_dead_letters_total", {"tenant": "cap-a"}) == 1
