@@ -123,9 +123,12 @@ class BatchConsumer:
         parts = []
         for tp in self.consumer.assignment():
             position: int | None = None
+            high: int | None = None
+            # A partition revoked meanwhile (a rebalance) raises: it counts 0 this time.
             with suppress(KafkaError, AssertionError, TimeoutError):
+                high = self.consumer.highwater(tp)
                 position = await asyncio.wait_for(self.consumer.position(tp), 0.5)
-            parts.append((tp.topic, self.consumer.highwater(tp), position))
+            parts.append((tp.topic, high, position))
         lag = lag_by_topic(parts)
         for topic in {logical_name(t) for t in self.topics} - set(lag):
             lag[topic] = 0  # nothing assigned (another member has it, or not yet)
