@@ -24,7 +24,7 @@ from ostinato.clock import FakeClock, SystemClock
 from ostinato.dags.targets import dag_run_id_for, task_for
 from ostinato.eventlog.readmodels import snapshot
 from ostinato.eventlog.rebuild import rebuild
-from ostinato.eventlog.store import EventStore
+from ostinato.eventlog.store import EventStore, read_stream
 from ostinato.jobs import submit_job
 from ostinato.runs import dags as dag_runs
 from ostinato.runs.commands import cancel_run
@@ -175,6 +175,33 @@ async def test_a_50_node_dag_with_diamonds_runs_each_node_once_after_its_parents
         live = await snapshot(conn)
         await rebuild(conn)
         assert await snapshot(conn) == live
+
+
+async def test_the_timeline_shows_each_nodes_real_start_and_end_in_order(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient, client: httpx.AsyncClient) -> None:
+    tenant_id, key = await new_tenant(pool)
+    dag = await define(client, key, "chain", [node("a"), node("b"), node("c")],
+                       [("a", "b"), ("b", "c")])
+    run_id = await start(client, key, dag["id"])
+    view = await drive(pool, gateway, client, key, [recorder([])], run_id)
+    assert view["state"] == "succeeded"
+    rows = await node_runs(pool, tenant_id, view)
+
+    r = await client.get(f"/v1/dag-runs/{run_id}/events", headers=auth(key))
+    finished = {e["data"]["key"]: e for e in r.json()["items"]
+                if e["type"] == "DagNodeFinished"}
+    assert set(finished) == {"a", "b", "c"}
+    start_of = {k: datetime.fromisoformat(e["data"]["started_at"]) for k, e in finished.items()}
+    end_of = {k: datetime.fromisoformat(e["data"]["finished_at"]) for k, e in finished.items()}
+    for k, e in finished.items():  # the run's own times (its RunStarted, its end), not the poll's
+        assert (start_of[k], end_of[k]) == (rows[k].started_at, rows[k].finished_at)
+        assert e["data"]["attempts"] == 1 and start_of[k] <= end_of[k]
+        assert end_of[k] <= datetime.fromisoformat(e["occurred_at"])  # noticed afterwards
+        async with pool.acquire() as conn:
+            ran = {x.type: x.occurred_at for x in await read_stream(conn, rows[k].id,
+                                                                   tenant_id)}
+        assert (start_of[k], end_of[k]) == (ran["RunStarted"], ran["RunSucceeded"])
+    assert end_of["a"] <= start_of["b"] and end_of["b"] <= start_of["c"]  # after its parent
 
 
 async def test_a_failed_node_makes_its_dependants_upstream_failed_and_all_done_runs(

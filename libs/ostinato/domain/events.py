@@ -739,12 +739,19 @@ class DagNodeReady(Event, tag="DagNodeReady"):
 
 
 class DagNodeFinished(Event, tag="DagNodeFinished"):
-    """The node's run ended: `state` is the node's (succeeded | failed | cancelled)."""
+    """The node's run ended: `state` is the node's (succeeded | failed | cancelled). The event
+    is appended by the advance poll, later than the run ended, so it carries the run's own times
+    as the database recorded them (its projection): `started_at` (its last attempt's start,
+    None if it never started), `finished_at` and `attempts`. None in events written before
+    these fields existed."""
 
     stream_type: ClassVar[str] = "dag_run"
     key: str
     run_id: uuid.UUID
     state: str
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    attempts: int | None = None
 
 
 class DagNodeSkipped(Event, tag="DagNodeSkipped"):

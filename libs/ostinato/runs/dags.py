@@ -115,6 +115,14 @@ def states_of(dag: graph.Dag, nodes: Sequence[DagNodeRow]) -> dict[str, NodeStat
     return {n.key: n.state for n in nodes if n.key in dag.nodes}  # type: ignore[misc]
 
 
+def node_finished(node: DagNodeRow, state: str) -> ev.DagNodeFinished:
+    """The node's end as recorded in the DAG run's timeline, with its run's real start and end
+    (read with the node, from the run's projection), not the time the poll noticed it."""
+    return ev.DagNodeFinished(key=node.key, run_id=node.run_id, state=state,  # type: ignore[arg-type]
+                              started_at=node.run_started_at,
+                              finished_at=node.run_finished_at, attempts=node.attempt)
+
+
 class _Writer:
     """The events and payload blobs of one transaction over DAG runs."""
 
@@ -161,8 +169,7 @@ class _Writer:
             if n.state == "active" and n.run_state is not None:
                 ended = decide.node_state_of_run(n.run_state)
                 if ended != "active":
-                    self.events.append(head.next(ev.DagNodeFinished(
-                        key=n.key, run_id=n.run_id, state=ended), self.actor))  # type: ignore[arg-type]
+                    self.events.append(head.next(node_finished(n, ended), self.actor))
                     states[n.key] = ended
                     by_key[n.key] = msgspec.structs.replace(n, state=ended)
         if run.cancel_requested:
@@ -326,8 +333,7 @@ async def retry_from_node(conn: asyncpg.Connection, store: EventStore, *,
         writer = _Writer(actor, now, rules)
         for n in nodes:  # record ends not yet recorded, so the log says what was reset
             if n.state == "active" and states[n.key] != "active":
-                writer.events.append(head.next(ev.DagNodeFinished(
-                    key=n.key, run_id=n.run_id, state=states[n.key]), actor))  # type: ignore[arg-type]
+                writer.events.append(head.next(node_finished(n, states[n.key]), actor))
         writer.events.append(head.next(ev.DagRunRetriedFromNode(
             key=key, reset=list(reset), by=actor, reason=reason), actor))
         node = by_key[key]
