@@ -29,7 +29,7 @@ from ostinato.jobs import submit_job
 from ostinato.runs import dags as dag_runs
 from ostinato.runs.commands import cancel_run
 from ostinato.schedules import ScheduleSpec
-from ostinato.sdk import PermanentError, Worker, task
+from ostinato.sdk import PermanentError, Worker, current, task
 from ostinato.stores import dags as dag_store
 from ostinato.stores import runs
 from ostinato.testing.waiting import until
@@ -175,6 +175,77 @@ async def test_a_50_node_dag_with_diamonds_runs_each_node_once_after_its_parents
         live = await snapshot(conn)
         await rebuild(conn)
         assert await snapshot(conn) == live
+
+
+async def test_a_50_node_dag_with_a_flaky_node_a_failure_and_a_retry_from_the_failed_node(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient, client: httpx.AsyncClient) -> None:
+    """l3 fails once and succeeds on its node retry; r8 fails for good, so j8 and everything
+    below it (26 nodes) are upstream_failed while the other branches finish; a retry
+    from r8 re-runs r8 and its downstream to success. Every attempt starts after the end of the
+    parents' runs it was handed."""
+    tenant_id, key = await new_tenant(pool)
+    nodes, edges = diamonds(16)
+    for n in nodes:
+        if n["key"] == "l3":
+            n["retry"] = {"max_attempts": 3, "initial_delay": "0s", "max_delay": "0s"}
+    dag = await define(client, key, "diamonds-failing", nodes, edges)
+    below_r8 = {"r8", "j8", "tail"} | {f"{s}{i}" for i in range(9, 17) for s in "lrj"}
+    assert len(below_r8) == 27  # r8 and the 26 below it
+    failing = {"r8"}
+    ran: list[tuple[str, uuid.UUID, int, dict[str, Any]]] = []
+
+    @task("dag.step")
+    async def step(payload: dict[str, Any]) -> dict[str, Any]:
+        me, attempt = payload["dag"]["node"], current().attempt
+        ran.append((me, current().run_id, attempt, payload["dag"]["parents"]))
+        if me == "l3" and attempt == 1:
+            raise RuntimeError("l3 fails its first attempt")
+        if me in failing:
+            raise PermanentError("told to fail", type="told_to_fail")
+        return {"done": me}
+
+    run_id = await start(client, key, dag["id"])
+    view = await drive(pool, gateway, client, key, [step], run_id)
+    assert view["state"] == "failed"
+    states = {n["key"]: n["state"] for n in view["nodes"]}
+    assert states == {n["key"]: "failed" if n["key"] == "r8" else "upstream_failed"
+                      if n["key"] in below_r8 else "succeeded" for n in nodes}
+    by_key = {n["key"]: n for n in view["nodes"]}
+    assert by_key["l3"]["attempts"] == 2 and by_key["l3"]["generation"] == 0
+    assert Counter(k for k, *_ in ran) == {n["key"]: 2 if n["key"] == "l3" else 1
+                                           for n in nodes if n["key"] not in below_r8 - {"r8"}}
+
+    failing.clear()
+    r = await client.post(f"/v1/dag-runs/{run_id}/nodes/r8/retry", headers=auth(key),
+                          json={"reason": "fixed r8"})
+    assert r.status_code == 200, r.text
+    assert set(r.json()["reset"]) == below_r8
+    view = await drive(pool, gateway, client, key, [step], run_id)
+
+    assert view["state"] == "succeeded"
+    assert view["progress"] == {"total": 50, "succeeded": 50}
+    assert Counter(k for k, *_ in ran) == {n["key"]: 2 if n["key"] in ("l3", "r8") else 1
+                                           for n in nodes}
+    by_key = {n["key"]: n for n in view["nodes"]}
+    assert {k for k, n in by_key.items() if n["generation"] == 1} == {"r8"}
+    assert by_key["l3"]["attempts"] == 2 and by_key["r8"]["attempts"] == 1
+    parents_of: dict[str, set[str]] = {}
+    for a, b in edges:
+        parents_of.setdefault(b, set()).add(a)
+    async with pool.acquire() as conn:
+        for me, my_run, attempt, parents in ran:
+            assert set(parents) == parents_of.get(me, set())
+            started = [e.occurred_at for e in await read_stream(conn, my_run, tenant_id)
+                       if e.type == "RunStarted" and e.event.attempt == attempt]  # type: ignore[attr-defined]
+            assert len(started) == 1
+            for p, ref in parents.items():  # handed a succeeded run, started after its end
+                parent = await runs.by_id(conn, tenant_id, uuid.UUID(ref["run_id"]))
+                assert parent is not None and parent.state == ref["state"] == "succeeded"
+                assert started[0] >= parent.finished_at, (p, me)
+    r = await client.get(f"/v1/dag-runs/{run_id}/events", headers=auth(key))
+    types = Counter(e["type"] for e in r.json()["items"])
+    assert types == {"DagRunStarted": 1, "DagNodeReady": 24 + 27, "DagNodeFinished": 24 + 27,
+                     "DagNodeSkipped": 26, "DagRunRetriedFromNode": 1, "DagRunFinished": 2}
 
 
 async def test_the_timeline_shows_each_nodes_real_start_and_end_in_order(
