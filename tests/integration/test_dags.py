@@ -393,6 +393,66 @@ async def test_cancel_cancels_waiting_and_running_nodes(
     assert_problem(await client.post(f"/v1/dag-runs/{run_id}/cancel", headers=auth(key)), 409)
 
 
+async def test_cancel_stops_a_node_a_worker_is_running_and_its_waiting_nodes(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient, client: httpx.AsyncClient) -> None:
+    tenant_id, key = await new_tenant(pool)
+    dag = await define(client, key, "cancel-running", [
+        node("a", "dag.block"), node("b"), node("c")], [("a", "b"), ("a", "c")])
+    started = asyncio.Event()
+    told: list[bool] = []
+
+    @task("dag.block")
+    async def block(payload: dict[str, Any]) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(600)
+        except asyncio.CancelledError:  # the cancel signal, relayed by a heartbeat
+            told.append(current().is_cancelled())
+            raise
+
+    seen: list[dict[str, Any]] = []
+    run_id = await start(client, key, dag["id"])
+    worker = Worker(GATEWAY_BASE, key, [block, recorder(seen)], http_client=gateway,
+                    claim_wait_seconds=0.2, shutdown_grace_seconds=0, concurrency=8)
+    running = asyncio.create_task(worker.run())
+    try:
+        async def a_running() -> bool:
+            await dispatch(pool)
+            return started.is_set()
+        await until(a_running, within=120, what="node a running on the worker")
+        r = await client.post(f"/v1/dag-runs/{run_id}/cancel", headers=auth(key),
+                              json={"reason": "stop it"})
+        assert r.status_code == 200, r.text
+        assert r.json()["cancelled_runs"] == 1
+
+        async def finished() -> dict[str, Any] | None:
+            await advance(pool)
+            await dispatch(pool)
+            view = await dag_run(client, key, run_id)
+            return view if view["state"] in FINAL else None
+        view = await until(finished, within=120, what="the DAG run final")
+    finally:
+        await worker.stop()
+        await running
+
+    assert told == [True]  # the handler was stopped by the cancel, not by the worker's stop
+    assert view["state"] == "cancelled" and seen == []
+    assert {n["key"]: (n["state"], n["run_state"]) for n in view["nodes"]} == {
+        "a": ("cancelled", "cancelled"), "b": ("cancelled", None), "c": ("cancelled", None)}
+    a_run = uuid.UUID(next(n["run_id"] for n in view["nodes"] if n["key"] == "a"))
+    async with pool.acquire() as conn:
+        types = [e.type for e in await read_stream(conn, a_run, tenant_id)]
+    assert types.index("RunStarted") < types.index("CancelRequested") < types.index(
+        "RunCancelled") and types[-1] == "RunCancelled"
+    r = await client.get(f"/v1/dag-runs/{run_id}/events", headers=auth(key))
+    timeline = [(e["type"], e["data"].get("key"), e["data"].get("state"))
+                for e in r.json()["items"]]
+    assert timeline[-1] == ("DagRunFinished", None, None)
+    assert ("DagNodeFinished", "a", "cancelled") in timeline
+    assert {t for t in timeline if t[0] == "DagNodeSkipped"} == {
+        ("DagNodeSkipped", "b", "cancelled"), ("DagNodeSkipped", "c", "cancelled")}
+
+
 async def test_a_dag_run_at_an_instant_waits_until_then(
         pool: asyncpg.Pool, client: httpx.AsyncClient) -> None:
     _, key = await new_tenant(pool)
