@@ -246,6 +246,14 @@ async def test_a_50_node_dag_with_a_flaky_node_a_failure_and_a_retry_from_the_fa
     types = Counter(e["type"] for e in r.json()["items"])
     assert types == {"DagRunStarted": 1, "DagNodeReady": 24 + 27, "DagNodeFinished": 24 + 27,
                      "DagNodeSkipped": 26, "DagRunRetriedFromNode": 1, "DagRunFinished": 2}
+    [l3_end] = [e["data"] for e in r.json()["items"]
+                if e["type"] == "DagNodeFinished" and e["data"]["key"] == "l3"]
+    async with pool.acquire() as conn:  # the timeline has the first attempt's start and the last's
+        l3_starts = [e.occurred_at for e in await read_stream(
+            conn, uuid.UUID(l3_end["run_id"]), tenant_id) if e.type == "RunStarted"]
+    assert len(l3_starts) == 2 and l3_end["attempts"] == 2
+    assert (datetime.fromisoformat(l3_end["first_started_at"]),
+            datetime.fromisoformat(l3_end["started_at"])) == (l3_starts[0], l3_starts[1])
 
 
 async def test_the_timeline_shows_each_nodes_real_start_and_end_in_order(
@@ -267,6 +275,7 @@ async def test_the_timeline_shows_each_nodes_real_start_and_end_in_order(
     for k, e in finished.items():  # the run's own times (its RunStarted, its end), not the poll's
         assert (start_of[k], end_of[k]) == (rows[k].started_at, rows[k].finished_at)
         assert e["data"]["attempts"] == 1 and start_of[k] <= end_of[k]
+        assert e["data"]["first_started_at"] == e["data"]["started_at"]
         assert end_of[k] <= datetime.fromisoformat(e["occurred_at"])  # noticed afterwards
         async with pool.acquire() as conn:
             ran = {x.type: x.occurred_at for x in await read_stream(conn, rows[k].id,

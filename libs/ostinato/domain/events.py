@@ -741,9 +741,9 @@ class DagNodeReady(Event, tag="DagNodeReady"):
 class DagNodeFinished(Event, tag="DagNodeFinished"):
     """The node's run ended: `state` is the node's (succeeded | failed | cancelled). The event
     is appended by the advance poll, later than the run ended, so it carries the run's own times
-    as the database recorded them (its projection): `started_at` (its last attempt's start,
-    None if it never started), `finished_at` and `attempts`. None in events written before
-    these fields existed."""
+    as the database recorded them: `first_started_at` (its first attempt's RunStarted),
+    `started_at` (its last attempt's), `finished_at` (its final event) and `attempts`; a start
+    is None if the run never started. All None in events written before these fields existed."""
 
     stream_type: ClassVar[str] = "dag_run"
     key: str
@@ -752,6 +752,7 @@ class DagNodeFinished(Event, tag="DagNodeFinished"):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     attempts: int | None = None
+    first_started_at: datetime | None = None
 
 
 class DagNodeSkipped(Event, tag="DagNodeSkipped"):
