@@ -126,13 +126,14 @@ def node_finished(node: DagNodeRow, state: str,
                               first_started_at=first)
 
 
-async def first_starts(conn: asyncpg.Connection,
-                       nodes: Sequence[DagNodeRow]) -> dict[uuid.UUID, datetime]:
+async def first_starts(conn: asyncpg.Connection, runs: Sequence[DagRunRow],
+                       nodes: Mapping[uuid.UUID, Sequence[DagNodeRow]],
+                       ) -> dict[uuid.UUID, datetime]:
     """The first attempt's start of the active nodes' runs that took more than one (the
     projection has the last attempt's), for their `DagNodeFinished`."""
-    return await dag_store.first_starts(conn, [
-        n.run_id for n in nodes if n.state == "active" and n.run_id is not None
-        and n.attempt > 1])
+    retried = [(n.run_id, run.tenant_id) for run in runs for n in nodes[run.id]
+               if n.state == "active" and n.run_id is not None and n.attempt > 1]
+    return await dag_store.first_starts(conn, [r for r, _ in retried], [t for _, t in retried])
 
 
 class _Writer:
@@ -275,8 +276,7 @@ async def advance_due(conn: asyncpg.Connection, store: EventStore, *, now: datet
         graphs = {k: graph.from_stored(v.definition) for k, v in (await dag_store.versions(
             conn, list({(r.dag_id, r.dag_version) for r in runs}))).items()}
         nodes = await dag_store.nodes(conn, [r.id for r in runs])
-        writer = _Writer(actor, now, rules, await first_starts(
-            conn, [n for ns in nodes.values() for n in ns]))
+        writer = _Writer(actor, now, rules, await first_starts(conn, runs, nodes))
         advanced = sum(writer.advance(StreamHead(run.id, run.tenant_id, run.version), run,
                                       graphs[(run.dag_id, run.dag_version)], nodes[run.id])
                        for run in runs)
@@ -307,7 +307,7 @@ async def cancel(conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid
         dag = await load_dag(conn, run.dag_id, run.dag_version)
         nodes = (await dag_store.nodes(conn, [run.id]))[run.id]
         head = StreamHead(run.id, run.tenant_id, run.version)
-        writer = _Writer(actor, now, rules, await first_starts(conn, nodes))
+        writer = _Writer(actor, now, rules, await first_starts(conn, [run], {run.id: nodes}))
         writer.events.append(head.next(ev.DagRunCancelled(by=actor, reason=reason), actor))
         active = [n for n in nodes if n.state == "active" and n.run_id is not None
                   and n.run_state not in ("succeeded", "dead_lettered", "cancelled")]
@@ -346,7 +346,7 @@ async def retry_from_node(conn: asyncpg.Connection, store: EventStore, *,
         except decide.RetryRefused as exc:
             raise Conflict(f"cannot retry from {key!r}: {exc}") from None
         head = StreamHead(run.id, run.tenant_id, run.version)
-        writer = _Writer(actor, now, rules, await first_starts(conn, nodes))
+        writer = _Writer(actor, now, rules, await first_starts(conn, [run], {run.id: nodes}))
         for n in nodes:  # record ends not yet recorded, so the log says what was reset
             if n.state == "active" and states[n.key] != "active":
                 writer.events.append(head.next(node_finished(n, states[n.key],
