@@ -5,9 +5,10 @@ the last child's end to the join's start, by the database's clock; and the DAG r
     .venv/bin/python -m bench.dags [--quick] [--width 200] [--repeat 3]
 
 Needs PostgreSQL and Kafka (`infra/up.sh`). Each repetition: a fresh cluster and database, an
-SDK worker in this process serving the no-op task (concurrency 256), the DAG defined and run
-through the API. The hop includes the scheduler's `advance_dags` poll (every
-`OSTINATO_SCHEDULER_POLL_SECONDS`), the dispatcher's round and the worker's claim. Prints
+SDK worker in this process serving the no-op task (concurrency 256), a warm-up of 2,000 no-op
+jobs (bench.start_lag.warm_up), then the DAG defined and run through the API. The hop includes
+the scheduler's `advance_dags` poll (every `OSTINATO_SCHEDULER_POLL_SECONDS`), the
+dispatcher's round and the worker's claim. Prints
 p50/p99/max of both hops; writes bench/results/dags.json.
 """
 
@@ -30,6 +31,7 @@ from bench.common import (
     table,
     write_result,
 )
+from bench.start_lag import warm_up
 from ostinato import eventloop
 
 SCENARIO = "dags"
@@ -37,6 +39,7 @@ SCENARIO = "dags"
 
 async def one(width: int) -> dict[str, Any]:
     async with bench_cluster(SCENARIO) as bench, sdk_worker(bench), bench.client() as http:
+        await warm_up(bench, SCENARIO)
         nodes = [{"key": "root", "task": "noop"}, {"key": "join", "task": "noop"}]
         nodes += [{"key": f"c{i:04d}", "task": "noop"} for i in range(width)]
         edges = [{"from": "root", "to": f"c{i:04d}"} for i in range(width)]

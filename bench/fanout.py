@@ -6,7 +6,7 @@ time and chunks/s of one workflow fanning out `--chunks` no-op chunk runs with a
 
 Needs PostgreSQL and Kafka (`infra/up.sh`). Scenarios, each on its own services and database,
 with an SDK worker in this process (concurrency 256, so the cap, not the worker, bounds the
-fan-out):
+fan-out), each after a warm-up of 2,000 no-op jobs (bench.start_lag.warm_up):
 
 - fanout: one job of the workflow `fan`, whose one step is `ctx.fan_out(noop, chunks,
   max_concurrency=cap, on_complete=noop)`: from the submission to the completion run's end
@@ -40,6 +40,7 @@ from bench.common import (
     wait_succeeded,
     write_result,
 )
+from bench.start_lag import WARMUP, warm_up
 from ostinato import eventloop
 
 SCENARIO = "fanout"
@@ -77,9 +78,11 @@ def _job(task: str, i: int) -> dict[str, Any]:
 
 async def fanout_scenario(chunks: int, cap: int) -> dict[str, Any]:
     async with bench_cluster(SCENARIO) as bench, fan_worker(bench, chunks, cap):
+        await warm_up(bench, SCENARIO)
         start = time.time()
         await submit_jobs(bench, 1, lambda i: _job("fan", i), scenario=SCENARIO)
-        done = await wait_succeeded(bench.url, chunks + 2, within=3600, scenario=SCENARIO)
+        done = await wait_succeeded(bench.url, WARMUP + chunks + 2, within=3600,
+                                    scenario=SCENARIO) - WARMUP
         seconds = await last_finished(bench.url) - start
         most = await _most_at_once(bench.url)
     return {"chunks": chunks, "cap": cap, "succeeded_runs": done, "seconds": round(seconds, 2),
@@ -106,9 +109,11 @@ async def _most_at_once(url: str) -> int:
 
 async def plain_scenario(n: int) -> dict[str, Any]:
     async with bench_cluster(SCENARIO) as bench, fan_worker(bench, 1, 1):
+        await warm_up(bench, SCENARIO)
         start = time.time()
         await submit_jobs(bench, n, lambda i: _job("noop", i), batch=500, scenario=SCENARIO)
-        done = await wait_succeeded(bench.url, n, within=3600, scenario=SCENARIO)
+        done = await wait_succeeded(bench.url, WARMUP + n, within=3600,
+                                    scenario=SCENARIO) - WARMUP
         seconds = await last_finished(bench.url) - start
     return {"jobs": n, "succeeded": done, "seconds": round(seconds, 2),
             "runs_per_s": round(n / seconds, 1)}

@@ -23,7 +23,7 @@ from typing import Any
 from bench.common import RESULTS, ROOT, log, machine, table, write_result
 
 SCENARIOS = ("throughput", "start_lag", "burst", "idle_cost", "failover", "fairness",
-             "workflows", "peers", "capacity")
+             "workflows", "dags", "fanout", "peers", "capacity")
 
 # scenario -> [(label, how to read the figure from its JSON, target)]
 Reader = Callable[[dict[str, Any]], Any]
@@ -70,6 +70,20 @@ HEADLINES: dict[str, list[tuple[str, Reader, str]]] = {
          "≈ 1"),
         ("workflows: Ostinato/DBOS workflows/s ratio",
          lambda r: r["peers"]["dbos"].get("ratio_workflows_per_s"), "> 1 favours Ostinato")],
+    "dags": [
+        ("dags: parent end -> child start p50 ms (wide DAG)",
+         lambda r: r["runs"][-1]["parent_end_to_child_start_ms"]["p50"], ""),
+        ("dags: parent end -> child start p99 ms (wide DAG)",
+         lambda r: r["runs"][-1]["parent_end_to_child_start_ms"]["p99"], ""),
+        ("dags: last child end -> join start ms",
+         lambda r: r["runs"][-1]["last_child_end_to_join_start_ms"], "")],
+    "fanout": [
+        ("fan-out: chunks/s (cap 50)", lambda r: r["fanout"]["chunks_per_s"], ""),
+        ("fan-out: most chunk runs not final at once",
+         lambda r: r["fanout"]["most_not_final_at_once"], "≤ the cap (50)"),
+        ("fan-out: plain jobs runs/s (same work)", lambda r: r["plain"]["runs_per_s"], ""),
+        ("fan-out: chunks/s / plain runs/s",
+         lambda r: round(r["fanout"]["chunks_per_s"] / r["plain"]["runs_per_s"], 2), "")],
     "capacity": [
         ("capacity: due/s at p99 ≤ 250 ms, Ostinato", lambda r: r["ostinato"]["capacity_per_s"],
          ""),

@@ -165,7 +165,8 @@ async def get_dag_run(dag_run_id: FromPath[uuid.UUID], tenant: Tenant) -> DagRun
 @get("/v1/dag-runs/{dag_run_id:uuid}/events", tags=["dags"])
 async def dag_run_events(dag_run_id: FromPath[uuid.UUID], tenant: Tenant) -> EventsPage:
     """The DAG run's timeline straight from the log: each node made ready (with its run),
-    finished or skipped, cancels and retries with their actor, and the outcome."""
+    finished (with its run's real start and end) or skipped, cancels and retries with their
+    actor, and the outcome."""
     await _dag_run(tenant, dag_run_id)
     recorded = await read_stream(tenant.conn, dag_run_id, tenant.tenant_id)
     return EventsPage(run_id=dag_run_id, items=[

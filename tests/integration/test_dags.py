@@ -24,12 +24,12 @@ from ostinato.clock import FakeClock, SystemClock
 from ostinato.dags.targets import dag_run_id_for, task_for
 from ostinato.eventlog.readmodels import snapshot
 from ostinato.eventlog.rebuild import rebuild
-from ostinato.eventlog.store import EventStore
+from ostinato.eventlog.store import EventStore, read_stream
 from ostinato.jobs import submit_job
 from ostinato.runs import dags as dag_runs
 from ostinato.runs.commands import cancel_run
 from ostinato.schedules import ScheduleSpec
-from ostinato.sdk import PermanentError, Worker, task
+from ostinato.sdk import PermanentError, Worker, current, task
 from ostinato.stores import dags as dag_store
 from ostinato.stores import runs
 from ostinato.testing.waiting import until
@@ -177,6 +177,113 @@ async def test_a_50_node_dag_with_diamonds_runs_each_node_once_after_its_parents
         assert await snapshot(conn) == live
 
 
+async def test_a_50_node_dag_with_a_flaky_node_a_failure_and_a_retry_from_the_failed_node(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient, client: httpx.AsyncClient) -> None:
+    """l3 fails once and succeeds on its node retry; r8 fails for good, so j8 and everything
+    below it (26 nodes) are upstream_failed while the other branches finish; a retry
+    from r8 re-runs r8 and its downstream to success. Every attempt starts after the end of the
+    parents' runs it was handed."""
+    tenant_id, key = await new_tenant(pool)
+    nodes, edges = diamonds(16)
+    for n in nodes:
+        if n["key"] == "l3":
+            n["retry"] = {"max_attempts": 3, "initial_delay": "0s", "max_delay": "0s"}
+    dag = await define(client, key, "diamonds-failing", nodes, edges)
+    below_r8 = {"r8", "j8", "tail"} | {f"{s}{i}" for i in range(9, 17) for s in "lrj"}
+    assert len(below_r8) == 27  # r8 and the 26 below it
+    failing = {"r8"}
+    ran: list[tuple[str, uuid.UUID, int, dict[str, Any]]] = []
+
+    @task("dag.step")
+    async def step(payload: dict[str, Any]) -> dict[str, Any]:
+        me, attempt = payload["dag"]["node"], current().attempt
+        ran.append((me, current().run_id, attempt, payload["dag"]["parents"]))
+        if me == "l3" and attempt == 1:
+            raise RuntimeError("l3 fails its first attempt")
+        if me in failing:
+            raise PermanentError("told to fail", type="told_to_fail")
+        return {"done": me}
+
+    run_id = await start(client, key, dag["id"])
+    view = await drive(pool, gateway, client, key, [step], run_id)
+    assert view["state"] == "failed"
+    states = {n["key"]: n["state"] for n in view["nodes"]}
+    assert states == {n["key"]: "failed" if n["key"] == "r8" else "upstream_failed"
+                      if n["key"] in below_r8 else "succeeded" for n in nodes}
+    by_key = {n["key"]: n for n in view["nodes"]}
+    assert by_key["l3"]["attempts"] == 2 and by_key["l3"]["generation"] == 0
+    assert Counter(k for k, *_ in ran) == {n["key"]: 2 if n["key"] == "l3" else 1
+                                           for n in nodes if n["key"] not in below_r8 - {"r8"}}
+
+    failing.clear()
+    r = await client.post(f"/v1/dag-runs/{run_id}/nodes/r8/retry", headers=auth(key),
+                          json={"reason": "fixed r8"})
+    assert r.status_code == 200, r.text
+    assert set(r.json()["reset"]) == below_r8
+    view = await drive(pool, gateway, client, key, [step], run_id)
+
+    assert view["state"] == "succeeded"
+    assert view["progress"] == {"total": 50, "succeeded": 50}
+    assert Counter(k for k, *_ in ran) == {n["key"]: 2 if n["key"] in ("l3", "r8") else 1
+                                           for n in nodes}
+    by_key = {n["key"]: n for n in view["nodes"]}
+    assert {k for k, n in by_key.items() if n["generation"] == 1} == {"r8"}
+    assert by_key["l3"]["attempts"] == 2 and by_key["r8"]["attempts"] == 1
+    parents_of: dict[str, set[str]] = {}
+    for a, b in edges:
+        parents_of.setdefault(b, set()).add(a)
+    async with pool.acquire() as conn:
+        for me, my_run, attempt, parents in ran:
+            assert set(parents) == parents_of.get(me, set())
+            started = [e.occurred_at for e in await read_stream(conn, my_run, tenant_id)
+                       if e.type == "RunStarted" and e.event.attempt == attempt]  # type: ignore[attr-defined]
+            assert len(started) == 1
+            for p, ref in parents.items():  # handed a succeeded run, started after its end
+                parent = await runs.by_id(conn, tenant_id, uuid.UUID(ref["run_id"]))
+                assert parent is not None and parent.state == ref["state"] == "succeeded"
+                assert started[0] >= parent.finished_at, (p, me)
+    r = await client.get(f"/v1/dag-runs/{run_id}/events", headers=auth(key))
+    types = Counter(e["type"] for e in r.json()["items"])
+    assert types == {"DagRunStarted": 1, "DagNodeReady": 24 + 27, "DagNodeFinished": 24 + 27,
+                     "DagNodeSkipped": 26, "DagRunRetriedFromNode": 1, "DagRunFinished": 2}
+    [l3_end] = [e["data"] for e in r.json()["items"]
+                if e["type"] == "DagNodeFinished" and e["data"]["key"] == "l3"]
+    async with pool.acquire() as conn:  # the timeline has the first attempt's start and the last's
+        l3_starts = [e.occurred_at for e in await read_stream(
+            conn, uuid.UUID(l3_end["run_id"]), tenant_id) if e.type == "RunStarted"]
+    assert len(l3_starts) == 2 and l3_end["attempts"] == 2
+    assert (datetime.fromisoformat(l3_end["first_started_at"]),
+            datetime.fromisoformat(l3_end["started_at"])) == (l3_starts[0], l3_starts[1])
+
+
+async def test_the_timeline_shows_each_nodes_real_start_and_end_in_order(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient, client: httpx.AsyncClient) -> None:
+    tenant_id, key = await new_tenant(pool)
+    dag = await define(client, key, "chain", [node("a"), node("b"), node("c")],
+                       [("a", "b"), ("b", "c")])
+    run_id = await start(client, key, dag["id"])
+    view = await drive(pool, gateway, client, key, [recorder([])], run_id)
+    assert view["state"] == "succeeded"
+    rows = await node_runs(pool, tenant_id, view)
+
+    r = await client.get(f"/v1/dag-runs/{run_id}/events", headers=auth(key))
+    finished = {e["data"]["key"]: e for e in r.json()["items"]
+                if e["type"] == "DagNodeFinished"}
+    assert set(finished) == {"a", "b", "c"}
+    start_of = {k: datetime.fromisoformat(e["data"]["started_at"]) for k, e in finished.items()}
+    end_of = {k: datetime.fromisoformat(e["data"]["finished_at"]) for k, e in finished.items()}
+    for k, e in finished.items():  # the run's own times (its RunStarted, its end), not the poll's
+        assert (start_of[k], end_of[k]) == (rows[k].started_at, rows[k].finished_at)
+        assert e["data"]["attempts"] == 1 and start_of[k] <= end_of[k]
+        assert e["data"]["first_started_at"] == e["data"]["started_at"]
+        assert end_of[k] <= datetime.fromisoformat(e["occurred_at"])  # noticed afterwards
+        async with pool.acquire() as conn:
+            ran = {x.type: x.occurred_at for x in await read_stream(conn, rows[k].id,
+                                                                   tenant_id)}
+        assert (start_of[k], end_of[k]) == (ran["RunStarted"], ran["RunSucceeded"])
+    assert end_of["a"] <= start_of["b"] and end_of["b"] <= start_of["c"]  # after its parent
+
+
 async def test_a_failed_node_makes_its_dependants_upstream_failed_and_all_done_runs(
         pool: asyncpg.Pool, gateway: httpx.AsyncClient, client: httpx.AsyncClient) -> None:
     _, key = await new_tenant(pool)
@@ -293,6 +400,66 @@ async def test_cancel_cancels_waiting_and_running_nodes(
         "a": ("cancelled", "cancelled"), "b": ("cancelled", "cancelled"),
         "c": ("cancelled", None)}
     assert_problem(await client.post(f"/v1/dag-runs/{run_id}/cancel", headers=auth(key)), 409)
+
+
+async def test_cancel_stops_a_node_a_worker_is_running_and_its_waiting_nodes(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient, client: httpx.AsyncClient) -> None:
+    tenant_id, key = await new_tenant(pool)
+    dag = await define(client, key, "cancel-running", [
+        node("a", "dag.block"), node("b"), node("c")], [("a", "b"), ("a", "c")])
+    started = asyncio.Event()
+    told: list[bool] = []
+
+    @task("dag.block")
+    async def block(payload: dict[str, Any]) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(600)
+        except asyncio.CancelledError:  # the cancel signal, relayed by a heartbeat
+            told.append(current().is_cancelled())
+            raise
+
+    seen: list[dict[str, Any]] = []
+    run_id = await start(client, key, dag["id"])
+    worker = Worker(GATEWAY_BASE, key, [block, recorder(seen)], http_client=gateway,
+                    claim_wait_seconds=0.2, shutdown_grace_seconds=0, concurrency=8)
+    running = asyncio.create_task(worker.run())
+    try:
+        async def a_running() -> bool:
+            await dispatch(pool)
+            return started.is_set()
+        await until(a_running, within=120, what="node a running on the worker")
+        r = await client.post(f"/v1/dag-runs/{run_id}/cancel", headers=auth(key),
+                              json={"reason": "stop it"})
+        assert r.status_code == 200, r.text
+        assert r.json()["cancelled_runs"] == 1
+
+        async def finished() -> dict[str, Any] | None:
+            await advance(pool)
+            await dispatch(pool)
+            view = await dag_run(client, key, run_id)
+            return view if view["state"] in FINAL else None
+        view = await until(finished, within=120, what="the DAG run final")
+    finally:
+        await worker.stop()
+        await running
+
+    assert told == [True]  # the handler was stopped by the cancel, not by the worker's stop
+    assert view["state"] == "cancelled" and seen == []
+    assert {n["key"]: (n["state"], n["run_state"]) for n in view["nodes"]} == {
+        "a": ("cancelled", "cancelled"), "b": ("cancelled", None), "c": ("cancelled", None)}
+    a_run = uuid.UUID(next(n["run_id"] for n in view["nodes"] if n["key"] == "a"))
+    async with pool.acquire() as conn:
+        types = [e.type for e in await read_stream(conn, a_run, tenant_id)]
+    assert types.index("RunStarted") < types.index("CancelRequested") < types.index(
+        "RunCancelled") and types[-1] == "RunCancelled"
+    r = await client.get(f"/v1/dag-runs/{run_id}/events", headers=auth(key))
+    timeline = [(e["type"], e["data"].get("key"), e["data"].get("state"))
+                for e in r.json()["items"]]
+    assert timeline[-1] == ("DagRunFinished", None, None)
+    assert ("DagNodeFinished", "a", "cancelled") in timeline
+    assert {t for t in timeline if t[0] == "DagNodeSkipped"} == {
+        ("DagNodeSkipped", "b", "cancelled"), ("DagNodeSkipped", "c", "cancelled")}
 
 
 async def test_a_dag_run_at_an_instant_waits_until_then(

@@ -19,13 +19,17 @@ from ostinato.domain import events as ev
 from ostinato.domain import fanout as fo
 from ostinato.eventlog.readmodels import snapshot
 from ostinato.eventlog.rebuild import rebuild
+from ostinato.policy.fairness import DEFAULT_CLASSES
 from ostinato.sdk import FanOutFailedError, PermanentError, WorkflowContext, task, workflow
 from ostinato.sdk import protocol as p
+from services.dispatcher.dispatcher import Dispatcher, fixed_capacity
 from services.scheduler.tick import fire_due
+from services.worker_gateway.attempts import Attempts
+from services.worker_gateway.reports import Outcome
 
 from .conftest import auth
 from .helpers import dispatch, new_job, new_tenant, store
-from .test_child_workflows import drive
+from .test_child_workflows import drive, tell_parents
 from .test_workflows import events_of, queued_workflow_run, run_row, send_steps
 
 pytestmark = pytest.mark.integration
@@ -285,6 +289,73 @@ async def test_a_huge_fan_out_is_a_cap_of_runs_and_delays_no_other_tenant(
                                      " AND id = ANY($2::uuid[])", a,
                                      [fo.chunk_payload_ref(parent, 0, i) for i in (0, 19_999)])
     assert (waiting, stored) == (7, 2)  # 20,000 chunks stored, 7 runs for the dispatcher
+
+
+async def test_many_fan_outs_keep_another_tenants_runs_within_the_fairness_bound(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient) -> None:
+    """Tenant A's 3 fan-outs of 2,000 chunks (cap 50 each) against tenant B's 20 plain runs in
+    one saturated pool (10 slots; between rounds a shared worker finishes every claimed run and
+    the scheduler's duty admits the next chunks):
+    equal weights, so docs/FAIRNESS.md's latency bound says B's m-th run (0-based) is among the
+    next m + 1 + (m + 1) dispatches of the queue after B's runs arrived, whatever A's backlog.
+    Checked from the log, in commit order of RunQueued."""
+    a, key_a = await new_tenant(pool)
+    b, _ = await new_tenant(pool)
+    for i in range(3):
+        await queued_workflow_run(pool, a, "wf.raw", payload={"fan": i})
+    r = await gateway.post(p.CLAIM_PATH, json={"worker_id": "w1", "max_runs": 3},
+                           headers=auth(key_a))
+    parents = msgspec.json.decode(r.content, type=p.ClaimResponse).runs
+    assert len(parents) == 3
+    for parent in parents:
+        [started] = await send_steps(gateway, key_a, [{
+            "run_id": parent.run_id, "fencing_token": parent.fencing_token, "seq": 0,
+            "name": "fan_out:etl.chunk",
+            "fan_out": {"task": "etl.chunk", "chunks": [{"i": i} for i in range(2_000)],
+                        "max_concurrency": 50}}])
+        assert started.suspended
+    for i in range(20):
+        await new_job(pool, b, name=f"plain-{i}")
+    while await fire_due(pool, store(), SystemClock()):
+        pass
+    async with pool.acquire() as conn:
+        arrived = await conn.fetchval("SELECT max(seq) FROM events")
+        waiting = dict(await conn.fetch("SELECT tenant_id, count(*) FROM runs WHERE state ="
+                                        " 'scheduled' GROUP BY tenant_id"))
+    assert waiting == {a: 150, b: 20}  # A's three windows, B's runs
+
+    clock = SystemClock()
+    dispatcher = Dispatcher(pool, store(clock), clock, classes=DEFAULT_CLASSES,
+                            capacity=fixed_capacity(10, ["default"]))
+    attempts = Attempts(pool, store(clock), clock, lease_ttl_seconds=30)
+
+    async def queued() -> list[uuid.UUID]:
+        async with pool.acquire() as conn:
+            return [row["tenant_id"] for row in await conn.fetch(
+                "SELECT r.tenant_id FROM events AS e JOIN runs AS r ON r.id = e.stream_id"
+                " WHERE e.type = 'RunQueued' AND e.seq > $1 ORDER BY e.seq", arrived)]
+
+    for _ in range(40):  # each round: the free slots, then the worker finishes all it claimed
+        assert await dispatcher.run_round() > 0
+        claimed = await attempts.claim(None, p.ClaimRequest(worker_id="shared", max_runs=100,
+                                                            pools=["default"]))
+        results = await attempts.record(None, "shared", [
+            Outcome(uuid.UUID(c.run_id), c.run_id, c.fencing_token, "complete", output=1)
+            for c in claimed])
+        assert all(res.status == 200 for res in results)
+        await tell_parents(pool)  # the scheduler's duty: ended chunks admit the next ones
+        order = await queued()
+        if order.count(b) == 20:
+            break
+    positions = [i for i, tenant_id in enumerate(order) if tenant_id == b]
+    assert len(positions) == 20
+    for m, position in enumerate(positions):  # among the first m + 1 + (m + 1) dispatches
+        assert position + 1 <= 2 * m + 2, (m, position, order[:position + 1])
+    assert order.count(a) >= 19  # A was served alongside, not starved either
+    async with pool.acquire() as conn:
+        backlog = await conn.fetchval("SELECT count(*) FROM runs WHERE tenant_id = $1"
+                                      " AND trigger = 'fan_out' AND state = 'scheduled'", a)
+    assert backlog == 150  # A's windows stayed full: its ended chunks were replaced
 
 
 async def test_a_parent_restarted_before_its_fan_out_gets_the_record_again_and_no_chunk(

@@ -125,7 +125,8 @@ def test_every_event_round_trips_through_the_codec() -> None:
                       definition={"nodes": [{"key": "a", "task": "t"}]}),
         ev.DagRunStarted(dag_id=uuid.uuid4(), dag_version=1, nodes=["a", "b"], due_at=now),
         ev.DagNodeReady(key="a", run_id=uuid.uuid4(), generation=1, parents=[uuid.uuid4()]),
-        ev.DagNodeFinished(key="a", run_id=uuid.uuid4(), state="succeeded"),
+        ev.DagNodeFinished(key="a", run_id=uuid.uuid4(), state="succeeded", started_at=now,
+                           finished_at=now, attempts=2, first_started_at=now),
         ev.DagNodeSkipped(key="b", state="upstream_failed", cause="a failed"),
         ev.DagRunCancelled(by="ops", reason="not today"),
         ev.DagRunRetriedFromNode(key="a", reset=["a", "b"], by="ops", reason="fixed"),
@@ -142,6 +143,15 @@ def test_every_event_round_trips_through_the_codec() -> None:
     for sample in samples:
         assert ev.decode_event(ev.encode_event(sample)) == sample
         assert json.loads(ev.encode_event(sample))["type"] == ev.event_type(sample)
+
+
+def test_a_dag_node_finished_event_written_before_its_times_existed_still_decodes() -> None:
+    run_id = uuid.uuid4()
+    old = json.dumps({"type": "DagNodeFinished", "key": "a", "run_id": str(run_id),
+                      "state": "failed"})
+    assert ev.decode_event(old) == ev.DagNodeFinished(key="a", run_id=run_id, state="failed",
+                                                      started_at=None, finished_at=None,
+                                                      attempts=None, first_started_at=None)
 
 
 def test_committed_event_schema_is_current() -> None:

@@ -739,12 +739,20 @@ class DagNodeReady(Event, tag="DagNodeReady"):
 
 
 class DagNodeFinished(Event, tag="DagNodeFinished"):
-    """The node's run ended: `state` is the node's (succeeded | failed | cancelled)."""
+    """The node's run ended: `state` is the node's (succeeded | failed | cancelled). The event
+    is appended by the advance poll, later than the run ended, so it carries the run's own times
+    as the database recorded them: `first_started_at` (its first attempt's RunStarted),
+    `started_at` (its last attempt's), `finished_at` (its final event) and `attempts`; a start
+    is None if the run never started. All None in events written before these fields existed."""
 
     stream_type: ClassVar[str] = "dag_run"
     key: str
     run_id: uuid.UUID
     state: str
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    attempts: int | None = None
+    first_started_at: datetime | None = None
 
 
 class DagNodeSkipped(Event, tag="DagNodeSkipped"):

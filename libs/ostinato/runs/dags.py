@@ -115,11 +115,34 @@ def states_of(dag: graph.Dag, nodes: Sequence[DagNodeRow]) -> dict[str, NodeStat
     return {n.key: n.state for n in nodes if n.key in dag.nodes}  # type: ignore[misc]
 
 
+def node_finished(node: DagNodeRow, state: str,
+                  first_starts: Mapping[uuid.UUID, datetime]) -> ev.DagNodeFinished:
+    """The node's end as recorded in the DAG run's timeline, with its run's real start and end
+    (read with the node, from the run's projection), not the time the poll noticed it."""
+    first = first_starts.get(node.run_id, node.run_started_at)  # type: ignore[arg-type]
+    return ev.DagNodeFinished(key=node.key, run_id=node.run_id, state=state,  # type: ignore[arg-type]
+                              started_at=node.run_started_at,
+                              finished_at=node.run_finished_at, attempts=node.attempt,
+                              first_started_at=first)
+
+
+async def first_starts(conn: asyncpg.Connection, runs: Sequence[DagRunRow],
+                       nodes: Mapping[uuid.UUID, Sequence[DagNodeRow]],
+                       ) -> dict[uuid.UUID, datetime]:
+    """The first attempt's start of the active nodes' runs that took more than one (the
+    projection has the last attempt's), for their `DagNodeFinished`."""
+    retried = [(n.run_id, run.tenant_id) for run in runs for n in nodes[run.id]
+               if n.state == "active" and n.run_id is not None and n.attempt > 1]
+    return await dag_store.first_starts(conn, [r for r, _ in retried], [t for _, t in retried])
+
+
 class _Writer:
     """The events and payload blobs of one transaction over DAG runs."""
 
-    def __init__(self, actor: str, now: datetime, rules: Rules) -> None:
+    def __init__(self, actor: str, now: datetime, rules: Rules,
+                 first_starts: Mapping[uuid.UUID, datetime] | None = None) -> None:
         self.actor, self.now, self.rules = actor, now, rules
+        self.first_starts = first_starts or {}
         self.events: list[NewEvent] = []
         self.blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]] = []
 
@@ -161,8 +184,8 @@ class _Writer:
             if n.state == "active" and n.run_state is not None:
                 ended = decide.node_state_of_run(n.run_state)
                 if ended != "active":
-                    self.events.append(head.next(ev.DagNodeFinished(
-                        key=n.key, run_id=n.run_id, state=ended), self.actor))  # type: ignore[arg-type]
+                    self.events.append(head.next(node_finished(n, ended, self.first_starts),
+                                                 self.actor))
                     states[n.key] = ended
                     by_key[n.key] = msgspec.structs.replace(n, state=ended)
         if run.cancel_requested:
@@ -253,7 +276,7 @@ async def advance_due(conn: asyncpg.Connection, store: EventStore, *, now: datet
         graphs = {k: graph.from_stored(v.definition) for k, v in (await dag_store.versions(
             conn, list({(r.dag_id, r.dag_version) for r in runs}))).items()}
         nodes = await dag_store.nodes(conn, [r.id for r in runs])
-        writer = _Writer(actor, now, rules)
+        writer = _Writer(actor, now, rules, await first_starts(conn, runs, nodes))
         advanced = sum(writer.advance(StreamHead(run.id, run.tenant_id, run.version), run,
                                       graphs[(run.dag_id, run.dag_version)], nodes[run.id])
                        for run in runs)
@@ -284,7 +307,7 @@ async def cancel(conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid
         dag = await load_dag(conn, run.dag_id, run.dag_version)
         nodes = (await dag_store.nodes(conn, [run.id]))[run.id]
         head = StreamHead(run.id, run.tenant_id, run.version)
-        writer = _Writer(actor, now, rules)
+        writer = _Writer(actor, now, rules, await first_starts(conn, [run], {run.id: nodes}))
         writer.events.append(head.next(ev.DagRunCancelled(by=actor, reason=reason), actor))
         active = [n for n in nodes if n.state == "active" and n.run_id is not None
                   and n.run_state not in ("succeeded", "dead_lettered", "cancelled")]
@@ -323,11 +346,11 @@ async def retry_from_node(conn: asyncpg.Connection, store: EventStore, *,
         except decide.RetryRefused as exc:
             raise Conflict(f"cannot retry from {key!r}: {exc}") from None
         head = StreamHead(run.id, run.tenant_id, run.version)
-        writer = _Writer(actor, now, rules)
+        writer = _Writer(actor, now, rules, await first_starts(conn, [run], {run.id: nodes}))
         for n in nodes:  # record ends not yet recorded, so the log says what was reset
             if n.state == "active" and states[n.key] != "active":
-                writer.events.append(head.next(ev.DagNodeFinished(
-                    key=n.key, run_id=n.run_id, state=states[n.key]), actor))  # type: ignore[arg-type]
+                writer.events.append(head.next(node_finished(n, states[n.key],
+                                                             writer.first_starts), actor))
         writer.events.append(head.next(ev.DagRunRetriedFromNode(
             key=key, reset=list(reset), by=actor, reason=reason), actor))
         node = by_key[key]

@@ -138,6 +138,15 @@ async def nodes(conn: asyncpg.Connection,
     return out
 
 
+async def first_starts(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID],
+                       tenant_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, datetime]:
+    """When each run (of the tenant beside it) first started; runs never started are absent."""
+    if not run_ids:
+        return {}
+    return {r["run_id"]: r["started_at"] for r in await conn.fetch(
+        Q["first_starts"], list(run_ids), list(tenant_ids))}
+
+
 async def with_ended_nodes(conn: asyncpg.Connection, limit: int) -> list[uuid.UUID]:
     return [r["dag_run_id"] for r in await conn.fetch(Q["dag_runs_with_ended_nodes"], limit)]
 

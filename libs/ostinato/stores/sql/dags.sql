@@ -67,6 +67,16 @@ FROM dag_run_nodes n LEFT JOIN runs r ON r.id = n.run_id
 WHERE n.dag_run_id = ANY($1::uuid[])
 ORDER BY n.dag_run_id, n.key;
 
+-- name: first_starts
+-- Each run's first attempt's start, from the log (the runs projection keeps the last one's):
+-- for nodes that took more than one attempt. Each run's events by the primary key, each with
+-- its tenant.
+SELECT e.stream_id AS run_id, min(e.occurred_at) AS started_at
+FROM events e JOIN unnest($1::uuid[], $2::uuid[]) AS r(id, tenant_id)
+     ON e.stream_id = r.id AND e.tenant_id = r.tenant_id
+WHERE e.type = 'RunStarted'
+GROUP BY e.stream_id;
+
 -- name: dag_runs_with_ended_nodes
 -- The advance poll: DAG runs with an active node whose run is final (partial index
 -- dag_run_nodes_active; each run looked up by its primary key).
