@@ -33,7 +33,7 @@ from ostinato.domain import roles
 from ostinato.domain.errors import PROBLEM_BASE, Forbidden
 from ostinato.runtime.auth import Caller, principal
 from ostinato.runtime.contract import apply_contract
-from ostinato.runtime.instants import check_instants
+from ostinato.runtime.instants import check_instants, raise_pending
 from ostinato.runtime.ops import BodyLimit, instrument_http, ops_route_handlers, tracing_middleware
 from ostinato.runtime.problems import EXCEPTION_HANDLERS, problem
 from ostinato.runtime.service import Service
@@ -93,8 +93,10 @@ async def known_principal(request: Request) -> Principal:
     if found is None:
         found = await principal(request)  # raises for a missing or unknown key
         known.put(header, found)
-    elif found.tenant_id is not None:
-        structlog.contextvars.bind_contextvars(tenant_id=str(found.tenant_id))
+    else:
+        if found.tenant_id is not None:
+            structlog.contextvars.bind_contextvars(tenant_id=str(found.tenant_id))
+        raise_pending(request)  # `principal` raised it on the other path
     return found
 
 
