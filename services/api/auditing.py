@@ -92,6 +92,18 @@ async def _write(conn: asyncpg.Connection, spec: AuditSpec, caller: Principal,
         before=msgspec.to_builtins(audit.before), after=msgspec.to_builtins(audit.after))
 
 
+async def record_keyless(conn: asyncpg.Connection, *, tenant_id: uuid.UUID, actor: str,
+                         role: str, action: str, target_kind: str, target_id: str,
+                         status: int, after: Any = None) -> None:
+    """A done control action that no API key made (a job submitted on Kafka: `ingest.py`): the
+    same row with no key and no request id, written in the caller's transaction."""
+    await audit_store.record(
+        conn, id=new_id(), tenant_id=tenant_id, caller_tenant_id=tenant_id, key_id=None,
+        key_name="", role=role, actor=actor, request_id="", action=action,
+        target_kind=target_kind, target_id=target_id, status=status, outcome=_outcome(status),
+        detail="", before=None, after=msgspec.to_builtins(after))
+
+
 def _new_audit(request: Request, spec: AuditSpec) -> Audit:
     named = request.path_params.get(spec.target_param) if spec.target_param else None
     return Audit(target_id="" if named is None else str(named))

@@ -9,6 +9,8 @@
 - A message that cannot be accepted is never lost: it goes to the tenant's rejects topic with the
   problem details (the same `type`, `status` and field `errors` the HTTP answer would carry),
   before the offset is committed.
+- Each job created has its `job.create` audit row (actor `kafka:<topic>@<partition>:<offset>`,
+  no key, role submitter) in the job's own transaction; a duplicate writes none.
 - Offsets are committed after the batch is handled; a database outage seeks back and retries.
 """
 
@@ -32,12 +34,15 @@ from ostinato.bus.topics import Topics, tenant_key
 from ostinato.client.models import JobRequest
 from ostinato.clock import Clock
 from ostinato.db.sqlstate import is_transient
+from ostinato.domain import roles
 from ostinato.domain.errors import PROBLEM_BASE, OstinatoError
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.settings import Settings
 from ostinato.stores import tenants as tenant_store
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
+from services.api.auditing import record_keyless
+from services.api.routes import definition
 
 log = get_logger("ostinato.ingest")
 MAX_MESSAGE_BYTES = 4 << 20  # as the API's body limit
@@ -190,14 +195,19 @@ class SubmitIngest:
     async def _submit(self, tenant_id: uuid.UUID, request: JobRequest,
                       record: ConsumerRecord) -> tuple[Any, bool]:
         s = self.settings
-        async with self.pool.acquire() as conn:
-            return await jobs.submit_job(
+        actor = f"kafka:{self.topics.logical(record.topic)}@{record.partition}:{record.offset}"
+        async with self.pool.acquire() as conn, conn.transaction():
+            job, created = await jobs.submit_job(
                 conn, self.store, self.clock, tenant_id=tenant_id, request=request,
                 pools=s.pool_names, pool_retry=s.pool_retry,
                 classes=[c.name for c in s.classes], max_payload_bytes=s.max_payload_bytes,
-                actor=f"kafka:{self.topics.logical(record.topic)}@{record.partition}:"
-                      f"{record.offset}",
-                traceparent=_traceparent(record))
+                actor=actor, traceparent=_traceparent(record))
+            if created:
+                await record_keyless(conn, tenant_id=tenant_id, actor=actor,
+                                     role=roles.SUBMITTER, action="job.create",
+                                     target_kind="job", target_id=str(job.id), status=201,
+                                     after=definition(job))
+            return job, created
 
     async def _reject(self, tenant_id: uuid.UUID, record: ConsumerRecord,
                       problem: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from ostinato.clock import Clock
 from ostinato.domain.errors import Forbidden, RateLimited
 from ostinato.policy.limits import Bucket, refill, seconds_until, take
 from ostinato.runtime.auth import action_of, authenticated, authorize
+from ostinato.runtime.instants import raise_pending
 from ostinato.stores import limits
 from ostinato.tenancy import Principal
 from services.api import auditing
@@ -77,7 +78,7 @@ class KeyRateLimits:
 
 async def limited_principal(request: Request) -> Principal:
     """`runtime.auth.principal` (a refusal of a control action is audited), then one token of
-    the key's bucket."""
+    the key's bucket; then a date-time error the body held (`instants.raise_pending`)."""
     found = await authenticated(request)
     try:
         authorize(found, action_of(request))
@@ -85,6 +86,7 @@ async def limited_principal(request: Request) -> Principal:
         await auditing.refused(request, found, exc)
         raise
     if found.key_id is None or found.tenant_id is None:
+        raise_pending(request)
         return found  # the admin key
     state = request.app.state
     rate_limits: KeyRateLimits = state.rate_limits
@@ -93,4 +95,5 @@ async def limited_principal(request: Request) -> Principal:
         async with state.pool.acquire() as conn:
             rate = await rate_limits.rate_of(conn, found.tenant_id)
     rate_limits.admit(found.key_id, rate)
+    raise_pending(request)
     return found

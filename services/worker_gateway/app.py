@@ -33,8 +33,8 @@ from ostinato.domain import roles
 from ostinato.domain.errors import PROBLEM_BASE, Forbidden
 from ostinato.runtime.auth import Caller, principal
 from ostinato.runtime.contract import apply_contract
-from ostinato.runtime.instants import check_instants
-from ostinato.runtime.ops import instrument_http, ops_route_handlers, tracing_middleware
+from ostinato.runtime.instants import check_instants, raise_pending
+from ostinato.runtime.ops import BodyLimit, instrument_http, ops_route_handlers, tracing_middleware
 from ostinato.runtime.problems import EXCEPTION_HANDLERS, problem
 from ostinato.runtime.service import Service
 from ostinato.sdk import protocol as p
@@ -49,6 +49,10 @@ from services.worker_gateway.wakeups import ReadySignals
 FALLBACK_POLL_SECONDS = 1.0
 KNOWN_KEY_SECONDS = 10.0
 KNOWN_KEYS_MAX = 10_000
+# A declared longer body is a 413 problem before the gateway reads it (`BodyLimit`); a chunked
+# one is cut off there too. Litestar's own default, kept: a batch carries up to 4 MiB of log
+# lines (`sdk/reporter.py`) plus its outputs.
+MAX_BODY_BYTES = 10_000_000
 
 
 class KnownKeys:
@@ -89,8 +93,10 @@ async def known_principal(request: Request) -> Principal:
     if found is None:
         found = await principal(request)  # raises for a missing or unknown key
         known.put(header, found)
-    elif found.tenant_id is not None:
-        structlog.contextvars.bind_contextvars(tenant_id=str(found.tenant_id))
+    else:
+        if found.tenant_id is not None:
+            structlog.contextvars.bind_contextvars(tenant_id=str(found.tenant_id))
+        raise_pending(request)  # `principal` raised it on the other path
     return found
 
 
@@ -305,7 +311,10 @@ def create_app(service: Service, attempts: Attempts, signals: ReadySignals,
         before_request=check_instants,
         middleware=tracing_middleware(),
         openapi_config=OpenAPIConfig(
-            title="Ostinato worker protocol", version="0.1.0", path="/schema"
+            title="Ostinato worker protocol", version="0.1.0", path="/schema",
+            description=f"Claims, heartbeats and outcomes of runs. Errors are RFC 9457 problem "
+                        f"details; a body over {MAX_BODY_BYTES:,} bytes is a 413 before it is "
+                        f"read.",
         ),
         logging_config=None,  # logging is configured once, by telemetry.logging
         state=State(
@@ -320,5 +329,8 @@ def create_app(service: Service, attempts: Attempts, signals: ReadySignals,
                 "stopping": service.stopping,
             }
         ),
+        request_max_body_size=MAX_BODY_BYTES,
     )
-    return apply_contract(instrument_http(app), rate_limited=False)  # no per-key rate here
+    apply_contract(instrument_http(app), rate_limited=False)  # no per-key rate here
+    app.asgi_handler = BodyLimit(app.asgi_handler, MAX_BODY_BYTES)
+    return app

@@ -7,6 +7,7 @@ each nonconformance it found has its regression case here."""
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -205,6 +206,36 @@ async def test_every_model_with_a_date_time_is_strict(client: httpx.AsyncClient)
     ok = await client.get(f"/v1/jobs/{jid}/skips", params={"after": "2026-12-01T00:00:00Z"},
                           headers=h)
     assert ok.status_code == 200, ok.text
+
+
+async def test_the_key_is_checked_before_a_bad_date_time(pool: asyncpg.Pool,
+                                                          client: httpx.AsyncClient) -> None:
+    """A caller without a valid key learns nothing about its body: 401 (or a 403 for a role
+    that may not create jobs) comes before the date-time's 422, and nothing is written."""
+    key = await tenant(client, "instants-auth")
+    viewer = (await client.post("/v1/keys", json={"name": "v", "role": "viewer"},
+                                headers=auth(key))).json()["key"]
+    bad = {"name": "auth-first", "schedule": {"at": 0}}
+    assert_problem(await client.post("/v1/jobs", json=bad), 401)
+    assert_problem(await client.post("/v1/jobs", json=bad, headers=auth("no-such-key")), 401)
+    assert_problem(await client.post("/v1/jobs", json=bad, headers=auth(viewer)), 403)
+    assert_problem(await client.post("/v1/jobs", json=bad, headers=auth(key)), 422,
+                   "schedule.at")
+    assert_problem(await client.post("/v1/jobs", json=bad, headers=auth(ADMIN)), 422,
+                   "schedule.at")  # the admin key, which no tenant's rate limits
+    assert await pool.fetchval("SELECT count(*) FROM jobs WHERE name = 'auth-first'") == 0
+
+
+async def test_the_gateway_checks_the_key_before_a_bad_date_time(
+        gateway: httpx.AsyncClient) -> None:
+    bad = {"worker_id": "w", "steps": [{"run_id": str(uuid.uuid4()), "fencing_token": 1,
+                                        "seq": 0, "name": "s", "deadline": 0}]}
+    assert_problem(await gateway.post("/v1/worker/batch", json=bad), 401)
+    assert_problem(await gateway.post("/v1/worker/batch", json=bad,
+                                      headers=auth("no-such-key")), 401)
+    for _ in range(2):  # the key checked, then the key remembered (`KnownKeys`)
+        assert_problem(await gateway.post("/v1/worker/batch", json=bad, headers=auth(ADMIN)),
+                       422, "steps[0].deadline")
 
 
 # -- methods ---------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Inputs that used to answer 500 or a reset connection (issue "Security and hardening",
 measured items): a batch racing itself on one idempotency key, a reused key with another body,
 JSON nested thousands deep, schedule instants at the ends of the calendar, limits past the
-database's integers, and a body far over the limit sent to a real server. Each gets a problem
+database's integers, and a body far over the limit sent to a real server (the api's and the
+worker-gateway's). Each gets a problem
 document (4xx) and changes nothing."""
 
 from __future__ import annotations
@@ -13,7 +14,18 @@ import asyncpg
 import httpx
 import pytest
 
+from ostinato.clock import SystemClock
+from ostinato.runtime.ops import HttpServer
+from ostinato.runtime.service import Service
+from ostinato.runtime.settings import Settings
+from ostinato.sdk import protocol as p
+from services.worker_gateway.app import MAX_BODY_BYTES
+from services.worker_gateway.app import create_app as create_gateway_app
+from services.worker_gateway.attempts import Attempts
+from services.worker_gateway.wakeups import ReadySignals
+
 from .conftest import ADMIN, assert_problem, auth, tenant
+from .helpers import store
 
 pytestmark = pytest.mark.integration
 
@@ -102,6 +114,28 @@ async def test_a_body_far_over_the_limit_gets_a_413_problem_not_a_reset(api_url:
                             headers={**auth(ADMIN), "Content-Type": "application/json"})
         assert_problem(r, 413)
         assert (await http.get("/livez")).status_code == 200  # the server is still there
+
+
+async def test_a_body_far_over_the_gateways_limit_gets_a_413_problem_not_a_reset(
+        pool: asyncpg.Pool, db_url: str) -> None:
+    service = Service("worker-gateway", Settings(database_url=db_url, admin_key=ADMIN))
+    service.pool = pool
+    attempts = Attempts(pool, store(), SystemClock(), lease_ttl_seconds=30)
+    server = HttpServer(create_gateway_app(service, attempts, ReadySignals()), "127.0.0.1", 0)
+    await server.start()
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}",
+                                     timeout=60) as http:
+            r = await http.post(p.BATCH_PATH, content=b"{" + b" " * (MAX_BODY_BYTES + 1) + b"}",
+                                headers={**auth(ADMIN), "Content-Type": "application/json"})
+            body = assert_problem(r, 413)
+            assert str(MAX_BODY_BYTES) in body["detail"]
+            assert (await http.get("/livez")).status_code == 200  # the server is still there
+            schema = (await http.get("/schema/openapi.json")).json()
+            answers = schema["paths"][p.BATCH_PATH]["post"]["responses"]
+            assert "application/problem+json" in answers["413"]["content"]
+    finally:
+        await server.stop()
 
 
 async def test_a_method_not_allowed_says_which_are(client: httpx.AsyncClient) -> None:

@@ -210,6 +210,21 @@ async def test_a_message_produced_twice_is_one_job_and_a_redelivery_creates_none
     assert await ingest.handle(again) == "duplicate"
     assert len(await jobs_named(client, key, "unkeyed")) == 1
 
+    # One job.create audit row per job created, by the message's position and no key; the
+    # message produced again and the redelivery wrote none.
+    rows = await pool.fetch("SELECT * FROM audit WHERE tenant_id = $1 AND action = 'job.create'",
+                            uuid.UUID(tenant["id"]))
+    by_target = {r["target_id"]: r for r in rows}
+    assert len(rows) == len(by_target) == 3
+    assert set(by_target) == {created["id"], unkeyed["id"],
+                              (await jobs_named(client, key, "sentinel"))[0]["id"]}
+    row = by_target[created["id"]]
+    assert row["actor"] == stream[0].actor and row["actor"].endswith("@0:0")
+    assert row["key_id"] is None and row["key_name"] == "" and row["role"] == "submitter"
+    assert (row["status"], row["outcome"], row["target_kind"]) == (201, "done", "job")
+    assert row["after"]["name"] == "twice"
+    assert by_target[unkeyed["id"]]["actor"].endswith("@0:2")
+
 
 async def test_a_message_that_cannot_be_accepted_lands_in_rejects_with_its_problem(
         kafka_api: tuple[httpx.AsyncClient, SubmitIngest]) -> None:

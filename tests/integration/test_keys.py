@@ -250,7 +250,8 @@ async def test_every_api_route_against_every_role(client: httpx.AsyncClient,
     app = client._transport.app  # type: ignore[attr-defined]
     routes, calls, refused = await _matrix(client, app, keys, pool)
     assert routes >= 50 and calls == routes * len(keys)
-    print(f"api matrix: {routes} routes x {len(keys)} roles = {calls} calls, {refused} refused")
+    print(f"api matrix: {routes} routes x {len(keys)} roles = {calls} cells, {refused} refused, "
+          f"{calls - refused} allowed")
 
 
 async def test_the_worker_gateway_takes_worker_operator_and_admin_keys_only(
@@ -259,8 +260,8 @@ async def test_the_worker_gateway_takes_worker_operator_and_admin_keys_only(
     app = gateway._transport.app  # type: ignore[attr-defined]
     routes, calls, refused = await _matrix(gateway, app, keys, pool)
     assert routes >= 8 and refused == 2 * routes  # the viewer's and the submitter's
-    print(f"gateway matrix: {routes} routes x {len(keys)} roles = {calls} calls, "
-          f"{refused} refused")
+    print(f"gateway matrix: {routes} routes x {len(keys)} roles = {calls} cells, "
+          f"{refused} refused, {calls - refused} allowed")
 
 
 async def test_a_worker_key_limited_to_pools_claims_from_those_only(

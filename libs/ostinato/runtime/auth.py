@@ -15,6 +15,7 @@ from litestar.di import NamedDependency
 
 from ostinato.domain import roles
 from ostinato.domain.errors import Forbidden, Unauthorized
+from ostinato.runtime.instants import raise_pending
 from ostinato.tenancy import ADMIN, Principal, authenticate
 
 Caller = NamedDependency[Principal]
@@ -25,7 +26,11 @@ def action_of(request: Request) -> str:
 
 
 async def principal(request: Request) -> Principal:
-    return authorize(await authenticated(request), action_of(request))
+    """The caller, authenticated and authorized; then a date-time error the body held
+    (`instants.raise_pending`)."""
+    found = authorize(await authenticated(request), action_of(request))
+    raise_pending(request)
+    return found
 
 
 async def authenticated(request: Request) -> Principal:

@@ -6,6 +6,10 @@ date-time without an offset (a naive local time, which no schedule can place). T
 before a route parses its input: every datetime field of the route's body type (found from the
 type, so every model is covered) and every datetime query parameter must be such a string,
 else a 422 problem names the field. A type without datetimes costs nothing per request.
+
+On a route that takes an API key the 422 waits for the key check (`raise_pending`, called by
+every key dependency once the caller is authenticated and authorized): a caller without a valid
+key gets its 401 (or 403) first, never an answer about its body.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from litestar.handlers import HTTPRouteHandler
 from litestar.params import BodyKwarg
 
 from ostinato.domain.errors import InvalidInput
+from ostinato.runtime.contract import reads_key
 
 RFC3339 = re.compile(
     r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})$")
 MESSAGE = "an RFC 3339 date-time with an offset, e.g. 2026-12-01T09:00:00Z"
+PENDING = "ostinato_pending_instants"  # request state: the 422 held for after the key check
 
 
 def _datetime_in(t: msgspec.inspect.Type, seen: frozenset[Any] = frozenset()) -> bool:
@@ -117,6 +123,21 @@ async def check_instants(request: Request) -> None:
             value = None  # not JSON: the route's own parsing answers it (400)
         errors += instant_errors(value, body_type, "")
     if errors:
-        raise InvalidInput("; ".join(f"{e['field']}: {e['message']}" for e in errors),
+        exc = InvalidInput("; ".join(f"{e['field']}: {e['message']}" for e in errors),
                            errors=errors)
+        if not _keyed(request.route_handler):  # type: ignore[arg-type]
+            raise exc
+        request.state[PENDING] = exc
+
+
+@functools.cache
+def _keyed(handler: HTTPRouteHandler) -> bool:
+    return reads_key(handler)
+
+
+def raise_pending(request: Request) -> None:
+    """Raise the 422 `check_instants` held back, once the caller's key was accepted."""
+    exc = request.state.get(PENDING)
+    if exc is not None:
+        raise exc
 
