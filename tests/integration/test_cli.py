@@ -287,3 +287,38 @@ async def test_alert_sinks_alerts_and_usage_from_the_cli_and_the_client(
     assert json.loads(out)[-1]["runs"] == 0
     code, out, err = await cli(tmp_path, "-o", "json", "alerts", env=env)
     assert code == 0 and json.loads(out) == [], err
+
+
+async def test_jobs_backfill_lists_the_slots_first_and_asks_before_creating_them(
+        api_url: str, tmp_path: Path) -> None:
+    key = await new_key(api_url)
+    env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": key}
+    async with AsyncClient(api_url, key) as client:
+        job = await client.jobs.create(name="nightly", schedule={
+            "cron": "30 2 * * *", "timezone": "Europe/Berlin"})
+
+        async def runs() -> list[str]:
+            return sorted([r.scheduled_for.isoformat()
+                           async for r in client.runs.list(job_id=job.id)])
+
+        span = ("--start", "2026-03-27T12:00:00Z", "--end", "2026-03-30T00:00:00Z")
+        code, out, err = await cli(tmp_path, "jobs", "backfill", str(job.id), *span,
+                                   "--dry-run", "-o", "jsonl", env=env)
+        assert code == 0, err
+        assert [(s["local"], s["action"]) for s in map(json.loads, out.splitlines())] == [
+            ("2026-03-28T02:30:00+01:00", "create"), ("2026-03-29T03:00:00+02:00", "create")]
+        assert "2 slots to backfill of 2 in range (Europe/Berlin); nothing changed" in err
+        assert await runs() == []
+
+        code, out, err = await cli(tmp_path, "jobs", "backfill", str(job.id), *span, env=env,
+                                   stdin="n\n")
+        assert code == 1 and "Backfill 2 slots?" in err and "aborted" in err
+        assert "2026-03-29T03:00:00+02:00" in out  # the table shown before the question
+        assert await runs() == []
+
+        code, out, err = await cli(tmp_path, "jobs", "backfill", str(job.id), *span, "--yes",
+                                   "-o", "json", env=env)
+        assert code == 0, err
+        assert [s["action"] for s in json.loads(out)] == ["create", "create"]
+        assert "2 runs created, 0 slots had runs, 0 skipped" in err
+        assert await runs() == ["2026-03-28T01:30:00+00:00", "2026-03-29T01:00:00+00:00"]

@@ -129,9 +129,11 @@ class Jobs(_Resource):
         """One run now, outside the schedule (trigger `manual`)."""
         return await self._c.send(c.trigger_job(job_id))
 
-    async def backfill(self, job_id: Id, start: datetime, end: datetime) -> m.BackfillView:
-        """Runs for the slots in [start, end) that have none; repeating it creates none."""
-        return await self._c.send(c.backfill_job(job_id, start, end))
+    async def backfill(self, job_id: Id, start: datetime, end: datetime, *,
+                       dry_run: bool = False) -> m.BackfillView:
+        """Runs for the slots in [start, end) that have none; repeating it creates none. Every
+        slot is answered with what was done; `dry_run` answers the same and changes nothing."""
+        return await self._c.send(c.backfill_job(job_id, start, end, dry_run))
 
     async def upcoming(self, job_id: Id, count: int = 10) -> m.UpcomingView:
         return await self._c.send(c.upcoming(job_id, count))

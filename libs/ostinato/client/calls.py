@@ -135,9 +135,10 @@ def trigger_job(job_id: Id) -> Call[m.TriggeredView]:
     return Call("POST", f"/v1/jobs/{job_id}/trigger", m.TriggeredView)
 
 
-def backfill_job(job_id: Id, start: datetime, end: datetime) -> Call[m.BackfillView]:
+def backfill_job(job_id: Id, start: datetime, end: datetime,
+                 dry_run: bool = False) -> Call[m.BackfillView]:
     return Call("POST", f"/v1/jobs/{job_id}/backfill", m.BackfillView,
-                body=_json(m.BackfillRequest(start=start, end=end)))
+                body=_json(m.BackfillRequest(start=start, end=end, dry_run=dry_run)))
 
 
 def upcoming(job_id: Id, count: int) -> Call[m.UpcomingView]:

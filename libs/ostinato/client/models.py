@@ -380,8 +380,21 @@ class PreviewRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class BackfillRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """`dry_run`: answer the slots the backfill would create or leave alone, change nothing."""
+
     start: Annotated[datetime, msgspec.Meta(tz=True)]
     end: Annotated[datetime, msgspec.Meta(tz=True)]
+    dry_run: bool = False
+
+
+class BackfillSlotView(msgspec.Struct, kw_only=True):
+    """One slot of the range: `action` create (a run), has_run (left alone) or skip
+    (overlap=skip, recorded as a skip); `recorded_skip` the reason of an earlier recorded skip."""
+
+    slot: datetime
+    local: str
+    action: str
+    recorded_skip: str | None = None
 
 
 class BackfillView(msgspec.Struct, kw_only=True):
@@ -390,6 +403,9 @@ class BackfillView(msgspec.Struct, kw_only=True):
     runs_created: int
     slots_with_runs: int
     slots_skipped: int
+    dry_run: bool = False
+    timezone: str = "UTC"
+    slots: list[BackfillSlotView] = []
 
 
 class RunPauseRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -127,9 +127,11 @@ class Jobs(_Resource):
         """One run now, outside the schedule (trigger `manual`)."""
         return self._c.send(c.trigger_job(job_id))
 
-    def backfill(self, job_id: Id, start: datetime, end: datetime) -> m.BackfillView:
-        """Runs for the slots in [start, end) that have none; repeating it creates none."""
-        return self._c.send(c.backfill_job(job_id, start, end))
+    def backfill(self, job_id: Id, start: datetime, end: datetime, *,
+                 dry_run: bool = False) -> m.BackfillView:
+        """Runs for the slots in [start, end) that have none; repeating it creates none. Every
+        slot is answered with what was done; `dry_run` answers the same and changes nothing."""
+        return self._c.send(c.backfill_job(job_id, start, end, dry_run))
 
     def upcoming(self, job_id: Id, count: int = 10) -> m.UpcomingView:
         return self._c.send(c.upcoming(job_id, count))
