@@ -322,3 +322,40 @@ async def test_jobs_backfill_lists_the_slots_first_and_asks_before_creating_them
         assert [s["action"] for s in json.loads(out)] == ["create", "create"]
         assert "2 runs created, 0 slots had runs, 0 skipped" in err
         assert await runs() == ["2026-03-28T01:30:00+00:00", "2026-03-29T01:00:00+00:00"]
+
+
+async def test_tenants_create_and_list_and_the_admin_acting_for_a_tenant(
+        api_url: str, tmp_path: Path) -> None:
+    env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": ADMIN}
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    code, out, err = await cli(tmp_path, "tenants", "create", name, "--weight", "3", "-o",
+                               "json", env=env)
+    assert code == 0, err
+    created = json.loads(out)
+    assert created["name"] == name and created["api_key"].startswith("ost_")
+    code, out, err = await cli(tmp_path, "tenants", "list", "-o", "json", env=env)
+    assert code == 0, err
+    assert [(t["id"], t["weight"]) for t in json.loads(out) if t["name"] == name] == [
+        (created["id"], 3)]
+    code, out, err = await cli(tmp_path, "tenants", "list", env=env)
+    assert code == 0 and out.splitlines()[0].split() == ["ID", "NAME", "WEIGHT", "CREATED"]
+
+    code, _, err = await cli(tmp_path, "jobs", "create", "--name", "x", env=env)
+    assert code == 1 and "(403)" in err and "X-Ostinato-Tenant" in err  # no tenant named
+    code, out, err = await cli(tmp_path, "--tenant", created["id"], "jobs", "create", "--name",
+                               "for-them", "-o", "json", env=env)
+    assert code == 0, err
+    job = json.loads(out)["id"]
+    async with AsyncClient(api_url, created["api_key"]) as own:
+        assert [j.id async for j in own.jobs.list()] == [uuid.UUID(job)]
+    # the profile's tenant key does the same; a tenant's key lists no tenants
+    config = tmp_path / ".config" / "ostinato" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'[profiles.ops]\napi_url = "{api_url}"\napi_key = "{ADMIN}"\n'
+                      f'tenant = "{created["id"]}"\n')
+    code, out, err = await cli(tmp_path, "--profile", "ops", "jobs", "list", "-o", "json")
+    assert code == 0, err
+    assert [j["id"] for j in json.loads(out)] == [job]
+    code, _, err = await cli(tmp_path, "tenants", "list", env={
+        "OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": created["api_key"]})
+    assert code == 1 and "(403)" in err

@@ -175,3 +175,35 @@ async def test_dead_letters_and_capacity_decode_into_typed_answers(
         day = date(2031, 1, 1)
         assert (await client.calendars.put("holidays", [day])).dates == [day]
         assert [c.name for c in await client.calendars.list()] == ["holidays"]
+
+
+async def test_the_admin_lists_tenants_and_acts_for_one_with_tenant(api_url: str) -> None:
+    async with AsyncClient(api_url, ADMIN) as admin:
+        made = [await admin.tenants.create(f"t-{uuid.uuid4().hex[:8]}") for _ in range(3)]
+        listed = [t async for t in admin.tenants.list(page_size=2)]  # two pages at least
+        ours = [t for t in listed if t.id in {m.id for m in made}]
+        assert [(t.id, t.name) for t in ours] == [(m.id, m.name) for m in reversed(made)]
+        assert all(t.weight == 1 and t.created_at.tzinfo for t in ours)
+        with pytest.raises(ApiError) as unnamed:  # a tenant route needs the tenant named
+            await admin.jobs.create(name="x")
+        assert unnamed.value.status == 403
+
+    target = made[0]
+    async with AsyncClient(api_url, ADMIN, tenant=target.id) as acting:
+        job = await acting.jobs.create(name="for-a-tenant")
+        events = [e async for e in acting.jobs.events(job.id)]
+        audit = [a async for a in acting.audit.list(action="job.create")]
+    assert [(e.type, e.actor) for e in events] == [("JobCreated", "admin")]
+    assert [(a.target_id, a.tenant_id, a.outcome) for a in audit] == [
+        (str(job.id), target.id, "done")]
+    async with AsyncClient(api_url, target.api_key) as own, \
+            AsyncClient(api_url, made[1].api_key) as other:
+        assert [j.id async for j in own.jobs.list()] == [job.id]
+        assert [j.id async for j in other.jobs.list()] == []
+        with pytest.raises(ApiError) as denied:  # a tenant's key lists no tenants
+            [t async for t in own.tenants.list()]
+        assert denied.value.status == 403
+    async with AsyncClient(api_url, ADMIN, tenant="not-a-uuid") as bad:
+        with pytest.raises(ApiError) as invalid:
+            await bad.jobs.create(name="y")
+        assert invalid.value.status == 422

@@ -375,6 +375,13 @@ def set_limit(scope: str, name: str, limit: m.LimitRequest) -> Call[a.LimitSet]:
     return Call("PUT", path, a.LimitSet, body=_json(limit))
 
 
+def list_tenants(page_size: int) -> Paged[m.TenantView, CursorPage[m.TenantView]]:
+    first: Call[CursorPage[m.TenantView]] = Call(
+        "GET", "/v1/tenants", CursorPage[m.TenantView], params={"limit": page_size})
+    return Paged(first, lambda p: p.items,
+                 lambda p: {"cursor": p.next_cursor} if p.next_cursor else None)
+
+
 def create_tenant(name: str, weight: int) -> Call[m.TenantCreatedView]:
     return Call("POST", "/v1/tenants", m.TenantCreatedView,
                 body=_json(m.TenantRequest(name=name, weight=weight)))

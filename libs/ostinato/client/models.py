@@ -74,6 +74,15 @@ class KafkaAccessView(msgspec.Struct, kw_only=True):
     rejects_topic: str  # where messages that could not be accepted go, with the problem
 
 
+class TenantView(msgspec.Struct, kw_only=True):
+    """A tenant as the admin lists it (GET /v1/tenants); its keys are never shown."""
+
+    id: uuid.UUID
+    name: str
+    weight: float  # its fair share of capacity
+    created_at: datetime
+
+
 class TenantCreatedView(msgspec.Struct, kw_only=True):
     id: uuid.UUID
     name: str
