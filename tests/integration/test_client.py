@@ -207,3 +207,21 @@ async def test_the_admin_lists_tenants_and_acts_for_one_with_tenant(api_url: str
         with pytest.raises(ApiError) as invalid:
             await bad.jobs.create(name="y")
         assert invalid.value.status == 422
+
+
+async def test_a_backfill_dry_run_decodes_its_slots_and_changes_nothing(api_url: str) -> None:
+    key = await new_key(api_url)
+    start, end = datetime(2026, 10, 24, 12, tzinfo=UTC), datetime(2026, 10, 27, tzinfo=UTC)
+    async with AsyncClient(api_url, key) as client:
+        job = await client.jobs.create(name="nightly", schedule={
+            "cron": "30 2 * * *", "timezone": "Europe/Berlin"})  # falls back 2026-10-25
+        plan = await client.jobs.backfill(job.id, start, end, dry_run=True)
+        assert plan.dry_run and plan.timezone == "Europe/Berlin"
+        assert [(s.slot, s.local, s.action) for s in plan.slots] == [
+            (datetime(2026, 10, 25, 0, 30, tzinfo=UTC), "2026-10-25T02:30:00+02:00", "create"),
+            (datetime(2026, 10, 26, 1, 30, tzinfo=UTC), "2026-10-26T02:30:00+01:00", "create")]
+        assert [r async for r in client.runs.list(job_id=job.id)] == []
+        done = await client.jobs.backfill(job.id, start, end)
+        assert not done.dry_run and done.slots == plan.slots and done.runs_created == 2
+        assert sorted([r.scheduled_for async for r in client.runs.list(job_id=job.id)]) == [
+            s.slot for s in plan.slots]
