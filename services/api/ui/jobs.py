@@ -18,6 +18,7 @@ from ostinato import jobs, schedules
 from ostinato.domain import roles
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.eventlog.store import get_blobs, read_stream_page
+from ostinato.schedules.zones import load_zone
 from ostinato.stores import jobs as job_store
 from ostinato.stores import runs as run_store
 from ostinato.stores.jobs import JobRow
@@ -197,7 +198,7 @@ async def backfill_preview(job_id: FromPath[uuid.UUID], ui: Ui,
     since, until = _range(start, end)
     plan = await jobs.backfill(ui.conn, ui.store, tenant_id=ui.tenant_id, job_id=job_id,
                                start=since, end=until, actor=ui.actor, dry_run=True)
-    tz = schedules.from_document(job.schedule).tz
+    tz = load_zone(plan.timezone)
     rows = [[s.slot.astimezone(tz).isoformat(), when(s.slot), s.action, s.recorded_skip or ""]
             for s in plan.slots]
     n = plan.runs_created
