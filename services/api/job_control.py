@@ -13,6 +13,7 @@ from litestar.params import FromPath, JSONBody, PathParameter, QueryParameter
 from ostinato import calendars, jobs, schedules
 from ostinato.client.models import (
     BackfillRequest,
+    BackfillSlotView,
     BackfillView,
     CalendarRequest,
     CalendarView,
@@ -26,6 +27,7 @@ from ostinato.client.models import (
 from ostinato.domain import roles
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.jobs.submit import calendar_errors
+from ostinato.schedules.zones import load_zone
 from ostinato.stores import calendars as calendar_store
 from ostinato.stores import jobs as job_store
 from ostinato.telemetry import tracing
@@ -118,23 +120,40 @@ async def preview(data: JSONBody[PreviewRequest], tenant: Tenant) -> UpcomingVie
     return _upcoming(s, PREVIEW_JOB_ID, schedules.next_occurrence(s, None), data.count)
 
 
-@post("/v1/jobs/{job_id:uuid}/backfill", status_code=200, tags=["jobs"],
-      opt=audited("job.backfill", "job", "job_id"))
-async def backfill(
-    job_id: FromPath[uuid.UUID], tenant: Tenant, data: JSONBody[BackfillRequest]
-) -> BackfillView:
-    """Create runs for the slots in [start, end) that have none (idempotent when repeated)."""
-    done = await jobs.backfill(tenant.conn, tenant.store, tenant_id=tenant.tenant_id, job_id=job_id,
-                               start=data.start, end=data.end, actor=tenant.actor)
-    tenant.audit.after = {"start": done.start, "end": done.end,
-                          "runs_created": done.runs_created}
+def backfill_view(done: jobs.Backfill) -> BackfillView:
+    """The answer of a backfill or its dry run: counts and every slot in UTC and local time."""
+    tz = load_zone(done.timezone)
     return BackfillView(
         start=done.start,
         end=done.end,
         runs_created=done.runs_created,
         slots_with_runs=done.slots_with_runs,
         slots_skipped=done.slots_skipped,
+        dry_run=done.dry_run,
+        timezone=done.timezone,
+        slots=[BackfillSlotView(slot=s.slot, local=s.slot.astimezone(tz).isoformat(),
+                                action=s.action, recorded_skip=s.recorded_skip)
+               for s in done.slots],
     )
+
+
+@post("/v1/jobs/{job_id:uuid}/backfill", status_code=200, tags=["jobs"],
+      opt=audited("job.backfill", "job", "job_id"))
+async def backfill(
+    job_id: FromPath[uuid.UUID], tenant: Tenant, data: JSONBody[BackfillRequest]
+) -> BackfillView:
+    """Create runs for the slots in [start, end) that have none (idempotent when repeated),
+    answering every slot and what was done with it. `dry_run` answers the same list and
+    changes nothing, so the slots can be checked first (in local time across DST changes)."""
+    done = await jobs.backfill(tenant.conn, tenant.store, tenant_id=tenant.tenant_id, job_id=job_id,
+                               start=data.start, end=data.end, actor=tenant.actor,
+                               dry_run=data.dry_run)
+    if done.dry_run:
+        tenant.audit.detail = f"dry run: {done.runs_created} runs would be created"
+    else:
+        tenant.audit.after = {"start": done.start, "end": done.end,
+                              "runs_created": done.runs_created}
+    return backfill_view(done)
 
 
 def _calendar_view(row: calendar_store.CalendarRow) -> CalendarView:

@@ -27,6 +27,7 @@ from ostinato.client.models import (
     StateTimes,
     TenantCreatedView,
     TenantRequest,
+    TenantView,
 )
 from ostinato.domain import roles
 from ostinato.domain.errors import InvalidInput, NotFound
@@ -36,6 +37,7 @@ from ostinato.runtime.auth import Caller, require_admin
 from ostinato.stores import fan_outs as fan_store
 from ostinato.stores import jobs as job_store
 from ostinato.stores import runs as run_store
+from ostinato.stores import tenants as tenant_store
 from ostinato.stores.fan_outs import FanOutRow
 from ostinato.stores.jobs import JobRow
 from ostinato.stores.runs import RunRow
@@ -124,6 +126,23 @@ async def create_tenant(
         audit.after = {"name": data.name, "weight": data.weight}
     return TenantCreatedView(id=tenant_id, name=data.name, api_key=key,
                              kafka=await kafka_access.grant_at_creation(s.settings, tenant_id))
+
+
+@get("/v1/tenants", tags=["tenants"], opt={"action": roles.ADMINISTER})
+async def list_tenants(request: Request, caller: Caller, limit: Limit = 50,
+                       cursor: FromQuery[str | None] = None) -> Page:
+    """Every tenant, newest first (admin key only: a tenant's key sees no other tenant); pass
+    `next_cursor` back as `cursor` for more. Act for one with X-Ostinato-Tenant: its id."""
+    require_admin(caller)
+    async with app_state(request).pool.acquire() as conn:
+        rows = await tenant_store.page(conn, decode_cursor(cursor), limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(
+        items=[TenantView(id=r.id, name=r.name, weight=r.weight, created_at=r.created_at)
+               for r in rows],
+        next_cursor=encode_cursor(rows[-1].created_at, rows[-1].id) if more else None,
+    )
 
 
 def definition(job: JobRow) -> dict[str, Any]:
@@ -296,6 +315,7 @@ async def run_events(run_id: FromPath[uuid.UUID], tenant: Tenant) -> EventsPage:
 
 ROUTES = [
     create_tenant,
+    list_tenants,
     create_job,
     create_jobs,
     list_jobs,

@@ -287,3 +287,192 @@ async def test_alert_sinks_alerts_and_usage_from_the_cli_and_the_client(
     assert json.loads(out)[-1]["runs"] == 0
     code, out, err = await cli(tmp_path, "-o", "json", "alerts", env=env)
     assert code == 0 and json.loads(out) == [], err
+
+
+async def test_jobs_backfill_lists_the_slots_first_and_asks_before_creating_them(
+        api_url: str, tmp_path: Path) -> None:
+    key = await new_key(api_url)
+    env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": key}
+    async with AsyncClient(api_url, key) as client:
+        job = await client.jobs.create(name="nightly", schedule={
+            "cron": "30 2 * * *", "timezone": "Europe/Berlin"})
+
+        async def runs() -> list[str]:
+            return sorted([r.scheduled_for.isoformat()
+                           async for r in client.runs.list(job_id=job.id)])
+
+        span = ("--start", "2026-03-27T12:00:00Z", "--end", "2026-03-30T00:00:00Z")
+        code, out, err = await cli(tmp_path, "jobs", "backfill", str(job.id), *span,
+                                   "--dry-run", "-o", "jsonl", env=env)
+        assert code == 0, err
+        assert [(s["local"], s["action"]) for s in map(json.loads, out.splitlines())] == [
+            ("2026-03-28T02:30:00+01:00", "create"), ("2026-03-29T03:00:00+02:00", "create")]
+        assert "2 slots to backfill of 2 in range (Europe/Berlin); nothing changed" in err
+        assert await runs() == []
+
+        code, out, err = await cli(tmp_path, "jobs", "backfill", str(job.id), *span, env=env,
+                                   stdin="n\n")
+        assert code == 1 and "Backfill 2 slots?" in err and "aborted" in err
+        assert "2026-03-29T03:00:00+02:00" in out  # the table shown before the question
+        assert await runs() == []
+
+        code, out, err = await cli(tmp_path, "jobs", "backfill", str(job.id), *span, "--yes",
+                                   "-o", "json", env=env)
+        assert code == 0, err
+        assert [s["action"] for s in json.loads(out)] == ["create", "create"]
+        assert "2 runs created, 0 slots had runs, 0 skipped" in err
+        assert await runs() == ["2026-03-28T01:30:00+00:00", "2026-03-29T01:00:00+00:00"]
+
+
+async def test_tenants_create_and_list_and_the_admin_acting_for_a_tenant(
+        api_url: str, tmp_path: Path) -> None:
+    env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": ADMIN}
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    code, out, err = await cli(tmp_path, "tenants", "create", name, "--weight", "3", "-o",
+                               "json", env=env)
+    assert code == 0, err
+    created = json.loads(out)
+    assert created["name"] == name and created["api_key"].startswith("ost_")
+    code, out, err = await cli(tmp_path, "tenants", "list", "-o", "json", env=env)
+    assert code == 0, err
+    assert [(t["id"], t["weight"]) for t in json.loads(out) if t["name"] == name] == [
+        (created["id"], 3)]
+    code, out, err = await cli(tmp_path, "tenants", "list", env=env)
+    assert code == 0 and out.splitlines()[0].split() == ["ID", "NAME", "WEIGHT", "CREATED"]
+
+    code, _, err = await cli(tmp_path, "jobs", "create", "--name", "x", env=env)
+    assert code == 1 and "(403)" in err and "X-Ostinato-Tenant" in err  # no tenant named
+    code, out, err = await cli(tmp_path, "--tenant", created["id"], "jobs", "create", "--name",
+                               "for-them", "-o", "json", env=env)
+    assert code == 0, err
+    job = json.loads(out)["id"]
+    async with AsyncClient(api_url, created["api_key"]) as own:
+        assert [j.id async for j in own.jobs.list()] == [uuid.UUID(job)]
+    # the profile's tenant key does the same; a tenant's key lists no tenants
+    config = tmp_path / ".config" / "ostinato" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'[profiles.ops]\napi_url = "{api_url}"\napi_key = "{ADMIN}"\n'
+                      f'tenant = "{created["id"]}"\n')
+    code, out, err = await cli(tmp_path, "--profile", "ops", "jobs", "list", "-o", "json")
+    assert code == 0, err
+    assert [j["id"] for j in json.loads(out)] == [job]
+    code, _, err = await cli(tmp_path, "tenants", "list", env={
+        "OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": created["api_key"]})
+    assert code == 1 and "(403)" in err
+
+
+async def test_jobs_delete_pause_resume_and_trigger_by_id(api_url: str, tmp_path: Path) -> None:
+    key = await new_key(api_url)
+    env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": key}
+    async with AsyncClient(api_url, key) as client:
+        job = await client.jobs.create(name="hourly", schedule={"every": "1h"})
+        other = await client.jobs.create(name="other", schedule={"every": "1h"})
+
+        async def status() -> dict[str, str]:
+            return {str(j.id): j.status async for j in client.jobs.list()}
+
+        code, _, err = await cli(tmp_path, "jobs", "pause", str(job.id), "--reason", "freeze",
+                                 env=env)
+        assert code == 0, err
+        assert await status() == {str(job.id): "paused", str(other.id): "active"}
+        paused = [e async for e in client.jobs.events(job.id) if e.type == "JobPaused"]
+        assert [e.data["reason"] for e in paused] == ["freeze"]
+
+        code, _, err = await cli(tmp_path, "jobs", "resume", str(job.id), "--misfire", "skip",
+                                 env=env)
+        assert code == 0, err
+        assert await status() == {str(job.id): "active", str(other.id): "active"}
+        resumed = [e async for e in client.jobs.events(job.id) if e.type == "JobResumed"]
+        assert [e.data["misfire"] for e in resumed] == ["skip"]
+        code, _, err = await cli(tmp_path, "jobs", "resume", str(job.id), env=env)
+        assert code == 1 and "(409)" in err  # not paused
+
+        code, out, err = await cli(tmp_path, "jobs", "trigger", str(job.id), "-o", "json",
+                                   env=env)
+        assert code == 0, err
+        triggered = json.loads(out)
+        assert triggered["trigger"] == "manual"
+        assert [str(r.id) async for r in client.runs.list(job_id=job.id)] == [
+            triggered["run_id"]]
+
+        code, _, err = await cli(tmp_path, "jobs", "delete", str(job.id), env=env)
+        assert code == 0, err
+        assert await status() == {str(job.id): "deleted", str(other.id): "active"}
+        code, _, err = await cli(tmp_path, "jobs", "trigger", str(job.id), env=env)
+        assert code == 1 and "(409)" in err and "deleted" in err
+
+
+async def test_runs_and_dead_letters_verbs_on_a_failed_workflow_run(
+        api_url: str, pool: Any, gateway: Any, tmp_path: Path) -> None:
+    """A workflow run with two recorded steps fails permanently with a log line: `runs get`,
+    `logs` and `steps` show it; `dead-letters get`, `triage` and `replay` work on its dead
+    letter, and `runs retry` re-runs it."""
+    import msgspec
+
+    from ostinato.sdk import protocol as p
+
+    from .conftest import auth
+    from .helpers import new_tenant
+    from .test_workflows import claimed_run, send_steps
+
+    tenant_id, key = await new_tenant(pool)
+    env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": key}
+    run = await claimed_run(pool, gateway, tenant_id, key)
+    token = run.fencing_token
+    await send_steps(gateway, key, [
+        {"run_id": run.run_id, "fencing_token": token, "seq": 0, "name": "fetch", "output": 4},
+        {"run_id": run.run_id, "fencing_token": token, "seq": 1, "name": "sum", "output": 6}])
+    r = await gateway.post(p.BATCH_PATH, headers=auth(key), json={"worker_id": "w1", "failures": [
+        {"run_id": run.run_id, "fencing_token": token,
+         "error": {"type": "bad_input", "message": "row 3 is broken", "retryable": False,
+                   "classified": True},
+         "logs": [{"t": 0.25, "level": "warning", "message": "row 3 skipped"}]}]})
+    assert r.status_code == 200, r.text
+    assert [x.status for x in msgspec.json.decode(r.content, type=p.BatchResponse).results] \
+        == [200]
+
+    code, out, err = await cli(tmp_path, "runs", "get", run.run_id, "-o", "json", env=env)
+    assert code == 0, err
+    got = json.loads(out)
+    assert (got["id"], got["state"], got["steps_done"]) == (run.run_id, "dead_lettered", 2)
+    code, out, err = await cli(tmp_path, "runs", "logs", run.run_id, "-o", "json", env=env)
+    assert code == 0, err
+    assert [(x["level"], x["message"]) for x in json.loads(out)] == [("warning", "row 3 skipped")]
+    code, out, err = await cli(tmp_path, "runs", "steps", run.run_id, "-o", "jsonl", env=env)
+    assert code == 0, err
+    assert [(s["seq"], s["name"]) for s in map(json.loads, out.splitlines())] == [
+        (0, "fetch"), (1, "sum")]
+
+    code, out, err = await cli(tmp_path, "dead-letters", "get", run.run_id, "-o", "json",
+                               env=env)
+    assert code == 0, err
+    letter = json.loads(out)
+    assert (letter["error_type"], letter["triage_state"]) == ("bad_input", "new")
+    code, out, err = await cli(tmp_path, "dead-letters", "triage", run.run_id, "--to",
+                               "acknowledged", "--comment", "looking", env=env)
+    assert code == 0, err
+    async with AsyncClient(api_url, key) as client:
+        assert (await client.dead_letters.get(run.run_id)).triage_state == "acknowledged"
+    code, out, err = await cli(tmp_path, "dead-letters", "replay", run.run_id, "--payload",
+                               '{"fixed": true}', "--request-key", "fix-1", "-o", "json",
+                               env=env)
+    assert code == 0, err
+    [replayed] = json.loads(out)
+    code, out, err = await cli(tmp_path, "runs", "retry", run.run_id, "-o", "json", env=env)
+    assert code == 0, err
+    [retried] = json.loads(out)
+    async with AsyncClient(api_url, key) as client:
+        new = await client.runs.get(replayed["run_id"])
+        again = await client.runs.get(retried["run_id"])
+        assert (new.replay_of, new.payload) == (uuid.UUID(run.run_id), {"fixed": True})
+        assert again.replay_of == uuid.UUID(run.run_id) and again.id != new.id
+        assert (await client.dead_letters.get(run.run_id)).replays == 2
+    code, _, err = await cli(tmp_path, "runs", "get", str(uuid.uuid4()), env=env)
+    assert code == 1 and "(404)" in err
+
+
+async def test_shell_completion_is_printed_for_bash(tmp_path: Path) -> None:
+    code, out, err = await cli(tmp_path, "--show-completion", "bash",
+                               env={"SHELL": "/bin/bash"})
+    assert code == 0, err
+    assert "complete " in out and "_OSTINATO_COMPLETE" in out

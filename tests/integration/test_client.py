@@ -175,3 +175,53 @@ async def test_dead_letters_and_capacity_decode_into_typed_answers(
         day = date(2031, 1, 1)
         assert (await client.calendars.put("holidays", [day])).dates == [day]
         assert [c.name for c in await client.calendars.list()] == ["holidays"]
+
+
+async def test_the_admin_lists_tenants_and_acts_for_one_with_tenant(api_url: str) -> None:
+    async with AsyncClient(api_url, ADMIN) as admin:
+        made = [await admin.tenants.create(f"t-{uuid.uuid4().hex[:8]}") for _ in range(3)]
+        listed = [t async for t in admin.tenants.list(page_size=2)]  # two pages at least
+        ours = [t for t in listed if t.id in {m.id for m in made}]
+        assert [(t.id, t.name) for t in ours] == [(m.id, m.name) for m in reversed(made)]
+        assert all(t.weight == 1 and t.created_at.tzinfo for t in ours)
+        with pytest.raises(ApiError) as unnamed:  # a tenant route needs the tenant named
+            await admin.jobs.create(name="x")
+        assert unnamed.value.status == 403
+
+    target = made[0]
+    async with AsyncClient(api_url, ADMIN, tenant=target.id) as acting:
+        job = await acting.jobs.create(name="for-a-tenant")
+        events = [e async for e in acting.jobs.events(job.id)]
+        audit = [a async for a in acting.audit.list(action="job.create")]
+    assert [(e.type, e.actor) for e in events] == [("JobCreated", "admin")]
+    assert [(a.target_id, a.tenant_id, a.outcome) for a in audit] == [
+        (str(job.id), target.id, "done")]
+    async with AsyncClient(api_url, target.api_key) as own, \
+            AsyncClient(api_url, made[1].api_key) as other:
+        assert [j.id async for j in own.jobs.list()] == [job.id]
+        assert [j.id async for j in other.jobs.list()] == []
+        with pytest.raises(ApiError) as denied:  # a tenant's key lists no tenants
+            [t async for t in own.tenants.list()]
+        assert denied.value.status == 403
+    async with AsyncClient(api_url, ADMIN, tenant="not-a-uuid") as bad:
+        with pytest.raises(ApiError) as invalid:
+            await bad.jobs.create(name="y")
+        assert invalid.value.status == 422
+
+
+async def test_a_backfill_dry_run_decodes_its_slots_and_changes_nothing(api_url: str) -> None:
+    key = await new_key(api_url)
+    start, end = datetime(2026, 10, 24, 12, tzinfo=UTC), datetime(2026, 10, 27, tzinfo=UTC)
+    async with AsyncClient(api_url, key) as client:
+        job = await client.jobs.create(name="nightly", schedule={
+            "cron": "30 2 * * *", "timezone": "Europe/Berlin"})  # falls back 2026-10-25
+        plan = await client.jobs.backfill(job.id, start, end, dry_run=True)
+        assert plan.dry_run and plan.timezone == "Europe/Berlin"
+        assert [(s.slot, s.local, s.action) for s in plan.slots] == [
+            (datetime(2026, 10, 25, 0, 30, tzinfo=UTC), "2026-10-25T02:30:00+02:00", "create"),
+            (datetime(2026, 10, 26, 1, 30, tzinfo=UTC), "2026-10-26T02:30:00+01:00", "create")]
+        assert [r async for r in client.runs.list(job_id=job.id)] == []
+        done = await client.jobs.backfill(job.id, start, end)
+        assert not done.dry_run and done.slots == plan.slots and done.runs_created == 2
+        assert sorted([r.scheduled_for async for r in client.runs.list(job_id=job.id)]) == [
+            s.slot for s in plan.slots]

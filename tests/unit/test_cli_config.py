@@ -41,7 +41,8 @@ def test_without_a_file_or_environment_the_local_api_and_no_key(tmp_path: Path) 
     conn = resolve(environ={}, path=tmp_path / "missing.toml")
     assert (conn.api_url, conn.api_key, conn.profile, conn.output) == (
         DEFAULT_API_URL, None, None, None)
-    assert conn.sources == {"api_url": "default", "api_key": "default"}
+    assert conn.sources == {"api_url": "default", "api_key": "default", "tenant": "default"}
+    assert conn.tenant is None
 
 
 def test_the_default_profile_named_in_the_file_is_used(config: Path) -> None:
@@ -60,14 +61,25 @@ def test_flags_override_the_environment_which_overrides_the_profile(config: Path
     env = {"OSTINATO_API_URL": "http://env.example", "OSTINATO_API_KEY": "ost_env"}
     conn = resolve(profile="staging", environ=env, path=config)
     assert (conn.api_url, conn.api_key) == ("http://env.example", "ost_env")
-    assert conn.sources == {"api_url": "env", "api_key": "env"}
+    assert conn.sources == {"api_url": "env", "api_key": "env", "tenant": "default"}
     conn = resolve(profile="staging", api_key="ost_flag", environ=env, path=config)
     assert (conn.api_url, conn.api_key) == ("http://env.example", "ost_flag")
-    assert conn.sources == {"api_url": "env", "api_key": "flag"}
+    assert conn.sources == {"api_url": "env", "api_key": "flag", "tenant": "default"}
     # a profile without a key: the environment's fills it in, the profile's URL stays
     conn = resolve(profile="prod", environ={"OSTINATO_API_KEY": "ost_env"}, path=config)
     assert (conn.api_url, conn.api_key) == ("https://prod.example", "ost_env")
-    assert conn.sources == {"api_url": "profile", "api_key": "env"}
+    assert conn.sources == {"api_url": "profile", "api_key": "env", "tenant": "default"}
+
+
+def test_the_tenant_the_admin_key_acts_for_is_the_flag_else_the_environment_else_the_profile(
+        tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[profiles.platform]\napi_key = "admin"\ntenant = "t-profile"\n')
+    assert resolve(profile="platform", environ={}, path=path).tenant == "t-profile"
+    env = {"OSTINATO_TENANT": "t-env"}
+    assert resolve(profile="platform", environ=env, path=path).tenant == "t-env"
+    conn = resolve(profile="platform", tenant="t-flag", environ=env, path=path)
+    assert (conn.tenant, conn.sources["tenant"]) == ("t-flag", "flag")
 
 
 def test_a_profile_named_explicitly_must_exist(config: Path, tmp_path: Path) -> None:

@@ -1,11 +1,13 @@
 """`ostinato`: the command line, resource then verb, on the public API through
 `ostinato.client` (docs/CLI.md), plus the administrative commands of `ostinato.cli.admin`.
 
-    ostinato [--profile P] [--api-url URL] [--api-key KEY] [-o table|json|jsonl] RESOURCE VERB
+    ostinato [--profile P] [--api-url URL] [--api-key KEY] [--tenant ID] [-o table|json|jsonl]
+             RESOURCE VERB
 
 Resources: jobs, schedules, runs, dead-letters, pools, workers, tasks, tenants, keys, audit, dags,
 dag-runs, alert-sinks, alerts, usage. The connection is resolved as flag > OSTINATO_API_URL /
-OSTINATO_API_KEY > the profile file (`ostinato.client.config`). Exit codes: 0 done, 1 the API
+OSTINATO_API_KEY / OSTINATO_TENANT > the profile file (`ostinato.client.config`); `--tenant` lets
+the admin key act for that tenant. Exit codes: 0 done, 1 the API
 refused or failed (or a bulk verb partly failed, or was declined), 2 bad usage. Shell
 completion: `ostinato --install-completion` (typer's).
 
@@ -52,11 +54,15 @@ def _root(
     api_key: Annotated[str | None, typer.Option(
         help="an API key (overrides $OSTINATO_API_KEY and the profile)",
         show_default=False)] = None,
+    tenant: Annotated[str | None, typer.Option(
+        metavar="ID", help="with the admin key: act for this tenant (its id; overrides "
+                           "$OSTINATO_TENANT and the profile)", show_default=False)] = None,
     output: Annotated[Output | None, typer.Option(
         "--output", "-o", help="table, json or jsonl, for every command (default: the "
                                "profile's, else table)", show_default=False)] = None,
 ) -> None:
-    ctx.obj = Globals(profile=profile, api_url=api_url, api_key=api_key, output=output)
+    ctx.obj = Globals(profile=profile, api_url=api_url, api_key=api_key, tenant=tenant,
+                      output=output)
 
 
 app.add_typer(jobs.app, name="jobs")

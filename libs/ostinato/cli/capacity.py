@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ostinato.cli.context import OutputOpt, state
+from ostinato.cli.common import first
+from ostinato.cli.context import LimitOpt, OutputOpt, state
 from ostinato.cli.output import Column, emit, emit_many
 
 pools = typer.Typer(help="Worker pools: slots, pauses and load per priority class.")
@@ -85,6 +86,15 @@ def list_tasks(ctx: typer.Context,
         ("WAITING", lambda t: t.waiting), ("RUNNING", lambda t: t.running),
         ("SUSPENDED", lambda t: t.suspended), ("WORKERS", lambda t: t.workers),
         ("DRAINED", lambda t: t.drained), ("STRANDED", lambda t: t.stranded)])
+
+
+@tenants.command("list")
+def list_tenants(ctx: typer.Context, limit: LimitOpt = None, output: OutputOpt = None) -> None:
+    """Every tenant, newest first (admin key); act for one with --tenant ID."""
+    g = state(ctx)
+    emit_many(g.output_for(output), first(g.client().tenants.list(), limit), [
+        ("ID", lambda t: t.id), ("NAME", lambda t: t.name), ("WEIGHT", lambda t: t.weight),
+        ("CREATED", lambda t: t.created_at)])
 
 
 @tenants.command("create")

@@ -41,6 +41,7 @@ class Globals:
     profile: str | None = None
     api_url: str | None = None
     api_key: str | None = None
+    tenant: str | None = None
     output: Output | None = None
     _connection: Connection | None = None
     _client: Client | None = None
@@ -48,13 +49,13 @@ class Globals:
     def connection(self) -> Connection:
         if self._connection is None:
             self._connection = resolve(profile=self.profile, api_url=self.api_url,
-                                       api_key=self.api_key)
+                                       api_key=self.api_key, tenant=self.tenant)
         return self._connection
 
     def client(self) -> Client:
         if self._client is None:
             conn = self.connection()
-            self._client = Client(conn.api_url, conn.api_key)
+            self._client = Client(conn.api_url, conn.api_key, tenant=conn.tenant)
         return self._client
 
     def output_for(self, flag: Output | None) -> Output:

@@ -10,7 +10,7 @@ import typer
 
 from ostinato.cli import bulk
 from ostinato.cli.common import first, need_selection
-from ostinato.cli.context import DryRunOpt, LimitOpt, OutputOpt, YesOpt, state, usage
+from ostinato.cli.context import DryRunOpt, LimitOpt, OutputOpt, YesOpt, state, stderr, usage
 from ostinato.cli.output import Column, emit, emit_many, schedule_text
 from ostinato.cli.parse import instant, json_value
 from ostinato.client import Client
@@ -180,15 +180,40 @@ def trigger(ctx: typer.Context, job_id: str, output: OutputOpt = None) -> None:
     emit(g.output_for(output), g.client().jobs.trigger(job_id))
 
 
+SLOT_COLUMNS: list[Column] = [
+    ("SLOT (UTC)", lambda s: s.slot), ("LOCAL", lambda s: s.local),
+    ("ACTION", lambda s: s.action), ("RECORDED SKIP", lambda s: s.recorded_skip or ""),
+]
+
+
 @app.command()
 def backfill(ctx: typer.Context, job_id: str,
              start: Annotated[str, typer.Option(help="first slot (RFC 3339), inclusive")],
              end: Annotated[str, typer.Option(help="last slot (RFC 3339), exclusive")],
-             output: OutputOpt = None) -> None:
-    """Runs for the slots in [start, end) that have none; repeating it creates none."""
+             yes: YesOpt = False, dry_run: DryRunOpt = False, output: OutputOpt = None) -> None:
+    """Runs for the slots in [start, end) that have none; repeating it creates none. The slots
+    are listed first (UTC and local time; create, has_run or skip) and confirmed."""
     g = state(ctx)
-    emit(g.output_for(output), g.client().jobs.backfill(
-        job_id, instant(start, "--start"), instant(end, "--end")))
+    client, out = g.client(), g.output_for(output)
+    since, until = instant(start, "--start"), instant(end, "--end")
+    err = stderr()
+    plan = client.jobs.backfill(job_id, since, until, dry_run=True)
+    n = plan.runs_created
+    what = f"{n} slot{'' if n == 1 else 's'} to backfill of {len(plan.slots)} in range"
+    if dry_run or n == 0:
+        emit_many(out, plan.slots, SLOT_COLUMNS)
+        err.print(f"{what} ({plan.timezone}); nothing changed", markup=False)
+        return
+    if not yes:
+        emit_many(out, plan.slots, SLOT_COLUMNS)
+        if not typer.confirm(f"Backfill {n} slot{'' if n == 1 else 's'}?", err=True):
+            err.print("aborted: nothing changed", markup=False)
+            raise typer.Exit(1)
+    done = client.jobs.backfill(job_id, since, until)
+    if yes:
+        emit_many(out, done.slots, SLOT_COLUMNS)
+    err.print(f"{done.runs_created} runs created, {done.slots_with_runs} slots had runs, "
+              f"{done.slots_skipped} skipped", markup=False)
 
 
 @app.command()

@@ -135,9 +135,10 @@ def trigger_job(job_id: Id) -> Call[m.TriggeredView]:
     return Call("POST", f"/v1/jobs/{job_id}/trigger", m.TriggeredView)
 
 
-def backfill_job(job_id: Id, start: datetime, end: datetime) -> Call[m.BackfillView]:
+def backfill_job(job_id: Id, start: datetime, end: datetime,
+                 dry_run: bool = False) -> Call[m.BackfillView]:
     return Call("POST", f"/v1/jobs/{job_id}/backfill", m.BackfillView,
-                body=_json(m.BackfillRequest(start=start, end=end)))
+                body=_json(m.BackfillRequest(start=start, end=end, dry_run=dry_run)))
 
 
 def upcoming(job_id: Id, count: int) -> Call[m.UpcomingView]:
@@ -372,6 +373,13 @@ def set_limit(scope: str, name: str, limit: m.LimitRequest) -> Call[a.LimitSet]:
             "resource": f"/v1/limits/resources/{_seg(name)}",
             "tenant": f"/v1/tenants/{_seg(name)}/limits"}[scope]
     return Call("PUT", path, a.LimitSet, body=_json(limit))
+
+
+def list_tenants(page_size: int) -> Paged[m.TenantView, CursorPage[m.TenantView]]:
+    first: Call[CursorPage[m.TenantView]] = Call(
+        "GET", "/v1/tenants", CursorPage[m.TenantView], params={"limit": page_size})
+    return Paged(first, lambda p: p.items,
+                 lambda p: {"cursor": p.next_cursor} if p.next_cursor else None)
 
 
 def create_tenant(name: str, weight: int) -> Call[m.TenantCreatedView]:

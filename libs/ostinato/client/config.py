@@ -14,11 +14,15 @@ config.toml`, or the path in `OSTINATO_CONFIG`)::
     api_key = "ost_..."
     output = "json"          # the CLI's default -o for this profile
 
+    [profiles.platform]
+    api_key = "..."          # the admin key
+    tenant = "01a2..."       # the tenant it acts for (X-Ostinato-Tenant)
+
 The profile is `--profile`, else `OSTINATO_PROFILE`, else `default_profile`, else `default`;
 naming one explicitly that the file lacks is an error, while a missing file or an absent
-`default` profile just means none. `OSTINATO_API_URL` and `OSTINATO_API_KEY` override the
-profile's values, flags override both (Temporal's and kubectl's order). Unknown keys are
-refused, so a typo (`api-key`) is not silently ignored.
+`default` profile just means none. `OSTINATO_API_URL`, `OSTINATO_API_KEY` and `OSTINATO_TENANT`
+override the profile's values, flags override both (Temporal's and kubectl's order). Unknown
+keys are refused, so a typo (`api-key`) is not silently ignored.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
-PROFILE_KEYS = frozenset({"api_url", "api_key", "output"})
+PROFILE_KEYS = frozenset({"api_url", "api_key", "output", "tenant"})
 OUTPUTS = ("table", "json", "jsonl")
 
 
@@ -44,6 +48,7 @@ class Connection:
     api_url: str
     api_key: str | None
     output: str | None = None  # the profile's default output format (CLI only)
+    tenant: str | None = None  # the tenant id the admin key acts for (X-Ostinato-Tenant)
     profile: str | None = None  # the profile read, None: none
     sources: Mapping[str, str] = field(default_factory=dict)  # value -> flag|env|profile|default
 
@@ -94,8 +99,8 @@ def _profile(doc: Mapping[str, Any], name: str, explicit: bool, path: Path) -> d
 
 
 def resolve(*, profile: str | None = None, api_url: str | None = None,
-            api_key: str | None = None, environ: Mapping[str, str] = os.environ,
-            path: Path | None = None) -> Connection:
+            api_key: str | None = None, tenant: str | None = None,
+            environ: Mapping[str, str] = os.environ, path: Path | None = None) -> Connection:
     """The connection for these flags (None: not given), this environment and profile file."""
     path = path or config_path(environ)
     doc = load_file(path)
@@ -106,11 +111,12 @@ def resolve(*, profile: str | None = None, api_url: str | None = None,
     explicit = bool(profile or environ.get("OSTINATO_PROFILE") or default_name)
     values = _profile(doc, name, explicit, path)
     env = {"api_url": environ.get("OSTINATO_API_URL") or None,
-           "api_key": environ.get("OSTINATO_API_KEY") or None}
-    flags = {"api_url": api_url, "api_key": api_key}
+           "api_key": environ.get("OSTINATO_API_KEY") or None,
+           "tenant": environ.get("OSTINATO_TENANT") or None}
+    flags = {"api_url": api_url, "api_key": api_key, "tenant": tenant}
     chosen: dict[str, str | None] = {}
     sources: dict[str, str] = {}
-    for key in ("api_url", "api_key"):
+    for key in ("api_url", "api_key", "tenant"):
         for source, value in (("flag", flags[key]), ("env", env[key]),
                               ("profile", values.get(key))):
             if value:
@@ -120,4 +126,5 @@ def resolve(*, profile: str | None = None, api_url: str | None = None,
             chosen[key], sources[key] = None, "default"
     url = (chosen["api_url"] or DEFAULT_API_URL).rstrip("/")
     return Connection(api_url=url, api_key=chosen["api_key"], output=values.get("output"),
-                      profile=name if values else None, sources=sources)
+                      tenant=chosen["tenant"], profile=name if values else None,
+                      sources=sources)

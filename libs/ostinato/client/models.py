@@ -74,6 +74,15 @@ class KafkaAccessView(msgspec.Struct, kw_only=True):
     rejects_topic: str  # where messages that could not be accepted go, with the problem
 
 
+class TenantView(msgspec.Struct, kw_only=True):
+    """A tenant as the admin lists it (GET /v1/tenants); its keys are never shown."""
+
+    id: uuid.UUID
+    name: str
+    weight: float  # its fair share of capacity
+    created_at: datetime
+
+
 class TenantCreatedView(msgspec.Struct, kw_only=True):
     id: uuid.UUID
     name: str
@@ -380,8 +389,21 @@ class PreviewRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class BackfillRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """`dry_run`: answer the slots the backfill would create or leave alone, change nothing."""
+
     start: Annotated[datetime, msgspec.Meta(tz=True)]
     end: Annotated[datetime, msgspec.Meta(tz=True)]
+    dry_run: bool = False
+
+
+class BackfillSlotView(msgspec.Struct, kw_only=True):
+    """One slot of the range: `action` create (a run), has_run (left alone) or skip
+    (overlap=skip, recorded as a skip); `recorded_skip` the reason of an earlier recorded skip."""
+
+    slot: datetime
+    local: str
+    action: str
+    recorded_skip: str | None = None
 
 
 class BackfillView(msgspec.Struct, kw_only=True):
@@ -390,6 +412,9 @@ class BackfillView(msgspec.Struct, kw_only=True):
     runs_created: int
     slots_with_runs: int
     slots_skipped: int
+    dry_run: bool = False
+    timezone: str = "UTC"
+    slots: list[BackfillSlotView] = []
 
 
 class RunPauseRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

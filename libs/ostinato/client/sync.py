@@ -28,16 +28,19 @@ UNSET: Any = c._UNSET
 
 class Client:
     """A connection to the public API. `base_url` and `api_key` default to OSTINATO_API_URL
-    and OSTINATO_API_KEY (`from_profile` reads the CLI's profile file too). Use as `with`,
+    and OSTINATO_API_KEY (`from_profile` reads the CLI's profile file too); `tenant` (else
+    OSTINATO_TENANT), a tenant's id, makes the admin key act for that tenant. Use as `with`,
     or call `close()`."""
 
     def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
                  timeout: float = t.DEFAULT_TIMEOUT,
                  transport: httpx.BaseTransport | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None,
+                 tenant: Id | None = None) -> None:
         self.base_url = t.base_url(base_url)
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport,
-                                  headers=t.headers(t.api_key(api_key), headers))
+        self._http = httpx.Client(
+            base_url=self.base_url, timeout=timeout, transport=transport,
+            headers=t.headers(t.api_key(api_key), headers, t.tenant(tenant)))
         self.jobs = Jobs(self)
         self.schedules = Schedules(self)
         self.calendars = Calendars(self)
@@ -61,7 +64,7 @@ class Client:
     def from_profile(cls, profile: str | None = None, **kwargs: Any) -> Client:
         """Connect as the CLI would: flag-free, so environment > profile file."""
         conn = config.resolve(profile=profile)
-        return cls(conn.api_url, conn.api_key, **kwargs)
+        return cls(conn.api_url, conn.api_key, **{"tenant": conn.tenant, **kwargs})
 
     def send(self, call: c.Call[T]) -> T:
         try:
@@ -127,9 +130,11 @@ class Jobs(_Resource):
         """One run now, outside the schedule (trigger `manual`)."""
         return self._c.send(c.trigger_job(job_id))
 
-    def backfill(self, job_id: Id, start: datetime, end: datetime) -> m.BackfillView:
-        """Runs for the slots in [start, end) that have none; repeating it creates none."""
-        return self._c.send(c.backfill_job(job_id, start, end))
+    def backfill(self, job_id: Id, start: datetime, end: datetime, *,
+                 dry_run: bool = False) -> m.BackfillView:
+        """Runs for the slots in [start, end) that have none; repeating it creates none. Every
+        slot is answered with what was done; `dry_run` answers the same and changes nothing."""
+        return self._c.send(c.backfill_job(job_id, start, end, dry_run))
 
     def upcoming(self, job_id: Id, count: int = 10) -> m.UpcomingView:
         return self._c.send(c.upcoming(job_id, count))
@@ -325,6 +330,10 @@ class Limits(_Resource):
 
 
 class Tenants(_Resource):
+    def list(self, *, page_size: int = PAGE) -> Iterator[m.TenantView]:
+        """Admin key only: every tenant, newest first, every page (lazily)."""
+        return self._c.iterate(c.list_tenants(page_size))
+
     def create(self, name: str, *, weight: int = 1) -> m.TenantCreatedView:
         """Admin key only; the answer holds the tenant's API key, shown this once."""
         return self._c.send(c.create_tenant(name, weight))

@@ -14,6 +14,7 @@ from ostinato.client.config import DEFAULT_API_URL
 from ostinato.client.errors import ApiError, ApiUnreachable, Problem
 
 USER_AGENT = "ostinato-client/0.1"
+ACT_FOR_TENANT = "X-Ostinato-Tenant"
 DEFAULT_TIMEOUT = 30.0
 
 
@@ -27,10 +28,20 @@ def api_key(key: str | None) -> str | None:
     return key or os.environ.get("OSTINATO_API_KEY") or None
 
 
-def headers(key: str | None, extra: dict[str, str] | None) -> dict[str, str]:
+def tenant(tenant_id: object | None) -> str | None:
+    """The argument (a tenant's id), else OSTINATO_TENANT; None names no tenant (a tenant's
+    key needs none)."""
+    return str(tenant_id) if tenant_id else os.environ.get("OSTINATO_TENANT") or None
+
+
+def headers(key: str | None, extra: dict[str, str] | None,
+            act_for: str | None = None) -> dict[str, str]:
+    """`act_for`: the tenant id the admin key acts for (X-Ostinato-Tenant)."""
     out = {"User-Agent": USER_AGENT, "Accept": "application/json"}
     if key:
         out["Authorization"] = f"Bearer {key}"
+    if act_for:
+        out[ACT_FOR_TENANT] = act_for
     return {**out, **(extra or {})}
 
 

@@ -5,6 +5,8 @@ the one writer of `RunScheduled`."""
 
 from ostinato.jobs.control import (
     MAX_BACKFILL_SLOTS,
+    Backfill,
+    BackfillSlot,
     backfill,
     delete_job,
     pause_job,
@@ -13,5 +15,5 @@ from ostinato.jobs.control import (
 )
 from ostinato.jobs.submit import Submitted, submit_job, submit_jobs
 
-__all__ = ["MAX_BACKFILL_SLOTS", "Submitted", "backfill", "delete_job", "pause_job",
-           "resume_job", "submit_job", "submit_jobs", "trigger_now"]
+__all__ = ["MAX_BACKFILL_SLOTS", "Backfill", "BackfillSlot", "Submitted", "backfill",
+           "delete_job", "pause_job", "resume_job", "submit_job", "submit_jobs", "trigger_now"]

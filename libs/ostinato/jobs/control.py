@@ -100,16 +100,69 @@ async def _lock_job(conn: asyncpg.Connection, tenant_id: uuid.UUID,
 MAX_BACKFILL_SLOTS = 1000
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class BackfillSlot:
+    """One slot of a backfill's range and what the backfill does with it: `create` a run,
+    leave it alone because it `has_run`, or `skip` it (overlap=skip; recorded as a skip).
+    `recorded_skip` is the reason of an earlier recorded skip of the slot, if any."""
+
+    slot: datetime
+    action: str  # create | has_run | skip
+    recorded_skip: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Backfill:
+    """What a backfill did, or with `dry_run` would do: its counts and every slot."""
+
+    start: datetime
+    end: datetime
+    timezone: str
+    dry_run: bool
+    slots: list[BackfillSlot]
+
+    @property
+    def runs_created(self) -> int:
+        return sum(1 for s in self.slots if s.action == "create")
+
+    @property
+    def slots_with_runs(self) -> int:
+        return sum(1 for s in self.slots if s.action == "has_run")
+
+    @property
+    def slots_skipped(self) -> int:
+        return sum(1 for s in self.slots if s.action == "skip")
+
+
+def plan_backfill(slots: list[datetime], existing: set[datetime], *, overlap: str,
+                  active: bool, skips: list[job_store.Skip]) -> list[BackfillSlot]:
+    """The pure decision per slot: a slot with a run is left alone; overlap=skip creates at most
+    one run, and none while a run of the job is active; every other slot gets a run."""
+    keep = len(slots) if overlap != "skip" else 0 if active else 1
+    out: list[BackfillSlot] = []
+    for slot in slots:
+        earlier = next((k.reason for k in skips if k.first_slot <= slot <= k.last_slot), None)
+        if slot in existing:
+            action = "has_run"
+        elif keep > 0:
+            action, keep = "create", keep - 1
+        else:
+            action = "skip"
+        out.append(BackfillSlot(slot, action, earlier))
+    return out
+
+
 async def backfill(
     conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID, job_id: uuid.UUID,
-    start: datetime, end: datetime, actor: str,
-) -> ev.BackfillRequested:
+    start: datetime, end: datetime, actor: str, dry_run: bool = False,
+) -> Backfill:
     """Create runs (marked `backfill`) for the job's slots in [start, end) that have none.
 
     Idempotent: a slot's run id derives from the slot, so repeating the request creates nothing
     new. Overlap: `allow` creates every missing run; `skip` creates at most one, and none while
     a run of the job is active (the rest are recorded as skipped); `queue` is refused, because
-    runs queued behind each other are not available for backfills yet.
+    runs queued behind each other are not available for backfills yet. `dry_run` answers the
+    same slots and appends nothing, so an operator sees what a backfill will do first.
     """
     if end <= start:
         raise InvalidInput("end must be after start", errors=[
@@ -133,25 +186,26 @@ async def backfill(
                                "backfill it in parts", errors=[
                                    {"field": "end", "message": "range too long"}])
         existing = await run_store.slots_taken(conn, job_id, start, end)
-        missing = [x for x in slots if x not in existing]
-        create, skip = missing, []
-        if s.overlap == "skip":
-            active = await run_store.active_counts(conn, [job_id])
-            keep = 0 if active.get(job_id) else 1
-            create, skip = missing[:keep], missing[keep:]
+        active = bool((await run_store.active_counts(conn, [job_id])).get(job_id))
+        plan = plan_backfill(slots, existing, overlap=s.overlap, active=active,
+                             skips=await job_store.skips_between(conn, job_id, start, end))
+        done = Backfill(start=start, end=end, timezone=s.tz_name, dry_run=dry_run, slots=plan)
+        if dry_run:
+            return done
         head = StreamHead(job_id, tenant_id, row.version)
         events: list[NewEvent] = []
-        for slot in create:
-            run_id, run = run_for(job, slot, trigger="backfill")
-            events.append(StreamHead(run_id, tenant_id).next(run, actor,
-                                                              traceparent=job.traceparent))
-        for slot in skip:
-            events.append(head.next(ev.OccurrencesSkipped(
-                first=slot, last=slot, slots=1, reason="overlap",
-                next_run_at=job.next_run_at, next_slot=job.next_slot), actor))
-        summary = ev.BackfillRequested(start=start, end=end, runs_created=len(create),
-                                       slots_with_runs=len(slots) - len(missing),
-                                       slots_skipped=len(skip))
-        events.append(head.next(summary, actor))
+        for p in plan:
+            if p.action == "create":
+                run_id, run = run_for(job, p.slot, trigger="backfill")
+                events.append(StreamHead(run_id, tenant_id).next(run, actor,
+                                                                  traceparent=job.traceparent))
+        for p in plan:
+            if p.action == "skip":
+                events.append(head.next(ev.OccurrencesSkipped(
+                    first=p.slot, last=p.slot, slots=1, reason="overlap",
+                    next_run_at=job.next_run_at, next_slot=job.next_slot), actor))
+        events.append(head.next(ev.BackfillRequested(
+            start=start, end=end, runs_created=done.runs_created,
+            slots_with_runs=done.slots_with_runs, slots_skipped=done.slots_skipped), actor))
         await store.append(conn, events)
-    return summary
+    return done

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 import asyncpg
 import msgspec
@@ -20,6 +21,13 @@ class TenantHead(msgspec.Struct, frozen=True):
     name: str
     weight: float
     version: int
+
+
+class TenantRow(msgspec.Struct, frozen=True):
+    id: uuid.UUID
+    name: str
+    weight: float
+    created_at: datetime
 
 
 class TenantWeight(msgspec.Struct, frozen=True):
@@ -42,3 +50,9 @@ async def weights(conn: asyncpg.Connection) -> list[TenantWeight]:
 
 async def name_of(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> str | None:
     return await conn.fetchval(Q["tenant_name"], tenant_id)
+
+
+async def page(conn: asyncpg.Connection, after: tuple[datetime | None, uuid.UUID | None],
+               limit: int) -> list[TenantRow]:
+    """Every tenant, newest first, strictly after the (created_at, id) cursor `after`."""
+    return many(TenantRow, await conn.fetch(Q["tenants_page"], *after, limit))

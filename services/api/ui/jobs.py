@@ -1,21 +1,24 @@
 """The jobs and schedules pages: the list (status, schedule, next run in UTC and the schedule's
 zone, pause/resume and trigger-now forms), and one job (its upcoming occurrences with local and
-UTC times, its skipped occurrences with their reasons, its latest runs, its timeline). Reads and
-commands are the ones behind /v1/jobs, /upcoming, /skips, /events, /pause, /resume, /trigger."""
+UTC times, its skipped occurrences with their reasons, its latest runs, its timeline, and a
+backfill previewed slot by slot before it is confirmed). Reads and commands are the ones behind
+/v1/jobs, /upcoming, /skips, /events, /pause, /resume, /trigger, /backfill."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, Response, get, post
-from litestar.params import FromPath, FromQuery
+from litestar.params import FromPath, FromQuery, QueryParameter
 
 from ostinato import jobs, schedules
+from ostinato.domain import roles
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.eventlog.store import get_blobs, read_stream_page
+from ostinato.schedules.zones import load_zone
 from ostinato.stores import jobs as job_store
 from ostinato.stores import runs as run_store
 from ostinato.stores.jobs import JobRow
@@ -24,6 +27,7 @@ from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
 from services.api.ui import html, operations
 from services.api.ui.html import Safe, badge, fmt, join, link, when
+from services.api.ui.params import time_filter
 from services.api.ui.runs import RUN_HEADERS, run_rows
 from services.api.ui.scope import Ui, UiScope, checked_form, redirect
 
@@ -146,6 +150,7 @@ async def job_page(job_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
             ["first slot", "last slot", "slots", "reason"],
             [[when(k.first_slot, zone), when(k.last_slot, zone), k.slots, k.reason]
              for k in skips], "Nothing was skipped.", "skips")),
+        backfill_form(ui, job),
         fmt("<section><h2>Latest runs</h2>{t}<p>{more}</p></section>",
             t=html.table(RUN_HEADERS, run_rows(recent), "No runs yet.", "runs"),
             more=link(html.url("/ui/runs", job_id=job.id), "all runs of this job →")),
@@ -156,6 +161,76 @@ async def job_page(job_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
             "events")),
     ])
     return ui.page(f"Job {job.name}", body, "jobs")
+
+
+def backfill_form(ui: UiScope, job: JobRow, start: str = "", end: str = "") -> Safe:
+    """From/to (UTC) and 'Preview': the slots are listed before anything is created."""
+    if job.status == "deleted" or not roles.may(ui.session.role, roles.OPERATE):
+        return Safe("")
+    return fmt('<section><h2>Backfill</h2><form method="get" action="/ui/jobs/{id}/backfill" '
+               'class="filters" id="backfill"><label>from (UTC) <input type="datetime-local" '
+               'step="1" name="from" value="{start}" required></label> <label>to (UTC, '
+               'exclusive) <input type="datetime-local" step="1" name="to" value="{end}" '
+               'required></label> <button type="submit">Preview</button></form></section>',
+               id=job.id, start=start, end=end)
+
+
+def _range(start: str | None, end: str | None) -> tuple[datetime, datetime]:
+    since, until = time_filter("from", start), time_filter("to", end)
+    if since is None or until is None:
+        raise InvalidInput("a backfill needs from and to", errors=[
+            {"field": "from" if since is None else "to", "message": "missing"}])
+    return since, until
+
+
+def _local_input(at: datetime) -> str:
+    return at.astimezone(UTC).replace(tzinfo=None).isoformat()
+
+
+@get("/jobs/{job_id:uuid}/backfill", include_in_schema=False)
+async def backfill_preview(job_id: FromPath[uuid.UUID], ui: Ui,
+                           start: Annotated[str | None, QueryParameter(name="from")] = None,
+                           end: Annotated[str | None, QueryParameter(name="to")] = None,
+                           ) -> Response[str]:
+    """The dry run of POST /v1/jobs/{id}/backfill: every slot and what a backfill would do
+    with it; changes nothing. The confirm button carries the same range."""
+    job = await _job(ui, job_id)
+    since, until = _range(start, end)
+    plan = await jobs.backfill(ui.conn, ui.store, tenant_id=ui.tenant_id, job_id=job_id,
+                               start=since, end=until, actor=ui.actor, dry_run=True)
+    tz = load_zone(plan.timezone)
+    rows = [[s.slot.astimezone(tz).isoformat(), when(s.slot), s.action, s.recorded_skip or ""]
+            for s in plan.slots]
+    n = plan.runs_created
+    confirm = html.post_button(
+        f"/ui/jobs/{job_id}/backfill", f"Backfill {n} slot{'' if n == 1 else 's'}", ui.csrf,
+        fields={"from": since.isoformat(), "to": until.isoformat()}
+    ) if n and roles.may(ui.session.role, roles.OPERATE) else Safe(
+        '<p class="muted">Nothing to backfill: every slot has a run.</p>' if not n else "")
+    body = join([
+        fmt('<p>{link}</p>', link=link(f"/ui/jobs/{job_id}", f"← job {job.name}")),
+        backfill_form(ui, job, _local_input(since), _local_input(until)),
+        fmt('<section><h2>Slots in [{a}, {b})</h2><p class="muted">Dry run: nothing was '
+            'changed. {n} of {total} slots would get a run; local times in {zone}.</p>{t}'
+            '<div class="actions">{confirm}</div></section>', a=when(since), b=when(until), n=n,
+            total=len(plan.slots), zone=plan.timezone, confirm=confirm, t=html.table(
+                [f"local ({plan.timezone})", "slot (UTC)", "action", "recorded skip"], rows,
+                "No slots in this range.", "backfill-slots")),
+    ])
+    return ui.page(f"Backfill {job.name}", body, "jobs")
+
+
+@post("/jobs/{job_id:uuid}/backfill", include_in_schema=False, status_code=303,
+      opt=audited("job.backfill", "job", "job_id"))
+async def backfill(request: Request, job_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
+    form = await checked_form(request, ui)
+    since, until = _range(form.get("from"), form.get("to"))
+    done = await jobs.backfill(ui.conn, ui.store, tenant_id=ui.tenant_id, job_id=job_id,
+                               start=since, end=until, actor=ui.actor)
+    ui.audit.after = {"start": done.start, "end": done.end, "runs_created": done.runs_created}
+    ui.session.flash = (f"Backfill: {done.runs_created} runs created, {done.slots_with_runs} "
+                        f"slots already had runs, {done.slots_skipped} skipped.")
+    return redirect(f"/ui/jobs/{job_id}")
 
 
 def _back(form: dict[str, Any], job_id: uuid.UUID) -> str:
@@ -198,4 +273,4 @@ async def trigger(request: Request, job_id: FromPath[uuid.UUID], ui: Ui) -> Resp
     return redirect(f"/ui/runs/{run_id}")
 
 
-ROUTES = [jobs_page, job_page, pause, resume, trigger]
+ROUTES = [jobs_page, job_page, pause, resume, trigger, backfill_preview, backfill]

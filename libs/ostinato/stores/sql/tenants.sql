@@ -13,3 +13,11 @@ SELECT id, name, weight FROM tenants;
 -- name: tenant_name
 -- The admin acting for a tenant (X-Ostinato-Tenant) names one that exists.
 SELECT name FROM tenants WHERE id = $1;
+
+-- name: tenants_page
+-- The admin's list of tenants (GET /v1/tenants): newest first, keyset-paginated by
+-- (created_at, id). The one query over every tenant: tenants are what it lists.
+SELECT id, name, weight, created_at FROM tenants
+WHERE ($1::timestamptz IS NULL OR (created_at, id) < ($1, $2::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT $3;

@@ -1,0 +1,29 @@
+"""The pure decision of a backfill (`jobs.control.plan_backfill`): what happens to each slot of
+the range, the same for its dry run and for the real one."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from ostinato.jobs.control import BackfillSlot, plan_backfill
+from ostinato.stores.jobs import Skip
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+SLOTS = [T0 + timedelta(hours=h) for h in range(4)]
+
+
+def test_allow_creates_every_slot_without_a_run_and_names_earlier_skips() -> None:
+    skips = [Skip(first_slot=SLOTS[2], last_slot=SLOTS[3], slots=2, reason="misfire_skip")]
+    assert plan_backfill(SLOTS, {SLOTS[1]}, overlap="allow", active=True, skips=skips) == [
+        BackfillSlot(SLOTS[0], "create"),
+        BackfillSlot(SLOTS[1], "has_run"),
+        BackfillSlot(SLOTS[2], "create", "misfire_skip"),
+        BackfillSlot(SLOTS[3], "create", "misfire_skip"),
+    ]
+
+
+def test_overlap_skip_creates_one_run_and_none_while_a_run_is_active() -> None:
+    idle = plan_backfill(SLOTS, {SLOTS[0]}, overlap="skip", active=False, skips=[])
+    assert [s.action for s in idle] == ["has_run", "create", "skip", "skip"]
+    busy = plan_backfill(SLOTS, set(), overlap="skip", active=True, skips=[])
+    assert [s.action for s in busy] == ["skip"] * 4
