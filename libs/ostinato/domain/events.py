@@ -136,9 +136,10 @@ class CompletionOverdue(Event, tag="CompletionOverdue"):
     """A completion deadline passed without a success: `kind` "complete_within" (the run of
     `scheduled_for` had not succeeded by `deadline`, slot + the job's `complete_within`; `state`
     is the run's state then: retrying, waiting, failed...) or "max_staleness" (the job's last
-    success, `last_success_at`, none: its creation, got older than allowed at `deadline`). Once
-    per breached occurrence or staleness episode: its event id is derived from the job, the
-    occurrence (or last success) and the kind."""
+    success, `last_success_at`, none: its creation, got older than allowed at `deadline`). A
+    DAG job's occurrence is its DAG run: `dag_run_id` instead of `run_id`, `state` the DAG
+    run's. Once per breached occurrence or staleness episode: its event id is derived from the
+    job, the occurrence (or last success) and the kind."""
 
     stream_type: ClassVar[str] = "job"
     kind: str
@@ -147,6 +148,7 @@ class CompletionOverdue(Event, tag="CompletionOverdue"):
     scheduled_for: datetime | None = None
     state: str | None = None
     last_success_at: datetime | None = None
+    dag_run_id: uuid.UUID | None = None
 
 
 class LedgerDisagreement(Event, tag="LedgerDisagreement"):
@@ -156,6 +158,16 @@ class LedgerDisagreement(Event, tag="LedgerDisagreement"):
     stream_type: ClassVar[str] = "job"
     scheduled_for: datetime
     expected_by: str
+
+
+class LedgerScheduleUnreadable(Event, tag="LedgerScheduleUnreadable"):
+    """The independent ledger cannot read the job's stored schedule (`error` says why), so its
+    slots go unaudited until the schedule changes: the scheduler's reading is not checked. Once
+    per (job, schedule document): the event id is derived from both
+    (`ostinato.ledger.unreadable_id`)."""
+
+    stream_type: ClassVar[str] = "job"
+    error: str
 
 
 class JobPaused(Event, tag="JobPaused"):
@@ -796,6 +808,7 @@ CATALOGUE: tuple[type[Event], ...] = (
     OccurrenceMissed,
     LedgerSlotMissing,
     LedgerDisagreement,
+    LedgerScheduleUnreadable,
     CompletionOverdue,
     JobPaused,
     JobResumed,
@@ -866,6 +879,7 @@ AnyEvent = (
     | OccurrenceMissed
     | LedgerSlotMissing
     | LedgerDisagreement
+    | LedgerScheduleUnreadable
     | CompletionOverdue
     | JobPaused
     | JobResumed
