@@ -199,6 +199,39 @@ async def test_a_schedule_the_two_implementations_read_differently_is_a_disagree
     assert await reconcile(pool, clock) == 0
 
 
+async def test_a_schedule_the_ledger_cannot_read_is_an_event_a_metric_and_an_alert_once(
+        pool: asyncpg.Pool) -> None:
+    """Its slots would go unaudited: one `LedgerScheduleUnreadable` per (job, document), not a
+    log line at every sweep; the jobs beside it are still checked."""
+    clock = FakeClock(T0)
+    tenant, _ = await new_tenant(pool)
+    job = await recurring(pool, clock, tenant, every="1m", start_at=T0)
+    beside = await recurring(pool, clock, tenant, every="1m", start_at=T0)
+    async with pool.acquire() as conn:  # a document from a later version, say
+        await conn.execute("UPDATE jobs SET schedule = (schedule::jsonb || '{\"version\": 9}')"
+                           "::json WHERE id = $1", job.id)
+    clock.set(at(1) + timedelta(seconds=1))
+    before = counted("ostinato_ledger_schedules_unreadable_total", tenant)
+    with capture_logs() as logs:
+        assert await reconcile(pool, clock) == 2  # the unreadable one, and beside's slot 0
+    async with pool.acquire() as conn:
+        stream = await read_stream(conn, job.id, tenant)
+    [event] = [r for r in stream if r.type == "LedgerScheduleUnreadable"]
+    assert "version 9" in event.event.error and event.actor == "reconciler"  # type: ignore[attr-defined]
+    assert counted("ostinato_ledger_schedules_unreadable_total", tenant) == before + 1
+    [line] = alerts(logs, "ostinato_ledger_schedule_unreadable")
+    assert line["job_id"] == str(job.id) and line["log_level"] == "error"
+    assert await findings(pool, beside) == [("LedgerSlotMissing", at(0), "reconciler")]
+    with capture_logs() as logs:
+        assert await reconcile(pool, clock) == 0  # the same document: reported already
+    assert alerts(logs, "ostinato_ledger_schedule_unreadable") == []
+    async with pool.acquire() as conn:
+        await conn.execute("UPDATE jobs SET schedule = (schedule::jsonb || '{\"version\": 10}')"
+                           "::json WHERE id = $1", job.id)
+    assert await reconcile(pool, clock) == 1  # another document, still unreadable
+    assert counted("ostinato_ledger_schedules_unreadable_total", tenant) == before + 2
+
+
 async def test_a_dag_jobs_slot_is_its_dag_runs_outcome_in_the_ledger_and_the_deadline_check(
         pool: asyncpg.Pool) -> None:
     """A DAG job's occurrence is its DAG run, whose node runs share the job and slot: a DAG run
