@@ -254,6 +254,7 @@ class RunSucceeded(Event, tag="RunSucceeded"):
     fencing_token: int
     output_ref: uuid.UUID | None
     logs_ref: uuid.UUID | None = None  # the attempt's captured log lines
+    output_bytes: int | None = None  # the output's size, for usage (the blob expires)
 
 
 class RunFailed(Event, tag="RunFailed"):
@@ -340,6 +341,7 @@ class RunCancelled(Event, tag="RunCancelled"):
     by: str
     reason: str  # requested | queue_wait_expired
     output_ref: uuid.UUID | None = None  # a result that arrived after the cancel, kept but ignored
+    output_bytes: int | None = None  # its size, for usage (the blob expires)
 
 
 class QueueWaitExpired(Event, tag="QueueWaitExpired"):
@@ -668,6 +670,7 @@ class RunMarkedSucceeded(Event, tag="RunMarkedSucceeded"):
     output_ref: uuid.UUID | None
     by: str
     reason: str
+    output_bytes: int | None = None  # the output's size, for usage (the blob expires)
 
 
 class RunMarkedFailed(Event, tag="RunMarkedFailed"):
