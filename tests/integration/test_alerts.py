@@ -434,6 +434,66 @@ async def test_a_dead_letter_of_a_recurring_job_is_failed_in_the_ledger_counted_
     assert counted("ostinato_dead_letters_total", tenant) == before + 1  # triage adds none
 
 
+async def test_a_dag_job_overdue_with_a_failed_node_alerts_though_another_node_succeeded(
+        client: httpx.AsyncClient, pool: asyncpg.Pool, receiver: Receiver,
+        api_clock: FakeClock) -> None:
+    """A DAG job's occurrence is its DAG run: a node run that succeeded (it shares the job and
+    slot) neither meets the deadline nor resolves the alert; the next DAG run's success does."""
+    from ostinato.dags.targets import task_for
+    from ostinato.runs import dags as dag_runs
+
+    clock = api_clock
+    tenant, key = await new_tenant(pool)
+    await put_sink(client, key, "etl", url=receiver.url, owners=["etl"])
+    steps = [{"key": k, "task": "dag.step", "payload": {}, "retry": {"max_attempts": 1}}
+             for k in ("a", "b")]
+    async with pool.acquire() as conn:
+        dag, _ = await dag_runs.define(
+            conn, store(clock), tenant_id=tenant, name="pair",
+            document={"nodes": steps, "edges": []}, rules=dag_runs.Rules(), actor="test")
+        await submit_job(conn, store(clock), clock, tenant_id=tenant, request=JobRequest(
+            name="pair-etl", task=task_for(dag.id), complete_within="10m", owner="etl",
+            schedule=ScheduleSpec(every="1h", start_at=T0)), pools=("default",),
+            max_payload_bytes=1024, actor="test")
+    attempts = Attempts(pool, store(clock), clock, lease_ttl_seconds=30)
+
+    async def occurrence(fail: set[str]) -> None:
+        assert await fire_due(pool, store(clock), clock) == []  # a DAG run, not a run
+        async with pool.acquire() as conn:
+            await dag_runs.advance_due(conn, store(clock), now=clock.now(), batch_size=100,
+                                       actor="scheduler", rules=dag_runs.Rules())
+        assert await dispatch(pool, clock) == 2
+        for c in await attempts.claim(tenant, p.ClaimRequest(worker_id="w", max_runs=2)):
+            async with pool.acquire() as conn:
+                node_key = await conn.fetchval(
+                    "SELECT key FROM dag_run_nodes WHERE run_id = $1", uuid.UUID(c.run_id))
+            fails = node_key in fail
+            [result] = await attempts.record(tenant, "w", [Outcome(
+                uuid.UUID(c.run_id), c.run_id, c.fencing_token, "fail" if fails else "complete",
+                output=None if fails else 1,
+                error=p.ErrorInfo(type="Boom", message="b", retryable=False) if fails
+                else None)])
+            assert result.status == 200
+        async with pool.acquire() as conn:
+            await dag_runs.advance_due(conn, store(clock), now=clock.now(), batch_size=100,
+                                       actor="scheduler", rules=dag_runs.Rules())
+
+    await occurrence(fail={"b"})  # node a succeeded, node b failed: the DAG run failed
+    clock.set(T0 + timedelta(minutes=11))
+    assert await check_deadlines(pool, store(clock), clock, window=timedelta(days=1)) == 1
+    async with httpx.AsyncClient(timeout=5) as http:
+        # Overdue (node a's success does not count) and node b's dead letter.
+        assert await evaluate_alerts(pool, clock) == 2
+        assert await deliver_alerts(pool, clock, http) == 2
+        assert sorted(receiver.alerts()) == [("firing", "OstinatoCompletionOverdue", "etl"),
+                                             ("firing", "OstinatoDeadLetter", "etl")]
+        clock.set(T0 + timedelta(hours=1, seconds=1))
+        await occurrence(fail=set())  # the next DAG run succeeds
+        assert await evaluate_alerts(pool, clock) == 1
+        assert await deliver_alerts(pool, clock, http) == 1
+    assert receiver.alerts()[2:] == [("resolved", "OstinatoCompletionOverdue", "etl")]
+
+
 async def test_the_sinks_api(client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
     _, key = await new_tenant(pool)
     assert_problem(await client.put("/v1/alert-sinks/x", json={"url": "ftp://nowhere",
