@@ -20,6 +20,8 @@ from structlog.testing import capture_logs
 from ostinato import jobs
 from ostinato.clock import Clock, FakeClock
 from ostinato.dags.targets import dag_run_id_for, task_for
+from ostinato.eventlog.readmodels import snapshot
+from ostinato.eventlog.rebuild import rebuild
 from ostinato.eventlog.store import read_stream
 from ostinato.jobs import ledger as job_ledger
 from ostinato.jobs.request import JobRequest
@@ -309,6 +311,14 @@ async def test_a_dag_jobs_slot_is_its_dag_runs_outcome_in_the_ledger_and_the_dea
         (slots[0], "failed", dag_run_id_for(job.id, slots[0]), None),
         (slots[2], "pending", dag_run_id_for(job.id, slots[2]), None)]
     assert await check_deadlines(pool, store(clock), clock, window=timedelta(days=1)) == 0
+    async with pool.acquire() as conn:  # the breached DAG runs are marked, as a rebuild does
+        assert await conn.fetchval("SELECT count(*) FROM dag_runs WHERE job_id = $1 "
+                                   "AND completion_overdue", job.id) == 2
+        live = await snapshot(conn)
+        await rebuild(conn)
+        again = await snapshot(conn)
+    assert again["dag_runs"] == live["dag_runs"]
+    assert [j["last_overdue_slot"] for j in again["jobs"]] == [slots[2]]
 
 
 # ---- GET /v1/jobs/{id}/ledger ----------------------------------------------------------------
