@@ -169,8 +169,12 @@ async def record_unreadable(pool: asyncpg.Pool, store: EventStore, job: LedgerJo
     """A schedule the ledger cannot read leaves its slots unaudited: one
     `LedgerScheduleUnreadable` per (job, document), a metric and an alert line; 1 if new."""
     key = ledger.unreadable_id(job.id, job.schedule)
+    async with pool.acquire() as conn:
+        if await ledger_store.findings_recorded(conn, [key]):
+            return 0  # reported already: no lock at every sweep
     async with pool.acquire() as conn, conn.transaction():
         locked = await job_store.lock_for_repair(conn, job.id)
+        # Under the job's lock: another reconciler may have recorded it meanwhile.
         if locked is None or await ledger_store.findings_recorded(conn, [key]):
             return 0
         head = StreamHead(job.id, job.tenant_id, locked.version)
