@@ -222,7 +222,8 @@ CREATE TABLE public.dag_runs (
     started_at timestamp with time zone,
     finished_at timestamp with time zone,
     updated_at timestamp with time zone NOT NULL,
-    version integer NOT NULL
+    version integer NOT NULL,
+    completion_overdue boolean DEFAULT false NOT NULL
 );
 
 --
@@ -1152,6 +1153,12 @@ CREATE INDEX dag_runs_by_dag ON public.dag_runs USING btree (tenant_id, dag_id, 
 --
 
 CREATE INDEX dag_runs_due ON public.dag_runs USING btree (due_at) WHERE (state = 'pending'::text);
+
+--
+-- Name: dag_runs_job_slot; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX dag_runs_job_slot ON public.dag_runs USING btree (job_id, scheduled_for) WHERE (job_id IS NOT NULL);
 
 --
 -- Name: dead_letters_compensation_failed; Type: INDEX; Schema: public; Owner: -

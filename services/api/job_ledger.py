@@ -41,7 +41,8 @@ class LedgerEntryView(msgspec.Struct, kw_only=True):
     #               waiting missing
     expected_by: str  # both | ledger | scheduler (the last two: the implementations disagree)
     run_id: uuid.UUID | None = None
-    state: str | None = None  # the run's state
+    dag_run_id: uuid.UUID | None = None  # a DAG job's occurrence is a DAG run (run_id: none)
+    state: str | None = None  # the run's state (the DAG run's, for a DAG job)
     skip_reason: str | None = None  # the recorded skip's reason
     paused: bool = False  # inside a pause of the job
     excluded: bool = False  # on a date of the job's calendar
@@ -109,8 +110,9 @@ async def job_ledger_page(job_id: FromPath[uuid.UUID], tenant: Tenant,
     page, more = entries[:limit], len(entries) > limit
     return LedgerPage(job_id=job_id, window_from=start, window_to=end, items=[
         LedgerEntryView(slot=e.slot, outcome=e.outcome, expected_by=e.expected_by,
-                        run_id=e.run_id, state=e.state, skip_reason=e.skip_reason,
-                        paused=e.paused, excluded=e.excluded) for e in page],
+                        run_id=e.run_id, dag_run_id=e.dag_run_id, state=e.state,
+                        skip_reason=e.skip_reason, paused=e.paused, excluded=e.excluded)
+        for e in page],
         next_after=page[-1].slot if more else None)
 
 

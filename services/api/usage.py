@@ -1,6 +1,7 @@
 """`GET /v1/usage?from=&to=&granularity=hour|day`: what a tenant used, for quotas and billing —
-runs created, attempts started, worker-seconds, workflow steps (from the run-event log),
-payload and output bytes (from the blob store), per UTC hour or day, with the totals. Default
+runs created, attempts started, worker-seconds, workflow steps and output bytes (from the
+run-event log: an output's size is recorded on its completion event and outlives the blob's
+retention), payload bytes (from the blob store), per UTC hour or day, with the totals. Default
 window: the last day (hourly) ; at most 31 days hourly, 366 days daily."""
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ async def get_usage(tenant: Tenant, window_from: From = None, to: To = None,
     for e in await usage.events_between(tenant.conn, tenant.tenant_id, start, end, granularity):
         buckets[e.bucket] = UsageBucket(start=e.bucket, runs=e.runs, attempts=e.attempts,
                                         worker_seconds=e.worker_seconds,
-                                        workflow_steps=e.workflow_steps)
+                                        workflow_steps=e.workflow_steps,
+                                        output_bytes=e.output_bytes)
     for b in await usage.bytes_between(tenant.conn, tenant.tenant_id, start, end, granularity):
         item = buckets.setdefault(b.bucket, UsageBucket(start=b.bucket))
-        item.payload_bytes, item.output_bytes = b.payload_bytes, b.output_bytes
+        item.payload_bytes = b.payload_bytes
     items = [buckets[k] for k in sorted(buckets)]
     total = UsageBucket(
         start=start, runs=sum(i.runs for i in items), attempts=sum(i.attempts for i in items),

@@ -128,11 +128,15 @@ def _events_for(row: LockedRun, o: Outcome, now: datetime, actor: str, tenant_id
     logs_ref = _blob(blobs, tenant_id, o.logs, "logs") if o.logs else None
     if o.kind == "fail":
         return failure_events(row, o, now, actor, logs_ref)
-    output_ref = _blob(blobs, tenant_id, o.output, "output") if o.output is not None else None
+    output_ref = output_bytes = None
+    if o.output is not None:
+        output_ref = _blob(blobs, tenant_id, o.output, "output")
+        output_bytes = len(blobs[-1][2])  # in the event: usage outlives the blob's retention
     if row.cancel_requested:
-        return [ev.RunCancelled(by=actor, reason="requested", output_ref=output_ref)]
+        return [ev.RunCancelled(by=actor, reason="requested", output_ref=output_ref,
+                                output_bytes=output_bytes)]
     return [ev.RunSucceeded(attempt=row.attempt, fencing_token=o.fencing_token,
-                            output_ref=output_ref, logs_ref=logs_ref)]
+                            output_ref=output_ref, logs_ref=logs_ref, output_bytes=output_bytes)]
 
 
 def _blob(blobs: list[tuple[uuid.UUID, uuid.UUID, bytes, str]], tenant_id: uuid.UUID,

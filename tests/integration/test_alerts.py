@@ -267,6 +267,235 @@ async def test_a_completion_deadline_breach_alerts_the_owner_and_resolves_at_the
     assert receiver.bodies[0]["alerts"][0]["labels"]["kind"] == "complete_within"
 
 
+# ---- The issue's scenarios: each asserts its ledger entry, event, metric change and alert ----
+
+async def ledger_entry(pool: asyncpg.Pool, job: JobRow, clock: Clock,
+                       slot: datetime) -> tuple[str, str | None]:
+    """The (outcome, state) the expected-occurrence ledger gives `slot` now."""
+    from ostinato.jobs import ledger as job_ledger
+    from ostinato.stores import jobs as job_store
+
+    async with pool.acquire() as conn:
+        row = await job_store.by_id(conn, job.tenant_id, job.id)
+        assert row is not None
+        entries = await job_ledger.job_entries(
+            conn, job.tenant_id, job.id, row.schedule, overlap=row.overlap,
+            calendar=row.calendar, next_slot=row.next_slot, start=slot,
+            end=slot + timedelta(microseconds=1), now=clock.now(),
+            grace=timedelta(seconds=30), limit=10)
+    [entry] = entries
+    return entry.outcome, entry.state
+
+
+def counted(name: str, tenant: uuid.UUID, **labels: str) -> float:
+    """The sum of the samples of `name` for `tenant` (whatever other labels they carry)."""
+    return sum(sample.value for metric in REGISTRY.collect() for sample in metric.samples
+               if sample.name == name and sample.labels.get("tenant") == str(tenant)
+               and all(sample.labels.get(k) == v for k, v in labels.items()))
+
+
+async def stream_types(pool: asyncpg.Pool, stream_id: uuid.UUID,
+                       tenant: uuid.UUID) -> list[str]:
+    from ostinato.eventlog.store import read_stream
+
+    async with pool.acquire() as conn:
+        return [r.type for r in await read_stream(conn, stream_id, tenant)]
+
+
+async def complete_all(pool: asyncpg.Pool, clock: Clock, tenant: uuid.UUID) -> int:
+    """Queue what is due and complete every run claimed; how many."""
+    await dispatch(pool, clock)
+    attempts = Attempts(pool, store(clock), clock, lease_ttl_seconds=30)
+    claimed = await attempts.claim(tenant, p.ClaimRequest(worker_id="w", max_runs=10))
+    for c in claimed:
+        [result] = await attempts.record(tenant, "w", [Outcome(
+            uuid.UUID(c.run_id), c.run_id, c.fencing_token, "complete", output=1)])
+        assert result.status == 200
+    return len(claimed)
+
+
+async def test_a_deleted_run_is_a_missing_slot_event_metric_and_an_omission_alert_once(
+        client: httpx.AsyncClient, pool: asyncpg.Pool, receiver: Receiver,
+        api_clock: FakeClock) -> None:
+    from services.reconciler.checks.ledger import check_ledger
+
+    clock = api_clock
+    tenant, key = await new_tenant(pool)
+    await put_sink(client, key, "ops", url=receiver.url, owners=["ops"])
+    async with pool.acquire() as conn:
+        job, _ = await submit_job(conn, store(clock), clock, tenant_id=tenant, request=JobRequest(
+            name="minutely", schedule=ScheduleSpec(every="1m", start_at=T0), owner="ops"),
+            pools=("default",), max_payload_bytes=1024, actor="test")
+    for k in range(3):
+        clock.set(T0 + timedelta(minutes=k, seconds=1))
+        assert len(await fire_due(pool, store(clock), clock)) == 1
+    slot = T0 + timedelta(minutes=1)
+    async with pool.acquire() as conn:  # the read model loses a run (an operator's mistake)
+        await conn.execute("DELETE FROM runs WHERE job_id = $1 AND scheduled_for = $2", job.id,
+                           slot)
+    clock.set(T0 + timedelta(minutes=2, seconds=59))
+    before = counted("ostinato_ledger_slots_missing_total", tenant)
+    assert await check_ledger(pool, store(clock), clock, window=timedelta(hours=1),
+                              grace=timedelta(seconds=30)) == 1
+    assert await ledger_entry(pool, job, clock, slot) == ("missing", None)
+    assert (await stream_types(pool, job.id, tenant)).count("LedgerSlotMissing") == 1
+    assert counted("ostinato_ledger_slots_missing_total", tenant) == before + 1
+    async with httpx.AsyncClient(timeout=5) as http:
+        assert await evaluate_alerts(pool, clock) == 1
+        assert await evaluate_alerts(pool, clock) == 0
+        assert await deliver_alerts(pool, clock, http) == 1
+        assert receiver.alerts() == [("firing", "OstinatoOccurrenceOmitted", "ops")]
+        # A later slot's run succeeds: the job does its work again, the omission resolves.
+        assert await complete_all(pool, clock, tenant) == 2  # slots 0 and 2
+        assert await evaluate_alerts(pool, clock) == 1
+        assert await evaluate_alerts(pool, clock) == 0
+        assert await deliver_alerts(pool, clock, http) == 1
+        assert await deliver_alerts(pool, clock, http) == 0
+    assert receiver.alerts() == [("firing", "OstinatoOccurrenceOmitted", "ops"),
+                                 ("resolved", "OstinatoOccurrenceOmitted", "ops")]
+    assert receiver.bodies[0]["alerts"][0]["labels"]["job_id"] == str(job.id)
+
+
+async def test_a_run_retrying_past_its_deadline_is_overdue_in_every_signal_and_alerts_once(
+        client: httpx.AsyncClient, pool: asyncpg.Pool, receiver: Receiver,
+        api_clock: FakeClock) -> None:
+    from services.scheduler.tick import release_retries
+
+    clock = api_clock
+    tenant, key = await new_tenant(pool)
+    await put_sink(client, key, "ops", url=receiver.url, owners=["ops"])
+    async with pool.acquire() as conn:
+        job, _ = await submit_job(conn, store(clock), clock, tenant_id=tenant, request=JobRequest(
+            name="hourly", schedule=ScheduleSpec(every="1h", start_at=T0), owner="ops",
+            complete_within="5m", retry=RetrySpec(max_attempts=5, initial_delay="10m",
+                                                  max_delay="10m", jitter="none")),
+            pools=("default",), max_payload_bytes=1024, actor="test")
+    assert len(await fire_due(pool, store(clock), clock)) == 1
+    assert await dispatch(pool, clock) == 1
+    attempts = Attempts(pool, store(clock), clock, lease_ttl_seconds=30)
+    [claimed] = await attempts.claim(tenant, p.ClaimRequest(worker_id="w", max_runs=1))
+    [result] = await attempts.record(tenant, "w", [Outcome(
+        uuid.UUID(claimed.run_id), claimed.run_id, claimed.fencing_token, "fail",
+        error=p.ErrorInfo(type="Flaky", message="try again", retryable=True))])
+    assert result.status == 200
+    clock.set(T0 + timedelta(minutes=6))  # past the deadline, still retrying
+    before = counted("ostinato_completion_overdue_total", tenant, kind="complete_within")
+    assert await check_deadlines(pool, store(clock), clock, window=timedelta(days=1)) == 1
+    assert await check_deadlines(pool, store(clock), clock, window=timedelta(days=1)) == 0
+    assert await ledger_entry(pool, job, clock, T0) == ("in_progress", "retry_scheduled")
+    assert (await stream_types(pool, job.id, tenant)).count("CompletionOverdue") == 1
+    assert counted("ostinato_completion_overdue_total", tenant,
+                   kind="complete_within") == before + 1
+    async with httpx.AsyncClient(timeout=5) as http:
+        assert await evaluate_alerts(pool, clock) == 1
+        assert await evaluate_alerts(pool, clock) == 0
+        assert await deliver_alerts(pool, clock, http) == 1
+        # The retry succeeds, late: the occurrence completed, the alert resolves.
+        clock.set(T0 + timedelta(minutes=11))
+        assert await release_retries(pool, store(clock), clock) == 1
+        assert await complete_all(pool, clock, tenant) == 1
+        assert await ledger_entry(pool, job, clock, T0) == ("completed", "succeeded")
+        assert await evaluate_alerts(pool, clock) == 1
+        assert await evaluate_alerts(pool, clock) == 0
+        assert await deliver_alerts(pool, clock, http) == 1
+        assert await deliver_alerts(pool, clock, http) == 0
+    assert receiver.alerts() == [("firing", "OstinatoCompletionOverdue", "ops"),
+                                 ("resolved", "OstinatoCompletionOverdue", "ops")]
+
+
+async def test_a_dead_letter_of_a_recurring_job_is_failed_in_the_ledger_counted_and_alerted(
+        client: httpx.AsyncClient, pool: asyncpg.Pool, receiver: Receiver,
+        api_clock: FakeClock) -> None:
+    clock = api_clock
+    tenant, key = await new_tenant(pool)
+    await put_sink(client, key, "ops", url=receiver.url, owners=["ops"])
+    async with pool.acquire() as conn:
+        job, _ = await submit_job(conn, store(clock), clock, tenant_id=tenant, request=JobRequest(
+            name="hourly", schedule=ScheduleSpec(every="1h", start_at=T0), owner="ops",
+            retry=RetrySpec(max_attempts=1)), pools=("default",), max_payload_bytes=1024,
+            actor="test")
+    before = counted("ostinato_dead_letters_total", tenant)
+    run_id = await run_once(pool, clock, tenant, succeed=False)  # permanent: dead-lettered
+    assert await ledger_entry(pool, job, clock, T0) == ("failed", "dead_lettered")
+    assert (await stream_types(pool, run_id, tenant)).count("RunDeadLettered") == 1
+    assert counted("ostinato_dead_letters_total", tenant) == before + 1
+    async with httpx.AsyncClient(timeout=5) as http:
+        assert await evaluate_alerts(pool, clock) == 1
+        assert await evaluate_alerts(pool, clock) == 0
+        assert await deliver_alerts(pool, clock, http) == 1
+        clock.advance(60)
+        r = await client.post(f"/v1/dead-letters/{run_id}/triage",
+                              json={"state": "acknowledged"}, headers=auth(key))
+        assert r.status_code == 200, r.text
+        assert await evaluate_alerts(pool, clock) == 1
+        assert await evaluate_alerts(pool, clock) == 0
+        assert await deliver_alerts(pool, clock, http) == 1
+        assert await deliver_alerts(pool, clock, http) == 0
+    assert receiver.alerts() == [("firing", "OstinatoDeadLetter", "ops"),
+                                 ("resolved", "OstinatoDeadLetter", "ops")]
+    assert counted("ostinato_dead_letters_total", tenant) == before + 1  # triage adds none
+
+
+async def test_a_dag_job_overdue_with_a_failed_node_alerts_though_another_node_succeeded(
+        client: httpx.AsyncClient, pool: asyncpg.Pool, receiver: Receiver,
+        api_clock: FakeClock) -> None:
+    """A DAG job's occurrence is its DAG run: a node run that succeeded (it shares the job and
+    slot) neither meets the deadline nor resolves the alert; the next DAG run's success does."""
+    from ostinato.dags.targets import task_for
+    from ostinato.runs import dags as dag_runs
+
+    clock = api_clock
+    tenant, key = await new_tenant(pool)
+    await put_sink(client, key, "etl", url=receiver.url, owners=["etl"])
+    steps = [{"key": k, "task": "dag.step", "payload": {}, "retry": {"max_attempts": 1}}
+             for k in ("a", "b")]
+    async with pool.acquire() as conn:
+        dag, _ = await dag_runs.define(
+            conn, store(clock), tenant_id=tenant, name="pair",
+            document={"nodes": steps, "edges": []}, rules=dag_runs.Rules(), actor="test")
+        await submit_job(conn, store(clock), clock, tenant_id=tenant, request=JobRequest(
+            name="pair-etl", task=task_for(dag.id), complete_within="10m", owner="etl",
+            schedule=ScheduleSpec(every="1h", start_at=T0)), pools=("default",),
+            max_payload_bytes=1024, actor="test")
+    attempts = Attempts(pool, store(clock), clock, lease_ttl_seconds=30)
+
+    async def occurrence(fail: set[str]) -> None:
+        assert await fire_due(pool, store(clock), clock) == []  # a DAG run, not a run
+        async with pool.acquire() as conn:
+            await dag_runs.advance_due(conn, store(clock), now=clock.now(), batch_size=100,
+                                       actor="scheduler", rules=dag_runs.Rules())
+        assert await dispatch(pool, clock) == 2
+        for c in await attempts.claim(tenant, p.ClaimRequest(worker_id="w", max_runs=2)):
+            async with pool.acquire() as conn:
+                node_key = await conn.fetchval(
+                    "SELECT key FROM dag_run_nodes WHERE run_id = $1", uuid.UUID(c.run_id))
+            fails = node_key in fail
+            [result] = await attempts.record(tenant, "w", [Outcome(
+                uuid.UUID(c.run_id), c.run_id, c.fencing_token, "fail" if fails else "complete",
+                output=None if fails else 1,
+                error=p.ErrorInfo(type="Boom", message="b", retryable=False) if fails
+                else None)])
+            assert result.status == 200
+        async with pool.acquire() as conn:
+            await dag_runs.advance_due(conn, store(clock), now=clock.now(), batch_size=100,
+                                       actor="scheduler", rules=dag_runs.Rules())
+
+    await occurrence(fail={"b"})  # node a succeeded, node b failed: the DAG run failed
+    clock.set(T0 + timedelta(minutes=11))
+    assert await check_deadlines(pool, store(clock), clock, window=timedelta(days=1)) == 1
+    async with httpx.AsyncClient(timeout=5) as http:
+        # Overdue (node a's success does not count) and node b's dead letter.
+        assert await evaluate_alerts(pool, clock) == 2
+        assert await deliver_alerts(pool, clock, http) == 2
+        assert sorted(receiver.alerts()) == [("firing", "OstinatoCompletionOverdue", "etl"),
+                                             ("firing", "OstinatoDeadLetter", "etl")]
+        clock.set(T0 + timedelta(hours=1, seconds=1))
+        await occurrence(fail=set())  # the next DAG run succeeds
+        assert await evaluate_alerts(pool, clock) == 1
+        assert await deliver_alerts(pool, clock, http) == 1
+    assert receiver.alerts()[2:] == [("resolved", "OstinatoCompletionOverdue", "etl")]
+
+
 async def test_the_sinks_api(client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
     _, key = await new_tenant(pool)
     assert_problem(await client.put("/v1/alert-sinks/x", json={"url": "ftp://nowhere",

@@ -116,6 +116,24 @@ async def test_a_run_retrying_past_its_deadline_is_a_breach_and_two_reconcilers_
     assert await overdue(pool, job) == [("complete_within", T0, "retry_scheduled", at(5))]
 
 
+async def test_a_complete_within_longer_than_the_window_breaches_at_its_deadline(
+        pool: asyncpg.Pool) -> None:
+    """The check chooses runs by deadline, not by slot: a run due two days ago with a two-day
+    `complete_within` breaches although its slot lies outside the one-day window."""
+    clock = FakeClock(T0)
+    tenant, _ = await new_tenant(pool)
+    job = await submit(pool, clock, tenant, schedule=ScheduleSpec(at=T0), complete_within="2d")
+    assert len(await fire_due(pool, store(clock), clock)) == 1  # no worker ever takes it
+    clock.set(T0 + timedelta(days=2) - timedelta(seconds=1))
+    assert await check(pool, clock) == 0  # not yet
+    clock.set(T0 + timedelta(days=2, seconds=1))
+    assert clock.now() - T0 > WINDOW  # the slot is out of the window, the deadline in it
+    assert await check(pool, clock) == 1
+    assert await overdue(pool, job) == [
+        ("complete_within", T0, "scheduled", T0 + timedelta(days=2))]
+    assert await check(pool, clock) == 0
+
+
 async def test_success_in_time_and_cancelled_runs_are_no_breach(pool: asyncpg.Pool) -> None:
     clock = FakeClock(T0)
     tenant, _ = await new_tenant(pool)

@@ -343,7 +343,8 @@ async def test_marking_a_waiting_parent_succeeded_cancels_its_child(
     assert (await run_row(pool, tenant_id, child_id)).state == "cancelled"
     events = await events_of(pool, tenant_id, run_id)
     assert events[-1] == ev.RunMarkedSucceeded(output_ref=events[-1].output_ref, by=actor,
-                                               reason="shipped outside the system")
+                                               reason="shipped outside the system",
+                                               output_bytes=len(b'{"by":"hand"}'))
     assert kinds(await events_of(pool, tenant_id, child_id))[-1] == "RunCancelled"
 
 

@@ -17,6 +17,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from ostinato.clock import Clock, FakeClock
+from ostinato.eventlog.store import expire_blobs
 from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
 from ostinato.policy.retry import RetrySpec
@@ -115,6 +116,14 @@ async def test_health_usage_and_metrics_of_three_slots(
     assert total["payload_bytes"] == len(b'{"n":1}')
     assert total["output_bytes"] == len(b'{"ok":true}')
     assert sum(i["runs"] for i in r.json()["items"]) == 3
+    # Retention expires the outputs: usage still counts their bytes (sized on the events).
+    async with pool.acquire() as conn:
+        assert await expire_blobs(conn, T0 + timedelta(days=1)) >= 1
+        assert await conn.fetchval("SELECT count(*) FROM blobs WHERE tenant_id = $1 "
+                                   "AND kind = 'output'", tenant) == 0
+    kept = (await client.get("/v1/usage", params=window, headers=auth(key))).json()["total"]
+    assert (kept["output_bytes"], kept["payload_bytes"]) == (len(b'{"ok":true}'),
+                                                             len(b'{"n":1}'))
     hourly = await client.get("/v1/usage", params={**window, "granularity": "hour"},
                               headers=auth(key))
     assert sum(i["attempts"] for i in hourly.json()["items"]) == 2

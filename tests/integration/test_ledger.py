@@ -19,14 +19,19 @@ from structlog.testing import capture_logs
 
 from ostinato import jobs
 from ostinato.clock import Clock, FakeClock
+from ostinato.dags.targets import dag_run_id_for, task_for
+from ostinato.eventlog.readmodels import snapshot
+from ostinato.eventlog.rebuild import rebuild
 from ostinato.eventlog.store import read_stream
 from ostinato.jobs import ledger as job_ledger
 from ostinato.jobs.request import JobRequest
+from ostinato.runs import dags as dag_runs
 from ostinato.schedules import ScheduleSpec, cronexpr
 from ostinato.sdk import protocol as p
 from ostinato.stores import jobs as job_store
 from ostinato.stores.jobs import JobRow
 from ostinato.testing.outbox import drain_outbox
+from services.reconciler.checks.deadlines import check_deadlines
 from services.reconciler.checks.ledger import check_ledger
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome
@@ -194,6 +199,126 @@ async def test_a_schedule_the_two_implementations_read_differently_is_a_disagree
     assert counted("ostinato_ledger_disagreements_total", tenant) == before + 3
     assert len(alerts(logs, "ostinato_ledger_disagreement")) == 3
     assert await reconcile(pool, clock) == 0
+
+
+async def test_a_schedule_the_ledger_cannot_read_is_an_event_a_metric_and_an_alert_once(
+        pool: asyncpg.Pool) -> None:
+    """Its slots would go unaudited: one `LedgerScheduleUnreadable` per (job, document), not a
+    log line at every sweep; the jobs beside it are still checked."""
+    clock = FakeClock(T0)
+    tenant, _ = await new_tenant(pool)
+    job = await recurring(pool, clock, tenant, every="1m", start_at=T0)
+    beside = await recurring(pool, clock, tenant, every="1m", start_at=T0)
+    async with pool.acquire() as conn:  # a document from a later version, say
+        await conn.execute("UPDATE jobs SET schedule = (schedule::jsonb || '{\"version\": 9}')"
+                           "::json WHERE id = $1", job.id)
+    clock.set(at(1) + timedelta(seconds=1))
+    before = counted("ostinato_ledger_schedules_unreadable_total", tenant)
+    with capture_logs() as logs:
+        assert await reconcile(pool, clock) == 2  # the unreadable one, and beside's slot 0
+    async with pool.acquire() as conn:
+        stream = await read_stream(conn, job.id, tenant)
+    [event] = [r for r in stream if r.type == "LedgerScheduleUnreadable"]
+    assert "version 9" in event.event.error and event.actor == "reconciler"  # type: ignore[attr-defined]
+    assert counted("ostinato_ledger_schedules_unreadable_total", tenant) == before + 1
+    [line] = alerts(logs, "ostinato_ledger_schedule_unreadable")
+    assert line["job_id"] == str(job.id) and line["log_level"] == "error"
+    assert await findings(pool, beside) == [("LedgerSlotMissing", at(0), "reconciler")]
+    with capture_logs() as logs:
+        assert await reconcile(pool, clock) == 0  # the same document: reported already
+    assert alerts(logs, "ostinato_ledger_schedule_unreadable") == []
+    async with pool.acquire() as conn:
+        await conn.execute("UPDATE jobs SET schedule = (schedule::jsonb || '{\"version\": 10}')"
+                           "::json WHERE id = $1", job.id)
+    assert await reconcile(pool, clock) == 1  # another document, still unreadable
+    assert counted("ostinato_ledger_schedules_unreadable_total", tenant) == before + 2
+
+
+async def test_a_dag_jobs_slot_is_its_dag_runs_outcome_in_the_ledger_and_the_deadline_check(
+        pool: asyncpg.Pool) -> None:
+    """A DAG job's occurrence is its DAG run, whose node runs share the job and slot: a DAG run
+    with one node succeeded and the other failed is `failed` (not `completed` by the node that
+    succeeded) and breaches `complete_within`; one fully succeeded in time is `completed` and no
+    breach; one still running past its deadline is `in_progress` and a breach."""
+    now = datetime.now(UTC).replace(microsecond=0)  # attempt leases are judged by the database
+    clock = FakeClock(now)
+    tenant, _ = await new_tenant(pool)
+    steps = [{"key": k, "task": "dag.step", "payload": {}, "retry": {"max_attempts": 1}}
+             for k in ("a", "b")]
+    async with pool.acquire() as conn:
+        dag, _ = await dag_runs.define(
+            conn, store(clock), tenant_id=tenant, name="pair",
+            document={"nodes": steps, "edges": []}, rules=dag_runs.Rules(), actor="test")
+        job, _ = await jobs.submit_job(
+            conn, store(clock), clock, tenant_id=tenant, request=JobRequest(
+                name="pair-etl", task=task_for(dag.id), complete_within="10m",
+                schedule=ScheduleSpec(every="20m", start_at=now)),
+            pools=("default",), max_payload_bytes=1024, actor="test")
+    attempts = Attempts(pool, store(clock), clock, lease_ttl_seconds=30)
+
+    async def occurrence(fail: set[str]) -> None:
+        """Fire the due slot, start its nodes, and report them (those in `fail` fail)."""
+        assert await fire_due(pool, store(clock), clock) == []  # a DAG run: no run yet
+        async with pool.acquire() as conn:
+            await dag_runs.advance_due(conn, store(clock), now=clock.now(), batch_size=100,
+                                       actor="scheduler", rules=dag_runs.Rules())
+        assert await dispatch(pool, clock) == 2
+        claimed = await attempts.claim(tenant, p.ClaimRequest(worker_id="w", max_runs=2))
+        assert len(claimed) == 2
+        for c in claimed:
+            async with pool.acquire() as conn:
+                row = await conn.fetchval("SELECT key FROM dag_run_nodes WHERE run_id = $1",
+                                          uuid.UUID(c.run_id))
+            fails = row in fail
+            [result] = await attempts.record(tenant, "w", [Outcome(
+                uuid.UUID(c.run_id), c.run_id, c.fencing_token, "fail" if fails else "complete",
+                output=None if fails else 1,
+                error=p.ErrorInfo(type="Boom", message="b", retryable=False) if fails
+                else None)])
+            assert result.status == 200
+        async with pool.acquire() as conn:
+            await dag_runs.advance_due(conn, store(clock), now=clock.now(), batch_size=100,
+                                       actor="scheduler", rules=dag_runs.Rules())
+
+    clock.set(now + timedelta(seconds=1))
+    await occurrence(fail={"b"})  # slot 0: a succeeded, b failed
+    clock.set(now + timedelta(minutes=20, seconds=1))
+    await occurrence(fail=set())  # slot 1: both succeeded
+    clock.set(now + timedelta(minutes=40, seconds=1))
+    assert await fire_due(pool, store(clock), clock) == []  # slot 2: its DAG run, no worker
+    clock.set(now + timedelta(minutes=50, seconds=2))  # slot 2's deadline has passed
+
+    slots = [now + timedelta(minutes=m) for m in (0, 20, 40)]
+    got = await ledger_of(pool, job, clock)
+    assert got == {slots[0]: ("failed", "both", None), slots[1]: ("completed", "both", None),
+                   slots[2]: ("in_progress", "both", None)}
+    async with pool.acquire() as conn:
+        row = await job_store.by_id(conn, tenant, job.id)
+        assert row is not None
+        entries = await job_ledger.job_entries(
+            conn, tenant, job.id, row.schedule, overlap=row.overlap, calendar=None,
+            next_slot=row.next_slot, start=now, end=clock.now(), now=clock.now(), grace=GRACE,
+            limit=10)
+    made = {dag_run_id_for(job.id, s) for s in slots}
+    assert {e.dag_run_id for e in entries} == made and {e.run_id for e in entries} == {None}
+    assert [e.state for e in entries] == ["failed", "succeeded", "pending"]
+
+    assert await check_deadlines(pool, store(clock), clock, window=timedelta(days=1)) == 2
+    async with pool.acquire() as conn:
+        stream = await read_stream(conn, job.id, tenant)
+    assert [(r.event.scheduled_for, r.event.state, r.event.dag_run_id, r.event.run_id)  # type: ignore[attr-defined]
+            for r in stream if r.type == "CompletionOverdue"] == [
+        (slots[0], "failed", dag_run_id_for(job.id, slots[0]), None),
+        (slots[2], "pending", dag_run_id_for(job.id, slots[2]), None)]
+    assert await check_deadlines(pool, store(clock), clock, window=timedelta(days=1)) == 0
+    async with pool.acquire() as conn:  # the breached DAG runs are marked, as a rebuild does
+        assert await conn.fetchval("SELECT count(*) FROM dag_runs WHERE job_id = $1 "
+                                   "AND completion_overdue", job.id) == 2
+        live = await snapshot(conn)
+        await rebuild(conn)
+        again = await snapshot(conn)
+    assert again["dag_runs"] == live["dag_runs"]
+    assert [j["last_overdue_slot"] for j in again["jobs"]] == [slots[2]]
 
 
 # ---- GET /v1/jobs/{id}/ledger ----------------------------------------------------------------

@@ -61,6 +61,7 @@ def test_every_event_round_trips_through_the_codec() -> None:
         ev.OccurrenceMissed(scheduled_for=now, detected_by="reconciler", repair="run"),
         ev.LedgerSlotMissing(scheduled_for=now),
         ev.LedgerDisagreement(scheduled_for=now, expected_by="scheduler"),
+        ev.LedgerScheduleUnreadable(error="unknown field 'every2'"),
         ev.CompletionOverdue(kind="complete_within", deadline=now, run_id=uuid.uuid4(),
                              scheduled_for=now, state="retry_scheduled"),
         ev.JobPaused(reason="r"), ev.JobResumed(misfire="skip"),

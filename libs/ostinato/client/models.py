@@ -360,7 +360,8 @@ class UsageBucket(msgspec.Struct, kw_only=True):
     attempts: int = 0  # attempts started
     worker_seconds: float = 0.0  # attempts' time from start to their outcome
     payload_bytes: int = 0  # payloads submitted
-    output_bytes: int = 0  # outputs stored (expired ones are gone)
+    output_bytes: int = 0  # outputs recorded (sized on their completion events: still counted
+    #                        after retention expires the outputs themselves)
     workflow_steps: int = 0  # steps recorded
 
 

@@ -136,9 +136,10 @@ class CompletionOverdue(Event, tag="CompletionOverdue"):
     """A completion deadline passed without a success: `kind` "complete_within" (the run of
     `scheduled_for` had not succeeded by `deadline`, slot + the job's `complete_within`; `state`
     is the run's state then: retrying, waiting, failed...) or "max_staleness" (the job's last
-    success, `last_success_at`, none: its creation, got older than allowed at `deadline`). Once
-    per breached occurrence or staleness episode: its event id is derived from the job, the
-    occurrence (or last success) and the kind."""
+    success, `last_success_at`, none: its creation, got older than allowed at `deadline`). A
+    DAG job's occurrence is its DAG run: `dag_run_id` instead of `run_id`, `state` the DAG
+    run's. Once per breached occurrence or staleness episode: its event id is derived from the
+    job, the occurrence (or last success) and the kind."""
 
     stream_type: ClassVar[str] = "job"
     kind: str
@@ -147,6 +148,7 @@ class CompletionOverdue(Event, tag="CompletionOverdue"):
     scheduled_for: datetime | None = None
     state: str | None = None
     last_success_at: datetime | None = None
+    dag_run_id: uuid.UUID | None = None
 
 
 class LedgerDisagreement(Event, tag="LedgerDisagreement"):
@@ -156,6 +158,16 @@ class LedgerDisagreement(Event, tag="LedgerDisagreement"):
     stream_type: ClassVar[str] = "job"
     scheduled_for: datetime
     expected_by: str
+
+
+class LedgerScheduleUnreadable(Event, tag="LedgerScheduleUnreadable"):
+    """The independent ledger cannot read the job's stored schedule (`error` says why), so its
+    slots go unaudited until the schedule changes: the scheduler's reading is not checked. Once
+    per (job, schedule document): the event id is derived from both
+    (`ostinato.ledger.unreadable_id`)."""
+
+    stream_type: ClassVar[str] = "job"
+    error: str
 
 
 class JobPaused(Event, tag="JobPaused"):
@@ -242,6 +254,7 @@ class RunSucceeded(Event, tag="RunSucceeded"):
     fencing_token: int
     output_ref: uuid.UUID | None
     logs_ref: uuid.UUID | None = None  # the attempt's captured log lines
+    output_bytes: int | None = None  # the output's size, for usage (the blob expires)
 
 
 class RunFailed(Event, tag="RunFailed"):
@@ -328,6 +341,7 @@ class RunCancelled(Event, tag="RunCancelled"):
     by: str
     reason: str  # requested | queue_wait_expired
     output_ref: uuid.UUID | None = None  # a result that arrived after the cancel, kept but ignored
+    output_bytes: int | None = None  # its size, for usage (the blob expires)
 
 
 class QueueWaitExpired(Event, tag="QueueWaitExpired"):
@@ -656,6 +670,7 @@ class RunMarkedSucceeded(Event, tag="RunMarkedSucceeded"):
     output_ref: uuid.UUID | None
     by: str
     reason: str
+    output_bytes: int | None = None  # the output's size, for usage (the blob expires)
 
 
 class RunMarkedFailed(Event, tag="RunMarkedFailed"):
@@ -804,6 +819,7 @@ CATALOGUE: tuple[type[Event], ...] = (
     OccurrenceMissed,
     LedgerSlotMissing,
     LedgerDisagreement,
+    LedgerScheduleUnreadable,
     CompletionOverdue,
     JobPaused,
     JobResumed,
@@ -874,6 +890,7 @@ AnyEvent = (
     | OccurrenceMissed
     | LedgerSlotMissing
     | LedgerDisagreement
+    | LedgerScheduleUnreadable
     | CompletionOverdue
     | JobPaused
     | JobResumed

@@ -124,11 +124,13 @@ def restart(run: Target, from_seq: int, undone: Sequence[str], *, by: str,
                             reason=reason), *_reopen(run, "restarted", by, reason)]
 
 
-def mark_succeeded(run: Target, output_ref: uuid.UUID | None, *, by: str,
-                   reason: str) -> list[ev.Event]:
-    """End a run that is not running as succeeded, with `output_ref` as its output."""
+def mark_succeeded(run: Target, output_ref: uuid.UUID | None, *, by: str, reason: str,
+                   output_bytes: int | None = None) -> list[ev.Event]:
+    """End a run that is not running as succeeded, with `output_ref` as its output
+    (`output_bytes` long: usage counts it from the event, the blob expires)."""
     _check(run, reason)
-    return [ev.RunMarkedSucceeded(output_ref=output_ref, by=by, reason=reason)]
+    return [ev.RunMarkedSucceeded(output_ref=output_ref, by=by, reason=reason,
+                                  output_bytes=output_bytes)]
 
 
 def mark_failed(run: Target, error_type: str | None, message: str | None, *, by: str,

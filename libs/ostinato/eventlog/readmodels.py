@@ -75,7 +75,8 @@ def _job_version_only(r: RecordedEvent, e: ev.Event) -> tuple[str, Args]:
 
 
 def _completion_overdue(r: RecordedEvent, e: ev.CompletionOverdue) -> tuple[str, Args]:
-    return "project_completion_overdue", (r.stream_id, r.version, e.run_id, e.scheduled_for)
+    return "project_completion_overdue", (r.stream_id, r.version, e.run_id or e.dag_run_id,
+                                          e.scheduled_for)
 
 
 def _ledger_slot_missing(r: RecordedEvent, e: ev.LedgerSlotMissing) -> tuple[str, Args]:
@@ -377,6 +378,7 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.OccurrenceMissed: _job_version_only,
     ev.LedgerSlotMissing: _ledger_slot_missing,
     ev.LedgerDisagreement: _job_version_only,
+    ev.LedgerScheduleUnreadable: _job_version_only,
     ev.CompletionOverdue: _completion_overdue,
     ev.JobPaused: _job_paused,
     ev.JobResumed: _job_resumed,

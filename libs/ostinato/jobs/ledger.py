@@ -41,7 +41,7 @@ async def job_entries(conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: uu
     if len(expected) >= limit:
         end = expected[-1].slot + _TICK
     scheduler_slots = set(scheduler.expected_slots(theirs, start, end, limit=2 * limit + 10))
-    runs = {r.scheduled_for: RunFact(r.id, r.state)
+    runs = {r.scheduled_for: RunFact(r.id, r.state, dag=r.dag)
             for r in await ledger_store.runs_between(conn, tenant_id, job_id, start, end)}
     skips = [SkipFact(k.first_slot, k.last_slot, k.reason)
              for k in await ledger_store.skips_between(conn, tenant_id, job_id, start, end)]

@@ -9,7 +9,7 @@ instead of being shared. docs/SCHEDULES.md, "The expected-occurrence ledger".
 """
 
 from ostinato.ledger.cron import LedgerCronError, compile_cron
-from ostinato.ledger.findings import finding_id
+from ostinato.ledger.findings import finding_id, unreadable_id
 from ostinato.ledger.outcomes import OUTCOMES, Context, Entry, RunFact, SkipFact, classify
 from ostinato.ledger.slots import ExpectedSlot, LedgerSchedule, expected_slots, read_document, slots
 
@@ -28,4 +28,5 @@ __all__ = [
     "finding_id",
     "read_document",
     "slots",
+    "unreadable_id",
 ]

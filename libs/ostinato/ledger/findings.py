@@ -4,8 +4,12 @@ same slot appends nothing (the log's event ids are unique)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 FINDING_NAMESPACE = uuid.UUID("6b1f0f7e-3c52-4d55-9a0e-0d4c1f6a8e21")
 KINDS = ("missing", "disagreement", "complete_within", "max_staleness")
@@ -19,3 +23,10 @@ def finding_id(job_id: uuid.UUID, slot: datetime, kind: str) -> uuid.UUID:
         raise ValueError(f"unknown finding {kind!r}")
     stamp = slot.astimezone(UTC).isoformat()
     return uuid.uuid5(FINDING_NAMESPACE, f"{job_id}/{stamp}/{kind}")
+
+
+def unreadable_id(job_id: uuid.UUID, document: Mapping[str, Any]) -> uuid.UUID:
+    """The event id of "the ledger cannot read this schedule": once per job and document, so a
+    changed schedule that is still unreadable is reported again."""
+    digest = hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode())
+    return uuid.uuid5(FINDING_NAMESPACE, f"{job_id}/{digest.hexdigest()}/unreadable")

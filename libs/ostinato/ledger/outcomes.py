@@ -16,6 +16,10 @@ Outcomes, first match wins:
 | `waiting` | `overlap: queue` holds it behind a run still going |
 | `missing` | none of the above: nothing happened to it |
 
+A DAG job's occurrence is its DAG run (not any of its node runs, which share the job and slot):
+`completed` when the DAG run succeeded, `failed` when it failed (one node's success is not the
+job's), `cancelled`, else `in_progress` (pending, running).
+
 `expected_by` says which cron implementation has the slot: `both`, `ledger` (only the
 independent one) or `scheduler` (only the scheduler's) — either of the last two is a
 disagreement.
@@ -34,12 +38,14 @@ from ostinato.ledger.slots import ExpectedSlot
 OUTCOMES = ("completed", "failed", "cancelled", "in_progress", "skipped", "paused", "upcoming",
             "pending", "waiting", "missing")
 _BY_STATE = {"succeeded": "completed", "dead_lettered": "failed", "cancelled": "cancelled"}
+_BY_DAG_STATE = {"succeeded": "completed", "failed": "failed", "cancelled": "cancelled"}
 
 
 @dataclass(frozen=True)
 class RunFact:
     run_id: uuid.UUID
     state: str
+    dag: bool = False  # a DAG run (a DAG job's occurrence), `state` a DAG run's state
 
 
 @dataclass(frozen=True)
@@ -55,10 +61,11 @@ class Entry:
     outcome: str
     expected_by: str = "both"  # both | ledger | scheduler
     run_id: uuid.UUID | None = None
-    state: str | None = None
+    state: str | None = None  # the run's state, or the DAG run's for a DAG job
     skip_reason: str | None = None
     paused: bool = False
     excluded: bool = False
+    dag_run_id: uuid.UUID | None = None  # a DAG job's occurrence (then run_id is None)
 
 
 @dataclass(frozen=True)
@@ -99,16 +106,17 @@ def classify(expected: Sequence[ExpectedSlot], runs: Mapping[datetime, RunFact],
         skip = None if run is not None else _skip_of(ordered, starts, slot)
         entries.append(Entry(
             slot=slot, outcome=_outcome(mark, run, skip, context), expected_by=by,
-            run_id=run.run_id if run else None, state=run.state if run else None,
-            skip_reason=skip.reason if skip else None, paused=mark.paused,
-            excluded=mark.excluded))
+            run_id=run.run_id if run and not run.dag else None,
+            state=run.state if run else None, skip_reason=skip.reason if skip else None,
+            paused=mark.paused, excluded=mark.excluded,
+            dag_run_id=run.run_id if run and run.dag else None))
     return entries
 
 
 def _outcome(mark: ExpectedSlot, run: RunFact | None, skip: SkipFact | None,
              c: Context) -> str:
     if run is not None:
-        return _BY_STATE.get(run.state, "in_progress")
+        return (_BY_DAG_STATE if run.dag else _BY_STATE).get(run.state, "in_progress")
     if skip is not None:
         return "skipped"
     if mark.paused:

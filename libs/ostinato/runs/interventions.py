@@ -93,7 +93,8 @@ async def mark_succeeded(conn: asyncpg.Connection, store: EventStore, *, tenant_
     async with conn.transaction():
         run = await lock_run(conn, tenant_id, run_id)
         ref = None if body is None else new_id()
-        events = rules.mark_succeeded(_target(run), ref, by=actor, reason=reason)
+        events = rules.mark_succeeded(_target(run), ref, by=actor, reason=reason,
+                                      output_bytes=None if body is None else len(body))
         if ref is not None and body is not None:
             await put_blobs(conn, [(ref, tenant_id, body)], "output")
         done = await _append(conn, store, run, events, actor)

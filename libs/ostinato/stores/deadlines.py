@@ -1,5 +1,6 @@
-"""What the completion-deadline check reads: runs past their job's `complete_within` without a
-success, and recurring jobs whose last success is older than their `max_staleness`."""
+"""What the completion-deadline check reads: runs (a DAG job's: DAG runs) past their job's
+`complete_within` without a success, and recurring jobs whose last success is older than their
+`max_staleness`."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ class OverdueRun(msgspec.Struct, frozen=True):
     run_id: uuid.UUID
     scheduled_for: datetime
     state: str
+    dag: bool  # run_id is a DAG run's (a DAG job's occurrence), state a DAG run's
     deadline: datetime
 
 
@@ -33,6 +35,8 @@ class StaleJob(msgspec.Struct, frozen=True):
 
 async def overdue_runs(conn: asyncpg.Connection, now: datetime, since: datetime,
                        limit: int) -> list[OverdueRun]:
+    """Unmarked occurrences whose deadline passed in [since, now) unmet, oldest deadline
+    first."""
     return many(OverdueRun, await conn.fetch(Q["deadline_overdue_runs"], now, since, limit))
 
 

@@ -34,6 +34,7 @@ class LedgerRun(msgspec.Struct, frozen=True):
     id: uuid.UUID
     scheduled_for: datetime
     state: str
+    dag: bool  # a DAG run (a DAG job's occurrence), `state` a DAG run's state
 
 
 class LedgerSkip(msgspec.Struct, frozen=True):

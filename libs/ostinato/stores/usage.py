@@ -1,5 +1,6 @@
-"""Usage accounting per tenant (`GET /v1/usage`): runs, attempts, worker-seconds and workflow
-steps from the run-event log, payload and output bytes from the blob store, by hour or day."""
+"""Usage accounting per tenant (`GET /v1/usage`): runs, attempts, worker-seconds, workflow steps
+and output bytes (recorded on the completion events, so they outlive the outputs' retention)
+from the run-event log, payload bytes from the blob store, by hour or day."""
 
 from __future__ import annotations
 
@@ -21,12 +22,12 @@ class EventUsage(msgspec.Struct, frozen=True):
     attempts: int
     workflow_steps: int
     worker_seconds: float
+    output_bytes: int
 
 
 class ByteUsage(msgspec.Struct, frozen=True):
     bucket: datetime
     payload_bytes: int
-    output_bytes: int
 
 
 async def events_between(conn: asyncpg.Connection, tenant_id: uuid.UUID, start: datetime,

@@ -37,6 +37,7 @@ __all__ = [
     "KAFKA_SUBMISSIONS",
     "LEASE_EXPIRATIONS",
     "LEDGER_DISAGREEMENTS",
+    "LEDGER_SCHEDULES_UNREADABLE",
     "LEDGER_SLOTS_MISSING",
     "MESSAGES_CONSUMED",
     "OCCURRENCES_MISSED",
@@ -250,6 +251,12 @@ LEDGER_DISAGREEMENTS = TenantCounter(
     "ostinato_ledger_disagreements_total",
     "Slots only one of the two cron implementations (scheduler's, ledger's) has, by tenant "
     "(each slot counted once).",
+    ["tenant"],
+)
+LEDGER_SCHEDULES_UNREADABLE = TenantCounter(
+    "ostinato_ledger_schedules_unreadable_total",
+    "Stored schedules the independent ledger cannot read (their slots go unaudited), by tenant "
+    "(each job's schedule counted once).",
     ["tenant"],
 )
 COMPLETION_OVERDUE = TenantCounter(

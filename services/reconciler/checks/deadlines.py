@@ -2,7 +2,8 @@
 its slot) and a recurring job's `max_staleness` (how old its last success may get). The ledger
 and the gap check see whether a run was created; this check sees whether the work got done, so
 a run still retrying, waiting for a worker, stuck on a child or dead-lettered past its deadline
-is a breach too (a cancelled run is not: an operator decided it).
+is a breach too (a cancelled run is not: an operator decided it). A DAG job's occurrence is its
+DAG run: one node's success is not the job's, a failed DAG run past its deadline is a breach.
 
 Each breach is one `CompletionOverdue` event on the job's stream, whose id is derived from the
 job, the occurrence (or the last success a staleness is counted from) and the kind
@@ -38,8 +39,9 @@ Found = dict[uuid.UUID, ev.CompletionOverdue]  # by derived event id
 
 async def check_deadlines(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
                           window: timedelta, batch_size: int = 200) -> int:
-    """Record the breaches not recorded yet; how many were. Runs are looked at over `window`
-    (by slot), as far back as the gap check looks."""
+    """Record the breaches not recorded yet; how many were. An occurrence is looked at for
+    `window` after its deadline passed (by deadline, not by slot: a `complete_within` longer
+    than the window is checked like a short one)."""
     now = clock.now()
     async with pool.acquire() as conn:
         late = await deadline_store.overdue_runs(conn, now, now - window, batch_size)
@@ -48,7 +50,9 @@ async def check_deadlines(pool: asyncpg.Pool, store: EventStore, clock: Clock, *
     for r in late:
         by_job[r.tenant_id, r.job_id][ledger.finding_id(r.job_id, r.scheduled_for,
                                                         "complete_within")] = \
-            ev.CompletionOverdue(kind="complete_within", deadline=r.deadline, run_id=r.run_id,
+            ev.CompletionOverdue(kind="complete_within", deadline=r.deadline,
+                                 run_id=None if r.dag else r.run_id,
+                                 dag_run_id=r.run_id if r.dag else None,
                                  scheduled_for=r.scheduled_for, state=r.state)
     if stale:
         async with pool.acquire() as conn:
@@ -93,5 +97,6 @@ def alert(tenant_id: uuid.UUID, job_id: uuid.UUID, e: ev.CompletionOverdue) -> N
         "completion deadline passed", tenant_id=str(tenant_id), job_id=str(job_id),
         kind=e.kind, deadline=e.deadline.isoformat(),
         scheduled_for=e.scheduled_for.isoformat() if e.scheduled_for else None,
-        run_id=str(e.run_id) if e.run_id else None, state=e.state,
+        run_id=str(e.run_id) if e.run_id else None,
+        dag_run_id=str(e.dag_run_id) if e.dag_run_id else None, state=e.state,
         alert="ostinato_completion_overdue")

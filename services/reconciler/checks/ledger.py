@@ -13,6 +13,10 @@ second reconciler add nothing (`ostinato.ledger.finding_id`):
 - a slot only one implementation has: `LedgerDisagreement` (`expected_by` names which),
   `ostinato_ledger_disagreements_total{tenant}`, `alert=ostinato_ledger_disagreement`.
 
+A stored schedule the ledger cannot read (its slots would go unaudited) is one
+`LedgerScheduleUnreadable` per (job, document), `ostinato_ledger_schedules_unreadable_total
+{tenant}` and `alert=ostinato_ledger_schedule_unreadable`.
+
 The check repairs nothing: the gaps and overdue checks do (their `OccurrenceMissed`); this one
 is the audit that does not share the scheduler's code. docs/SCHEDULES.md, "The
 expected-occurrence ledger".
@@ -40,7 +44,6 @@ from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 
 ACTOR = "reconciler"
-log = get_logger("ostinato.reconciler")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,9 +109,7 @@ class LedgerSweep:
                                                  window=self.window, grace=self.grace,
                                                  max_slots=self.max_slots)
             except (ValueError, KeyError) as exc:  # a document the ledger cannot read
-                log.error("ledger cannot read schedule", tenant_id=str(job.tenant_id),
-                          job_id=str(job.id), error=str(exc),
-                          alert="ostinato_ledger_disagreement")
+                self.recorded += await record_unreadable(self.pool, self.store, job, str(exc))
         self.after = jobs[-1].id if len(jobs) == self.jobs_per_tick else None
         return len(jobs)
 
@@ -161,6 +162,30 @@ async def _record(pool: asyncpg.Pool, store: EventStore, job: LedgerJob,
     for k in ordered:
         alert(job.tenant_id, job.id, found[k])
     return len(ordered)
+
+
+async def record_unreadable(pool: asyncpg.Pool, store: EventStore, job: LedgerJob,
+                            error: str) -> int:
+    """A schedule the ledger cannot read leaves its slots unaudited: one
+    `LedgerScheduleUnreadable` per (job, document), a metric and an alert line; 1 if new."""
+    key = ledger.unreadable_id(job.id, job.schedule)
+    async with pool.acquire() as conn:
+        if await ledger_store.findings_recorded(conn, [key]):
+            return 0  # reported already: no lock at every sweep
+    async with pool.acquire() as conn, conn.transaction():
+        locked = await job_store.lock_for_repair(conn, job.id)
+        # Under the job's lock: another reconciler may have recorded it meanwhile.
+        if locked is None or await ledger_store.findings_recorded(conn, [key]):
+            return 0
+        head = StreamHead(job.id, job.tenant_id, locked.version)
+        await store.append(conn, [dataclasses.replace(
+            head.next(ev.LedgerScheduleUnreadable(error=error), ACTOR), event_id=key)])
+    metrics.LEDGER_SCHEDULES_UNREADABLE.labels(
+        tenant=metrics.tenant_label(str(job.tenant_id))).inc()
+    get_logger("ostinato.reconciler").error(
+        "ledger cannot read schedule", tenant_id=str(job.tenant_id), job_id=str(job.id),
+        error=error, alert="ostinato_ledger_schedule_unreadable")
+    return 1
 
 
 def alert(tenant_id: uuid.UUID, job_id: uuid.UUID, finding: Finding) -> None:

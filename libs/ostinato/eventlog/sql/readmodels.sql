@@ -48,9 +48,10 @@ FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::uuid
           max_staleness_seconds, owner);
 
 -- name: project_completion_overdue
--- CompletionOverdue: a breached run is marked so that the deadline check looks at it once, and
--- the job keeps its latest overdue slot (the alert rules' input)
-WITH run AS (UPDATE runs SET completion_overdue = true WHERE id = $3)
+-- CompletionOverdue: a breached run (a DAG job's: its DAG run) is marked so that the deadline
+-- check looks at it once, and the job keeps its latest overdue slot (the alert rules' input)
+WITH run AS (UPDATE runs SET completion_overdue = true WHERE id = $3),
+     dag_run AS (UPDATE dag_runs SET completion_overdue = true WHERE id = $3)
 UPDATE jobs SET version = $2,
                 last_overdue_slot = greatest(last_overdue_slot, $4::timestamptz)
 WHERE id = $1;

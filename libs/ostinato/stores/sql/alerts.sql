@@ -14,13 +14,20 @@ LIMIT $1;
 
 -- name: alert_job_findings
 -- OstinatoCompletionOverdue / OstinatoOccurrenceOmitted: jobs whose latest overdue or missing
--- slot is later than their latest succeeded run's slot (none: never succeeded).
+-- slot is later than their latest succeeded run's slot (a DAG job's: its latest succeeded DAG
+-- run's, a node's success is not the job's; none: never succeeded).
 SELECT j.tenant_id, t.name AS tenant, j.id AS job_id, j.name AS job, j.owner,
        j.last_missing_slot, j.last_overdue_slot, s.succeeded_slot
 FROM jobs j
 JOIN tenants t ON t.id = j.tenant_id
-LEFT JOIN LATERAL (SELECT max(scheduled_for) AS succeeded_slot FROM runs
-                   WHERE runs.job_id = j.id AND runs.state = 'succeeded') AS s ON true
+LEFT JOIN LATERAL (SELECT max(scheduled_for) AS succeeded_slot FROM (  -- a DAG job's: DAG runs
+                       SELECT scheduled_for FROM runs
+                       WHERE runs.job_id = j.id AND runs.state = 'succeeded'
+                         AND runs.trigger <> 'dag'
+                       UNION ALL
+                       SELECT scheduled_for FROM dag_runs
+                       WHERE dag_runs.job_id = j.id AND dag_runs.state = 'succeeded'
+                   ) AS successes) AS s ON true
 WHERE (j.last_missing_slot IS NOT NULL OR j.last_overdue_slot IS NOT NULL)
   AND j.status <> 'deleted'
   AND (s.succeeded_slot IS NULL OR s.succeeded_slot < greatest(j.last_missing_slot,
@@ -35,8 +42,14 @@ SELECT j.tenant_id, t.name AS tenant, j.id AS job_id, j.name AS job, j.owner,
        s.last_success_at
 FROM jobs j
 JOIN tenants t ON t.id = j.tenant_id
-LEFT JOIN LATERAL (SELECT max(finished_at) AS last_success_at FROM runs
-                   WHERE runs.job_id = j.id AND runs.state = 'succeeded') AS s ON true
+LEFT JOIN LATERAL (SELECT max(finished_at) AS last_success_at FROM (  -- a DAG job's: DAG runs
+                       SELECT finished_at FROM runs
+                       WHERE runs.job_id = j.id AND runs.state = 'succeeded'
+                         AND runs.trigger <> 'dag'
+                       UNION ALL
+                       SELECT finished_at FROM dag_runs
+                       WHERE dag_runs.job_id = j.id AND dag_runs.state = 'succeeded'
+                   ) AS successes) AS s ON true
 WHERE j.max_staleness_seconds IS NOT NULL AND j.status = 'active'
   AND coalesce(s.last_success_at, j.created_at)
           + make_interval(secs => j.max_staleness_seconds) < $1

@@ -7,10 +7,15 @@ ORDER BY id
 LIMIT $2;
 
 -- name: ledger_runs_of_job
--- The ledger: a tenant's job's scheduled runs (not manual, not children) with slots in [from, to).
-SELECT id, scheduled_for, state FROM runs
+-- The ledger: a tenant's job's scheduled runs (not manual, not children, not a DAG's node runs)
+-- with slots in [from, to), and a DAG job's DAG runs (its occurrences; `dag` true, their state a
+-- DAG run's: the node runs share the job and slot, and none of them is the occurrence).
+SELECT id, scheduled_for, state, false AS dag FROM runs
 WHERE job_id = $1 AND tenant_id = $2 AND scheduled_for >= $3 AND scheduled_for < $4
-  AND trigger <> 'manual' AND parent_run_id IS NULL
+  AND trigger NOT IN ('manual', 'dag') AND parent_run_id IS NULL
+UNION ALL
+SELECT id, scheduled_for, state, true AS dag FROM dag_runs
+WHERE job_id = $1 AND tenant_id = $2 AND scheduled_for >= $3 AND scheduled_for < $4
 ORDER BY scheduled_for;
 
 -- name: ledger_skips_of_job
