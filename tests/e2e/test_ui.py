@@ -735,3 +735,107 @@ async def test_keys_are_listed_issued_rotated_and_revoked_by_an_operator(
     rows = await tab.text("table.keys tbody tr").all_inner_texts()
     assert "revoked" in next(row for row in rows if row.startswith("dashboard"))
     assert tab.errors == []
+
+
+async def _dag_run(api: httpx.AsyncClient, world: World, name: str,
+                   nodes: list[dict[str, Any]], edges: list[dict[str, str]]) -> tuple[str, str]:
+    r = await api.post("/v1/dags", json={"name": name, "nodes": nodes, "edges": edges},
+                       headers=world.h())
+    assert r.status_code == 201, r.text
+    dag = r.json()["id"]
+    r = await api.post(f"/v1/dags/{dag}/runs", headers=world.h())
+    assert r.status_code == 201, r.text
+    return dag, r.json()["id"]
+
+
+async def _dag_state(api: httpx.AsyncClient, world: World, dag_run: str) -> dict[str, Any]:
+    return (await api.get(f"/v1/dag-runs/{dag_run}", headers=world.h())).json()
+
+
+async def test_dag_pages_show_the_graph_with_node_states_and_retry_from_a_node(
+        tab: Tab, world: World) -> None:
+    """A DAG whose middle node fails: the list, the DAG's runs, the run's graph with each
+    node's state (as GET /v1/dag-runs/{id} has it), links both ways between a node and its run,
+    and Retry from the failed node (a new generation of it, recorded with the session's actor)."""
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        dag, dag_run = await _dag_run(api, world, "ui-dag", [
+            {"key": "extract", "task": "greet"}, {"key": "load", "task": "boom"},
+            {"key": "report", "task": "greet"}, {"key": "notify", "task": "greet"}],
+            [{"from": "extract", "to": "load"}, {"from": "load", "to": "report"},
+             {"from": "extract", "to": "notify"}])
+        await until(lambda: _equals(_field(_dag_state(api, world, dag_run), "state"), "failed"),
+                    "the DAG run fails at its load node")
+        view = await _dag_state(api, world, dag_run)
+    states = {n["key"]: n["state"] for n in view["nodes"]}
+    assert states == {"extract": "succeeded", "load": "failed", "report": "upstream_failed",
+                      "notify": "succeeded"}
+    await tab.login(world.key)
+    await tab.page.click("nav a:text('DAGs')")
+    await tab.page.wait_for_url("**/ui/dags")
+    await tab.text("table.dags a:text-is('ui-dag')").click()
+    await tab.page.wait_for_url(f"**/ui/dags/{dag}")
+    await tab.text(".dag-graph svg").wait_for()
+    await tab.shot("dag")
+    [row] = await tab.text("table.dag-runs tbody tr").all_inner_texts()
+    assert row.startswith(dag_run.split("-")[0]) and "failed" in row and "4 / 4" in row
+    await tab.text(f"table.dag-runs a:text-is('{dag_run.split('-')[0]}')").click()
+    await tab.page.wait_for_url(f"**/ui/dag-runs/{dag_run}")
+    drawn = {await g.get_attribute("data-key"): await g.get_attribute("data-state")
+             for g in await tab.text(".dag-graph g.node").all()}
+    assert drawn == states
+    # the graph is drawn in layers: extract, then load and notify, then report
+    x = {k: float(await tab.text(f".dag-graph g.node[data-key={k}] rect").get_attribute("x"))
+         for k in states}
+    assert x["extract"] < x["load"] == x["notify"] < x["report"]
+    assert await tab.text("#dag-ended").inner_text() == "4"
+    nodes = {r.split("\t")[0]: r for r in await tab.text("table.dag-nodes tbody tr")
+             .all_inner_texts()}
+    assert "bad_input: cannot handle" in nodes["load"]
+    assert await tab.text("table.dag-nodes button:text('Retry from here')").count() == 2
+    await tab.shot("dag-run")
+    # a node's run links back to its DAG run
+    load_run = next(n["run_id"] for n in view["nodes"] if n["key"] == "load")
+    await tab.text(".dag-graph g.node[data-key=load]").click()
+    await tab.page.wait_for_url(f"**/ui/runs/{load_run}")
+    assert "(node load)" in await tab.text("table.kv").inner_text()
+    await tab.text(f"table.kv a[href='/ui/dag-runs/{dag_run}']").click()
+    await tab.page.wait_for_url(f"**/ui/dag-runs/{dag_run}")
+    await tab.text("table.dag-nodes tr:has(td:first-child:text-is('load')) button").click()
+    await tab.text("p.flash").get_by_text("Retrying from node load.").wait_for()
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        load = next(n for n in (await _dag_state(api, world, dag_run))["nodes"]
+                    if n["key"] == "load")
+        assert load["generation"] == 1 and load["run_id"] != load_run
+        events = (await api.get(f"/v1/dag-runs/{dag_run}/events", headers=world.h())).json()
+    [retried] = [e for e in events["items"] if e["type"] == "DagRunRetriedFromNode"]
+    assert retried["data"]["key"] == "load" and retried["actor"] == "tenant:acme"
+    assert retried["data"]["reset"] == ["load", "report"]
+    assert tab.errors == []
+
+
+async def test_a_dag_run_is_cancelled_from_its_page(tab: Tab, world: World) -> None:
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        _, dag_run = await _dag_run(api, world, "ui-dag-stuck", [
+            {"key": "wait", "task": "ui.nobody"}, {"key": "after", "task": "greet"}],
+            [{"from": "wait", "to": "after"}])  # no worker serves ui.nobody
+        await until(lambda: _equals(_field(_dag_state(api, world, dag_run), "state"),
+                                    "running"), "the DAG run starts")
+    await tab.login(world.key)
+    await tab.goto(f"/ui/dag-runs/{dag_run}")
+    await tab.text(".live .dag-graph").wait_for()  # a running DAG run refreshes itself
+    tab.page.remove_listener("dialog", tab._dialog)  # the button asks to confirm: accept
+    tab.page.once("dialog", lambda d: asyncio.ensure_future(d.accept()))
+    await tab.page.click("div.actions button:text('Cancel DAG run')")
+    await tab.text("p.flash").get_by_text("DAG run cancelled.").wait_for()
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        await until(lambda: _equals(_field(_dag_state(api, world, dag_run), "state"),
+                                    "cancelled"), "the DAG run ends cancelled")
+    await tab.goto(f"/ui/dag-runs/{dag_run}")
+    assert await tab.text(".dag-graph g.node[data-key=after]").get_attribute(
+        "data-state") == "cancelled"
+    assert await tab.text("div.actions button:text('Cancel DAG run')").count() == 0
+    assert tab.errors == []
+
+
+async def _field(value: Any, name: str) -> Any:
+    return (await value)[name]

@@ -18,6 +18,7 @@ from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.domain.states import FINAL, RunState
 from ostinato.eventlog.store import get_blobs, read_stream_page
+from ostinato.stores import dags as dag_store
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
 from ostinato.stores.runs import RunRow
@@ -171,6 +172,7 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
     refs = [run.payload_ref] if run.output_ref is None else [run.payload_ref, run.output_ref]
     blobs = await get_blobs(ui.conn, refs, ui.tenant_id)
     reason = await run_store.waiting_reason(ui.conn, run)
+    dag_node = await dag_store.node_of_run(ui.conn, ui.tenant_id, run_id)
     stream = await read_stream_page(ui.conn, run_id, ui.tenant_id, 0, MAX_EVENTS)
     summary = html.kv([
         ("state", join([badge(run.state), " (paused)" if run.paused else ""])),
@@ -188,6 +190,9 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
         ("replay of", link(f"/ui/runs/{run.replay_of}", run.replay_of) if run.replay_of else None),
         ("parent run", link(f"/ui/runs/{run.parent_run_id}", run.parent_run_id)
          if run.parent_run_id else None),
+        ("DAG run", fmt("{link} (node {key})", link=link(f"/ui/dag-runs/{dag_node[0]}",
+                                                         dag_node[0]), key=dag_node[1])
+         if dag_node else None),
     ])
     events = html.table(
         ["version", "event", "occurred", "actor", "epoch", "data"],
