@@ -5,6 +5,7 @@ tenant isolation. OSTINATO_UI_SCREENSHOTS=<dir> saves a screenshot of each page 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -45,6 +46,14 @@ async def greet(payload: dict) -> dict:
 async def boom(payload: dict) -> dict:
     raise PermanentError(f"cannot handle {payload.get('n')}; {payload.get('note')}",
                          type="bad_input")
+
+
+@task("ui.chatty")
+async def chatty(payload: dict) -> dict:
+    log = logging.getLogger("ui.chatty")
+    log.warning("fetching %s rows", payload.get("n"))  # warning: info is below the root level
+    log.error("slow source: %s", payload.get("note"))
+    return {"ok": True}
 
 
 async def _fetch(n: int) -> list[int]:
@@ -136,7 +145,7 @@ async def world(template_db: str, tmp_path_factory: pytest.TempPathFactory
                               "schedule": {"cron": "30 2 * * *", "timezone": "Europe/Berlin"}})
         other_job = await job({"name": "theirs", "task": "greet"}, other)
         flow_job = await job({"name": "pipeline", "task": "ui.pipeline", "payload": {"n": 4}})
-        worker = Worker(cluster.gateway_url, keys["acme"], [greet, boom, pipeline, waiter],
+        worker = Worker(cluster.gateway_url, keys["acme"], [greet, boom, pipeline, waiter, chatty],
                         concurrency=4,
                         claim_wait_seconds=1, shutdown_grace_seconds=5)
         running = asyncio.create_task(worker.run())
@@ -839,3 +848,24 @@ async def test_a_dag_run_is_cancelled_from_its_page(tab: Tab, world: World) -> N
 
 async def _field(value: Any, name: str) -> Any:
     return (await value)[name]
+
+
+async def test_run_detail_shows_the_captured_logs(tab: Tab, world: World) -> None:
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        r = await api.post("/v1/jobs", json={"name": "ui-chatty", "task": "ui.chatty",
+                                             "payload": {"n": 7, "note": XSS_NAME}},
+                           headers=world.h())
+        assert r.status_code == 201, r.text
+        run = await one_run(api, world.h(), r.json()["id"], "succeeded")
+    logged = await api_get(world, f"/v1/runs/{run}/logs")
+    assert [i["message"] for i in logged["items"]] == [
+        "fetching 7 rows", f"slow source: {XSS_NAME}"]
+    await tab.login(world.key)
+    await tab.goto(f"/ui/runs/{run}")
+    assert await tab.text("section:has(h2:text('Logs')) h2").inner_text() == "Logs (attempt 1)"
+    rows = await tab.text("table.logs tbody tr").all_inner_texts()
+    assert [row.split("\t")[1:3] for row in rows] == [
+        [i["level"], i["message"]] for i in logged["items"]]  # the markup shown as text
+    await tab.goto(f"/ui/runs/{world.greet_run}")  # a handler that logged nothing
+    await tab.text("section:has(h2:text('Logs')) p.empty").wait_for()
+    assert tab.dialogs == [] and tab.errors == []

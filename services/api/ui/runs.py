@@ -1,7 +1,7 @@
 """The runs pages: the list (filters, cursor pages, live updates) and one run's detail (its
-timeline straight from the event log, attempts with errors and fencing tokens, output, why it
-waits, a workflow's steps and children). The same store reads as GET /v1/runs, /v1/runs/{id},
-/events and /steps; every one tenant-scoped."""
+timeline straight from the event log, attempts with errors and fencing tokens, captured logs,
+output, why it waits, a workflow's steps and children). The same store reads as GET /v1/runs,
+/v1/runs/{id}, /events, /logs and /steps; every one tenant-scoped."""
 
 from __future__ import annotations
 
@@ -161,6 +161,18 @@ def workflow_waits(stream: list[Any]) -> tuple[list[list[Any]], list[list[Any]],
     return timer_rows, signal_rows + timeouts, started
 
 
+def log_table(lines: Any) -> Safe:
+    """The lines the handler logged in the run's latest reported attempt (what GET
+    /v1/runs/{id}/logs returns): seconds into the attempt, level, message, fields."""
+    rows = [[f"{line.get('t', 0):.3f}", fmt('<span class="level {lv}">{lv}</span>',
+                                            lv=line.get("level")),
+             line.get("message"), html.pre_json(line.get("fields")) if line.get("fields")
+             else Safe("")]
+            for line in (lines if isinstance(lines, list) else []) if isinstance(line, dict)]
+    return html.table(["t (s)", "level", "message", "fields"], rows,
+                      "No captured log lines.", "logs")
+
+
 def _opt(at: datetime | None) -> Safe | None:
     return when(at) if at is not None else None
 
@@ -169,7 +181,7 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
     run = await run_store.by_id(ui.conn, ui.tenant_id, run_id)
     if run is None:
         raise NotFound(f"no run {run_id}")
-    refs = [run.payload_ref] if run.output_ref is None else [run.payload_ref, run.output_ref]
+    refs = [r for r in (run.payload_ref, run.output_ref, run.logs_ref) if r is not None]
     blobs = await get_blobs(ui.conn, refs, ui.tenant_id)
     reason = await run_store.waiting_reason(ui.conn, run)
     dag_node = await dag_store.node_of_run(ui.conn, ui.tenant_id, run_id)
@@ -209,6 +221,8 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
             Safe('<p class="empty">No output.</p>'),
             p=html.pre_json(blobs.get(run.payload_ref))),
     ]
+    parts.append(fmt("<section><h2>Logs (attempt {n})</h2>{t}</section>", n=run.attempt,
+                     t=log_table(blobs.get(run.logs_ref) if run.logs_ref else None)))
     steps = await step_store.page(ui.conn, ui.tenant_id, run_id, after=-1, limit=200)
     if steps or run.steps_done:
         parts.append(fmt("<section><h2>Workflow steps ({n})</h2>{t}</section>",
