@@ -869,3 +869,39 @@ async def test_run_detail_shows_the_captured_logs(tab: Tab, world: World) -> Non
     await tab.goto(f"/ui/runs/{world.greet_run}")  # a handler that logged nothing
     await tab.text("section:has(h2:text('Logs')) p.empty").wait_for()
     assert tab.dialogs == [] and tab.errors == []
+
+
+async def test_the_runs_list_filters_by_priority_class_and_error_type(
+        tab: Tab, world: World) -> None:
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        r = await api.post("/v1/jobs", json={"name": "ui-bulk-class", "task": "ui.nobody",
+                                             "priority": "bulk"}, headers=world.h())
+        assert r.status_code == 201, r.text
+        bulk_run = await one_run(api, world.h(), r.json()["id"])
+    await tab.login(world.key)
+    await tab.page.select_option("#f-priority", "bulk")
+    await tab.page.click("form.filters button[type=submit]")
+    await tab.page.wait_for_url("**priority=bulk**")
+    shown = [row.split("\t")[0] for row in await tab.text("table.runs tbody tr")
+             .all_inner_texts()]
+    wanted = (await api_get(world, "/v1/runs?priority=bulk"))["items"]
+    assert bulk_run.split("-")[0] in shown
+    assert shown == [i["id"].split("-")[0] for i in wanted]
+    assert world.greet_run.split("-")[0] not in shown
+    assert await tab.text("a.bulk").count() == 0  # a bulk filter has no class: not offered
+    await tab.shot("runs-filtered")
+
+    await tab.goto("/ui/runs")
+    await tab.page.fill("input[name=error_type]", "bad_input")
+    await tab.page.click("form.filters button[type=submit]")
+    await tab.page.wait_for_url("**error_type=bad_input**")
+    shown = [row.split("\t")[0] for row in await tab.text("table.runs tbody tr")
+             .all_inner_texts()]
+    failed = (await api_get(world, "/v1/runs?error_type=bad_input"))["items"]
+    assert world.boom_run.split("-")[0] in shown
+    assert shown == [i["id"].split("-")[0] for i in failed]
+    assert all(i["last_error"]["type"] == "bad_input" for i in failed)
+    assert world.greet_run.split("-")[0] not in shown
+    r = await tab.goto("/ui/runs?priority=urgent")
+    assert r.status == 422
+    assert tab.errors == [] or all("422" in e for e in tab.errors)

@@ -58,20 +58,26 @@ async def runs_page(request: Request, ui: Ui,
                     run_state: Annotated[str | None, QueryParameter(name="state")] = None,
                     job_id: FromQuery[str | None] = None, task: FromQuery[str | None] = None,
                     pool: FromQuery[str | None] = None, since: FromQuery[str | None] = None,
-                    until: FromQuery[str | None] = None,
+                    until: FromQuery[str | None] = None, priority: FromQuery[str | None] = None,
+                    error_type: FromQuery[str | None] = None,
                     cursor: FromQuery[str | None] = None) -> Response[str]:
     state = run_state
     if state and state not in RunState.__members__.values():
         raise InvalidInput(f"unknown state {state!r}", errors=[{"field": "state",
                                                                 "message": "unknown"}])
+    classes = [c.name for c in ui.settings.classes]
+    if priority and priority not in classes:
+        raise InvalidInput(f"unknown priority class {priority!r}",
+                           errors=[{"field": "priority", "message": "unknown"}])
     rows = await run_store.page(
         ui.conn, ui.tenant_id, job_id=_uuid_filter("job", job_id), state=state or None,
         after=decode_cursor(cursor), limit=PAGE_SIZE + 1, task=task or None, pool=pool or None,
-        since=_time_filter("from", since), until=_time_filter("until", until))
+        since=_time_filter("from", since), until=_time_filter("until", until),
+        priority=priority or None, error_type=error_type or None)
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
     query = {"state": state, "job_id": job_id, "task": task, "pool": pool, "since": since,
-             "until": until}
+             "until": until, "priority": priority, "error_type": error_type}
     pager = [link(html.url("/ui/runs", **query), "first page")] if cursor else []
     if more:
         pager.append(link(html.url("/ui/runs", **query, cursor=encode_cursor(
@@ -88,18 +94,24 @@ async def runs_page(request: Request, ui: Ui,
         '<label>job id <input name="job_id" value="{job_id}" size="12"></label>'
         '<label>task <input name="task" value="{task}" size="12"></label>'
         '<label>pool <input name="pool" value="{pool}" size="10"></label>'
+        '<label>priority {priority}</label>'
+        '<label>error type <input name="error_type" value="{error_type}" size="12"></label>'
         '<label>from (UTC) <input type="datetime-local" step="1" name="since" value="{since}">'
         '</label><label>until (UTC) <input type="datetime-local" step="1" name="until" '
         'value="{until}"></label><button type="submit">Filter</button> '
         '<a href="/ui/runs">clear</a></form>',
         state=html.select("state", states, state), job_id=job_id, task=task, pool=pool,
-        since=since, until=until)
+        since=since, until=until, error_type=error_type, priority=html.select(
+            "priority", [("", "any class"), *((c, c) for c in classes)], priority))
     # the live region polls this very page: a later cursor page stays where it is
     source = html.url("/ui/runs", **query, cursor=cursor)
     values = {"states": state, "job_id": job_id, "task": task, "pool": pool, "since": since,
               "until": until}
-    bulk = offers([await operations.offer(ui, "cancel", values),
-                   await operations.offer(ui, "retry", values) if state else Safe("")])
+    # a bulk operation's filter has no class or error type: offered only when the list's
+    # filters are all ones it can repeat (else its count would not be this list's)
+    bulk = Safe("") if priority or error_type else offers(
+        [await operations.offer(ui, "cancel", values),
+         await operations.offer(ui, "retry", values) if state else Safe("")])
     return ui.page("Runs", join([form, bulk, live(source, content)]), "runs")
 
 
