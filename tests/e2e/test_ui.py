@@ -905,3 +905,46 @@ async def test_the_runs_list_filters_by_priority_class_and_error_type(
     r = await tab.goto("/ui/runs?priority=urgent")
     assert r.status == 422
     assert tab.errors == [] or all("422" in e for e in tab.errors)
+
+
+async def test_a_viewer_is_offered_no_per_item_action(tab: Tab, world: World) -> None:
+    """The same pages an operator acts from (each checked to offer the action to the
+    operator), with no control for a viewer's session: job pause/resume/trigger, run cancel
+    and re-run, dead-letter triage and replay, DAG run cancel and retry."""
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        r = await api.post("/v1/keys", json={"name": "ui-viewer-actions", "role": "viewer"},
+                           headers=world.h())
+        assert r.status_code == 201, r.text
+        viewer = r.json()["key"]
+        r = await api.post("/v1/jobs", json={"name": "ui-viewer-waits", "task": "ui.nobody"},
+                           headers=world.h())
+        assert r.status_code == 201, r.text
+        waiting_run = await one_run(api, world.h(), r.json()["id"])
+        _, dag_run = await _dag_run(api, world, "ui-dag-viewer", [
+            {"key": "only", "task": "ui.nobody"}], [])
+    # (page, a control an operator is offered there)
+    controls = [
+        ("/ui/jobs", "table.jobs button:text('Trigger now')"),
+        (f"/ui/jobs/{world.cron_job}", "div.actions button:text('Pause')"),
+        (f"/ui/runs/{waiting_run}", "div.actions button:text('Cancel run')"),
+        (f"/ui/runs/{world.boom_run}", "div.actions button:text('Re-run')"),
+        (f"/ui/dead-letters/{world.boom_run}", "form.replay"),
+        (f"/ui/dead-letters/{world.boom_run}", "button:text('Save triage')"),
+        (f"/ui/dag-runs/{dag_run}", "div.actions button:text('Cancel DAG run')"),
+    ]
+    await tab.login(world.key)
+    for path, selector in controls:
+        await tab.goto(path)
+        assert await tab.text(selector).count() >= 1, (path, selector)
+    await tab.page.click("nav form button")  # log out
+    await tab.page.wait_for_url("**/ui/login")
+    await tab.login(viewer)
+    for path, selector in controls:
+        r = await tab.goto(path)
+        assert r.status == 200, path
+        await tab.text("h1").wait_for()
+        assert await tab.text(selector).count() == 0, (path, selector)
+        assert await tab.text("main form[method=post]").count() == 0, path
+    await tab.goto(f"/ui/dead-letters/{world.boom_run}")
+    await tab.shot("viewer-dead-letter")
+    assert tab.errors == []

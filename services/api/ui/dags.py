@@ -13,14 +13,13 @@ from litestar.params import FromPath, FromQuery
 
 from ostinato.client.models import DagNodeView, DagRunView
 from ostinato.dags import graph
-from ostinato.domain import roles
 from ostinato.domain.errors import NotFound
 from ostinato.runs import dags
 from ostinato.stores import dags as dag_store
 from ostinato.stores.dags import DagRow, DagRunRow
 from services.api.auditing import audited
 from services.api.dags import rules_of, run_view
-from services.api.ui import html
+from services.api.ui import html, operations
 from services.api.ui.html import Safe, badge, fmt, join, link, short, when
 from services.api.ui.runs import live
 from services.api.ui.scope import Ui, UiScope, checked_form, html_response, redirect
@@ -150,7 +149,7 @@ async def _dag_run(ui: UiScope, dag_run_id: uuid.UUID) -> DagRunRow:
 
 
 def _node_rows(ui: UiScope, view: DagRunView) -> list[list[Any]]:
-    operate = roles.may(ui.session.role, roles.OPERATE) and view.state != "pending"
+    operate = operations.may_operate(ui) and view.state != "pending"
     rows = []
     for n in view.nodes:
         action = html.post_button(f"/ui/dag-runs/{view.id}/nodes/{n.key}/retry",
@@ -202,7 +201,7 @@ async def dag_run_page(request: Request, dag_run_id: FromPath[uuid.UUID],
     if "x-ui-fragment" in request.headers:
         return html_response(body)
     actions = Safe("")
-    if roles.may(ui.session.role, roles.OPERATE) and view.state not in FINAL \
+    if operations.may_operate(ui) and view.state not in FINAL \
             and not view.cancel_requested:
         actions = fmt('<div class="actions">{b}</div>', b=html.post_button(
             f"/ui/dag-runs/{dag_run_id}/cancel", "Cancel DAG run", ui.csrf, cls="danger"))

@@ -269,6 +269,8 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
 
 
 def _actions(ui: UiScope, run: RunRow) -> Safe:
+    if not operations.may_operate(ui):  # a viewer's session is offered no change
+        return Safe("")
     buttons = []
     if run.state not in FINAL:
         buttons.append(html.post_button(f"/ui/runs/{run.id}/cancel", "Cancel run", ui.csrf,
