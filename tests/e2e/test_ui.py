@@ -10,6 +10,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -947,4 +948,63 @@ async def test_a_viewer_is_offered_no_per_item_action(tab: Tab, world: World) ->
         assert await tab.text("main form[method=post]").count() == 0, path
     await tab.goto(f"/ui/dead-letters/{world.boom_run}")
     await tab.shot("viewer-dead-letter")
+    assert tab.errors == []
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """PostgreSQL's percentile_cont: linear between the two nearest ranks."""
+    ordered = sorted(values)
+    at = q * (len(ordered) - 1)
+    low = int(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+async def test_the_pools_page_charts_start_lag_per_class(tab: Tab, world: World) -> None:
+    """Each dot of the chart (pool default, class default) against the same figures computed
+    here from GET /v1/runs: per minute of the slot, the runs started in their first attempt and
+    the p50/p99 of started - due."""
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        r = await api.post(f"/v1/jobs/{world.greet_job}/trigger", headers=world.h())
+        assert r.status_code == 201, r.text
+        fresh = r.json()["run_id"]
+        await until(lambda: _equals(_state(api, world, fresh), "succeeded"), "the run ends")
+        items: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            page = (await api.get("/v1/runs", params={"limit": 500, **(
+                {"cursor": cursor} if cursor else {})}, headers=world.h())).json()
+            items += page["items"]
+            if not (cursor := page["next_cursor"]):
+                break
+    lags: dict[str, list[float]] = {}
+    for i in items:
+        started = i["timestamps"].get("started_at")
+        if i["pool"] != "default" or i["priority"] != "default" or i["attempt"] != 1 \
+                or started is None:
+            continue
+        due = datetime.fromisoformat(i["due_at"] or i["scheduled_for"])
+        minute = datetime.fromisoformat(i["scheduled_for"]).replace(second=0, microsecond=0)
+        lags.setdefault(minute.isoformat(), []).append(
+            max((datetime.fromisoformat(started) - due).total_seconds(), 0.0))
+    await tab.login(world.key)
+    await tab.goto("/ui/pools?pool=default")
+    chart = tab.text("section.pool[data-pool=default] .lag-chart")
+    await chart.locator("svg").wait_for()
+    for q in ("p50", "p99"):
+        assert await chart.locator(f"polyline[data-class=default][data-q={q}]").count() == 1
+    dots = chart.locator("circle[data-class=default]")
+    shown = {await d.get_attribute("data-minute"): d for d in await dots.all()}
+    fresh_minute = next(datetime.fromisoformat(i["scheduled_for"]) for i in items
+                        if i["id"] == fresh).replace(second=0, microsecond=0)
+    assert fresh_minute.isoformat() in shown
+    first = min(shown)
+    assert sorted(shown) == sorted(m for m in lags if m >= first)
+    for minute, dot in shown.items():
+        assert int(await dot.get_attribute("data-runs")) == len(lags[minute]), minute
+        for q, p in (("p50", 0.5), ("p99", 0.99)):
+            figure = float(await dot.get_attribute(f"data-{q}"))
+            assert abs(figure - _percentile(lags[minute], p)) < 1e-3, (minute, q)
+    await chart.scroll_into_view_if_needed()
+    await tab.shot("pools-start-lag")
     assert tab.errors == []

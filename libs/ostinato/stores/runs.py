@@ -106,6 +106,23 @@ async def page(conn: asyncpg.Connection, tenant_id: uuid.UUID, *, job_id: uuid.U
     return many(RunRow, await conn.fetch(Q["list_runs_filtered"], *args))
 
 
+class StartLag(msgspec.Struct, frozen=True):
+    """One minute of one pool and class: how long its runs waited from due to started."""
+
+    pool: str
+    priority: str
+    minute: datetime  # the runs' slot, truncated to the minute
+    runs: int
+    p50: float  # seconds
+    p99: float
+
+
+async def start_lag(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                    since: datetime) -> list[StartLag]:
+    """The tenant's start lag per pool, class and minute of the runs' slots since `since`."""
+    return many(StartLag, await conn.fetch(Q["start_lag_by_minute"], tenant_id, since))
+
+
 async def waiting_reason(conn: asyncpg.Connection, run: RunRow) -> str | None:
     """Why a run waits: a suspended workflow's timer or signal; for the dispatcher, the reason
     of the last decision that looked at it, or (not looked at yet: deep in a backlog) its place

@@ -367,3 +367,19 @@ SELECT pool,
 FROM due
 GROUP BY pool
 ORDER BY pool;
+
+-- name: start_lag_by_minute
+-- The pools page's start-lag chart: per pool, class and minute of the runs' slot (scheduled_for
+-- from $2 on: the tenant's index runs_tenant_created), p50 and p99 of started_at - due_at over
+-- the runs started in their first attempt (a retry's start would count its backoff).
+SELECT pool, priority, date_trunc('minute', scheduled_for) AS minute, count(*) AS runs,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY lag) AS p50,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY lag) AS p99
+FROM (SELECT pool, priority, scheduled_for,
+             greatest(extract(epoch FROM started_at - coalesce(due_at, scheduled_for)),
+                      0)::float8 AS lag
+      FROM runs
+      WHERE tenant_id = $1 AND scheduled_for >= $2 AND started_at IS NOT NULL AND attempt = 1
+     ) s
+GROUP BY pool, priority, minute
+ORDER BY pool, priority, minute;
