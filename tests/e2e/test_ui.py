@@ -845,6 +845,11 @@ async def test_a_dag_run_is_cancelled_from_its_page(tab: Tab, world: World) -> N
         "data-state") == "cancelled"
     assert await tab.text("div.actions button:text('Cancel DAG run')").count() == 0
     assert tab.errors == []
+    await tab.page.click("nav form button")  # log out: another tenant sees no such DAG run
+    await tab.page.wait_for_url("**/ui/login")
+    await tab.login(world.other_key)
+    r = await tab.goto(f"/ui/dag-runs/{dag_run}")
+    assert r.status == 404
 
 
 async def _field(value: Any, name: str) -> Any:
