@@ -1323,6 +1323,12 @@ CREATE INDEX runs_task_versions ON public.runs USING btree (tenant_id, task, tas
 CREATE INDEX runs_tenant_created ON public.runs USING btree (tenant_id, scheduled_for DESC, id);
 
 --
+-- Name: runs_tenant_error_type; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_tenant_error_type ON public.runs USING btree (tenant_id, ((last_error ->> 'type'::text)), scheduled_for DESC, id) WHERE (last_error IS NOT NULL);
+
+--
 -- Name: runs_waiting; Type: INDEX; Schema: public; Owner: -
 --
 

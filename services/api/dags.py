@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
+import asyncpg
 import msgspec
 from litestar import Response, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
@@ -121,12 +122,13 @@ async def dag_runs(dag_id: FromPath[uuid.UUID], tenant: Tenant,
     """A DAG's runs, newest first, each with its nodes."""
     await _dag(tenant, dag_id)
     rows = await dag_store.runs_of(tenant.conn, tenant.tenant_id, dag_id, limit)
-    return DagRunsPage(items=[await _run_view(tenant, r) for r in rows])
+    return DagRunsPage(items=[await run_view(tenant.conn, r) for r in rows])
 
 
-async def _run_view(tenant: Tenant, run: DagRunRow) -> DagRunView:
-    dag = await dags.load_dag(tenant.conn, run.dag_id, run.dag_version)
-    nodes = (await dag_store.nodes(tenant.conn, [run.id]))[run.id]
+async def run_view(conn: asyncpg.Connection, run: DagRunRow) -> DagRunView:
+    """A DAG run node by node (the API's and the web UI's), its nodes in topological order."""
+    dag = await dags.load_dag(conn, run.dag_id, run.dag_version)
+    nodes = (await dag_store.nodes(conn, [run.id]))[run.id]
     progress: dict[str, int] = {"total": len(nodes)}
     views = []
     position = {k: i for i, k in enumerate(dag.order)}
@@ -159,7 +161,7 @@ async def _dag_run(tenant: Tenant, dag_run_id: uuid.UUID) -> DagRunRow:
 async def get_dag_run(dag_run_id: FromPath[uuid.UUID], tenant: Tenant) -> DagRunView:
     """A DAG run: each node's state, run, attempts and timestamps, and the progress counts.
     Its timeline: GET /v1/dag-runs/{id}/events."""
-    return await _run_view(tenant, await _dag_run(tenant, dag_run_id))
+    return await run_view(tenant.conn, await _dag_run(tenant, dag_run_id))
 
 
 @get("/v1/dag-runs/{dag_run_id:uuid}/events", tags=["dags"])

@@ -49,6 +49,14 @@ from services.api.ratelimit import limited_principal
 from services.api.scope import Tenant, tenant_scope
 
 Limit = Annotated[int, QueryParameter(ge=1, le=500)]
+Priority = Annotated[str | None, QueryParameter(
+    pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$",
+    description="A configured priority class (OSTINATO_PRIORITY_CLASSES; by default one of "
+                "critical, default, bulk): only runs of that class.")]
+ErrorType = Annotated[str | None, QueryParameter(
+    min_length=1, max_length=200,
+    description="Only runs whose last attempt failed with this error type (`last_error.type`, "
+                "as a dead letter's `error_type`), e.g. `bad_input` or `timeout`.")]
 
 
 def app_state(request: Request) -> Any:
@@ -230,10 +238,13 @@ async def list_runs(
     tenant: Tenant,
     job_id: FromQuery[uuid.UUID | None] = None,
     run_state: Annotated[str | None, QueryParameter(name="state")] = None,
+    priority: Priority = None,
+    error_type: ErrorType = None,
     limit: Limit = 50,
     cursor: FromQuery[str | None] = None,
 ) -> Page:
-    """This tenant's runs, latest occurrence first, optionally of one job or in one state."""
+    """This tenant's runs, latest occurrence first, optionally of one job, in one state, of one
+    priority class, or whose last attempt failed with one error type."""
     if run_state is not None and run_state not in RunState.__members__.values():
         raise InvalidInput(
             f"unknown state {run_state!r}",
@@ -241,8 +252,13 @@ async def list_runs(
                 {"field": "state", "message": f"one of {', '.join(s.value for s in RunState)}"}
             ],
         )
+    classes = [c.name for c in tenant.settings.classes]
+    if priority is not None and priority not in classes:
+        raise InvalidInput(f"unknown priority class {priority!r}", errors=[
+            {"field": "priority", "message": f"one of {', '.join(classes)}"}])
     rows = await run_store.page(tenant.conn, tenant.tenant_id, job_id=job_id, state=run_state,
-                                after=decode_cursor(cursor), limit=limit + 1)
+                                after=decode_cursor(cursor), limit=limit + 1,
+                                priority=priority, error_type=error_type)
     more = len(rows) > limit
     rows = rows[:limit]
     outputs = await get_blobs(tenant.conn, [r.output_ref for r in rows if r.output_ref],

@@ -5,10 +5,12 @@ tenant isolation. OSTINATO_UI_SCREENSHOTS=<dir> saves a screenshot of each page 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,14 @@ async def greet(payload: dict) -> dict:
 async def boom(payload: dict) -> dict:
     raise PermanentError(f"cannot handle {payload.get('n')}; {payload.get('note')}",
                          type="bad_input")
+
+
+@task("ui.chatty")
+async def chatty(payload: dict) -> dict:
+    log = logging.getLogger("ui.chatty")
+    log.warning("fetching %s rows", payload.get("n"))  # warning: info is below the root level
+    log.error("slow source: %s", payload.get("note"))
+    return {"ok": True}
 
 
 async def _fetch(n: int) -> list[int]:
@@ -136,7 +146,7 @@ async def world(template_db: str, tmp_path_factory: pytest.TempPathFactory
                               "schedule": {"cron": "30 2 * * *", "timezone": "Europe/Berlin"}})
         other_job = await job({"name": "theirs", "task": "greet"}, other)
         flow_job = await job({"name": "pipeline", "task": "ui.pipeline", "payload": {"n": 4}})
-        worker = Worker(cluster.gateway_url, keys["acme"], [greet, boom, pipeline, waiter],
+        worker = Worker(cluster.gateway_url, keys["acme"], [greet, boom, pipeline, waiter, chatty],
                         concurrency=4,
                         claim_wait_seconds=1, shutdown_grace_seconds=5)
         running = asyncio.create_task(worker.run())
@@ -734,4 +744,275 @@ async def test_keys_are_listed_issued_rotated_and_revoked_by_an_operator(
     await tab.goto("/ui/keys?show=all&role=viewer")
     rows = await tab.text("table.keys tbody tr").all_inner_texts()
     assert "revoked" in next(row for row in rows if row.startswith("dashboard"))
+    assert tab.errors == []
+
+
+async def _dag_run(api: httpx.AsyncClient, world: World, name: str,
+                   nodes: list[dict[str, Any]], edges: list[dict[str, str]]) -> tuple[str, str]:
+    r = await api.post("/v1/dags", json={"name": name, "nodes": nodes, "edges": edges},
+                       headers=world.h())
+    assert r.status_code == 201, r.text
+    dag = r.json()["id"]
+    r = await api.post(f"/v1/dags/{dag}/runs", headers=world.h())
+    assert r.status_code == 201, r.text
+    return dag, r.json()["id"]
+
+
+async def _dag_state(api: httpx.AsyncClient, world: World, dag_run: str) -> dict[str, Any]:
+    return (await api.get(f"/v1/dag-runs/{dag_run}", headers=world.h())).json()
+
+
+async def test_dag_pages_show_the_graph_with_node_states_and_retry_from_a_node(
+        tab: Tab, world: World) -> None:
+    """A DAG whose middle node fails: the list, the DAG's runs, the run's graph with each
+    node's state (as GET /v1/dag-runs/{id} has it), links both ways between a node and its run,
+    and Retry from the failed node (a new generation of it, recorded with the session's actor)."""
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        dag, dag_run = await _dag_run(api, world, "ui-dag", [
+            {"key": "extract", "task": "greet"}, {"key": "load", "task": "boom"},
+            {"key": "report", "task": "greet"}, {"key": "notify", "task": "greet"}],
+            [{"from": "extract", "to": "load"}, {"from": "load", "to": "report"},
+             {"from": "extract", "to": "notify"}])
+        await until(lambda: _equals(_field(_dag_state(api, world, dag_run), "state"), "failed"),
+                    "the DAG run fails at its load node")
+        view = await _dag_state(api, world, dag_run)
+    states = {n["key"]: n["state"] for n in view["nodes"]}
+    assert states == {"extract": "succeeded", "load": "failed", "report": "upstream_failed",
+                      "notify": "succeeded"}
+    await tab.login(world.key)
+    await tab.page.click("nav a:text('DAGs')")
+    await tab.page.wait_for_url("**/ui/dags")
+    await tab.text("table.dags a:text-is('ui-dag')").click()
+    await tab.page.wait_for_url(f"**/ui/dags/{dag}")
+    await tab.text(".dag-graph svg").wait_for()
+    await tab.shot("dag")
+    [row] = await tab.text("table.dag-runs tbody tr").all_inner_texts()
+    assert row.startswith(dag_run.split("-")[0]) and "failed" in row and "4 / 4" in row
+    await tab.text(f"table.dag-runs a:text-is('{dag_run.split('-')[0]}')").click()
+    await tab.page.wait_for_url(f"**/ui/dag-runs/{dag_run}")
+    drawn = {await g.get_attribute("data-key"): await g.get_attribute("data-state")
+             for g in await tab.text(".dag-graph g.node").all()}
+    assert drawn == states
+    # the graph is drawn in layers: extract, then load and notify, then report
+    x = {k: float(await tab.text(f".dag-graph g.node[data-key={k}] rect").get_attribute("x"))
+         for k in states}
+    assert x["extract"] < x["load"] == x["notify"] < x["report"]
+    assert await tab.text("#dag-ended").inner_text() == "4"
+    nodes = {r.split("\t")[0]: r for r in await tab.text("table.dag-nodes tbody tr")
+             .all_inner_texts()}
+    assert "bad_input: cannot handle" in nodes["load"]
+    assert await tab.text("table.dag-nodes button:text('Retry from here')").count() == 2
+    await tab.shot("dag-run")
+    # a node's run links back to its DAG run
+    load_run = next(n["run_id"] for n in view["nodes"] if n["key"] == "load")
+    await tab.text(".dag-graph g.node[data-key=load]").click()
+    await tab.page.wait_for_url(f"**/ui/runs/{load_run}")
+    assert "(node load)" in await tab.text("table.kv").inner_text()
+    await tab.text(f"table.kv a[href='/ui/dag-runs/{dag_run}']").click()
+    await tab.page.wait_for_url(f"**/ui/dag-runs/{dag_run}")
+    await tab.text("table.dag-nodes tr:has(td:first-child:text-is('load')) button").click()
+    await tab.text("p.flash").get_by_text("Retrying from node load.").wait_for()
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        load = next(n for n in (await _dag_state(api, world, dag_run))["nodes"]
+                    if n["key"] == "load")
+        assert load["generation"] == 1 and load["run_id"] != load_run
+        events = (await api.get(f"/v1/dag-runs/{dag_run}/events", headers=world.h())).json()
+    [retried] = [e for e in events["items"] if e["type"] == "DagRunRetriedFromNode"]
+    assert retried["data"]["key"] == "load" and retried["actor"] == "tenant:acme"
+    assert retried["data"]["reset"] == ["load", "report"]
+    assert tab.errors == []
+
+
+async def test_a_dag_run_is_cancelled_from_its_page(tab: Tab, world: World) -> None:
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        _, dag_run = await _dag_run(api, world, "ui-dag-stuck", [
+            {"key": "wait", "task": "ui.nobody"}, {"key": "after", "task": "greet"}],
+            [{"from": "wait", "to": "after"}])  # no worker serves ui.nobody
+        await until(lambda: _equals(_field(_dag_state(api, world, dag_run), "state"),
+                                    "running"), "the DAG run starts")
+    await tab.login(world.key)
+    await tab.goto(f"/ui/dag-runs/{dag_run}")
+    await tab.text(".live .dag-graph").wait_for()  # a running DAG run refreshes itself
+    tab.page.remove_listener("dialog", tab._dialog)  # the button asks to confirm: accept
+    tab.page.once("dialog", lambda d: asyncio.ensure_future(d.accept()))
+    await tab.page.click("div.actions button:text('Cancel DAG run')")
+    await tab.text("p.flash").get_by_text("DAG run cancelled.").wait_for()
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        await until(lambda: _equals(_field(_dag_state(api, world, dag_run), "state"),
+                                    "cancelled"), "the DAG run ends cancelled")
+    await tab.goto(f"/ui/dag-runs/{dag_run}")
+    assert await tab.text(".dag-graph g.node[data-key=after]").get_attribute(
+        "data-state") == "cancelled"
+    assert await tab.text("div.actions button:text('Cancel DAG run')").count() == 0
+    assert tab.errors == []
+    await tab.page.click("nav form button")  # log out: another tenant sees no such DAG run
+    await tab.page.wait_for_url("**/ui/login")
+    await tab.login(world.other_key)
+    r = await tab.goto(f"/ui/dag-runs/{dag_run}")
+    assert r.status == 404
+
+
+async def _field(value: Any, name: str) -> Any:
+    return (await value)[name]
+
+
+async def test_run_detail_shows_the_captured_logs(tab: Tab, world: World) -> None:
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        r = await api.post("/v1/jobs", json={"name": "ui-chatty", "task": "ui.chatty",
+                                             "payload": {"n": 7, "note": XSS_NAME}},
+                           headers=world.h())
+        assert r.status_code == 201, r.text
+        run = await one_run(api, world.h(), r.json()["id"], "succeeded")
+    logged = await api_get(world, f"/v1/runs/{run}/logs")
+    assert [i["message"] for i in logged["items"]] == [
+        "fetching 7 rows", f"slow source: {XSS_NAME}"]
+    await tab.login(world.key)
+    await tab.goto(f"/ui/runs/{run}")
+    assert await tab.text("section:has(h2:text('Logs')) h2").inner_text() == "Logs (attempt 1)"
+    rows = await tab.text("table.logs tbody tr").all_inner_texts()
+    assert [row.split("\t")[1:3] for row in rows] == [
+        [i["level"], i["message"]] for i in logged["items"]]  # the markup shown as text
+    await tab.goto(f"/ui/runs/{world.greet_run}")  # a handler that logged nothing
+    await tab.text("section:has(h2:text('Logs')) p.empty").wait_for()
+    assert tab.dialogs == [] and tab.errors == []
+
+
+async def test_the_runs_list_filters_by_priority_class_and_error_type(
+        tab: Tab, world: World) -> None:
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        r = await api.post("/v1/jobs", json={"name": "ui-bulk-class", "task": "ui.nobody",
+                                             "priority": "bulk"}, headers=world.h())
+        assert r.status_code == 201, r.text
+        bulk_run = await one_run(api, world.h(), r.json()["id"])
+    await tab.login(world.key)
+    await tab.page.select_option("#f-priority", "bulk")
+    await tab.page.click("form.filters button[type=submit]")
+    await tab.page.wait_for_url("**priority=bulk**")
+    shown = [row.split("\t")[0] for row in await tab.text("table.runs tbody tr")
+             .all_inner_texts()]
+    wanted = (await api_get(world, "/v1/runs?priority=bulk"))["items"]
+    assert bulk_run.split("-")[0] in shown
+    assert shown == [i["id"].split("-")[0] for i in wanted]
+    assert world.greet_run.split("-")[0] not in shown
+    assert await tab.text("a.bulk").count() == 0  # a bulk filter has no class: not offered
+    await tab.shot("runs-filtered")
+
+    await tab.goto("/ui/runs")
+    await tab.page.fill("input[name=error_type]", "bad_input")
+    await tab.page.click("form.filters button[type=submit]")
+    await tab.page.wait_for_url("**error_type=bad_input**")
+    shown = [row.split("\t")[0] for row in await tab.text("table.runs tbody tr")
+             .all_inner_texts()]
+    failed = (await api_get(world, "/v1/runs?error_type=bad_input"))["items"]
+    assert world.boom_run.split("-")[0] in shown
+    assert shown == [i["id"].split("-")[0] for i in failed]
+    assert all(i["last_error"]["type"] == "bad_input" for i in failed)
+    assert world.greet_run.split("-")[0] not in shown
+    r = await tab.goto("/ui/runs?priority=urgent")
+    assert r.status == 422
+    r = await tab.goto("/ui/runs?error_type=bad%00input")  # PostgreSQL text cannot hold NUL
+    assert r.status == 400
+    await tab.text("p.error").get_by_text("U+0000").wait_for()
+    assert all("422" in e or "400" in e for e in tab.errors)  # the refusals' own
+
+
+async def test_a_viewer_is_offered_no_per_item_action(tab: Tab, world: World) -> None:
+    """The same pages an operator acts from (each checked to offer the action to the
+    operator), with no control for a viewer's session: job pause/resume/trigger, run cancel
+    and re-run, dead-letter triage and replay, DAG run cancel and retry."""
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        r = await api.post("/v1/keys", json={"name": "ui-viewer-actions", "role": "viewer"},
+                           headers=world.h())
+        assert r.status_code == 201, r.text
+        viewer = r.json()["key"]
+        r = await api.post("/v1/jobs", json={"name": "ui-viewer-waits", "task": "ui.nobody"},
+                           headers=world.h())
+        assert r.status_code == 201, r.text
+        waiting_run = await one_run(api, world.h(), r.json()["id"])
+        _, dag_run = await _dag_run(api, world, "ui-dag-viewer", [
+            {"key": "only", "task": "ui.nobody"}], [])
+    # (page, a control an operator is offered there)
+    controls = [
+        ("/ui/jobs", "table.jobs button:text('Trigger now')"),
+        (f"/ui/jobs/{world.cron_job}", "div.actions button:text('Pause')"),
+        (f"/ui/runs/{waiting_run}", "div.actions button:text('Cancel run')"),
+        (f"/ui/runs/{world.boom_run}", "div.actions button:text('Re-run')"),
+        (f"/ui/dead-letters/{world.boom_run}", "form.replay"),
+        (f"/ui/dead-letters/{world.boom_run}", "button:text('Save triage')"),
+        (f"/ui/dag-runs/{dag_run}", "div.actions button:text('Cancel DAG run')"),
+    ]
+    await tab.login(world.key)
+    for path, selector in controls:
+        await tab.goto(path)
+        assert await tab.text(selector).count() >= 1, (path, selector)
+    await tab.page.click("nav form button")  # log out
+    await tab.page.wait_for_url("**/ui/login")
+    await tab.login(viewer)
+    for path, selector in controls:
+        r = await tab.goto(path)
+        assert r.status == 200, path
+        await tab.text("h1").wait_for()
+        assert await tab.text(selector).count() == 0, (path, selector)
+        assert await tab.text("main form[method=post]").count() == 0, path
+    await tab.goto(f"/ui/dead-letters/{world.boom_run}")
+    await tab.shot("viewer-dead-letter")
+    assert tab.errors == []
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """PostgreSQL's percentile_cont: linear between the two nearest ranks."""
+    ordered = sorted(values)
+    at = q * (len(ordered) - 1)
+    low = int(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+async def test_the_pools_page_charts_start_lag_per_class(tab: Tab, world: World) -> None:
+    """Each dot of the chart (pool default, class default) against the same figures computed
+    here from GET /v1/runs: per minute of the slot, the runs started in their first attempt and
+    the p50/p99 of started - due."""
+    async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
+        r = await api.post(f"/v1/jobs/{world.greet_job}/trigger", headers=world.h())
+        assert r.status_code == 201, r.text
+        fresh = r.json()["run_id"]
+        await until(lambda: _equals(_state(api, world, fresh), "succeeded"), "the run ends")
+        items: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            page = (await api.get("/v1/runs", params={"limit": 500, **(
+                {"cursor": cursor} if cursor else {})}, headers=world.h())).json()
+            items += page["items"]
+            if not (cursor := page["next_cursor"]):
+                break
+    lags: dict[str, list[float]] = {}
+    for i in items:
+        started = i["timestamps"].get("started_at")
+        if i["pool"] != "default" or i["priority"] != "default" or i["attempt"] != 1 \
+                or started is None:
+            continue
+        due = datetime.fromisoformat(i["due_at"] or i["scheduled_for"])
+        minute = datetime.fromisoformat(i["scheduled_for"]).replace(second=0, microsecond=0)
+        lags.setdefault(minute.isoformat(), []).append(
+            max((datetime.fromisoformat(started) - due).total_seconds(), 0.0))
+    await tab.login(world.key)
+    await tab.goto("/ui/pools?pool=default")
+    chart = tab.text("section.pool[data-pool=default] .lag-chart")
+    await chart.locator("svg").wait_for()
+    for q in ("p50", "p99"):
+        assert await chart.locator(f"polyline[data-class=default][data-q={q}]").count() == 1
+    dots = chart.locator("circle[data-class=default]")
+    shown = {await d.get_attribute("data-minute"): d for d in await dots.all()}
+    fresh_minute = next(datetime.fromisoformat(i["scheduled_for"]) for i in items
+                        if i["id"] == fresh).replace(second=0, microsecond=0)
+    assert fresh_minute.isoformat() in shown
+    first = min(shown)
+    assert sorted(shown) == sorted(m for m in lags if m >= first)
+    for minute, dot in shown.items():
+        assert int(await dot.get_attribute("data-runs")) == len(lags[minute]), minute
+        for q, p in (("p50", 0.5), ("p99", 0.99)):
+            figure = float(await dot.get_attribute(f"data-{q}"))
+            assert abs(figure - _percentile(lags[minute], p)) < 1e-3, (minute, q)
+    await chart.scroll_into_view_if_needed()
+    await tab.shot("pools-start-lag")
     assert tab.errors == []

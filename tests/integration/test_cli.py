@@ -476,3 +476,50 @@ async def test_shell_completion_is_printed_for_bash(tmp_path: Path) -> None:
                                env={"SHELL": "/bin/bash"})
     assert code == 0, err
     assert "complete " in out and "_OSTINATO_COMPLETE" in out
+
+
+async def test_runs_list_filters_by_priority_class_and_error_type(
+        api_url: str, pool: Any, tmp_path: Path) -> None:
+    """`runs list --priority/--error-type` (and the client's `runs.list`) pass the filters to
+    GET /v1/runs: a bulk-class run, and a run whose attempt failed with `bad_input`."""
+    from ostinato.sdk import protocol as p
+    from services.worker_gateway.attempts import Attempts
+    from services.worker_gateway.reports import Outcome
+
+    from .helpers import dispatch, store
+
+    async with AsyncClient(api_url, ADMIN) as admin:
+        created = await admin.tenants.create(f"t-{uuid.uuid4().hex[:8]}")
+    env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": created.api_key}
+    async with AsyncClient(api_url, created.api_key) as client:
+        bulk = await client.jobs.create(name="bulky", task="ui.bulky", priority="bulk",
+                                        schedule={"every": "1h"})
+        plain = await client.jobs.create(name="plain", task="ui.plain",
+                                         schedule={"every": "1h"})
+        bulk_run = str((await client.jobs.trigger(bulk.id)).run_id)
+        plain_run = str((await client.jobs.trigger(plain.id)).run_id)
+        await dispatch(pool)
+        attempts = Attempts(pool, store(), SystemClock(), lease_ttl_seconds=30)
+        claimed = await attempts.claim(created.id, p.ClaimRequest(
+            worker_id="w", max_runs=10, tasks=["ui.plain"]))
+        [run] = [c for c in claimed if c.run_id == plain_run]
+        await attempts.record(created.id, "w", [Outcome(
+            uuid.UUID(run.run_id), run.run_id, run.fencing_token, "fail", error=p.ErrorInfo(
+                type="bad_input", message="no", retryable=False, classified=True))])
+        assert [str(r.id) async for r in client.runs.list(error_type="bad_input")] == [
+            plain_run]
+        assert [str(r.id) async for r in client.runs.list(priority="bulk")] == [bulk_run]
+
+    code, out, err = await cli(tmp_path, "runs", "list", "--priority", "bulk", "-o", "json",
+                               env=env)
+    assert code == 0, err
+    assert [r["id"] for r in json.loads(out)] == [bulk_run]
+    code, out, err = await cli(tmp_path, "runs", "list", "--error-type", "bad_input", "-o",
+                               "json", env=env)
+    assert code == 0, err
+    assert [(r["id"], r["state"]) for r in json.loads(out)] == [(plain_run, "dead_lettered")]
+    code, out, err = await cli(tmp_path, "runs", "list", "--priority", "bulk", "--error-type",
+                               "bad_input", "-o", "json", env=env)
+    assert code == 0 and json.loads(out) == []
+    code, _, err = await cli(tmp_path, "runs", "list", "--priority", "urgent", env=env)
+    assert code == 1 and "(422)" in err and "priority" in err

@@ -40,6 +40,17 @@ def test_a_valid_dag_has_a_topological_order_and_roots():
     assert dag.downstream("b") == ("b", "d")
 
 
+def test_layers_put_each_node_one_past_its_deepest_parent():
+    # e hangs off a (depth 1) and d (depth 2): it goes after d, not beside b
+    dag = dag_of([("a", "b"), ("a", "c"), ("b", "d"), ("c", "d"), ("d", "e"), ("a", "e")],
+                 keys=["a", "b", "c", "d", "e", "x"])
+    assert dag.layers() == (("a", "x"), ("b", "c"), ("d",), ("e",))
+    for depth, layer in enumerate(dag.layers()):
+        for k in layer:
+            assert all(p in {q for ly in dag.layers()[:depth] for q in ly}
+                       for p in dag.parents[k])
+
+
 def test_unknown_node_in_an_edge_is_refused_naming_the_field():
     with pytest.raises(InvalidInput) as exc:
         dag_of([("a", "zz")], keys=["a"])

@@ -38,6 +38,10 @@ STATE_HELP = (f"a run state ({', '.join(RUN_STATES)}) or waiting (scheduled, que
 StatesOpt = Annotated[list[str] | None, typer.Option("--state", help=STATE_HELP)]
 JobOpt = Annotated[str | None, typer.Option("--job", help="only runs of this job id")]
 TaskOpt = Annotated[str | None, typer.Option("--task", help="only runs of this task")]
+PriorityOpt = Annotated[str | None, typer.Option(
+    "--priority", help="only runs of this priority class (e.g. critical, default, bulk)")]
+ErrorTypeOpt = Annotated[str | None, typer.Option(
+    "--error-type", help="only runs whose last attempt failed with this error type")]
 Ids = Annotated[list[str] | None, typer.Argument(help="run ids", show_default=False)]
 AllOpt = Annotated[bool, typer.Option("--all", help="every run the filters let through")]
 
@@ -57,20 +61,24 @@ def states(given: Sequence[str] | None) -> list[str | None]:
 
 
 def matching(client: Client, job: str | None, wanted: Sequence[str | None],
-             task: str | None) -> Iterator[RunView]:
+             task: str | None, priority: str | None = None,
+             error_type: str | None = None) -> Iterator[RunView]:
     for s in wanted:
-        for run in client.runs.list(job_id=job, state=s):
+        for run in client.runs.list(job_id=job, state=s, priority=priority,
+                                    error_type=error_type):
             if task is None or run.task == task:
                 yield run
 
 
 @app.command("list")
 def list_runs(ctx: typer.Context, job: JobOpt = None, state_: StatesOpt = None,
-              task: TaskOpt = None, limit: LimitOpt = None, output: OutputOpt = None) -> None:
+              task: TaskOpt = None, priority: PriorityOpt = None,
+              error_type: ErrorTypeOpt = None, limit: LimitOpt = None,
+              output: OutputOpt = None) -> None:
     """Runs, latest occurrence first (per state, when several are asked for)."""
     g = state(ctx)
-    emit_many(g.output_for(output), first(matching(g.client(), job, states(state_), task), limit),
-              COLUMNS)
+    emit_many(g.output_for(output), first(matching(g.client(), job, states(state_), task,
+                                                   priority, error_type), limit), COLUMNS)
 
 
 @app.command()

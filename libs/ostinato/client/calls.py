@@ -208,11 +208,12 @@ def usage(start: datetime | None, end: datetime | None,
 
 # Runs
 
-def list_runs(job_id: Id | None, state: str | None,
-              page_size: int) -> Paged[m.RunView, CursorPage[m.RunView]]:
+def list_runs(job_id: Id | None, state: str | None, page_size: int, priority: str | None = None,
+              error_type: str | None = None) -> Paged[m.RunView, CursorPage[m.RunView]]:
     first: Call[CursorPage[m.RunView]] = Call(
         "GET", "/v1/runs", CursorPage[m.RunView],
-        params={"job_id": job_id, "state": state, "limit": page_size})
+        params={"job_id": job_id, "state": state, "priority": priority,
+                "error_type": error_type, "limit": page_size})
     return Paged(first, lambda p: p.items,
                  lambda p: {"cursor": p.next_cursor} if p.next_cursor else None)
 

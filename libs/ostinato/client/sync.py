@@ -200,9 +200,11 @@ class Usage(_Resource):
 
 class Runs(_Resource):
     def list(self, *, job_id: Id | None = None, state: str | None = None,
+             priority: str | None = None, error_type: str | None = None,
              page_size: int = PAGE) -> Iterator[m.RunView]:
-        """Latest occurrence first, every page (lazily)."""
-        return self._c.iterate(c.list_runs(job_id, state, page_size))
+        """Latest occurrence first, every page (lazily); `priority`: a class, `error_type`:
+        the last attempt's error type."""
+        return self._c.iterate(c.list_runs(job_id, state, page_size, priority, error_type))
 
     def get(self, run_id: Id) -> m.RunView:
         return self._c.send(c.get_run(run_id))

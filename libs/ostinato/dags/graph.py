@@ -81,6 +81,17 @@ class Dag:
     def roots(self) -> tuple[str, ...]:
         return tuple(k for k in self.order if not self.parents[k])
 
+    def layers(self) -> tuple[tuple[str, ...], ...]:
+        """The nodes by depth (a root is 0, any other node one more than its deepest parent),
+        each layer in topological order: how the web UI draws the graph, left to right."""
+        depth: dict[str, int] = {}
+        for k in self.order:  # parents come first in a topological order
+            depth[k] = 1 + max((depth[p] for p in self.parents[k]), default=-1)
+        out: list[list[str]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
+        for k in self.order:
+            out[depth[k]].append(k)
+        return tuple(tuple(layer) for layer in out)
+
 
 class CycleError(InvalidInput):
     """A cycle, named by its nodes in order (the first repeated at the end)."""

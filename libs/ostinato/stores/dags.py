@@ -164,3 +164,10 @@ async def current_definitions(conn: asyncpg.Connection,
 async def existing_ids(conn: asyncpg.Connection, tenant_id: uuid.UUID,
                        ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
     return {r["id"] for r in await conn.fetch(Q["existing_dag_ids"], tenant_id, list(ids))}
+
+
+async def node_of_run(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                      run_id: uuid.UUID) -> tuple[uuid.UUID, str] | None:
+    """The DAG run and node key a run currently executes (None: not a DAG node's run)."""
+    row = await conn.fetchrow(Q["dag_node_of_run"], tenant_id, run_id)
+    return (row["dag_run_id"], row["key"]) if row else None

@@ -91,14 +91,36 @@ async def by_id(conn: asyncpg.Connection, tenant_id: uuid.UUID,
 async def page(conn: asyncpg.Connection, tenant_id: uuid.UUID, *, job_id: uuid.UUID | None,
                state: str | None, after: tuple[datetime | None, uuid.UUID | None],
                limit: int, task: str | None = None, pool: str | None = None,
-               since: datetime | None = None, until: datetime | None = None) -> list[RunRow]:
+               since: datetime | None = None, until: datetime | None = None,
+               priority: str | None = None, error_type: str | None = None) -> list[RunRow]:
     """Latest occurrence first, strictly after the (scheduled_for, id) cursor `after`; `task`,
-    `pool` and a scheduled-for range [since, until) narrow it further (the web UI)."""
-    if task is None and pool is None and since is None and until is None:
+    `pool`, the priority class, the last attempt's error type (`last_error.type`) and a
+    scheduled-for range [since, until) narrow it further."""
+    if (task is None and pool is None and since is None and until is None and priority is None
+            and error_type is None):
         return many(RunRow, await conn.fetch(Q["list_runs"], tenant_id, job_id, state, *after,
                                              limit))
-    return many(RunRow, await conn.fetch(Q["list_runs_filtered"], tenant_id, job_id, state, task,
-                                         pool, since, until, *after, limit))
+    args = [tenant_id, job_id, state, task, pool, priority, since, until, *after, limit]
+    if error_type is not None:
+        return many(RunRow, await conn.fetch(Q["list_runs_by_error_type"], *args, error_type))
+    return many(RunRow, await conn.fetch(Q["list_runs_filtered"], *args))
+
+
+class StartLag(msgspec.Struct, frozen=True):
+    """One minute of one pool and class: how long its runs waited from due to started."""
+
+    pool: str
+    priority: str
+    minute: datetime  # the runs' slot, truncated to the minute
+    runs: int
+    p50: float  # seconds
+    p99: float
+
+
+async def start_lag(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                    since: datetime) -> list[StartLag]:
+    """The tenant's start lag per pool, class and minute of the runs' slots since `since`."""
+    return many(StartLag, await conn.fetch(Q["start_lag_by_minute"], tenant_id, since))
 
 
 async def waiting_reason(conn: asyncpg.Connection, run: RunRow) -> str | None:

@@ -1,7 +1,7 @@
 """The web UI, served by the api process under /ui: server-rendered pages (runs, run detail,
-jobs and schedules, dead letters, bulk operations, pools, workers, the tenant's keys, the
-audit trail), one CSS and one JS file from `static/`, logins with a tenant's API key
-(docs/UI.md)."""
+jobs and schedules, DAGs and DAG runs, dead letters, bulk operations, pools, workers, the
+tenant's keys, the audit trail), one CSS and one JS file from `static/`, logins with a tenant's
+API key (docs/UI.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,17 @@ from litestar.datastructures import CacheControlHeader
 from litestar.di import Provide
 from litestar.static_files import create_static_files_router
 
-from services.api.ui import audit, capacity, jobs, keys, letters, login, operations, runs
+from services.api.ui import (
+    audit,
+    capacity,
+    dags,
+    jobs,
+    keys,
+    letters,
+    login,
+    operations,
+    runs,
+)
 from services.api.ui.scope import EXCEPTION_HANDLERS, SECURITY_HEADERS, ui_scope
 from services.api.ui.sessions import Sessions
 
@@ -24,7 +34,7 @@ def routes(sessions: Sessions | None = None) -> list[Router]:
     store = sessions or Sessions()
     pages = Router(
         path="/ui",
-        route_handlers=[*login.ROUTES, *runs.ROUTES, *jobs.ROUTES, *letters.ROUTES,
+        route_handlers=[*login.ROUTES, *runs.ROUTES, *jobs.ROUTES, *dags.ROUTES, *letters.ROUTES,
                         *operations.ROUTES, *capacity.ROUTES, *keys.ROUTES, *audit.ROUTES],
         dependencies={"sessions": Provide(lambda: store, use_cache=True, sync_to_thread=False),
                       "ui": Provide(ui_scope)},

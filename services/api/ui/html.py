@@ -55,6 +55,7 @@ STATE_CLASSES = {
     "suspended": "wait", "paused": "wait", "new": "wait", "acknowledged": "wait",
     "failed": "bad", "dead_lettered": "bad", "cancelled": "off", "deleted": "off",
     "completed": "off", "wont_fix": "off",
+    "pending": "wait", "waiting": "wait", "upstream_failed": "bad", "skipped": "off",  # DAGs
     "done": "ok", "rejected": "wait", "refused": "bad", "error": "bad",  # audit outcomes
 }
 
@@ -139,6 +140,7 @@ def select(name: str, options: Iterable[tuple[str, str]], chosen: str | None) ->
 # (section, path, label, the action a session's role needs to be offered it)
 NAV = (("runs", "/ui/runs", "Runs", roles.READ),
        ("jobs", "/ui/jobs", "Jobs & schedules", roles.READ),
+       ("dags", "/ui/dags", "DAGs", roles.READ),
        ("dead-letters", "/ui/dead-letters", "Dead letters", roles.READ),
        ("operations", "/ui/operations", "Bulk operations", roles.READ),
        ("pools", "/ui/pools", "Pools", roles.READ),

@@ -61,7 +61,10 @@ def zone_of(job: JobRow) -> str:
 
 def controls(ui: UiScope, job: JobRow, *, misfire_choice: bool = False,
              back: str | None = None) -> Safe:
-    """Pause or resume, and trigger now: POST forms with the session's CSRF token."""
+    """Pause or resume, and trigger now: POST forms with the session's CSRF token (none for a
+    role that may not operate: a viewer's session)."""
+    if not operations.may_operate(ui):
+        return Safe("")
     fields = {"back": back} if back else None
     buttons = []
     if job.status == "active":

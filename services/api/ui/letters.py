@@ -19,7 +19,7 @@ from ostinato.stores import dead_letters as letters
 from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
 from services.api.ui import html, operations
-from services.api.ui.html import badge, fmt, join, link, short, when
+from services.api.ui.html import Safe, badge, fmt, join, link, short, when
 from services.api.ui.runs import attempt_rows
 from services.api.ui.scope import Ui, checked_form, redirect
 
@@ -102,14 +102,16 @@ async def letter_page(run_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
         'maxlength="2000" value="{comment}"></label><button type="submit">Save triage</button>'
         '</form>', id=run_id, csrf=html.hidden("_csrf", ui.csrf), comment=row.triage_comment,
         state=html.select("state", TRIAGE[1:], row.triage_state))
+    operate = operations.may_operate(ui)  # a viewer's session sees no triage or replay form
     body = join([
         fmt("<section><h2>Dead letter</h2>{i}</section>", i=info),
-        fmt("<section><h2>Triage</h2>{t}</section>", t=triage),
+        fmt("<section><h2>Triage</h2>{t}</section>", t=triage) if operate else Safe(""),
         fmt("<section><h2>Attempts</h2>{t}</section>", t=html.table(
             ["attempt", "fencing token", "worker", "started", "ended", "outcome", "error"],
             attempt_rows(stream), "No attempt started.")),
         fmt("<section><h2>Replay</h2><p class=\"muted\">A new run linked to this one; the "
-            "original payload unless the box is ticked.</p>{f}</section>", f=replay),
+            "original payload unless the box is ticked.</p>{f}</section>", f=replay)
+        if operate else Safe(""),
     ])
     return ui.page(f"Dead letter {short(run_id)}", body, "dead-letters")
 

@@ -1,7 +1,7 @@
 """The runs pages: the list (filters, cursor pages, live updates) and one run's detail (its
-timeline straight from the event log, attempts with errors and fencing tokens, output, why it
-waits, a workflow's steps and children). The same store reads as GET /v1/runs, /v1/runs/{id},
-/events and /steps; every one tenant-scoped."""
+timeline straight from the event log, attempts with errors and fencing tokens, captured logs,
+output, why it waits, a workflow's steps and children). The same store reads as GET /v1/runs,
+/v1/runs/{id}, /events, /logs and /steps; every one tenant-scoped."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.domain.states import FINAL, RunState
 from ostinato.eventlog.store import get_blobs, read_stream_page
+from ostinato.stores import dags as dag_store
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
 from ostinato.stores.runs import RunRow
@@ -57,20 +58,26 @@ async def runs_page(request: Request, ui: Ui,
                     run_state: Annotated[str | None, QueryParameter(name="state")] = None,
                     job_id: FromQuery[str | None] = None, task: FromQuery[str | None] = None,
                     pool: FromQuery[str | None] = None, since: FromQuery[str | None] = None,
-                    until: FromQuery[str | None] = None,
+                    until: FromQuery[str | None] = None, priority: FromQuery[str | None] = None,
+                    error_type: FromQuery[str | None] = None,
                     cursor: FromQuery[str | None] = None) -> Response[str]:
     state = run_state
     if state and state not in RunState.__members__.values():
         raise InvalidInput(f"unknown state {state!r}", errors=[{"field": "state",
                                                                 "message": "unknown"}])
+    classes = [c.name for c in ui.settings.classes]
+    if priority and priority not in classes:
+        raise InvalidInput(f"unknown priority class {priority!r}",
+                           errors=[{"field": "priority", "message": "unknown"}])
     rows = await run_store.page(
         ui.conn, ui.tenant_id, job_id=_uuid_filter("job", job_id), state=state or None,
         after=decode_cursor(cursor), limit=PAGE_SIZE + 1, task=task or None, pool=pool or None,
-        since=_time_filter("from", since), until=_time_filter("until", until))
+        since=_time_filter("from", since), until=_time_filter("until", until),
+        priority=priority or None, error_type=error_type or None)
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
     query = {"state": state, "job_id": job_id, "task": task, "pool": pool, "since": since,
-             "until": until}
+             "until": until, "priority": priority, "error_type": error_type}
     pager = [link(html.url("/ui/runs", **query), "first page")] if cursor else []
     if more:
         pager.append(link(html.url("/ui/runs", **query, cursor=encode_cursor(
@@ -87,18 +94,24 @@ async def runs_page(request: Request, ui: Ui,
         '<label>job id <input name="job_id" value="{job_id}" size="12"></label>'
         '<label>task <input name="task" value="{task}" size="12"></label>'
         '<label>pool <input name="pool" value="{pool}" size="10"></label>'
+        '<label>priority {priority}</label>'
+        '<label>error type <input name="error_type" value="{error_type}" size="12"></label>'
         '<label>from (UTC) <input type="datetime-local" step="1" name="since" value="{since}">'
         '</label><label>until (UTC) <input type="datetime-local" step="1" name="until" '
         'value="{until}"></label><button type="submit">Filter</button> '
         '<a href="/ui/runs">clear</a></form>',
         state=html.select("state", states, state), job_id=job_id, task=task, pool=pool,
-        since=since, until=until)
+        since=since, until=until, error_type=error_type, priority=html.select(
+            "priority", [("", "any class"), *((c, c) for c in classes)], priority))
     # the live region polls this very page: a later cursor page stays where it is
     source = html.url("/ui/runs", **query, cursor=cursor)
     values = {"states": state, "job_id": job_id, "task": task, "pool": pool, "since": since,
               "until": until}
-    bulk = offers([await operations.offer(ui, "cancel", values),
-                   await operations.offer(ui, "retry", values) if state else Safe("")])
+    # a bulk operation's filter has no class or error type: offered only when the list's
+    # filters are all ones it can repeat (else its count would not be this list's)
+    bulk = Safe("") if priority or error_type else offers(
+        [await operations.offer(ui, "cancel", values),
+         await operations.offer(ui, "retry", values) if state else Safe("")])
     return ui.page("Runs", join([form, bulk, live(source, content)]), "runs")
 
 
@@ -160,6 +173,18 @@ def workflow_waits(stream: list[Any]) -> tuple[list[list[Any]], list[list[Any]],
     return timer_rows, signal_rows + timeouts, started
 
 
+def log_table(lines: Any) -> Safe:
+    """The lines the handler logged in the run's latest reported attempt (what GET
+    /v1/runs/{id}/logs returns): seconds into the attempt, level, message, fields."""
+    rows = [[f"{line.get('t', 0):.3f}", fmt('<span class="level {lv}">{lv}</span>',
+                                            lv=line.get("level")),
+             line.get("message"), html.pre_json(line.get("fields")) if line.get("fields")
+             else Safe("")]
+            for line in (lines if isinstance(lines, list) else []) if isinstance(line, dict)]
+    return html.table(["t (s)", "level", "message", "fields"], rows,
+                      "No captured log lines.", "logs")
+
+
 def _opt(at: datetime | None) -> Safe | None:
     return when(at) if at is not None else None
 
@@ -168,9 +193,10 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
     run = await run_store.by_id(ui.conn, ui.tenant_id, run_id)
     if run is None:
         raise NotFound(f"no run {run_id}")
-    refs = [run.payload_ref] if run.output_ref is None else [run.payload_ref, run.output_ref]
+    refs = [r for r in (run.payload_ref, run.output_ref, run.logs_ref) if r is not None]
     blobs = await get_blobs(ui.conn, refs, ui.tenant_id)
     reason = await run_store.waiting_reason(ui.conn, run)
+    dag_node = await dag_store.node_of_run(ui.conn, ui.tenant_id, run_id)
     stream = await read_stream_page(ui.conn, run_id, ui.tenant_id, 0, MAX_EVENTS)
     summary = html.kv([
         ("state", join([badge(run.state), " (paused)" if run.paused else ""])),
@@ -188,6 +214,9 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
         ("replay of", link(f"/ui/runs/{run.replay_of}", run.replay_of) if run.replay_of else None),
         ("parent run", link(f"/ui/runs/{run.parent_run_id}", run.parent_run_id)
          if run.parent_run_id else None),
+        ("DAG run", fmt("{link} (node {key})", link=link(f"/ui/dag-runs/{dag_node[0]}",
+                                                         dag_node[0]), key=dag_node[1])
+         if dag_node else None),
     ])
     events = html.table(
         ["version", "event", "occurred", "actor", "epoch", "data"],
@@ -204,6 +233,8 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
             Safe('<p class="empty">No output.</p>'),
             p=html.pre_json(blobs.get(run.payload_ref))),
     ]
+    parts.append(fmt("<section><h2>Logs (attempt {n})</h2>{t}</section>", n=run.attempt,
+                     t=log_table(blobs.get(run.logs_ref) if run.logs_ref else None)))
     steps = await step_store.page(ui.conn, ui.tenant_id, run_id, after=-1, limit=200)
     if steps or run.steps_done:
         parts.append(fmt("<section><h2>Workflow steps ({n})</h2>{t}</section>",
@@ -238,6 +269,8 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
 
 
 def _actions(ui: UiScope, run: RunRow) -> Safe:
+    if not operations.may_operate(ui):  # a viewer's session is offered no change
+        return Safe("")
     buttons = []
     if run.state not in FINAL:
         buttons.append(html.post_button(f"/ui/runs/{run.id}/cancel", "Cancel run", ui.csrf,

@@ -23,6 +23,7 @@ from ostinato.clock import Clock
 from ostinato.domain import roles
 from ostinato.domain.errors import Forbidden, OstinatoError
 from ostinato.eventlog.store import EventStore
+from ostinato.runtime.problems import UNSTORABLE_TEXT
 from ostinato.runtime.settings import Settings
 from ostinato.stores import api_keys
 from ostinato.telemetry.logging import get_logger
@@ -148,6 +149,12 @@ def on_http_error(request: Request, exc: HTTPException) -> Response[str]:
     return _error_page(exc.status_code, "Request refused", str(exc.detail))
 
 
+def on_unstorable_text(request: Request, exc: Exception) -> Response[str]:
+    """A value holding U+0000 (a filter or a form field): bad input, as the API answers it."""
+    return _error_page(400, "Bad request", "A value holds a character that cannot be stored "
+                                           "(U+0000, NUL); nothing was changed.")
+
+
 def on_unexpected(request: Request, exc: Exception) -> Response[str]:
     log.exception("ui_error", path=request.url.path)
     return _error_page(500, "Something went wrong", "The error was logged.")
@@ -158,5 +165,6 @@ EXCEPTION_HANDLERS: dict[Any, Any] = {
     CsrfRejected: on_csrf,
     OstinatoError: on_ostinato_error,
     HTTPException: on_http_error,
+    **dict.fromkeys(UNSTORABLE_TEXT, on_unstorable_text),
     Exception: on_unexpected,
 }

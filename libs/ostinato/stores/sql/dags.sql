@@ -101,3 +101,8 @@ WHERE d.id = ANY($1::uuid[]);
 -- name: existing_dag_ids
 -- Job submission: which of these DAG ids are the tenant's.
 SELECT id FROM dags WHERE tenant_id = $1 AND id = ANY($2::uuid[]);
+
+-- name: dag_node_of_run
+-- The web UI's run page: the DAG run and node a run executes, if any (index dag_run_nodes_run).
+SELECT n.dag_run_id, n.key FROM dag_run_nodes n JOIN dag_runs d ON d.id = n.dag_run_id
+WHERE n.run_id = $2 AND d.tenant_id = $1;

@@ -13,18 +13,37 @@ ORDER BY scheduled_for DESC, id DESC
 LIMIT $6;
 
 -- name: list_runs_filtered
--- The web UI's run list: list_runs with task, pool and scheduled-time range [$6, $7) filters.
+-- The run list with task, pool, priority class and scheduled-time range [$7, $8) filters (the
+-- web UI, GET /v1/runs?priority=); the tenant's newest-first index, a class being a large share.
 SELECT * FROM runs
 WHERE tenant_id = $1
   AND ($2::uuid IS NULL OR job_id = $2)
   AND ($3::text IS NULL OR state = $3)
   AND ($4::text IS NULL OR task = $4)
   AND ($5::text IS NULL OR pool = $5)
-  AND ($6::timestamptz IS NULL OR scheduled_for >= $6)
-  AND ($7::timestamptz IS NULL OR scheduled_for < $7)
-  AND ($8::timestamptz IS NULL OR (scheduled_for, id) < ($8, $9::uuid))
+  AND ($6::text IS NULL OR priority = $6)
+  AND ($7::timestamptz IS NULL OR scheduled_for >= $7)
+  AND ($8::timestamptz IS NULL OR scheduled_for < $8)
+  AND ($9::timestamptz IS NULL OR (scheduled_for, id) < ($9, $10::uuid))
 ORDER BY scheduled_for DESC, id DESC
-LIMIT $10;
+LIMIT $11;
+
+-- name: list_runs_by_error_type
+-- list_runs_filtered of the runs whose last attempt failed with error type $12 (partial index
+-- runs_tenant_error_type, migration 0033: only runs with an error are in it).
+SELECT * FROM runs
+WHERE tenant_id = $1
+  AND last_error IS NOT NULL AND last_error->>'type' = $12
+  AND ($2::uuid IS NULL OR job_id = $2)
+  AND ($3::text IS NULL OR state = $3)
+  AND ($4::text IS NULL OR task = $4)
+  AND ($5::text IS NULL OR pool = $5)
+  AND ($6::text IS NULL OR priority = $6)
+  AND ($7::timestamptz IS NULL OR scheduled_for >= $7)
+  AND ($8::timestamptz IS NULL OR scheduled_for < $8)
+  AND ($9::timestamptz IS NULL OR (scheduled_for, id) < ($9, $10::uuid))
+ORDER BY scheduled_for DESC, id DESC
+LIMIT $11;
 
 -- name: hold_of_run
 -- GET /v1/runs/{id}: why this waiting run waits, as of the last decision that looked at it.
@@ -348,3 +367,19 @@ SELECT pool,
 FROM due
 GROUP BY pool
 ORDER BY pool;
+
+-- name: start_lag_by_minute
+-- The pools page's start-lag chart: per pool, class and minute of the runs' slot (scheduled_for
+-- from $2 on: the tenant's index runs_tenant_created), p50 and p99 of started_at - due_at over
+-- the runs started in their first attempt (a retry's start would count its backoff).
+SELECT pool, priority, date_trunc('minute', scheduled_for) AS minute, count(*) AS runs,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY lag) AS p50,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY lag) AS p99
+FROM (SELECT pool, priority, scheduled_for,
+             greatest(extract(epoch FROM started_at - coalesce(due_at, scheduled_for)),
+                      0)::float8 AS lag
+      FROM runs
+      WHERE tenant_id = $1 AND scheduled_for >= $2 AND started_at IS NOT NULL AND attempt = 1
+     ) s
+GROUP BY pool, priority, minute
+ORDER BY pool, priority, minute;
