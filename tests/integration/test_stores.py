@@ -132,6 +132,11 @@ ROW_OF = {
     (health, "job_health_findings"): health.FindingCounts,
     (usage, "usage_events"): usage.EventUsage,
     (usage, "usage_bytes"): usage.ByteUsage,
+    (alerts, "alert_lag_by_pool"): alerts.LagSignal,
+    (alerts, "alert_ledger_disagreements"): alerts.DisagreementSignal,
+    (runs, "list_runs_by_error_type"): runs.RunRow,
+    (runs, "start_lag_by_minute"): runs.StartLag,
+    (tenants, "tenants_page"): tenants.TenantRow,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
 SCALAR = {
@@ -153,6 +158,7 @@ SCALAR = {
     (alerts, "alert_fire"), (alerts, "sink_delete"), (alerts, "delivery_enqueue"),
     (alerts, "delivery_sinks_of_firing"), (alerts, "deliveries_done"),
     (alerts, "deliveries_failed"), (alerts, "deliveries_pending"), (health, "job_last_success"),
+    (dags, "dag_node_of_run"), (dags, "first_starts"),
 }
 
 
