@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
+import msgspec
 import pytest
 
 from ostinato import dispatch_controls as controls
@@ -17,8 +18,9 @@ from ostinato.domain import events as ev
 from ostinato.domain.errors import VersionConflict
 from ostinato.eventlog.readmodels import snapshot
 from ostinato.eventlog.rebuild import rebuild
-from ostinato.eventlog.records import NewEvent
+from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import read_stream
+from ostinato.testing.run_stories import scheduled
 
 from .helpers import drive_one_run, new_job, new_tenant, store
 
@@ -90,6 +92,38 @@ async def test_rebuilt_read_models_equal_the_live_ones(pool: asyncpg.Pool) -> No
         rebuilt = await snapshot(conn)
     assert folded > 0
     assert rebuilt == live
+
+
+async def test_a_jobs_streak_of_failures_is_the_same_rebuilt(pool: asyncpg.Pool) -> None:
+    """Runs of one job (a DAG's node runs) whose dead letter and success interleave: the
+    success after the dead letter ends the streak live, and must on a rebuild too, though the
+    dead letter is its run's 5th event and the success its run's 4th."""
+    tenant_id, _ = await new_tenant(pool)
+    job = await new_job(pool, tenant_id, at=datetime.now(UTC) + timedelta(days=1))
+    later = datetime.now(UTC) + timedelta(minutes=5)
+
+    def attempt() -> list[ev.Event]:
+        return [msgspec.structs.replace(scheduled(job.id), trigger="dag"),
+                ev.RunQueued(pool="default"),
+                ev.RunStarted(attempt=1, fencing_token=1, worker_id="w", lease_expires_at=later)]
+
+    failing = [*attempt(), ev.RunFailed(attempt=1, fencing_token=1, error_type="boom",
+                                        message="m", retryable=False),
+               ev.RunDeadLettered(reason="permanent", error_type="boom", message="m",
+                                  attempts=1)]
+    succeeding = [*attempt(), ev.RunSucceeded(attempt=1, fencing_token=1, output_ref=None)]
+    dead, ok = StreamHead(uuid.uuid4(), tenant_id), StreamHead(uuid.uuid4(), tenant_id)
+    async with pool.acquire() as conn:
+        for head, events in ((dead, failing), (ok, succeeding)):  # one commit per event
+            for e in events:
+                async with conn.transaction():
+                    await store().append(conn, [head.next(e, "test")])
+        streak = "SELECT consecutive_failures FROM jobs WHERE id = $1"
+        assert await conn.fetchval(streak, job.id) == 0
+        live = await snapshot(conn)
+        await rebuild(conn)
+        assert await conn.fetchval(streak, job.id) == 0
+        assert await snapshot(conn) == live
 
 
 async def test_every_named_query_prepares_against_the_schema(pool: asyncpg.Pool) -> None:

@@ -454,20 +454,46 @@ SLOT_UNCHANGED = frozenset({ev.RunScheduled, ev.RunStarted, ev.StepCompleted, ev
                             ev.RunReopened, ev.RunMarkedFailed})
 
 
+# Run events that also write their job's row, and do not commute across the job's runs: a
+# success ends the job's streak of failures (consecutive_failures = 0), a dead letter lengthens
+# it (+ 1). Live, they apply in commit order; `apply` keeps their order in a batch (a rebuild's
+# page is one), so the streak is the same live and rebuilt.
+STREAK: dict[type[ev.Event], int] = {ev.RunSucceeded: 0, ev.RunDeadLettered: 1}
+
+
+def _rounds(recorded: Sequence[RecordedEvent]) -> list[int]:
+    """Each event's round in `apply`: after its stream's previous event; a streak event
+    (STREAK) after every earlier one of the other kind (a success after the dead letters before
+    it, and the reverse), while events of one kind still share rounds (they commute); a
+    CompletionOverdue after the earlier events of the run or DAG run it marks."""
+    rounds: list[int] = []
+    seen: dict[object, int] = defaultdict(int)  # a stream's next round
+    last = [-1, -1]  # the latest round of a success, of a dead letter
+    for r in recorded:
+        k = seen[r.stream_id]
+        kind = STREAK.get(type(r.event))
+        if kind is not None:
+            k = max(k, last[1 - kind] + 1)
+            last[kind] = max(last[kind], k)
+        elif isinstance(r.event, ev.CompletionOverdue):
+            k = max(k, seen.get(r.event.run_id or r.event.dag_run_id, 0))
+        seen[r.stream_id] = k + 1
+        rounds.append(k)
+    return rounds
+
+
 async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> None:
     """Bring the read models up to date with `recorded`, with as few statements as possible.
 
-    Each stream's events are applied in version order: its k-th event here goes into round k,
-    and within a round the rows of one statement are sent together (one columnar statement, or
-    executemany). Read models have no foreign keys, so rows of different streams never depend
-    on each other's order. Last, `run_slots` follows the runs whose state may have changed.
+    Events go into rounds (`_rounds`: each stream's in version order, and the few that write
+    another stream's row after what they depend on), and within a round the rows of one
+    statement are sent together (one columnar statement, or executemany), so a batch gives the
+    rows its events give one by one. Last, `run_slots` follows the runs whose state may have
+    changed.
     """
     rounds: list[dict[str, list[Args]]] = []
-    seen: dict[object, int] = defaultdict(int)
-    for r in recorded:
-        k = seen[r.stream_id]
-        seen[r.stream_id] = k + 1
-        if k == len(rounds):
+    for r, k in zip(recorded, _rounds(recorded), strict=True):
+        while len(rounds) <= k:
             rounds.append(defaultdict(list))
         name, args = PROJECTORS[type(r.event)](r, r.event)
         rounds[k][name].append(args)

@@ -419,13 +419,18 @@ WHERE run_id = $1;
 UPDATE runs SET last_error = $2::text::jsonb, version = $3 WHERE id = $1;
 
 -- name: project_fan_out_started
--- FanOutStarted: the parent's fan-out record, with the first chunks admitted.
+-- FanOutStarted: the parent's fan-out record, with the first chunks admitted. The gateway
+-- reads fan_outs before it starts one, so a position is started once and a parent has one
+-- running; a start the lifecycle table allows but that would break either key (the same
+-- position again, or another while one runs) is not a record: it changes only the run's
+-- version, so its append cannot fail and live and rebuilt rows agree.
 WITH f AS (
     INSERT INTO fan_outs (parent_run_id, seq, tenant_id, name, task, pool, priority, total,
                           max_concurrency, on_failure, on_complete, admitted, started_at,
                           version, retry, timeout_seconds)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::text::jsonb,
             $16)
+    ON CONFLICT DO NOTHING
 )
 UPDATE runs SET version = $14 WHERE id = $1;
 
