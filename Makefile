@@ -6,6 +6,9 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 VENV := .venv
 PY := $(VENV)/bin/python
+# Every Python step sees the same addresses as the infra scripts (infra/env.sh: its defaults,
+# or what the environment already sets, e.g. OSTINATO_PG_PORT).
+WITH_ENV := . infra/env.sh &&
 export UV_PYTHON_DOWNLOADS := never
 
 .PHONY: help deps assets bench-deps up down test unit lint lock infra-up infra-down migrate \
@@ -31,10 +34,10 @@ infra-down:
 	infra/down.sh
 
 migrate: deps
-	$(PY) -m ostinato migrate
+	$(WITH_ENV) $(PY) -m ostinato migrate
 
 topics: deps
-	$(PY) -m ostinato topics
+	$(WITH_ENV) $(PY) -m ostinato topics
 
 # Swagger UI's assets, served by the api itself (fetched once into .cache; see the script).
 assets:
@@ -44,8 +47,8 @@ assets:
 # the cached binary or built and started in the background (infra/jaeger/background.sh).
 up: deps assets
 	infra/up.sh postgres kafka $(if $(TRACING),jaeger)
-	$(PY) -m ostinato migrate
-	$(PY) -m ostinato topics
+	$(WITH_ENV) $(PY) -m ostinato migrate
+	$(WITH_ENV) $(PY) -m ostinato topics
 	$(if $(TRACING),,infra/jaeger/background.sh)
 	infra/services.sh start
 
@@ -55,7 +58,7 @@ down:
 
 test: deps assets infra-up
 	infra/tools.sh
-	$(PY) -m pytest
+	$(WITH_ENV) $(PY) -m pytest
 
 # Benchmarks only: the peers and the profiler on top of the project's own lock (never in `deps`).
 bench-deps: $(VENV)/.synced-bench
@@ -72,12 +75,12 @@ bench-infra:
 # end (bench/results/*.json). QUICK=1: minutes instead of an hour; ONLY=a,b / SKIP=a,b choose
 # scenarios (throughput start_lag burst idle_cost failover peers); PROFILE=1: py-spy summaries.
 bench: bench-deps bench-infra
-	$(PY) -m bench.run_all $(if $(QUICK),--quick) $(if $(ONLY),--only $(ONLY)) \
+	$(WITH_ENV) $(PY) -m bench.run_all $(if $(QUICK),--quick) $(if $(ONLY),--only $(ONLY)) \
 		$(if $(SKIP),--skip $(SKIP)) $(if $(PROFILE),--profile)
 
 # The fault suite under load, one table at the end (bench/results/chaos.json).
 chaos: deps infra-up
-	$(PY) bench/chaos.py
+	$(WITH_ENV) $(PY) bench/chaos.py
 
 unit: deps
 	$(PY) -m pytest tests/unit
