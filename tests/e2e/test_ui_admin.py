@@ -157,6 +157,9 @@ async def test_the_admin_acts_for_a_tenant_and_its_actions_name_the_admin(
     assert [(a["outcome"], a["actor"], a["role"], a["key_id"]) for a in rows] == [
         ("done", "admin", "admin", None)]
 
+    await tab.goto("/ui/keys")  # the tenant's page names the tenant acted for, not the admin
+    info = await tab.text("table.kv").first.inner_text()
+    assert "acme" in info and "admin" in info  # tenant acme, signed in with: admin
     await tab.page.click("div.acting button:text('Back to the tenants')")
     await tab.page.wait_for_url("**/ui/tenants")
     assert await tab.text("div.acting").count() == 0
