@@ -164,6 +164,12 @@ async def test_the_admin_acts_for_a_tenant_and_its_actions_name_the_admin(
     await tab.page.wait_for_url("**/ui/tenants")
     assert await tab.text("div.acting").count() == 0
     assert await tab.text("nav a").all_inner_texts() == ["Tenants"]
+    rows = (await test_ui.api_get(world, "/v1/audit?target_kind=tenant"))["items"]
+    acme = (await tenants(world))["acme"]["id"]
+    assert [(a["action"], a["outcome"], a["actor"], a["target_id"]) for a in rows
+            if a["actor"] == "admin"] == [
+        ("tenant.act_for_end", "done", "admin", acme), ("tenant.act_for", "done", "admin", acme),
+        ("tenant.create", "done", "admin", acme)]  # in acme's own trail
     assert tab.errors == []
 
 

@@ -229,22 +229,28 @@ async def set_api_rate(request: Request, ui: AdminUi,
     return redirect(f"/ui/tenants/{tenant_id}")
 
 
-@post("/tenants/{tenant_id:uuid}/act", include_in_schema=False, dependencies=ADMIN)
+@post("/tenants/{tenant_id:uuid}/act", include_in_schema=False, dependencies=ADMIN,
+      opt=audited("tenant.act_for", "tenant", "tenant_id"))
 async def act_for(request: Request, ui: AdminUi, tenant_id: FromPath[uuid.UUID]) -> Response[Any]:
-    """From now on the session shows this tenant's pages (the API's X-Ostinato-Tenant)."""
+    """From now on the session shows this tenant's pages (the API's X-Ostinato-Tenant); the
+    tenant's audit trail shows when the admin began (and ended) acting for it."""
     await checked_form(request, ui)
     ui.need_admin()
     if ui.caller.tenant_id is not None:
         raise Forbidden("a tenant's key acts for its own tenant only")
     tenant = await _tenant(ui, tenant_id)
+    ui.audit.tenant_id = tenant.id
     ui.session.acting_for = tenant.id
     ui.session.flash = f"Acting for tenant {tenant.name}."
     return redirect("/ui/runs")
 
 
-@post("/tenants/stop-acting", include_in_schema=False, dependencies=ADMIN)
+@post("/tenants/stop-acting", include_in_schema=False, dependencies=ADMIN,
+      opt=audited("tenant.act_for_end", "tenant"))
 async def stop_acting(request: Request, ui: AdminUi) -> Response[Any]:
     await checked_form(request, ui)
+    if ui.session.acting_for is not None:
+        ui.audit.tenant_id, ui.audit.target_id = ui.session.acting_for, str(ui.session.acting_for)
     ui.session.acting_for = None
     return redirect("/ui/tenants")
 
