@@ -129,9 +129,11 @@ def _limit_doc(row: limits.LimitRow | None) -> dict[str, object] | None:
             "burst": row.burst}
 
 
-async def _set(conn: asyncpg.Connection, store: EventStore, tenant_id: uuid.UUID, scope: str,
-               name: str, data: LimitRequest, actor: str, audit: Audit) -> dict[str, str]:
-    """Set a limit; its audit row gets the limit before and after."""
+async def record_limit(conn: asyncpg.Connection, store: EventStore, tenant_id: uuid.UUID,
+                       scope: str, name: str, data: LimitRequest, actor: str,
+                       audit: Audit) -> dict[str, str]:
+    """Set a limit; its audit row gets the limit before and after (the routes below and the
+    web UI's tenants page)."""
     audit.target_id = f"{scope}:{name}" if name else scope
     audit.before = _limit_doc(await _limit_of(conn, tenant_id, scope, name))
     limit = ev.LimitSet(scope=scope, name=name, max_concurrency=data.max_concurrency,
@@ -157,7 +159,7 @@ async def put_tenant_limits(request: Request, tenant_id: FromPath[uuid.UUID],
     s = app_state(request)
     async with s.pool.acquire() as conn, \
             auditing.recorded(conn, request, caller, tenant_id) as audit:
-        return await _set(conn, s.store, tenant_id, "tenant", "", data, "admin", audit)
+        return await record_limit(conn, s.store, tenant_id, "tenant", "", data, "admin", audit)
 
 
 @put("/v1/tenants/{tenant_id:uuid}/limits/api", status_code=200, tags=["limits"],
@@ -171,7 +173,7 @@ async def put_tenant_api_rate(request: Request, tenant_id: FromPath[uuid.UUID],
     limit = LimitRequest(rate_per_second=data.rate_per_second, burst=data.burst)
     async with s.pool.acquire() as conn, \
             auditing.recorded(conn, request, caller, tenant_id) as audit:
-        return await _set(conn, s.store, tenant_id, "api", "", limit, "admin", audit)
+        return await record_limit(conn, s.store, tenant_id, "api", "", limit, "admin", audit)
 
 
 @put("/v1/limits/tasks/{task:str}", status_code=200, tags=["limits"],
@@ -179,8 +181,8 @@ async def put_tenant_api_rate(request: Request, tenant_id: FromPath[uuid.UUID],
 async def put_task_limit(task: LimitName, data: JSONBody[LimitRequest],
                          tenant: Tenant) -> dict[str, str]:
     """At most `max_concurrency` runs of this job type of the tenant at a time."""
-    return await _set(tenant.conn, tenant.store, tenant.tenant_id, "task", task, data,
-                      tenant.actor, tenant.audit)
+    return await record_limit(tenant.conn, tenant.store, tenant.tenant_id, "task", task, data,
+                              tenant.actor, tenant.audit)
 
 
 @put("/v1/limits/resources/{name:str}", status_code=200, tags=["limits"],
@@ -189,8 +191,8 @@ async def put_resource_limit(name: LimitName, data: JSONBody[LimitRequest],
                              tenant: Tenant) -> dict[str, str]:
     """A token bucket for a named external resource: jobs with `resource: name` start at most
     `rate_per_second` a second, with bursts up to `burst`."""
-    return await _set(tenant.conn, tenant.store, tenant.tenant_id, "resource", name, data,
-                      tenant.actor, tenant.audit)
+    return await record_limit(tenant.conn, tenant.store, tenant.tenant_id, "resource", name,
+                              data, tenant.actor, tenant.audit)
 
 
 @get("/v1/workers", tags=["pools"])

@@ -1,7 +1,7 @@
 """The web UI, served by the api process under /ui: server-rendered pages (runs, run detail,
 jobs and schedules, DAGs and DAG runs, dead letters, bulk operations, pools, workers, the
-tenant's keys, the audit trail), one CSS and one JS file from `static/`, logins with a tenant's
-API key (docs/UI.md)."""
+tenant's keys, the audit trail; the admin's tenants), one CSS and one JS file from `static/`,
+logins with an API key (docs/UI.md)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from services.api.ui import (
     login,
     operations,
     runs,
+    tenants,
 )
 from services.api.ui.scope import EXCEPTION_HANDLERS, SECURITY_HEADERS, ui_scope
 from services.api.ui.sessions import Sessions
@@ -35,7 +36,8 @@ def routes(sessions: Sessions | None = None) -> list[Router]:
     pages = Router(
         path="/ui",
         route_handlers=[*login.ROUTES, *runs.ROUTES, *jobs.ROUTES, *dags.ROUTES, *letters.ROUTES,
-                        *operations.ROUTES, *capacity.ROUTES, *keys.ROUTES, *audit.ROUTES],
+                        *operations.ROUTES, *capacity.ROUTES, *keys.ROUTES, *audit.ROUTES,
+                        *tenants.ROUTES],
         dependencies={"sessions": Provide(lambda: store, use_cache=True, sync_to_thread=False),
                       "ui": Provide(ui_scope)},
         exception_handlers=EXCEPTION_HANDLERS,

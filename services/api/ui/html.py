@@ -138,7 +138,8 @@ def select(name: str, options: Iterable[tuple[str, str]], chosen: str | None) ->
 
 
 # (section, path, label, the action a session's role needs to be offered it)
-NAV = (("runs", "/ui/runs", "Runs", roles.READ),
+NAV = (("tenants", "/ui/tenants", "Tenants", roles.ADMINISTER),
+       ("runs", "/ui/runs", "Runs", roles.READ),
        ("jobs", "/ui/jobs", "Jobs & schedules", roles.READ),
        ("dags", "/ui/dags", "DAGs", roles.READ),
        ("dead-letters", "/ui/dead-letters", "Dead letters", roles.READ),
@@ -150,15 +151,29 @@ NAV = (("runs", "/ui/runs", "Runs", roles.READ),
 
 
 def page(title: str, body: Safe, *, section: str = "", tenant: str | None = None,
-         csrf: str | None = None, flash: str | None = None, role: str | None = None) -> str:
+         csrf: str | None = None, flash: str | None = None, role: str | None = None,
+         acting: bool = False) -> str:
+    """A whole page. `tenant` is the tenant whose pages the session shows (None: an admin session
+    acting for none, offered only the admin's pages); `acting`: an admin session acting for it."""
     nav = Safe("")
-    if tenant is not None and csrf is not None:
-        nav = fmt('<nav>{links}<span class="who">tenant <b>{tenant}</b></span>{logout}</nav>',
+    banner = Safe("")
+    if csrf is not None and (tenant is not None or role == roles.ADMIN):
+        who = (fmt('<span class="who">admin for tenant <b>{t}</b></span>', t=tenant) if acting
+               else fmt('<span class="who">tenant <b>{t}</b></span>', t=tenant)
+               if tenant is not None else Safe('<span class="who"><b>admin</b></span>'))
+        nav = fmt('<nav>{links}{who}{logout}</nav>',
                   links=join(fmt('<a href="{href}" class="{cls}">{label}</a>', href=href,
                                  label=label, cls="here" if key == section else "")
                              for key, href, label, action in NAV
-                             if role is None or roles.may(role, action)),
-                  tenant=tenant, logout=post_button("/ui/logout", "Log out", csrf, cls="link"))
+                             if (role is None or roles.may(role, action))
+                             and (tenant is not None or action == roles.ADMINISTER)),
+                  who=who, logout=post_button("/ui/logout", "Log out", csrf, cls="link"))
+        if acting:
+            banner = fmt('<div class="acting" role="status">Acting for tenant <b>{t}</b> with '
+                         'the admin key: its pages, as the API shows them to the admin key with '
+                         'X-Ostinato-Tenant; every action is audited with actor admin. {stop}'
+                         '</div>', t=tenant, stop=post_button(
+                             "/ui/tenants/stop-acting", "Back to the tenants", csrf))
     note = fmt('<p class="flash" role="status">{flash}</p>', flash=flash) if flash else Safe("")
     return fmt(
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
@@ -168,5 +183,5 @@ def page(title: str, body: Safe, *, section: str = "", tenant: str | None = None
         '<link rel="stylesheet" href="/ui/static/ui.css">'
         '<script src="/ui/static/ui.js" defer></script></head>'
         '<body><header><a class="brand" href="/ui/runs">Ostinato</a>{nav}</header>'
-        '<main>{note}<h1>{title}</h1>{body}</main></body></html>',
-        title=title, nav=nav, note=note, body=body)
+        '<main>{banner}{note}<h1>{title}</h1>{body}</main></body></html>',
+        title=title, nav=nav, banner=banner, note=note, body=body)

@@ -76,7 +76,7 @@ async def keys_page(ui: Ui, role: FromQuery[str | None] = None,
                            when(r.last_used_at) if r.last_used_at else
                            Safe('<span class="muted">never</span>'),
                            _controls(ui, r, active, operators == [r])])
-    info = html.kv([("tenant", ui.session.tenant), ("tenant id", fmt("<code>{i}</code>",
+    info = html.kv([("tenant", ui.tenant), ("tenant id", fmt("<code>{i}</code>",
                                                                      i=ui.tenant_id)),
                     ("signed in with", ui.actor)])
     form = fmt('<form method="get" action="/ui/keys" class="filters"><label>role {r}</label>'

@@ -1,7 +1,8 @@
-"""Logging in to the web UI with a tenant's API key, and out again.
+"""Logging in to the web UI with an API key, and out again.
 
-The key is checked exactly as the API checks a bearer key (`ostinato.tenancy.authenticate`); the
-admin key is refused here, since every page is one tenant's. The login form carries a
+The key is checked exactly as the API checks a bearer key (`ostinato.tenancy.authenticate`). A
+tenant's key opens that tenant's pages; the admin key opens the tenants page, from which it may
+act for one tenant (`tenants.py`). The login form carries a
 double-submit token (a cookie and a hidden field that must match), so another site cannot log a
 browser in under a key of its own choosing."""
 
@@ -40,7 +41,7 @@ def _login_page(request: Request, error: str | None = None, status: int = 200,
     message = html.fmt('<p class="error" role="alert">{e}</p>', e=error) if error else html.Safe("")
     body = html.fmt(
         '{message}<form method="post" action="/ui/login" class="login">'
-        '{csrf}{next}<label for="api_key">API key of your tenant</label>'
+        '{csrf}{next}<label for="api_key">API key of your tenant (or the admin key)</label>'
         '<input type="password" id="api_key" name="api_key" autocomplete="current-password" '
         'required autofocus><button type="submit">Log in</button></form>'
         '<p class="muted">The key is checked like the API checks a bearer key; it is not kept '
@@ -76,14 +77,13 @@ async def login(request: Request, sessions: NamedDependency[Sessions]) -> Respon
     if found is None:
         log.info("ui_login_refused", reason="unknown key")
         return _login_page(request, "Unknown API key.", 401, next_path)
-    if found.tenant_id is None:
-        return _login_page(request, "The web UI shows one tenant's work: log in with a tenant's "
-                                    "API key, not the admin key.", 403, next_path)
+    if found.tenant_id is None and next_path == "/ui/runs":
+        next_path = "/ui/tenants"  # the admin key has no runs of its own: choose a tenant first
     if not roles.may(found.role, roles.READ):
         return _login_page(request, f"A {found.role} key cannot read; log in with an operator "
                                     "or viewer key.", 403, next_path)
     session_id, _ = sessions.create(found.tenant_id, found.name, found.role, hash_key(key))
-    log.info("ui_login", tenant_id=str(found.tenant_id))
+    log.info("ui_login", tenant_id=str(found.tenant_id or ""), role=found.role)
     return redirect(next_path, cookies=[
         cookie_for(request, COOKIE, session_id, MAX_AGE_SECONDS),
         cookie_for(request, LOGIN_COOKIE, "", 0)])

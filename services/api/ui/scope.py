@@ -3,10 +3,15 @@
 `ui_scope` turns the session cookie into a tenant-scoped `UiScope` (like the API's `TenantScope`:
 one connection, the clock, the store, the settings), rechecking that the key that opened the
 session still exists; without a live session a page redirects to the login form. `checked_form`
-reads a POSTed form and refuses it (403) unless it carries the session's CSRF token."""
+reads a POSTed form and refuses it (403) unless it carries the session's CSRF token.
+
+The admin key's session has no tenant of its own: `admin_scope` serves its tenants page, and
+`ui_scope` the tenant's pages it chose to act for (until then they redirect to the tenants
+page)."""
 
 from __future__ import annotations
 
+import hmac
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -23,11 +28,12 @@ from ostinato.clock import Clock
 from ostinato.domain import roles
 from ostinato.domain.errors import Forbidden, OstinatoError
 from ostinato.eventlog.store import EventStore
+from ostinato.runtime.auth import actor_of
 from ostinato.runtime.problems import UNSTORABLE_TEXT
 from ostinato.runtime.settings import Settings
-from ostinato.stores import api_keys
+from ostinato.stores import api_keys, tenants
 from ostinato.telemetry.logging import get_logger
-from ostinato.tenancy import Principal
+from ostinato.tenancy import Principal, hash_key
 from services.api import auditing
 from services.api.auditing import Audit
 from services.api.ui import html
@@ -57,12 +63,18 @@ class CsrfRejected(Forbidden):
         super().__init__(detail)
 
 
+class ChooseTenant(Exception):
+    """An admin session on a tenant's page before choosing a tenant to act for: the page
+    redirects to the tenants page."""
+
+
 @dataclass(frozen=True, slots=True)
 class UiScope:
     session_id: str
     session: Session
     tenant_id: uuid.UUID
-    actor: str  # as the API's audit trail names a tenant's key: "tenant:<name>"
+    tenant: str  # the tenant's name (the one acted for, in an admin session)
+    actor: str  # as the API's audit trail names the key: "tenant:<name>", or "admin"
     conn: asyncpg.Connection
     clock: Clock
     store: EventStore
@@ -75,36 +87,120 @@ class UiScope:
 
     def page(self, title: str, body: html.Safe, section: str = "",
              status: int = 200) -> Response[str]:
-        return html_response(html.page(title, body, section=section, tenant=self.session.tenant,
+        return html_response(html.page(title, body, section=section, tenant=self.tenant,
                                        csrf=self.csrf, flash=self.session.take_flash(),
-                                       role=self.session.role), status)
+                                       role=self.session.role,
+                                       acting=self.session.acting_for is not None), status)
+
+
+async def _caller(conn: asyncpg.Connection, state: Any, session: Session) -> Principal | None:
+    """The key that opened the session, checked again (None: it is gone, revoked or changed)."""
+    admin_key = state.settings.admin_key
+    if session.tenant_id is None:  # the admin key's session: the key must still be the admin's
+        if admin_key and hmac.compare_digest(session.key_hash, hash_key(admin_key)):
+            return Principal(tenant_id=None, role=roles.ADMIN, name="admin")
+        return None
+    owner = await api_keys.authenticate(conn, session.key_hash, state.clock.now())
+    if owner is None or owner.tenant_id != session.tenant_id:
+        return None
+    return Principal(tenant_id=owner.tenant_id, role=roles.canonical(owner.role),
+                     name=owner.tenant_name, key_id=owner.id, key_name=owner.name,
+                     pools=tuple(owner.pools))
 
 
 async def ui_scope(request: Request, sessions: NamedDependency[Sessions]) -> AsyncIterator[UiScope]:
+    """A tenant's page: the session's tenant, or the one an admin session acts for (as the API
+    answers the admin key with X-Ostinato-Tenant: events and audit rows name the actor admin)."""
     session_id = request.cookies.get(COOKIE)
     session = sessions.get(session_id)
     if session is None or session_id is None:
         raise LoginRequired
     state = request.app.state
     async with state.pool.acquire() as conn:
-        owner = await api_keys.authenticate(conn, session.key_hash, state.clock.now())
-        if owner is None or owner.tenant_id != session.tenant_id:  # the key is gone or revoked
+        caller = await _caller(conn, state, session)
+        if caller is None:
             sessions.drop(session_id)
             raise LoginRequired
-        actor = f"tenant:{owner.tenant_name}" + (f"/{owner.name}" if owner.name else "")
-        caller = Principal(tenant_id=owner.tenant_id, role=roles.canonical(owner.role),
-                           name=owner.tenant_name, key_id=owner.id, key_name=owner.name,
-                           pools=tuple(owner.pools))
-        async with auditing.recorded(conn, request, caller, session.tenant_id) as audit:
-            yield UiScope(session_id=session_id, session=session, tenant_id=session.tenant_id,
-                          actor=actor, conn=conn, clock=state.clock,
+        if caller.tenant_id is None:
+            tenant_id = session.acting_for
+            name = None if tenant_id is None else await tenants.name_of(conn, tenant_id)
+            if tenant_id is None or name is None:
+                session.acting_for = None
+                raise ChooseTenant
+        else:
+            tenant_id, name = caller.tenant_id, caller.name
+        async with auditing.recorded(conn, request, caller, tenant_id) as audit:
+            yield UiScope(session_id=session_id, session=session, tenant_id=tenant_id,
+                          tenant=name, actor=actor_of(caller), conn=conn, clock=state.clock,
                           store=state.store, settings=state.settings, audit=audit)
 
 
+@dataclass(frozen=True, slots=True)
+class AdminScope:
+    """A page of the admin's own (the tenants): any live session gets one, and the page refuses
+    (403, audited for a form) a key whose role may not administer."""
+
+    session_id: str
+    session: Session
+    caller: Principal
+    actor: str
+    conn: asyncpg.Connection
+    clock: Clock
+    store: EventStore
+    settings: Settings
+    audit: Audit
+    acting_name: str | None  # the tenant the session acts for, if it does
+
+    @property
+    def csrf(self) -> str:
+        return self.session.csrf
+
+    @property
+    def tenant_id(self) -> uuid.UUID | None:
+        return self.caller.tenant_id
+
+    def need_admin(self) -> None:
+        if not roles.may(self.caller.role, roles.ADMINISTER):
+            raise Forbidden(roles.refusal(self.caller.role, roles.ADMINISTER))
+
+    def page(self, title: str, body: html.Safe, section: str = "",
+             status: int = 200) -> Response[str]:
+        tenant = self.acting_name if self.caller.tenant_id is None else self.caller.name
+        return html_response(html.page(title, body, section=section, tenant=tenant,
+                                       csrf=self.csrf, flash=self.session.take_flash(),
+                                       role=self.session.role,
+                                       acting=self.acting_name is not None), status)
+
+
+async def admin_scope(request: Request,
+                      sessions: NamedDependency[Sessions]) -> AsyncIterator[AdminScope]:
+    session_id = request.cookies.get(COOKIE)
+    session = sessions.get(session_id)
+    if session is None or session_id is None:
+        raise LoginRequired
+    state = request.app.state
+    async with state.pool.acquire() as conn:
+        caller = await _caller(conn, state, session)
+        if caller is None:
+            sessions.drop(session_id)
+            raise LoginRequired
+        acting = None
+        if caller.tenant_id is None and session.acting_for is not None:
+            acting = await tenants.name_of(conn, session.acting_for)
+            if acting is None:
+                session.acting_for = None
+        async with auditing.recorded(conn, request, caller, caller.tenant_id) as audit:
+            yield AdminScope(session_id=session_id, session=session, caller=caller,
+                             actor=actor_of(caller), conn=conn, clock=state.clock,
+                             store=state.store, settings=state.settings, audit=audit,
+                             acting_name=acting)
+
+
 Ui = NamedDependency[UiScope]
+AdminUi = NamedDependency[AdminScope]
 
 
-async def checked_form(request: Request, ui: UiScope) -> dict[str, Any]:
+async def checked_form(request: Request, ui: UiScope | AdminScope) -> dict[str, Any]:
     form = await request.form()
     if not roles.may(ui.session.role, roles.OPERATE):  # a viewer's session changes nothing
         raise CsrfRejected
@@ -136,6 +232,13 @@ def on_login_required(request: Request, exc: LoginRequired) -> Response[Any]:
     return _error_page(401, "Logged out", "Your session has ended; log in again.")
 
 
+def on_choose_tenant(request: Request, exc: ChooseTenant) -> Response[Any]:
+    if request.method == "GET" and "x-ui-fragment" not in request.headers:
+        return redirect("/ui/tenants")
+    return _error_page(409, "No tenant chosen", "The admin key acts for a tenant chosen on the "
+                                                "tenants page; nothing was changed.")
+
+
 def on_csrf(request: Request, exc: CsrfRejected) -> Response[str]:
     return _error_page(403, "Forbidden", "The form was not sent from this session (missing or "
                                          "wrong CSRF token); nothing was changed.")
@@ -162,6 +265,7 @@ def on_unexpected(request: Request, exc: Exception) -> Response[str]:
 
 EXCEPTION_HANDLERS: dict[Any, Any] = {
     LoginRequired: on_login_required,
+    ChooseTenant: on_choose_tenant,
     CsrfRejected: on_csrf,
     OstinatoError: on_ostinato_error,
     HTTPException: on_http_error,

@@ -25,14 +25,16 @@ MAX_SESSIONS = 10_000  # beyond that, the oldest is dropped first
 
 @dataclass(slots=True)
 class Session:
-    tenant_id: uuid.UUID
-    tenant: str  # the tenant's name, shown in the header
+    tenant_id: uuid.UUID | None  # None: the admin key's session (no tenant of its own)
+    tenant: str  # the tenant's name, shown in the header ("admin" for the admin key)
     role: str
     key_hash: bytes
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     created: float = field(default_factory=time.monotonic)
     seen: float = field(default_factory=time.monotonic)
     flash: str | None = None  # one message for the next page (after a POST's redirect)
+    # the tenant an admin session acts for (as the API's X-Ostinato-Tenant), chosen on /ui/tenants
+    acting_for: uuid.UUID | None = None
 
     def csrf_ok(self, token: str | None) -> bool:
         return bool(token) and hmac.compare_digest(token.encode(), self.csrf.encode())
@@ -54,7 +56,7 @@ class Sessions:
         self._by_digest: dict[bytes, Session] = {}
         self._lock = threading.Lock()
 
-    def create(self, tenant_id: uuid.UUID, tenant: str, role: str,
+    def create(self, tenant_id: uuid.UUID | None, tenant: str, role: str,
                key_hash: bytes) -> tuple[str, Session]:
         session_id = secrets.token_urlsafe(32)
         session = Session(tenant_id=tenant_id, tenant=tenant, role=role, key_hash=key_hash)
