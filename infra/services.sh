@@ -94,14 +94,15 @@ case "${1:-}" in
       "$PY" -m ostinato demo --out "$ROOT/.cache/demo.json" > /dev/null
     fi
     OSTINATO_DEMO_FILE="$ROOT/.cache/demo.json" start_one demo_worker "$PY" -m ostinato.demo worker
-    "$PY" - "$ROOT/.cache/demo.json" <<'PYEOF'
-import json, sys
+    OSTINATO_GATEWAY_PORT="${OSTINATO_GATEWAY_PORT:-8081}" "$PY" - "$ROOT/.cache/demo.json" <<'PYEOF'
+import json, os, sys
 d = json.load(open(sys.argv[1]))
+gateway = f"http://127.0.0.1:{os.environ['OSTINATO_GATEWAY_PORT']}"
 print(f"""
 Ostinato is up.
   web UI        {d['api']}/ui   (log in with the demo API key below)
   API           {d['api']}   (OpenAPI: {d['openapi']}, Swagger UI: {d['openapi']}/swagger)
-  worker-gateway http://127.0.0.1:8081
+  worker-gateway {gateway}
   traces        http://127.0.0.1:16686/api/traces?service=ostinato-api (Jaeger query API)
   demo tenant   {d['tenant']} ({d['tenant_id']})
   demo API key  {d['api_key']}
