@@ -195,8 +195,8 @@ async def test_trigger_now_and_idempotent_backfill(pool: asyncpg.Pool) -> None:
     tenant, _ = await new_tenant(pool)
     job = await recurring(pool, clock, tenant, cron="*/15 * * * *", start_at=T0)
     async with pool.acquire() as conn:
-        run_id = await jobs.trigger_now(conn, store(clock), clock, tenant_id=tenant,
-                                        job_id=job.id, actor="t")
+        run_id = (await jobs.trigger_now(conn, store(clock), clock, tenant_id=tenant,
+                                         job_id=job.id, actor="t")).run_id
         first = await jobs.backfill(conn, store(clock), tenant_id=tenant, job_id=job.id,
                                     start=T0, end=T0 + timedelta(hours=1), actor="t")
         again = await jobs.backfill(conn, store(clock), tenant_id=tenant, job_id=job.id,
