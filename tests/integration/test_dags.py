@@ -677,6 +677,13 @@ async def test_the_client_and_the_cli_define_run_cancel_and_retry(
         assert view.state == "running" and [n.state for n in view.nodes] == ["active",
                                                                               "waiting"]
         assert [r.id for r in await client.dags.runs(dag.id)] == [started.id]
+        dag_job = await client.jobs.create(name="etl-job", task=f"dag:{dag.id}",
+                                           schedule={"cron": "0 3 * * *"})
+        triggered = [await client.jobs.trigger(dag_job.id, request_key="once")
+                     for _ in range(2)]
+        assert [(t.run_id, t.created) for t in triggered] == [(None, True), (None, False)]
+        assert triggered[0].dag_run_id == triggered[1].dag_run_id
+        assert (await client.dag_runs.get(triggered[0].dag_run_id)).trigger == "manual"
     env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": key}
     code, out, err = await cli(tmp_path, "dags", "list", env=env)
     assert code == 0, err

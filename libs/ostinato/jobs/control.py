@@ -127,8 +127,14 @@ async def trigger_now(
         run_id, run = run_for(job, now, trigger="manual", run_id=given)
         if given is not None and await run_store.by_id(conn, tenant_id, run_id) is not None:
             return Triggered(run_id, None, created=False)
-        await store.append(conn, [StreamHead(run_id, tenant_id).next(run, actor,
-                                                                     traceparent=trace)])
+        try:
+            await store.append(conn, [StreamHead(run_id, tenant_id).next(run, actor,
+                                                                         traceparent=trace)])
+        except asyncpg.UniqueViolationError as exc:  # the transaction is rolled back
+            if exc.constraint_name != "runs_job_slot":
+                raise
+            raise InvalidState(f"job {job_id} already has a run at {now.isoformat()} (a "
+                               "manual run is dated by its instant): trigger again") from None
     return Triggered(run_id, None, created=True)
 
 
