@@ -7,7 +7,7 @@ import uuid
 from datetime import timedelta
 from typing import Annotated, Any
 
-from litestar import get, post, put
+from litestar import Response, get, post, put
 from litestar.params import FromPath, JSONBody, PathParameter, QueryParameter
 
 from ostinato import calendars, jobs, schedules
@@ -21,6 +21,7 @@ from ostinato.client.models import (
     PreviewRequest,
     ResumeRequest,
     TriggeredView,
+    TriggerRequest,
     UpcomingItem,
     UpcomingView,
 )
@@ -72,13 +73,22 @@ async def resume(
 
 @post("/v1/jobs/{job_id:uuid}/trigger", status_code=201, tags=["jobs"],
       opt=audited("job.trigger", "job", "job_id"))
-async def trigger(job_id: FromPath[uuid.UUID], tenant: Tenant) -> TriggeredView:
-    """Run the job once now, outside its schedule; the run is marked `manual`."""
-    run_id = await jobs.trigger_now(tenant.conn, tenant.store, tenant.clock,
-                                    tenant_id=tenant.tenant_id, job_id=job_id, actor=tenant.actor,
-                                    traceparent=tracing.current_traceparent())
-    tenant.audit.after = {"run_id": str(run_id)}
-    return TriggeredView(run_id=run_id, job_id=job_id, trigger="manual")
+async def trigger(job_id: FromPath[uuid.UUID], tenant: Tenant,
+                  data: JSONBody[TriggerRequest | None] = None) -> Response[TriggeredView]:
+    """Run the job once now, outside its schedule; the run is marked `manual`. A DAG job
+    (task `dag:<id>`) starts a DAG run instead, answered as `dag_run_id`. The same
+    `request_key` again starts nothing and answers the first (200, `created` false)."""
+    done = await jobs.trigger_now(tenant.conn, tenant.store, tenant.clock,
+                                  tenant_id=tenant.tenant_id, job_id=job_id, actor=tenant.actor,
+                                  traceparent=tracing.current_traceparent(),
+                                  request_key=(data or TriggerRequest()).request_key)
+    status = 201 if done.created else 200
+    tenant.audit.after = ({"dag_run_id": str(done.dag_run_id)} if done.dag_run_id
+                          else {"run_id": str(done.run_id)})
+    tenant.audit.status = status
+    return Response(TriggeredView(run_id=done.run_id, job_id=job_id, trigger="manual",
+                                  dag_run_id=done.dag_run_id, created=done.created),
+                    status_code=status)
 
 
 def _upcoming(s: schedules.Schedule, job_id: uuid.UUID, first: Any, count: int) -> UpcomingView:

@@ -1,7 +1,9 @@
 """`GET /v1/jobs/{id}/health?window=`: one job's schedule health over the last `window` (a
 duration, default 24h, at most 31 days): runs by outcome, the schedule lag (first start − due)
 p50/p99/max from the log, the last success, and what the reconciler recorded — missed slots,
-the ledger's missing slots, completion deadlines breached, skips (docs/ALERTS.md)."""
+the ledger's missing slots, completion deadlines breached, skips (docs/ALERTS.md). A DAG job's
+occurrences are its DAG runs: they are counted, their lag is the DAG run's start (its first node
+ready) minus its due time, and its last success is its last succeeded DAG run."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from litestar.params import FromPath, QueryParameter
 
 from ostinato import schedules
 from ostinato.client.models import JobHealthView
+from ostinato.dags import targets
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.stores import health
 from ostinato.stores import jobs as job_store
@@ -46,14 +49,19 @@ async def job_health(job_id: FromPath[uuid.UUID], tenant: Tenant,
         raise NotFound(f"no job {job_id}")
     end = tenant.clock.now()
     start = end - span
-    runs = await health.runs_between(tenant.conn, tenant.tenant_id, job_id, start, end)
+    if job.task.startswith(targets.DAG_TASK_PREFIX):  # its occurrences are DAG runs
+        runs = await health.dag_runs_between(tenant.conn, tenant.tenant_id, job_id, start, end)
+        last = await health.last_dag_success(tenant.conn, tenant.tenant_id, job_id)
+    else:
+        runs = await health.runs_between(tenant.conn, tenant.tenant_id, job_id, start, end)
+        last = await health.last_success(tenant.conn, tenant.tenant_id, job_id)
     found = await health.findings_between(tenant.conn, tenant.tenant_id, job_id, start, end)
     return JobHealthView(
         job_id=job_id, window_from=start, window_to=end, runs=runs.runs,
         succeeded=runs.succeeded, failed=runs.failed, in_progress=runs.in_progress,
         started=runs.started, lag_p50_seconds=runs.lag_p50_seconds,
         lag_p99_seconds=runs.lag_p99_seconds, lag_max_seconds=runs.lag_max_seconds,
-        last_success_at=await health.last_success(tenant.conn, tenant.tenant_id, job_id),
+        last_success_at=last,
         missed=found.missed, ledger_missing=found.ledger_missing, overdue=found.overdue,
         skips=found.skips, complete_within_seconds=job.complete_within_seconds,
         max_staleness_seconds=job.max_staleness_seconds)

@@ -677,6 +677,13 @@ async def test_the_client_and_the_cli_define_run_cancel_and_retry(
         assert view.state == "running" and [n.state for n in view.nodes] == ["active",
                                                                               "waiting"]
         assert [r.id for r in await client.dags.runs(dag.id)] == [started.id]
+        dag_job = await client.jobs.create(name="etl-job", task=f"dag:{dag.id}",
+                                           schedule={"cron": "0 3 * * *"})
+        triggered = [await client.jobs.trigger(dag_job.id, request_key="once")
+                     for _ in range(2)]
+        assert [(t.run_id, t.created) for t in triggered] == [(None, True), (None, False)]
+        assert triggered[0].dag_run_id == triggered[1].dag_run_id
+        assert (await client.dag_runs.get(triggered[0].dag_run_id)).trigger == "manual"
     env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": key}
     code, out, err = await cli(tmp_path, "dags", "list", env=env)
     assert code == 0, err
@@ -730,3 +737,61 @@ async def test_a_crash_before_the_commit_leaves_the_node_to_the_next_advance(
         "DagRunStarted", "DagNodeReady", "DagNodeFinished", "DagNodeSkipped", "DagNodeSkipped",
         "DagRunFinished"]
     assert (await dag_run(client, key, run_id))["state"] == "cancelled"
+
+
+async def test_triggering_a_dag_job_starts_one_dag_run_per_request_key(
+        pool: asyncpg.Pool, client: httpx.AsyncClient, gateway: httpx.AsyncClient) -> None:
+    """`POST /v1/jobs/{id}/trigger` of a DAG job starts a DAG run now (trigger `manual`,
+    answered as `dag_run_id`), pending until the advance duty starts its roots; the same
+    request key again starts nothing and answers the same DAG run; the trigger is audited."""
+    _, key = await new_tenant(pool)
+    dag = await define(client, key, "etl", [node("a"), node("b")], [("a", "b")])
+    r = await client.post("/v1/jobs", headers=auth(key), json={
+        "name": "etl-job", "task": f"dag:{dag['id']}", "schedule": {"cron": "0 3 * * *"}})
+    assert r.status_code == 201, r.text
+    job_id = r.json()["id"]
+    first = await client.post(f"/v1/jobs/{job_id}/trigger", headers=auth(key),
+                              json={"request_key": "k1"})
+    assert first.status_code == 201, first.text
+    body = first.json()
+    assert (body["run_id"], body["trigger"], body["created"], body["job_id"]) == \
+        (None, "manual", True, job_id)
+    dag_run_id = body["dag_run_id"]
+    view = await dag_run(client, key, dag_run_id)
+    assert (view["state"], view["trigger"], view["job_id"]) == ("pending", "manual", job_id)
+    assert [n["state"] for n in view["nodes"]] == ["waiting", "waiting"]
+
+    resent = await client.post(f"/v1/jobs/{job_id}/trigger", headers=auth(key),
+                               json={"request_key": "k1"})
+    assert resent.status_code == 200, resent.text
+    assert (resent.json()["dag_run_id"], resent.json()["created"]) == (dag_run_id, False)
+    made = (await client.get(f"/v1/dags/{dag['id']}/runs", headers=auth(key))).json()["items"]
+    assert [m["id"] for m in made] == [dag_run_id]
+
+    assert await advance(pool) >= 1  # the scheduler's duty starts the root
+    view = await dag_run(client, key, dag_run_id)
+    assert view["state"] == "running" and [n["state"] for n in view["nodes"]] == ["active",
+                                                                                "waiting"]
+    seen: list[dict[str, Any]] = []
+    final = await drive(pool, gateway, client, key, [recorder(seen)], dag_run_id)
+    assert final["state"] == "succeeded"
+    assert [p["input"]["key"] for p in seen] == ["a", "b"]
+    again = await client.post(f"/v1/jobs/{job_id}/trigger", headers=auth(key),
+                              json={"request_key": "k1"})
+    assert (again.status_code, again.json()["dag_run_id"]) == (200, dag_run_id)
+    made = (await client.get(f"/v1/dags/{dag['id']}/runs", headers=auth(key))).json()["items"]
+    assert [m["id"] for m in made] == [dag_run_id]
+    plain = (await client.get("/v1/runs", params={"job_id": job_id},
+                              headers=auth(key))).json()["items"]
+    assert sorted(r["task"] for r in plain) == ["dag.step", "dag.step"]  # the nodes' runs only
+
+    other = await client.post(f"/v1/jobs/{job_id}/trigger", headers=auth(key),
+                              json={"request_key": "k2"})
+    assert other.status_code == 201 and other.json()["dag_run_id"] != dag_run_id
+    audit = (await client.get("/v1/audit", params={"action": "job.trigger"},
+                              headers=auth(key))).json()["items"]
+    assert sorted((a["status"], a["after"]["dag_run_id"]) for a in audit) == sorted(
+        [(201, dag_run_id), (200, dag_run_id), (200, dag_run_id),
+         (201, other.json()["dag_run_id"])])
+    assert_problem(await client.post(f"/v1/jobs/{job_id}/trigger", headers=auth(key),
+                                     json={"request_key": ""}), 422, "request_key")

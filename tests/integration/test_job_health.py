@@ -132,3 +132,69 @@ async def test_health_usage_and_metrics_of_three_slots(
     assert_problem(await client.get("/v1/usage", params={
         "from": T0.isoformat(), "to": (T0 + timedelta(days=40)).isoformat()},
         headers=auth(key)), 400)
+
+
+async def test_a_dag_jobs_health_counts_its_dag_runs_not_its_nodes_runs(
+        client: httpx.AsyncClient, pool: asyncpg.Pool, api_clock: FakeClock) -> None:
+    """Three slots of a DAG job (two nodes each): the first DAG run starts 2 s late and
+    succeeds, the second 4 s late and fails at its root, the third never starts. The health
+    counts the three DAG runs as its occurrences (not the nodes' runs), their lag from the DAG
+    run's start, and the first DAG run's end as the last success."""
+    from ostinato.dags.targets import task_for
+    from ostinato.runs import dags as dag_runs
+
+    clock = api_clock
+    tenant, key = await new_tenant(pool)
+    async with pool.acquire() as conn:
+        dag, _ = await dag_runs.define(
+            conn, store(clock), tenant_id=tenant, name="pair", rules=dag_runs.Rules(),
+            document={"nodes": [{"key": "a", "task": "dag.step", "retry": {"max_attempts": 1}},
+                                {"key": "b", "task": "dag.step"}],
+                      "edges": [{"from": "a", "to": "b"}]}, actor="test")
+        job, _ = await submit_job(conn, store(clock), clock, tenant_id=tenant, request=JobRequest(
+            name="every-minute-dag", task=task_for(dag.id),
+            schedule=ScheduleSpec(every="1m", start_at=T0)),
+            pools=("default",), max_payload_bytes=1024, actor="test")
+    attempts = Attempts(pool, store(clock), clock, lease_ttl_seconds=300)
+
+    async def advance() -> None:
+        async with pool.acquire() as conn:
+            while await dag_runs.advance_due(conn, store(clock), now=clock.now(), batch_size=10,
+                                             actor="scheduler", rules=dag_runs.Rules()):
+                pass
+
+    async def finish(kind: str) -> None:
+        assert await dispatch(pool, clock) == 1
+        [claimed] = await attempts.claim(tenant, p.ClaimRequest(worker_id="w", max_runs=1))
+        clock.advance(1)
+        error = p.ErrorInfo(type="Boom", message="b", retryable=False) if kind == "fail" else None
+        [r] = await attempts.record(tenant, "w", [Outcome(
+            uuid.UUID(claimed.run_id), claimed.run_id, claimed.fencing_token, kind,
+            output={"ok": True}, error=error)])
+        assert r.status == 200
+        await advance()
+
+    for k in range(3):
+        clock.set(T0 + timedelta(minutes=k))
+        assert await fire_due(pool, store(clock), clock) == []  # a DAG run, no plain run
+        if k == 2:
+            continue  # the third DAG run never starts
+        clock.advance(2 * (k + 1))  # its roots start 2 s, then 4 s after its due time
+        await advance()
+        if k == 0:
+            await finish("complete")  # a
+            await finish("complete")  # b: the DAG run succeeded
+            succeeded_at = clock.now()
+        else:
+            await finish("fail")  # a fails for good: b is upstream_failed, the DAG run failed
+    clock.set(T0 + timedelta(minutes=3))
+
+    r = await client.get(f"/v1/jobs/{job.id}/health?window=1h", headers=auth(key))
+    assert r.status_code == 200, r.text
+    h = r.json()
+    assert (h["runs"], h["succeeded"], h["failed"], h["in_progress"], h["started"]) == \
+        (3, 1, 1, 1, 2)
+    assert h["lag_p50_seconds"] == pytest.approx(3.0)
+    assert h["lag_p99_seconds"] == pytest.approx(2 + 2 * 0.99)
+    assert h["lag_max_seconds"] == pytest.approx(4.0)
+    assert datetime.fromisoformat(h["last_success_at"]) == succeeded_at

@@ -13,6 +13,7 @@ import pytest
 
 from ostinato import calendars, jobs
 from ostinato.clock import FakeClock
+from ostinato.domain.errors import InvalidState
 from ostinato.eventlog.store import read_stream
 from ostinato.jobs.request import JobRequest
 from ostinato.schedules import ScheduleSpec
@@ -195,18 +196,31 @@ async def test_trigger_now_and_idempotent_backfill(pool: asyncpg.Pool) -> None:
     tenant, _ = await new_tenant(pool)
     job = await recurring(pool, clock, tenant, cron="*/15 * * * *", start_at=T0)
     async with pool.acquire() as conn:
-        run_id = await jobs.trigger_now(conn, store(clock), clock, tenant_id=tenant,
-                                        job_id=job.id, actor="t")
+        run_id = (await jobs.trigger_now(conn, store(clock), clock, tenant_id=tenant,
+                                         job_id=job.id, actor="t")).run_id
         first = await jobs.backfill(conn, store(clock), tenant_id=tenant, job_id=job.id,
                                     start=T0, end=T0 + timedelta(hours=1), actor="t")
         again = await jobs.backfill(conn, store(clock), tenant_id=tenant, job_id=job.id,
                                     start=T0, end=T0 + timedelta(hours=1), actor="t")
         manual = await run_store.by_id(conn, tenant, run_id)
+        with pytest.raises(InvalidState):  # a manual run is dated by its instant: one per
+            await jobs.trigger_now(conn, store(clock), clock, tenant_id=tenant,  # instant
+                                   job_id=job.id, actor="t", request_key="same-instant")
+        clock.advance(1)
+        keyed = [await jobs.trigger_now(conn, store(clock), clock, tenant_id=tenant,
+                                        job_id=job.id, actor="t", request_key="once")
+                 for _ in range(2)]
+        clock.advance(1)
+        later = await jobs.trigger_now(conn, store(clock), clock, tenant_id=tenant,
+                                       job_id=job.id, actor="t", request_key="once")
         backfilled = await run_store.page(conn, tenant, job_id=job.id, state=None,
                                           after=(None, None), limit=100)
     assert manual is not None and manual.trigger == "manual"
+    assert [k.created for k in keyed] == [True, False] and keyed[0].dag_run_id is None
+    assert keyed[0].run_id == keyed[1].run_id == later.run_id != run_id  # the key, not the time
     assert (first.runs_created, first.slots_with_runs) == (4, 0)
     assert (again.runs_created, again.slots_with_runs) == (0, 4)
+    assert sum(r.trigger == "manual" for r in backfilled) == 2
     assert sorted(r.scheduled_for for r in backfilled if r.trigger == "backfill") == \
         minutes(0, 15, 30, 45)
 

@@ -130,6 +130,7 @@ ROW_OF = {
     (alerts, "deliveries_due"): alerts.DueDelivery,
     (health, "job_health_runs"): health.RunHealth,
     (health, "job_health_findings"): health.FindingCounts,
+    (health, "job_health_dag_runs"): health.RunHealth,
     (usage, "usage_events"): usage.EventUsage,
     (usage, "usage_bytes"): usage.ByteUsage,
     (alerts, "alert_lag_by_pool"): alerts.LagSignal,
@@ -158,6 +159,7 @@ SCALAR = {
     (alerts, "alert_fire"), (alerts, "sink_delete"), (alerts, "delivery_enqueue"),
     (alerts, "delivery_sinks_of_firing"), (alerts, "deliveries_done"),
     (alerts, "deliveries_failed"), (alerts, "deliveries_pending"), (health, "job_last_success"),
+    (health, "job_last_dag_success"),
     (dags, "dag_node_of_run"), (dags, "first_starts"),
 }
 

@@ -174,10 +174,13 @@ def resume(ctx: typer.Context, job_ids: Ids = None, status: StatusOpt = None,
 
 
 @app.command()
-def trigger(ctx: typer.Context, job_id: str, output: OutputOpt = None) -> None:
-    """One run now, outside the schedule (trigger `manual`)."""
+def trigger(ctx: typer.Context, job_id: str, output: OutputOpt = None,
+            request_key: Annotated[str | None, typer.Option(
+                help="triggers once however often repeated (default: once per invocation)")]
+            = None) -> None:
+    """One run now, outside the schedule (trigger `manual`); a DAG job's is a DAG run."""
     g = state(ctx)
-    emit(g.output_for(output), g.client().jobs.trigger(job_id))
+    emit(g.output_for(output), g.client().jobs.trigger(job_id, request_key=request_key))
 
 
 SLOT_COLUMNS: list[Column] = [

@@ -128,9 +128,10 @@ class Jobs(_Resource):
         """`misfire` (run_once, catch_up, skip) decides the slots missed while paused."""
         return await self._c.send(c.resume_job(job_id, misfire))
 
-    async def trigger(self, job_id: Id) -> m.TriggeredView:
-        """One run now, outside the schedule (trigger `manual`)."""
-        return await self._c.send(c.trigger_job(job_id))
+    async def trigger(self, job_id: Id, *, request_key: str | None = None) -> m.TriggeredView:
+        """One run now, outside the schedule (trigger `manual`); a DAG job's is a DAG run
+        (`dag_run_id`). The same `request_key` again starts nothing (`created` false)."""
+        return await self._c.send(c.trigger_job(job_id, request_key))
 
     async def backfill(self, job_id: Id, start: datetime, end: datetime, *,
                        dry_run: bool = False) -> m.BackfillView:

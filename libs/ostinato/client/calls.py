@@ -131,8 +131,9 @@ def resume_job(job_id: Id, misfire: str | None) -> Call[a.JobStatus]:
     return Call("POST", f"/v1/jobs/{job_id}/resume", a.JobStatus, body=body)
 
 
-def trigger_job(job_id: Id) -> Call[m.TriggeredView]:
-    return Call("POST", f"/v1/jobs/{job_id}/trigger", m.TriggeredView)
+def trigger_job(job_id: Id, request_key: str | None = None) -> Call[m.TriggeredView]:
+    body = _json({"request_key": request_key}) if request_key else None
+    return Call("POST", f"/v1/jobs/{job_id}/trigger", m.TriggeredView, body=body)
 
 
 def backfill_job(job_id: Id, start: datetime, end: datetime,

@@ -278,10 +278,22 @@ class ResumeRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     misfire: Literal["run_once", "catch_up", "skip"] | None = None
 
 
+class TriggerRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """`request_key`: the same key on the same job triggers once, however often it is sent."""
+
+    request_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+
+
 class TriggeredView(msgspec.Struct, kw_only=True):
-    run_id: uuid.UUID
+    """A trigger's run (a plain job's), or its DAG run (`dag_run_id`, a DAG job's; `run_id` is
+    then null: the nodes' runs start with the DAG run). `created` is false for a resent
+    `request_key`."""
+
+    run_id: uuid.UUID | None
     job_id: uuid.UUID
     trigger: str
+    dag_run_id: uuid.UUID | None = None
+    created: bool = True
 
 
 class CalendarRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -126,9 +126,10 @@ class Jobs(_Resource):
         """`misfire` (run_once, catch_up, skip) decides the slots missed while paused."""
         return self._c.send(c.resume_job(job_id, misfire))
 
-    def trigger(self, job_id: Id) -> m.TriggeredView:
-        """One run now, outside the schedule (trigger `manual`)."""
-        return self._c.send(c.trigger_job(job_id))
+    def trigger(self, job_id: Id, *, request_key: str | None = None) -> m.TriggeredView:
+        """One run now, outside the schedule (trigger `manual`); a DAG job's is a DAG run
+        (`dag_run_id`). The same `request_key` again starts nothing (`created` false)."""
+        return self._c.send(c.trigger_job(job_id, request_key))
 
     def backfill(self, job_id: Id, start: datetime, end: datetime, *,
                  dry_run: bool = False) -> m.BackfillView:

@@ -7,6 +7,7 @@ from ostinato.jobs.control import (
     MAX_BACKFILL_SLOTS,
     Backfill,
     BackfillSlot,
+    Triggered,
     backfill,
     delete_job,
     pause_job,
@@ -15,5 +16,6 @@ from ostinato.jobs.control import (
 )
 from ostinato.jobs.submit import Submitted, submit_job, submit_jobs
 
-__all__ = ["MAX_BACKFILL_SLOTS", "Backfill", "BackfillSlot", "Submitted", "backfill",
-           "delete_job", "pause_job", "resume_job", "submit_job", "submit_jobs", "trigger_now"]
+__all__ = ["MAX_BACKFILL_SLOTS", "Backfill", "BackfillSlot", "Submitted", "Triggered",
+           "backfill", "delete_job", "pause_job", "resume_job", "submit_job", "submit_jobs",
+           "trigger_now"]

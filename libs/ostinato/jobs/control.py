@@ -11,12 +11,12 @@ import asyncpg
 
 from ostinato import schedules
 from ostinato.clock import Clock
-from ostinato.dags import targets
 from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, InvalidState, NotFound
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
-from ostinato.jobs.materialise import run_for
+from ostinato.jobs.materialise import dag_of, dag_run_for, run_for
+from ostinato.stores import dags as dag_store
 from ostinato.stores import jobs as job_store
 from ostinato.stores import runs as run_store
 
@@ -64,29 +64,78 @@ async def resume_job(
         await store.append(conn, [head.next(ev.JobResumed(misfire=misfire), actor)])
 
 
-def _not_a_dag_job(task: str) -> None:
-    if task.startswith(targets.DAG_TASK_PREFIX):
-        raise InvalidState("a DAG job's extra runs are DAG runs: start one with "
-                           "POST /v1/dags/{id}/runs (trigger and backfill of DAG jobs are not "
-                           "supported yet)")
+TRIGGER_NAMESPACE = uuid.UUID("5e1d7c2a-93b4-4f0e-8a6d-1c2f3b4a5d6e")
+
+
+def triggered_id_for(job_id: uuid.UUID, request_key: str) -> uuid.UUID:
+    """The run (or a DAG job's DAG run) a trigger with `request_key` makes: the same key on the
+    same job always names the same one, so a resent trigger starts nothing new."""
+    return uuid.uuid5(TRIGGER_NAMESPACE, f"job/{job_id}/trigger/{request_key}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Triggered:
+    """What a trigger made: a plain job's run or a DAG job's DAG run (the other is None), and
+    whether it was made now (False: the same request key again)."""
+
+    run_id: uuid.UUID | None
+    dag_run_id: uuid.UUID | None
+    created: bool
+
+
+async def _job_dag(conn: asyncpg.Connection, job: job_store.JobRow,
+                   ) -> dag_store.DagCurrent | None:
+    """A DAG job's DAG as it is now (None: a plain job); 409 when it is not the job's tenant's."""
+    dag_id = dag_of(job.task)
+    if dag_id is None:
+        return None
+    dag = (await dag_store.current_definitions(conn, [dag_id])).get(dag_id)
+    if dag is None or dag.tenant_id != job.tenant_id:
+        raise InvalidState(f"job {job.id} names DAG {dag_id}, which does not exist")
+    return dag
 
 
 async def trigger_now(
     conn: asyncpg.Connection, store: EventStore, clock: Clock, *, tenant_id: uuid.UUID,
     job_id: uuid.UUID, actor: str, traceparent: str | None = None,
-) -> uuid.UUID:
-    """An extra run outside the schedule, marked `manual`; the schedule itself is untouched."""
+    request_key: str | None = None,
+) -> Triggered:
+    """An extra run outside the schedule, marked `manual`; the schedule itself is untouched. A
+    DAG job (task `dag:<id>`) starts a DAG run instead, `pending` until the scheduler's advance
+    duty starts its roots. The id derives from the instant, or from `request_key` when given:
+    the same key again makes nothing and answers the first (`created` False)."""
     async with conn.transaction():
         job = await job_store.by_id(conn, tenant_id, job_id)
         if job is None:
             raise NotFound(f"no job {job_id}")
         if job.status == "deleted":
             raise InvalidState(f"job {job_id} is deleted")
-        _not_a_dag_job(job.task)
-        run_id, run = run_for(job, clock.now(), trigger="manual")
-        await store.append(conn, [StreamHead(run_id, tenant_id).next(
-            run, actor, traceparent=traceparent or job.traceparent)])
-    return run_id
+        dag = await _job_dag(conn, job)
+        now = clock.now()
+        given = None if request_key is None else triggered_id_for(job_id, request_key)
+        trace = traceparent or job.traceparent
+        if dag is not None:
+            dag_run_id, started = dag_run_for(job_id, tenant_id, dag, now, now,
+                                              trigger="manual", run_id=given)
+            assert started is not None  # the DAG is the tenant's: checked above
+            if given is not None and await dag_store.run_by_id(conn, tenant_id,
+                                                               dag_run_id) is not None:
+                return Triggered(None, dag_run_id, created=False)
+            await store.append(conn, [StreamHead(dag_run_id, tenant_id).next(
+                started, actor, traceparent=trace)])
+            return Triggered(None, dag_run_id, created=True)
+        run_id, run = run_for(job, now, trigger="manual", run_id=given)
+        if given is not None and await run_store.by_id(conn, tenant_id, run_id) is not None:
+            return Triggered(run_id, None, created=False)
+        try:
+            await store.append(conn, [StreamHead(run_id, tenant_id).next(run, actor,
+                                                                         traceparent=trace)])
+        except asyncpg.UniqueViolationError as exc:  # the transaction is rolled back
+            if exc.constraint_name != "runs_job_slot":
+                raise
+            raise InvalidState(f"job {job_id} already has a run at {now.isoformat()} (a "
+                               "manual run is dated by its instant): trigger again") from None
+    return Triggered(run_id, None, created=True)
 
 
 async def _lock_job(conn: asyncpg.Connection, tenant_id: uuid.UUID,
@@ -156,13 +205,15 @@ async def backfill(
     conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID, job_id: uuid.UUID,
     start: datetime, end: datetime, actor: str, dry_run: bool = False,
 ) -> Backfill:
-    """Create runs (marked `backfill`) for the job's slots in [start, end) that have none.
+    """Create runs (marked `backfill`) for the job's slots in [start, end) that have none; a
+    DAG job's slot gets its occurrence's DAG run instead (one a slot already has is `has_run`).
 
-    Idempotent: a slot's run id derives from the slot, so repeating the request creates nothing
-    new. Overlap: `allow` creates every missing run; `skip` creates at most one, and none while
-    a run of the job is active (the rest are recorded as skipped); `queue` is refused, because
-    runs queued behind each other are not available for backfills yet. `dry_run` answers the
-    same slots and appends nothing, so an operator sees what a backfill will do first.
+    Idempotent: a slot's run (or DAG run) id derives from the slot, so repeating the request
+    creates nothing new. Overlap: `allow` creates every missing run; `skip` creates at most
+    one, and none while a run of the job is active (the rest are recorded as skipped); `queue`
+    is refused, because runs queued behind each other are not available for backfills yet.
+    `dry_run` answers the same slots and appends nothing, so an operator sees what a backfill
+    will do first.
     """
     if end <= start:
         raise InvalidInput("end must be after start", errors=[
@@ -171,7 +222,7 @@ async def backfill(
         row = await _lock_job(conn, tenant_id, job_id)
         job = await job_store.by_id(conn, tenant_id, job_id)
         assert job is not None  # locked above
-        _not_a_dag_job(job.task)
+        dag = await _job_dag(conn, job)
         s = schedules.from_document(job.schedule)
         if s.overlap == "queue":
             raise InvalidState("backfill of a job with overlap=queue is not supported; "
@@ -195,7 +246,13 @@ async def backfill(
         head = StreamHead(job_id, tenant_id, row.version)
         events: list[NewEvent] = []
         for p in plan:
-            if p.action == "create":
+            if p.action == "create" and dag is not None:  # the occurrence's own DAG run
+                dag_run_id, started = dag_run_for(job_id, tenant_id, dag, p.slot, p.slot,
+                                                  trigger="backfill")
+                assert started is not None  # the DAG is the tenant's: checked above
+                events.append(StreamHead(dag_run_id, tenant_id).next(
+                    started, actor, traceparent=job.traceparent))
+            elif p.action == "create":
                 run_id, run = run_for(job, p.slot, trigger="backfill")
                 events.append(StreamHead(run_id, tenant_id).next(run, actor,
                                                                   traceparent=job.traceparent))

@@ -8,7 +8,8 @@ version conflict. `decide_and_append` decides each locked due job
 (`ostinato.jobs.decide`) and appends, in the caller's transaction: per fired slot `RunScheduled`
 on the run's stream and `OccurrenceFired` on the job's, per skipped range `OccurrencesSkipped`,
 and `JobPaused` for an auto-pause. The scheduler's tick and the reconciler's repairs call it;
-trigger, backfill, retry and replay call `run_for`.
+trigger, backfill, retry and replay call `run_for` (for a DAG job, trigger and backfill call
+`dag_run_for`).
 
 A job whose task is `dag:<DAG id>` (`ostinato.dags.targets`) starts a DAG run per fired slot
 instead: `DagRunStarted` (id from the occurrence, the DAG's current version, due at the slot's
@@ -110,10 +111,12 @@ class Waiting:
 
 def dag_run_for(job_id: uuid.UUID, tenant_id: uuid.UUID, dag: dag_store.DagCurrent | None,
                 slot: datetime, due: datetime, *, trigger: str = "schedule",
+                run_id: uuid.UUID | None = None,
                 ) -> tuple[uuid.UUID, ev.DagRunStarted | None]:
     """The DAG run an occurrence of a DAG job starts (None: its DAG is not the job's tenant's);
-    its id is the occurrence's, so the scheduler and a reconciler repair start one at most."""
-    run_id = targets.dag_run_id_for(job_id, slot)
+    its id is the occurrence's unless given (a trigger's request key), so the scheduler, a
+    backfill and a reconciler repair of the same slot start one at most."""
+    run_id = run_id or targets.dag_run_id_for(job_id, slot)
     if dag is None or dag.tenant_id != tenant_id:
         return run_id, None
     order = graph.from_stored(dag.definition).order

@@ -42,6 +42,15 @@ async def runs_between(conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: u
     return row
 
 
+async def dag_runs_between(conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: uuid.UUID,
+                           start: datetime, end: datetime) -> RunHealth:
+    """As `runs_between` for a DAG job: each DAG run is one occurrence (its nodes are not)."""
+    row = one(RunHealth, await conn.fetchrow(Q["job_health_dag_runs"], job_id, tenant_id,
+                                             start, end))
+    assert row is not None  # an aggregate: always one row
+    return row
+
+
 async def findings_between(conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: uuid.UUID,
                            start: datetime, end: datetime) -> FindingCounts:
     row = one(FindingCounts, await conn.fetchrow(Q["job_health_findings"], job_id, tenant_id,
@@ -53,3 +62,9 @@ async def findings_between(conn: asyncpg.Connection, tenant_id: uuid.UUID, job_i
 async def last_success(conn: asyncpg.Connection, tenant_id: uuid.UUID,
                        job_id: uuid.UUID) -> datetime | None:
     return await conn.fetchval(Q["job_last_success"], job_id, tenant_id)
+
+
+async def last_dag_success(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                           job_id: uuid.UUID) -> datetime | None:
+    """When a DAG job's latest succeeded DAG run finished."""
+    return await conn.fetchval(Q["job_last_dag_success"], job_id, tenant_id)

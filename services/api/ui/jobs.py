@@ -268,12 +268,16 @@ async def resume(request: Request, job_id: FromPath[uuid.UUID], ui: Ui) -> Respo
       opt=audited("job.trigger", "job", "job_id"))
 async def trigger(request: Request, job_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
     await checked_form(request, ui)
-    run_id = await jobs.trigger_now(ui.conn, ui.store, ui.clock, tenant_id=ui.tenant_id,
-                                    job_id=job_id, actor=ui.actor,
-                                    traceparent=tracing.current_traceparent())
-    ui.audit.after = {"run_id": str(run_id)}
+    done = await jobs.trigger_now(ui.conn, ui.store, ui.clock, tenant_id=ui.tenant_id,
+                                  job_id=job_id, actor=ui.actor,
+                                  traceparent=tracing.current_traceparent())
+    if done.dag_run_id is not None:  # a DAG job: its DAG run
+        ui.audit.after = {"dag_run_id": str(done.dag_run_id)}
+        ui.session.flash = "Triggered: a manual DAG run was created."
+        return redirect(f"/ui/dag-runs/{done.dag_run_id}")
+    ui.audit.after = {"run_id": str(done.run_id)}
     ui.session.flash = "Triggered: a manual run was created."
-    return redirect(f"/ui/runs/{run_id}")
+    return redirect(f"/ui/runs/{done.run_id}")
 
 
 ROUTES = [jobs_page, job_page, pause, resume, trigger, backfill_preview, backfill]

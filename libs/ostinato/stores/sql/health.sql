@@ -34,3 +34,27 @@ WHERE stream_id = $1 AND tenant_id = $2 AND occurred_at >= $3 AND occurred_at <=
 -- name: job_last_success
 -- GET /v1/jobs/{id}/health: when the job's latest success finished, ever.
 SELECT max(finished_at) FROM runs WHERE job_id = $1 AND tenant_id = $2 AND state = 'succeeded';
+
+-- name: job_health_dag_runs
+-- GET /v1/jobs/{id}/health of a DAG job (task dag:<id>): its DAG runs with slots in [$3, $4)
+-- are its occurrences (its nodes' runs are not); the lag is the DAG run's start (its first
+-- node ready) minus its due time.
+SELECT count(*)::int AS runs,
+       (count(*) FILTER (WHERE state = 'succeeded'))::int AS succeeded,
+       (count(*) FILTER (WHERE state = 'failed'))::int AS failed,
+       (count(*) FILTER (WHERE state IN ('pending', 'running')))::int AS in_progress,
+       (count(started_at))::int AS started,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY s.lag) AS lag_p50_seconds,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY s.lag) AS lag_p99_seconds,
+       max(s.lag) AS lag_max_seconds
+FROM dag_runs d
+CROSS JOIN LATERAL (  -- not started: no lag (greatest() would make a NULL 0)
+    SELECT CASE WHEN d.started_at IS NOT NULL
+                THEN greatest(0, extract(epoch FROM d.started_at - d.due_at))::float8
+           END AS lag) AS s
+WHERE d.job_id = $1 AND d.tenant_id = $2 AND d.scheduled_for >= $3 AND d.scheduled_for < $4;
+
+-- name: job_last_dag_success
+-- GET /v1/jobs/{id}/health of a DAG job: when its latest succeeded DAG run finished, ever.
+SELECT max(finished_at) FROM dag_runs
+WHERE job_id = $1 AND tenant_id = $2 AND state = 'succeeded';

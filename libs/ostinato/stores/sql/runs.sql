@@ -133,12 +133,13 @@ GROUP BY job_id;
 
 -- name: runs_of_job_between
 -- Backfill and the reconciler: the slots of a job that already have a run (or, for a DAG job,
--- a DAG run: its root nodes are created a moment later, by the scheduler's advance duty).
+-- a DAG run: its root nodes are created a moment later, by the scheduler's advance duty). A
+-- manual trigger's run or DAG run is dated by its instant and takes no slot.
 SELECT scheduled_for FROM runs
 WHERE job_id = $1 AND scheduled_for >= $2 AND scheduled_for < $3 AND trigger <> 'manual'
 UNION
 SELECT scheduled_for FROM dag_runs
-WHERE job_id = $1 AND scheduled_for >= $2 AND scheduled_for < $3;
+WHERE job_id = $1 AND scheduled_for >= $2 AND scheduled_for < $3 AND trigger <> 'manual';
 
 -- name: timed_out_runs
 -- Reconciler: running attempts past their timeout (plus a grace for the worker's own report).
