@@ -110,11 +110,12 @@ async def test_bad_input_gets_a_problem_and_changes_nothing(
 async def test_a_dag_jobs_backfill_starts_one_dag_run_per_missing_slot_across_dst(
         pool: asyncpg.Pool, client: httpx.AsyncClient) -> None:
     """A DAG job's slots are its DAG runs: the dry run lists them across the spring-forward
-    (a slot the scheduler fired and one backfilled before are `has_run`) and changes nothing;
-    the backfill starts each missing slot's DAG run under the occurrence's own id (trigger
-    `backfill`, never a plain run of `dag:<id>`), their roots started by the advance duty;
-    repeating it starts none."""
-    t0 = datetime(2026, 3, 26, 12, 0, tzinfo=UTC)
+    before the job's start (a slot the scheduler fired and one backfilled before are `has_run`,
+    the job's next slot on is `upcoming`: the scheduler's) and changes nothing; the backfill
+    starts each missing slot's DAG run under the occurrence's own id (trigger `backfill`, never
+    a plain run of `dag:<id>`), their roots started by the advance duty; repeating it starts
+    none, and the scheduler's next tick meets no run of its own slots."""
+    t0 = datetime(2026, 3, 31, 0, 0, tzinfo=UTC)  # the job starts after the spring-forward
     clock = FakeClock(t0)
     tenant_id, key = await new_tenant(pool)
     async with pool.acquire() as conn:
@@ -128,8 +129,8 @@ async def test_a_dag_jobs_backfill_starts_one_dag_run_per_missing_slot_across_ds
                 name="nightly-etl", task=task_for(dag.id),
                 schedule=ScheduleSpec(**BERLIN, start_at=t0)),
             pools=("default",), max_payload_bytes=1024, actor="test")
-    clock.set(datetime(2026, 3, 27, 1, 35, tzinfo=UTC))
-    assert await fire_due(pool, store(clock), clock) == []  # the 27th's DAG run, no plain run
+    clock.set(datetime(2026, 3, 31, 0, 35, tzinfo=UTC))
+    assert await fire_due(pool, store(clock), clock) == []  # the 31st's DAG run, no plain run
     path = f"/v1/jobs/{job.id}/backfill"
     first = await client.post(path, headers=auth(key), json={
         "start": "2026-03-30T00:00:00Z", "end": "2026-03-31T00:00:00Z"})
@@ -143,15 +144,16 @@ async def test_a_dag_jobs_backfill_starts_one_dag_run_per_missing_slot_across_ds
         return sorted((r.scheduled_for, r.trigger) for r in made if r.scheduled_for)
 
     before = await state_of(client, key, str(job.id)), await dag_runs_made()
-    whole = {"start": "2026-03-26T12:00:00Z", "end": RANGE["end"]}
+    whole = {"start": "2026-03-27T12:00:00Z", "end": "2026-04-02T00:00:00Z"}
     dry = await client.post(path, headers=auth(key), json={**whole, "dry_run": True})
     assert dry.status_code == 200, dry.text
     plan = dry.json()
     assert [(s["slot"], s["local"], s["action"]) for s in plan["slots"]] == [
-        ("2026-03-27T01:30:00Z", "2026-03-27T02:30:00+01:00", "has_run"),  # the scheduler's
         ("2026-03-28T01:30:00Z", "2026-03-28T02:30:00+01:00", "create"),
         ("2026-03-29T01:00:00Z", "2026-03-29T03:00:00+02:00", "create"),  # 02:30 does not exist
         ("2026-03-30T00:30:00Z", "2026-03-30T02:30:00+02:00", "has_run"),
+        ("2026-03-31T00:30:00Z", "2026-03-31T02:30:00+02:00", "has_run"),  # the scheduler's
+        ("2026-04-01T00:30:00Z", "2026-04-01T02:30:00+02:00", "upcoming"),  # its next slot
     ]
     assert (await state_of(client, key, str(job.id)), await dag_runs_made()) == before
 
@@ -159,14 +161,17 @@ async def test_a_dag_jobs_backfill_starts_one_dag_run_per_missing_slot_across_ds
     assert done.status_code == 200, done.text
     assert done.json()["slots"] == plan["slots"] and done.json()["runs_created"] == 2
     assert await dag_runs_made() == [
-        (datetime(2026, 3, 27, 1, 30, tzinfo=UTC), "schedule"),
         (datetime(2026, 3, 28, 1, 30, tzinfo=UTC), "backfill"),
         (datetime(2026, 3, 29, 1, 0, tzinfo=UTC), "backfill"),
-        (datetime(2026, 3, 30, 0, 30, tzinfo=UTC), "backfill")]
+        (datetime(2026, 3, 30, 0, 30, tzinfo=UTC), "backfill"),
+        (datetime(2026, 3, 31, 0, 30, tzinfo=UTC), "schedule")]
     assert (await state_of(client, key, str(job.id)))[1] == []  # no plain run of dag:<id>
     again = await client.post(path, headers=auth(key), json=whole)
     assert (again.json()["runs_created"], again.json()["slots_with_runs"]) == (0, 4)
     assert len(await dag_runs_made()) == 4
+    clock.set(datetime(2026, 4, 1, 0, 35, tzinfo=UTC))
+    assert await fire_due(pool, store(clock), clock) == []  # its own slot, no clash
+    assert (await dag_runs_made())[-1] == (datetime(2026, 4, 1, 0, 30, tzinfo=UTC), "schedule")
 
     while await advance(pool):
         pass

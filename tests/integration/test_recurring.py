@@ -192,16 +192,19 @@ async def test_auto_pause_after_consecutive_failures(pool: asyncpg.Pool) -> None
 
 
 async def test_trigger_now_and_idempotent_backfill(pool: asyncpg.Pool) -> None:
-    clock = FakeClock(T0 + timedelta(hours=2))
+    clock = FakeClock(T0 + timedelta(hours=2, seconds=7))  # manual runs between slots
     tenant, _ = await new_tenant(pool)
     job = await recurring(pool, clock, tenant, cron="*/15 * * * *", start_at=T0)
     async with pool.acquire() as conn:
         run_id = (await jobs.trigger_now(conn, store(clock), clock, tenant_id=tenant,
                                          job_id=job.id, actor="t")).run_id
         first = await jobs.backfill(conn, store(clock), tenant_id=tenant, job_id=job.id,
-                                    start=T0, end=T0 + timedelta(hours=1), actor="t")
+                                    start=T0 - timedelta(hours=1), end=T0, actor="t")
         again = await jobs.backfill(conn, store(clock), tenant_id=tenant, job_id=job.id,
-                                    start=T0, end=T0 + timedelta(hours=1), actor="t")
+                                    start=T0 - timedelta(hours=1), end=T0, actor="t")
+        # the slots from the job's next slot on are the scheduler's: left alone, none created
+        ahead = await jobs.backfill(conn, store(clock), tenant_id=tenant, job_id=job.id,
+                                    start=T0, end=T0 + timedelta(minutes=30), actor="t")
         manual = await run_store.by_id(conn, tenant, run_id)
         with pytest.raises(InvalidState):  # a manual run is dated by its instant: one per
             await jobs.trigger_now(conn, store(clock), clock, tenant_id=tenant,  # instant
@@ -222,7 +225,12 @@ async def test_trigger_now_and_idempotent_backfill(pool: asyncpg.Pool) -> None:
     assert (again.runs_created, again.slots_with_runs) == (0, 4)
     assert sum(r.trigger == "manual" for r in backfilled) == 2
     assert sorted(r.scheduled_for for r in backfilled if r.trigger == "backfill") == \
-        minutes(0, 15, 30, 45)
+        minutes(-60, -45, -30, -15)
+    assert [(s.slot, s.action) for s in ahead.slots] == [
+        (T0, "upcoming"), (T0 + timedelta(minutes=15), "upcoming")]
+    assert ahead.runs_created == 0
+    fired = await fire_due(pool, store(clock), clock)  # the scheduler's slots clash with none
+    assert fired and all(r.scheduled_for >= T0 for r in fired)
 
 
 async def test_the_reconciler_repairs_an_overdue_job_by_its_misfire_policy(

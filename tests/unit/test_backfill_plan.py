@@ -27,3 +27,12 @@ def test_overlap_skip_creates_one_run_and_none_while_a_run_is_active() -> None:
     assert [s.action for s in idle] == ["has_run", "create", "skip", "skip"]
     busy = plan_backfill(SLOTS, set(), overlap="skip", active=True, skips=[])
     assert [s.action for s in busy] == ["skip"] * 4
+
+
+def test_slots_from_the_jobs_next_slot_on_are_left_to_the_scheduler() -> None:
+    """A run made there would be made again when the scheduler fires the slot."""
+    plan = plan_backfill(SLOTS, {SLOTS[0]}, overlap="allow", active=False, skips=[],
+                         next_slot=SLOTS[2])
+    assert [s.action for s in plan] == ["has_run", "create", "upcoming", "upcoming"]
+    assert [s.action for s in plan_backfill(SLOTS, set(), overlap="skip", active=False,
+                                            skips=[], next_slot=SLOTS[0])] == ["upcoming"] * 4

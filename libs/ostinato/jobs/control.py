@@ -152,11 +152,12 @@ MAX_BACKFILL_SLOTS = 1000
 @dataclasses.dataclass(frozen=True, slots=True)
 class BackfillSlot:
     """One slot of a backfill's range and what the backfill does with it: `create` a run,
-    leave it alone because it `has_run`, or `skip` it (overlap=skip; recorded as a skip).
+    leave it alone because it `has_run` or is `upcoming` (at or after the job's next slot: the
+    scheduler's), or `skip` it (overlap=skip; recorded as a skip).
     `recorded_skip` is the reason of an earlier recorded skip of the slot, if any."""
 
     slot: datetime
-    action: str  # create | has_run | skip
+    action: str  # create | has_run | upcoming | skip
     recorded_skip: str | None = None
 
 
@@ -184,15 +185,20 @@ class Backfill:
 
 
 def plan_backfill(slots: list[datetime], existing: set[datetime], *, overlap: str,
-                  active: bool, skips: list[job_store.Skip]) -> list[BackfillSlot]:
-    """The pure decision per slot: a slot with a run is left alone; overlap=skip creates at most
-    one run, and none while a run of the job is active; every other slot gets a run."""
+                  active: bool, skips: list[job_store.Skip],
+                  next_slot: datetime | None = None) -> list[BackfillSlot]:
+    """The pure decision per slot: a slot with a run is left alone; a slot at or after the
+    job's next slot is `upcoming`, the scheduler's to fire (a run made here would be made again
+    by it, misfire policy and all); overlap=skip creates at most one run, and none while a run
+    of the job is active; every other slot gets a run."""
     keep = len(slots) if overlap != "skip" else 0 if active else 1
     out: list[BackfillSlot] = []
     for slot in slots:
         earlier = next((k.reason for k in skips if k.first_slot <= slot <= k.last_slot), None)
         if slot in existing:
             action = "has_run"
+        elif next_slot is not None and slot >= next_slot:
+            action = "upcoming"
         elif keep > 0:
             action, keep = "create", keep - 1
         else:
@@ -239,7 +245,8 @@ async def backfill(
         existing = await run_store.slots_taken(conn, job_id, start, end)
         active = bool((await run_store.active_counts(conn, [job_id])).get(job_id))
         plan = plan_backfill(slots, existing, overlap=s.overlap, active=active,
-                             skips=await job_store.skips_between(conn, job_id, start, end))
+                             skips=await job_store.skips_between(conn, job_id, start, end),
+                             next_slot=job.next_slot)
         done = Backfill(start=start, end=end, timezone=s.tz_name, dry_run=dry_run, slots=plan)
         if dry_run:
             return done
