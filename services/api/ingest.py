@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
+import time
 import uuid
 from contextlib import suppress
 from typing import Any
@@ -29,6 +30,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
 from ostinato import jobs
+from ostinato.bus.consumer import LAG_EVERY_SECONDS, report_lag
 from ostinato.bus.kafka import make_producer
 from ostinato.bus.topics import Topics, tenant_key
 from ostinato.client.models import JobRequest
@@ -45,6 +47,8 @@ from services.api.auditing import record_keyless
 from services.api.routes import definition
 
 log = get_logger("ostinato.ingest")
+# The consumer-lag label of every tenant's submit topic together (no tenant id in a label).
+SUBMIT_TOPICS = "ostinato.submit"
 MAX_MESSAGE_BYTES = 4 << 20  # as the API's body limit
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 _decoder = msgspec.json.Decoder(JobRequest)
@@ -102,9 +106,11 @@ class SubmitIngest:
                  settings: Settings) -> None:
         self.pool, self.store, self.clock, self.settings = pool, store, clock, settings
         self.topics: Topics = settings.topics
+        self.group = f"{settings.topic_prefix}ostinato.ingest"
+        self._lag_at = float("-inf")
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=settings.kafka_bootstrap,
-            group_id=f"{settings.topic_prefix}ostinato.ingest",
+            group_id=self.group,
             enable_auto_commit=False, auto_offset_reset="earliest",
             isolation_level="read_committed", max_poll_records=200,
             metadata_max_age_ms=2_000,  # a new tenant's topic is read within seconds
@@ -144,6 +150,9 @@ class SubmitIngest:
             batches = {}
             try:
                 batches = await self.consumer.getmany(timeout_ms=200, max_records=200)
+                if time.monotonic() - self._lag_at >= LAG_EVERY_SECONDS:
+                    self._lag_at = time.monotonic()
+                    await self.report_lag()
                 for records in batches.values():
                     for record in records:
                         await self.handle(record)
@@ -155,6 +164,13 @@ class SubmitIngest:
                 for tp, records in batches.items():
                     self.consumer.seek(TopicPartition(tp.topic, tp.partition), records[0].offset)
                 await asyncio.sleep(1.0)
+
+    async def report_lag(self) -> dict[str, int]:
+        """Set `ostinato_consumer_lag_messages{consumer=<group>, topic="ostinato.submit"}`: the
+        messages of every tenant's submit topic assigned here not consumed yet, as the batch
+        consumers do (`ostinato.bus.consumer.report_lag`)."""
+        return await report_lag(self.consumer, self.group, {SUBMIT_TOPICS},
+                                lambda _topic: SUBMIT_TOPICS)
 
     async def handle(self, record: ConsumerRecord) -> str:
         """One message: `accepted`, `duplicate` or `rejected` (also the metric's label)."""

@@ -1,9 +1,10 @@
 """The health metrics of docs/ALERTS.md, each driven by the library code that sets it against the
-real PostgreSQL (and Kafka for the outbox relay), asserting the change its cause produces:
-oldest due age and missed occurrences (the reconciler's overdue check), retries and lease
-expirations (the gateway's attempts, the reconciler's lease check), the outbox backlog (the
-reconciler's pipeline check and the relay), duplicate claims (0 under a normal cycle; moved by a
-run leased twice), firing alerts and alert deliveries (the reconciler's alert rules and sinks).
+real PostgreSQL (and Kafka for the outbox relay and the api's ingest consumer), asserting the
+change its cause produces: oldest due age and missed occurrences (the reconciler's overdue
+check), retries and lease expirations (the gateway's attempts, the reconciler's lease check),
+the outbox backlog (the reconciler's pipeline check and the relay), stuck runs, duplicate claims
+(0 under a normal cycle; moved by a run leased twice), firing alerts and alert deliveries (the
+reconciler's alert rules and sinks), and the ingest consumer's lag.
 
 Each test has its own database, so gauges read from it hold exactly this test's rows; counters
 without a tenant label are compared before/after within the test (one process runs one test at
@@ -12,6 +13,7 @@ a time); the ones with a tenant label are read under the test's own tenant.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -32,6 +34,7 @@ from ostinato.leases import attempts as attempt_leases
 from ostinato.policy.retry import RetrySpec
 from ostinato.schedules import ScheduleSpec
 from ostinato.sdk import protocol as p
+from services.api.ingest import SUBMIT_TOPICS, SubmitIngest
 from services.reconciler.checks.alerts import deliver_alerts, evaluate_alerts
 from services.reconciler.checks.leases import expire_leases
 from services.reconciler.checks.overdue import check_overdue
@@ -43,6 +46,7 @@ from tests.conftest import KAFKA_BOOTSTRAP
 from .conftest import auth
 from .helpers import dispatch, new_tenant, store
 from .test_alerts import Receiver, owned_job, put_sink, run_once
+from .test_kafka_submit import settings
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -170,6 +174,29 @@ async def test_lease_expirations_count_a_lease_past_its_ttl_once(pool: asyncpg.P
     assert sample("ostinato_lease_expirations_total") == before + 1
 
 
+async def test_stuck_runs_count_runs_waiting_in_a_state_past_the_threshold(
+        pool: asyncpg.Pool) -> None:
+    clock = FakeClock(T0)
+    tenant, _ = await new_tenant(pool)
+    await every_minute(pool, clock, tenant, at=T0)
+    stuck_after = timedelta(minutes=5)
+    assert len(await fire_due(pool, store(clock), clock)) == 1  # scheduled at T0, no dispatcher
+
+    async def stuck() -> tuple[float, float]:
+        await check_once(pool, clock, stuck_after=stuck_after)
+        return (sample("ostinato_stuck_runs", state="scheduled"),
+                sample("ostinato_stuck_runs", state="queued"))
+
+    clock.set(T0 + timedelta(minutes=4))
+    assert await stuck() == (0, 0)
+    clock.set(T0 + timedelta(minutes=6))
+    assert await stuck() == (1, 0)
+    assert await dispatch(pool, clock) == 1  # queued at T0+6m, no worker claims it
+    assert await stuck() == (0, 0)
+    clock.set(T0 + timedelta(minutes=12))
+    assert await stuck() == (0, 1)
+
+
 async def test_duplicate_claims_stay_0_in_a_normal_cycle_and_count_a_run_leased_twice(
         pool: asyncpg.Pool) -> None:
     clock = FakeClock(T0)
@@ -268,3 +295,39 @@ async def test_alerts_firing_and_deliveries_follow_a_dead_letter_and_its_sink(
         assert sample("ostinato_alert_deliveries_total", outcome="delivered") == delivered + 2
     assert receiver.alerts() == [("firing", "OstinatoDeadLetter", "billing"),
                                  ("resolved", "OstinatoDeadLetter", "billing")]
+
+
+async def test_the_api_ingest_consumer_exports_its_lag_over_the_submit_topics(
+        pool: asyncpg.Pool, db_url: str, topic_prefix: str) -> None:
+    """The api's Kafka ingest reports `ostinato_consumer_lag_messages` as the batch consumers
+    do, every tenant's submit topic under one label (no tenant id in a label)."""
+    s = settings(db_url, topic_prefix)
+    submit = s.topics.submit(uuid.uuid4())
+    await ensure_topics(KAFKA_BOOTSTRAP, [submit], 1)
+    producer = make_producer(KAFKA_BOOTSTRAP, "test")
+    await producer.start()
+    try:
+        for i in range(5):
+            await producer.send_and_wait(submit, value=b"x%d" % i)
+    finally:
+        await producer.stop()
+    ingest = SubmitIngest(pool, store(), FakeClock(T0), s)
+    await ingest.start()
+    labels = {"consumer": f"{topic_prefix}ostinato.ingest", "topic": SUBMIT_TOPICS}
+    try:
+        got = 0
+        async with asyncio.timeout(60):  # a safety net for a broken consumer, not a bound
+            while not got:  # one message taken, four still on the broker
+                got = sum(len(r) for r in (await ingest.consumer.getmany(
+                    timeout_ms=200, max_records=1)).values())
+        assert await ingest.report_lag() == {SUBMIT_TOPICS: 4}
+        assert REGISTRY.get_sample_value("ostinato_consumer_lag_messages", labels) == 4
+        async with asyncio.timeout(60):
+            while got < 5:
+                got += sum(len(r) for r in (await ingest.consumer.getmany(
+                    timeout_ms=200, max_records=5)).values())
+        assert await ingest.report_lag() == {SUBMIT_TOPICS: 0}
+        assert REGISTRY.get_sample_value("ostinato_consumer_lag_messages", labels) == 0
+    finally:
+        ingest.stop()
+        await ingest.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 
@@ -29,15 +29,39 @@ log = get_logger("ostinato.bus")
 LAG_EVERY_SECONDS = 1.0
 
 
-def lag_by_topic(partitions: Sequence[tuple[str, int | None, int | None]]) -> dict[str, int]:
-    """(topic, high watermark, position) per partition → messages behind per logical topic; a
-    partition not fetched yet (no watermark or position) counts 0 (nothing known)."""
+def lag_by_topic(partitions: Sequence[tuple[str, int | None, int | None]],
+                 label: Callable[[str], str] = logical_name) -> dict[str, int]:
+    """(topic, high watermark, position) per partition → messages behind per topic label
+    (`label(topic)`, the logical name by default); a partition not fetched yet (no watermark or
+    position) counts 0 (nothing known)."""
     out: dict[str, int] = {}
     for topic, high, position in partitions:
-        name = logical_name(topic)
+        name = label(topic)
         behind = max(0, high - position) if high is not None and position is not None else 0
         out[name] = out.get(name, 0) + behind
     return out
+
+
+async def report_lag(consumer: AIOKafkaConsumer, group: str, labels: Iterable[str],
+                     label: Callable[[str], str] = logical_name) -> dict[str, int]:
+    """Set `ostinato_consumer_lag_messages{consumer=group}` from what `consumer`'s fetches saw,
+    per topic label (`label(topic)`); each of `labels` with no partition assigned (another
+    member has it, or not yet) is set to 0. Returns the lag per label."""
+    parts = []
+    for tp in consumer.assignment():
+        position: int | None = None
+        high: int | None = None
+        # A partition revoked meanwhile (a rebalance) raises: it counts 0 this time.
+        with suppress(KafkaError, AssertionError, TimeoutError):
+            high = consumer.highwater(tp)
+            position = await asyncio.wait_for(consumer.position(tp), 0.5)
+        parts.append((tp.topic, high, position))
+    lag = lag_by_topic(parts, label)
+    for topic in set(labels) - set(lag):
+        lag[topic] = 0
+    for topic, n in lag.items():
+        metrics.CONSUMER_LAG.labels(consumer=group, topic=topic).set(n)
+    return lag
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,21 +144,7 @@ class BatchConsumer:
 
     async def report_lag(self) -> dict[str, int]:
         """Set the consumer-lag gauge from what the fetches saw; returns it per topic."""
-        parts = []
-        for tp in self.consumer.assignment():
-            position: int | None = None
-            high: int | None = None
-            # A partition revoked meanwhile (a rebalance) raises: it counts 0 this time.
-            with suppress(KafkaError, AssertionError, TimeoutError):
-                high = self.consumer.highwater(tp)
-                position = await asyncio.wait_for(self.consumer.position(tp), 0.5)
-            parts.append((tp.topic, high, position))
-        lag = lag_by_topic(parts)
-        for topic in {logical_name(t) for t in self.topics} - set(lag):
-            lag[topic] = 0  # nothing assigned (another member has it, or not yet)
-        for topic, n in lag.items():
-            metrics.CONSUMER_LAG.labels(consumer=self.group, topic=topic).set(n)
-        return lag
+        return await report_lag(self.consumer, self.group, {logical_name(t) for t in self.topics})
 
     async def run(self) -> None:
         while not self._stopping.is_set():
