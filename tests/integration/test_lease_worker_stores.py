@@ -19,6 +19,8 @@ ROW_OF = {
     (attempts, "extend_leases_if_token"): attempts.ExtendedLease,
     (attempts, "current_tokens"): attempts.LeaseToken,
     (attempts, "expired_leases"): attempts.ExpiredLease,
+    (attempts, "busy_slots"): attempts.BusySlots,
+    (attempts, "stuck_leases"): attempts.StuckLeases,
     (shard, "renew_shards_if_epoch"): shard.ShardEpoch,
     (shard, "acquire_shards"): shard.ShardEpoch,
     (shard, "shard_table"): shard.ShardLease,
@@ -26,6 +28,7 @@ ROW_OF = {
     (registry, "list_workers"): registry.WorkerInfo,
     (registry, "live_versions"): registry.ServedVersion,
     (registry, "serving_workers"): registry.ServingCount,
+    (registry, "unserved_pools"): registry.UnservedPool,
 }
 # (store, query) → its one column, read as a scalar (or a set of scalars).
 SCALAR = {
