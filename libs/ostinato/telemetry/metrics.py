@@ -27,7 +27,6 @@ __all__ = [
     "CONSUMER_LAG",
     "DEAD_LETTERS",
     "DUPLICATE_CLAIMS",
-    "DUPLICATE_MESSAGES",
     "DUTY_ERRORS",
     "DUTY_TICK_SECONDS",
     "EVENTS_APPENDED",
@@ -182,11 +181,6 @@ OUTBOX_PUBLISHED = Counter(
 )
 MESSAGES_CONSUMED = Counter(
     "ostinato_messages_consumed_total", "Kafka messages processed, by consumer.", ["consumer"]
-)
-DUPLICATE_MESSAGES = Counter(
-    "ostinato_duplicate_messages_total",
-    "Messages recognised as redeliveries and skipped, by consumer.",
-    ["consumer"],
 )
 STALE_WRITES_REJECTED = Counter(
     "ostinato_stale_writes_rejected_total",
