@@ -14,6 +14,7 @@ from __future__ import annotations
 import hmac
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,9 +109,11 @@ async def _caller(conn: asyncpg.Connection, state: Any, session: Session) -> Pri
                      pools=tuple(owner.pools))
 
 
-async def ui_scope(request: Request, sessions: NamedDependency[Sessions]) -> AsyncIterator[UiScope]:
-    """A tenant's page: the session's tenant, or the one an admin session acts for (as the API
-    answers the admin key with X-Ostinato-Tenant: events and audit rows name the actor admin)."""
+@asynccontextmanager
+async def _live_session(request: Request, sessions: Sessions
+                        ) -> AsyncIterator[tuple[str, Session, Any, asyncpg.Connection, Principal]]:
+    """The request's live session, a connection, and the key that opened the session, checked
+    again (gone, revoked or changed: the session is dropped and the login form follows)."""
     session_id = request.cookies.get(COOKIE)
     session = sessions.get(session_id)
     if session is None or session_id is None:
@@ -121,12 +124,29 @@ async def ui_scope(request: Request, sessions: NamedDependency[Sessions]) -> Asy
         if caller is None:
             sessions.drop(session_id)
             raise LoginRequired
+        yield session_id, session, state, conn, caller
+
+
+async def _acting_name(conn: asyncpg.Connection, session: Session) -> str | None:
+    """The name of the tenant an admin session acts for (None: none, or one since gone, which
+    the session then forgets)."""
+    if session.acting_for is None:
+        return None
+    name = await tenants.name_of(conn, session.acting_for)
+    if name is None:
+        session.acting_for = None
+    return name
+
+
+async def ui_scope(request: Request, sessions: NamedDependency[Sessions]) -> AsyncIterator[UiScope]:
+    """A tenant's page: the session's tenant, or the one an admin session acts for (as the API
+    answers the admin key with X-Ostinato-Tenant: events and audit rows name the actor admin)."""
+    async with _live_session(request, sessions) as (session_id, session, state, conn, caller):
         if caller.tenant_id is None:
-            tenant_id = session.acting_for
-            name = None if tenant_id is None else await tenants.name_of(conn, tenant_id)
-            if tenant_id is None or name is None:
-                session.acting_for = None
+            name = await _acting_name(conn, session)
+            if name is None or session.acting_for is None:
                 raise ChooseTenant
+            tenant_id = session.acting_for
         else:
             tenant_id, name = caller.tenant_id, caller.name
         async with auditing.recorded(conn, request, caller, tenant_id) as audit:
@@ -174,21 +194,8 @@ class AdminScope:
 
 async def admin_scope(request: Request,
                       sessions: NamedDependency[Sessions]) -> AsyncIterator[AdminScope]:
-    session_id = request.cookies.get(COOKIE)
-    session = sessions.get(session_id)
-    if session is None or session_id is None:
-        raise LoginRequired
-    state = request.app.state
-    async with state.pool.acquire() as conn:
-        caller = await _caller(conn, state, session)
-        if caller is None:
-            sessions.drop(session_id)
-            raise LoginRequired
-        acting = None
-        if caller.tenant_id is None and session.acting_for is not None:
-            acting = await tenants.name_of(conn, session.acting_for)
-            if acting is None:
-                session.acting_for = None
+    async with _live_session(request, sessions) as (session_id, session, state, conn, caller):
+        acting = await _acting_name(conn, session) if caller.tenant_id is None else None
         async with auditing.recorded(conn, request, caller, caller.tenant_id) as audit:
             yield AdminScope(session_id=session_id, session=session, caller=caller,
                              actor=actor_of(caller), conn=conn, clock=state.clock,
