@@ -247,7 +247,10 @@ async def bench_cluster(scenario: str, *, env: Mapping[str, str] | None = None,
         yield Bench(cluster, url, key, name)
     finally:
         await asyncio.to_thread(cluster.stop)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if os.environ.get("OSTINATO_BENCH_KEEP_DB") == "1":  # to read its tables afterwards
+            log(scenario, f"kept database {name}")
+        else:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
 
 

@@ -47,6 +47,10 @@ async def create_pool(
             "lock_timeout": "10000",
             "idle_in_transaction_session_timeout": "60000",
             "timezone": "UTC",
+            # JIT compiles a query whose estimate passes jit_above_cost: 200-480 ms of server
+            # CPU for an alert rule that runs in 12 ms once a plan made on small tables meets
+            # large ones (auto_explain, bench/README.md). Nothing here is a long analytic scan.
+            "jit": "off",
             **({"plan_cache_mode": "force_custom_plan"} if custom_plans else {}),
         },
     )
