@@ -65,3 +65,44 @@ async def test_two_claimers_never_get_the_same_occurrence(pool: asyncpg.Pool) ->
             tenant_id)
     assert runs == events == N
     assert due_left == 0
+
+
+async def test_the_due_poll_reads_its_candidates_by_primary_key_whatever_the_costs(
+        pool: asyncpg.Pool) -> None:
+    # Statistics taken while `jobs` was small made the planner hash a sequential scan of the
+    # whole table into every poll (7 ms a poll under load); cost settings that favour sequential
+    # scans the same way must leave the poll on the primary key, so a poll never reads every job.
+    from ostinato.stores import jobs
+
+    tenant_id, _ = await new_tenant(pool)
+    now = datetime.now(UTC)
+    async with pool.acquire() as conn:
+        for i in range(40):
+            await submit_job(conn, store(), SystemClock(), tenant_id=tenant_id,
+                             request=JobRequest(name=f"due{i}", schedule=ScheduleSpec(
+                                 at=now - timedelta(seconds=i))),
+                             pools=("default",), max_payload_bytes=1024, actor="test")
+        # 5,000 future jobs more (copies of one, by SQL: only their size matters here).
+        await conn.execute(
+            "INSERT INTO jobs SELECT (jsonb_populate_record(j, jsonb_build_object("
+            "  'id', gen_random_uuid(), 'name', j.name || '-' || g, 'idempotency_key', NULL,"
+            "  'next_run_at', $2::timestamptz + g * interval '1 s'))).* "
+            "FROM jobs j, generate_series(1, 5000) AS g WHERE j.tenant_id = $1 AND j.name = 'due0'",
+            tenant_id, now + timedelta(days=1))
+        async with conn.transaction():
+            await conn.execute("SET LOCAL seq_page_cost = 0.05")
+            await conn.execute("SET LOCAL random_page_cost = 8")
+            plan = await conn.fetchval("EXPLAIN (FORMAT JSON) " + jobs.Q["claim_due_jobs"],
+                                       now, 400, [], list(range(16)))
+            claimed = await jobs.claim_due(conn, now, 400, [], range(16))
+
+    def scans(node: dict) -> list[tuple[str, str | None, str | None]]:
+        found = [(node["Node Type"], node.get("Alias"), node.get("Index Name"))]
+        for child in node.get("Plans", []):
+            found += scans(child)
+        return found
+
+    nodes = scans(plan[0]["Plan"])  # json: decoded by the pool's codec
+    assert not [n for n in nodes if n[:2] == ("Seq Scan", "j")], repr(nodes)
+    assert [n for n in nodes if n[2] == "jobs_pkey"], repr(nodes)
+    assert len(claimed) == 40

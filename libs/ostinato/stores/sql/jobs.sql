@@ -48,11 +48,16 @@ SELECT j.id, j.tenant_id, j.task, j.pool, j.priority, j.payload_ref, j.next_run_
        j.schedule, j.traceparent, j.version, j.calendar, j.overlap, j.resume_policy,
        j.consecutive_failures, j.retry_policy, j.timeout_seconds, j.queue_wait_seconds,
        j.on_queue_wait, j.shard, j.concurrency_key, j.resource, j.payload_version
-FROM candidates JOIN jobs j ON j.id = candidates.id
+FROM jobs j
+-- The candidates by primary key. As an array, not a join: the planner takes an array it cannot
+-- see for a few elements, where a join took the CTE's LIMIT (800) for its size and, with
+-- statistics taken while `jobs` was smaller, hashed a sequential scan of the whole table on
+-- every poll (24,500 rows read for 117 due: 7 ms a poll under load, auto_explain).
+WHERE j.id = ANY (ARRAY(SELECT id FROM candidates))
 -- Re-checked on the locked row, and written so that no index can serve it: the planner's
 -- histogram of next_run_at was taken while these jobs were in the future, so it believes almost
 -- none are due and would otherwise scan jobs_due for every candidate instead of the primary key.
-WHERE (j.status = 'active' AND j.next_run_at <= coalesce($1::timestamptz, now())) IS TRUE
+  AND (j.status = 'active' AND j.next_run_at <= coalesce($1::timestamptz, now())) IS TRUE
 ORDER BY j.next_run_at
 LIMIT $2
 FOR UPDATE OF j SKIP LOCKED;
