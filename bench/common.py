@@ -221,6 +221,18 @@ class Bench:
         return int(self.cluster.procs[alias].pid)
 
 
+def _default_reconcile() -> str:
+    """The reconciler's slow checks at the product's default interval: the test suite's
+    clusters run them every second, which is not what a deployment pays for."""
+    import msgspec
+
+    from ostinato.runtime.settings import Settings
+
+    field = next(f for f in msgspec.structs.fields(Settings)
+                 if f.name == "reconcile_interval_seconds")
+    return str(field.default)
+
+
 @asynccontextmanager
 async def bench_cluster(scenario: str, *, env: Mapping[str, str] | None = None,
                         services: tuple[str, ...] | None = None) -> AsyncIterator[Bench]:
@@ -238,6 +250,7 @@ async def bench_cluster(scenario: str, *, env: Mapping[str, str] | None = None,
                       topic_prefix=f"b{uuid.uuid4().hex[:8]}.",
                       log_dir=ROOT / ".cache" / "bench" / f"{scenario}-{name[-8:]}",
                       extra_env={"OSTINATO_LOG_LEVEL": "warning", "OSTINATO_DB_POOL_SIZE": "20",
+                                 "OSTINATO_RECONCILE_INTERVAL_SECONDS": _default_reconcile(),
                                  **(env or {})})
     try:
         await migrate(url)

@@ -1179,6 +1179,12 @@ CREATE INDEX dead_letters_tenant ON public.dead_letters USING btree (tenant_id, 
 CREATE INDEX dead_letters_untriaged ON public.dead_letters USING btree (tenant_id) WHERE (triage_state = 'new'::text);
 
 --
+-- Name: events_ledger_disagreements; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX events_ledger_disagreements ON public.events USING btree (occurred_at) WHERE (type = 'LedgerDisagreement'::text);
+
+--
 -- Name: events_occurred_brin; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1219,6 +1225,12 @@ CREATE UNIQUE INDEX jobs_idempotency ON public.jobs USING btree (tenant_id, idem
 --
 
 CREATE INDEX jobs_next_due ON public.jobs USING btree (next_run_at) WHERE ((status = 'active'::text) AND (next_run_at IS NOT NULL));
+
+--
+-- Name: jobs_recurring; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX jobs_recurring ON public.jobs USING btree (id) WHERE ((kind = ANY (ARRAY['cron'::text, 'every'::text])) AND (status = ANY (ARRAY['active'::text, 'paused'::text])));
 
 --
 -- Name: jobs_tenant_created; Type: INDEX; Schema: public; Owner: -
