@@ -35,3 +35,35 @@ def test_a_reopened_run_wakes_the_dispatcher_and_a_run_marked_succeeded_frees_it
     marked = ev.RunMarkedSucceeded(output_ref=None, by="ops", reason="done by hand")
     assert topics.route(reopened) == topics.due
     assert topics.route(marked) == topics.finished
+
+
+def test_an_append_publishes_one_wake_up_per_topic_and_tenant_standing_for_its_events() -> None:
+    import json
+    from datetime import UTC, datetime
+
+    from ostinato.bus.codec import decode
+    from ostinato.bus.topics import Topics
+    from ostinato.domain import events as ev
+    from ostinato.eventlog.outbox import messages
+    from ostinato.eventlog.records import NewEvent
+
+    topics = Topics()
+    a, b = uuid.uuid4(), uuid.uuid4()
+    queued = [NewEvent(uuid.uuid4(), 2, tenant, ev.RunQueued(pool="default"), "dispatcher",
+                       traceparent=f"00-{i:032x}-{i:016x}-01")
+              for i, tenant in enumerate([a, b, a, a, b], start=1)]
+    left = NewEvent(uuid.uuid4(), 5, a, ev.StepCompleted(seq=1, name="s", attempt=1,
+                                                      fencing_token=1),
+                    "worker:w")  # stays in the log
+    finished = NewEvent(uuid.uuid4(), 4, b, ev.RunCancelled(by="ops", reason="requested"), "api")
+    got = messages(topics, [*queued, left, finished], datetime(2026, 1, 1, tzinfo=UTC))
+    sent = [(topic, key, decode(value), json.loads(headers))
+            for topic, key, value, headers in zip(*got, strict=True)]
+    assert [(t, k, e.tenant_id, e.coalesced) for t, k, e, _ in sent] == [
+        (topics.ready("default"), tenant_key(a), a, 3),
+        (topics.ready("default"), tenant_key(b), b, 2),
+        (topics.finished, tenant_key(b), b, 1)]
+    # each stands for its tenant's last event on the topic, with that event's trace context
+    assert [e.event_id for _, _, e, _ in sent] == [queued[3].event_id, queued[4].event_id,
+                                                  finished.event_id]
+    assert sent[0][3]["traceparent"] == queued[3].traceparent

@@ -11,6 +11,11 @@ from ostinato.domain.events import AnyEvent
 
 
 class Envelope(msgspec.Struct, frozen=True, kw_only=True):
+    """A wake-up: the last of an append's events for one tenant on one topic (`event`), and
+    how many of that append's events on the topic for the tenant it stands for (`coalesced`).
+    Consumers read what to do from PostgreSQL, so one message per (append, topic, tenant)
+    wakes them as well as one per event did, for a hundredth of the messages."""
+
     event_id: uuid.UUID
     stream_id: uuid.UUID
     version: int
@@ -20,6 +25,7 @@ class Envelope(msgspec.Struct, frozen=True, kw_only=True):
     epoch: int | None = None
     traceparent: str | None = None
     event: AnyEvent
+    coalesced: int = 1
 
 
 _encoder = msgspec.json.Encoder()

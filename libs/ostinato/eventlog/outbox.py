@@ -1,13 +1,13 @@
 """The transactional outbox and its relay.
 
-`EventStore.append` writes one outbox row per append (its messages as parallel arrays; none if
-no event travels) in the writer's transaction, in the same statement as the events
-(`messages` builds the arrays; eventlog.sql's `append_events` inserts both). The relay locks a
-few rows in id order (SKIP LOCKED), produces their messages in order, waits for the broker's
-acks, then deletes the rows and commits. A crash between the acks and the commit re-publishes
-them: consumers deduplicate by event id, so that is harmless. A transaction that commits late
-only delays its row to the next poll; there is no cursor that could skip it (id order is not
-commit order, so we never track a high-water mark).
+`EventStore.append` writes one outbox row per append (its messages as parallel arrays: one per
+topic and tenant, a wake-up; none if no event travels) in the writer's transaction, in the same
+statement as the events (`messages` builds the arrays; eventlog.sql's `append_events` inserts
+both). The relay locks a few rows in id order (SKIP LOCKED), produces their messages in order,
+waits for the broker's acks, then deletes the rows and commits. A crash between the acks and
+the commit re-publishes them: consumers read what to do from PostgreSQL, so a second wake-up is
+harmless. A transaction that commits late only delays its row to the next poll; there is no
+cursor that could skip it (id order is not commit order, so we never track a high-water mark).
 """
 
 from __future__ import annotations
@@ -40,23 +40,28 @@ Messages = tuple[list[str], list[bytes], list[bytes], list[str]]  # topic, key, 
 
 
 def messages(topics: Topics, events: Sequence[NewEvent], occurred_at: datetime) -> Messages:
-    """The messages of the events that travel on a topic, as parallel arrays (one outbox row)."""
-    rows: Messages = ([], [], [], [])
+    """The messages of the events that travel on a topic, as parallel arrays (one outbox row):
+    one per (topic, tenant), the envelope of the tenant's last event on that topic, which says
+    how many it stands for (messages are wake-ups: bus/codec.py `Envelope`)."""
+    last: dict[tuple[str, uuid.UUID], tuple[NewEvent, int]] = {}
     for e in events:
         topic = topics.route(e.event)
-        if topic is None:
-            continue
+        if topic is not None:
+            seen = last.get((topic, e.tenant_id))
+            last[(topic, e.tenant_id)] = (e, 1 if seen is None else seen[1] + 1)
+    rows: Messages = ([], [], [], [])
+    for (topic, tenant_id), (e, count) in last.items():
         envelope = Envelope(
-            event_id=e.event_id, stream_id=e.stream_id, version=e.version, tenant_id=e.tenant_id,
+            event_id=e.event_id, stream_id=e.stream_id, version=e.version, tenant_id=tenant_id,
             occurred_at=occurred_at, actor=e.actor, epoch=e.epoch, traceparent=e.traceparent,
-            event=e.event,  # type: ignore[arg-type]
+            event=e.event, coalesced=count,  # type: ignore[arg-type]
         )
         headers = {HEADER_EVENT_ID: str(e.event_id), HEADER_TYPE: event_type(e.event),
-                   HEADER_TENANT: str(e.tenant_id)}
+                   HEADER_TENANT: str(tenant_id)}
         if e.traceparent:
             headers["traceparent"] = e.traceparent
         rows[0].append(topic)
-        rows[1].append(tenant_key(e.tenant_id))
+        rows[1].append(tenant_key(tenant_id))
         rows[2].append(encode(envelope))
         rows[3].append(_json.encode(headers).decode())
     return rows
