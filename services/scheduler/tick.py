@@ -152,7 +152,7 @@ def duties(
             on_created()
         return advanced
 
-    found = [Duty("fire_due", poll_seconds, fire, batch=batch_size, turn=turn),
+    found = [Duty("fire_due", poll_seconds, fire, batch=batch_size, turn=turn, paced=True),
              Duty("release_retries", poll_seconds, retries, batch=RETRY_BATCH, turn=turn),
              Duty("wake_suspended", poll_seconds, wake, batch=WAKE_BATCH, turn=turn),
              Duty("notify_parents", poll_seconds, tell_parents, batch=CHILD_BATCH, turn=turn),

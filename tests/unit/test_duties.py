@@ -222,3 +222,22 @@ async def test_duties_sharing_a_turn_never_tick_at_once() -> None:
 ])
 def test_one_classifier_decides_what_is_transient(exc: Exception, expected: bool) -> None:
     assert transient(exc) is expected
+
+
+async def test_a_paced_duty_polls_every_interval_counted_from_each_ticks_start() -> None:
+    script = Script("paced", [3, 3, 0], interval=0.05)
+    script.runner = DutyRunner(Duty("paced", 0.05, script.run_once, paced=True), script.clock,
+                               wait=script.pauses.wait)
+    script.before = lambda: script.clock.advance(0.03)  # each tick takes 30 ms
+    await script.runner.run()
+    assert [round(w, 6) for w in script.waits()] == [0.02, 0.02, 0.02]
+    slow = Script("slow", [3, 0], interval=0.05)
+    slow.runner = DutyRunner(Duty("slow", 0.05, slow.run_once, paced=True), slow.clock,
+                             wait=slow.pauses.wait)
+    slow.before = lambda: slow.clock.advance(0.08)  # longer than the interval: no pause
+    await slow.runner.run()
+    assert slow.waits() == [0.0, 0.0]
+    unpaced = Script("unpaced", [3, 0], interval=0.05,
+                     before=lambda: unpaced.clock.advance(0.03))
+    await unpaced.runner.run()
+    assert unpaced.waits() == [0.05, 0.05]
