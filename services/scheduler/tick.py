@@ -45,14 +45,19 @@ async def fire_due(
     """Decide one batch of due jobs (of the leased shards, when `ownership` is given: writes
     happen only under leases still current in this transaction); returns the runs created."""
     waiting = waiting or Waiting()
+    # no ownership (tests, one scheduler): every shard
+    shards = list(range(SHARDS)) if ownership is None else ownership.shards()
+    if not shards:
+        return []
     async with pool.acquire() as conn, conn.transaction():
-        shards = list(range(SHARDS))  # no ownership (tests, one scheduler): every shard
-        if ownership is not None:
-            shards = (await hold(conn, ownership, clock)).shards()
-            if not shards:
-                return []
         due = await jobs.claim_due(conn, clock.now(), batch_size,
                                    waiting.ids(clock.monotonic()), shards)
+        if due and ownership is not None:
+            # The leases are checked (and held FOR SHARE) only when there is something to
+            # write: an idle poll stays a read-only transaction (no lock written, no WAL flush
+            # at commit), and jobs of a shard lost meanwhile are left to its new owner.
+            held = set((await hold(conn, ownership, clock)).shards())
+            due = [j for j in due if j.shard in held]
         created = await decide_and_append(conn, store, clock, due, actor=actor, waiting=waiting,
                                           epochs=None if ownership is None
                                           else ownership.epochs)
