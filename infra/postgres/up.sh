@@ -200,6 +200,8 @@ timezone = 'UTC'
 log_timezone = 'UTC'
 log_line_prefix = '%m [%p] %q%u@%d '
 log_lock_waits = on
+# the queue tables set their own vacuum thresholds (migration 0035); look for them often
+autovacuum_naptime = 10s
 # statements per run in bench/ (cheap; the extension is created only where read)
 shared_preload_libraries = 'pg_stat_statements'
 pg_stat_statements.track = top

@@ -133,7 +133,8 @@ CREATE TABLE public.attempt_leases (
     fencing_token bigint NOT NULL,
     worker_id text NOT NULL,
     expires_at timestamp with time zone NOT NULL
-);
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_cost_delay='0');
 
 --
 -- Name: audit; Type: TABLE; Schema: public; Owner: -
@@ -417,7 +418,8 @@ CREATE TABLE public.jobs (
     owner text,
     last_missing_slot timestamp with time zone,
     last_overdue_slot timestamp with time zone
-);
+)
+WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_cost_delay='0');
 
 --
 -- Name: limits; Type: TABLE; Schema: public; Owner: -
@@ -507,7 +509,8 @@ CREATE TABLE public.outbox (
     headers text[] NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT outbox_batches_check CHECK (((cardinality(topics) > 0) AND (cardinality(keys) = cardinality(topics)) AND (cardinality(payloads) = cardinality(topics)) AND (cardinality(headers) = cardinality(topics))))
-);
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_cost_delay='0');
 ALTER TABLE ONLY public.outbox ALTER COLUMN payloads SET STORAGE EXTERNAL;
 
 --
@@ -568,7 +571,8 @@ CREATE TABLE public.run_slots (
     priority text NOT NULL,
     task text NOT NULL,
     concurrency_key text
-);
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_cost_delay='0');
 
 --
 -- Name: run_steps; Type: TABLE; Schema: public; Owner: -
@@ -673,7 +677,8 @@ CREATE TABLE public.runs (
     payload_version integer,
     stuck_version integer,
     completion_overdue boolean DEFAULT false NOT NULL
-);
+)
+WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_cost_delay='0');
 
 --
 -- Name: scheduler_instances; Type: TABLE; Schema: public; Owner: -
