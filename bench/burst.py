@@ -60,7 +60,7 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
             profiler = Profiler(SCENARIO, {a: bench.pid(a) for a in PROFILED}, 30).start()
         where = f"due_at >= '{t0.isoformat()}'"
         done = await wait_succeeded(bench.url, n, within=max(0.0, margin) + args.timeout,
-                                    scenario=SCENARIO, where=where)
+                                    scenario=SCENARIO, where=where, quiet_for=margin)
         figures = await lag_figures(bench.url, where)
         tops = profiler.finish() if profiler else {}
     span = figures.pop("span")

@@ -86,7 +86,7 @@ async def ostinato_steps(args: Any) -> list[dict[str, Any]]:
                      f"'{(t0 + timedelta(seconds=args.seconds)).isoformat()}'")
             window = max(0.0, (t0 - datetime.now(UTC)).total_seconds()) + args.seconds
             started = await wait_succeeded(bench.url, total, within=window + args.grace,
-                                           scenario=SCENARIO, where=where)
+                                           scenario=SCENARIO, where=where, quiet_for=window)
             after = cpu_by_process_group(services)
             cpu = {g: round(after[g] - before.get(g, 0.0), 2) for g in after
                    if g not in OSTINATO_GROUPS_EXCLUDED}

@@ -453,11 +453,14 @@ def top_frames(folded: str, count: int = 25, within: tuple[str, ...] = ()
 
 
 async def wait_succeeded(url: str, count: int, *, within: float, scenario: str,
-                         where: str = "TRUE") -> int:
-    """Poll until `count` runs matching `where` succeeded (progress every ~10 s)."""
+                         where: str = "TRUE", quiet_for: float = 0.0) -> int:
+    """Poll until `count` runs matching `where` succeeded (progress every ~10 s). Nothing is
+    asked for the first `quiet_for` seconds (a window that cannot have ended yet): the count
+    reads the whole runs table, and a measured window should not pay for it."""
+    deadline = time.monotonic() + within
+    await asyncio.sleep(max(0.0, min(quiet_for, within)))
     conn = await asyncpg.connect(url)
     try:
-        deadline = time.monotonic() + within
         said = time.monotonic()
         while True:
             done = await conn.fetchval(

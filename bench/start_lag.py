@@ -72,7 +72,7 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
                                 min(args.seconds, 30)).start()
         where = f"due_at >= '{t0.isoformat()}'"
         done = await wait_succeeded(bench.url, total, within=margin + args.seconds + 300,
-                                    scenario=SCENARIO, where=where)
+                                    scenario=SCENARIO, where=where, quiet_for=margin + args.seconds)
         figures = await lag_figures(bench.url, where)
         tops = profiler.finish() if profiler else {}
     return {"jobs": total, "succeeded": done, "submit_seconds": round(submit_s, 2),
