@@ -18,7 +18,7 @@ from services.worker_gateway.app import create_app as create_gateway_app
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.wakeups import ReadySignals
 
-from .helpers import store
+from .helpers import Receiver, store
 
 ADMIN = "test-admin-key"
 GATEWAY_BASE = "http://gateway.test"
@@ -88,3 +88,12 @@ def assert_problem(r: Any, status: int, field: str | None = None) -> dict[str, A
     return body
 
 
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    r = Receiver()
+    await r.start()
+    try:
+        yield r
+    finally:
+        if r.server is not None and r.server.started:
+            await r.stop()

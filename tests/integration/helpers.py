@@ -1,7 +1,8 @@
-"""Building blocks for integration tests: a tenant, jobs, a dispatcher decision, and one run
-driven through the code each service runs (`drive_one_run`). Helpers that need service code
-live here rather than in `ostinato.testing`, which may not import `services` (an import-linter
-contract); the ones that do not are in `ostinato.testing` (e.g. `outbox.drain_outbox`).
+"""Building blocks for integration tests: a tenant, jobs, a dispatcher decision, one run driven
+through the code each service runs (`drive_one_run`), an alert webhook receiver (`Receiver`).
+Helpers that need service code live here rather than in `ostinato.testing`, which may not
+import `services` (an import-linter contract); the ones that do not are in `ostinato.testing`
+(e.g. `outbox.drain_outbox`).
 
 The tests still read and set up rows with inline SQL in many places (asserting what a table
 holds, or arranging a state no public call makes); the stores are the way to move them to."""
@@ -10,14 +11,17 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 import asyncpg
+import msgspec
 
 from ostinato.bus.topics import Topics
 from ostinato.clock import Clock, SystemClock
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
+from ostinato.runtime.ops import HttpServer
 from ostinato.schedules import ScheduleSpec
 from ostinato.sdk import protocol as p
 from ostinato.stores.jobs import JobRow
@@ -87,3 +91,56 @@ async def drive_one_run(pool: asyncpg.Pool, *, succeed: bool, stale_write: bool 
         run_id, claimed.run_id, claimed.fencing_token, kind, output={"ok": True}, error=error)])
     assert result.status == 200
     return tenant_id, run_id
+
+
+class Receiver:
+    """An HTTP webhook receiver: records each POST's headers and JSON body, answers `status`;
+    `stop()` and `start()` take it off and back on the same port."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.status = 200
+        self.refused = 0  # requests answered with something else than 2xx
+        self.port = 0
+        self.server: HttpServer | None = None
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if self.status == 200:
+            self.bodies.append(msgspec.json.decode(body))
+            self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        else:
+            self.refused += 1
+        await send({"type": "http.response.start", "status": self.status, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def start(self) -> None:
+        self.server = HttpServer(self, "127.0.0.1", self.port)  # type: ignore[arg-type]
+        await self.server.start()
+        self.port = self.server.port
+
+    async def stop(self) -> None:
+        assert self.server is not None
+        await self.server.stop()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def alerts(self) -> list[tuple[str, str, str | None]]:
+        return [(a["status"], a["labels"]["alertname"], a["labels"].get("owner"))
+                for b in self.bodies for a in b["alerts"]]

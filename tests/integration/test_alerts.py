@@ -8,13 +8,11 @@ The sinks' API: PUT validates, GET never shows the secret, DELETE drops what wai
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 import httpx
-import msgspec
 import pytest
 from prometheus_client import REGISTRY
 
@@ -23,7 +21,6 @@ from ostinato.clock import Clock, FakeClock
 from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
 from ostinato.policy.retry import RetrySpec
-from ostinato.runtime.ops import HttpServer
 from ostinato.schedules import ScheduleSpec
 from ostinato.sdk import protocol as p
 from ostinato.stores.jobs import JobRow
@@ -33,7 +30,7 @@ from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome
 
 from .conftest import assert_problem, auth
-from .helpers import dispatch, new_tenant, store
+from .helpers import Receiver, dispatch, new_tenant, store
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -42,70 +39,6 @@ T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 @pytest.fixture
 def api_clock() -> Clock:
     return FakeClock(T0)
-
-
-class Receiver:
-    """An HTTP webhook receiver: records each POST's headers and JSON body, answers `status`;
-    `stop()` and `start()` take it off and back on the same port."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        self.status = 200
-        self.refused = 0  # requests answered with something else than 2xx
-        self.port = 0
-        self.server: HttpServer | None = None
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        if self.status == 200:
-            self.bodies.append(msgspec.json.decode(body))
-            self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
-        else:
-            self.refused += 1
-        await send({"type": "http.response.start", "status": self.status, "headers": []})
-        await send({"type": "http.response.body", "body": b"{}"})
-
-    async def start(self) -> None:
-        self.server = HttpServer(self, "127.0.0.1", self.port)  # type: ignore[arg-type]
-        await self.server.start()
-        self.port = self.server.port
-
-    async def stop(self) -> None:
-        assert self.server is not None
-        await self.server.stop()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hook"
-
-    def alerts(self) -> list[tuple[str, str, str | None]]:
-        return [(a["status"], a["labels"]["alertname"], a["labels"].get("owner"))
-                for b in self.bodies for a in b["alerts"]]
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = Receiver()
-    await r.start()
-    try:
-        yield r
-    finally:
-        if r.server is not None and r.server.started:
-            await r.stop()
 
 
 async def owned_job(pool: asyncpg.Pool, clock: Clock, tenant: uuid.UUID, owner: str | None,

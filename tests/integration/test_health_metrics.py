@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -44,8 +43,8 @@ from services.worker_gateway.attempts import Attempts, Outcome
 from tests.conftest import KAFKA_BOOTSTRAP
 
 from .conftest import auth
-from .helpers import dispatch, new_tenant, store
-from .test_alerts import Receiver, owned_job, put_sink, run_once
+from .helpers import Receiver, dispatch, new_tenant, store
+from .test_alerts import owned_job, put_sink, run_once
 from .test_kafka_submit import settings
 
 pytestmark = pytest.mark.integration
@@ -64,17 +63,6 @@ def total(name: str) -> float:
 @pytest.fixture
 def api_clock() -> Clock:
     return FakeClock(T0)
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = Receiver()
-    await r.start()
-    try:
-        yield r
-    finally:
-        if r.server is not None and r.server.started:
-            await r.stop()
 
 
 async def every_minute(pool: asyncpg.Pool, clock: Clock, tenant: uuid.UUID,

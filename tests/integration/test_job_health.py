@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 import httpx
@@ -43,6 +44,22 @@ def api_clock() -> Clock:
 def sample(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
+
+
+async def three_slots_health(client: httpx.AsyncClient, job_id: uuid.UUID, key: str,
+                             succeeded_at: datetime) -> dict[str, Any]:
+    """GET the job's health after its three slots (started 2 s and 4 s late, the third never):
+    one success, one failure, one in progress; returns the body for further checks."""
+    r = await client.get(f"/v1/jobs/{job_id}/health?window=1h", headers=auth(key))
+    assert r.status_code == 200, r.text
+    h = r.json()
+    assert (h["runs"], h["succeeded"], h["failed"], h["in_progress"], h["started"]) == \
+        (3, 1, 1, 1, 2)
+    assert h["lag_p50_seconds"] == pytest.approx(3.0)
+    assert h["lag_p99_seconds"] == pytest.approx(2 + 2 * 0.99)
+    assert h["lag_max_seconds"] == pytest.approx(4.0)
+    assert datetime.fromisoformat(h["last_success_at"]) == succeeded_at
+    return h
 
 async def test_health_usage_and_metrics_of_three_slots(
         client: httpx.AsyncClient, pool: asyncpg.Pool, api_clock: FakeClock) -> None:
@@ -89,15 +106,7 @@ async def test_health_usage_and_metrics_of_three_slots(
     assert sample("ostinato_runs_completed_total", tenant=t, outcome="failed") == 1
     assert sample("ostinato_completion_overdue_total", tenant=t, kind="complete_within") == 2
 
-    r = await client.get(f"/v1/jobs/{job.id}/health?window=1h", headers=auth(key))
-    assert r.status_code == 200, r.text
-    h = r.json()
-    assert (h["runs"], h["succeeded"], h["failed"], h["in_progress"], h["started"]) == \
-        (3, 1, 1, 1, 2)
-    assert h["lag_p50_seconds"] == pytest.approx(3.0)
-    assert h["lag_p99_seconds"] == pytest.approx(2 + 2 * 0.99)
-    assert h["lag_max_seconds"] == pytest.approx(4.0)
-    assert datetime.fromisoformat(h["last_success_at"]) == succeeded_at
+    h = await three_slots_health(client, job.id, key, succeeded_at)
     assert (h["overdue"], h["missed"], h["ledger_missing"]) == (2, 0, 0)
     assert h["complete_within_seconds"] == 30.0
     assert_problem(await client.get(f"/v1/jobs/{job.id}/health?window=forever",
@@ -189,12 +198,4 @@ async def test_a_dag_jobs_health_counts_its_dag_runs_not_its_nodes_runs(
             await finish("fail")  # a fails for good: b is upstream_failed, the DAG run failed
     clock.set(T0 + timedelta(minutes=3))
 
-    r = await client.get(f"/v1/jobs/{job.id}/health?window=1h", headers=auth(key))
-    assert r.status_code == 200, r.text
-    h = r.json()
-    assert (h["runs"], h["succeeded"], h["failed"], h["in_progress"], h["started"]) == \
-        (3, 1, 1, 1, 2)
-    assert h["lag_p50_seconds"] == pytest.approx(3.0)
-    assert h["lag_p99_seconds"] == pytest.approx(2 + 2 * 0.99)
-    assert h["lag_max_seconds"] == pytest.approx(4.0)
-    assert datetime.fromisoformat(h["last_success_at"]) == succeeded_at
+    await three_slots_health(client, job.id, key, succeeded_at)
