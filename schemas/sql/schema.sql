@@ -711,6 +711,23 @@ CREATE TABLE public.shard_leases (
 );
 
 --
+-- Name: start_lag_minutes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.start_lag_minutes (
+    minute timestamp with time zone NOT NULL,
+    tenant_id uuid NOT NULL,
+    pool text NOT NULL,
+    bucket smallint NOT NULL,
+    starts integer NOT NULL,
+    max_seconds double precision NOT NULL,
+    CONSTRAINT start_lag_minutes_bucket_check CHECK ((bucket >= 0)),
+    CONSTRAINT start_lag_minutes_max_seconds_check CHECK ((max_seconds >= (0)::double precision)),
+    CONSTRAINT start_lag_minutes_starts_check CHECK ((starts > 0))
+)
+WITH (fillfactor='70', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_cost_delay='0');
+
+--
 -- Name: task_schemas; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1051,6 +1068,13 @@ ALTER TABLE ONLY public.schema_migrations
 
 ALTER TABLE ONLY public.shard_leases
     ADD CONSTRAINT shard_leases_pkey PRIMARY KEY (shard);
+
+--
+-- Name: start_lag_minutes start_lag_minutes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.start_lag_minutes
+    ADD CONSTRAINT start_lag_minutes_pkey PRIMARY KEY (minute, tenant_id, pool, bucket);
 
 --
 -- Name: task_schemas task_schemas_pkey; Type: CONSTRAINT; Schema: public; Owner: -

@@ -1,10 +1,9 @@
 """The reconciler's checks as duties (`ostinato.runtime.duties`). Fast checks (expired leases,
 timeouts, queue-wait deadlines, overdue jobs: cheap indexed queries whose latency decides
 recovery time) run every `fast_interval`; slow ones (pipeline health, the gap enumeration over
-every recurring schedule, the expected-occurrence ledger, completion deadlines, retention) every
-`interval`. Each is
-its own duty, so a failing check is retried and reported on its own while the others still
-run."""
+every recurring schedule, the expected-occurrence ledger, completion deadlines, the retention of
+outputs and of the start-lag histogram) every `interval`. Each is its own duty, so a failing
+check is retried and reported on its own while the others still run."""
 
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ import httpx
 from ostinato.alerts import Thresholds
 from ostinato.alerts.conditions import DEFAULT as DEFAULT_THRESHOLDS
 from ostinato.clock import Clock
+from ostinato.eventlog import start_lags
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.duties import Duty
 from ostinato.stores.runs import StuckThresholds
@@ -30,7 +30,11 @@ from services.reconciler.checks.ledger import LedgerSweep
 from services.reconciler.checks.overdue import check_overdue
 from services.reconciler.checks.pipeline import check_once
 from services.reconciler.checks.queue_waits import expire_queue_waits
-from services.reconciler.checks.retention import expire_outputs
+from services.reconciler.checks.retention import (
+    START_LAG_BATCH,
+    expire_outputs,
+    expire_start_lags,
+)
 from services.reconciler.checks.stuck import mark_stuck
 from services.reconciler.checks.timeouts import expire_timeouts
 
@@ -108,6 +112,7 @@ def duties(pool: asyncpg.Pool, store: EventStore, clock: Clock, config: Reconcil
             *(duty(name, check, config.interval)
               for name, check in slow_checks(pool, store, clock, config).items()),
             ledger_duty(pool, store, clock, config, turn),
+            start_lag_retention_duty(pool, clock, config, turn),
             delivery_duty(pool, clock, config)]
 
 
@@ -121,6 +126,20 @@ def delivery_duty(pool: asyncpg.Pool, clock: Clock, config: ReconcileConfig) -> 
 
     return Duty("reconcile_alert_delivery", config.fast_interval.total_seconds(), run_once,
                 batch=500, on_stop=client.aclose)
+
+
+def start_lag_retention_duty(pool: asyncpg.Pool, clock: Clock, config: ReconcileConfig,
+                             turn: asyncio.Lock) -> Duty:
+    """The start-lag histogram's retention: minutes older than twice the lag rule's window (an
+    hour at least) deleted, `START_LAG_BATCH` rows a tick, again at once while ticks are full
+    (a rebuild brings every minute of the log back), else every `interval`."""
+    keep = start_lags.retention(config.alert_thresholds.lag_window)
+
+    async def run_once(now: datetime) -> int:
+        return await expire_start_lags(pool, clock, keep=keep)
+
+    return Duty("reconcile_start_lag_retention", config.interval.total_seconds(), run_once,
+                batch=START_LAG_BATCH, turn=turn)
 
 
 def ledger_duty(pool: asyncpg.Pool, store: EventStore, clock: Clock, config: ReconcileConfig,

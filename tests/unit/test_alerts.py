@@ -127,6 +127,21 @@ async def test_the_reconciler_runs_the_deadline_check_evaluation_and_delivery_as
     await delivery.on_stop()  # closes its HTTP client
 
 
+def test_the_start_lag_histogram_is_kept_for_the_lag_rule_by_a_batched_duty() -> None:
+    """Its retention takes turns with the checks and goes again at once while a pass deleted a
+    full batch (after a rebuild, every minute of the log is back)."""
+    from ostinato.clock import SystemClock
+    from services.reconciler.checks.retention import START_LAG_BATCH
+    from services.reconciler.loop import ReconcileConfig, duties
+
+    names = {d.name: d for d in duties(None, None, SystemClock(),  # type: ignore[arg-type]
+                                       ReconcileConfig())}
+    retention = names["reconcile_start_lag_retention"]
+    assert retention.batch == START_LAG_BATCH
+    assert retention.turn is names["reconcile_alerts"].turn is not None
+    assert retention.interval == ReconcileConfig().interval.total_seconds()
+
+
 def pool_sig(rule: str, pool: str = "default", tenant: str = "t1") -> Signal:
     return Signal(rule, tenant, {"tenant": "acme", "tenant_id": tenant, "pool": pool})
 

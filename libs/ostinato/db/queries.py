@@ -39,6 +39,7 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.eventlog", "readmodels.sql"),
     ("ostinato.eventlog", "controls.sql"),
     ("ostinato.eventlog", "dags.sql"),
+    ("ostinato.eventlog", "start_lags.sql"),
     ("ostinato.stores", "dags.sql"),
     ("ostinato.eventlog", "outbox.sql"),
     ("ostinato.leases", "leases.sql"),

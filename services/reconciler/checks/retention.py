@@ -1,5 +1,6 @@
 """Retention: outputs and captured logs older than the retention are deleted (payloads stay, so
-dead letters can still be replayed); the run record then shows no output."""
+dead letters can still be replayed); the run record then shows no output. The start-lag
+histogram (`start_lag_minutes`) keeps only the minutes the lag rule can still read."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from datetime import timedelta
 import asyncpg
 
 from ostinato.clock import Clock
+from ostinato.eventlog import start_lags
 from ostinato.eventlog.store import expire_blobs
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 
 log = get_logger("ostinato.reconciler")
+START_LAG_BATCH = 10_000  # histogram rows deleted per tick at most
 
 
 async def expire_outputs(pool: asyncpg.Pool, clock: Clock, *, retention: timedelta) -> int:
@@ -23,4 +26,15 @@ async def expire_outputs(pool: asyncpg.Pool, clock: Clock, *, retention: timedel
     if expired:
         metrics.BLOBS_EXPIRED.inc(expired)
         log.info("outputs expired", count=expired, retention_days=retention.days)
+    return expired
+
+
+async def expire_start_lags(pool: asyncpg.Pool, clock: Clock, *, keep: timedelta,
+                            limit: int = START_LAG_BATCH) -> int:
+    """Up to `limit` rows of the start-lag histogram's minutes older than `keep` deleted (a
+    minute's rows are read by OstinatoLagSLOBreach for `lag_window` only); how many went."""
+    async with pool.acquire() as conn:
+        expired = await start_lags.expire(conn, clock.now() - keep, limit)
+    if expired:
+        log.info("start lag minutes expired", count=expired, keep_seconds=keep.total_seconds())
     return expired

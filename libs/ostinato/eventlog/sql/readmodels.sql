@@ -150,17 +150,40 @@ WHERE runs.id = r.id;
 -- name: project_run_started
 -- RunStarted (columnar)
 -- A pinned run keeps its version (only a worker serving it can claim it anyway).
-UPDATE runs SET state = 'running', attempt = r.attempt, fencing_token = r.fencing_token,
-                worker_id = r.worker_id, started_at = r.occurred_at, updated_at = r.occurred_at,
-                version = r.version, traceparent = coalesce(r.traceparent, runs.traceparent),
-                task_version = CASE WHEN runs.pinned THEN runs.task_version
-                                    ELSE r.task_version END,
-                pinned = runs.pinned OR (r.pinned AND r.task_version IS NOT NULL)
-FROM unnest($1::uuid[], $2::int[], $3::bigint[], $4::text[], $5::timestamptz[], $6::int[],
-            $7::text[], $8::text[], $9::bool[]) AS r(id, attempt, fencing_token, worker_id,
-                                                     occurred_at, version, traceparent,
-                                                     task_version, pinned)
-WHERE runs.id = r.id;
+-- A first attempt's start is also counted in start_lag_minutes, the schedule-lag histogram
+-- OstinatoLagSLOBreach reads (migration 0036 defines the minute, the lag and its bucket), in
+-- this statement (no extra round trip per claim). Its rows are written in key order, so two
+-- claims counting into the same rows lock them in the same order (no deadlock).
+WITH started AS (
+    UPDATE runs SET state = 'running', attempt = r.attempt, fencing_token = r.fencing_token,
+                    worker_id = r.worker_id, started_at = r.occurred_at,
+                    updated_at = r.occurred_at, version = r.version,
+                    traceparent = coalesce(r.traceparent, runs.traceparent),
+                    task_version = CASE WHEN runs.pinned THEN runs.task_version
+                                        ELSE r.task_version END,
+                    pinned = runs.pinned OR (r.pinned AND r.task_version IS NOT NULL)
+    FROM unnest($1::uuid[], $2::int[], $3::bigint[], $4::text[], $5::timestamptz[], $6::int[],
+                $7::text[], $8::text[], $9::bool[]) AS r(id, attempt, fencing_token, worker_id,
+                                                         occurred_at, version, traceparent,
+                                                         task_version, pinned)
+    WHERE runs.id = r.id
+    RETURNING runs.tenant_id, runs.pool, runs.attempt, runs.started_at,
+              greatest(0, extract(epoch FROM runs.started_at
+                                  - coalesce(runs.due_at, runs.scheduled_for)))::float8 AS lag
+), first_starts AS (
+    SELECT date_trunc('minute', started_at, 'UTC') AS minute, tenant_id, pool, lag,
+           CASE WHEN lag < 0.001 THEN 0
+                ELSE 1 + floor(ln(lag / 0.001) / ln(1.1)) END::smallint AS bucket
+    FROM started WHERE attempt = 1
+)
+INSERT INTO start_lag_minutes (minute, tenant_id, pool, bucket, starts, max_seconds)
+SELECT minute, tenant_id, pool, bucket, count(*), max(lag)
+FROM first_starts
+GROUP BY minute, tenant_id, pool, bucket
+ORDER BY minute, tenant_id, pool, bucket
+ON CONFLICT (minute, tenant_id, pool, bucket) DO UPDATE
+    SET starts = start_lag_minutes.starts + excluded.starts,
+        max_seconds = greatest(start_lag_minutes.max_seconds, excluded.max_seconds);
 
 -- name: project_run_succeeded
 -- RunSucceeded (columnar): also ends the job's streak of failures (a write only when there is

@@ -1,0 +1,39 @@
+"""The schedule-lag histogram `start_lag_minutes` (migration 0036) outside its projection: the
+RunStarted projection counts each run's first start in it (readmodels.sql
+`project_run_started`), OstinatoLagSLOBreach reads it (`ostinato.stores.alerts.lag_by_pool`),
+and this module deletes the minutes no rule looks at any more and clears it for a rebuild."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+from ostinato.db.queries import load
+
+Q = load("ostinato.eventlog", "start_lags.sql")
+KEEP_AT_LEAST = timedelta(hours=1)
+
+
+def retention(lag_window: timedelta) -> timedelta:
+    """How long minutes are kept: twice the rule's window (a longer configured window keeps
+    what it reads), and at least an hour."""
+    return max(KEEP_AT_LEAST, 2 * lag_window)
+
+
+async def expire(conn: asyncpg.Connection, older_than: datetime, limit: int) -> int:
+    """Delete up to `limit` rows of minutes before `older_than`; returns how many went."""
+    status = await conn.execute(Q["expire_start_lag_minutes"], older_than, limit)
+    return int(status.split()[-1])
+
+
+async def clear(conn: asyncpg.Connection) -> None:
+    """Every row gone, before a rebuild counts the log's first starts again (needs the owner:
+    TRUNCATE)."""
+    await conn.execute(Q["truncate_start_lag_minutes"])
+
+
+async def snapshot(conn: asyncpg.Connection) -> list[dict[str, Any]]:
+    """Every row, in key order, for comparing live and rebuilt state."""
+    return [dict(r) for r in await conn.fetch(Q["snapshot_start_lag_minutes"])]
