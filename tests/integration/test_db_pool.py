@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import abc
+import collections
+import uuid
+
+import asyncpg
+import pytest
+
 from ostinato.db.pool import create_pool
 
 
@@ -21,3 +28,36 @@ async def test_the_schedulers_custom_plans_keep_jit_off_too(db_url) -> None:
             assert await conn.fetchval("SHOW jit") == "off"
     finally:
         await scheduler_pool.close()
+
+
+async def test_array_elements_are_encoded_without_an_abc_check_each(pool, monkeypatch) -> None:
+    # asyncpg asked collections.abc whether each element of an array was itself an array: a
+    # Python-level ABCMeta.__instancecheck__ per element, a third of an element's encoding.
+    calls = 0
+    original = abc.ABCMeta.__instancecheck__
+
+    def counting(cls: abc.ABCMeta, instance: object) -> bool:
+        nonlocal calls
+        calls += 1
+        return original(cls, instance)
+
+    monkeypatch.setattr(abc.ABCMeta, "__instancecheck__", counting)
+    ids = [uuid.uuid4() for _ in range(1000)]
+    async with pool.acquire() as conn:
+        got = await conn.fetchval("SELECT array_agg(x) FROM unnest($1::uuid[], $2::text[]) "
+                                  "AS t(x, y) WHERE y IS NOT NULL", ids, [str(i) for i in ids])
+    assert got == ids
+    assert calls < 10
+
+
+async def test_every_builtin_container_is_still_an_array_and_nothing_else_is(pool) -> None:
+    values = {"a": 1, "b": 2}
+    async with pool.acquire() as conn:
+        for container in ([1, 2], (1, 2), {1, 2}, frozenset({1, 2}), range(1, 3),
+                          collections.deque([1, 2]), values.values()):
+            assert sorted(await conn.fetchval("SELECT $1::int[]", container)) == [1, 2]
+        assert await conn.fetchval("SELECT $1::text[]", ["ab", "cd"]) == ["ab", "cd"]
+        assert await conn.fetchval("SELECT $1::int[]", [[1, 2], [3, 4]]) == [[1, 2], [3, 4]]
+        for not_an_array in (values, "12", b"12", (i for i in (1, 2))):
+            with pytest.raises((TypeError, asyncpg.DataError)):
+                await conn.fetchval("SELECT $1::int[]", not_an_array)
