@@ -12,8 +12,9 @@ tenant. Events, blobs, logs and metrics always carry the run's own tenant, from 
 from __future__ import annotations
 
 import uuid
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from logging import DEBUG
 
 import asyncpg
@@ -94,11 +95,14 @@ class Attempts:
             payloads = await get_blobs(conn, [r.payload_ref for r in rows], tenant_id)
         metrics.RUNS_CLAIMED.inc(len(rows))
         started = self.clock.now()
+        lags: dict[tuple[uuid.UUID, str], list[float]] = defaultdict(list)
         for r in rows:
             if r.attempt == 0 and r.due_at is not None:
-                metrics.SCHEDULE_LAG.labels(
-                    tenant=metrics.tenant_label(str(r.tenant_id)), pool=r.pool,
-                ).observe(max(0.0, (started - r.due_at).total_seconds()))
+                lags[r.tenant_id, r.pool].append(max(0.0, (started - r.due_at).total_seconds()))
+        for (tenant_id, pool), values in lags.items():  # one labelled child per batch and pool
+            child = metrics.SCHEDULE_LAG.labels(tenant=str(tenant_id), pool=pool)
+            for value in values:
+                child.observe(value)
         for r, token in zip(rows, tokens, strict=True) if log.is_enabled_for(DEBUG) else ():
             log.debug("run claimed", tenant_id=str(r.tenant_id), job_id=str(r.job_id),
                       run_id=str(r.id), attempt=r.attempt + 1, fencing_token=token,
@@ -213,10 +217,31 @@ class Attempts:
         if finished:
             self.on_finished()
         now = self.clock.now()
+        succeeded: Counter[uuid.UUID] = Counter()
+        durations: dict[tuple[uuid.UUID, str, str], list[float]] = defaultdict(list)
+        debug = log.is_enabled_for(DEBUG)
         for e in events:
-            _observe(e)
-            if rows and isinstance(e.event, ev.RunSucceeded | ev.RunFailed):
-                _duration(e, rows.get(e.stream_id), now)
+            if isinstance(e.event, ev.RunSucceeded):  # most reports: counted per tenant below
+                succeeded[e.tenant_id] += 1
+                if debug:
+                    log.debug("run succeeded", tenant_id=str(e.tenant_id),
+                              run_id=str(e.stream_id), attempt=e.event.attempt)
+            else:
+                _observe(e)
+            row = rows.get(e.stream_id) if rows else None
+            if row is not None and row.started_at is not None \
+                    and isinstance(e.event, ev.RunSucceeded | ev.RunFailed):
+                outcome = "succeeded" if isinstance(e.event, ev.RunSucceeded) else "failed"
+                durations[e.tenant_id, row.pool, outcome].append(
+                    max(0.0, (now - row.started_at).total_seconds()))
+        # One labelled child per batch and label set, not one lookup per run.
+        for tenant_id, n in succeeded.items():
+            metrics.RUNS_COMPLETED.labels(tenant=str(tenant_id), outcome="succeeded").inc(n)
+        for (tenant_id, pool, outcome), values in durations.items():
+            child = metrics.RUN_DURATION.labels(tenant=str(tenant_id), pool=pool,
+                                                outcome=outcome)
+            for value in values:
+                child.observe(value)
 
     async def recorded_steps(self, tenant_id: uuid.UUID | None, run_id: str,
                              req: p.StepsRequest) -> p.StepsResponse | int:
@@ -282,22 +307,11 @@ def _visible(rows: Sequence[LockedRun],
     return {r.id: r for r in rows if tenant_id is None or r.tenant_id == tenant_id}
 
 
-def _duration(e: NewEvent, row: LockedRun | None, now: datetime) -> None:
-    if row is None or row.started_at is None:
-        return
-    outcome = "succeeded" if isinstance(e.event, ev.RunSucceeded) else "failed"
-    metrics.RUN_DURATION.labels(tenant=metrics.tenant_label(str(e.tenant_id)), pool=row.pool,
-                                outcome=outcome).observe(
-        max(0.0, (now - row.started_at).total_seconds()))
-
-
 def _observe(e: NewEvent) -> None:
+    """Metrics and log lines of one recorded event other than a success (`_after`)."""
     ids = {"tenant_id": str(e.tenant_id), "run_id": str(e.stream_id)}
     tenant = metrics.tenant_label(str(e.tenant_id))
     match e.event:
-        case ev.RunSucceeded(attempt=attempt):
-            metrics.RUNS_COMPLETED.labels(tenant=tenant, outcome="succeeded").inc()
-            log.debug("run succeeded", **ids, attempt=attempt)
         case ev.RunFailed(attempt=attempt, error_type=error_type):
             metrics.RUNS_COMPLETED.labels(tenant=tenant, outcome="failed").inc()
             log.info("attempt failed", **ids, attempt=attempt, error_type=error_type)
