@@ -84,9 +84,10 @@ def test_every_metric_and_label_named_exists(where: str, expr: str) -> None:
 
 
 SOURCES = Path(__file__).resolve().parents[2]
-# `metrics.X.set(`, or `metrics.X.labels(...).inc(` with calls inside the label values
+# `metrics.X.set(`, or `metrics.X.labels(...).inc(` with calls inside the label values, or the
+# bound setter taken once for many values (`observe = metrics.X.labels(...).observe`)
 SETTER = re.compile(r"\bmetrics\.([A-Z_]+)\.(?:labels\((?:(?!metrics\.[A-Z]).){0,400}?\)\s*\.)?"
-                    r"(?:set|inc|observe|time)\(", re.S)
+                    r"(?:set|inc|observe|time)(?:\(|\s*$)", re.S | re.M)
 
 
 def set_somewhere() -> set[str]:
