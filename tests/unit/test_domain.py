@@ -1,6 +1,8 @@
 """Identities, the event catalogue and its committed JSON Schema, named SQL, settings."""
 
 import json
+import os
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
@@ -178,3 +180,34 @@ def test_settings_from_environment_and_clear_errors() -> None:
         load_settings({"OSTINATO_API_PORT": "eighty"})
     with pytest.raises(SystemExit, match="OSTINATO_POOLS"):
         load_settings({"OSTINATO_POOLS": "Bad Pool"})
+
+
+def test_new_ids_differ_across_threads_and_in_a_forked_child() -> None:
+    # The random bytes are read from the OS in blocks: no two threads, and no child forked
+    # with a copy of the parent's block, may hand out the same bytes.
+    made: list[uuid.UUID] = []
+
+    def make() -> None:
+        made.extend(new_id() for _ in range(2000))
+
+    threads = [threading.Thread(target=make) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(made)) == 8000
+    assert all(uuid.UUID(str(i)) == i and hash(uuid.UUID(str(i))) == hash(i) for i in made[:50])
+    new_id()  # this thread's block is read and partly used when the child is forked
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child writes the ids it makes, then leaves at once
+        os.write(write, b"".join(new_id().bytes for _ in range(100)))
+        os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    data = os.read(read, 1600)
+    os.close(read)
+    random_bits = (1 << 80) - 1  # below the milliseconds: version, variant, random
+    theirs = {uuid.UUID(bytes=data[i:i + 16]).int & random_bits for i in range(0, len(data), 16)}
+    ours = {new_id().int & random_bits for _ in range(100)}
+    assert len(theirs) == 100 and not theirs & ours
