@@ -518,5 +518,5 @@ async def snapshot(conn: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:
         for table in ("tenants", "api_keys", "jobs", "runs", "occurrence_skips", "job_pauses",
                       "calendars", "dead_letters", "limits", "pool_controls", "run_slots",
                       "run_steps", "run_signals", "run_steps_set_aside", "fan_outs", "dags",
-                      "dag_versions", "dag_runs", "dag_run_nodes")
+                      "dag_versions", "dag_runs", "dag_run_nodes", "start_lag_minutes")
     }

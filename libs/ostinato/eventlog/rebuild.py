@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncpg
 
-from ostinato.eventlog import start_lags
 from ostinato.eventlog.readmodels import Q, apply
 from ostinato.eventlog.store import read_all_after
 
@@ -14,10 +13,9 @@ async def rebuild(conn: asyncpg.Connection, page: int = 2000) -> int:
     """Recompute every read model from the log; returns the number of events folded.
 
     The start-lag histogram gets every minute of the log back, older ones included: the
-    reconciler's retention deletes those again (`start_lags.retention`)."""
+    reconciler's retention deletes those again (`ostinato.eventlog.start_lags`)."""
     async with conn.transaction():
         await conn.execute(Q["truncate_read_models"])
-        await start_lags.clear(conn)
         after, total = 0, 0
         while True:
             recorded = await read_all_after(conn, after, page)

@@ -1,12 +1,12 @@
 """The schedule-lag histogram `start_lag_minutes` (migration 0036) outside its projection: the
 RunStarted projection counts each run's first start in it (readmodels.sql
 `project_run_started`), OstinatoLagSLOBreach reads it (`ostinato.stores.alerts.lag_by_pool`),
-and this module deletes the minutes no rule looks at any more and clears it for a rebuild."""
+and this module deletes the minutes no rule looks at any more (a rebuild empties and refills it
+with the other read models)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 import asyncpg
 
@@ -26,14 +26,3 @@ async def expire(conn: asyncpg.Connection, older_than: datetime, limit: int) -> 
     """Delete up to `limit` rows of minutes before `older_than`; returns how many went."""
     status = await conn.execute(Q["expire_start_lag_minutes"], older_than, limit)
     return int(status.split()[-1])
-
-
-async def clear(conn: asyncpg.Connection) -> None:
-    """Every row gone, before a rebuild counts the log's first starts again (needs the owner:
-    TRUNCATE)."""
-    await conn.execute(Q["truncate_start_lag_minutes"])
-
-
-async def snapshot(conn: asyncpg.Connection) -> list[dict[str, Any]]:
-    """Every row, in key order, for comparing live and rebuilt state."""
-    return [dict(r) for r in await conn.fetch(Q["snapshot_start_lag_minutes"])]

@@ -484,7 +484,11 @@ WHERE id = $1;
 -- Before a rebuild: read models only, never the log.
 TRUNCATE api_keys, runs, jobs, tenants, occurrence_skips, job_pauses, calendars, dead_letters,
          limits, pool_controls, run_slots, run_steps, run_signals, run_steps_set_aside,
-         fan_outs, dags, dag_versions, dag_runs, dag_run_nodes;
+         fan_outs, dags, dag_versions, dag_runs, dag_run_nodes, start_lag_minutes;
+
+-- name: snapshot_start_lag_minutes
+-- For the rebuild-equality check (a rebuild brings back minutes the retention deleted live).
+SELECT * FROM start_lag_minutes ORDER BY minute, tenant_id, pool, bucket;
 
 -- name: snapshot_tenants
 -- For the rebuild-equality check.
