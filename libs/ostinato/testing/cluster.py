@@ -3,6 +3,7 @@ a benchmark) on its own database, topic prefix and free ports, and stop them aft
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -20,9 +21,19 @@ SERVICES = ("api", "scheduler", "dispatcher", "worker_gateway", "reconciler")
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free now. Each socket stays bound until all are taken: released
+    one by one, the kernel may hand the same port out twice, and two services given one port
+    left the second unbound while the first answered its readiness probe (a suite's API URL
+    then reached a worker gateway: 404 on /v1/tenants)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
 
 
 @dataclass
@@ -32,7 +43,8 @@ class Cluster:
     topic_prefix: str
     log_dir: Path
     admin_key: str = field(default_factory=lambda: "adm_" + secrets.token_hex(16))
-    ports: dict[str, int] = field(default_factory=lambda: {s: free_port() for s in SERVICES})
+    ports: dict[str, int] = field(
+        default_factory=lambda: dict(zip(SERVICES, free_ports(len(SERVICES)), strict=True)))
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     extra_env: dict[str, str] = field(default_factory=dict)
     # per service, on top of extra_env (e.g. each service's own Kafka user)

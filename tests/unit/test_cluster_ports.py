@@ -1,0 +1,20 @@
+"""Ports of a test or benchmark cluster (`ostinato.testing.cluster`)."""
+
+from __future__ import annotations
+
+import socket
+
+from ostinato.testing.cluster import SERVICES, Cluster, free_ports
+
+
+def test_a_clusters_services_get_distinct_ports_that_are_free() -> None:
+    # Two services given one port: the second never listened while the first answered its
+    # readiness probe, and a suite's API URL reached a worker gateway (404 on /v1/tenants).
+    for _ in range(20):
+        ports = free_ports(200)
+        assert len(set(ports)) == 200
+    cluster = Cluster(database_url="", kafka_bootstrap="", topic_prefix="", log_dir=None)  # type: ignore[arg-type]
+    assert set(cluster.ports) == set(SERVICES) and len(set(cluster.ports.values())) == 5
+    for port in cluster.ports.values():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))  # released: a service can bind it
