@@ -13,10 +13,10 @@ _json_encoder = msgspec.json.Encoder()
 
 # The containers asyncpg may take as an array parameter: every sized iterable this code (or a
 # caller) passes. asyncpg decides whether a value is an array, and whether each element of an
-# array is itself one, with isinstance against collections.abc.Iterable and Sized: a call to
-# ABCMeta.__instancecheck__ in Python for every element: an element of a uuid, text or int
-# array cost 0.34 µs to encode with it, 0.21 µs without (bench/README.md, issue 19), and a
-# run's statements pass about 200 elements. Against concrete types the check is a C loop.
+# array is itself one, with isinstance against collections.abc.Iterable and Sized, which runs
+# ABCMeta.__instancecheck__ in Python for every element. An element of a uuid, text or int
+# array cost 0.34 µs to encode with that check, 0.21 µs without (bench/README.md, issue 19);
+# a run's statements pass about 200 elements. Against concrete types the check is a C loop.
 # Strings, bytes and mappings are still never arrays (asyncpg tests those itself), and a tuple
 # element is still a record.
 ARRAY_CONTAINERS: tuple[type, ...] = (
