@@ -1,5 +1,6 @@
 """Due burst: --jobs one-off jobs all due in the same second; seconds from that second until all
-started and until all finished, and the distribution of (started_at - due_at).
+started and until all finished, the distribution of (started_at - due_at), and the CPU a run of
+every process from that second until all succeeded.
 
     .venv/bin/python -m bench.burst [--quick] [--jobs 100000] [--repeat 3]
 
@@ -19,6 +20,8 @@ from bench.common import (
     Profiler,
     base_parser,
     bench_cluster,
+    cpu_by_process_group,
+    cpu_per_run_ms,
     lag_figures,
     log,
     machine,
@@ -54,13 +57,19 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
         submit_s = await submit_jobs(bench, n, job, scenario=SCENARIO)
         margin = (t0 - datetime.now(UTC)).total_seconds()
         log(SCENARIO, f"#{rep}: submitted in {submit_s:.1f}s, {margin:.1f}s before the burst")
+        await asyncio.sleep(max(0.0, margin))
+        services = {a: bench.pid(a) for a in bench.cluster.procs}
+        cpu_before = cpu_by_process_group(services)
         profiler = None
         if rep == 0:  # the profiled repetition (not in the median: py-spy slows what it samples)
-            await asyncio.sleep(max(0.0, margin))
             profiler = Profiler(SCENARIO, {a: bench.pid(a) for a in PROFILED}, 30).start()
         where = f"due_at >= '{t0.isoformat()}'"
-        done = await wait_succeeded(bench.url, n, within=max(0.0, margin) + args.timeout,
-                                    scenario=SCENARIO, where=where, quiet_for=margin)
+        done = await wait_succeeded(bench.url, n, within=args.timeout, scenario=SCENARIO,
+                                    where=where, quiet_for=1.0)
+        # from the burst's second until all succeeded (within the wait's half-second polls)
+        cpu_after = cpu_by_process_group(services)
+        cpu = {g: round(cpu_after[g] - cpu_before.get(g, 0.0), 2) for g in cpu_after
+               if g != "other"}
         figures = await lag_figures(bench.url, where)
         tops = profiler.finish() if profiler else {}
     span = figures.pop("span")
@@ -69,6 +78,7 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
             "all_started_s": round((span["last_start"] - t0).total_seconds(), 2),
             "all_finished_s": round((span["last_finish"] - t0).total_seconds(), 2),
             "started_per_s": round(n / max(1e-9, (span["last_start"] - t0).total_seconds()), 1),
+            "cpu_seconds": cpu, "cpu_per_run_ms": cpu_per_run_ms(cpu, done),
             **figures, "profile_top": {a: t[:8] for a, t in tops.items()}}
 
 
@@ -80,9 +90,10 @@ async def main(args: Any) -> dict[str, Any]:
     for rep in range(1, repeat_count(args) + 1):
         runs.append(await once(args, rep))
         log(SCENARIO, f"#{rep}: all started {runs[-1]['all_started_s']} s, all finished "
-                      f"{runs[-1]['all_finished_s']} s")
+                      f"{runs[-1]['all_finished_s']} s, {runs[-1]['cpu_per_run_ms']} ms CPU a run")
     median = {k: median_of(runs, k) for k in ("all_started_s", "all_finished_s",
-                                               "started_per_s", "submit_seconds")}
+                                               "started_per_s", "submit_seconds",
+                                               "cpu_per_run_ms")}
     median.update({f"start_lag_ms_{q}": median_of(runs, "start_lag_ms", q)
                    for q in ("p50", "p95", "p99", "max")})
     median.update({f"scheduler_lag_ms_{q}": median_of(runs, "scheduler_lag_ms", q)
@@ -97,7 +108,8 @@ def report(r: dict[str, Any]) -> str:
     m = r["median"]
     rows = [("all started after (s)", m["all_started_s"], f"target ≤ {TARGET_ALL_STARTED_S}"),
             ("all finished after (s)", m["all_finished_s"], ""),
-            ("started per second", m["started_per_s"], "")]
+            ("started per second", m["started_per_s"], ""),
+            ("CPU per run, all processes (ms)", m["cpu_per_run_ms"], "")]
     rows += [(f"start lag {q} (ms)", m[f"start_lag_ms_{q}"], "")
              for q in ("p50", "p95", "p99", "max")]
     rows += [(f"  scheduler share {q} (ms)", m[f"scheduler_lag_ms_{q}"], "")

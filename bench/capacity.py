@@ -25,6 +25,7 @@ from bench.common import (
     base_parser,
     bench_cluster,
     cpu_by_process_group,
+    cpu_per_run_ms,
     lag_figures,
     log,
     machine,
@@ -58,10 +59,6 @@ def capacity(steps: list[dict[str, Any]]) -> float | None:
             break
         best = step["rate_per_s"]
     return best
-
-
-def cpu_per_run_ms(cpu_seconds: dict[str, float], runs: int) -> float | None:
-    return round(sum(cpu_seconds.values()) * 1000 / runs, 3) if runs else None
 
 
 async def ostinato_steps(args: Any) -> list[dict[str, Any]]:
