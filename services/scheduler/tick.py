@@ -49,18 +49,28 @@ async def fire_due(
     shards = list(range(SHARDS)) if ownership is None else ownership.shards()
     if not shards:
         return []
-    async with pool.acquire() as conn, conn.transaction():
-        due = await jobs.claim_due(conn, clock.now(), batch_size,
-                                   waiting.ids(clock.monotonic()), shards)
-        if due and ownership is not None:
-            # The leases are checked (and held FOR SHARE) only when there is something to
-            # write: an idle poll stays a read-only transaction (no lock written, no WAL flush
-            # at commit), and jobs of a shard lost meanwhile are left to its new owner.
-            held = set((await hold(conn, ownership, clock)).shards())
-            due = [j for j in due if j.shard in held]
-        created = await decide_and_append(conn, store, clock, due, actor=actor, waiting=waiting,
-                                          epochs=None if ownership is None
-                                          else ownership.epochs)
+    async with pool.acquire() as conn:
+        if not await jobs.any_due(conn, clock.now()):
+            return []  # idle: one read, no transaction, no plan of the per-shard poll
+        async with conn.transaction():
+            return await _fire_locked(conn, store, clock, batch_size=batch_size, actor=actor,
+                                      waiting=waiting, ownership=ownership, shards=shards)
+
+
+async def _fire_locked(
+    conn: asyncpg.Connection, store: EventStore, clock: Clock, *, batch_size: int, actor: str,
+    waiting: Waiting, ownership: ShardOwnership | None, shards: list[int],
+) -> list[ev.RunScheduled]:
+    due = await jobs.claim_due(conn, clock.now(), batch_size,
+                               waiting.ids(clock.monotonic()), shards)
+    if due and ownership is not None:
+        # The leases are checked (and held FOR SHARE) only when there is something to write:
+        # a poll that found nothing stays a read-only transaction (no lock written, no WAL
+        # flush at commit), and jobs of a shard lost meanwhile are left to its new owner.
+        held = set((await hold(conn, ownership, clock)).shards())
+        due = [j for j in due if j.shard in held]
+    created = await decide_and_append(conn, store, clock, due, actor=actor, waiting=waiting,
+                                      epochs=None if ownership is None else ownership.epochs)
     metrics.RUNS_CREATED.inc(len(created))
     return created
 

@@ -143,7 +143,8 @@ ROW_OF = {
 SCALAR = {
     (runs, "hold_of_run"), (runs, "waiting_position"), (runs, "cancel_flags"),
     (runs, "active_runs_of_jobs"), (runs, "runs_of_job_between"), (runs, "timed_out_runs"),
-    (runs, "queue_wait_expired"), (jobs, "oldest_due"), (calendars, "calendar_names"),
+    (runs, "queue_wait_expired"), (jobs, "oldest_due"), (jobs, "any_due_jobs"),
+    (calendars, "calendar_names"),
     (tenants, "tenant_by_name"), (tenants, "tenant_name"), (api_keys, "count_operators_left"),
     (signals, "database_now"), (runs, "overdue_wakeups"),
     (runs, "active_children"), (runs, "pausable_runs"), (steps, "undone_by_set_aside"),

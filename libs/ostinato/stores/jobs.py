@@ -169,6 +169,11 @@ async def lock(conn: asyncpg.Connection, tenant_id: uuid.UUID,
     return one(JobHead, await conn.fetchrow(Q["lock_job"], job_id, tenant_id))
 
 
+async def any_due(conn: asyncpg.Connection, now: datetime | None) -> bool:
+    """Whether any active job is due at `now` (None: the database's now), whatever its shard."""
+    return bool(await conn.fetchval(Q["any_due_jobs"], now))
+
+
 async def claim_due(conn: asyncpg.Connection, now: datetime | None, limit: int,
                     skip: Sequence[uuid.UUID], shards: Sequence[int]) -> list[DueJob]:
     """Lock up to `limit` due jobs of `shards` (oldest first; SKIP LOCKED), leaving out `skip`."""

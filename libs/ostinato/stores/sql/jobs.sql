@@ -19,6 +19,14 @@ LIMIT $5;
 -- Writers lock the job row before appending to its stream.
 SELECT id, tenant_id, status, version FROM jobs WHERE id = $1 AND tenant_id = $2 FOR UPDATE;
 
+-- name: any_due_jobs
+-- Whether any active job is due, by one descent of jobs_next_due: the scheduler asks before it
+-- opens a transaction for claim_due_jobs, whose plan (a branch per shard, planned at every poll
+-- from its parameters) costs 0.6 ms more to make than to run when nothing is due.
+SELECT EXISTS (SELECT FROM jobs
+               WHERE status = 'active' AND next_run_at IS NOT NULL
+                 AND next_run_at <= coalesce($1::timestamptz, now()));
+
 -- name: claim_due_jobs
 -- The scheduler's poll: due active jobs of the given shards, oldest first, small batches; SKIP
 -- LOCKED gives each due job to exactly one scheduler transaction. Candidates: the oldest 2 x $2
@@ -29,9 +37,8 @@ SELECT id, tenant_id, status, version FROM jobs WHERE id = $1 AND tenant_id = $2
 -- 8 of a poll's 11 ms; `shard = ANY(...) ORDER BY next_run_at` would fetch and sort every due
 -- job.) One branch per shard, SHARDS = 16 (fixed by migration 0004): an element past the end
 -- of $4 is NULL and its branch is empty. Shards are always named: an "IS NULL OR" would make
--- the generic plan a sequential scan. When nothing at all is due, one descent of jobs_next_due
--- (the EXISTS, run once) skips the per-shard descents: an idle poll costs the same with or
--- without future jobs.
+-- the generic plan a sequential scan. The scheduler runs it only when any_due_jobs found a job
+-- due, so an idle poll pays neither its planning nor the per-shard descents.
 WITH due AS NOT MATERIALIZED (
     SELECT id, shard, next_run_at FROM jobs
     WHERE status = 'active' AND next_run_at IS NOT NULL
@@ -56,9 +63,6 @@ WITH due AS NOT MATERIALIZED (
     UNION ALL (SELECT id, next_run_at FROM due WHERE shard = ($4::smallint[])[15] ORDER BY next_run_at)
     UNION ALL (SELECT id, next_run_at FROM due WHERE shard = ($4::smallint[])[16] ORDER BY next_run_at)
     ) AS c
-    WHERE EXISTS (SELECT FROM jobs
-                  WHERE status = 'active' AND next_run_at IS NOT NULL
-                    AND next_run_at <= coalesce($1::timestamptz, now()))
     ORDER BY c.next_run_at
     LIMIT $2 * 2
 )
