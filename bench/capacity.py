@@ -100,7 +100,7 @@ async def ostinato_steps(args: Any) -> list[dict[str, Any]]:
 
 
 async def peer_steps(args: Any) -> list[dict[str, Any]]:
-    from bench.peers.harness import timed
+    from bench.peers.harness import peer_cpu, timed
     from bench.peers.run import load_peer
 
     peer = load_peer(args.peer)
@@ -111,8 +111,7 @@ async def peer_steps(args: Any) -> list[dict[str, Any]]:
         dues = [t0 + i / rate for i in range(total)]
         log(SCENARIO, f"{peer.name}: {rate:g}/s for {args.seconds:g}s ({total} jobs)")
         r = await timed(peer, dues, args.seconds + args.grace, f"{peer.name} capacity")
-        cpu = {g: c for g, c in r["cpu_seconds"].items()
-               if g.startswith("worker-") or g in ("postgresql", "bench (client + SDK worker)")}
+        cpu = peer_cpu(r["cpu_seconds"])
         step = {"rate_per_s": rate, "jobs": total, "started": r["started"],
                 "start_lag_ms": r["start_lag_ms"], "cpu_seconds": cpu,
                 "cpu_per_run_ms": cpu_per_run_ms(cpu, r["started"])}

@@ -129,7 +129,7 @@ def cpu_seconds(pid: int) -> float:
 
 def cpu_by_process_group(services: Mapping[str, int]) -> dict[str, float]:
     """CPU seconds used so far by every process on the machine, grouped: each service (alias ->
-    pid, with its children), PostgreSQL, Kafka (java), this benchmark process, the rest."""
+    pid, with its children), PostgreSQL, Kafka (java), Redis, this benchmark process, the rest."""
     groups: dict[str, float] = {}
     owner = {pid: alias for alias, pid in services.items()}
     for entry in Path("/proc").iterdir():
@@ -148,6 +148,8 @@ def cpu_by_process_group(services: Mapping[str, int]) -> dict[str, float]:
             group = "postgresql"
         elif comm == "java":
             group = "kafka"
+        elif comm.startswith("redis"):
+            group = "redis"  # Celery's broker
         else:
             group = "other"
         groups[group] = groups.get(group, 0.0) + seconds

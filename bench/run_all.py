@@ -39,7 +39,8 @@ HEADLINES: dict[str, list[tuple[str, Reader, str]]] = {
     "burst": [
         ("burst: all started (s)", lambda r: r["median"]["all_started_s"], "≤ 60"),
         ("burst: all finished (s)", lambda r: r["median"]["all_finished_s"], ""),
-        ("burst: start lag p99 ms", lambda r: r["median"]["start_lag_ms_p99"], "")],
+        ("burst: start lag p99 ms", lambda r: r["median"]["start_lag_ms_p99"], ""),
+        ("burst: CPU ms a run", lambda r: r["median"].get("cpu_per_run_ms"), "")],
     "idle_cost": [
         ("idle: due poll p50 ratio with/without",
          lambda r: r["poll_p50_ratio_with_over_without"]["claim_due_jobs"], "≈ 1"),

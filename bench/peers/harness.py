@@ -181,5 +181,12 @@ async def timed(peer: Peer, dues: list[float], within: float, scenario: str
                             for g in cpu_after if g != "other"}}
 
 
+def peer_cpu(cpu_seconds: dict[str, float]) -> dict[str, float]:
+    """The CPU of what a peer runs on: its workers, PostgreSQL, Redis (Celery's broker) and this
+    process (the enqueuer); not Kafka, which only Ostinato uses and which idles meanwhile."""
+    own = ("postgresql", "redis", "bench (client + SDK worker)")
+    return {g: c for g, c in cpu_seconds.items() if g.startswith("worker-") or g in own}
+
+
 def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]

@@ -3,7 +3,8 @@ repetitions and the profile summary. No servers, no timing."""
 
 from __future__ import annotations
 
-from bench.common import distribution, median_of, percentile, table, top_frames
+from bench.common import cpu_per_run_ms, distribution, median_of, percentile, table, top_frames
+from bench.peers.harness import peer_cpu
 
 
 def test_nearest_rank_percentiles() -> None:
@@ -44,3 +45,13 @@ def test_top_frames_charged_to_the_innermost_matching_frame() -> None:
     folded = "main;ostinato/a;lib/x 3\nmain;ostinato/b 1\nmain;lib/y 1\n"
     top = {t["frame"]: t["own_pct"] for t in top_frames(folded, within=("ostinato/",))}
     assert top == {"ostinato/a": 60.0, "ostinato/b": 20.0, "(outside)": 20.0}
+
+
+def test_a_peers_cpu_is_its_own_processes_and_not_kafka() -> None:
+    measured = {"worker-0": 0.75, "worker-1": 0.74, "postgresql": 2.05, "redis": 0.3,
+                "bench (client + SDK worker)": 0.02, "kafka": 0.28, "other": 0.4}
+    own = peer_cpu(measured)
+    assert set(own) == {"worker-0", "worker-1", "postgresql", "redis",
+                        "bench (client + SDK worker)"}
+    assert cpu_per_run_ms(own, 20_000) == round((0.75 + 0.74 + 2.05 + 0.3 + 0.02) / 20, 3)
+    assert cpu_per_run_ms(own, 0) is None
