@@ -31,7 +31,8 @@ HEADLINES: dict[str, list[tuple[str, Reader, str]]] = {
     "throughput": [
         ("runs/s end to end", lambda r: r["median"]["completion_rate_per_s"], "≥ 2000"),
         ("submit jobs/s", lambda r: r["median"]["submit_rate_per_s"], ""),
-        ("PostgreSQL commits per run", lambda r: r["median"]["db_xact_commit_per_run"], "")],
+        ("PostgreSQL commits per run", lambda r: r["median"]["db_xact_commit_per_run"], ""),
+        ("CPU ms a run, all processes", lambda r: r["median"].get("cpu_per_run_ms"), "")],
     "start_lag": [
         ("start lag p50 ms @1000/s", lambda r: r["median"]["start_lag_ms_p50"], ""),
         ("start lag p99 ms @1000/s", lambda r: r["median"]["start_lag_ms_p99"], "≤ 250"),
@@ -42,6 +43,8 @@ HEADLINES: dict[str, list[tuple[str, Reader, str]]] = {
         ("burst: start lag p99 ms", lambda r: r["median"]["start_lag_ms_p99"], ""),
         ("burst: CPU ms a run", lambda r: r["median"].get("cpu_per_run_ms"), "")],
     "idle_cost": [
+        ("idle: scheduler's idle poll p50 ratio with/without",
+         lambda r: r["poll_p50_ratio_with_over_without"].get("any_due_jobs"), "≈ 1"),
         ("idle: due poll p50 ratio with/without",
          lambda r: r["poll_p50_ratio_with_over_without"]["claim_due_jobs"], "≈ 1"),
         ("idle: oldest_due p50 ratio with/without",

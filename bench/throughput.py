@@ -1,5 +1,5 @@
 """Throughput end to end through all five services: N no-op jobs submitted over the public API,
-run by an SDK worker; prints submit rate, completion rate and database work per run.
+run by an SDK worker; prints submit rate, completion rate, and the database work and CPU per run.
 
     .venv/bin/python -m bench.throughput [--quick] [--jobs 20000] [--batch 500] [--repeat 3]
 
@@ -22,6 +22,7 @@ from bench.common import (
     bench_cluster,
     cores_used,
     cpu_by_process_group,
+    cpu_per_run_ms,
     last_finished,
     log,
     machine,
@@ -67,7 +68,10 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
         done = await wait_succeeded(bench.url, n + WARMUP, within=args.timeout,
                                     scenario=SCENARIO)
         polled = time.perf_counter() - start
-        cpu = cores_used(cpu_before, cpu_by_process_group(services), polled)
+        cpu_after = cpu_by_process_group(services)
+        cpu = cores_used(cpu_before, cpu_after, polled)
+        cpu_ms = cpu_per_run_ms({g: cpu_after[g] - cpu_before.get(g, 0.0) for g in cpu_after
+                                 if g != "other"}, n)
         total = await last_finished(bench.url) - started_at
         await asyncio.sleep(1.5)
         after = await pg_stats(bench.url)
@@ -78,7 +82,7 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
     return {"submit_rate_per_s": round(n / submit_s, 1),
             "completion_rate_per_s": round(n / total, 1), "end_to_end_seconds": round(total, 2),
             "db_per_run": {k: round((after[k] - before[k]) / n, 2) for k in before},
-            "statements_per_run": statements, "cores_used": cpu,
+            "statements_per_run": statements, "cores_used": cpu, "cpu_per_run_ms": cpu_ms,
             "profile_top": {a: t[:8] for a, t in tops.items()}}
 
 
@@ -92,7 +96,7 @@ async def main(args: Any) -> dict[str, Any]:
         runs.append(await once(args, rep))
         log(SCENARIO, f"#{rep}: {runs[-1]['completion_rate_per_s']} runs/s")
     median = {k: median_of(runs, k) for k in ("submit_rate_per_s", "completion_rate_per_s",
-                                               "end_to_end_seconds")}
+                                               "end_to_end_seconds", "cpu_per_run_ms")}
     median.update({f"db_{k}_per_run": median_of(runs, "db_per_run", k)
                    for k in ("xact_commit", "tup_inserted", "tup_updated", "tup_deleted")})
     median.update({f"sql_{k}_per_run": median_of(runs, "statements_per_run", k)
@@ -110,6 +114,8 @@ def report(r: dict[str, Any]) -> str:
             ("completion rate (runs/s)", m["completion_rate_per_s"],
              f"target ≥ {TARGET_RUNS_PER_S}"),
             ("end to end (s)", m["end_to_end_seconds"], ""),
+            ("per run: CPU ms, all processes", m.get("cpu_per_run_ms"), "first submission to "
+                                                                         "last success"),
             ("per run: statements", m.get("sql_statements_per_run"), "pg_stat_statements"),
             ("per run: server ms", m.get("sql_server_ms_per_run"), "execution time"),
             ("per run: commits", m["db_xact_commit_per_run"], ""),

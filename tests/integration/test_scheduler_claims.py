@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -22,15 +23,32 @@ pytestmark = pytest.mark.integration
 N = 1000
 
 
+async def submit_at(conn: asyncpg.Connection, tenant_id: uuid.UUID, name: str,
+                    at: datetime) -> None:
+    """A one-off job due at `at`, submitted as the API does."""
+    await submit_job(conn, store(), SystemClock(), tenant_id=tenant_id,
+                     request=JobRequest(name=name, schedule=ScheduleSpec(at=at)),
+                     pools=("default",), max_payload_bytes=1024, actor="test")
+
+
+async def copy_job(conn: asyncpg.Connection, tenant_id: uuid.UUID, name: str, count: int,
+                   first: datetime, step: timedelta, *, shards: int | None = None) -> None:
+    """`count` copies of the tenant's job `name` by SQL (many jobs fast): the g-th due at
+    `first + g * step`, spread over `shards` shards when given (else the original's shard)."""
+    await conn.execute(
+        "INSERT INTO jobs SELECT (jsonb_populate_record(j, jsonb_build_object("
+        "  'id', gen_random_uuid(), 'name', j.name || '-' || g, 'idempotency_key', NULL,"
+        "  'shard', coalesce(g % $5, j.shard), 'next_run_at', $3::timestamptz + g * $4))).* "
+        "FROM jobs j, generate_series(1, $6) AS g WHERE j.tenant_id = $1 AND j.name = $2",
+        tenant_id, name, first, step, shards, count)
+
+
 async def test_two_claimers_never_get_the_same_occurrence(pool: asyncpg.Pool) -> None:
     tenant_id, _ = await new_tenant(pool)
     base = datetime.now(UTC) - timedelta(minutes=5)
     async with pool.acquire() as conn:
         for i in range(N):
-            await submit_job(conn, store(), SystemClock(), tenant_id=tenant_id,
-                             request=JobRequest(name=f"j{i}", schedule=ScheduleSpec(
-                                 at=base + timedelta(milliseconds=i))),
-                             pools=("default",), max_payload_bytes=1024, actor="test")
+            await submit_at(conn, tenant_id, f"j{i}", base + timedelta(milliseconds=i))
 
     async def due_left() -> int:
         async with pool.acquire() as conn:
@@ -78,17 +96,10 @@ async def test_the_due_poll_reads_its_candidates_by_primary_key_whatever_the_cos
     now = datetime.now(UTC)
     async with pool.acquire() as conn:
         for i in range(40):
-            await submit_job(conn, store(), SystemClock(), tenant_id=tenant_id,
-                             request=JobRequest(name=f"due{i}", schedule=ScheduleSpec(
-                                 at=now - timedelta(seconds=i))),
-                             pools=("default",), max_payload_bytes=1024, actor="test")
-        # 5,000 future jobs more (copies of one, by SQL: only their size matters here).
-        await conn.execute(
-            "INSERT INTO jobs SELECT (jsonb_populate_record(j, jsonb_build_object("
-            "  'id', gen_random_uuid(), 'name', j.name || '-' || g, 'idempotency_key', NULL,"
-            "  'next_run_at', $2::timestamptz + g * interval '1 s'))).* "
-            "FROM jobs j, generate_series(1, 5000) AS g WHERE j.tenant_id = $1 AND j.name = 'due0'",
-            tenant_id, now + timedelta(days=1))
+            await submit_at(conn, tenant_id, f"due{i}", now - timedelta(seconds=i))
+        # 5,000 future jobs more (only their size matters here).
+        await copy_job(conn, tenant_id, "due0", 5000, now + timedelta(days=1),
+                       timedelta(seconds=1))
         async with conn.transaction():
             await conn.execute("SET LOCAL seq_page_cost = 0.05")
             await conn.execute("SET LOCAL random_page_cost = 8")
@@ -123,16 +134,9 @@ async def test_a_busy_due_poll_reads_twice_its_batch_whatever_the_shards(
     now = datetime.now(UTC)
     batch = 100
     async with pool.acquire() as conn:
-        await submit_job(conn, store(), SystemClock(), tenant_id=tenant_id,
-                         request=JobRequest(name="due", schedule=ScheduleSpec(
-                             at=now + timedelta(days=1))),
-                         pools=("default",), max_payload_bytes=1024, actor="test")
-        await conn.execute(
-            "INSERT INTO jobs SELECT (jsonb_populate_record(j, jsonb_build_object("
-            "  'id', gen_random_uuid(), 'name', j.name || '-' || g, 'idempotency_key', NULL,"
-            "  'shard', g % $3, 'next_run_at', $2::timestamptz - g * interval '1 ms'))).* "
-            "FROM jobs j, generate_series(1, 3200) AS g WHERE j.tenant_id = $1 AND j.name = 'due'",
-            tenant_id, now - timedelta(minutes=1), SHARDS)
+        await submit_at(conn, tenant_id, "due", now + timedelta(days=1))
+        await copy_job(conn, tenant_id, "due", 3200, now - timedelta(minutes=1),
+                       -timedelta(milliseconds=1), shards=SHARDS)
         async with conn.transaction():
             plan = await conn.fetchval(
                 "EXPLAIN (ANALYZE, FORMAT JSON) " + jobs.Q["claim_due_jobs"],
@@ -171,9 +175,7 @@ async def test_an_idle_poll_is_one_read_and_a_due_job_still_fires(db_url: str) -
         tenant_id, _ = await new_tenant(pool)
         at = datetime(2001, 1, 1, tzinfo=UTC)  # before anything another test left due
         async with pool.acquire() as conn:
-            await submit_job(conn, store(), SystemClock(), tenant_id=tenant_id,
-                             request=JobRequest(name="early", schedule=ScheduleSpec(at=at)),
-                             pools=("default",), max_payload_bytes=1024, actor="test")
+            await submit_at(conn, tenant_id, "early", at)
         statements.clear()
         assert await fire_due(pool, store(), FakeClock(at - timedelta(seconds=1))) == []
         assert len(statements) == 1, statements  # no BEGIN, no poll, no COMMIT

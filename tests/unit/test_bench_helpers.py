@@ -3,6 +3,7 @@ repetitions and the profile summary. No servers, no timing."""
 
 from __future__ import annotations
 
+from bench.ab import compare, figures
 from bench.common import cpu_per_run_ms, distribution, median_of, percentile, table, top_frames
 from bench.peers.harness import peer_cpu
 
@@ -55,3 +56,19 @@ def test_a_peers_cpu_is_its_own_processes_and_not_kafka() -> None:
                         "bench (client + SDK worker)"}
     assert cpu_per_run_ms(own, 20_000) == round((0.75 + 0.74 + 2.05 + 0.3 + 0.02) / 20, 3)
     assert cpu_per_run_ms(own, 0) is None
+
+
+def test_back_to_back_figures_are_read_per_repetition_and_compared_by_median() -> None:
+    before = figures({"runs": [{"cpu_per_run_ms": 0.75, "start_lag_ms": {"p99": 7000}},
+                               {"cpu_per_run_ms": 0.70, "start_lag_ms": {"p99": 6000}},
+                               {"cpu_per_run_ms": 0.80}]},
+                     ["cpu_per_run_ms", "start_lag_ms.p99"])
+    assert before == {"cpu_per_run_ms": [0.75, 0.70, 0.80], "start_lag_ms.p99": [7000.0, 6000.0]}
+    after = figures({"runs": [{"cpu_per_run_ms": 0.60}, {"cpu_per_run_ms": 0.66}]},
+                    ["cpu_per_run_ms", "start_lag_ms.p99"])
+    rows = {r["key"]: r for r in compare(before, after)}
+    assert rows["cpu_per_run_ms"]["before_median"] == 0.75
+    assert rows["cpu_per_run_ms"]["after_median"] == 0.63
+    assert rows["cpu_per_run_ms"]["ratio"] == round(0.63 / 0.75, 3)
+    assert rows["start_lag_ms.p99"]["after_median"] is None
+    assert rows["start_lag_ms.p99"]["ratio"] is None
