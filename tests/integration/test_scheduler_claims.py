@@ -38,8 +38,9 @@ async def copy_job(conn: asyncpg.Connection, tenant_id: uuid.UUID, name: str, co
     await conn.execute(
         "INSERT INTO jobs SELECT (jsonb_populate_record(j, jsonb_build_object("
         "  'id', gen_random_uuid(), 'name', j.name || '-' || g, 'idempotency_key', NULL,"
-        "  'shard', coalesce(g % $5, j.shard), 'next_run_at', $3::timestamptz + g * $4))).* "
-        "FROM jobs j, generate_series(1, $6) AS g WHERE j.tenant_id = $1 AND j.name = $2",
+        "  'shard', coalesce(g % $5::int, j.shard),"
+        "  'next_run_at', $3::timestamptz + g * $4::interval))).* "
+        "FROM jobs j, generate_series(1, $6::int) AS g WHERE j.tenant_id = $1 AND j.name = $2",
         tenant_id, name, first, step, shards, count)
 
 
