@@ -22,6 +22,7 @@ from bench.common import (
     bench_cluster,
     cpu_by_process_group,
     cpu_per_run_ms,
+    cpu_spent,
     lag_figures,
     log,
     machine,
@@ -67,9 +68,7 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
         done = await wait_succeeded(bench.url, n, within=args.timeout, scenario=SCENARIO,
                                     where=where, quiet_for=1.0)
         # from the burst's second until all succeeded (within the wait's half-second polls)
-        cpu_after = cpu_by_process_group(services)
-        cpu = {g: round(cpu_after[g] - cpu_before.get(g, 0.0), 2) for g in cpu_after
-               if g != "other"}
+        cpu = cpu_spent(cpu_before, cpu_by_process_group(services))
         figures = await lag_figures(bench.url, where)
         tops = profiler.finish() if profiler else {}
     span = figures.pop("span")

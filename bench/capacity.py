@@ -26,6 +26,7 @@ from bench.common import (
     bench_cluster,
     cpu_by_process_group,
     cpu_per_run_ms,
+    cpu_spent,
     lag_figures,
     log,
     machine,
@@ -41,7 +42,6 @@ from ostinato import eventloop
 
 SCENARIO = "capacity"
 SLO_P99_MS = 250.0
-OSTINATO_GROUPS_EXCLUDED = ("other",)
 
 
 def passes(step: dict[str, Any]) -> bool:
@@ -84,9 +84,7 @@ async def ostinato_steps(args: Any) -> list[dict[str, Any]]:
             window = max(0.0, (t0 - datetime.now(UTC)).total_seconds()) + args.seconds
             started = await wait_succeeded(bench.url, total, within=window + args.grace,
                                            scenario=SCENARIO, where=where, quiet_for=window)
-            after = cpu_by_process_group(services)
-            cpu = {g: round(after[g] - before.get(g, 0.0), 2) for g in after
-                   if g not in OSTINATO_GROUPS_EXCLUDED}
+            cpu = cpu_spent(before, cpu_by_process_group(services))
             figures = await lag_figures(bench.url, where)
             step = {"rate_per_s": rate, "jobs": total, "started": started,
                     "start_lag_ms": figures["start_lag_ms"], "cpu_seconds": cpu,

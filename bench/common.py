@@ -163,6 +163,12 @@ def cores_used(before: Mapping[str, float], after: Mapping[str, float],
     return {g: round(c, 2) for g, c in sorted(used.items(), key=lambda gc: -gc[1]) if c > 0.005}
 
 
+def cpu_spent(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """CPU seconds each group used between two cpu_by_process_group() samples, the rest of the
+    machine ("other") apart."""
+    return {g: round(after[g] - before.get(g, 0.0), 2) for g in after if g != "other"}
+
+
 def cpu_per_run_ms(cpu_seconds: Mapping[str, float], runs: int) -> float | None:
     """Milliseconds of CPU a run, all the groups of `cpu_seconds` together."""
     return round(sum(cpu_seconds.values()) * 1000 / runs, 3) if runs else None

@@ -23,6 +23,7 @@ from bench.common import (
     cores_used,
     cpu_by_process_group,
     cpu_per_run_ms,
+    cpu_spent,
     last_finished,
     log,
     machine,
@@ -70,8 +71,7 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
         polled = time.perf_counter() - start
         cpu_after = cpu_by_process_group(services)
         cpu = cores_used(cpu_before, cpu_after, polled)
-        cpu_ms = cpu_per_run_ms({g: cpu_after[g] - cpu_before.get(g, 0.0) for g in cpu_after
-                                 if g != "other"}, n)
+        cpu_ms = cpu_per_run_ms(cpu_spent(cpu_before, cpu_after), n)
         total = await last_finished(bench.url) - started_at
         await asyncio.sleep(1.5)
         after = await pg_stats(bench.url)

@@ -27,7 +27,7 @@ from typing import Any, TextIO
 
 import asyncpg
 
-from bench.common import BASE_URL, ROOT, cpu_by_process_group, distribution, log
+from bench.common import BASE_URL, ROOT, cpu_by_process_group, cpu_spent, distribution, log
 
 Items = Sequence[tuple[int, float | None]]
 
@@ -177,8 +177,7 @@ async def timed(peer: Peer, dues: list[float], within: float, scenario: str
             if done >= len(dues) else None,
             # from the enqueue's end to the last start: the peer's workers, PostgreSQL, this
             # process (the enqueuer, idle by then), the rest of the machine apart
-            "cpu_seconds": {g: round(cpu_after[g] - cpu_before.get(g, 0.0), 2)
-                            for g in cpu_after if g != "other"}}
+            "cpu_seconds": cpu_spent(cpu_before, cpu_after)}
 
 
 def peer_cpu(cpu_seconds: dict[str, float]) -> dict[str, float]:

@@ -4,7 +4,15 @@ repetitions and the profile summary. No servers, no timing."""
 from __future__ import annotations
 
 from bench.ab import compare, figures
-from bench.common import cpu_per_run_ms, distribution, median_of, percentile, table, top_frames
+from bench.common import (
+    cpu_per_run_ms,
+    cpu_spent,
+    distribution,
+    median_of,
+    percentile,
+    table,
+    top_frames,
+)
 from bench.peers.harness import peer_cpu
 
 
@@ -72,3 +80,9 @@ def test_back_to_back_figures_are_read_per_repetition_and_compared_by_median() -
     assert rows["cpu_per_run_ms"]["ratio"] == round(0.63 / 0.75, 3)
     assert rows["start_lag_ms.p99"]["after_median"] is None
     assert rows["start_lag_ms.p99"]["ratio"] is None
+
+
+def test_cpu_spent_is_each_groups_difference_without_the_rest_of_the_machine() -> None:
+    before = {"postgresql": 10.0, "api": 1.0, "other": 5.0}
+    after = {"postgresql": 12.5, "api": 1.25, "scheduler": 0.5, "other": 9.0}
+    assert cpu_spent(before, after) == {"postgresql": 2.5, "api": 0.25, "scheduler": 0.5}
