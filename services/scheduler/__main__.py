@@ -19,7 +19,7 @@ from services.scheduler import tick
 async def amain() -> None:
     service = Service("scheduler")
     settings = service.settings
-    pool = await service.connect_database(custom_plans=True)  # the due poll: see create_pool
+    pool = await service.connect_database()
     producer = await service.start_producer()
     store = EventStore(service.clock, settings.topics)
     leases = ShardLeases(pool, service.clock, f"{socket.gethostname()}-{os.getpid()}",

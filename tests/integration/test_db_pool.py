@@ -9,8 +9,6 @@ import uuid
 import asyncpg
 import pytest
 
-from ostinato.db.pool import create_pool
-
 
 async def test_service_connections_never_jit_compile(pool) -> None:
     # A cached plan made on small tables can carry an estimate past jit_above_cost once they
@@ -18,16 +16,7 @@ async def test_service_connections_never_jit_compile(pool) -> None:
     async with pool.acquire() as conn:
         assert await conn.fetchval("SHOW jit") == "off"
         assert await conn.fetchval("SHOW plan_cache_mode") == "auto"
-
-
-async def test_the_schedulers_custom_plans_keep_jit_off_too(db_url) -> None:
-    scheduler_pool = await create_pool(db_url, max_size=1, custom_plans=True)
-    try:
-        async with scheduler_pool.acquire() as conn:
-            assert await conn.fetchval("SHOW plan_cache_mode") == "force_custom_plan"
-            assert await conn.fetchval("SHOW jit") == "off"
-    finally:
-        await scheduler_pool.close()
+        assert await conn.fetchval("SHOW random_page_cost") == "1.1"
 
 
 async def test_array_elements_are_encoded_without_an_abc_check_each(pool, monkeypatch) -> None:

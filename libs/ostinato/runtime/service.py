@@ -55,16 +55,13 @@ class Service:
         self._kafka_probe_at = 0.0
         self._probe_conn: asyncpg.Connection | None = None
 
-    async def connect_database(self, *, attempts: int = 60,
-                               custom_plans: bool = False) -> asyncpg.Pool:
-        """Connect, waiting for the server and for the schema to be migrated (`custom_plans`:
-        see `create_pool`)."""
+    async def connect_database(self, *, attempts: int = 60) -> asyncpg.Pool:
+        """Connect, waiting for the server and for the schema to be migrated."""
         delay = 0.5
         for attempt in range(1, attempts + 1):
             try:
                 pool = await create_pool(self.settings.database_url,
-                                         max_size=self.settings.db_pool_size,
-                                         custom_plans=custom_plans)
+                                         max_size=self.settings.db_pool_size)
                 async with pool.acquire() as conn:
                     have, want = await current_version(conn), expected_version()
                 if have >= want:
