@@ -39,9 +39,10 @@ DEFAULT_KEYS = {
 
 
 def figures(result: Mapping[str, Any], keys: Sequence[str]) -> dict[str, list[float]]:
-    """Each key's value in every repetition of one scenario result (missing ones left out)."""
+    """Each key's value in every repetition of one scenario result (missing ones left out); a
+    result without repetitions (`idle_cost`) is one."""
     out: dict[str, list[float]] = {k: [] for k in keys}
-    for run in result.get("runs") or []:
+    for run in result["runs"] if "runs" in result else [result]:
         for key in keys:
             value: Any = run
             for part in key.split("."):

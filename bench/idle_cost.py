@@ -27,7 +27,9 @@ import asyncpg
 from bench.common import (
     base_parser,
     bench_cluster,
+    cpu_by_process_group,
     cpu_seconds,
+    cpu_spent,
     distribution,
     log,
     machine,
@@ -95,22 +97,26 @@ async def time_polls(url: str, polls: int) -> dict[str, Any]:
 
 
 async def idle_cpu(bench: Any, seconds: float) -> dict[str, Any]:
-    """CPU seconds per second of the scheduler and reconciler, and the scheduler's mean tick,
-    over `seconds` of idling."""
+    """CPU seconds per second of the scheduler, the reconciler and PostgreSQL (every backend:
+    the services' polls are planned and run there), and the scheduler's mean tick, over
+    `seconds` of idling."""
     pids = {a: bench.pid(a) for a in ("scheduler", "reconciler")}
     port = bench.cluster.ports["scheduler"]
     before = {a: cpu_seconds(p) for a, p in pids.items()}
+    groups_before = cpu_by_process_group(pids)
     m0 = await scrape(port)
     t0 = time.monotonic()
     await asyncio.sleep(seconds)
     elapsed = time.monotonic() - t0
     m1 = await scrape(port)
     after = {a: cpu_seconds(p) for a, p in pids.items()}
+    postgres = cpu_spent(groups_before, cpu_by_process_group(pids)).get("postgresql", 0.0)
     ticks = (metric_total(m1, "ostinato_scheduler_tick_seconds_count")
              - metric_total(m0, "ostinato_scheduler_tick_seconds_count"))
     tick_sum = (metric_total(m1, "ostinato_scheduler_tick_seconds_sum")
                 - metric_total(m0, "ostinato_scheduler_tick_seconds_sum"))
     return {**{f"{a}_cpu_s_per_s": round((after[a] - before[a]) / elapsed, 4) for a in pids},
+            "postgresql_cpu_s_per_s": round(postgres / elapsed, 4),
             "scheduler_ticks_per_s": round(ticks / elapsed, 1),
             "scheduler_mean_tick_ms": round(1000 * tick_sum / ticks, 3) if ticks else None}
 
@@ -201,6 +207,8 @@ def report(r: dict[str, Any]) -> str:
               f"{f['scheduler_cpu_s_per_s']}", f"ratio {r['cpu_ratio_with_over_without']}"),
              ("reconciler CPU s/s idle", f"{w['reconciler_cpu_s_per_s']} → "
               f"{f['reconciler_cpu_s_per_s']}", ""),
+             ("PostgreSQL CPU s/s idle (all services)", f"{w['postgresql_cpu_s_per_s']} → "
+              f"{f['postgresql_cpu_s_per_s']}", ""),
              ("bytes per future job (db)", r["bytes_per_future_job"]["database"], ""),
              ("  jobs table+indexes", r["bytes_per_future_job"]["jobs"], ""),
              ("  events", r["bytes_per_future_job"]["events"], ""),

@@ -22,7 +22,7 @@ SELECT id, tenant_id, status, version FROM jobs WHERE id = $1 AND tenant_id = $2
 -- name: any_due_jobs
 -- Whether any active job is due, by one descent of jobs_next_due: the scheduler asks before it
 -- opens a transaction for claim_due_jobs, whose plan (a branch per shard, planned at every poll
--- from its parameters) costs 0.6 ms more to make than to run when nothing is due. min() is
+-- from its parameters: stores/jobs.py) costs 1-3 ms to make, more than to run. min() is
 -- always the head of the index; `EXISTS (... next_run_at <= $1)` was planned from statistics,
 -- and in a burst, where they say every job is due, became a sequential scan stepping over every
 -- job already fired (15 ms a call over 20,000 jobs).
