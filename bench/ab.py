@@ -45,8 +45,11 @@ def figures(result: Mapping[str, Any], keys: Sequence[str]) -> dict[str, list[fl
     for run in result["runs"] if "runs" in result else [result]:
         for key in keys:
             value: Any = run
-            for part in key.split("."):
-                value = value.get(part) if isinstance(value, Mapping) else None
+            for part in key.split("."):  # a number indexes a list: ostinato.steps.0.cpu...
+                if isinstance(value, list) and part.isdigit():
+                    value = value[int(part)] if int(part) < len(value) else None
+                else:
+                    value = value.get(part) if isinstance(value, Mapping) else None
             if isinstance(value, int | float):
                 out[key].append(float(value))
     return out

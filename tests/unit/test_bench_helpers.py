@@ -74,6 +74,9 @@ def test_back_to_back_figures_are_read_per_repetition_and_compared_by_median() -
     assert before == {"cpu_per_run_ms": [0.75, 0.70, 0.80], "start_lag_ms.p99": [7000.0, 6000.0]}
     assert figures({"with": {"postgresql_cpu_s_per_s": 0.08}}, ["with.postgresql_cpu_s_per_s"]
                    ) == {"with.postgresql_cpu_s_per_s": [0.08]}  # idle_cost: no repetitions
+    assert figures({"ostinato": {"steps": [{"cpu": 1.1}, {"cpu": 0.9}]}},
+                   ["ostinato.steps.1.cpu", "ostinato.steps.2.cpu"]
+                   ) == {"ostinato.steps.1.cpu": [0.9], "ostinato.steps.2.cpu": []}
     after = figures({"runs": [{"cpu_per_run_ms": 0.60}, {"cpu_per_run_ms": 0.66}]},
                     ["cpu_per_run_ms", "start_lag_ms.p99"])
     rows = {r["key"]: r for r in compare(before, after)}
