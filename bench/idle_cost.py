@@ -2,8 +2,8 @@
 Measured before and after they are submitted, on the same cluster: the scheduler's idle poll
 (`any_due_jobs`; `claim_due_jobs` over all 16 shards, which it runs when that finds a job due;
 `claim_due_retries`) and the reconciler's `oldest_due`, timed through asyncpg --polls times
-each, and EXPLAIN ANALYZE; the scheduler's and reconciler's CPU seconds per second while idle
-(/proc/<pid>/stat); the mean scheduler tick (its own `ostinato_scheduler_tick_seconds`
+each, and EXPLAIN ANALYZE; the scheduler's, reconciler's and PostgreSQL's CPU seconds per second
+while idle (/proc/<pid>/stat); the mean scheduler tick (its own `ostinato_scheduler_tick_seconds`
 histogram); and the storage the jobs take (pg_total_relation_size per table,
 pg_database_size).
 
@@ -49,8 +49,8 @@ TABLES = ("jobs", "events", "blobs", "outbox", "runs")
 
 async def time_polls(url: str, polls: int) -> dict[str, Any]:
     """Each poll query `polls` times in its own transaction (rolled back), in microseconds,
-    planned as its service plans it: the scheduler's three with a custom plan per execution (its
-    connections' `plan_cache_mode`, db/pool.py), the reconciler's as PostgreSQL chooses."""
+    planned as its service plans it: the due poll with a custom plan per execution
+    (`stores.jobs.claim_due`), the others as PostgreSQL chooses (cached after five)."""
     conn = await asyncpg.connect(url)
     scheduler_conn = await asyncpg.connect(
         url, server_settings={"plan_cache_mode": "force_custom_plan"})
@@ -64,7 +64,7 @@ async def time_polls(url: str, polls: int) -> dict[str, Any]:
         }
         out: dict[str, Any] = {}
         for name, (sql, params) in queries.items():
-            runner = conn if name == "oldest_due" else scheduler_conn
+            runner = scheduler_conn if name == "claim_due_jobs" else conn
             stmt = await runner.prepare(sql)
             samples = []
             for _ in range(polls):

@@ -16,6 +16,12 @@ async def test_service_connections_never_jit_compile(pool) -> None:
     async with pool.acquire() as conn:
         assert await conn.fetchval("SHOW jit") == "off"
         assert await conn.fetchval("SHOW plan_cache_mode") == "auto"
+
+
+async def test_service_connections_price_a_page_out_of_order_as_in_memory(pool) -> None:
+    # At 4.0 the due poll read every shard's entries through jobs_next_due, filtered, rather
+    # than its shard's own index, when the heap lay in due order (test_scheduler_claims).
+    async with pool.acquire() as conn:
         assert await conn.fetchval("SHOW random_page_cost") == "1.1"
 
 
