@@ -304,6 +304,85 @@ async def test_trace_context_is_injected_into_requests() -> None:
     assert gw.claim_headers[0]["traceparent"].split("-")[1] == f"{0xABC:032x}"
 
 
+RUN_TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+async def test_without_a_tracer_provider_a_handler_still_continues_the_runs_trace() -> None:
+    """No span is made per attempt when nothing records it, yet the handler runs in the run's
+    trace context, so its own instrumented calls still carry the run's trace."""
+    gw = FakeGateway()
+
+    @task("traced")
+    async def traced(payload: Any) -> dict[str, Any]:
+        span = trace.get_current_span()
+        return {"trace_id": format(span.get_span_context().trace_id, "032x"),
+                "recording": span.is_recording()}
+
+    untraced = await gw.add("traced")
+    run_id = await gw.add("traced", traceparent=RUN_TRACE)
+    async with running(gw, [traced]):
+        await eventually(lambda: {run_id, untraced} <= set(gw.completions()))
+    assert gw.completions()[run_id].output == {"trace_id": RUN_TRACE.split("-")[1],
+                                               "recording": False}
+    assert gw.completions()[untraced].output == {"trace_id": f"{0:032x}", "recording": False}
+
+
+async def test_with_a_recording_provider_each_attempt_is_a_consumer_span_in_the_runs_trace(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ostinato.sdk import execution
+
+    exporter, provider = InMemorySpanExporter(), TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    # The provider is installed for the SDK only (a global one cannot be unset afterwards).
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+    monkeypatch.setattr(execution, "tracer", provider.get_tracer("ostinato.sdk"))
+    gw, seen = FakeGateway(), []
+
+    @task("traced")
+    async def traced(payload: Any) -> None:
+        seen.append(trace.get_current_span().is_recording())
+        if payload == "fail":
+            raise PermanentError("no")
+
+    done = await gw.add("traced", traceparent=RUN_TRACE)
+    failed = await gw.add("traced", "fail", traceparent=RUN_TRACE)
+    async with running(gw, [traced]):
+        await eventually(lambda: done in gw.completions() and failed in gw.failures())
+    provider.shutdown()
+    spans = {s.attributes["ostinato.run_id"]: s for s in exporter.get_finished_spans()}
+    assert seen == [True, True]
+    assert set(spans) == {done, failed}
+    for span in spans.values():
+        assert (span.name, span.kind) == ("run traced", trace.SpanKind.CONSUMER)
+        assert format(span.context.trace_id, "032x") == RUN_TRACE.split("-")[1]
+        assert format(span.parent.span_id, "016x") == RUN_TRACE.split("-")[2]
+    assert spans[done].status.status_code is trace.StatusCode.UNSET
+    assert spans[failed].status.status_code is trace.StatusCode.ERROR
+
+
+async def test_waiting_for_a_handler_ends_with_it_or_its_time_and_never_cancels_it() -> None:
+    from ostinato.sdk.execution import _ended_within
+
+    release = asyncio.Event()
+    handler = asyncio.create_task(release.wait())
+    assert await _ended_within(handler, 0.01) is False  # its time elapsed first
+    assert not handler.done()
+    waiter = asyncio.create_task(_ended_within(handler, None))
+    await asyncio.sleep(0)
+    waiter.cancel()  # the runner cancelled (a shutdown): the handler goes on
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert not handler.done()
+    waiting = asyncio.create_task(_ended_within(handler, None))
+    release.set()
+    assert await waiting is True
+    assert handler.done() and await _ended_within(handler, 0) is True
+
+
 async def test_reporter_keeps_one_request_in_flight_and_accumulates_the_next_batch() -> None:
     gate, requests = asyncio.Event(), []
 

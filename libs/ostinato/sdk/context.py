@@ -301,6 +301,12 @@ def current() -> RunContext:
         raise OstinatoWorkerError("current() called outside a running handler") from None
 
 
+def enter_context(ctx: RunContext) -> None:
+    """Make ``ctx`` what ``current()`` returns for the rest of the calling task: for a task
+    that runs one attempt and ends with it (the worker's runners), where a reset is no use."""
+    _current.set(ctx)
+
+
 @contextmanager
 def use_context(ctx: RunContext) -> Iterator[RunContext]:
     """Make ``ctx`` what ``current()`` returns inside the block (worker and test harnesses)."""

@@ -50,9 +50,10 @@ from typing import Any, Literal
 
 import msgspec
 import structlog
+from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
-from ostinato.sdk.context import Custody, RunContext, use_context
+from ostinato.sdk.context import Custody, RunContext, enter_context
 from ostinato.sdk.errors import LeaseLost, PermanentError, Suspended, error_info, sdk_error
 from ostinato.sdk.logs import LogBuffer, capture_into, install_log_capture
 from ostinato.sdk.protocol import ErrorInfo, LogLine
@@ -64,6 +65,37 @@ __all__ = ["AttemptRunner"]
 log = structlog.get_logger("ostinato.sdk")
 tracer = trace.get_tracer("ostinato.sdk")
 _encoder = msgspec.json.Encoder()
+
+
+def _recording() -> bool:
+    """Whether spans are recorded: a provider is installed, neither the API's placeholder nor
+    its no-op one. Without one, a span per attempt would cost without recording anything."""
+    return not isinstance(trace.get_tracer_provider(),
+                          (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+
+
+async def _ended_within(task: asyncio.Future[Any], seconds: float | None) -> bool:
+    """Wait until `task` is done or `seconds` elapsed; True when it is done. A cancelled waiter
+    leaves the task running, as `asyncio.wait({task}, timeout=...)` does, with less work per
+    attempt (no set, no counter, no second callback)."""
+    if task.done():
+        return True
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+
+    def wake(_: object = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    task.add_done_callback(wake)
+    timer = loop.call_later(seconds, wake) if seconds is not None else None
+    try:
+        await waiter
+    finally:
+        task.remove_done_callback(wake)
+        if timer is not None:
+            timer.cancel()
+    return task.done()
 
 
 @dataclass(slots=True)
@@ -123,43 +155,63 @@ class AttemptRunner:
 
     async def _attempt(self, ctx: RunContext, handler: Registered, payload: Any,
                        traceparent: str | None) -> None:
+        # A runner is a task of its own (`start`), so what it binds lasts as long as its
+        # attempt, the outcome's log lines included, and goes with it: no reset to make.
         fields = {"run_id": ctx.run_id, "tenant_id": ctx.tenant_id, "job_id": ctx.job_id,
                   "attempt": ctx.attempt, "task": ctx.task}
+        enter_context(ctx)
+        structlog.contextvars.bind_contextvars(**fields)
         buffer = LogBuffer(omit=fields) if self._capture_logs else None
         started = time.monotonic()
-        with use_context(ctx), structlog.contextvars.bound_contextvars(**fields):
-            try:
-                async with self._sem:
-                    started = time.monotonic()
-                    if buffer is not None:
-                        buffer.started = started
-                        install_log_capture()  # again: a later structlog.configure() drops it
-                    attributes = {f"ostinato.{k}": v for k, v in fields.items()}
-                    parent = propagate.extract({"traceparent": traceparent} if traceparent else {})
-                    with tracer.start_as_current_span(
-                        f"run {ctx.task}", context=parent, kind=trace.SpanKind.CONSUMER,
-                        attributes=attributes,
-                    ) as span:
-                        try:
-                            if handler.payload is not None:  # the declared type, else no call
-                                payload = decode_payload(ctx.task, handler.payload, payload)
-                        except PermanentError as exc:
-                            ended = _Ended("raised", exc=exc)
-                        else:
-                            ended = await self._invoke(ctx, handler, payload, buffer)
-                        if isinstance(ended.exc, Suspended):
-                            span.set_attribute("ostinato.suspended", ended.exc.reason)
-                        elif ended.exc is not None:
-                            span.record_exception(ended.exc)
-                        if ended.kind != "returned" and not isinstance(ended.exc, Suspended):
-                            span.set_status(trace.StatusCode.ERROR, ended.kind)
-            except asyncio.CancelledError:  # worker shutdown after the grace period
-                self._release(ctx)
-                raise
-            finally:
-                self._custody.discard(ctx)
-                self._on_slot_freed()
-            self._report(ctx, ended, buffer.lines() if buffer is not None else None, started)
+        try:
+            async with self._sem:
+                started = time.monotonic()
+                if buffer is not None:
+                    buffer.started = started
+                    install_log_capture()  # again: a later structlog.configure() drops it
+                if _recording():
+                    ended = await self._traced(ctx, handler, payload, buffer, fields,
+                                               traceparent)
+                else:
+                    if traceparent:  # the handler's own calls still carry the run's trace
+                        otel_context.attach(propagate.extract({"traceparent": traceparent}))
+                    ended = await self._run_handler(ctx, handler, payload, buffer)
+        except asyncio.CancelledError:  # worker shutdown after the grace period
+            self._release(ctx)
+            raise
+        finally:
+            self._custody.discard(ctx)
+            self._on_slot_freed()
+        self._report(ctx, ended, buffer.lines() if buffer is not None else None, started)
+
+    async def _traced(self, ctx: RunContext, handler: Registered, payload: Any,
+                      buffer: LogBuffer | None, fields: dict[str, Any],
+                      traceparent: str | None) -> _Ended:
+        """The attempt in a CONSUMER span continuing the run's trace (a recording provider is
+        installed)."""
+        attributes = {f"ostinato.{k}": v for k, v in fields.items()}
+        parent = propagate.extract({"traceparent": traceparent} if traceparent else {})
+        with tracer.start_as_current_span(
+            f"run {ctx.task}", context=parent, kind=trace.SpanKind.CONSUMER,
+            attributes=attributes,
+        ) as span:
+            ended = await self._run_handler(ctx, handler, payload, buffer)
+            if isinstance(ended.exc, Suspended):
+                span.set_attribute("ostinato.suspended", ended.exc.reason)
+            elif ended.exc is not None:
+                span.record_exception(ended.exc)
+            if ended.kind != "returned" and not isinstance(ended.exc, Suspended):
+                span.set_status(trace.StatusCode.ERROR, ended.kind)
+        return ended
+
+    async def _run_handler(self, ctx: RunContext, handler: Registered, payload: Any,
+                           buffer: LogBuffer | None) -> _Ended:
+        try:
+            if handler.payload is not None:  # the declared type, else no call
+                payload = decode_payload(ctx.task, handler.payload, payload)
+        except PermanentError as exc:
+            return _Ended("raised", exc=exc)
+        return await self._invoke(ctx, handler, payload, buffer)
 
     async def _invoke(self, ctx: RunContext, handler: Registered, payload: Any,
                       buffer: LogBuffer | None) -> _Ended:
@@ -195,14 +247,13 @@ class AttemptRunner:
 
         ctx.set_interrupt(interrupt)
         try:
-            done, _ = await asyncio.wait({task}, timeout=ctx.timeout_seconds)
-            if not done:  # the attempt's time limit
+            if not await _ended_within(task, ctx.timeout_seconds):  # the attempt's time limit
                 interrupt("timeout")
-                await asyncio.wait({task}, timeout=self.unwind_seconds)
+                await _ended_within(task, self.unwind_seconds)
         except asyncio.CancelledError:  # the runner itself: worker shutdown
             interrupt("shutdown")
             with suppress(asyncio.CancelledError):
-                await asyncio.wait({task}, timeout=self.unwind_seconds)
+                await _ended_within(task, self.unwind_seconds)
             if task.done() and not task.cancelled() and task.exception() is None:
                 return _Ended("returned", task.result())  # it finished after all: report it
             _abandon(task)
@@ -235,7 +286,7 @@ class AttemptRunner:
         thread_future = self._executor.submit(context.run, handler.fn, payload)
         future = asyncio.wrap_future(thread_future)
         try:
-            done, _ = await asyncio.wait({future}, timeout=ctx.timeout_seconds)
+            done = await _ended_within(future, ctx.timeout_seconds)
         except asyncio.CancelledError:
             if future.done() and not future.cancelled() and future.exception() is None:
                 return _Ended("returned", future.result())
