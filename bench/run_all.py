@@ -23,7 +23,7 @@ from typing import Any
 from bench.common import RESULTS, ROOT, log, machine, table, write_result
 
 SCENARIOS = ("throughput", "start_lag", "burst", "idle_cost", "failover", "fairness",
-             "workflows", "dags", "fanout", "peers", "capacity")
+             "workflows", "dags", "fanout", "peers", "capacity", "sdk_attempt")
 
 # scenario -> [(label, how to read the figure from its JSON, target)]
 Reader = Callable[[dict[str, Any]], Any]
@@ -42,6 +42,9 @@ HEADLINES: dict[str, list[tuple[str, Reader, str]]] = {
         ("burst: all finished (s)", lambda r: r["median"]["all_finished_s"], ""),
         ("burst: start lag p99 ms", lambda r: r["median"]["start_lag_ms_p99"], ""),
         ("burst: CPU ms a run", lambda r: r["median"].get("cpu_per_run_ms"), "")],
+    "sdk_attempt": [
+        ("SDK: CPU µs an attempt (no-op, in process)",
+         lambda r: r["cpu_us_per_attempt"]["plain"], "")],
     "idle_cost": [
         ("idle: scheduler's idle poll p50 ratio with/without",
          lambda r: r["poll_p50_ratio_with_over_without"].get("any_due_jobs"), "≈ 1"),

@@ -91,3 +91,11 @@ def test_cpu_spent_is_each_groups_difference_without_the_rest_of_the_machine() -
     before = {"postgresql": 10.0, "api": 1.0, "other": 5.0}
     after = {"postgresql": 12.5, "api": 1.25, "scheduler": 0.5, "other": 9.0}
     assert cpu_spent(before, after) == {"postgresql": 2.5, "api": 0.25, "scheduler": 0.5}
+
+
+async def test_the_sdk_attempt_benchmark_runs_every_attempt_to_its_outcome() -> None:
+    from bench.sdk_attempt import TRACEPARENT, once
+
+    for traceparent, capture in ((None, False), (TRACEPARENT, True)):
+        # once() raises unless every attempt handed its completion to the reporter
+        assert await once(120, traceparent, capture) > 0
