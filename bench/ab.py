@@ -61,8 +61,9 @@ def compare(before: Mapping[str, list[float]], after: Mapping[str, list[float]]
     rows = []
     for key in before:
         b, a = before[key], after.get(key, [])
-        mb = statistics.median(b) if b else None
-        ma = statistics.median(a) if a else None
+        # the median of an even count is a mean: rounded, so sums' float noise is not printed
+        mb = round(statistics.median(b), 6) if b else None
+        ma = round(statistics.median(a), 6) if a else None
         rows.append({"key": key, "before": b, "after": a, "before_median": mb,
                      "after_median": ma,
                      "ratio": round(ma / mb, 3) if ma is not None and mb else None})

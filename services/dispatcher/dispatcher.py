@@ -147,11 +147,11 @@ class Dispatcher:
             row = rows.get(run_id)
             if row is None or not can_transition(RunState(row.state), RunState.QUEUED):
                 continue
-            with tracing.run_span("dispatch run", row.traceparent, tenant_id=row.tenant_id,
-                                  job_id=row.job_id, run_id=run_id) as tp:
-                reason = "retry" if row.state == RunState.RETRY_SCHEDULED else "dispatched"
-                events.append(StreamHead.of(row).next(
-                    ev.RunQueued(pool=row.pool, reason=reason), ACTOR, traceparent=tp))
+            tp = tracing.run_hop("dispatch run", row.traceparent, tenant_id=row.tenant_id,
+                                 job_id=row.job_id, run_id=run_id)
+            reason = "retry" if row.state == RunState.RETRY_SCHEDULED else "dispatched"
+            events.append(StreamHead.of(row).next(
+                ev.RunQueued(pool=row.pool, reason=reason), ACTOR, traceparent=tp))
         await self.store.append(conn, events)
         return events
 

@@ -76,12 +76,10 @@ class Attempts:
                               tenant_id=str(owner[lease.run_id]), run_id=str(lease.run_id),
                               alert="ostinato_duplicate_claims")
             versions, pinning = req.versions or {}, set(req.workflows or ())
-            traces: dict[uuid.UUID, str | None] = {}
-            for r in rows:
-                with tracing.run_span("claim run", r.traceparent, tenant_id=r.tenant_id,
-                                      job_id=r.job_id, run_id=r.id,
-                                      attempt=r.attempt + 1) as tp:
-                    traces[r.id] = tp
+            traces = {r.id: tracing.run_hop("claim run", r.traceparent, tenant_id=r.tenant_id,
+                                            job_id=r.job_id, run_id=r.id,
+                                            attempt=r.attempt + 1)
+                      for r in rows}
             await self.store.append(conn, [
                 StreamHead.of(r).next(
                     ev.RunStarted(attempt=r.attempt + 1, fencing_token=token,

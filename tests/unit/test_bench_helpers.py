@@ -85,6 +85,8 @@ def test_back_to_back_figures_are_read_per_repetition_and_compared_by_median() -
     assert rows["cpu_per_run_ms"]["ratio"] == round(0.63 / 0.75, 3)
     assert rows["start_lag_ms.p99"]["after_median"] is None
     assert rows["start_lag_ms.p99"]["ratio"] is None
+    # an even count's median is a mean, printed without the sum's float noise
+    assert compare({"k": [0.1, 0.2]}, {"k": [0.2]})[0]["before_median"] == 0.15
 
 
 def test_cpu_spent_is_each_groups_difference_without_the_rest_of_the_machine() -> None:

@@ -402,3 +402,22 @@ def test_every_tenant_labelled_metric_caps_its_tenant_label_and_none_has_a_job_l
         before + 2
     assert REGISTRY.get_sample_value("ostinato_dead_letters_total", {"tenant": "cap-b"}) is None
     assert REGISTRY.get_sample_value("ostinato_dead_letters_total", {"tenant": "cap-a"}) == 1
+
+
+def test_a_runs_hop_continues_its_trace_only_when_tracing_is_on(monkeypatch, local_tracer):
+    # Off (no exporting provider installed): the stored traceparent passes through untouched.
+    assert not tracing.tracing_enabled()
+    assert tracing.run_hop("claim run", TRACEPARENT, run_id="r-1") == TRACEPARENT
+    assert tracing.run_hop("claim run", None, run_id="r-1") is None
+    # On: a span in the run's trace, child of the stored one; its context is what is stored.
+    test_tracer, exporter = local_tracer
+    monkeypatch.setattr(tracing, "_provider", object())
+    monkeypatch.setattr(tracing, "tracer", lambda name="ostinato": test_tracer)
+    stored = tracing.run_hop("claim run", TRACEPARENT, tenant_id="t-1", run_id="r-1",
+                             attempt=2)
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "claim run"
+    assert format(span.parent.span_id, "016x") == TRACEPARENT.split("-")[2]
+    assert stored == f"00-{span.context.trace_id:032x}-{span.context.span_id:016x}-01"
+    assert stored.split("-")[1] == TRACEPARENT.split("-")[1]
+    assert span.attributes["ostinato.run.attempt"] == 2

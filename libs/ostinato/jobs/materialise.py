@@ -153,9 +153,8 @@ def _job_events(job: DueJob, head: StreamHead, d: Decision, actor: str,
                 next_slot=d.next_slot), actor, epoch=epoch, traceparent=job.traceparent))
         elif skip is None:
             run_id, run = run_for(job, slot, due_at=due)
-            with tracing.run_span("schedule run", job.traceparent, tenant_id=tenant,
-                                  job_id=job_id, run_id=run_id) as tp:
-                pass  # the span marks the hop; its context is stored on the events below
+            tp = tracing.run_hop("schedule run", job.traceparent, tenant_id=tenant,
+                                 job_id=job_id, run_id=run_id)
             runs.append(run)
             events.append(StreamHead(run_id, tenant).next(run, actor, epoch=epoch,
                                                           traceparent=tp))

@@ -267,24 +267,23 @@ def _error_typed(cm: Any) -> Iterator[Span]:
             raise
 
 
-@contextmanager
-def run_span(name: str, traceparent: str | None, **ids: Any) -> Iterator[str | None]:
-    """A span continuing a run's stored trace (runs wait in the database between hops, so the
-    context travels as the `traceparent` stored on each event). Yields the traceparent to store
-    on the next event: this span's when tracing is on, else the one given, so the chain holds
-    either way and costs nothing when tracing is off."""
+def run_hop(name: str, traceparent: str | None, **ids: Any) -> str | None:
+    """Mark a run's hop through a service with a span continuing its stored trace (runs wait
+    in the database between hops, so the context travels as the `traceparent` stored on each
+    event), and return the traceparent to store on the hop's events: the span's when tracing
+    is on, else the one given, so the chain holds either way and costs a call when tracing is
+    off (every run passes three hops)."""
     if not tracing_enabled():
-        yield traceparent
-        return
+        return traceparent
     with tracer().start_as_current_span(name, context=context_from_traceparent(traceparent),
                                         attributes=run_attributes(**ids)):
-        yield current_traceparent() or traceparent
+        return current_traceparent() or traceparent
 
 
 @contextmanager
 def duty_span(duty: str) -> Iterator[None]:
     """An INTERNAL `duty <name>` span around one tick of a background duty
-    (`ostinato.runtime.duties`). Nothing at all when tracing is off (like `run_span`): the
+    (`ostinato.runtime.duties`). Nothing at all when tracing is off (like `run_hop`): the
     scheduler ticks every 50 ms, and a no-op span would be pure overhead."""
     if not tracing_enabled():
         yield
