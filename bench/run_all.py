@@ -23,7 +23,8 @@ from typing import Any
 from bench.common import RESULTS, ROOT, log, machine, table, write_result
 
 SCENARIOS = ("throughput", "start_lag", "burst", "idle_cost", "failover", "fairness",
-             "workflows", "dags", "fanout", "peers", "capacity", "sdk_attempt")
+             "workflows", "dags", "fanout", "peers", "capacity", "sdk_attempt",
+             "hot_updates")
 
 # scenario -> [(label, how to read the figure from its JSON, target)]
 Reader = Callable[[dict[str, Any]], Any]
@@ -45,6 +46,11 @@ HEADLINES: dict[str, list[tuple[str, Reader, str]]] = {
     "sdk_attempt": [
         ("SDK: CPU µs an attempt (no-op, in process)",
          lambda r: r["cpu_us_per_attempt"]["plain"], "")],
+    "hot_updates": [
+        ("runs: state changes µs a run, today", lambda r: r["median"]["today"]["all"]["us_per_run"],
+         ""),
+        ("runs: the same as HOT updates (ceiling, ff 50)",
+         lambda r: r["median"]["hot, ff 50"]["all"]["us_per_run"], "")],
     "idle_cost": [
         ("idle: scheduler's idle poll p50 ratio with/without",
          lambda r: r["poll_p50_ratio_with_over_without"].get("any_due_jobs"), "≈ 1"),

@@ -101,3 +101,20 @@ async def test_the_sdk_attempt_benchmark_runs_every_attempt_to_its_outcome() -> 
     for traceparent, capture in ((None, False), (TRACEPARENT, True)):
         # once() raises unless every attempt handed its completion to the reporter
         assert await once(120, traceparent, capture) > 0
+
+
+def test_the_hot_ceiling_keeps_only_indexes_naming_no_column_the_run_path_writes() -> None:
+    from bench.hot_updates import ceiling
+
+    definitions = {
+        "runs_pkey": "CREATE UNIQUE INDEX runs_pkey ON public.runs USING btree (id)",
+        "runs_ready": "CREATE INDEX runs_ready ON public.runs USING btree "
+                      "(tenant_id, pool, queued_at, id) WHERE (state = 'queued'::text)",
+        "runs_children": "CREATE INDEX runs_children ON public.runs USING btree "
+                         "(parent_run_id, id) WHERE (parent_run_id IS NOT NULL)",
+        "runs_job_active": "CREATE INDEX runs_job_active ON public.runs USING btree (job_id) "
+                           "WHERE (state <> ALL (ARRAY['succeeded'::text]))",
+        "runs_statement": "CREATE INDEX runs_statement ON public.runs USING btree (task)",
+    }
+    # the index's own name ("runs_statement" contains "state") is not a column it names
+    assert sorted(ceiling(definitions)) == ["runs_children", "runs_pkey", "runs_statement"]
