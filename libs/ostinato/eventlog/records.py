@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+import msgspec
 
 from ostinato.domain.events import Event, decode_event
 from ostinato.domain.ids import new_id
@@ -13,10 +15,11 @@ from ostinato.domain.lifecycle import advance
 from ostinato.domain.states import RunState
 
 
-@dataclass(frozen=True, slots=True)
-class NewEvent:
+class NewEvent(msgspec.Struct, frozen=True):
     """An event to append at `version` (the stream's current version + 1). Made by
-    `StreamHead.next`, never by hand, so versions and run moves are checked in one place."""
+    `StreamHead.next`, never by hand, so versions and run moves are checked in one place.
+    A Struct, as RecordedEvent: five of each per run, made in C (0.9 and 0.1 µs; 1.9 and 1.3
+    as frozen dataclasses)."""
 
     stream_id: uuid.UUID
     version: int
@@ -25,7 +28,7 @@ class NewEvent:
     actor: str
     epoch: int | None = None
     traceparent: str | None = None
-    event_id: uuid.UUID = field(default_factory=new_id)
+    event_id: uuid.UUID = msgspec.field(default_factory=new_id)
 
 
 @dataclass(slots=True)
@@ -50,16 +53,20 @@ class StreamHead:
                    None if state is None else RunState(state))
 
     def next(self, event: Event, actor: str, *, epoch: int | None = None,
-             traceparent: str | None = None) -> NewEvent:
+             traceparent: str | None = None, event_id: uuid.UUID | None = None) -> NewEvent:
+        """The event at the next version; `event_id` a fixed one (a finding recorded once
+        whoever records it), else a fresh one."""
         if event.stream_type == "run":
             self.state = advance(self.state, event)
         self.version += 1
-        return NewEvent(self.stream_id, self.version, self.tenant_id, event, actor, epoch=epoch,
-                        traceparent=traceparent)
+        if event_id is None:
+            return NewEvent(self.stream_id, self.version, self.tenant_id, event, actor,
+                            epoch=epoch, traceparent=traceparent)
+        return NewEvent(self.stream_id, self.version, self.tenant_id, event, actor,
+                        epoch=epoch, traceparent=traceparent, event_id=event_id)
 
 
-@dataclass(frozen=True, slots=True)
-class RecordedEvent:
+class RecordedEvent(msgspec.Struct, frozen=True):
     seq: int
     event_id: uuid.UUID
     stream_id: uuid.UUID

@@ -15,7 +15,6 @@ the alert rules (`ostinato.alerts`) turn the events into an alert for the job's 
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections import defaultdict
 from datetime import timedelta
@@ -80,7 +79,7 @@ async def _record(pool: asyncpg.Pool, store: EventStore, tenant_id: uuid.UUID,
                        key=lambda k: (found[k].deadline, k))
         head = StreamHead(job_id, tenant_id, locked.version)
         events: list[NewEvent] = [
-            dataclasses.replace(head.next(found[k], ACTOR), event_id=k) for k in fresh]
+            head.next(found[k], ACTOR, event_id=k) for k in fresh]
         if events:
             await store.append(conn, events)
     for k in fresh:

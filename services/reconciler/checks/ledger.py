@@ -157,7 +157,7 @@ async def _record(pool: asyncpg.Pool, store: EventStore, job: LedgerJob,
         ordered = sorted(fresh, key=lambda k: (found[k].entry.slot, found[k].kind))
         head = StreamHead(job.id, job.tenant_id, locked.version)
         events: list[NewEvent] = [
-            dataclasses.replace(head.next(found[k].event(), ACTOR), event_id=k) for k in ordered]
+            head.next(found[k].event(), ACTOR, event_id=k) for k in ordered]
         await store.append(conn, events)
     for k in ordered:
         alert(job.tenant_id, job.id, found[k])
@@ -178,8 +178,8 @@ async def record_unreadable(pool: asyncpg.Pool, store: EventStore, job: LedgerJo
         if locked is None or await ledger_store.findings_recorded(conn, [key]):
             return 0
         head = StreamHead(job.id, job.tenant_id, locked.version)
-        await store.append(conn, [dataclasses.replace(
-            head.next(ev.LedgerScheduleUnreadable(error=error), ACTOR), event_id=key)])
+        await store.append(conn, [
+            head.next(ev.LedgerScheduleUnreadable(error=error), ACTOR, event_id=key)])
     metrics.LEDGER_SCHEDULES_UNREADABLE.labels(
         tenant=metrics.tenant_label(str(job.tenant_id))).inc()
     get_logger("ostinato.reconciler").error(
