@@ -310,7 +310,10 @@ async def submit_jobs(bench: Bench, count: int, make: Callable[[int], dict[str, 
 
 @asynccontextmanager
 async def sdk_worker(bench: Bench, concurrency: int = 256) -> AsyncIterator[Any]:
-    """An SDK worker for the `noop` task in this process, stopped (gracefully) afterwards."""
+    """An SDK worker for the `noop` task in this process, stopped (gracefully) afterwards.
+    This process stands for a worker process (`Worker.run_forever`), so it settles its heap as
+    that does (`eventloop.settle_heap`)."""
+    from ostinato import eventloop
     from ostinato.sdk import Worker, task
 
     @task("noop")
@@ -319,6 +322,7 @@ async def sdk_worker(bench: Bench, concurrency: int = 256) -> AsyncIterator[Any]
 
     worker = Worker(bench.cluster.gateway_url, bench.key, [noop], concurrency=concurrency,
                     claim_wait_seconds=1, capture_logs=False)
+    eventloop.settle_heap()
     running = asyncio.create_task(worker.run())
     try:
         yield worker

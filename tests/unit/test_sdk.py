@@ -497,3 +497,32 @@ def test_registration_is_explicit_and_checked() -> None:
         current()
     assert issubclass(LeaseLost, BaseException) and not issubclass(LeaseLost, Exception)
     assert issubclass(Cancelled, BaseException) and not issubclass(Cancelled, Exception)
+
+
+def test_a_worker_owning_its_process_settles_the_heap_before_its_loop_starts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from ostinato import eventloop
+    from ostinato.sdk import worker as worker_module
+
+    calls: list[str] = []
+
+    def run(main: Any) -> None:
+        calls.append("loop")
+        main.close()  # the worker's coroutine, never started here
+
+    monkeypatch.setattr(eventloop, "settle_heap", lambda: calls.append("settle"))
+    monkeypatch.setattr(worker_module.eventloop, "run", run)
+    Worker("http://gateway.test", "test-key", {"x": print}).run_forever()
+    assert calls == ["settle", "loop"]
+
+
+def test_settling_the_heap_freezes_what_exists_and_collects_less_often() -> None:
+    import subprocess
+    import sys
+
+    probe = ("import gc; from ostinato import eventloop; before = gc.get_freeze_count(); "
+             "eventloop.settle_heap(); "
+             "print(before, gc.get_freeze_count() > 1000, gc.get_threshold())")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, timeout=60).stdout.split(maxsplit=1)
+    assert out == ["0", "True (50000, 20, 20)\n"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import signal
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any
@@ -201,15 +200,6 @@ def run_service(amain: Callable[[], Coroutine[Any, Any, None]]) -> None:
     eventloop.run(amain())
 
 
-def settle_heap() -> None:
-    """Once started: move everything allocated so far (modules, app, pools) out of the cyclic
-    collector's reach and collect less often, so collections stop re-walking a large, stable
-    heap (they took ~4 % of the machine under load)."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
-
-
 async def run_until_stopped(service: Service, tasks: Sequence[Awaitable[Any]] = (),
                             on_stop: Callable[[], Awaitable[None]] | None = None) -> None:
     """Run the service's duties and other background `tasks` (Kafka consumers) until
@@ -217,7 +207,7 @@ async def run_until_stopped(service: Service, tasks: Sequence[Awaitable[Any]] = 
     then each duty after its current tick, in reverse order of adding (so the relay, added
     first, publishes what the others appended last), all within STOP_SECONDS."""
     service.install_signal_handlers()
-    settle_heap()
+    eventloop.settle_heap()
     runners = [(r, asyncio.ensure_future(r.run())) for r in service.duties]
     running = [*(t for _, t in runners), *(asyncio.ensure_future(t) for t in tasks)]
     stopper = asyncio.ensure_future(service.stopping.wait())

@@ -95,8 +95,10 @@ recorded steps without running them and resumes at the first unrecorded one. See
 Logs
 ----
 SDK logs are structlog events with ``run_id``, ``tenant_id``, ``job_id``, ``attempt``, ``task``
-bound while a handler runs; outgoing requests carry the W3C trace context of the caller. What the
-handler itself logs (structlog or stdlib ``logging``) is also captured, bounded (500 lines /
+bound while a handler runs; outgoing requests carry the W3C trace context of the caller. A
+handler runs in its run's trace context; each attempt is also a CONSUMER span ``run <task>``
+when an OpenTelemetry SDK provider is installed (none is made without one). What the handler
+itself logs (structlog or stdlib ``logging``) is also captured, bounded (500 lines /
 256 KiB per attempt: first and last 250 kept) and sent with its outcome (``capture_logs=False``
 turns this off; see ``ostinato.sdk.logs``).
 """

@@ -193,7 +193,10 @@ class Worker:
 
     def run_forever(self) -> None:
         """Blocking entry point for a worker process: ``asyncio.run(run_until_signal())``, on
-        uvloop when it is installed (``ostinato.eventloop``)."""
+        uvloop when it is installed, with the process's heap settled as the services settle
+        theirs (``ostinato.eventloop``): the worker owns the process, so it tunes its cyclic
+        collector. ``run()`` inside your own loop leaves the collector alone."""
+        eventloop.settle_heap()
         eventloop.run(self.run_until_signal())
 
     async def _shutdown(self, claims: asyncio.Task[None], heartbeats: asyncio.Task[None]) -> None:
