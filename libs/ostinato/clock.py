@@ -71,8 +71,14 @@ class DatabaseClock:
 
     `sync` maps the database's instant to the moment its answer arrived: `now()` may trail the
     database by at most one round trip, never lead it, so an event's `occurred_at` is never
-    after the `recorded_at` PostgreSQL gives it. Services sync at start and every few seconds
+    after the `recorded_at` PostgreSQL gives it. Nor does it go back: a reading whose answer
+    waited longer than the last one's (a busy loop, a process the OS left waiting) lands behind
+    the time already told, and both are lower bounds of the database's time, so the later one
+    is kept, for at most KEEP_SECONDS since its reading (past that the monotonic clock's drift
+    could add up to a lead). Services sync at start and every few seconds
     (`runtime.service.Service`); before the first sync it is the host's clock."""
+
+    KEEP_SECONDS = 30.0
 
     def __init__(self) -> None:
         self._base: datetime | None = None
@@ -81,7 +87,10 @@ class DatabaseClock:
     async def sync(self, conn: Any) -> timedelta:
         """Read the database's time; returns how far the host's wall clock is from it."""
         instant: datetime = await conn.fetchval("SELECT clock_timestamp()")
-        self._base, self._base_mono = instant, time.monotonic()
+        arrived = time.monotonic()
+        told = self._told(arrived)
+        if told is None or instant >= told or arrived - self._base_mono >= self.KEEP_SECONDS:
+            self._base, self._base_mono = instant, arrived
         return datetime.now(UTC) - instant
 
     @property
@@ -89,9 +98,12 @@ class DatabaseClock:
         return self._base is not None
 
     def now(self) -> datetime:
+        return self._told(time.monotonic()) or datetime.now(UTC)
+
+    def _told(self, mono: float) -> datetime | None:
         if self._base is None:
-            return datetime.now(UTC)
-        return self._base + timedelta(seconds=time.monotonic() - self._base_mono)
+            return None
+        return self._base + timedelta(seconds=mono - self._base_mono)
 
     def monotonic(self) -> float:
         return time.monotonic()
