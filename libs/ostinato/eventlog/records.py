@@ -59,11 +59,9 @@ class StreamHead:
         if event.stream_type == "run":
             self.state = advance(self.state, event)
         self.version += 1
-        if event_id is None:
-            return NewEvent(self.stream_id, self.version, self.tenant_id, event, actor,
-                            epoch=epoch, traceparent=traceparent)
         return NewEvent(self.stream_id, self.version, self.tenant_id, event, actor,
-                        epoch=epoch, traceparent=traceparent, event_id=event_id)
+                        epoch=epoch, traceparent=traceparent,
+                        event_id=new_id() if event_id is None else event_id)
 
 
 class RecordedEvent(msgspec.Struct, frozen=True):
