@@ -12,6 +12,10 @@
 - Each job created has its `job.create` audit row (actor `kafka:<topic>@<partition>:<offset>`,
   no key, role submitter) in the job's own transaction; a duplicate writes none.
 - Offsets are committed after the batch is handled; a database outage seeks back and retries.
+- It reads the submit topics of the tenants in the database whose topic exists (`SubmitTopics`),
+  never a pattern: a pattern makes the client read the metadata of every topic on the broker at
+  each refresh, which on a broker shared with other applications costs more than the ingest
+  itself.
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ import re
 import time
 import uuid
 from contextlib import suppress
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
 import msgspec
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from ostinato import jobs
@@ -49,6 +55,8 @@ from services.api.routes import definition
 log = get_logger("ostinato.ingest")
 # The consumer-lag label of every tenant's submit topic together (no tenant id in a label).
 SUBMIT_TOPICS = "ostinato.submit"
+FOLLOW_EVERY_SECONDS = 2.0  # a new tenant's topic is read within seconds
+LOOKBACK = timedelta(minutes=1)  # a tenant committed late is still found (UTC ordering is loose)
 MAX_MESSAGE_BYTES = 4 << 20  # as the API's body limit
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 _decoder = msgspec.json.Decoder(JobRequest)
@@ -99,6 +107,35 @@ def _traceparent(record: ConsumerRecord) -> str | None:
     return None
 
 
+class SubmitTopics:
+    """The submit topics to read: those of the tenants in the database whose topic exists on the
+    broker (it is made when the tenant's Kafka access is granted, which may come later).
+    Tenants are read incrementally; a topic not there yet is asked about by name alone."""
+
+    def __init__(self, topics: Topics, admin: AIOKafkaAdminClient) -> None:
+        self.topics, self.admin = topics, admin
+        self.reading: set[str] = set()
+        self._missing: set[str] = set()
+        self._seen: set[uuid.UUID] = set()
+        self._since: datetime | None = None
+
+    async def follow(self, conn: asyncpg.Connection) -> bool:
+        """Take in new tenants and topics that have appeared; True when `reading` grew."""
+        since = None if self._since is None else self._since - LOOKBACK
+        for tenant in await tenant_store.created_since(conn, since):
+            if tenant.id not in self._seen:
+                self._seen.add(tenant.id)
+                self._missing.add(self.topics.submit(tenant.id))
+            self._since = max(self._since or tenant.created_at, tenant.created_at)
+        if not self._missing:
+            return False
+        described = await self.admin.describe_topics(sorted(self._missing))
+        there = {t["topic"] for t in described if t["error_code"] == 0} & self._missing
+        self._missing -= there
+        self.reading |= there
+        return bool(there)
+
+
 class SubmitIngest:
     """The consumer of every tenant's submit topic, run by the api service."""
 
@@ -113,9 +150,13 @@ class SubmitIngest:
             group_id=self.group,
             enable_auto_commit=False, auto_offset_reset="earliest",
             isolation_level="read_committed", max_poll_records=200,
-            metadata_max_age_ms=2_000,  # a new tenant's topic is read within seconds
             **settings.kafka_auth.options(),
         )
+        self.admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap,
+                                         client_id="ostinato-ingest",
+                                         **settings.kafka_auth.options())
+        self.submit_topics = SubmitTopics(self.topics, self.admin)
+        self._followed_at = float("-inf")
         self.producer = make_producer(settings.kafka_bootstrap, "ostinato-ingest",
                                       settings.kafka_auth)
         self._stopping = asyncio.Event()
@@ -127,7 +168,7 @@ class SubmitIngest:
         while not self._stopping.is_set():
             try:
                 await self.producer.start()
-                self.consumer.subscribe(pattern=self.topics.submit_pattern)
+                await self.admin.start()
                 await self.consumer.start()
                 return
             except KafkaError as exc:
@@ -142,6 +183,8 @@ class SubmitIngest:
         with suppress(KafkaError):
             await self.consumer.stop()
         with suppress(KafkaError):
+            await self.admin.close()
+        with suppress(KafkaError):
             await self.producer.stop()
 
     async def run(self) -> None:
@@ -149,6 +192,12 @@ class SubmitIngest:
         while not self._stopping.is_set():
             batches = {}
             try:
+                if time.monotonic() - self._followed_at >= FOLLOW_EVERY_SECONDS:
+                    self._followed_at = time.monotonic()
+                    await self.follow_tenants()
+                if not self.submit_topics.reading:
+                    await asyncio.sleep(0.2)
+                    continue
                 batches = await self.consumer.getmany(timeout_ms=200, max_records=200)
                 if time.monotonic() - self._lag_at >= LAG_EVERY_SECONDS:
                     self._lag_at = time.monotonic()
@@ -164,6 +213,16 @@ class SubmitIngest:
                 for tp, records in batches.items():
                     self.consumer.seek(TopicPartition(tp.topic, tp.partition), records[0].offset)
                 await asyncio.sleep(1.0)
+
+    async def follow_tenants(self) -> None:
+        """Read the submit topics of tenants new since the last look (a change of subscription
+        makes the group rebalance; a new topic is read from its start)."""
+        async with self.pool.acquire() as conn:
+            grew = await self.submit_topics.follow(conn)
+        if grew:
+            self.consumer.subscribe(topics=sorted(self.submit_topics.reading))
+            log.info("kafka ingest reads tenants' submit topics",
+                     topics=len(self.submit_topics.reading))
 
     async def report_lag(self) -> dict[str, int]:
         """Set `ostinato_consumer_lag_messages{consumer=<group>, topic="ostinato.submit"}`: the

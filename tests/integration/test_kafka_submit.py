@@ -16,21 +16,25 @@ import httpx
 import msgspec
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import (
     GroupAuthorizationFailedError,
     KafkaConnectionError,
     TopicAuthorizationFailedError,
 )
 
+from ostinato.bus.kafka import ensure_topics
+from ostinato.bus.topics import Topics
 from ostinato.clock import SystemClock
 from ostinato.eventlog.store import read_stream
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from services.api.app import create_app
-from services.api.ingest import SubmitIngest
+from services.api.ingest import SubmitIngest, SubmitTopics
 from tests.conftest import KAFKA_BOOTSTRAP, TENANT_BOOTSTRAP
 
 from .conftest import ADMIN, assert_problem, auth
+from .helpers import new_tenant as new_tenant_row
 from .helpers import store
 
 pytestmark = pytest.mark.integration
@@ -259,3 +263,45 @@ async def test_credentials_are_refused_where_kafka_submission_is_off(
     assert r.status_code == 201 and r.json()["kafka"] is None
     r = await client.post("/v1/kafka/credentials", headers=auth(r.json()["api_key"]))
     assert_problem(r, 409)
+
+
+async def test_the_ingest_subscribes_to_tenants_topics_by_name_never_by_pattern(
+        kafka_api: tuple[httpx.AsyncClient, SubmitIngest], topic_prefix: str) -> None:
+    """A topic that looks like a submit topic but is no tenant's is not read: the consumer asks
+    the broker about the topics it names, so its cost does not grow with the broker's topics."""
+    client, ingest = kafka_api
+    stray = Topics(prefix=topic_prefix).submit(uuid.uuid4())
+    await ensure_topics(KAFKA_BOOTSTRAP, [stray], 1)
+    tenant = await new_tenant(client, "kafka-named")
+    await produce(tenant["kafka"], job("named"))
+    await until_job(client, tenant["api_key"], "named")
+    assert tenant["kafka"]["topic"] in ingest.consumer.subscription()
+    assert stray not in ingest.consumer.subscription()
+
+
+async def test_a_tenants_topic_made_after_the_tenant_is_read_once_it_exists(
+        pool: asyncpg.Pool, topic_prefix: str) -> None:
+    """Kafka access may be granted after the tenant was created (the broker was away): its
+    topic is asked about by name until it exists, then read; a tenant committed with an earlier
+    creation time than one already seen is found too."""
+    topics = Topics(prefix=topic_prefix)
+    admin = AIOKafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP)
+    await admin.start()
+    try:
+        follower = SubmitTopics(topics, admin)
+        tenant_id, _ = await new_tenant_row(pool)
+        async with pool.acquire() as conn:
+            assert not await follower.follow(conn)  # no topic yet
+            assert topics.submit(tenant_id) not in follower.reading
+            await ensure_topics(KAFKA_BOOTSTRAP, [topics.submit(tenant_id)], 1)
+            assert await follower.follow(conn)
+            assert topics.submit(tenant_id) in follower.reading
+            late_id, _ = await new_tenant_row(pool)
+            await conn.execute("UPDATE tenants SET created_at = created_at - interval '30 s' "
+                               "WHERE id = $1", late_id)
+            await ensure_topics(KAFKA_BOOTSTRAP, [topics.submit(late_id)], 1)
+            assert await follower.follow(conn)
+            assert topics.submit(late_id) in follower.reading
+            assert not await follower.follow(conn)  # nothing new
+    finally:
+        await admin.close()

@@ -138,6 +138,7 @@ ROW_OF = {
     (runs, "list_runs_by_error_type"): runs.RunRow,
     (runs, "start_lag_by_minute"): runs.StartLag,
     (tenants, "tenants_page"): tenants.TenantRow,
+    (tenants, "tenants_created_since"): tenants.TenantRow,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
 SCALAR = {

@@ -48,11 +48,6 @@ class Topics:
         """Where the api puts a tenant's submissions it could not accept, with the problem."""
         return f"{self.prefix}ostinato.rejects.{tenant_id}"
 
-    @property
-    def submit_pattern(self) -> str:
-        """Every tenant's submit topic, for the api's ingest consumer (a regular expression)."""
-        return re.escape(f"{self.prefix}ostinato.submit.") + r"[0-9a-f-]{36}$"
-
     def submit_tenant(self, topic: str) -> str | None:
         """The tenant id a submit topic belongs to (from its name, never from the message)."""
         head = f"{self.prefix}ostinato.submit."

@@ -56,3 +56,8 @@ async def page(conn: asyncpg.Connection, after: tuple[datetime | None, uuid.UUID
                limit: int) -> list[TenantRow]:
     """Every tenant, newest first, strictly after the (created_at, id) cursor `after`."""
     return many(TenantRow, await conn.fetch(Q["tenants_page"], *after, limit))
+
+
+async def created_since(conn: asyncpg.Connection, since: datetime | None) -> list[TenantRow]:
+    """Tenants created at or after `since` (every tenant for None), oldest first."""
+    return many(TenantRow, await conn.fetch(Q["tenants_created_since"], since))

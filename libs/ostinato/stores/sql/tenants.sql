@@ -16,8 +16,14 @@ SELECT name FROM tenants WHERE id = $1;
 
 -- name: tenants_page
 -- The admin's list of tenants (GET /v1/tenants): newest first, keyset-paginated by
--- (created_at, id). The one query over every tenant: tenants are what it lists.
+-- (created_at, id).
 SELECT id, name, weight, created_at FROM tenants
 WHERE ($1::timestamptz IS NULL OR (created_at, id) < ($1, $2::uuid))
 ORDER BY created_at DESC, id DESC
 LIMIT $3;
+
+-- name: tenants_created_since
+-- The api's Kafka ingest follows tenants as they are created (every tenant on its first read).
+SELECT id, name, weight, created_at FROM tenants
+WHERE $1::timestamptz IS NULL OR created_at >= $1
+ORDER BY created_at, id;
