@@ -101,6 +101,7 @@ import httpx
 
 from bench.common import BASE_URL, KAFKA, ROOT, machine, write_result
 from ostinato import eventloop
+from ostinato.bus.kafka import delete_topics_with_prefixes
 from ostinato.db.migrate import migrate
 from ostinato.telemetry.logging import configure_logging
 from ostinato.testing.cluster import Cluster
@@ -1526,8 +1527,9 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     await admin.execute(f'CREATE DATABASE "{name}"')
     url = BASE_URL.rpartition("/")[0] + "/" + name
     log_dir = ROOT / ".cache" / "chaos" / time.strftime("%Y%m%d-%H%M%S")
-    cluster = Cluster(database_url=url, kafka_bootstrap=KAFKA,
-                      topic_prefix=f"c{uuid.uuid4().hex[:8]}.", log_dir=log_dir,
+    prefix = f"c{uuid.uuid4().hex[:8]}."
+    cluster = Cluster(database_url=url, kafka_bootstrap=KAFKA, topic_prefix=prefix,
+                      log_dir=log_dir,
                       extra_env={**FAULT_ENV, "OSTINATO_LOG_LEVEL": "warning",
                                  "OSTINATO_DB_POOL_SIZE": "20"})
     lab = Lab(cluster=cluster, db=Db(url))
@@ -1545,6 +1547,8 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             await lab.close()  # workers first: one behind a partition proxy still uses it
         finally:
             await chaos.close()
+            with suppress(Exception):  # the broker gone: the topics stay, nothing else is wrong
+                await delete_topics_with_prefixes(KAFKA, [prefix])
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', within=60)
             await admin.close()
 

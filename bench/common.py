@@ -251,6 +251,7 @@ async def bench_cluster(scenario: str, *, env: Mapping[str, str] | None = None,
                         services: tuple[str, ...] | None = None) -> AsyncIterator[Bench]:
     """Create a database, migrate it, start the services on free ports, create a tenant;
     afterwards stop every process and drop the database (also on errors)."""
+    from ostinato.bus.kafka import delete_topics_with_prefixes
     from ostinato.db.migrate import migrate
     from ostinato.testing.cluster import SERVICES, Cluster
     from ostinato.testing.load import create_tenant
@@ -259,8 +260,8 @@ async def bench_cluster(scenario: str, *, env: Mapping[str, str] | None = None,
     admin = await asyncpg.connect(BASE_URL)
     await admin.execute(f'CREATE DATABASE "{name}"')
     url = BASE_URL.rpartition("/")[0] + "/" + name
-    cluster = Cluster(database_url=url, kafka_bootstrap=KAFKA,
-                      topic_prefix=f"b{uuid.uuid4().hex[:8]}.",
+    prefix = f"b{uuid.uuid4().hex[:8]}."
+    cluster = Cluster(database_url=url, kafka_bootstrap=KAFKA, topic_prefix=prefix,
                       log_dir=ROOT / ".cache" / "bench" / f"{scenario}-{name[-8:]}",
                       extra_env={"OSTINATO_LOG_LEVEL": "warning", "OSTINATO_DB_POOL_SIZE": "20",
                                  "OSTINATO_RECONCILE_INTERVAL_SECONDS": _default_reconcile(),
@@ -273,6 +274,8 @@ async def bench_cluster(scenario: str, *, env: Mapping[str, str] | None = None,
         yield Bench(cluster, url, key, name)
     finally:
         await asyncio.to_thread(cluster.stop)
+        with suppress(Exception):  # a broker gone: the topics stay, nothing else is wrong
+            await delete_topics_with_prefixes(KAFKA, [prefix])
         if os.environ.get("OSTINATO_BENCH_KEEP_DB") == "1":  # to read its tables afterwards
             log(scenario, f"kept database {name}")
         else:

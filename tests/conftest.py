@@ -4,6 +4,7 @@ migrated template, so tests never see each other's rows."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import uuid
@@ -144,7 +145,34 @@ async def pool(db_url: str) -> AsyncIterator[asyncpg.Pool]:
     await p.close()
 
 
+_PREFIXES: list[str] = []  # handed out in this session; their topics go at its end
+
+
+def new_topic_prefix() -> str:
+    """A fresh topic prefix, whose topics are deleted when the test session ends."""
+    prefix = f"t{uuid.uuid4().hex[:10]}."
+    _PREFIXES.append(prefix)
+    return prefix
+
+
 @pytest.fixture
 def topic_prefix() -> str:
     """A fresh prefix per test: its Kafka topics start empty."""
-    return f"t{uuid.uuid4().hex[:10]}."
+    return new_topic_prefix()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Delete the session's topics, so that a broker shared by many runs (a developer's) does not
+    gather thousands of them: each costs the broker at start and in every full metadata read."""
+    if not _PREFIXES:
+        return
+    from ostinato.bus.kafka import delete_topics_with_prefixes
+
+    async def delete() -> None:
+        async with asyncio.timeout(60):
+            await delete_topics_with_prefixes(KAFKA_BOOTSTRAP, _PREFIXES)
+
+    try:
+        asyncio.run(delete())
+    except Exception as exc:  # the broker gone already: the topics stay, nothing else is wrong
+        print(f"\nthe session's Kafka topics were not deleted: {exc!r}")

@@ -19,6 +19,7 @@ import pytest
 
 from ostinato.sdk import PermanentError, Worker, WorkflowContext, task, workflow
 from ostinato.testing.cluster import Cluster
+from tests.conftest import new_topic_prefix
 from tests.e2e.services import running_cluster
 
 playwright_api = pytest.importorskip("playwright.async_api")
@@ -119,7 +120,7 @@ async def one_run(api: httpx.AsyncClient, h: dict[str, str], job_id: str,
 async def world(template_db: str, tmp_path_factory: pytest.TempPathFactory
                 ) -> AsyncIterator[World]:
     logs = tmp_path_factory.mktemp("ui-logs")
-    async with running_cluster(template_db, f"t{uuid.uuid4().hex[:10]}.", logs) as cluster, \
+    async with running_cluster(template_db, new_topic_prefix(), logs) as cluster, \
             httpx.AsyncClient(base_url=cluster.api_url, timeout=10) as api:
         admin = {"Authorization": f"Bearer {cluster.admin_key}"}
         keys = {}

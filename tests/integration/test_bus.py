@@ -8,16 +8,17 @@ import asyncio
 import asyncpg
 import pytest
 from aiokafka import AIOKafkaConsumer
+from aiokafka.admin import AIOKafkaAdminClient
 
 from ostinato.bus.codec import HEADER_EVENT_ID, decode
 from ostinato.bus.consumer import BatchConsumer, Delivered
-from ostinato.bus.kafka import ensure_topics, make_producer
+from ostinato.bus.kafka import delete_topics_with_prefixes, ensure_topics, make_producer
 from ostinato.bus.topics import Topics, tenant_key
 from ostinato.clock import SystemClock
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore, read_stream
 from services.scheduler.tick import fire_due
-from tests.conftest import KAFKA_BOOTSTRAP
+from tests.conftest import KAFKA_BOOTSTRAP, new_topic_prefix
 
 from .helpers import dispatch, new_job, new_tenant
 
@@ -133,3 +134,22 @@ async def test_trace_context_travels_from_the_job_to_the_published_message(
     assert dict(record.headers)["traceparent"].decode() == parent
     assert decode(record.value).traceparent == parent
     assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+async def test_deleting_by_prefix_takes_those_topics_and_no_other() -> None:
+    mine, other = new_topic_prefix(), new_topic_prefix()
+    await ensure_topics(KAFKA_BOOTSTRAP, [f"{mine}a", f"{mine}b", f"{other}a"], 1)
+    deleted = await delete_topics_with_prefixes(KAFKA_BOOTSTRAP, [mine])
+    assert sorted(deleted) == [f"{mine}a", f"{mine}b"]
+    admin = AIOKafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP)
+    await admin.start()
+    try:
+        async with asyncio.timeout(60):  # deletion is asynchronous on the broker
+            while True:
+                listed = set(await admin.list_topics())
+                if not {f"{mine}a", f"{mine}b"} & listed:
+                    break
+                await asyncio.sleep(0.2)
+        assert f"{other}a" in listed
+    finally:
+        await admin.close()

@@ -54,7 +54,7 @@ import pytest
 
 from ostinato.testing.cluster import Cluster
 from ostinato.testing.waiting import until
-from tests.conftest import DATABASE_URL, TENANT_BOOTSTRAP, url_for
+from tests.conftest import DATABASE_URL, TENANT_BOOTSTRAP, new_topic_prefix, url_for
 from tests.e2e.services import running_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -169,7 +169,7 @@ def test_the_docs_have_python_examples() -> None:
 @pytest.fixture(scope="module")
 async def cluster(template_db: str, tmp_path_factory: pytest.TempPathFactory,
                   ) -> AsyncIterator[Cluster]:
-    prefix = f"t{uuid.uuid4().hex[:10]}."
+    prefix = new_topic_prefix()
     async with running_cluster(template_db, prefix, tmp_path_factory.mktemp("doc-logs"),
                                env={"OSTINATO_KAFKA_TENANT_BOOTSTRAP": TENANT_BOOTSTRAP}) as c:
         yield c

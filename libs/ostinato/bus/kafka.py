@@ -106,6 +106,25 @@ async def ensure_topics(bootstrap: str, names: Sequence[str], partitions: int,
         await admin.close()
 
 
+async def delete_topics_with_prefixes(bootstrap: str, prefixes: Sequence[str],
+                                     auth: KafkaAuth = NO_AUTH) -> list[str]:
+    """Delete every topic whose name starts with one of `prefixes` (a test run's or a
+    benchmark's own topics, so a broker shared by many runs does not pile them up); return
+    their names."""
+    if not prefixes:
+        return []
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="ostinato-admin",
+                                **auth.options())
+    await admin.start()
+    try:
+        doomed = [t for t in await admin.list_topics() if t.startswith(tuple(prefixes))]
+        for start in range(0, len(doomed), 500):
+            await admin.delete_topics(doomed[start:start + 500])
+        return doomed
+    finally:
+        await admin.close()
+
+
 async def broker_reachable(bootstrap: str, auth: KafkaAuth = NO_AUTH) -> bool:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="ostinato-probe",
                                 request_timeout_ms=2000, **auth.options())
