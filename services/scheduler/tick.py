@@ -20,7 +20,7 @@ import asyncpg
 
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
-from ostinato.eventlog.records import StreamHead
+from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.materialise import Waiting, decide_and_append
 from ostinato.leases.shard import SHARDS, ShardLeases, ShardOwnership, hold
@@ -77,12 +77,17 @@ async def _fire_locked(
 
 async def release_retries(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
                           batch_size: int = 500, actor: str = ACTOR) -> int:
-    """Hand runs whose retry is due to the dispatcher (`RetryDue` on `runs.due`)."""
-    async with pool.acquire() as conn, conn.transaction():
-        rows = await runs.claim_due_retries(conn, clock.now(), batch_size)
-        await store.append(conn, [
-            StreamHead.of(r).next(ev.RetryDue(pool=r.pool), actor, traceparent=r.traceparent)
-            for r in rows])
+    """Hand runs whose retry is due to the dispatcher (`RetryDue` on `runs.due`); when none
+    is, one read and no transaction."""
+    now = clock.now()
+    async with pool.acquire() as conn:
+        if not await runs.any_retry_due(conn, now):
+            return 0
+        async with conn.transaction():
+            rows = await runs.claim_due_retries(conn, now, batch_size)
+            await store.append(conn, [
+                StreamHead.of(r).next(ev.RetryDue(pool=r.pool), actor, traceparent=r.traceparent)
+                for r in rows])
     return len(rows)
 
 
@@ -91,31 +96,37 @@ async def wake_suspended(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
     """Wake suspended runs whose due time has come: the timer fired (`TimerFired`) or the signal
     wait timed out (`SignalTimedOut`), then `RunWoken` hands the run to the dispatcher; a run
     whose workflow deadline came first is only woken (`RunWoken`, cause deadline): its next
-    execution meets the deadline and fails."""
+    execution meets the deadline and fails. When none is due, one read and no transaction."""
     now = clock.now()
-    async with pool.acquire() as conn, conn.transaction():
-        rows = await runs.claim_wakeups(conn, now, batch_size)
-        events = []
-        for r in rows:
-            head = StreamHead.of(r)
-            due = r.wake_at if r.wait_is_due(now) else r.deadline_at
-            assert due is not None  # the query found one of them due
-            if not r.wait_is_due(now):
-                cause = "deadline"
-            elif r.wait_reason == "timer":
-                events.append(head.next(ev.TimerFired(seq=r.wait_seq, name=r.wait_name,
-                                                      due_at=due), actor,
-                                        traceparent=r.traceparent))
-                cause = "timer"
-            else:
-                events.append(head.next(ev.SignalTimedOut(seq=r.wait_seq, name=r.wait_name,
-                                                          deadline=due), actor,
-                                        traceparent=r.traceparent))
-                cause = "signal_timeout"
-            events.append(head.next(ev.RunWoken(cause=cause), actor, traceparent=r.traceparent))
-            metrics.TIMER_LATENESS.observe(max(0.0, (now - due).total_seconds()))
-        await store.append(conn, events)
+    async with pool.acquire() as conn:
+        if not await runs.any_wakeup_due(conn, now):
+            return 0
+        async with conn.transaction():
+            rows = await runs.claim_wakeups(conn, now, batch_size)
+            await store.append(conn, _wake_events(rows, now, actor))
     return len(rows)
+
+
+def _wake_events(rows: list[runs.WakingRun], now: datetime, actor: str) -> list[NewEvent]:
+    events = []
+    for r in rows:
+        head = StreamHead.of(r)
+        due = r.wake_at if r.wait_is_due(now) else r.deadline_at
+        assert due is not None  # the query found one of them due
+        if not r.wait_is_due(now):
+            cause = "deadline"
+        elif r.wait_reason == "timer":
+            events.append(head.next(ev.TimerFired(seq=r.wait_seq, name=r.wait_name, due_at=due),
+                                    actor, traceparent=r.traceparent))
+            cause = "timer"
+        else:
+            events.append(head.next(ev.SignalTimedOut(seq=r.wait_seq, name=r.wait_name,
+                                                      deadline=due),
+                                    actor, traceparent=r.traceparent))
+            cause = "signal_timeout"
+        events.append(head.next(ev.RunWoken(cause=cause), actor, traceparent=r.traceparent))
+        metrics.TIMER_LATENESS.observe(max(0.0, (now - due).total_seconds()))
+    return events
 
 
 def duties(

@@ -296,3 +296,53 @@ async def test_an_idle_poll_is_one_read_and_a_due_job_still_fires(db_url: str) -
         assert any("The scheduler's poll" in s for s in statements)
     finally:
         await pool.close()
+
+
+async def test_idle_duties_read_once_each_and_open_no_transaction(db_url: str) -> None:
+    # The scheduler's other duties poll 20 times a second too: with nothing to do, each is one
+    # read of its partial index, without BEGIN and COMMIT; with work, the transaction follows.
+    from ostinato.clock import FakeClock
+    from ostinato.db.pool import create_pool
+    from ostinato.runs import dags as dag_runs
+    from ostinato.runs.children import notify_parents
+    from services.scheduler.tick import release_retries, wake_suspended
+
+    statements: list[str] = []
+    pool = await create_pool(db_url, max_size=1)
+    try:
+        async with pool.acquire() as conn:
+            conn.add_query_logger(lambda record: statements.append(record.query))
+        tenant_id, _ = await new_tenant(pool)
+        at = datetime(2001, 1, 1, tzinfo=UTC)
+        async with pool.acquire() as conn:
+            await submit_at(conn, tenant_id, "retried", at)
+        [run] = await fire_due(pool, store(), FakeClock(at))
+        clock = FakeClock(at + timedelta(minutes=1))
+        async with pool.acquire() as conn:
+            await conn.execute("UPDATE runs SET state = 'retry_scheduled', retry_at = $1",
+                               at + timedelta(minutes=5))
+        for name, idle in [
+            ("retries", lambda: release_retries(pool, store(), clock)),
+            ("wakeups", lambda: wake_suspended(pool, store(), clock)),
+        ]:
+            statements.clear()
+            assert await idle() == 0, name
+            assert len(statements) == 1 and "LIMIT 1" in statements[0], (name, statements)
+        async with pool.acquire() as conn:
+            for name, idle in [
+                ("children", lambda: notify_parents(conn, store(), batch_size=10, actor="t")),
+                ("dags", lambda: dag_runs.advance_due(conn, store(), now=clock.now(),
+                                                      batch_size=10, actor="t",
+                                                      rules=dag_runs.Rules())),
+            ]:
+                statements.clear()
+                assert await idle() == 0, name
+                await asyncio.sleep(0)  # query loggers are called soon after, not during
+                assert len(statements) == 1 and "LIMIT 1" in statements[0], (name, statements)
+
+        statements.clear()  # the retry's time comes: the transaction follows the read
+        assert await release_retries(pool, store(), FakeClock(at + timedelta(minutes=5))) == 1
+        assert any(s.startswith("BEGIN") for s in statements), statements
+        assert run.scheduled_for == at
+    finally:
+        await pool.close()

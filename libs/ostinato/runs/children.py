@@ -151,7 +151,10 @@ async def notify_parents(conn: asyncpg.Connection, store: EventStore, *, batch_s
                          actor: str) -> int:
     """In one transaction: tell the parents of up to `batch_size` final children; returns how
     many children were handled. A fan-out's chunk runs move their parent's fan-out on
-    (`ostinato.runs.fanout`: counted, the next chunks admitted) in the same transaction."""
+    (`ostinato.runs.fanout`: counted, the next chunks admitted) in the same transaction. With
+    no parent to tell, one read and no transaction."""
+    if not await run_store.any_finished_child(conn):
+        return 0
     async with conn.transaction():
         found = await run_store.finished_children(conn, batch_size)
         if not found:

@@ -155,6 +155,11 @@ async def due(conn: asyncpg.Connection, now: datetime, limit: int) -> list[uuid.
     return [r["id"] for r in await conn.fetch(Q["dag_runs_due"], now, limit)]
 
 
+async def any_work(conn: asyncpg.Connection, now: datetime) -> bool:
+    """Whether a DAG run has a node whose run ended, or a start time come by `now`."""
+    return bool(await conn.fetchval(Q["any_dag_work"], now))
+
+
 async def current_definitions(conn: asyncpg.Connection,
                               ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, DagCurrent]:
     rows = many(DagCurrent, await conn.fetch(Q["current_definitions"], list(ids)))

@@ -326,6 +326,11 @@ async def claim_due_retries(conn: asyncpg.Connection, now: datetime | None,
     return many(DueRetry, await conn.fetch(Q["claim_due_retries"], now, limit))
 
 
+async def any_retry_due(conn: asyncpg.Connection, now: datetime | None) -> bool:
+    """Whether a run's retry is due at `now` (None: the database's now)."""
+    return bool(await conn.fetchval(Q["any_retry_due"], now))
+
+
 async def stuck(conn: asyncpg.Connection, now: datetime | None,
                 older_than: timedelta) -> list[StuckCount]:
     """Per waiting state, the runs whose last change is older than `older_than`."""
@@ -368,6 +373,11 @@ async def claim_wakeups(conn: asyncpg.Connection, now: datetime | None,
     return many(WakingRun, await conn.fetch(Q["claim_wakeups"], now, limit))
 
 
+async def any_wakeup_due(conn: asyncpg.Connection, now: datetime | None) -> bool:
+    """Whether a suspended run is due to wake at `now` (None: the database's now)."""
+    return bool(await conn.fetchval(Q["any_wakeup_due"], now))
+
+
 async def suspended_counts(conn: asyncpg.Connection) -> dict[str, int]:
     """Suspended workflow runs by what they wait for (timer, signal, child)."""
     return {c.wait_reason: c.n
@@ -405,6 +415,11 @@ async def finished_children(conn: asyncpg.Connection, limit: int) -> list[ChildR
     """Final children whose parent has not been told yet, oldest first (index
     runs_children_done); not locked: the parent is locked first, then the child again."""
     return many(ChildRun, await conn.fetch(Q["finished_children"], limit))
+
+
+async def any_finished_child(conn: asyncpg.Connection) -> bool:
+    """Whether a final child's parent has not been told yet."""
+    return bool(await conn.fetchval(Q["any_finished_child"]))
 
 
 async def lock_children(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> list[ChildRun]:

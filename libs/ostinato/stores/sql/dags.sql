@@ -91,6 +91,15 @@ SELECT id FROM dag_runs
 WHERE state = 'pending' AND due_at <= $1::timestamptz
 ORDER BY due_at LIMIT $2;
 
+-- name: any_dag_work
+-- Whether a DAG run has a node whose run ended, or a start time that has come: asked before
+-- the scheduler opens a transaction to advance DAG runs.
+SELECT (SELECT true FROM dag_run_nodes n JOIN runs r ON r.id = n.run_id
+        WHERE n.state = 'active' AND r.state IN ('succeeded', 'dead_lettered', 'cancelled')
+        LIMIT 1) IS NOT NULL
+    OR coalesce((SELECT due_at FROM dag_runs WHERE state = 'pending'
+                 ORDER BY due_at LIMIT 1) <= $1::timestamptz, false);
+
 -- name: current_definitions
 -- The scheduler firing DAG jobs: each DAG's current version and definition (any tenant: the
 -- caller checks the job's tenant).

@@ -111,6 +111,14 @@ ORDER BY retry_at
 LIMIT $2
 FOR UPDATE SKIP LOCKED;
 
+-- name: any_retry_due
+-- Whether a retry is due, by one descent of runs_retry_due: the scheduler asks before it opens a
+-- transaction for claim_due_retries, so an idle poll is one read (an ordered LIMIT 1, the head
+-- of the index whatever the statistics say; NULLs, runs retried now, sort last).
+SELECT coalesce((SELECT retry_at FROM runs WHERE state = 'retry_scheduled'
+                 ORDER BY retry_at LIMIT 1)
+                <= coalesce($1::timestamptz, now()), false);
+
 -- name: cancel_flags
 -- Heartbeat answers: which of these runs have a cancel requested.
 SELECT id FROM runs WHERE id = ANY($1::uuid[]) AND cancel_requested;
@@ -197,6 +205,14 @@ ORDER BY least(wake_at, deadline_at)
 LIMIT $2
 FOR UPDATE SKIP LOCKED;
 
+-- name: any_wakeup_due
+-- Whether a suspended run's timer, signal-wait timeout or deadline is due, by one descent of
+-- runs_wake: asked before the scheduler opens a transaction for claim_wakeups.
+SELECT coalesce((SELECT least(wake_at, deadline_at) FROM runs
+                 WHERE state = 'suspended' AND (wake_at IS NOT NULL OR deadline_at IS NOT NULL)
+                 ORDER BY least(wake_at, deadline_at) LIMIT 1)
+                <= coalesce($1::timestamptz, now()), false);
+
 -- name: suspended_by_reason
 -- The reconciler's gauge: suspended workflow runs by what they wait for (index runs_suspended).
 SELECT wait_reason, count(*) AS n FROM runs WHERE state = 'suspended' GROUP BY wait_reason;
@@ -224,6 +240,14 @@ WHERE parent_run_id IS NOT NULL AND NOT parent_notified
   AND state IN ('succeeded', 'dead_lettered', 'cancelled')
 ORDER BY updated_at
 LIMIT $1;
+
+-- name: any_finished_child
+-- Whether a final child's parent waits to be told, by one entry of runs_children_done: asked
+-- before the scheduler opens a transaction for finished_children.
+SELECT (SELECT true FROM runs
+        WHERE parent_run_id IS NOT NULL AND NOT parent_notified
+          AND state IN ('succeeded', 'dead_lettered', 'cancelled')
+        ORDER BY updated_at LIMIT 1) IS NOT NULL;
 
 -- name: lock_children
 -- The same children locked (after their parents), still final and not notified.
