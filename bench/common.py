@@ -116,14 +116,18 @@ async def machine(database_url: str = BASE_URL) -> dict[str, Any]:
 
 def _proc_stat(raw: str) -> tuple[str, int, float]:
     """A /proc/<pid>/stat line: the command name, the parent pid and the user + system CPU
-    seconds used so far."""
+    seconds used so far by the process and by its children it has waited for. A PostgreSQL
+    backend or autovacuum worker that exits within a window is waited for by the postmaster,
+    so its CPU moves to the postmaster's count instead of vanishing from its group's sum."""
     fields = raw.rsplit(")", 1)[1].split()
     comm = raw[raw.index("(") + 1:raw.rindex(")")]
-    return comm, int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    return comm, int(fields[1]), ticks / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds a process has used so far (Linux /proc)."""
+    """User + system CPU seconds a process (and the children it waited for) has used so far
+    (Linux /proc)."""
     return _proc_stat(Path(f"/proc/{pid}/stat").read_text())[2]
 
 

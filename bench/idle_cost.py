@@ -45,6 +45,7 @@ from ostinato.testing.metrics import metric_total, scrape
 SCENARIO = "idle_cost"
 SHARD_LIST = list(range(SHARDS))
 TABLES = ("jobs", "events", "blobs", "outbox", "runs")
+CLUSTER = ("postgresql", "kafka")  # beside the services' own processes
 
 
 async def time_polls(url: str, polls: int) -> dict[str, Any]:
@@ -98,25 +99,29 @@ async def time_polls(url: str, polls: int) -> dict[str, Any]:
 
 async def idle_cpu(bench: Any, seconds: float) -> dict[str, Any]:
     """CPU seconds per second of the scheduler, the reconciler and PostgreSQL (every backend:
-    the services' polls are planned and run there), and the scheduler's mean tick, over
-    `seconds` of idling."""
+    the services' polls are planned and run there), of every process of the cluster (Kafka
+    too), and the scheduler's mean tick, over `seconds` of idling."""
     pids = {a: bench.pid(a) for a in ("scheduler", "reconciler")}
+    services = {a: bench.pid(a) for a in bench.cluster.procs}
     port = bench.cluster.ports["scheduler"]
     before = {a: cpu_seconds(p) for a, p in pids.items()}
-    groups_before = cpu_by_process_group(pids)
+    groups_before = cpu_by_process_group(services)
     m0 = await scrape(port)
     t0 = time.monotonic()
     await asyncio.sleep(seconds)
     elapsed = time.monotonic() - t0
     m1 = await scrape(port)
     after = {a: cpu_seconds(p) for a, p in pids.items()}
-    postgres = cpu_spent(groups_before, cpu_by_process_group(pids)).get("postgresql", 0.0)
+    spent = cpu_spent(groups_before, cpu_by_process_group(services))
+    cluster = {g: round(c / elapsed, 4) for g, c in spent.items() if g in {*services, *CLUSTER}}
+    postgres = spent.get("postgresql", 0.0)
     ticks = (metric_total(m1, "ostinato_scheduler_tick_seconds_count")
              - metric_total(m0, "ostinato_scheduler_tick_seconds_count"))
     tick_sum = (metric_total(m1, "ostinato_scheduler_tick_seconds_sum")
                 - metric_total(m0, "ostinato_scheduler_tick_seconds_sum"))
     return {**{f"{a}_cpu_s_per_s": round((after[a] - before[a]) / elapsed, 4) for a in pids},
             "postgresql_cpu_s_per_s": round(postgres / elapsed, 4),
+            "cluster_cpu_s_per_s": {**cluster, "all": round(sum(cluster.values()), 4)},
             "scheduler_ticks_per_s": round(ticks / elapsed, 1),
             "scheduler_mean_tick_ms": round(1000 * tick_sum / ticks, 3) if ticks else None}
 
@@ -209,6 +214,10 @@ def report(r: dict[str, Any]) -> str:
               f"{f['reconciler_cpu_s_per_s']}", ""),
              ("PostgreSQL CPU s/s idle (all services)", f"{w['postgresql_cpu_s_per_s']} → "
               f"{f['postgresql_cpu_s_per_s']}", ""),
+             ("whole cluster CPU s/s idle (services, PostgreSQL, Kafka)",
+              f"{w['cluster_cpu_s_per_s']['all']} → {f['cluster_cpu_s_per_s']['all']}",
+              ", ".join(f"{g} {c}" for g, c in sorted(
+                  f["cluster_cpu_s_per_s"].items(), key=lambda gc: -gc[1]) if g != "all")),
              ("bytes per future job (db)", r["bytes_per_future_job"]["database"], ""),
              ("  jobs table+indexes", r["bytes_per_future_job"]["jobs"], ""),
              ("  events", r["bytes_per_future_job"]["events"], ""),

@@ -3,8 +3,11 @@ repetitions and the profile summary. No servers, no timing."""
 
 from __future__ import annotations
 
+import os
+
 from bench.ab import compare, figures
 from bench.common import (
+    _proc_stat,
     cpu_per_run_ms,
     cpu_spent,
     distribution,
@@ -118,3 +121,12 @@ def test_the_hot_ceiling_keeps_only_indexes_naming_no_column_the_run_path_writes
     }
     # the index's own name ("runs_statement" contains "state") is not a column it names
     assert sorted(ceiling(definitions)) == ["runs_children", "runs_pkey", "runs_statement"]
+
+
+def test_a_process_counts_the_cpu_of_the_children_it_waited_for() -> None:
+    # An autovacuum worker that exits inside a window: its CPU moves into the postmaster's
+    # cutime/cstime, so PostgreSQL's sum over the window does not fall (it did: -0.04 s/s).
+    tick = os.sysconf("SC_CLK_TCK")
+    line = (f"4242 (postgres) S 1 4242 4242 0 -1 4194560 100 0 0 0 {3 * tick} {tick} "
+            f"{5 * tick} {2 * tick} 20 0 1 0 100 0 0")
+    assert _proc_stat(line) == ("postgres", 1, 11.0)
