@@ -37,6 +37,20 @@ def test_a_reopened_run_wakes_the_dispatcher_and_a_run_marked_succeeded_frees_it
     assert topics.route(marked) == topics.finished
 
 
+def test_routing_names_catalogued_events_and_leaves_the_rest_in_the_log() -> None:
+    from datetime import UTC, datetime
+
+    from ostinato.bus.topics import _ROUTES, Topics
+    from ostinato.domain import events as ev
+
+    assert set(_ROUTES) <= set(ev.CATALOGUE)
+    topics = Topics(pools=("default", "etl"))
+    assert topics.route(ev.RunQueued(pool="etl", reason="dispatched")) == topics.ready("etl")
+    started = ev.RunStarted(attempt=1, fencing_token=1, worker_id="w",
+                            lease_expires_at=datetime.now(UTC), task_version=None, pinned=False)
+    assert topics.route(started) is None  # a start frees no slot and wakes no one
+
+
 def test_an_append_publishes_one_wake_up_per_topic_and_tenant_standing_for_its_events() -> None:
     import json
     from datetime import UTC, datetime
