@@ -290,7 +290,8 @@ async def test_the_api_ingest_consumer_exports_its_lag_over_the_submit_topics(
     """The api's Kafka ingest reports `ostinato_consumer_lag_messages` as the batch consumers
     do, every tenant's submit topic under one label (no tenant id in a label)."""
     s = settings(db_url, topic_prefix)
-    submit = s.topics.submit(uuid.uuid4())
+    tenant_id, _ = await new_tenant(pool)
+    submit = s.topics.submit(tenant_id)
     await ensure_topics(KAFKA_BOOTSTRAP, [submit], 1)
     producer = make_producer(KAFKA_BOOTSTRAP, "test")
     await producer.start()
@@ -301,6 +302,7 @@ async def test_the_api_ingest_consumer_exports_its_lag_over_the_submit_topics(
         await producer.stop()
     ingest = SubmitIngest(pool, store(), FakeClock(T0), s)
     await ingest.start()
+    await ingest.follow_tenants()  # the tenant's topic exists: it is read
     labels = {"consumer": f"{topic_prefix}ostinato.ingest", "topic": SUBMIT_TOPICS}
     try:
         got = 0
