@@ -8,11 +8,15 @@ histogram); and the storage the jobs take (pg_total_relation_size per table,
 pg_database_size).
 
     .venv/bin/python -m bench.idle_cost [--quick] [--jobs 1000000] [--idle-seconds 30]
+                                        [--broker-topics 0]
 
 The jobs go through POST /v1/jobs/batch (1,000 per request, 4 requests in flight), so the rows
 are exactly what the API writes. After the submission the outbox is drained and the tables are
 VACUUM ANALYZEd (what autovacuum would do shortly) before the second measurement. --quick: 100,000
 jobs, 10 s idle windows. One repetition (the insert dominates; the polls are repeated instead).
+--broker-topics N first puts N other topics on the broker (one partition each, under the
+cluster's prefix, deleted with it), as on a broker shared with other applications: a service
+that read the metadata of every topic would show it in the idle figures.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 import asyncpg
 
 from bench.common import (
+    KAFKA,
     base_parser,
     bench_cluster,
     cpu_by_process_group,
@@ -154,6 +159,16 @@ async def settle(url: str, within: float = 600) -> None:
         await conn.close()
 
 
+async def other_topics(prefix: str, count: int) -> None:
+    """`count` topics no service uses, under `prefix` (the cluster deletes them at its end)."""
+    from ostinato.bus.kafka import ensure_topics
+
+    names = [f"{prefix}other.{i}" for i in range(count)]
+    for start in range(0, count, 500):
+        await ensure_topics(KAFKA, names[start:start + 500], 1)
+        log(SCENARIO, f"other topics on the broker: {min(count, start + 500)}/{count}")
+
+
 async def measure(bench: Any, args: Any, label: str) -> dict[str, Any]:
     log(SCENARIO, f"{label}: {args.idle_seconds:g}s idle, then {args.polls} polls per query")
     await settle(bench.url)
@@ -168,6 +183,8 @@ async def main(args: Any) -> dict[str, Any]:
     if args.quick:
         args.idle_seconds = min(args.idle_seconds, 10)
     async with bench_cluster(SCENARIO) as bench:
+        if args.broker_topics:
+            await other_topics(bench.cluster.topic_prefix, args.broker_topics)
         await asyncio.sleep(5)  # leases taken, first polls done
         without = await measure(bench, args, "without future jobs")
         month = (datetime.now(UTC) + timedelta(days=30)).replace(microsecond=0)
@@ -186,6 +203,7 @@ async def main(args: Any) -> dict[str, Any]:
     ratios = {q: round(with_jobs["polls_us"][q]["p50"] / without["polls_us"][q]["p50"], 2)
               for q in ("any_due_jobs", "claim_due_jobs", "claim_due_retries", "oldest_due")}
     return {"scenario": SCENARIO, "future_jobs": args.jobs, "polls": args.polls,
+            "broker_topics": args.broker_topics,
             "idle_seconds": args.idle_seconds, "submit_seconds": round(submit_s, 1),
             "submit_rate_per_s": round(args.jobs / submit_s, 1),
             "without": without, "with": with_jobs, "poll_p50_ratio_with_over_without": ratios,
@@ -218,6 +236,7 @@ def report(r: dict[str, Any]) -> str:
               f"{w['cluster_cpu_s_per_s']['all']} → {f['cluster_cpu_s_per_s']['all']}",
               ", ".join(f"{g} {c}" for g, c in sorted(
                   f["cluster_cpu_s_per_s"].items(), key=lambda gc: -gc[1]) if g != "all")),
+             ("other topics on the broker", r.get("broker_topics", 0), ""),
              ("bytes per future job (db)", r["bytes_per_future_job"]["database"], ""),
              ("  jobs table+indexes", r["bytes_per_future_job"]["jobs"], ""),
              ("  events", r["bytes_per_future_job"]["events"], ""),
@@ -232,6 +251,8 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--idle-seconds", type=float, default=30)
     parser.add_argument("--polls", type=int, default=500)
+    parser.add_argument("--broker-topics", type=int, default=0,
+                        help="other topics put on the broker first (a shared broker)")
     from ostinato.telemetry.logging import configure_logging
     configure_logging("bench", "warning")
     result = eventloop.run(main(parser.parse_args()))

@@ -56,7 +56,7 @@ log = get_logger("ostinato.ingest")
 # The consumer-lag label of every tenant's submit topic together (no tenant id in a label).
 SUBMIT_TOPICS = "ostinato.submit"
 FOLLOW_EVERY_SECONDS = 2.0  # a new tenant's topic is read within seconds
-LOOKBACK = timedelta(minutes=1)  # a tenant committed late is still found (UTC ordering is loose)
+LOOKBACK = timedelta(minutes=1)  # a tenant committed after a later-stamped one is found too
 MAX_MESSAGE_BYTES = 4 << 20  # as the API's body limit
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 _decoder = msgspec.json.Decoder(JobRequest)
