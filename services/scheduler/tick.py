@@ -13,8 +13,9 @@ and appends in the same transaction, each write under the shard's epoch.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+from typing import TypeVar
 
 import asyncpg
 
@@ -35,6 +36,7 @@ RETRY_BATCH = 500  # runs whose retry is due, per transaction
 WAKE_BATCH = 500  # suspended runs woken, per transaction
 CHILD_BATCH = 500  # final children told to their parents, per transaction
 DAG_BATCH = 100  # DAG runs advanced (nodes ended, or start time come), per transaction
+R = TypeVar("R")
 
 
 async def fire_due(
@@ -77,18 +79,12 @@ async def _fire_locked(
 
 async def release_retries(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
                           batch_size: int = 500, actor: str = ACTOR) -> int:
-    """Hand runs whose retry is due to the dispatcher (`RetryDue` on `runs.due`); when none
-    is, one read and no transaction."""
-    now = clock.now()
-    async with pool.acquire() as conn:
-        if not await runs.any_retry_due(conn, now):
-            return 0
-        async with conn.transaction():
-            rows = await runs.claim_due_retries(conn, now, batch_size)
-            await store.append(conn, [
-                StreamHead.of(r).next(ev.RetryDue(pool=r.pool), actor, traceparent=r.traceparent)
-                for r in rows])
-    return len(rows)
+    """Hand runs whose retry is due to the dispatcher (`RetryDue` on `runs.due`)."""
+    return await _claim_and_append(
+        pool, store, clock.now(), runs.any_retry_due,
+        lambda conn, now: runs.claim_due_retries(conn, now, batch_size),
+        lambda rows, now: [StreamHead.of(r).next(ev.RetryDue(pool=r.pool), actor,
+                                                 traceparent=r.traceparent) for r in rows])
 
 
 async def wake_suspended(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
@@ -96,18 +92,32 @@ async def wake_suspended(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
     """Wake suspended runs whose due time has come: the timer fired (`TimerFired`) or the signal
     wait timed out (`SignalTimedOut`), then `RunWoken` hands the run to the dispatcher; a run
     whose workflow deadline came first is only woken (`RunWoken`, cause deadline): its next
-    execution meets the deadline and fails. When none is due, one read and no transaction."""
-    now = clock.now()
+    execution meets the deadline and fails."""
+    return await _claim_and_append(
+        pool, store, clock.now(), runs.any_wakeup_due,
+        lambda conn, now: runs.claim_wakeups(conn, now, batch_size),
+        lambda rows, now: _wake_events(rows, now, actor))
+
+
+async def _claim_and_append(
+    pool: asyncpg.Pool, store: EventStore, now: datetime,
+    any_due: Callable[[asyncpg.Connection, datetime], Awaitable[bool]],
+    claim: Callable[[asyncpg.Connection, datetime], Awaitable[Sequence[R]]],
+    events_of: Callable[[Sequence[R], datetime], list[NewEvent]],
+) -> int:
+    """One poll that moves due runs: `any_due` first, one read without a transaction (an idle
+    poll is that alone, 20 times a second); then, in one transaction, `claim` locks a batch and
+    the events of `events_of` are appended. Returns how many runs were claimed."""
     async with pool.acquire() as conn:
-        if not await runs.any_wakeup_due(conn, now):
+        if not await any_due(conn, now):
             return 0
         async with conn.transaction():
-            rows = await runs.claim_wakeups(conn, now, batch_size)
-            await store.append(conn, _wake_events(rows, now, actor))
+            rows = await claim(conn, now)
+            await store.append(conn, events_of(rows, now))
     return len(rows)
 
 
-def _wake_events(rows: list[runs.WakingRun], now: datetime, actor: str) -> list[NewEvent]:
+def _wake_events(rows: Sequence[runs.WakingRun], now: datetime, actor: str) -> list[NewEvent]:
     events = []
     for r in rows:
         head = StreamHead.of(r)
