@@ -33,7 +33,6 @@ from bench.common import (
     base_parser,
     bench_cluster,
     cpu_by_process_group,
-    cpu_seconds,
     cpu_spent,
     distribution,
     log,
@@ -43,6 +42,7 @@ from bench.common import (
     write_result,
 )
 from ostinato import eventloop
+from ostinato.bus.kafka import ensure_topics
 from ostinato.leases.shard import SHARDS
 from ostinato.stores import jobs, runs
 from ostinato.testing.metrics import metric_total, scrape
@@ -106,26 +106,22 @@ async def idle_cpu(bench: Any, seconds: float) -> dict[str, Any]:
     """CPU seconds per second of the scheduler, the reconciler and PostgreSQL (every backend:
     the services' polls are planned and run there), of every process of the cluster (Kafka
     too), and the scheduler's mean tick, over `seconds` of idling."""
-    pids = {a: bench.pid(a) for a in ("scheduler", "reconciler")}
     services = {a: bench.pid(a) for a in bench.cluster.procs}
     port = bench.cluster.ports["scheduler"]
-    before = {a: cpu_seconds(p) for a, p in pids.items()}
     groups_before = cpu_by_process_group(services)
     m0 = await scrape(port)
     t0 = time.monotonic()
     await asyncio.sleep(seconds)
     elapsed = time.monotonic() - t0
     m1 = await scrape(port)
-    after = {a: cpu_seconds(p) for a, p in pids.items()}
     spent = cpu_spent(groups_before, cpu_by_process_group(services))
     cluster = {g: round(c / elapsed, 4) for g, c in spent.items() if g in {*services, *CLUSTER}}
-    postgres = spent.get("postgresql", 0.0)
     ticks = (metric_total(m1, "ostinato_scheduler_tick_seconds_count")
              - metric_total(m0, "ostinato_scheduler_tick_seconds_count"))
     tick_sum = (metric_total(m1, "ostinato_scheduler_tick_seconds_sum")
                 - metric_total(m0, "ostinato_scheduler_tick_seconds_sum"))
-    return {**{f"{a}_cpu_s_per_s": round((after[a] - before[a]) / elapsed, 4) for a in pids},
-            "postgresql_cpu_s_per_s": round(postgres / elapsed, 4),
+    return {**{f"{g}_cpu_s_per_s": cluster.get(g, 0.0)
+               for g in ("scheduler", "reconciler", "postgresql")},
             "cluster_cpu_s_per_s": {**cluster, "all": round(sum(cluster.values()), 4)},
             "scheduler_ticks_per_s": round(ticks / elapsed, 1),
             "scheduler_mean_tick_ms": round(1000 * tick_sum / ticks, 3) if ticks else None}
@@ -161,8 +157,6 @@ async def settle(url: str, within: float = 600) -> None:
 
 async def other_topics(prefix: str, count: int) -> None:
     """`count` topics no service uses, under `prefix` (the cluster deletes them at its end)."""
-    from ostinato.bus.kafka import ensure_topics
-
     names = [f"{prefix}other.{i}" for i in range(count)]
     for start in range(0, count, 500):
         await ensure_topics(KAFKA, names[start:start + 500], 1)
