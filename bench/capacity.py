@@ -17,6 +17,7 @@ the highest rate both passed.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -78,10 +79,13 @@ async def ostinato_steps(args: Any) -> list[dict[str, Any]]:
 
             log(SCENARIO, f"ostinato: {rate:g}/s for {args.seconds:g}s ({total} jobs)")
             await submit_jobs(bench, total, job, scenario=SCENARIO)
+            # CPU from the first due instant (as the burst's): the idle lead before it is
+            # idle_cost's figure, not the rate's
+            await asyncio.sleep(max(0.0, (t0 - datetime.now(UTC)).total_seconds()))
             before = cpu_by_process_group(services)
             where = (f"due_at >= '{t0.isoformat()}' AND due_at < "
                      f"'{(t0 + timedelta(seconds=args.seconds)).isoformat()}'")
-            window = max(0.0, (t0 - datetime.now(UTC)).total_seconds()) + args.seconds
+            window = args.seconds
             started = await wait_succeeded(bench.url, total, within=window + args.grace,
                                            scenario=SCENARIO, where=where, quiet_for=window)
             cpu = cpu_spent(before, cpu_by_process_group(services))

@@ -164,6 +164,7 @@ async def timed(peer: Peer, dues: list[float], within: float, scenario: str
         enqueue_s = await enqueue_all(peer, lab.url, list(enumerate(dues)))
         ahead = dues[0] - time.time()
         workers = {f"worker-{i}": p.pid for i, p in enumerate(lab.procs)}
+        await asyncio.sleep(max(0.0, dues[0] - time.time()))
         cpu_before = cpu_by_process_group(workers)
         await asyncio.sleep(max(0.0, dues[-1] - time.time()))
         done = await wait_count(lab, 500 + len(dues), within, scenario) - 500
@@ -175,8 +176,8 @@ async def timed(peer: Peer, dues: list[float], within: float, scenario: str
             "enqueued_ahead_s": round(ahead, 2), "start_lag_ms": distribution(lags),
             "all_started_s": round(max(s for _, s in records) - first_due, 2)
             if done >= len(dues) else None,
-            # from the enqueue's end to the last start: the peer's workers, PostgreSQL, this
-            # process (the enqueuer, idle by then), the rest of the machine apart
+            # from the first due instant to the last start (as Ostinato's burst and capacity):
+            # the peer's workers, PostgreSQL, this process (the enqueuer, idle by then)
             "cpu_seconds": cpu_spent(cpu_before, cpu_after)}
 
 
