@@ -100,10 +100,18 @@ class Dispatcher:
         return Duty("dispatch_round", interval, round_)
 
     async def run_round(self) -> int:
-        """One decision; returns how many runs were queued."""
+        """One decision; returns how many runs were queued. A round that finds no run waiting
+        (asked by one read, before any transaction) decides nothing: half the wake-ups under a
+        steady load are a freed slot with no run waiting for one."""
         started = time.perf_counter()
         now = self.clock.now()
-        async with self.pool.acquire() as conn, conn.transaction():
+        async with self.pool.acquire() as conn:
+            if not await runs.any_dispatchable(conn):
+                return 0
+            return await self._decide(conn, now, started)
+
+    async def _decide(self, conn: asyncpg.Connection, now: datetime, started: float) -> int:
+        async with conn.transaction():
             await conn.execute(DQ["dispatch_lock"])
             snap = await snapshot.load(conn, now, self.clock.db_now(), self.capacity)
             explain = self.clock.monotonic() - self._explained_at >= HOLD_REFRESH_SECONDS

@@ -95,6 +95,34 @@ async def test_backpressure_admits_only_free_slots_and_more_as_runs_finish(
         assert await conn.fetchval("SELECT count(*) FROM dispatch_holds") == 0
 
 
+async def test_a_round_with_no_run_waiting_is_one_read_and_no_transaction(
+        db_url: str, clock: FakeClock) -> None:
+    # A freed slot wakes the dispatcher whether or not a run waits for one: with none waiting
+    # the round is one read of runs_dispatchable, without BEGIN; with one, the decision follows.
+    from ostinato.db.pool import create_pool
+
+    statements: list[str] = []
+    pool = await create_pool(db_url, max_size=1)
+    try:
+        async with pool.acquire() as conn:
+            conn.add_query_logger(lambda record: statements.append(record.query))
+        t, _ = await new_tenant(pool)
+        d = dispatcher(pool, clock, fixed_capacity(10, ["default"]))
+        statements.clear()
+        assert await d.run_round() == 0
+        await asyncio.sleep(0)  # query loggers are called soon after, not during
+        assert len(statements) == 1 and "runs_dispatchable" in statements[0], statements
+
+        await runs_of(pool, clock, t, 2)
+        statements.clear()
+        assert await d.run_round() == 2
+        await asyncio.sleep(0)
+        assert any(s.startswith("BEGIN") for s in statements), statements
+        assert await states(pool, t) == {"queued": 2}
+    finally:
+        await pool.close()
+
+
 async def test_capacity_comes_from_live_workers_of_the_right_scope(
         pool: asyncpg.Pool, clock: FakeClock) -> None:
     owner, _ = await new_tenant(pool)

@@ -163,7 +163,8 @@ SCALAR = {
     (alerts, "deliveries_failed"), (alerts, "deliveries_pending"), (health, "job_last_success"),
     (health, "job_last_dag_success"),
     (dags, "dag_node_of_run"), (dags, "first_starts"),
-    (runs, "any_retry_due"), (runs, "any_wakeup_due"), (runs, "any_finished_child"),
+    (runs, "any_retry_due"), (runs, "any_dispatchable"), (runs, "any_wakeup_due"),
+    (runs, "any_finished_child"),
     (dags, "any_dag_work"),
 }
 

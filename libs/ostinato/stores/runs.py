@@ -363,6 +363,11 @@ async def queue_wait_expired(conn: asyncpg.Connection, now: datetime | None,
     return [r["id"] for r in await conn.fetch(Q["queue_wait_expired"], now, limit)]
 
 
+async def any_dispatchable(conn: asyncpg.Connection) -> bool:
+    """Whether any run waits for a dispatcher decision (scheduled, or a retry whose time came)."""
+    return bool(await conn.fetchval(Q["any_dispatchable"]))
+
+
 async def waiting_candidates(conn: asyncpg.Connection, per_group: int) -> list[WaitingRun]:
     """The oldest `per_group` waiting runs of every (tenant, pool, class)."""
     return many(WaitingRun, await conn.fetch(Q["waiting_candidates"], per_group))

@@ -164,6 +164,13 @@ WHERE state IN ('scheduled', 'queued', 'retry_scheduled') AND queue_wait_seconds
   AND due_at + make_interval(secs => queue_wait_seconds) < coalesce($1::timestamptz, now())
 LIMIT $2;
 
+-- name: any_dispatchable
+-- Whether any run waits for the dispatcher, by one entry of runs_dispatchable (its predicate,
+-- written here exactly): a round asks before it opens its transaction, so a wake-up that finds
+-- nothing waiting (a slot freed while no run waits for one, an idle interval) is one read.
+SELECT EXISTS (SELECT 1 FROM runs
+               WHERE state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL));
+
 -- name: waiting_candidates
 -- The dispatcher's snapshot: the oldest $1 waiting runs of every (tenant, pool, class). The
 -- groups are found by a loose index scan of runs_dispatchable, so a long backlog in one group
