@@ -172,6 +172,11 @@ JVM_OPTS=(-Xms512m -Xmx1g -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20
   -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15
   -Djava.awt.headless=true "$LOG4J" "-Dkafka.logs.dir=$LOGDIR")
 log "starting kafka $KAFKA_VERSION on $BOOTSTRAP (log $OUT)"
+# The broker's output only grows (a start with many topics writes a line per partition): past
+# 64 MiB it becomes server.out.1 (the one before that goes), so a dev machine's disk does not fill.
+if [ "$(stat -c %s "$OUT" 2>/dev/null || echo 0)" -gt $((64 << 20)) ]; then
+  mv -f "$OUT" "$OUT.1"
+fi
 OUT_OFFSET=$(stat -c %s "$OUT" 2>/dev/null || echo 0)
 echo "===== $(date -u +%FT%TZ) infra/kafka/up.sh: starting kafka $KAFKA_VERSION =====" >>"$OUT"
 # setsid: leave the caller's session (a Ctrl-C in `make` must not kill the broker);
