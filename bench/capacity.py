@@ -2,7 +2,9 @@
 with start lag p99 ≤ 250 ms, stepping the rate up until it breaks, for Ostinato and pgqueuer in
 the same run; start lag p50/p99 at every rate; and CPU per run: every process's CPU (services,
 PostgreSQL, Kafka, the client and worker; for pgqueuer its workers, PostgreSQL and the client)
-over the window, divided by the runs started in it.
+from the first due instant until every run started, divided by the runs started in it (the idle
+lead before it is `bench.idle_cost`'s figure). Ostinato's steps also give the lag's scheduler
+part and the three slowest seconds (by p99), to lay beside what else ran then.
 
     .venv/bin/python -m bench.capacity [--quick] [--rates 250,500,1000,1500,2000]
                                        [--seconds 60] [--peer pgqueuer] [--no-peer]
@@ -21,6 +23,8 @@ import asyncio
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import asyncpg
 
 from bench.common import (
     base_parser,
@@ -92,13 +96,35 @@ async def ostinato_steps(args: Any) -> list[dict[str, Any]]:
             figures = await lag_figures(bench.url, where)
             step = {"rate_per_s": rate, "jobs": total, "started": started,
                     "start_lag_ms": figures["start_lag_ms"], "cpu_seconds": cpu,
-                    "cpu_per_run_ms": cpu_per_run_ms(cpu, started)}
+                    "cpu_per_run_ms": cpu_per_run_ms(cpu, started),
+                    "scheduler_lag_ms": figures["scheduler_lag_ms"],
+                    "queue_to_start_ms": figures["queue_to_start_ms"],
+                    "slowest_seconds": await slowest_seconds(bench.url, where, t0)}
             steps.append(step)
             log(SCENARIO, f"ostinato {rate:g}/s: p99 {step['start_lag_ms'].get('p99')} ms, "
                           f"{step['cpu_per_run_ms']} ms CPU per run")
             if not passes(step):
                 break
     return steps
+
+
+async def slowest_seconds(url: str, where: str, t0: datetime, n: int = 3
+                          ) -> list[dict[str, float]]:
+    """The `n` seconds of the window (by due time, seconds after its start) whose start lag p99
+    was worst, with that p99 and the scheduler's part of it: a p99 over the SLO is a few slow
+    seconds or every second, and the slow ones can be laid beside what else ran then."""
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(
+            "SELECT floor(extract(epoch FROM due_at - $1::timestamptz)) AS second, "
+            "       percentile_cont(0.99) WITHIN GROUP (ORDER BY started_at - due_at) AS p99, "
+            "       percentile_cont(0.99) WITHIN GROUP (ORDER BY scheduled_at - due_at) AS s99 "
+            f"FROM runs WHERE started_at IS NOT NULL AND {where} "
+            "GROUP BY 1 ORDER BY 2 DESC LIMIT $2", t0, n)
+    finally:
+        await conn.close()
+    return [{"second": float(r["second"]), "p99_ms": round(r["p99"].total_seconds() * 1000, 1),
+             "scheduler_p99_ms": round(r["s99"].total_seconds() * 1000, 1)} for r in rows]
 
 
 async def peer_steps(args: Any) -> list[dict[str, Any]]:
@@ -161,6 +187,9 @@ def report(r: dict[str, Any]) -> str:
             rows.append((f"{name} {s['rate_per_s']:g}/s: p50 / p99 ms, CPU ms per run",
                          f"{lag.get('p50')} / {lag.get('p99')}, {s['cpu_per_run_ms']}",
                          "pass" if passes(s) else "fails"))
+            if s.get("slowest_seconds"):
+                rows.append(("  … slowest seconds (offset: p99 ms)", ", ".join(
+                    f"{w['second']:g}: {w['p99_ms']:g}" for w in s["slowest_seconds"]), ""))
     return table(f"Capacity at the lag SLO, {r['seconds']:g} s per rate", rows)
 
 
