@@ -308,8 +308,7 @@ CREATE TABLE public.events (
     occurred_at timestamp with time zone NOT NULL,
     recorded_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT events_version_check CHECK ((version >= 1))
-)
-WITH (autovacuum_analyze_scale_factor='0.5');
+);
 
 --
 -- Name: events_seq_seq; Type: SEQUENCE; Schema: public; Owner: -
@@ -420,7 +419,7 @@ CREATE TABLE public.jobs (
     last_missing_slot timestamp with time zone,
     last_overdue_slot timestamp with time zone
 )
-WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0.5');
+WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_cost_delay='0');
 
 --
 -- Name: limits; Type: TABLE; Schema: public; Owner: -
@@ -679,7 +678,7 @@ CREATE TABLE public.runs (
     stuck_version integer,
     completion_overdue boolean DEFAULT false NOT NULL
 )
-WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_cost_delay='0', autovacuum_analyze_scale_factor='0.5');
+WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_cost_delay='0');
 
 --
 -- Name: scheduler_instances; Type: TABLE; Schema: public; Owner: -
