@@ -36,6 +36,19 @@ def store(clock: Clock | None = None) -> EventStore:
     return EventStore(clock or SystemClock(), TOPICS)
 
 
+async def pool_logging_statements(db_url: str) -> tuple[asyncpg.Pool, list[str]]:
+    """A one-connection pool (the services' settings) and the list its statements go to, for
+    tests of how many round trips a poll makes. Query loggers are called soon after a
+    statement, not during it: `await asyncio.sleep(0)` before reading the list."""
+    from ostinato.db.pool import create_pool
+
+    statements: list[str] = []
+    pool = await create_pool(db_url, max_size=1)
+    async with pool.acquire() as conn:
+        conn.add_query_logger(lambda record: statements.append(record.query))
+    return pool, statements
+
+
 async def new_tenant(pool: asyncpg.Pool, name: str | None = None) -> tuple[uuid.UUID, str]:
     async with pool.acquire() as conn:
         return await create_tenant(conn, store(), name or f"t-{uuid.uuid4().hex[:8]}",

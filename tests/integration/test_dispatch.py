@@ -30,7 +30,7 @@ from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome
 
 from .conftest import ADMIN, assert_problem, auth, tenant
-from .helpers import new_tenant, store
+from .helpers import new_tenant, pool_logging_statements, store
 
 pytestmark = pytest.mark.integration
 
@@ -99,13 +99,8 @@ async def test_a_round_with_no_run_waiting_is_one_read_and_no_transaction(
         db_url: str, clock: FakeClock) -> None:
     # A freed slot wakes the dispatcher whether or not a run waits for one: with none waiting
     # the round is one read of runs_dispatchable, without BEGIN; with one, the decision follows.
-    from ostinato.db.pool import create_pool
-
-    statements: list[str] = []
-    pool = await create_pool(db_url, max_size=1)
+    pool, statements = await pool_logging_statements(db_url)
     try:
-        async with pool.acquire() as conn:
-            conn.add_query_logger(lambda record: statements.append(record.query))
         t, _ = await new_tenant(pool)
         d = dispatcher(pool, clock, fixed_capacity(10, ["default"]))
         statements.clear()

@@ -17,7 +17,7 @@ from ostinato.jobs.request import JobRequest
 from ostinato.schedules import ScheduleSpec
 from services.scheduler.tick import fire_due
 
-from .helpers import new_tenant, store
+from .helpers import new_tenant, pool_logging_statements, store
 
 pytestmark = pytest.mark.integration
 N = 1000
@@ -302,16 +302,12 @@ async def test_idle_duties_read_once_each_and_open_no_transaction(db_url: str) -
     # The scheduler's other duties poll 20 times a second too: with nothing to do, each is one
     # read of its partial index, without BEGIN and COMMIT; with work, the transaction follows.
     from ostinato.clock import FakeClock
-    from ostinato.db.pool import create_pool
     from ostinato.runs import dags as dag_runs
     from ostinato.runs.children import notify_parents
     from services.scheduler.tick import release_retries, wake_suspended
 
-    statements: list[str] = []
-    pool = await create_pool(db_url, max_size=1)
+    pool, statements = await pool_logging_statements(db_url)
     try:
-        async with pool.acquire() as conn:
-            conn.add_query_logger(lambda record: statements.append(record.query))
         tenant_id, _ = await new_tenant(pool)
         at = datetime(2001, 1, 1, tzinfo=UTC)
         async with pool.acquire() as conn:
