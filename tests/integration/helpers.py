@@ -18,6 +18,7 @@ import msgspec
 
 from ostinato.bus.topics import Topics
 from ostinato.clock import Clock, SystemClock
+from ostinato.db.pool import create_pool
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
@@ -40,8 +41,6 @@ async def pool_logging_statements(db_url: str) -> tuple[asyncpg.Pool, list[str]]
     """A one-connection pool (the services' settings) and the list its statements go to, for
     tests of how many round trips a poll makes. Query loggers are called soon after a
     statement, not during it: `await asyncio.sleep(0)` before reading the list."""
-    from ostinato.db.pool import create_pool
-
     statements: list[str] = []
     pool = await create_pool(db_url, max_size=1)
     async with pool.acquire() as conn:
