@@ -14,6 +14,7 @@ from ostinato.runs.dags import Rules
 from ostinato.runtime.duties import outbox_relay
 from ostinato.runtime.service import Service, run_service, run_until_stopped
 from services.scheduler import tick
+from services.scheduler.work import WorkGate
 
 
 async def amain() -> None:
@@ -26,10 +27,12 @@ async def amain() -> None:
                          ttl=timedelta(seconds=settings.shard_lease_ttl_seconds))
 
     relay = service.add_duty(outbox_relay(OutboxRelay(pool, producer, settings.topics)))
-    service.add_duties(tick.duties(
+    gate = WorkGate(service.clock, max_age=settings.scheduler_poll_seconds)
+    runners = service.add_duties(tick.duties(
         pool, store, service.clock, batch_size=settings.scheduler_batch_size,
         poll_seconds=settings.scheduler_poll_seconds, on_created=relay.wake, leases=leases,
-        dag_rules=Rules(pool_retry=settings.pool_retry)))
+        dag_rules=Rules(pool_retry=settings.pool_retry), gate=gate))
+    gate.wake_with({r.name: r.wake for r in runners})  # work found starts its duty at once
 
     ops = service.ops_server(settings.scheduler_port)
     await ops.start()

@@ -30,6 +30,7 @@ from ostinato.runs.children import notify_parents
 from ostinato.runtime.duties import Duty
 from ostinato.stores import jobs, runs
 from ostinato.telemetry import metrics
+from services.scheduler.work import WorkGate
 
 ACTOR = "scheduler"
 RETRY_BATCH = 500  # runs whose retry is due, per transaction
@@ -42,17 +43,18 @@ R = TypeVar("R")
 async def fire_due(
     pool: asyncpg.Pool, store: EventStore, clock: Clock, *, batch_size: int = 100,
     actor: str = ACTOR, waiting: Waiting | None = None,
-    ownership: ShardOwnership | None = None,
+    ownership: ShardOwnership | None = None, checked: bool = False,
 ) -> list[ev.RunScheduled]:
     """Decide one batch of due jobs (of the leased shards, when `ownership` is given: writes
-    happen only under leases still current in this transaction); returns the runs created."""
+    happen only under leases still current in this transaction); returns the runs created.
+    `checked`: the caller's read (`WorkGate`) already found a job due."""
     waiting = waiting or Waiting()
     # no ownership (tests, one scheduler): every shard
     shards = list(range(SHARDS)) if ownership is None else ownership.shards()
     if not shards:
         return []
     async with pool.acquire() as conn:
-        if not await jobs.any_due(conn, clock.now()):
+        if not checked and not await jobs.any_due(conn, clock.now()):
             return []  # idle: one read, no transaction, no plan of the per-shard poll
         async with conn.transaction():
             return await _fire_locked(conn, store, clock, batch_size=batch_size, actor=actor,
@@ -78,38 +80,41 @@ async def _fire_locked(
 
 
 async def release_retries(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
-                          batch_size: int = 500, actor: str = ACTOR) -> int:
-    """Hand runs whose retry is due to the dispatcher (`RetryDue` on `runs.due`)."""
+                          batch_size: int = 500, actor: str = ACTOR,
+                          checked: bool = False) -> int:
+    """Hand runs whose retry is due to the dispatcher (`RetryDue` on `runs.due`). `checked`:
+    the caller's read (`WorkGate`) already found one due."""
     return await _claim_and_append(
-        pool, store, clock.now(), runs.any_retry_due,
+        pool, store, clock.now(), None if checked else runs.any_retry_due,
         lambda conn, now: runs.claim_due_retries(conn, now, batch_size),
         lambda rows, now: [StreamHead.of(r).next(ev.RetryDue(pool=r.pool), actor,
                                                  traceparent=r.traceparent) for r in rows])
 
 
 async def wake_suspended(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
-                         batch_size: int = WAKE_BATCH, actor: str = ACTOR) -> int:
+                         batch_size: int = WAKE_BATCH, actor: str = ACTOR,
+                         checked: bool = False) -> int:
     """Wake suspended runs whose due time has come: the timer fired (`TimerFired`) or the signal
     wait timed out (`SignalTimedOut`), then `RunWoken` hands the run to the dispatcher; a run
     whose workflow deadline came first is only woken (`RunWoken`, cause deadline): its next
-    execution meets the deadline and fails."""
+    execution meets the deadline and fails. `checked`: as for `release_retries`."""
     return await _claim_and_append(
-        pool, store, clock.now(), runs.any_wakeup_due,
+        pool, store, clock.now(), None if checked else runs.any_wakeup_due,
         lambda conn, now: runs.claim_wakeups(conn, now, batch_size),
         lambda rows, now: _wake_events(rows, now, actor))
 
 
 async def _claim_and_append(
     pool: asyncpg.Pool, store: EventStore, now: datetime,
-    any_due: Callable[[asyncpg.Connection, datetime], Awaitable[bool]],
+    any_due: Callable[[asyncpg.Connection, datetime], Awaitable[bool]] | None,
     claim: Callable[[asyncpg.Connection, datetime], Awaitable[Sequence[R]]],
     events_of: Callable[[Sequence[R], datetime], list[NewEvent]],
 ) -> int:
-    """One poll that moves due runs: `any_due` first, one read without a transaction (an idle
-    poll is that alone, 20 times a second); then, in one transaction, `claim` locks a batch and
-    the events of `events_of` are appended. Returns how many runs were claimed."""
+    """One poll that moves due runs: `any_due` first (None: the caller asked), one read without
+    a transaction (an idle poll is that alone); then, in one transaction, `claim` locks a batch
+    and the events of `events_of` are appended. Returns how many runs were claimed."""
     async with pool.acquire() as conn:
-        if not await any_due(conn, now):
+        if any_due is not None and not await any_due(conn, now):
             return 0
         async with conn.transaction():
             rows = await claim(conn, now)
@@ -142,57 +147,71 @@ def _wake_events(rows: Sequence[runs.WakingRun], now: datetime, actor: str) -> l
 def duties(
     pool: asyncpg.Pool, store: EventStore, clock: Clock, *, batch_size: int,
     poll_seconds: float, on_created: Callable[[], None], leases: ShardLeases | None = None,
-    dag_rules: dag_runs.Rules | None = None,
+    dag_rules: dag_runs.Rules | None = None, gate: WorkGate | None = None,
 ) -> list[Duty]:
     """The scheduler's duties, taking turns (one scheduler transaction at a time): with
     `leases`, their renewal every third of their time to live (handed back on stop; retried at
     least that often after an error); `fire_due` every `poll_seconds`, back to back while
-    batches are full, only on the shards leased; the retry release at the same pace.
-    `on_created` (the relay's wake-up) follows every tick that appended."""
+    batches are full, only on the shards leased; the retry release, wake-ups, parents and DAG
+    runs at the same pace. Every `fire_due` tick reads `gate` (`services.scheduler.work`:
+    whether each of the five has work, in one statement), and the others act on its answer
+    (wire `gate.wake_with` to their runners so that they start as soon as it finds their
+    work). `on_created` (the relay's wake-up) follows every tick that appended."""
     turn = asyncio.Lock()
     waiting = Waiting()
+    gate = gate or WorkGate(clock, max_age=poll_seconds)
 
     async def fire(now: datetime) -> int:
         with metrics.SCHEDULER_TICK_SECONDS.time():
+            if not (await gate.read(pool))["jobs"]:
+                return 0  # idle: that one read, no transaction
             created = await fire_due(pool, store, clock, batch_size=batch_size, waiting=waiting,
-                                     ownership=leases.ownership if leases else None)
+                                     ownership=leases.ownership if leases else None,
+                                     checked=True)
         if created:
             on_created()
         return len(created)
 
-    async def retries(now: datetime) -> int:
-        released = await release_retries(pool, store, clock, batch_size=RETRY_BATCH)
-        if released:
-            on_created()
-        return released
+    def gated(kind: str, batch: int,
+              work: Callable[[], Awaitable[int]]) -> Callable[[datetime], Awaitable[int]]:
+        async def run_once(now: datetime) -> int:
+            if not await gate.has(pool, kind):
+                return 0  # by the last read: no statement at all
+            handled = await work()
+            if handled < batch:
+                gate.done(kind)
+            if handled:
+                on_created()
+            return handled
+        return run_once
 
-    async def wake(now: datetime) -> int:
-        woken = await wake_suspended(pool, store, clock, batch_size=WAKE_BATCH)
-        if woken:
-            on_created()
-        return woken
+    async def retries() -> int:
+        return await release_retries(pool, store, clock, batch_size=RETRY_BATCH, checked=True)
 
-    async def tell_parents(now: datetime) -> int:
+    async def wake() -> int:
+        return await wake_suspended(pool, store, clock, batch_size=WAKE_BATCH, checked=True)
+
+    async def tell_parents() -> int:
         async with pool.acquire() as conn:
-            told = await notify_parents(conn, store, batch_size=CHILD_BATCH, actor=ACTOR)
-        if told:
-            on_created()
-        return told
+            return await notify_parents(conn, store, batch_size=CHILD_BATCH, actor=ACTOR,
+                                        checked=True)
 
-    async def advance_dags(now: datetime) -> int:
+    async def advance_dags() -> int:
         async with pool.acquire() as conn:
-            advanced = await dag_runs.advance_due(conn, store, now=clock.now(),
-                                                  batch_size=DAG_BATCH, actor=ACTOR,
-                                                  rules=dag_rules or dag_runs.Rules())
-        if advanced:
-            on_created()
-        return advanced
+            return await dag_runs.advance_due(conn, store, now=clock.now(),
+                                              batch_size=DAG_BATCH, actor=ACTOR,
+                                              rules=dag_rules or dag_runs.Rules(),
+                                              checked=True)
 
     found = [Duty("fire_due", poll_seconds, fire, batch=batch_size, turn=turn, paced=True),
-             Duty("release_retries", poll_seconds, retries, batch=RETRY_BATCH, turn=turn),
-             Duty("wake_suspended", poll_seconds, wake, batch=WAKE_BATCH, turn=turn),
-             Duty("notify_parents", poll_seconds, tell_parents, batch=CHILD_BATCH, turn=turn),
-             Duty("advance_dags", poll_seconds, advance_dags, batch=DAG_BATCH, turn=turn)]
+             Duty("release_retries", poll_seconds, gated("retries", RETRY_BATCH, retries),
+                  batch=RETRY_BATCH, turn=turn),
+             Duty("wake_suspended", poll_seconds, gated("wakeups", WAKE_BATCH, wake),
+                  batch=WAKE_BATCH, turn=turn),
+             Duty("notify_parents", poll_seconds, gated("children", CHILD_BATCH, tell_parents),
+                  batch=CHILD_BATCH, turn=turn),
+             Duty("advance_dags", poll_seconds, gated("dags", DAG_BATCH, advance_dags),
+                  batch=DAG_BATCH, turn=turn)]
     if leases is None:
         return found
     renew_every = leases.ttl.total_seconds() / 3

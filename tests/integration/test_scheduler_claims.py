@@ -342,3 +342,105 @@ async def test_idle_duties_read_once_each_and_open_no_transaction(db_url: str) -
         assert run.scheduled_for == at
     finally:
         await pool.close()
+
+
+async def test_one_read_answers_the_five_polls_and_wakes_the_duties_with_work(
+        db_url: str) -> None:
+    # An idle scheduler asked five questions every 50 ms, one statement each. The gate asks
+    # them in one, wakes the duties whose work it found, and stands for them until it is a poll
+    # interval old: a duty's idle tick in between sends nothing.
+    from ostinato.clock import FakeClock
+    from services.scheduler.work import WorkGate
+
+    pool, statements = await pool_logging_statements(db_url)
+    try:
+        tenant_id, _ = await new_tenant(pool)
+        at = datetime(2001, 1, 1, tzinfo=UTC)
+        async with pool.acquire() as conn:
+            await submit_at(conn, tenant_id, "retried", at)
+            await submit_at(conn, tenant_id, "later", at + timedelta(days=1))
+        await fire_due(pool, store(), FakeClock(at))
+        async with pool.acquire() as conn:
+            await conn.execute("UPDATE runs SET state = 'retry_scheduled', retry_at = $1",
+                               at + timedelta(minutes=5))
+        clock = FakeClock(at + timedelta(minutes=10))
+        woken: list[str] = []
+        gate = WorkGate(clock, max_age=0.05)
+        gate.wake_with({name: (lambda name=name: woken.append(name)) for name in (
+            "release_retries", "wake_suspended", "notify_parents", "advance_dags")})
+
+        statements.clear()
+        answer = await gate.read(pool)
+        await asyncio.sleep(0)
+        assert len(statements) == 1, statements
+        assert answer == {"jobs": False, "retries": True, "wakeups": False,
+                          "children": False, "dags": False}
+        assert woken == ["release_retries"]
+
+        statements.clear()  # younger than max_age: the answer stands, nothing is sent
+        assert await gate.has(pool, "retries") and not await gate.has(pool, "wakeups")
+        gate.done("retries")  # its duty handled less than a batch
+        assert not await gate.has(pool, "retries")
+        await asyncio.sleep(0)
+        assert statements == []
+
+        clock.advance(0.05)  # as old as a poll interval: the next question reads again
+        clock.set(at + timedelta(days=2))
+        assert await gate.has(pool, "retries")
+        assert (await gate.read(pool))["jobs"]  # the later job is due by now
+        await asyncio.sleep(0)
+        assert len(statements) == 2, statements
+    finally:
+        await pool.close()
+
+
+async def test_idle_scheduler_ticks_send_one_read_and_a_found_retry_is_released(
+        db_url: str) -> None:
+    # Through the duties themselves: an idle round of all five ticks is one statement, the due
+    # poll's; a retry it finds wakes the retry duty, whose tick claims it without asking again.
+    from ostinato.clock import FakeClock
+    from services.scheduler import tick
+    from services.scheduler.work import WorkGate
+
+    pool, statements = await pool_logging_statements(db_url)
+    try:
+        tenant_id, _ = await new_tenant(pool)
+        at = datetime(2001, 1, 1, tzinfo=UTC)
+        async with pool.acquire() as conn:
+            await submit_at(conn, tenant_id, "retried", at)
+        await fire_due(pool, store(), FakeClock(at))
+        async with pool.acquire() as conn:
+            await conn.execute("UPDATE runs SET state = 'retry_scheduled', retry_at = $1",
+                               at + timedelta(minutes=5))
+        clock = FakeClock(at + timedelta(minutes=1))
+        gate = WorkGate(clock, max_age=0.05)
+        woken: list[str] = []
+        duties = {d.name: d for d in tick.duties(
+            pool, store(), clock, batch_size=100, poll_seconds=0.05, on_created=lambda: None,
+            gate=gate)}
+        gate.wake_with({name: (lambda name=name: woken.append(name)) for name in duties})
+
+        statements.clear()
+        for name in ("fire_due", "release_retries", "wake_suspended", "notify_parents",
+                     "advance_dags"):
+            assert await duties[name].run_once(clock.now()) == 0, name
+        await asyncio.sleep(0)
+        assert len(statements) == 1 and "jobs_next_due" not in statements[0], statements
+        assert "retry_scheduled" in statements[0] and "dag_runs" in statements[0]
+        assert woken == []
+
+        clock.set(at + timedelta(minutes=5))  # the retry's time comes
+        clock.advance(0.05)
+        statements.clear()
+        assert await duties["fire_due"].run_once(clock.now()) == 0
+        assert woken == ["release_retries"]
+        assert await duties["release_retries"].run_once(clock.now()) == 1
+        await asyncio.sleep(0)
+        assert statements[1].startswith("BEGIN"), statements  # the gate's read, then the claim
+        assert sum("ORDER BY retry_at LIMIT 1" in s for s in statements) == 1, statements
+        statements.clear()  # less than a batch: the next tick sends nothing
+        assert await duties["release_retries"].run_once(clock.now()) == 0
+        await asyncio.sleep(0)
+        assert statements == []
+    finally:
+        await pool.close()

@@ -148,12 +148,13 @@ def waits_for(parent: LockedRun | None, child: ChildRun) -> bool:
 
 
 async def notify_parents(conn: asyncpg.Connection, store: EventStore, *, batch_size: int,
-                         actor: str) -> int:
+                         actor: str, checked: bool = False) -> int:
     """In one transaction: tell the parents of up to `batch_size` final children; returns how
     many children were handled. A fan-out's chunk runs move their parent's fan-out on
     (`ostinato.runs.fanout`: counted, the next chunks admitted) in the same transaction. With
-    no parent to tell, one read and no transaction."""
-    if not await run_store.any_finished_child(conn):
+    no parent to tell, one read and no transaction (none at all when `checked`: the caller's
+    read found one)."""
+    if not checked and not await run_store.any_finished_child(conn):
         return 0
     async with conn.transaction():
         found = await run_store.finished_children(conn, batch_size)

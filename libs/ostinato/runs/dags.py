@@ -260,11 +260,12 @@ def _waiting(dag_run_id: uuid.UUID, key: str) -> DagNodeRow:
 
 
 async def advance_due(conn: asyncpg.Connection, store: EventStore, *, now: datetime,
-                      batch_size: int, actor: str, rules: Rules) -> int:
+                      batch_size: int, actor: str, rules: Rules, checked: bool = False) -> int:
     """One transaction: advance up to `batch_size` DAG runs with a node whose run ended, or
     whose start time has come by `now` (the scheduler's clock: the database's). Returns how
-    many DAG runs were advanced. With none to advance, one read and no transaction."""
-    if not await dag_store.any_work(conn, now):
+    many DAG runs were advanced. With none to advance, one read and no transaction (none at
+    all when `checked`: the caller's read found some)."""
+    if not checked and not await dag_store.any_work(conn, now):
         return 0
     async with conn.transaction():  # found unlocked, then locked and read again
         ids = await dag_store.with_ended_nodes(conn, batch_size)
