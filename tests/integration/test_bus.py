@@ -20,7 +20,7 @@ from ostinato.eventlog.store import EventStore, read_stream
 from services.scheduler.tick import fire_due
 from tests.conftest import KAFKA_BOOTSTRAP, new_topic_prefix
 
-from .helpers import dispatch, new_job, new_tenant
+from .helpers import dispatch, new_job, new_tenant, pool_logging_statements
 
 pytestmark = pytest.mark.integration
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -95,6 +95,47 @@ async def test_relay_publishes_keyed_by_tenant_with_trace_headers_and_redelivery
     async with pool.acquire() as conn:
         types = [r.type for r in await read_stream(conn, envelope.stream_id, tenant_id)]
     assert types == ["RunScheduled", "RunQueued"]
+
+
+async def test_an_idle_relay_poll_is_one_read_and_a_busy_one_goes_straight_to_the_lock(
+        db_url: str, topic_prefix: str) -> None:
+    # Each service's relay polls five times a second: with nothing waiting that is one read,
+    # no BEGIN; once a batch has found rows, the next one takes the lock without asking.
+    topics = Topics(prefix=topic_prefix, partitions=3)
+    await ensure_topics(KAFKA_BOOTSTRAP, topics.all(), topics.partitions)
+    pool, statements = await pool_logging_statements(db_url)
+    producer = make_producer(KAFKA_BOOTSTRAP, "test")
+    await producer.start()
+    try:
+        relay = OutboxRelay(pool, producer, topics)
+        statements.clear()
+        assert await relay.publish_batch() == 0
+        await asyncio.sleep(0)  # query loggers are called soon after a statement
+        assert len(statements) == 1 and "FROM outbox" in statements[0], statements
+
+        tenant_id, _ = await new_tenant(pool)
+        for name in ("a", "b"):
+            await new_job(pool, tenant_id, name=name)
+            await fire_due(pool, EventStore(SystemClock(), topics), SystemClock())
+        statements.clear()
+        assert await relay.publish_batch() == 2  # asked, then locked and published both
+        await asyncio.sleep(0)
+        assert "EXISTS" in statements[0] and statements[1].startswith("BEGIN"), statements
+        await new_job(pool, tenant_id, name="c")
+        await fire_due(pool, EventStore(SystemClock(), topics), SystemClock())
+        statements.clear()
+        assert await relay.publish_batch() == 1
+        await asyncio.sleep(0)
+        assert statements[0].startswith("BEGIN"), statements  # no question after a batch
+        assert await relay.publish_batch() == 0  # found none: the next poll asks first
+        statements.clear()
+        assert await relay.publish_batch() == 0
+        await asyncio.sleep(0)
+        assert len(statements) == 1 and not statements[0].startswith("BEGIN"), statements
+    finally:
+        await producer.stop()
+        await pool.close()
+    assert len(await consume(topics.due, 3)) == 3
 
 
 async def test_trace_context_travels_from_the_job_to_the_published_message(

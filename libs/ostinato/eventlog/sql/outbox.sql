@@ -1,6 +1,11 @@
 -- Rows (one per append: its messages as parallel arrays) are inserted by eventlog.sql's
 -- append_events, in the statement that appends the events.
 
+-- name: any_messages
+-- Whether any row waits, asked without a transaction after a batch that found none: the idle
+-- relay's poll (each service's, five times a second) is this one read.
+SELECT EXISTS (SELECT 1 FROM outbox);
+
 -- name: claim_messages
 -- The relay locks a few rows (each an append's messages) in id order; SKIP LOCKED lets a
 -- second relay take the next ones.
