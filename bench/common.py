@@ -290,6 +290,23 @@ async def bench_cluster(scenario: str, *, env: Mapping[str, str] | None = None,
         await admin.close()
 
 
+@asynccontextmanager
+async def migrated_database() -> AsyncIterator[str]:
+    """A fresh migrated database for a scenario without services (its URL); dropped after."""
+    from ostinato.db.migrate import migrate
+
+    name = f"ostinato_bench_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(BASE_URL)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        url = BASE_URL.rpartition("/")[0] + "/" + name
+        await migrate(url)
+        yield url
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
 async def submit_jobs(bench: Bench, count: int, make: Callable[[int], dict[str, Any]], *,
                       batch: int = 1000, submitters: int = 4, scenario: str = "bench",
                       ) -> float:

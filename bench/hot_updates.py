@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 from typing import Any
 
 import asyncpg
 
-from bench.common import BASE_URL, log, machine, table, write_result
+from bench.common import log, machine, migrated_database, table, write_result
 
 SCENARIO = "hot_updates"
 BATCH = 400
@@ -104,14 +103,7 @@ async def once(conn: asyncpg.Connection, runs: int, indexes: dict[str, str],
 async def main(args: Any) -> dict[str, Any]:
     runs = args.runs or (5_000 if args.quick else 20_000)
     repeat = args.repeat or (1 if args.quick else 3)
-    from ostinato.db.migrate import migrate
-
-    name = f"ostinato_bench_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(BASE_URL)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    url = BASE_URL.rpartition("/")[0] + "/" + name
-    try:
-        await migrate(url)
+    async with migrated_database() as url:
         conn = await asyncpg.connect(url)
         today = {r["name"]: r["definition"] for r in await conn.fetch(
             "SELECT indexrelid::regclass::text AS name, pg_get_indexdef(indexrelid) AS definition"
@@ -124,9 +116,6 @@ async def main(args: Any) -> dict[str, Any]:
                 results[variant].append(await once(conn, runs, indexes, fillfactor))
                 log(SCENARIO, f"#{rep} {variant}: {results[variant][-1]['all']}")
         await conn.close()
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
     median = {variant: {t: {k: sorted(r[t][k] for r in reps)[len(reps) // 2]
                             for k in reps[0][t]}
                         for t in reps[0]}

@@ -24,7 +24,7 @@ from bench.common import RESULTS, ROOT, log, machine, table, write_result
 
 SCENARIOS = ("throughput", "start_lag", "burst", "idle_cost", "failover", "fairness",
              "workflows", "dags", "fanout", "peers", "capacity", "sdk_attempt",
-             "hot_updates")
+             "hot_updates", "append_cost")
 
 # scenario -> [(label, how to read the figure from its JSON, target)]
 Reader = Callable[[dict[str, Any]], Any]
@@ -51,6 +51,11 @@ HEADLINES: dict[str, list[tuple[str, Reader, str]]] = {
          ""),
         ("runs: the same as HOT updates (ceiling, ff 50)",
          lambda r: r["median"]["hot, ff 50"]["all"]["us_per_run"], "")],
+    "append_cost": [
+        ("log: µs an event appended, today",
+         lambda r: r["median_us_per_event"]["today"], ""),
+        ("log: the same, bare (keys only, text, no RETURNING)",
+         lambda r: r["median_us_per_event"]["bare"], "")],
     "idle_cost": [
         ("idle: scheduler's idle poll p50 ratio with/without",
          lambda r: r["poll_p50_ratio_with_over_without"].get("any_due_jobs"), "≈ 1"),

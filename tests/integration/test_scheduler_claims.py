@@ -31,6 +31,27 @@ async def submit_at(conn: asyncpg.Connection, tenant_id: uuid.UUID, name: str,
                      pools=("default",), max_payload_bytes=1024, actor="test")
 
 
+RETRY_AT = timedelta(minutes=5)  # after the job's time, in `a_run_waiting_to_retry`
+
+
+async def a_run_waiting_to_retry(pool: asyncpg.Pool, at: datetime,
+                                 later: datetime | None = None) -> ev.RunScheduled:
+    """A job due at `at` fired, its run then waiting for a retry due at `at + RETRY_AT` (and,
+    given `later`, a second job due then, not fired)."""
+    from ostinato.clock import FakeClock
+
+    tenant_id, _ = await new_tenant(pool)
+    async with pool.acquire() as conn:
+        await submit_at(conn, tenant_id, "retried", at)
+        if later is not None:
+            await submit_at(conn, tenant_id, "later", later)
+    [run] = await fire_due(pool, store(), FakeClock(at))
+    async with pool.acquire() as conn:
+        await conn.execute("UPDATE runs SET state = 'retry_scheduled', retry_at = $1",
+                           at + RETRY_AT)
+    return run
+
+
 async def copy_job(conn: asyncpg.Connection, tenant_id: uuid.UUID, name: str, count: int,
                    first: datetime, step: timedelta, *, shards: int | None = None) -> None:
     """`count` copies of the tenant's job `name` by SQL (many jobs fast): the g-th due at
@@ -308,15 +329,9 @@ async def test_idle_duties_read_once_each_and_open_no_transaction(db_url: str) -
 
     pool, statements = await pool_logging_statements(db_url)
     try:
-        tenant_id, _ = await new_tenant(pool)
         at = datetime(2001, 1, 1, tzinfo=UTC)
-        async with pool.acquire() as conn:
-            await submit_at(conn, tenant_id, "retried", at)
-        [run] = await fire_due(pool, store(), FakeClock(at))
+        run = await a_run_waiting_to_retry(pool, at)
         clock = FakeClock(at + timedelta(minutes=1))
-        async with pool.acquire() as conn:
-            await conn.execute("UPDATE runs SET state = 'retry_scheduled', retry_at = $1",
-                               at + timedelta(minutes=5))
         for name, idle in [
             ("retries", lambda: release_retries(pool, store(), clock)),
             ("wakeups", lambda: wake_suspended(pool, store(), clock)),
@@ -337,7 +352,7 @@ async def test_idle_duties_read_once_each_and_open_no_transaction(db_url: str) -
                 assert len(statements) == 1 and "LIMIT 1" in statements[0], (name, statements)
 
         statements.clear()  # the retry's time comes: the transaction follows the read
-        assert await release_retries(pool, store(), FakeClock(at + timedelta(minutes=5))) == 1
+        assert await release_retries(pool, store(), FakeClock(at + RETRY_AT)) == 1
         assert any(s.startswith("BEGIN") for s in statements), statements
         assert run.scheduled_for == at
     finally:
@@ -354,15 +369,8 @@ async def test_one_read_answers_the_five_polls_and_wakes_the_duties_with_work(
 
     pool, statements = await pool_logging_statements(db_url)
     try:
-        tenant_id, _ = await new_tenant(pool)
         at = datetime(2001, 1, 1, tzinfo=UTC)
-        async with pool.acquire() as conn:
-            await submit_at(conn, tenant_id, "retried", at)
-            await submit_at(conn, tenant_id, "later", at + timedelta(days=1))
-        await fire_due(pool, store(), FakeClock(at))
-        async with pool.acquire() as conn:
-            await conn.execute("UPDATE runs SET state = 'retry_scheduled', retry_at = $1",
-                               at + timedelta(minutes=5))
+        await a_run_waiting_to_retry(pool, at, later=at + timedelta(days=1))
         clock = FakeClock(at + timedelta(minutes=10))
         woken: list[str] = []
         gate = WorkGate(clock, max_age=0.05)
@@ -404,14 +412,8 @@ async def test_idle_scheduler_ticks_send_one_read_and_a_found_retry_is_released(
 
     pool, statements = await pool_logging_statements(db_url)
     try:
-        tenant_id, _ = await new_tenant(pool)
         at = datetime(2001, 1, 1, tzinfo=UTC)
-        async with pool.acquire() as conn:
-            await submit_at(conn, tenant_id, "retried", at)
-        await fire_due(pool, store(), FakeClock(at))
-        async with pool.acquire() as conn:
-            await conn.execute("UPDATE runs SET state = 'retry_scheduled', retry_at = $1",
-                               at + timedelta(minutes=5))
+        await a_run_waiting_to_retry(pool, at)
         clock = FakeClock(at + timedelta(minutes=1))
         gate = WorkGate(clock, max_age=0.05)
         woken: list[str] = []
@@ -429,7 +431,7 @@ async def test_idle_scheduler_ticks_send_one_read_and_a_found_retry_is_released(
         assert "retry_scheduled" in statements[0] and "dag_runs" in statements[0]
         assert woken == []
 
-        clock.set(at + timedelta(minutes=5))  # the retry's time comes
+        clock.set(at + RETRY_AT)  # the retry's time comes
         clock.advance(0.05)
         statements.clear()
         assert await duties["fire_due"].run_once(clock.now()) == 0
