@@ -29,7 +29,7 @@ log = get_logger("ostinato.bus")
 LAG_EVERY_SECONDS = 1.0
 # How long the broker holds a fetch that finds nothing: it answers as soon as a message arrives,
 # so this sets only how often an idle consumer asks again (Kafka's default; at 100 ms each
-# consumer sent ten empty fetches a second, a third of an idle broker's CPU).
+# consumer sent ten empty fetches a second: half of an idle broker's CPU, bench/README.md).
 FETCH_MAX_WAIT_MS = 500
 
 
