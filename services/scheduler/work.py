@@ -32,6 +32,10 @@ QUESTIONS: tuple[tuple[str, str], ...] = (
     ("dags", dags.Q["any_dag_work"]),
 )
 KINDS = tuple(kind for kind, _ in QUESTIONS)
+# The duty (`services.scheduler.tick.duties`, by name) that handles each kind but the due jobs:
+# the due poll is the one that reads, so it is never woken.
+DUTY_OF = {"retries": "release_retries", "wakeups": "wake_suspended",
+           "children": "notify_parents", "dags": "advance_dags"}
 
 
 def _bare(sql: str) -> str:
@@ -51,16 +55,13 @@ class WorkGate:
 
     clock: Clock
     max_age: float  # seconds an answer stands for the duties that did not read it
-    duty_of: Mapping[str, str] = field(default_factory=lambda: {
-        "retries": "release_retries", "wakeups": "wake_suspended",
-        "children": "notify_parents", "dags": "advance_dags"})
     _answer: dict[str, bool] = field(default_factory=dict)
     _read_at: float = float("-inf")
     _wakes: dict[str, Callable[[], None]] = field(default_factory=dict)
 
     def wake_with(self, wakes: Mapping[str, Callable[[], None]]) -> None:
         """Wake these (duty name → wake) when a read finds their work."""
-        self._wakes = {kind: wakes[duty] for kind, duty in self.duty_of.items() if duty in wakes}
+        self._wakes = {kind: wakes[duty] for kind, duty in DUTY_OF.items() if duty in wakes}
 
     async def read(self, pool: asyncpg.Pool) -> dict[str, bool]:
         """Ask all five now; wake the duties whose work was found."""
