@@ -24,7 +24,7 @@ from bench.common import RESULTS, ROOT, log, machine, table, write_result
 
 SCENARIOS = ("throughput", "start_lag", "burst", "idle_cost", "failover", "fairness",
              "workflows", "dags", "fanout", "peers", "capacity", "sdk_attempt",
-             "hot_updates", "append_cost")
+             "hot_updates", "append_cost", "kafka_hop")
 
 # scenario -> [(label, how to read the figure from its JSON, target)]
 Reader = Callable[[dict[str, Any]], Any]
@@ -56,6 +56,10 @@ HEADLINES: dict[str, list[tuple[str, Reader, str]]] = {
          lambda r: r["median_us_per_event"]["today"], ""),
         ("log: the same, bare (keys only, text, no RETURNING)",
          lambda r: r["median_us_per_event"]["bare"], "")],
+    "kafka_hop": [
+        ("Kafka: broker CPU µs a wake-up", lambda r: r["median"]["broker_us_per_hop"], ""),
+        ("Kafka: producer + consumer CPU µs a wake-up",
+         lambda r: r["median"]["clients_us_per_hop"], "")],
     "idle_cost": [
         ("idle: scheduler's idle poll p50 ratio with/without",
          lambda r: r["poll_p50_ratio_with_over_without"].get("any_due_jobs"), "≈ 1"),
