@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench.common import (
+    STATS_LAG_S,
     Profiler,
     base_parser,
     bench_cluster,
@@ -28,10 +29,15 @@ from bench.common import (
     machine,
     median_of,
     repeat_count,
+    rows_line,
+    rows_per_run,
     sdk_worker,
     service_env,
+    statement_stats,
+    statements_per_run,
     submit_jobs,
     table,
+    table_stats,
     wait_succeeded,
     write_result,
 )
@@ -47,7 +53,8 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
     env = service_env(args)
     async with bench_cluster(SCENARIO, env=env) as bench, sdk_worker(bench, args.concurrency):
         await warm_up(bench, SCENARIO)
-        lead = 8 + n / 4000  # the submission must end before the burst
+        # the submission must end before the burst, and its counters be reported (STATS_LAG_S)
+        lead = 12 + n / 4000
         t0 = (datetime.now(UTC) + timedelta(seconds=lead)).replace(microsecond=0)
 
         def job(i: int) -> dict[str, Any]:
@@ -58,7 +65,9 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
         submit_s = await submit_jobs(bench, n, job, scenario=SCENARIO)
         margin = (t0 - datetime.now(UTC)).total_seconds()
         log(SCENARIO, f"#{rep}: submitted in {submit_s:.1f}s, {margin:.1f}s before the burst")
-        await asyncio.sleep(max(0.0, margin))
+        await asyncio.sleep(max(0.0, margin - 1.0))
+        tables, statements = await table_stats(bench.url), await statement_stats(bench.url)
+        await asyncio.sleep(max(0.0, (t0 - datetime.now(UTC)).total_seconds()))
         services = {a: bench.pid(a) for a in bench.cluster.procs}
         cpu_before = cpu_by_process_group(services)
         profiler = None
@@ -71,6 +80,9 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
         cpu = cpu_spent(cpu_before, cpu_by_process_group(services))
         figures = await lag_figures(bench.url, where)
         tops = profiler.finish() if profiler else {}
+        await asyncio.sleep(STATS_LAG_S)
+        rows = rows_per_run(tables, await table_stats(bench.url), done)
+        per_run = statements_per_run(statements, await statement_stats(bench.url), done)
     span = figures.pop("span")
     return {"jobs": n, "succeeded": done, "submit_seconds": round(submit_s, 2),
             "submitted_ahead_s": round(margin, 2),
@@ -78,7 +90,8 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
             "all_finished_s": round((span["last_finish"] - t0).total_seconds(), 2),
             "started_per_s": round(n / max(1e-9, (span["last_start"] - t0).total_seconds()), 1),
             "cpu_seconds": cpu, "cpu_per_run_ms": cpu_per_run_ms(cpu, done),
-            **figures, "profile_top": {a: t[:8] for a, t in tops.items()}}
+            **figures, "rows_per_run": rows, "statements_per_run": per_run,
+            "profile_top": {a: t[:8] for a, t in tops.items()}}
 
 
 async def main(args: Any) -> dict[str, Any]:
@@ -113,6 +126,14 @@ def report(r: dict[str, Any]) -> str:
              for q in ("p50", "p95", "p99", "max")]
     rows += [(f"  scheduler share {q} (ms)", m[f"scheduler_lag_ms_{q}"], "")
              for q in ("p50", "p99", "max")]
+    last = r["runs"][-1] if r["runs"] else {}
+    if last.get("rows_per_run"):
+        rows.append(("rows a run, last repetition (ins/upd(HOT)/del)",
+                     rows_line(last["rows_per_run"]), ""))
+    if last.get("statements_per_run"):
+        rows.append(("statements a run, server ms a run, last repetition",
+                     f"{last['statements_per_run']['statements']}, "
+                     f"{last['statements_per_run']['server_ms']}", ""))
     return table(f"Due burst: {r['jobs']} jobs due in one second, median of "
                  f"{r['repetitions']}", rows)
 

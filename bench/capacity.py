@@ -27,6 +27,7 @@ from typing import Any
 import asyncpg
 
 from bench.common import (
+    STATS_LAG_S,
     base_parser,
     bench_cluster,
     cpu_by_process_group,
@@ -35,10 +36,15 @@ from bench.common import (
     lag_figures,
     log,
     machine,
+    rows_line,
+    rows_per_run,
     sdk_worker,
     service_env,
+    statement_stats,
+    statements_per_run,
     submit_jobs,
     table,
+    table_stats,
     wait_succeeded,
     write_result,
 )
@@ -85,6 +91,8 @@ async def ostinato_steps(args: Any) -> list[dict[str, Any]]:
             await submit_jobs(bench, total, job, scenario=SCENARIO)
             # CPU from the first due instant (as the burst's): the idle lead before it is
             # idle_cost's figure, not the rate's
+            await asyncio.sleep(max(0.0, (t0 - datetime.now(UTC)).total_seconds() - 1.0))
+            tables, statements = await table_stats(bench.url), await statement_stats(bench.url)
             await asyncio.sleep(max(0.0, (t0 - datetime.now(UTC)).total_seconds()))
             before = cpu_by_process_group(services)
             where = (f"due_at >= '{t0.isoformat()}' AND due_at < "
@@ -94,12 +102,16 @@ async def ostinato_steps(args: Any) -> list[dict[str, Any]]:
                                            scenario=SCENARIO, where=where, quiet_for=window)
             cpu = cpu_spent(before, cpu_by_process_group(services))
             figures = await lag_figures(bench.url, where)
+            await asyncio.sleep(STATS_LAG_S)
+            rows = rows_per_run(tables, await table_stats(bench.url), started)
+            per_run = statements_per_run(statements, await statement_stats(bench.url), started)
             step = {"rate_per_s": rate, "jobs": total, "started": started,
                     "start_lag_ms": figures["start_lag_ms"], "cpu_seconds": cpu,
                     "cpu_per_run_ms": cpu_per_run_ms(cpu, started),
                     "scheduler_lag_ms": figures["scheduler_lag_ms"],
                     "queue_to_start_ms": figures["queue_to_start_ms"],
-                    "slowest_seconds": await slowest_seconds(bench.url, where, t0)}
+                    "slowest_seconds": await slowest_seconds(bench.url, where, t0),
+                    "rows_per_run": rows, "statements_per_run": per_run}
             steps.append(step)
             log(SCENARIO, f"ostinato {rate:g}/s: p99 {step['start_lag_ms'].get('p99')} ms, "
                           f"{step['cpu_per_run_ms']} ms CPU per run")
@@ -187,6 +199,12 @@ def report(r: dict[str, Any]) -> str:
             rows.append((f"{name} {s['rate_per_s']:g}/s: p50 / p99 ms, CPU ms per run",
                          f"{lag.get('p50')} / {lag.get('p99')}, {s['cpu_per_run_ms']}",
                          "pass" if passes(s) else "fails"))
+            if s.get("rows_per_run"):
+                rows.append(("  … rows a run (ins/upd(HOT)/del)", rows_line(s["rows_per_run"]), ""))
+            if s.get("statements_per_run"):
+                rows.append(("  … statements a run, server ms a run",
+                             f"{s['statements_per_run']['statements']}, "
+                             f"{s['statements_per_run']['server_ms']}", ""))
             if s.get("slowest_seconds"):
                 rows.append(("  … slowest seconds (offset: p99 ms)", ", ".join(
                     f"{w['second']:g}: {w['p99_ms']:g}" for w in s["slowest_seconds"]), ""))

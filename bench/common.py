@@ -370,6 +370,47 @@ async def pg_stats(url: str) -> dict[str, int]:
         await conn.close()
 
 
+# A backend reports its row and statement counters at most once a second; one that goes idle
+# within a second of its last report holds the rest for 10 s (PostgreSQL's PGSTAT_IDLE_INTERVAL).
+# So counters read within 10 s of a burst's last statements miss up to a second of each
+# backend's work: the scenarios wait this long before their last read.
+STATS_LAG_S = 11.0
+
+
+async def table_stats(url: str) -> dict[str, tuple[int, int, int, int]]:
+    """Rows inserted, updated, HOT-updated and deleted so far per table of the current database
+    (pg_stat_user_tables; as late as `STATS_LAG_S`)."""
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch("SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del "
+                                "FROM pg_stat_user_tables")
+        return {r["relname"]: (r["n_tup_ins"], r["n_tup_upd"], r["n_tup_hot_upd"],
+                               r["n_tup_del"]) for r in rows}
+    finally:
+        await conn.close()
+
+
+def rows_per_run(before: Mapping[str, tuple[int, ...]], after: Mapping[str, tuple[int, ...]],
+                 runs: int) -> dict[str, dict[str, float]]:
+    """Per table that changed: rows inserted, updated (of them HOT) and deleted per run."""
+    out = {}
+    for table_name, counts in sorted(after.items()):
+        delta = [a - b for a, b in zip(counts, before.get(table_name, (0, 0, 0, 0)), strict=True)]
+        if any(delta) and runs:
+            out[table_name] = {k: round(d / runs, 2)
+                               for k, d in zip(("inserted", "updated", "hot", "deleted"), delta,
+                                               strict=True)}
+    return out
+
+
+def rows_line(rows: Mapping[str, Mapping[str, float]]) -> str:
+    """`rows_per_run` on one line: table ins/upd(HOT)/del, the tables writing most first."""
+    ranked = sorted(rows.items(), key=lambda kv: -(kv[1]["inserted"] + kv[1]["updated"]
+                                                   + kv[1]["deleted"]))
+    return "; ".join(f"{t} {r['inserted']:g}/{r['updated']:g}({r['hot']:g})/{r['deleted']:g}"
+                     for t, r in ranked if r["inserted"] + r["updated"] + r["deleted"] >= 0.01)
+
+
 async def statement_stats(url: str) -> dict[str, tuple[int, float]] | None:
     """Calls and execution milliseconds per statement of the current database
     (pg_stat_statements; None when the server does not preload it)."""

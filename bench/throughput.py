@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from bench.common import (
+    STATS_LAG_S,
     Profiler,
     base_parser,
     bench_cluster,
@@ -52,7 +53,7 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
     env = service_env(args)
     async with bench_cluster(SCENARIO, env=env) as bench, sdk_worker(bench, args.concurrency):
         await warm_up(bench, SCENARIO)
-        await asyncio.sleep(1.5)  # PostgreSQL flushes its statistics counters up to 1 s late
+        await asyncio.sleep(STATS_LAG_S)  # the warm-up's last counters reported
         before = await pg_stats(bench.url)
         statements_before = await statement_stats(bench.url)
         profiler = None
@@ -73,7 +74,7 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
         cpu = cores_used(cpu_before, cpu_after, polled)
         cpu_ms = cpu_per_run_ms(cpu_spent(cpu_before, cpu_after), n)
         total = await last_finished(bench.url) - started_at
-        await asyncio.sleep(1.5)
+        await asyncio.sleep(STATS_LAG_S)
         after = await pg_stats(bench.url)
         statements = statements_per_run(statements_before, await statement_stats(bench.url), n)
         tops = profiler.finish() if profiler else {}
