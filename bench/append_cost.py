@@ -1,6 +1,6 @@
 """What one event costs the log, and what each choice around its row adds: the append's index
-entries, its `json` column, its `RETURNING`. A run writes six events, so a microsecond here is
-six a run (issue 19).
+entries, its `json` column, its `RETURNING`, the shape its parameters travel in. A run writes
+five events, so a microsecond here is five a run (issue 19).
 
 No services: a fresh migrated database, and a scratch table shaped as `events` (its columns,
 defaults and indexes read from the catalogue, so it follows the schema), filled the way
@@ -12,20 +12,26 @@ scheduler's and the gateway's batches), each statement its own transaction, --ev
 
 Variants (interleaved in each repetition, medians over the repetitions): `today`; then one
 change each: without one of the indexes, `data` as `text` (not checked as JSON), no
-`RETURNING`; and `bare`, only the primary key (the optimistic-concurrency check) and `seq`'s
-key, `text`, no `RETURNING`. Figures: µs an event as the client sees the statement on loopback
-(server work, commit and round trip, the event's share of the batch).
+`RETURNING`; `bare`, only the primary key (the optimistic-concurrency check) and `seq`'s
+key, `text`, no `RETURNING`; and the same rows sent as one array of the table's row type, or as
+one JSON document (`json_to_recordset`), instead of one array a column. Figures, µs an event:
+as the client sees the statement on loopback (server work, commit and round trip, the event's
+share of the batch); the client's CPU (shaping the parameters, asyncpg's encoding, decoding
+what returns); the server backend's CPU (`/proc`, when PostgreSQL runs on this machine).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import asyncpg
+import msgspec
 
 from bench.common import log, machine, migrated_database, table, write_result
 from ostinato.domain.ids import new_id
@@ -54,29 +60,84 @@ DATA = [json.dumps(d) for d in (
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
+JSON_INSERT = """
+INSERT INTO scratch (stream_id, version, stream_type, tenant_id, event_id, type, data, actor,
+                     epoch, traceparent, occurred_at, recorded_at)
+SELECT s, v, st, t, e, ty, d, a, ep, tp, $2::timestamptz, clock_timestamp()
+FROM json_to_recordset($1::json) AS x(s uuid, v int, st text, t uuid, e uuid, ty text, d json,
+                                      a text, ep bigint, tp text)
+{returning}"""
+ROWS_INSERT = """
+INSERT INTO scratch (stream_id, version, stream_type, tenant_id, event_id, type, data, actor,
+                     epoch, traceparent, occurred_at, recorded_at)
+SELECT stream_id, version, stream_type, tenant_id, event_id, type, data, actor, epoch,
+       traceparent, $2::timestamptz, clock_timestamp()
+FROM unnest($1::scratch[])
+{returning}"""
+FIELDS = ("stream_id", "version", "stream_type", "tenant_id", "event_id", "type", "data", "actor",
+          "epoch", "traceparent")
+_json = msgspec.json.Encoder()
+
+
+def backend_cpu(pid: int) -> float | None:
+    """CPU seconds of a PostgreSQL backend on this machine (None: not readable here)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def once(conn: asyncpg.Connection, events: int, batch: int, indexes: dict[str, str],
-               text: bool, returning: bool) -> float:
-    """µs an event for one variant."""
+               text: bool, returning: bool, shape: str) -> dict[str, float | None]:
+    """µs an event for one variant: as the client sees the statement (wall), and the CPU of
+    the client (shaping the parameters, encoding, decoding what returns) and of the server.
+    `shape`: how the events travel, one array a column (`columns`, as `append_events`), one
+    array of the table's row type (`rows`) or one JSON document (`json`)."""
     await conn.execute("DROP TABLE IF EXISTS scratch")
     await conn.execute("CREATE TABLE scratch (LIKE events INCLUDING DEFAULTS)")
+    await conn.reload_schema_state()  # the row type is new
     if text:
         await conn.execute("ALTER TABLE scratch ALTER COLUMN data TYPE text")
     for name, definition in indexes.items():
         await conn.execute(definition.replace(f" {name} ON public.events ",
                                               f" {name}_scratch ON scratch "))
-    statement = await conn.prepare(INSERT.format(cast="" if text else "::json",
-                                                 returning=RETURNING if returning else ""))
-    tenant, spent = uuid.uuid4(), 0.0
+    sql = {"columns": INSERT.format(cast="" if text else "::json",
+                                    returning=RETURNING if returning else ""),
+           "rows": ROWS_INSERT.format(returning=RETURNING if returning else ""),
+           "json": JSON_INSERT.format(returning=RETURNING if returning else "")}[shape]
+    statement = await conn.prepare(sql)
+    columns = [r["attname"] for r in await conn.fetch(
+        "SELECT attname FROM pg_attribute WHERE attrelid = 'scratch'::regclass AND attnum > 0"
+        " AND NOT attisdropped ORDER BY attnum")]
+    where = [FIELDS.index(c) if c in FIELDS else None for c in columns]
+    backend = await conn.fetchval("SELECT pg_backend_pid()")
+    tenant, spent, client = uuid.uuid4(), 0.0, 0.0
+    server = backend_cpu(backend)
     for start in range(0, events, batch):
         n = min(batch, events - start)
-        args = ([new_id() for _ in range(n)], [1] * n, ["run"] * n, [tenant] * n,
-                [new_id() for _ in range(n)], ["RunX"] * n, [DATA[i % 5] for i in range(n)],
-                ["scheduler"] * n, [None] * n, [TRACEPARENT] * n, datetime.now(UTC))
+        rows = [(new_id(), 1, "run", tenant, new_id(), "RunX", DATA[i % 5], "scheduler", None,
+                 TRACEPARENT) for i in range(n)]
+        cpu = time.process_time()
+        if shape == "columns":
+            args: tuple[Any, ...] = (*map(list, zip(*rows, strict=True)), datetime.now(UTC))
+        elif shape == "rows":
+            args = ([tuple(None if k is None else r[k] for k in where) for r in rows],
+                    datetime.now(UTC))
+        else:
+            args = (_json.encode([dict(zip(("s", "v", "st", "t", "e", "ty", "d", "a", "ep", "tp"),
+                                           (*r[:6], msgspec.Raw(r[6].encode()), *r[7:]),
+                                           strict=True)) for r in rows]).decode(),
+                    datetime.now(UTC))
         began = time.perf_counter()
         await statement.fetch(*args)
         spent += time.perf_counter() - began
+        client += time.process_time() - cpu
+    after = backend_cpu(backend)
     await conn.execute("DROP TABLE scratch")
-    return round(spent / events * 1e6, 2)
+    return {"wall": round(spent / events * 1e6, 2), "client_cpu": round(client / events * 1e6, 2),
+            "server_cpu": None if server is None or after is None
+            else round((after - server) / events * 1e6, 2)}
 
 
 async def main(args: Any) -> dict[str, Any]:
@@ -89,29 +150,40 @@ async def main(args: Any) -> dict[str, Any]:
             "SELECT indexrelid::regclass::text AS name, pg_get_indexdef(indexrelid) AS definition"
             " FROM pg_index WHERE indrelid = 'events'::regclass ORDER BY 1")}
         keys = {k: v for k, v in today.items() if k in ("events_pkey", "events_seq_key")}
-        variants: dict[str, tuple[dict[str, str], bool, bool]] = {"today": (today, False, True)}
+        variants: dict[str, tuple[dict[str, str], bool, bool, str]] = {
+            "today": (today, False, True, "columns")}
         for index in today:
             variants[f"without {index}"] = ({k: v for k, v in today.items() if k != index},
-                                            False, True)
-        variants["data as text"] = (today, True, True)
-        variants["no RETURNING"] = (today, False, False)
-        variants["bare"] = (keys, True, False)
-        results: dict[str, list[float]] = {v: [] for v in variants}
+                                            False, True, "columns")
+        variants["data as text"] = (today, True, True, "columns")
+        variants["no RETURNING"] = (today, False, False, "columns")
+        variants["bare"] = (keys, True, False, "columns")
+        variants["one array of the row type"] = (today, False, True, "rows")
+        variants["one JSON document"] = (today, False, True, "json")
+        results: dict[str, list[dict[str, float | None]]] = {v: [] for v in variants}
         for rep in range(1, repeat + 1):
-            for variant, (indexes, text, returning) in variants.items():
+            for variant, (indexes, text, returning, shape) in variants.items():
                 results[variant].append(await once(conn, events, args.batch, indexes, text,
-                                                   returning))
+                                                   returning, shape))
             log(SCENARIO, f"#{rep}: today {results['today'][-1]} µs an event")
         await conn.close()
-    median = {v: sorted(xs)[len(xs) // 2] for v, xs in results.items()}
+
+    def median(variant: str, figure: str) -> float | None:
+        xs = sorted(x for r in results[variant] if (x := r[figure]) is not None)
+        return xs[len(xs) // 2] if xs else None
+
     return {"scenario": SCENARIO, "events": events, "batch": args.batch, "repetitions": repeat,
-            "indexes_today": sorted(today), "median_us_per_event": median,
+            "indexes_today": sorted(today),
+            "median_us_per_event": {v: median(v, "wall") for v in variants},
+            "median_client_cpu_us": {v: median(v, "client_cpu") for v in variants},
+            "median_server_cpu_us": {v: median(v, "server_cpu") for v in variants},
             "repetitions_figures": results, "machine": await machine()}
 
 
 def report(r: dict[str, Any]) -> str:
     today = r["median_us_per_event"]["today"]
-    rows = [(v, us, f"µs an event ({us - today:+.2f})")
+    rows = [(v, us, f"µs an event ({us - today:+.2f}); CPU client "
+                    f"{r['median_client_cpu_us'][v]}, server {r['median_server_cpu_us'][v]}")
             for v, us in r["median_us_per_event"].items()]
     return table(f"The log's append: {r['events']} events, {r['batch']} a statement, median of "
                  f"{r['repetitions']}", rows)

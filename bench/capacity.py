@@ -154,7 +154,8 @@ async def peer_steps(args: Any) -> list[dict[str, Any]]:
         cpu = peer_cpu(r["cpu_seconds"])
         step = {"rate_per_s": rate, "jobs": total, "started": r["started"],
                 "start_lag_ms": r["start_lag_ms"], "cpu_seconds": cpu,
-                "cpu_per_run_ms": cpu_per_run_ms(cpu, r["started"])}
+                "cpu_per_run_ms": cpu_per_run_ms(cpu, r["started"]),
+                "rows_per_run": r["rows_per_run"]}
         steps.append(step)
         log(SCENARIO, f"{peer.name} {rate:g}/s: p99 {step['start_lag_ms'].get('p99')} ms, "
                       f"{step['cpu_per_run_ms']} ms CPU per job")

@@ -27,7 +27,17 @@ from typing import Any, TextIO
 
 import asyncpg
 
-from bench.common import BASE_URL, ROOT, cpu_by_process_group, cpu_spent, distribution, log
+from bench.common import (
+    BASE_URL,
+    ROOT,
+    STATS_LAG_S,
+    cpu_by_process_group,
+    cpu_spent,
+    distribution,
+    log,
+    rows_per_run,
+    table_stats,
+)
 
 Items = Sequence[tuple[int, float | None]]
 
@@ -164,12 +174,16 @@ async def timed(peer: Peer, dues: list[float], within: float, scenario: str
         enqueue_s = await enqueue_all(peer, lab.url, list(enumerate(dues)))
         ahead = dues[0] - time.time()
         workers = {f"worker-{i}": p.pid for i, p in enumerate(lab.procs)}
+        await asyncio.sleep(max(0.0, dues[0] - 1.0 - time.time()))
+        tables = await table_stats(lab.url)
         await asyncio.sleep(max(0.0, dues[0] - time.time()))
         cpu_before = cpu_by_process_group(workers)
         await asyncio.sleep(max(0.0, dues[-1] - time.time()))
         done = await wait_count(lab, 500 + len(dues), within, scenario) - 500
         cpu_after = cpu_by_process_group(workers)
         records = [(d, s) for d, s in read_records(lab.out) if d > 0]
+        await asyncio.sleep(STATS_LAG_S)
+        rows = rows_per_run(tables, await table_stats(lab.url), done)
     lags = [(s - d) * 1000 for d, s in records]
     first_due = min(dues)
     return {"jobs": len(dues), "started": done, "enqueue_seconds": round(enqueue_s, 2),
@@ -178,7 +192,7 @@ async def timed(peer: Peer, dues: list[float], within: float, scenario: str
             if done >= len(dues) else None,
             # from the first due instant to the last start (as Ostinato's burst and capacity):
             # the peer's workers, PostgreSQL, this process (the enqueuer, idle by then)
-            "cpu_seconds": cpu_spent(cpu_before, cpu_after)}
+            "cpu_seconds": cpu_spent(cpu_before, cpu_after), "rows_per_run": rows}
 
 
 def peer_cpu(cpu_seconds: dict[str, float]) -> dict[str, float]:
