@@ -31,12 +31,15 @@ from bench.common import (
     median_of,
     pg_stats,
     repeat_count,
+    rows_line,
+    rows_per_run,
     sdk_worker,
     service_env,
     statement_stats,
     statements_per_run,
     submit_jobs,
     table,
+    table_stats,
     wait_succeeded,
     write_result,
 )
@@ -55,6 +58,7 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
         await warm_up(bench, SCENARIO)
         await asyncio.sleep(STATS_LAG_S)  # the warm-up's last counters reported
         before = await pg_stats(bench.url)
+        tables = await table_stats(bench.url)
         statements_before = await statement_stats(bench.url)
         profiler = None
         if rep == 0:  # the profiled repetition (not in the median: py-spy slows what it samples)
@@ -76,6 +80,7 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
         total = await last_finished(bench.url) - started_at
         await asyncio.sleep(STATS_LAG_S)
         after = await pg_stats(bench.url)
+        rows = rows_per_run(tables, await table_stats(bench.url), n)
         statements = statements_per_run(statements_before, await statement_stats(bench.url), n)
         tops = profiler.finish() if profiler else {}
     if done < n + WARMUP:
@@ -83,7 +88,8 @@ async def once(args: Any, rep: int) -> dict[str, Any]:
     return {"submit_rate_per_s": round(n / submit_s, 1),
             "completion_rate_per_s": round(n / total, 1), "end_to_end_seconds": round(total, 2),
             "db_per_run": {k: round((after[k] - before[k]) / n, 2) for k in before},
-            "statements_per_run": statements, "cores_used": cpu, "cpu_per_run_ms": cpu_ms,
+            "statements_per_run": statements, "rows_per_run": rows,
+            "cores_used": cpu, "cpu_per_run_ms": cpu_ms,
             "profile_top": {a: t[:8] for a, t in tops.items()}}
 
 
@@ -123,6 +129,9 @@ def report(r: dict[str, Any]) -> str:
             ("per run: rows inserted", m["db_tup_inserted_per_run"], ""),
             ("per run: rows updated", m["db_tup_updated_per_run"], ""),
             ("per run: rows deleted", m["db_tup_deleted_per_run"], "")]
+    if r["runs"] and r["runs"][-1].get("rows_per_run"):
+        rows.append(("rows a run by table (ins/upd(HOT)/del)",
+                     rows_line(r["runs"][-1]["rows_per_run"]), "last repetition"))
     cores = r["runs"][-1].get("cores_used") or {}
     rows += [(f"cores: {group}", used, "last repetition") for group, used in cores.items()]
     return table(f"Throughput: {r['jobs']} no-op jobs, median of {r['repetitions']}", rows)

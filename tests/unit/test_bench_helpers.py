@@ -13,6 +13,8 @@ from bench.common import (
     distribution,
     median_of,
     percentile,
+    rows_line,
+    rows_per_run,
     table,
     top_frames,
 )
@@ -130,3 +132,22 @@ def test_a_process_counts_the_cpu_of_the_children_it_waited_for() -> None:
     line = (f"4242 (postgres) S 1 4242 4242 0 -1 4194560 100 0 0 0 {3 * tick} {tick} "
             f"{5 * tick} {2 * tick} 20 0 1 0 100 0 0")
     assert _proc_stat(line) == ("postgres", 1, 11.0)
+
+
+def test_rows_a_run_are_the_counter_deltas_of_the_tables_that_changed() -> None:
+    before = {"events": (100, 0, 0, 0), "runs": (10, 20, 0, 0), "jobs": (5, 5, 5, 0)}
+    after = {"events": (150, 0, 0, 0), "runs": (20, 50, 2, 0), "jobs": (5, 5, 5, 0),
+             "outbox": (1, 0, 0, 1)}
+    rows = rows_per_run(before, after, 10)
+    assert rows["events"] == {"inserted": 5.0, "updated": 0.0, "hot": 0.0, "deleted": 0.0}
+    assert rows["runs"] == {"inserted": 1.0, "updated": 3.0, "hot": 0.2, "deleted": 0.0}
+    assert "jobs" not in rows  # nothing changed
+    assert rows["outbox"]["inserted"] == 0.1  # a table new since `before` counts from zero
+    assert rows_per_run(before, after, 0) == {}
+
+
+def test_rows_line_puts_the_tables_writing_most_first_and_drops_the_negligible() -> None:
+    rows = {"runs": {"inserted": 1.0, "updated": 3.0, "hot": 0.0, "deleted": 0.0},
+            "events": {"inserted": 5.0, "updated": 0.0, "hot": 0.0, "deleted": 0.0},
+            "noise": {"inserted": 0.0, "updated": 0.004, "hot": 0.0, "deleted": 0.0}}
+    assert rows_line(rows) == "events 5/0(0)/0; runs 1/3(0)/0"
