@@ -23,17 +23,15 @@ what returns); the server backend's CPU (`/proc`, when PostgreSQL runs on this m
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 import msgspec
 
-from bench.common import log, machine, migrated_database, table, write_result
+from bench.common import cpu_seconds, log, machine, migrated_database, table, write_result
 from ostinato.domain.ids import new_id
 
 SCENARIO = "append_cost"
@@ -82,10 +80,9 @@ _json = msgspec.json.Encoder()
 def backend_cpu(pid: int) -> float | None:
     """CPU seconds of a PostgreSQL backend on this machine (None: not readable here)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return cpu_seconds(pid)
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def once(conn: asyncpg.Connection, events: int, batch: int, indexes: dict[str, str],

@@ -15,14 +15,13 @@ one process, so a hop's Python on both sides).
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import KAFKA, log, machine, table, write_result
+from bench.common import KAFKA, _proc_stat, log, machine, table, write_result
 
 SCENARIO = "kafka_hop"
 
@@ -30,16 +29,14 @@ SCENARIO = "kafka_hop"
 def broker_cpu() -> tuple[float, float]:
     """CPU seconds of every `java` process on the machine (the broker): (all threads but the JIT
     compiler's, the JIT compiler's)."""
-    tick = os.sysconf("SC_CLK_TCK")
     work = jit = 0.0
     for proc in Path("/proc").iterdir():
         try:
             if not proc.name.isdigit() or (proc / "comm").read_text().strip() != "java":
                 continue
             for task in (proc / "task").iterdir():
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-                seconds = (int(fields[11]) + int(fields[12])) / tick
-                if "Compiler" in (task / "comm").read_text():
+                thread, _, seconds = _proc_stat((task / "stat").read_text())
+                if "Compiler" in thread:
                     jit += seconds
                 else:
                     work += seconds
