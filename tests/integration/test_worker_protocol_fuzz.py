@@ -22,7 +22,7 @@ from ostinato.clock import SystemClock
 from ostinato.sdk import protocol as p
 from services.scheduler.tick import fire_due
 
-from .conftest import auth
+from .conftest import assert_problem, auth
 from .helpers import dispatch, new_job, new_tenant, store
 
 pytestmark = pytest.mark.integration
@@ -251,4 +251,17 @@ async def test_deep_nesting_on_every_route_is_a_4xx(
                 **auth(lease.key), "Content-Type": "application/json"})
             assert_answered(r, (route, depth))
             assert r.status_code >= 400, (route, depth, r.text)
+    await assert_run_unchanged(pool, lease)
+
+
+@pytest.mark.parametrize("pools", [[""], ["a b"], ["default", "Upper"], ["x" * 64], ["-lead"]])
+async def test_a_claim_naming_an_impossible_pool_is_a_422_naming_pools(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient, lease: Lease, pools: list[str]) -> None:
+    """Issue 42: `{"pools": [""]}` or `["a b"]` was a 500 (`ValueError: invalid pool name`,
+    raised by the topic naming after decoding). A pool name is checked where the claim is
+    decoded: a 422 problem naming the field, and nothing claimed."""
+    r = await gateway.post(p.CLAIM_PATH, json={"worker_id": "w", "pools": pools},
+                           headers=auth(lease.key))
+    body = assert_problem(r, 422)
+    assert any(e["field"].startswith("pools") for e in body["errors"]), body
     await assert_run_unchanged(pool, lease)

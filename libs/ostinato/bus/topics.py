@@ -10,8 +10,7 @@ import re
 from dataclasses import dataclass
 
 from ostinato.domain import events as ev
-
-POOL_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+from ostinato.domain.names import POOL_NAME
 
 
 def logical_name(topic: str) -> str:

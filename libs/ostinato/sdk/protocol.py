@@ -32,6 +32,8 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
+from ostinato.domain.names import PoolName
+
 __all__ = [
     "BATCH_PATH",
     "CLAIM_PATH",
@@ -122,7 +124,8 @@ class ClaimRequest(_Request):
     """Long poll for up to ``max_runs`` runs; answered as soon as one is available."""
 
     worker_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
-    pools: Annotated[list[str], msgspec.Meta(min_length=1)] = msgspec.field(
+    # Each a pool name (`ostinato.domain.names`): one no pool can have is a 422 naming it.
+    pools: Annotated[list[PoolName], msgspec.Meta(min_length=1)] = msgspec.field(
         default_factory=lambda: ["default"]
     )
     max_runs: Annotated[int, msgspec.Meta(ge=1, le=MAX_CLAIM_RUNS)] = 1
