@@ -38,7 +38,7 @@ from ostinato.runtime.ops import BodyLimit, instrument_http, ops_route_handlers,
 from ostinato.runtime.problems import EXCEPTION_HANDLERS, problem
 from ostinato.runtime.service import Service
 from ostinato.sdk import protocol as p
-from ostinato.sdk.registration import TASKS_PATH, RegisterTasksRequest
+from ostinato.sdk.registration import TASKS_PATH, RegisterTasksRequest, RegisterTasksResponse
 from ostinato.tenancy import ADMIN, Principal
 from services.worker_gateway import schemas
 from services.worker_gateway.attempts import Attempts, Outcome
@@ -211,7 +211,7 @@ def _single(result: p.BatchItemResult, request: Request, body: Any) -> Response[
 @post("/v1/worker/runs/{run_id:str}/heartbeat", status_code=200, tags=["worker"])
 async def heartbeat(
     request: Request, run_id: FromPath[str], data: JSONBody[p.HeartbeatRequest], caller: Caller
-) -> Response[Any]:
+) -> Response[p.HeartbeatResponse]:
     scope = worker_scope(caller)
     worker = await _header_worker(request, scope)
     [result] = await _attempts(request).heartbeat(
@@ -229,7 +229,7 @@ async def heartbeat(
 @post("/v1/worker/runs/{run_id:str}/complete", status_code=200, tags=["worker"])
 async def complete(
     request: Request, run_id: FromPath[str], data: JSONBody[p.CompleteRequest], caller: Caller
-) -> Response[Any]:
+) -> Response[p.OutcomeResponse]:
     scope = worker_scope(caller)
     worker = await _header_worker(request, scope)
     item = p.CompletionItem(run_id=run_id, fencing_token=data.fencing_token, output=data.output)
@@ -240,7 +240,7 @@ async def complete(
 @post("/v1/worker/runs/{run_id:str}/fail", status_code=200, tags=["worker"])
 async def fail(
     request: Request, run_id: FromPath[str], data: JSONBody[p.FailRequest], caller: Caller
-) -> Response[Any]:
+) -> Response[p.OutcomeResponse]:
     scope = worker_scope(caller)
     worker = await _header_worker(request, scope)
     item = p.FailureItem(run_id=run_id, fencing_token=data.fencing_token, error=data.error)
@@ -251,7 +251,7 @@ async def fail(
 @post("/v1/worker/runs/{run_id:str}/release", status_code=200, tags=["worker"])
 async def release(
     request: Request, run_id: FromPath[str], data: JSONBody[p.ReleaseRequest], caller: Caller
-) -> Response[Any]:
+) -> Response[p.OutcomeResponse]:
     """Give an unfinished run back: it is queued again at once, no attempt is used."""
     scope = worker_scope(caller)
     worker = await _header_worker(request, scope)
@@ -263,7 +263,7 @@ async def release(
 @post("/v1/worker/runs/{run_id:str}/steps", status_code=200, tags=["worker"])
 async def recorded_steps(
     request: Request, run_id: FromPath[str], data: JSONBody[p.StepsRequest], caller: Caller
-) -> Response[Any]:
+) -> Response[p.StepsResponse]:
     """A page of the workflow steps the run has recorded, for the attempt holding its lease (a
     resuming workflow replays them)."""
     scope = worker_scope(caller)
@@ -289,7 +289,7 @@ async def goodbye(
 @post(TASKS_PATH, status_code=200, tags=["worker"])
 async def register_tasks(
     request: Request, data: JSONBody[RegisterTasksRequest], caller: Caller
-) -> Response[bytes]:
+) -> Response[RegisterTasksResponse]:
     """Register the payload schemas of the worker's tasks (before its first claim): 409 when a
     (task, payload_version) is registered already with another schema (`schemas.py`)."""
     return await schemas.register_tasks(request, worker_scope(caller), data)
