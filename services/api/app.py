@@ -90,7 +90,7 @@ def create_app(service: Service, store: EventStore,
             create_static_files_router(SWAGGER_ASSETS, [SWAGGER_UI_DIR], name="swagger-assets"),
         ],
         dependencies=DEPENDENCIES,
-        exception_handlers=EXCEPTION_HANDLERS,
+        exception_handlers=ui.with_ui_pages(EXCEPTION_HANDLERS),  # /ui errors: HTML pages
         before_request=check_instants,
         middleware=tracing_middleware(),
         openapi_config=OpenAPIConfig(

@@ -22,11 +22,10 @@ import asyncpg
 import msgspec
 from litestar import Request
 
-from ostinato.domain.errors import OstinatoError
 from ostinato.domain.ids import new_id
 from ostinato.runtime import request_ids
 from ostinato.runtime.auth import actor_of
-from ostinato.runtime.problems import status_of
+from ostinato.runtime.problems import detail_of, status_of
 from ostinato.stores import audit as audit_store
 from ostinato.telemetry.logging import get_logger
 from ostinato.tenancy import Principal
@@ -68,12 +67,6 @@ def _outcome(status: int) -> str:
     if status in (401, 403):
         return "refused"
     return "done" if status < 400 else "rejected" if status < 500 else "error"
-
-
-def _detail(exc: BaseException) -> str:
-    if isinstance(exc, OstinatoError):
-        return exc.detail
-    return str(getattr(exc, "detail", "")) or type(exc).__name__
 
 
 def _storable(text: str) -> str:
@@ -126,7 +119,7 @@ async def recorded(conn: asyncpg.Connection, request: Request, caller: Principal
                          audit.status or request.route_handler.status_code or 200)
     except Exception as exc:
         failed = Audit(target_id=audit.target_id, before=audit.before,
-                       detail=_detail(exc), tenant_id=audit.tenant_id)
+                       detail=detail_of(exc), tenant_id=audit.tenant_id)
         try:
             await _write(conn, spec, caller, tenant_id, failed, status_of(exc))
         except Exception:  # never hide the action's own error behind the audit's
@@ -140,7 +133,7 @@ async def refused(request: Request, caller: Principal, exc: Exception) -> None:
     if spec is None:
         return
     audit = _new_audit(request, spec)
-    audit.detail = _detail(exc)
+    audit.detail = detail_of(exc)
     try:
         async with request.app.state.pool.acquire() as conn:
             await _write(conn, spec, caller, caller.tenant_id, audit, status_of(exc))

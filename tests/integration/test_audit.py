@@ -400,3 +400,14 @@ def test_every_route_that_changes_something_is_a_control_action(
                 else:
                     unaudited.append((method, route.path))
     assert unaudited == [] and audited >= 40
+
+
+async def test_a_nul_refusal_is_recorded_with_the_problems_own_detail(
+        client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    """A NUL reaching the database inside an action is a 400 whose row says why, as the
+    answer does (it said "None": the driver's error has a `detail` attribute that is None)."""
+    call = Caller(client, auth(await tenant(client, "audit-nul")))
+    r, rid = await call("POST", "/v1/jobs", {"name": "nul", "idempotency_key": "a\x00b"})
+    body = assert_problem(r, 400)
+    row = await one_row(pool, rid, action="job.create", status=400, outcome="rejected")
+    assert row["detail"] == body["detail"] and "NUL" in row["detail"]

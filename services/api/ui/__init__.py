@@ -24,7 +24,7 @@ from services.api.ui import (
     runs,
     tenants,
 )
-from services.api.ui.scope import EXCEPTION_HANDLERS, SECURITY_HEADERS, ui_scope
+from services.api.ui.scope import EXCEPTION_HANDLERS, SECURITY_HEADERS, ui_scope, with_ui_pages
 from services.api.ui.sessions import Sessions
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -49,4 +49,4 @@ def routes(sessions: Sessions | None = None) -> list[Router]:
     return [pages, static]
 
 
-__all__ = ["SECURITY_HEADERS", "routes"]
+__all__ = ["SECURITY_HEADERS", "routes", "with_ui_pages"]

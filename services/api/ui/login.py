@@ -91,7 +91,7 @@ async def login(request: Request, sessions: NamedDependency[Sessions]) -> Respon
 
 @post("/logout", include_in_schema=False)
 async def logout(request: Request, ui: Ui, sessions: NamedDependency[Sessions]) -> Response[str]:
-    await checked_form(request, ui)
+    await checked_form(request, ui, action=None)  # any role may end its own session
     sessions.drop(ui.session_id)
     return redirect("/ui/login", cookies=[cookie_for(request, COOKIE, "", 0)])
 

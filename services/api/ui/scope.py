@@ -57,8 +57,9 @@ class LoginRequired(Exception):
 
 
 class CsrfRejected(Forbidden):
-    """A POST without this session's CSRF token (or from a session that may not change
-    anything): a 403, recorded in the audit trail as refused."""
+    """A POST without this session's CSRF token: a 403, recorded in the audit trail as
+    refused. (A session whose role may not change anything is refused as a role, with the
+    role's own message: `checked_form`.)"""
 
     def __init__(self, detail: str = "the form was not sent from this session") -> None:
         super().__init__(detail)
@@ -207,10 +208,15 @@ Ui = NamedDependency[UiScope]
 AdminUi = NamedDependency[AdminScope]
 
 
-async def checked_form(request: Request, ui: UiScope | AdminScope) -> dict[str, Any]:
+async def checked_form(request: Request, ui: UiScope | AdminScope,
+                       action: str | None = roles.OPERATE) -> dict[str, Any]:
+    """The POSTed form, once the session's role may do `action` (None: any session, e.g. to
+    log out) and the form carries its CSRF token. A viewer's form is refused for its role (403
+    with what the role may do, the same detail its audit row records), not as a forged form:
+    its token may well be right."""
     form = await request.form()
-    if not roles.may(ui.session.role, roles.OPERATE):  # a viewer's session changes nothing
-        raise CsrfRejected
+    if action is not None and not roles.may(ui.session.role, action):
+        raise Forbidden(roles.refusal(ui.session.role, action))
     if not ui.session.csrf_ok(form.get("_csrf")):
         log.warning("ui_csrf_rejected", path=request.url.path, tenant_id=str(ui.tenant_id))
         raise CsrfRejected
@@ -227,10 +233,12 @@ def redirect(path: str, cookies: list[Cookie] | None = None) -> Redirect:
     return Redirect(path, status_code=303, headers=SECURITY_HEADERS, cookies=cookies or [])
 
 
-def _error_page(status: int, title: str, detail: str) -> Response[str]:
+def _error_page(status: int, title: str, detail: str,
+                headers: dict[str, str] | None = None) -> Response[str]:
     body = html.fmt('<p class="error">{detail}</p><p><a href="/ui/runs">Back to runs</a></p>',
                     detail=detail)
-    return html_response(html.page(title, body), status)
+    return Response(html.page(title, body), status_code=status, media_type=MediaType.HTML,
+                    headers={**SECURITY_HEADERS, **(headers or {})})
 
 
 def on_login_required(request: Request, exc: LoginRequired) -> Response[Any]:
@@ -256,7 +264,29 @@ def on_ostinato_error(request: Request, exc: OstinatoError) -> Response[str]:
 
 
 def on_http_error(request: Request, exc: HTTPException) -> Response[str]:
-    return _error_page(exc.status_code, "Request refused", str(exc.detail))
+    if exc.status_code == 404:
+        return _error_page(404, "Not found", f"There is no page {request.url.path} (is its id "
+                                             "complete?).")
+    return _error_page(exc.status_code, "Request refused", str(exc.detail),
+                       exc.headers)  # a 405's Allow
+
+
+def is_ui_path(path: str) -> bool:
+    return path == "/ui" or path.startswith("/ui/")
+
+
+def with_ui_pages(api_handlers: dict[Any, Any]) -> dict[Any, Any]:
+    """The app's own handlers, but an HTTP error raised before any UI route is matched (an
+    unknown /ui path, a malformed id in one such as /ui/runs/not-a-uuid, a method it lacks) is
+    an HTML page with a way back for a browser, not the API's JSON problem."""
+    api_http = api_handlers[HTTPException]
+
+    def on_unmatched(request: Request, exc: HTTPException) -> Response[Any]:
+        if is_ui_path(request.url.path):
+            return on_http_error(request, exc)
+        return api_http(request, exc)
+
+    return {**api_handlers, HTTPException: on_unmatched}
 
 
 def on_unstorable_text(request: Request, exc: Exception) -> Response[str]:
