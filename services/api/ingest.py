@@ -11,7 +11,14 @@
   before the offset is committed.
 - Each job created has its `job.create` audit row (actor `kafka:<topic>@<partition>:<offset>`,
   no key, role submitter) in the job's own transaction; a duplicate writes none.
-- Offsets are committed after the batch is handled; a database outage seeks back and retries.
+- Nothing a tenant produces stalls the ingest: each message is settled as a job or as exactly one
+  rejection (`problem_of` decides which errors are the message's fault: all but an outage of the
+  database or broker, so an error no check foresaw rejects its message as the API's 500 would).
+  Only an outage is retried, per partition: that partition is sought back to the message and
+  paused for a backoff while the others go on, and the offsets of every partition are committed
+  up to the messages settled, after each poll. A message that keeps failing "transiently" while
+  the database answers is rejected after `TRIES_BEFORE_PROBE` tries. A rejection published but
+  not yet committed is remembered, so a redelivery (a rebalance) does not publish it twice.
 - It reads the submit topics of the tenants in the database whose topic exists (`SubmitTopics`),
   never a pattern: a pattern makes the client read the metadata of every topic on the broker at
   each refresh, which on a broker shared with other applications costs more than the ingest
@@ -22,10 +29,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import re
 import time
 import uuid
 from contextlib import suppress
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -45,6 +54,7 @@ from ostinato.db.sqlstate import is_transient
 from ostinato.domain import roles
 from ostinato.domain.errors import PROBLEM_BASE, OstinatoError
 from ostinato.eventlog.store import EventStore
+from ostinato.runtime.problems import UNSTORABLE_TEXT
 from ostinato.runtime.settings import Settings
 from ostinato.stores import tenants as tenant_store
 from ostinato.telemetry import metrics
@@ -58,6 +68,13 @@ SUBMIT_TOPICS = "ostinato.submit"
 FOLLOW_EVERY_SECONDS = 2.0  # a new tenant's topic is read within seconds
 LOOKBACK = timedelta(minutes=1)  # a tenant committed after a later-stamped one is found too
 MAX_MESSAGE_BYTES = 4 << 20  # as the API's body limit
+# A rejection repeats the message unless that would make it longer than this (far below the
+# broker's default 1 MB a message); a longer one gives the message's size and SHA-256 instead.
+REJECTION_MAX_BYTES = 512 << 10
+RETRY_FIRST_SECONDS, RETRY_MOST_SECONDS = 0.5, 5.0  # a partition's backoff after an outage
+# Transient failures of one message before the database is asked whether it answers: if it
+# does, the failure is the message's own (e.g. a statement timeout) and it is rejected.
+TRIES_BEFORE_PROBE = 10
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 _decoder = msgspec.json.Decoder(JobRequest)
 
@@ -97,6 +114,60 @@ def decode_request(value: bytes | None) -> JobRequest:
     except (msgspec.DecodeError, RecursionError) as exc:
         detail = "the message is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise Rejected(_problem(400, "bad-request", "Bad request", detail)) from exc
+
+
+def problem_of(exc: BaseException) -> dict[str, Any] | None:
+    """What the rejects topic gets for an error met while handling one message, or None when
+    the error is an outage (database or broker away, a serialization failure, a lock or a
+    concurrent write on the same key) and the message is to be retried. Anything else is the
+    message's own: its problem, or, for an error no check foresaw, the API's 500 (logged by the
+    caller), so that no message is retried for ever."""
+    if isinstance(exc, Rejected):
+        return exc.problem
+    if isinstance(exc, OstinatoError):
+        return {**_problem(exc.status, exc.code, exc.title, exc.detail), **exc.extra}
+    if isinstance(exc, UNSTORABLE_TEXT):
+        return _problem(400, "bad-request", "Bad request",
+                        "a text value holds a character that cannot be stored (U+0000, NUL)")
+    if isinstance(exc, KafkaError | asyncpg.UniqueViolationError | asyncpg.LockNotAvailableError) \
+            or is_transient(exc):
+        return None
+    return _problem(500, "internal", "Internal error",
+                    f"the message could not be handled ({type(exc).__name__}); it has been "
+                    "logged")
+
+
+def rejection(topic: str, record: ConsumerRecord, problem: dict[str, Any]) -> bytes:
+    """A rejects-topic value: the problem, the message's position and the message (as text, or
+    `{"base64": ...}` when it is not UTF-8; its size and SHA-256 when repeating it would make
+    the rejection longer than REJECTION_MAX_BYTES)."""
+    value = record.value or b""
+    try:
+        original: Any = value.decode()
+    except UnicodeDecodeError:
+        original = {"base64": base64.b64encode(value).decode()}
+    body = {"problem": problem, "topic": topic, "partition": record.partition,
+            "offset": record.offset, "message": original}
+    encoded = msgspec.json.encode(body)
+    if len(encoded) > REJECTION_MAX_BYTES:
+        body["message"] = {"omitted": "too long to repeat", "bytes": len(value),
+                           "sha256": hashlib.sha256(value).hexdigest()}
+        encoded = msgspec.json.encode(body)
+    return encoded
+
+
+def backoff(tries: int) -> float:
+    """Seconds a partition waits before its failed message is tried again (tries >= 1)."""
+    return min(RETRY_FIRST_SECONDS * 2 ** min(tries - 1, 16), RETRY_MOST_SECONDS)
+
+
+@dataclass(slots=True)
+class _Retry:
+    """A partition whose message at `offset` failed transiently `tries` times in a row."""
+
+    offset: int
+    tries: int
+    resume_at: float
 
 
 def _traceparent(record: ConsumerRecord) -> str | None:
@@ -161,6 +232,10 @@ class SubmitIngest:
                                       settings.kafka_auth)
         self._stopping = asyncio.Event()
         self._known: set[uuid.UUID] = set()
+        self._settled: dict[TopicPartition, int] = {}  # the next offset to commit, by partition
+        self._retrying: dict[TopicPartition, _Retry] = {}
+        # (topic, partition, offset) of rejections published and not committed yet
+        self._published: set[tuple[str, int, int]] = set()
 
     async def start(self) -> None:
         """Connect, retrying while the broker is away (the HTTP API works meanwhile)."""
@@ -190,7 +265,6 @@ class SubmitIngest:
     async def run(self) -> None:
         await self.start()
         while not self._stopping.is_set():
-            batches = {}
             try:
                 if time.monotonic() - self._followed_at >= FOLLOW_EVERY_SECONDS:
                     self._followed_at = time.monotonic()
@@ -198,21 +272,96 @@ class SubmitIngest:
                 if not self.submit_topics.reading:
                     await asyncio.sleep(0.2)
                     continue
+                self._resume_due()
                 batches = await self.consumer.getmany(timeout_ms=200, max_records=200)
                 if time.monotonic() - self._lag_at >= LAG_EVERY_SECONDS:
                     self._lag_at = time.monotonic()
                     await self.report_lag()
-                for records in batches.values():
-                    for record in records:
-                        await self.handle(record)
-                if batches:
-                    await self.consumer.commit()
-            except Exception as exc:  # redeliver the batch: no message is skipped
-                log.warning("kafka submissions will be retried", error=repr(exc),
-                            exc_info=not (isinstance(exc, KafkaError) or is_transient(exc)))
                 for tp, records in batches.items():
-                    self.consumer.seek(TopicPartition(tp.topic, tp.partition), records[0].offset)
+                    await self.settle_partition(tp, records)
+                await self.commit()
+            except Exception as exc:  # following tenants, polling, lag: no message is half-done
+                log.warning("kafka ingest waits", error=repr(exc),
+                            exc_info=not (isinstance(exc, KafkaError) or is_transient(exc)))
                 await asyncio.sleep(1.0)
+
+    async def settle_partition(self, tp: TopicPartition, records: list[ConsumerRecord]) -> None:
+        """Settle one partition's messages in order, each as a job or a rejection; on an outage
+        the partition is sought back to the message that met it and paused for a backoff,
+        while the other partitions go on."""
+        for record in records:
+            try:
+                await self.handle(record)
+            except Exception as exc:  # handle() rejects what is the message's fault: an outage
+                retry = self._retrying.get(tp)
+                tries = 1 + (retry.tries if retry and retry.offset == record.offset else 0)
+                if not await self._give_up(record, exc, tries):
+                    self._retry_later(tp, record, exc, tries)
+                    return
+            self._retrying.pop(tp, None)
+            self._settled[tp] = record.offset + 1
+
+    async def _give_up(self, record: ConsumerRecord, exc: Exception, tries: int) -> bool:
+        """After TRIES_BEFORE_PROBE transient failures of one message while the database
+        answers, the failure is the message's: reject it (True when rejected)."""
+        if tries < TRIES_BEFORE_PROBE or isinstance(exc, KafkaError):
+            return False
+        try:
+            async with self.pool.acquire() as conn:
+                await conn.fetchval("SELECT 1")
+            tenant = self.topics.submit_tenant(record.topic)
+            assert tenant is not None  # handle() dropped messages on topics of no tenant
+            await self._reject(uuid.UUID(tenant), record, _problem(
+                503, "unavailable", "Service unavailable",
+                f"the message failed {tries} times with a transient error ({type(exc).__name__})"
+                " while the database answered"))
+        except Exception as probe:
+            log.warning("kafka ingest still cannot settle a message", error=repr(probe))
+            return False
+        log.error("kafka submission rejected after repeated transient failures",
+                  partition=record.partition, offset=record.offset, tries=tries,
+                  error=repr(exc))
+        return True
+
+    def _retry_later(self, tp: TopicPartition, record: ConsumerRecord, exc: Exception,
+                     tries: int) -> None:
+        delay = backoff(tries)
+        self._retrying[tp] = _Retry(record.offset, tries, time.monotonic() + delay)
+        with suppress(KafkaError):  # the partition was revoked meanwhile: its next owner has it
+            self.consumer.seek(tp, record.offset)
+            self.consumer.pause(tp)
+        log.warning("kafka submission will be retried", topic=record.topic,
+                    partition=record.partition, offset=record.offset, tries=tries,
+                    retry_in=delay, error=repr(exc))
+
+    def _resume_due(self) -> None:
+        """Resume the partitions whose backoff is over (forget those no longer assigned)."""
+        assigned, now = self.consumer.assignment(), time.monotonic()
+        for tp, retry in list(self._retrying.items()):
+            if tp not in assigned:
+                del self._retrying[tp]
+            elif retry.resume_at <= now and tp in self.consumer.paused():
+                self.consumer.resume(tp)
+
+    async def commit(self) -> None:
+        """Commit each assigned partition's offset past the messages settled on it; a failed
+        commit is tried again after the next poll (the messages stay settled)."""
+        assigned = self.consumer.assignment()
+        offsets = {tp: n for tp, n in self._settled.items() if tp in assigned}
+        if not offsets:
+            self._settled.clear()
+            return
+        try:
+            await self.consumer.commit(offsets)
+        except KafkaError as exc:
+            self._settled = offsets
+            log.warning("kafka ingest offsets not committed yet", error=repr(exc))
+            return
+        self._settled.clear()
+        self._published = {(t, p, o) for t, p, o in self._published
+                           if o >= offsets.get(TopicPartition(t, p), 0)}
+        if len(self._published) > 100_000:  # partitions revoked for good: forget them
+            self._published.clear()
 
     async def follow_tenants(self) -> None:
         """Read the submit topics of tenants new since the last look (a change of subscription
@@ -232,7 +381,8 @@ class SubmitIngest:
                                 lambda _topic: SUBMIT_TOPICS)
 
     async def handle(self, record: ConsumerRecord) -> str:
-        """One message: `accepted`, `duplicate` or `rejected` (also the metric's label)."""
+        """One message: `accepted`, `duplicate`, `rejected` or `dropped` (the metric's label).
+        Raises only on an outage (`problem_of` gives None): the message is to be retried."""
         tenant = self.topics.submit_tenant(record.topic)
         if tenant is None or not await self._tenant_exists(uuid.UUID(tenant)):
             log.error("submission on a topic of no tenant dropped", topic=record.topic,
@@ -246,12 +396,15 @@ class SubmitIngest:
                 request = msgspec.structs.replace(
                     request, idempotency_key=f"kafka:{record.partition}:{record.offset}")
             job, created = await self._submit(tenant_id, request, record)
-        except Rejected as exc:
-            await self._reject(tenant_id, record, exc.problem)
-            return "rejected"
-        except OstinatoError as exc:
-            await self._reject(tenant_id, record, {
-                **_problem(exc.status, exc.code, exc.title, exc.detail), **exc.extra})
+        except Exception as exc:
+            problem = problem_of(exc)
+            if problem is None:
+                raise
+            if problem["status"] >= 500:
+                log.error("kafka submission failed unexpectedly", tenant_id=str(tenant_id),
+                          partition=record.partition, offset=record.offset, error=repr(exc),
+                          exc_info=exc)
+            await self._reject(tenant_id, record, problem)
             return "rejected"
         outcome = "accepted" if created else "duplicate"
         metrics.KAFKA_SUBMISSIONS.labels(outcome=outcome).inc()
@@ -286,16 +439,16 @@ class SubmitIngest:
 
     async def _reject(self, tenant_id: uuid.UUID, record: ConsumerRecord,
                       problem: dict[str, Any]) -> None:
-        value = record.value or b""
-        try:
-            original: Any = value.decode()
-        except UnicodeDecodeError:
-            original = {"base64": base64.b64encode(value).decode()}
-        body = {"problem": problem, "topic": self.topics.logical(record.topic),
-                "partition": record.partition, "offset": record.offset, "message": original}
+        """Publish the message's one rejection (not again if this process published it and has
+        not committed past it yet: a redelivery after a rebalance)."""
+        position = (record.topic, record.partition, record.offset)
+        if position in self._published:
+            return
         await self.producer.send_and_wait(
-            self.topics.rejects(tenant_id), msgspec.json.encode(body), key=tenant_key(tenant_id),
-            headers=[("problem-type", problem["type"].encode())])
+            self.topics.rejects(tenant_id), rejection(self.topics.logical(record.topic), record,
+                                                      problem),
+            key=tenant_key(tenant_id), headers=[("problem-type", problem["type"].encode())])
+        self._published.add(position)
         metrics.KAFKA_SUBMISSIONS.labels(outcome="rejected").inc()
         log.warning("kafka submission rejected", tenant_id=str(tenant_id),
                     partition=record.partition, offset=record.offset, problem=problem["title"])

@@ -33,6 +33,21 @@ class InvalidInput(OstinatoError):
         self.errors = errors
 
 
+class UnstorableText(OstinatoError):
+    """Strings holding U+0000 (NUL), which PostgreSQL's text, json and jsonb cannot store: a bad
+    request naming each field (`ostinato.domain.text`), refused before any statement."""
+
+    code = "bad-request"
+    status = 400
+    title = "Bad request"
+
+    def __init__(self, fields: list[str]) -> None:
+        message = "holds U+0000 (NUL), which cannot be stored"
+        super().__init__(f"{', '.join(fields[:10])}: a text value {message}",
+                         errors=[{"field": f, "message": message} for f in fields])
+        self.fields = fields
+
+
 class PayloadTooLarge(OstinatoError):
     code = "payload-too-large"
     status = 413

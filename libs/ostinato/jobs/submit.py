@@ -20,8 +20,14 @@ from ostinato import schedules
 from ostinato.clock import Clock
 from ostinato.dags import targets
 from ostinato.domain import events as ev
-from ostinato.domain.errors import IdempotencyConflict, InvalidInput, PayloadTooLarge
+from ostinato.domain.errors import (
+    IdempotencyConflict,
+    InvalidInput,
+    PayloadTooLarge,
+    UnstorableText,
+)
 from ostinato.domain.ids import new_id
+from ostinato.domain.text import fields_holding_nul
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore, put_blobs
 from ostinato.jobs import payloads
@@ -89,6 +95,15 @@ def request_hash(request: JobRequest) -> str:
                                               order="sorted")).hexdigest()
 
 
+def unstorable_fields(request: JobRequest) -> list[str]:
+    """The fields of a request whose strings hold NUL. The payload is not one of them: it is
+    kept as bytes (a blob), so any JSON string reaches the worker as sent, NUL included."""
+    rest = msgspec.structs.replace(request, payload=None)
+    if b"\\u0000" not in _json.encode(rest):  # the common case: no NUL anywhere
+        return []
+    return fields_holding_nul(msgspec.to_builtins(rest))
+
+
 def calendar_errors(schedule: schedules.Schedule, known: set[str]) -> list[dict[str, str]]:
     """A schedule naming a calendar the tenant has not defined (job creation and preview)."""
     if not schedule.calendar or schedule.calendar in known:
@@ -108,7 +123,12 @@ async def submit_jobs(
     """Create jobs; one result per request, in order. A repeated idempotency key (earlier, or
     earlier in the same batch, or by a concurrent request) returns the first job with
     created=False (its payload is not checked again); the same key with another request is a
-    conflict (409). `payload_schemas`: the process's compiled schemas by default."""
+    conflict (409). `payload_schemas`: the process's compiled schemas by default. A string
+    holding NUL outside the payload is refused before any statement (`UnstorableText`)."""
+    unstorable = [field_prefix.format(i=i) + f
+                  for i, request in enumerate(requests) for f in unstorable_fields(request)]
+    if unstorable:
+        raise UnstorableText(unstorable)
     keys = [r.idempotency_key for r in requests if r.idempotency_key is not None]
     existing = {row.idempotency_key: row for row in
                 await job_store.by_idempotency_keys(conn, tenant_id, keys)} if keys else {}
