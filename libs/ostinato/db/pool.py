@@ -9,6 +9,8 @@ import asyncpg
 import asyncpg.protocol.protocol as _protocol
 import msgspec
 
+from ostinato.db.health import TrackedConnection
+
 _json_encoder = msgspec.json.Encoder()
 
 # The containers asyncpg may take as an array parameter: every sized iterable this code (or a
@@ -58,13 +60,15 @@ async def create_pool(
     """Every service's pool. Plans are cached (plan_cache_mode auto): planning each execution
     cost the scheduler 0.1-0.25 ms of PostgreSQL per idle poll, five polls 20 times a second.
     The one statement whose generic plan is wrong, the due poll, asks for its own custom plan
-    (`ostinato.stores.jobs.claim_due`)."""
+    (`ostinato.stores.jobs.claim_due`). Its connections report refused writes (disk full,
+    read-only) to `ostinato.db.health.WRITES`, which /readyz reads."""
     pool = await asyncpg.create_pool(
         dsn,
         min_size=min_size,
         max_size=max_size,
         init=_init_connection,
         reset=_keep_session,
+        connection_class=TrackedConnection,  # refused writes reach /readyz (ostinato.db.health)
         server_settings={
             "statement_timeout": str(statement_timeout_ms),
             "lock_timeout": "10000",

@@ -3,7 +3,9 @@ and an in-loop uvicorn server that leaves signal handling to the service.
 
 Probes follow Kubernetes: /livez (and the /healthz alias) only proves the event loop answers, so a
 database outage never restarts every pod; /readyz runs the service's dependency checks, its
-background duties among them (a failing one's last error under `reasons`).
+background duties among them (a failing one's last error under `reasons`). Ready means "can do
+its work": a failing check is a 503 unless it is `Degraded` (a dependency the work path
+survives, Kafka behind the outbox), which is a 200 with `"status": "degraded"` (`readyz_answer`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -29,18 +32,32 @@ from ostinato.telemetry.tracing import tracing_enabled
 
 __all__ = [
     "BodyLimit",
+    "Degraded",
     "HttpMetricsMiddleware",
     "HttpServer",
     "instrument_http",
     "log_unhandled_exception",
     "ops_app",
     "ops_route_handlers",
+    "readyz_answer",
     "serve_http",
     "tracing_middleware",
 ]
 
-# name -> True when ready; False, or the reason as text (a failing duty's last error), when not.
-Readiness = Callable[[], Awaitable[Mapping[str, bool | str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Degraded:
+    """A failing check of a dependency the work path survives (Kafka: the outbox keeps what it
+    cannot take, the reconciler repairs the rest): reported on /readyz, never a 503."""
+
+    reason: str
+
+
+# name -> True when ready; False, or the reason as text (a failing duty's last error), when not;
+# Degraded(reason) when down but not needed to do the work.
+Check = bool | str | Degraded
+Readiness = Callable[[], Awaitable[Mapping[str, Check]]]
 READINESS_TIMEOUT_S = 0.9  # a 1 s probe timeout always gets an answer
 OPS_PATHS = ("/livez", "/healthz", "/readyz", "/metrics")
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"})
@@ -197,21 +214,38 @@ async def log_unhandled_exception(exc: Exception, scope: Scope) -> None:
     )
 
 
-async def _run_readiness(
-    readiness: Readiness,
-) -> tuple[dict[str, bool], str | None, dict[str, str]]:
-    """(each check passed, the error of the checks themselves, the reasons checks gave)."""
+async def _run_readiness(readiness: Readiness) -> tuple[Mapping[str, Check], str | None]:
+    """(the checks' answers, the error of the checks themselves)."""
     try:
         async with asyncio.timeout(READINESS_TIMEOUT_S):
-            result = await readiness()
+            return await readiness(), None
     except TimeoutError:
-        return {"readiness": False}, f"checks took longer than {READINESS_TIMEOUT_S:g}s", {}
+        return {"readiness": False}, f"checks took longer than {READINESS_TIMEOUT_S:g}s"
     except Exception as exc:
         _log.warning("readiness.check_failed", exc_info=exc)
-        return {"readiness": False}, type(exc).__name__, {}
-    # Strict: only a real True passes, so a check returning an error string can't read as ready.
-    reasons = {str(name): ok for name, ok in result.items() if isinstance(ok, str)}
-    return {str(name): ok is True for name, ok in result.items()}, None, reasons
+        return {"readiness": False}, type(exc).__name__
+
+
+def readyz_answer(result: Mapping[str, Check],
+                  error: str | None = None) -> tuple[int, dict[str, Any]]:
+    """The /readyz status and body: 503 "not ready" when a required check fails (or the checks
+    themselves did), else 200, "degraded" with those checks listed when a `Degraded` one
+    fails, "ready" when none does. Strict: only a real True passes, so a check returning an
+    error string can't read as ready."""
+    checks = {str(name): ok is True for name, ok in result.items()}
+    reasons = {str(name): ok.reason if isinstance(ok, Degraded) else ok
+               for name, ok in result.items() if isinstance(ok, str | Degraded)}
+    degraded = sorted(str(name) for name, ok in result.items() if isinstance(ok, Degraded))
+    ready = error is None and all(ok for name, ok in checks.items() if name not in degraded)
+    status = "not ready" if not ready else "degraded" if degraded else "ready"
+    body: dict[str, Any] = {"status": status, "checks": checks}
+    if degraded:
+        body["degraded"] = degraded
+    if error is not None:
+        body["error"] = error
+    if reasons:
+        body["reasons"] = reasons
+    return (200 if ready else 503), body
 
 
 def ops_route_handlers(readiness: Readiness) -> list[Any]:
@@ -223,14 +257,8 @@ def ops_route_handlers(readiness: Readiness) -> list[Any]:
 
     @get("/readyz", include_in_schema=False)
     async def readyz() -> Response[dict[str, Any]]:
-        checks, error, reasons = await _run_readiness(readiness)
-        ready = error is None and all(checks.values())
-        body: dict[str, Any] = {"status": "ready" if ready else "not ready", "checks": checks}
-        if error is not None:
-            body["error"] = error
-        if reasons:
-            body["reasons"] = reasons
-        return Response(body, status_code=200 if ready else 503)
+        status, body = readyz_answer(*await _run_readiness(readiness))
+        return Response(body, status_code=status)
 
     @get("/metrics", include_in_schema=False, sync_to_thread=False)
     def metrics_endpoint(request: Request[Any, Any, Any]) -> Response[bytes]:

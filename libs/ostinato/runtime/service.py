@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -18,11 +19,12 @@ from aiokafka.errors import KafkaError
 from ostinato import eventloop
 from ostinato.bus.kafka import broker_reachable, ensure_topics, make_producer
 from ostinato.clock import Clock, DatabaseClock
+from ostinato.db.health import READ_ONLY, WRITES
 from ostinato.db.migrate import current_version, expected_version
 from ostinato.db.pool import create_pool
 from ostinato.runtime.duties import Duty, DutyRunner
 from ostinato.runtime.duties import readiness as duty_readiness
-from ostinato.runtime.ops import HttpServer, ops_app
+from ostinato.runtime.ops import Check, Degraded, HttpServer, ops_app
 from ostinato.runtime.settings import Settings, load_settings
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import configure_logging, get_logger
@@ -31,6 +33,7 @@ CLOCK_SYNC_SECONDS = 5.0  # how often the service reads the database's time agai
 CLOCK_SKEW_WARNING_SECONDS = 1.0  # a host clock further off than this is logged
 PROBE_BUDGET_SECONDS = 0.8  # what /readyz waits for one dependency's answer (side by side)
 KAFKA_PROBE_SECONDS = 5.0  # a broker probe at most this often
+DEPENDENCY_PROBE_SECONDS = 5.0  # the `dependencies` duty's interval (gauges, transition logs)
 
 
 class Service:
@@ -53,6 +56,8 @@ class Service:
         self._kafka_probe: asyncio.Task[None] | None = None
         self._kafka_probe_at = 0.0
         self._probe_conn: asyncpg.Connection | None = None
+        self._probe_lock = asyncio.Lock()  # /readyz and the duty share the probe's connection
+        self._up: dict[str, bool] = {}  # each dependency's last state, to log its changes
 
     async def connect_database(self, *, attempts: int = 60) -> asyncpg.Pool:
         """Connect, waiting for the server and for the schema to be migrated."""
@@ -69,6 +74,10 @@ class Service:
                     if isinstance(self.clock, DatabaseClock):
                         self.add_duty(Duty("clock_sync", CLOCK_SYNC_SECONDS,
                                            lambda now, ready=pool: self._sync_clock(ready)))
+                    # The dependency gauges and their logged changes (and so the alerts on
+                    # them) stay current whether or not anything asks /readyz.
+                    self.add_duty(Duty("dependencies", DEPENDENCY_PROBE_SECONDS,
+                                       self._probe_dependencies))
                     return pool
                 await pool.close()
                 self.log.warning("schema not migrated yet; run `ostinato migrate`",
@@ -122,28 +131,64 @@ class Service:
         """/livez, /healthz, /readyz and /metrics for services without a public API."""
         return HttpServer(ops_app(self.name, self.readiness), self.settings.ops_host, port)
 
-    async def readiness(self, kafka: bool = True) -> dict[str, bool | str]:
-        """PostgreSQL (and Kafka) reachable, and each duty's last tick not a permanent error
-        (its text, then, in place of False). The checks run side by side, each answering
-        within PROBE_BUDGET_SECONDS whatever a dependency does: a frozen server is reported
-        down, never waited for."""
+    async def readiness(self, kafka: bool = True) -> dict[str, Check]:
+        """Whether this process can do its work (its text, in place of False, says why not).
+        Required: PostgreSQL reachable (`postgres`) and taking writes (`postgres_writes`: not
+        read-only, and no statement refused for want of space or as read-only within
+        `ostinato.db.health`'s window), each duty's last tick not a permanent error. Degraded,
+        never a 503: Kafka (`Degraded` when down: the outbox keeps what the broker cannot
+        take, and the reconciler repairs what was lost in transit). The checks run side by
+        side, each answering within PROBE_BUDGET_SECONDS whatever a dependency does: a frozen
+        server is reported down, never waited for. Sets `ostinato_dependency_up` and
+        `ostinato_database_writes_failing`, and logs each change of a dependency's state."""
+        checks: dict[str, Check]
         if kafka:
             postgres, broker = await asyncio.gather(self._postgres_status(),
                                                     self._kafka_status())
-            checks: dict[str, bool | str] = {"postgres": postgres, "kafka": broker}
+            checks = {"postgres": postgres,
+                      "kafka": True if broker is True else Degraded(str(broker))}
         else:
             checks = {"postgres": await self._postgres_status()}
+        checks["postgres_writes"] = WRITES.failing() or True
+        self._report(checks)
         checks.update(duty_readiness(self.duties))
         return checks
 
+    async def _probe_dependencies(self, now: datetime) -> int:
+        await self.readiness()
+        return 0
+
+    def _report(self, checks: dict[str, Check]) -> None:
+        """Gauges now, and one log line when a dependency goes down or comes back."""
+        for name, ok in checks.items():
+            up = ok is True
+            if name == "postgres_writes":
+                metrics.DATABASE_WRITES_FAILING.set(0 if up else 1)
+            else:
+                metrics.DEPENDENCY_UP.labels(dependency=name).set(1 if up else 0)
+            if self._up.get(name, True) != up:
+                if up:
+                    self.log.info("dependency up again", dependency=name)
+                else:
+                    reason = ok.reason if isinstance(ok, Degraded) else ok
+                    self.log.warning("dependency down", dependency=name, reason=reason,
+                                     degraded=isinstance(ok, Degraded),
+                                     alert="ostinato_dependency_down")
+            self._up[name] = up
+
     async def _postgres_status(self) -> bool | str:
-        """`SELECT 1` on a connection of the probe's own, not one from the pool: a pool busy
-        with a storm of requests is a busy service, not a database that is down."""
+        """A query on a connection of the probe's own, not one from the pool: a pool busy with
+        a storm of requests is a busy service, not a database that is down. A read-only server
+        (a standby, `default_transaction_read_only`) is recorded as refusing writes."""
         try:
-            async with asyncio.timeout(PROBE_BUDGET_SECONDS):
+            async with asyncio.timeout(PROBE_BUDGET_SECONDS), self._probe_lock:
                 if self._probe_conn is None or self._probe_conn.is_closed():
                     self._probe_conn = await asyncpg.connect(self.settings.database_url)
-                return bool(await self._probe_conn.fetchval("SELECT 1") == 1)
+                read_only = await self._probe_conn.fetchval(
+                    "SELECT current_setting('transaction_read_only')")
+            if read_only == "on":
+                WRITES.record(READ_ONLY, "the server is read-only (transaction_read_only is on)")
+            return True
         except TimeoutError:
             self._drop_probe_conn()
             return f"no answer within {PROBE_BUDGET_SECONDS:g} s"

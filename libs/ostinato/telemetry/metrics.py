@@ -25,7 +25,10 @@ __all__ = [
     "COMPLETION_OVERDUE",
     "CONSUMER_BATCH_SECONDS",
     "CONSUMER_LAG",
+    "DATABASE_WRITES_FAILING",
+    "DATABASE_WRITE_ERRORS",
     "DEAD_LETTERS",
+    "DEPENDENCY_UP",
     "DUPLICATE_CLAIMS",
     "DUTY_ERRORS",
     "DUTY_TICK_SECONDS",
@@ -38,6 +41,7 @@ __all__ = [
     "LEDGER_DISAGREEMENTS",
     "LEDGER_SCHEDULES_UNREADABLE",
     "LEDGER_SLOTS_MISSING",
+    "LEDGER_SLOTS_RESOLVED",
     "MESSAGES_CONSUMED",
     "OCCURRENCES_MISSED",
     "OCCURRENCES_SKIPPED",
@@ -122,6 +126,22 @@ CLOCK_SKEW = Gauge(
     "ostinato_clock_skew_seconds",
     "This host's wall clock minus the database's, at the last sync; services use the database's "
     "time, so a skew shows here and changes nothing else."
+)
+DEPENDENCY_UP = Gauge(
+    "ostinato_dependency_up",
+    "1 while this process reaches a dependency (postgres, kafka), 0 while it does not; probed "
+    "every 5 s and on every /readyz (ostinato.runtime.service).", ["dependency"]
+)
+DATABASE_WRITE_ERRORS = Counter(
+    "ostinato_database_write_errors_total",
+    "Statements of this process the database refused for want of resources or because it is "
+    "read-only (SQLSTATE class 53, 58030, 25006), by SQLSTATE (ostinato.db.health).",
+    ["sqlstate"]
+)
+DATABASE_WRITES_FAILING = Gauge(
+    "ostinato_database_writes_failing",
+    "1 while the database refuses this process's writes (a refused statement within the last "
+    "30 s, or a read-only server), else 0; /readyz is 503 meanwhile."
 )
 RUNS_CREATED = Counter(
     "ostinato_runs_created_total", "Runs created, by API submission or schedule occurrence."
@@ -239,6 +259,12 @@ LEDGER_SLOTS_MISSING = TenantCounter(
     "ostinato_ledger_slots_missing_total",
     "Slots the independent ledger expected that got neither a run nor a recorded skip in time, "
     "by tenant (each slot counted once).",
+    ["tenant"],
+)
+LEDGER_SLOTS_RESOLVED = TenantCounter(
+    "ostinato_ledger_slots_resolved_total",
+    "Slots recorded missing by the ledger that later got their run or recorded skip (each "
+    "corrected by a LedgerSlotResolved), by tenant.",
     ["tenant"],
 )
 LEDGER_DISAGREEMENTS = TenantCounter(

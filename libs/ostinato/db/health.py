@@ -1,0 +1,143 @@
+"""Whether the database refuses this process's writes.
+
+A server whose disk is full answers `SELECT 1` and refuses every INSERT (SQLSTATE 53100
+disk_full); one switched to read-only answers reads and refuses writes with 25006. A write probe
+cannot prove that a data file can still grow without itself growing one, so the proof used here
+is the work's own: every statement of the service's pools (`TrackedConnection`) reports an error
+of that kind to `WRITES`, and /readyz is not ready while the last one is under
+`WRITE_FAILURE_WINDOW_SECONDS` old (the readiness probe also records a read-only server, which
+it sees without writing). The window, not a later success, ends it: a pod out of its load
+balancer gets no requests that could succeed, and its duties write on their own anyway.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from ostinato.telemetry import metrics
+from ostinato.telemetry.logging import get_logger
+
+__all__ = ["WRITES", "WRITE_FAILURE_WINDOW_SECONDS", "TrackedConnection", "WriteHealth",
+           "refuses_writes"]
+
+# Longer than a Kubernetes readiness probe's 3 failures 5 s apart, so a pod is taken out, and
+# short enough that a pod comes back within half a minute of space being freed.
+WRITE_FAILURE_WINDOW_SECONDS = 30.0
+READ_ONLY = "25006"  # read_only_sql_transaction
+IO_ERROR = "58030"  # a data or WAL file could not be written (EIO)
+_log = get_logger("ostinato.db.health")
+
+
+def refuses_writes(sqlstate: str | None) -> bool:
+    """The SQLSTATEs that mean "the server cannot take writes now", whatever the statement:
+    class 53 (insufficient resources: 53100 disk_full, 53200 out_of_memory, ...), 58030 io_error
+    and 25006 read_only_sql_transaction. A constraint or a syntax error is the statement's own
+    fault and says nothing about the server."""
+    return bool(sqlstate) and (sqlstate[:2] == "53" or sqlstate in (IO_ERROR, READ_ONLY))
+
+
+@dataclass(frozen=True, slots=True)
+class WriteFailure:
+    sqlstate: str
+    error: str
+    at: float  # monotonic seconds
+
+
+class WriteHealth:
+    """The last refused write of this process; `failing()` names it while it is recent."""
+
+    def __init__(self, window: float = WRITE_FAILURE_WINDOW_SECONDS,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.window = window
+        self.monotonic = monotonic
+        self.last: WriteFailure | None = None
+
+    def note(self, exc: BaseException) -> bool:
+        """Record `exc` if it is a refused write (counted by SQLSTATE); True if it was."""
+        code = getattr(exc, "sqlstate", None)
+        if not isinstance(code, str) or not refuses_writes(code):
+            return False
+        metrics.DATABASE_WRITE_ERRORS.labels(sqlstate=code).inc()
+        self.record(code, f"{type(exc).__name__}: {exc}"[:300])
+        return True
+
+    def record(self, sqlstate: str, error: str) -> None:
+        """Remember a refusal now (a statement's, or a read-only server the probe saw)."""
+        if self.failing() is None:
+            _log.error("database refuses writes", sqlstate=sqlstate, error=error,
+                       alert="ostinato_database_writes_failing")
+        self.last = WriteFailure(sqlstate, error, self.monotonic())
+        metrics.DATABASE_WRITES_FAILING.set(1)
+
+    def failing(self) -> str | None:
+        """The last refusal with its age while it is under `window` old, else None."""
+        last = self.last
+        if last is None:
+            return None
+        age = self.monotonic() - last.at
+        if age >= self.window:
+            return None
+        return f"{last.sqlstate} {last.error} ({age:.1f} s ago)"
+
+    def clear(self) -> None:
+        self.last = None
+        metrics.DATABASE_WRITES_FAILING.set(0)
+
+
+WRITES = WriteHealth()  # one per process: every pool's connections report here
+
+
+class TrackedConnection(asyncpg.Connection):
+    """An asyncpg connection whose statements report refused writes to `WRITES` (the pools of
+    `ostinato.db.pool.create_pool`). The public statement methods are wrapped, COMMIT (sent by
+    `execute`) among them; none calls another, so an error is reported once. Costs one
+    coroutine frame a statement, and nothing more unless it fails."""
+
+    __slots__ = ()
+
+    async def execute(self, query: str, *args: Any, **kwargs: Any) -> str:
+        try:
+            return await super().execute(query, *args, **kwargs)
+        except asyncpg.PostgresError as exc:
+            WRITES.note(exc)
+            raise
+
+    async def executemany(self, command: str, args: Any, **kwargs: Any) -> None:
+        try:
+            return await super().executemany(command, args, **kwargs)
+        except asyncpg.PostgresError as exc:
+            WRITES.note(exc)
+            raise
+
+    async def fetch(self, query: str, *args: Any, **kwargs: Any) -> list[Any]:
+        try:
+            return await super().fetch(query, *args, **kwargs)
+        except asyncpg.PostgresError as exc:
+            WRITES.note(exc)
+            raise
+
+    async def fetchval(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().fetchval(query, *args, **kwargs)
+        except asyncpg.PostgresError as exc:
+            WRITES.note(exc)
+            raise
+
+    async def fetchrow(self, query: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().fetchrow(query, *args, **kwargs)
+        except asyncpg.PostgresError as exc:
+            WRITES.note(exc)
+            raise
+
+    async def fetchmany(self, query: str, args: Any, **kwargs: Any) -> list[Any]:
+        try:
+            return await super().fetchmany(query, args, **kwargs)
+        except asyncpg.PostgresError as exc:
+            WRITES.note(exc)
+            raise
