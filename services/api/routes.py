@@ -33,6 +33,7 @@ from ostinato.domain import roles
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.domain.states import RunState
 from ostinato.eventlog.store import get_blobs, read_stream
+from ostinato.policy import retry
 from ostinato.runtime.auth import Caller, require_admin
 from ostinato.stores import fan_outs as fan_store
 from ostinato.stores import jobs as job_store
@@ -105,7 +106,9 @@ def run_view(run: RunRow, output: Any = None, waiting_reason: str | None = None,
                               started_at=run.started_at, finished_at=run.finished_at),
         last_error=run.last_error, updated_at=run.updated_at, output=output,
         failures=run.failures, retry_at=run.retry_at, cancel_requested=run.cancel_requested,
-        replay_of=run.replay_of,
+        replay_of=run.replay_of, executions=run.attempt,
+        retry_attempt=retry.attempt_of(run.state, run.failures),
+        max_attempts=retry.max_attempts_of(run.retry_policy),
         links={"events": f"/v1/runs/{run.id}/events", "logs": f"/v1/runs/{run.id}/logs"},
         concurrency_key=run.concurrency_key, resource=run.resource,
         waiting_reason=waiting_reason, steps_done=run.steps_done,

@@ -336,12 +336,12 @@ async def test_run_detail_shows_the_event_log_in_order(tab: Tab, world: World) -
     assert versions == [str(e["version"]) for e in logged["items"]]
     # the attempt with its fencing token, and the output
     started = next(e for e in logged["items"] if e["type"] == "RunStarted")
-    attempt = await tab.text("section:has(h2:text('Attempts')) tbody tr").first.inner_text()
+    attempt = await tab.text("section:has(h2:text('Executions')) tbody tr").first.inner_text()
     assert attempt.split("\t")[:2] == ["1", str(started["data"]["fencing_token"])]
     assert "hello ui" in await tab.text("section:has(h2:text('Output')) pre").inner_text()
     # a dead letter's attempts carry its error
     await tab.goto(f"/ui/runs/{world.boom_run}")
-    attempts = await tab.text("section:has(h2:text('Attempts'))").inner_text()
+    attempts = await tab.text("section:has(h2:text('Executions'))").inner_text()
     assert "bad_input: cannot handle 1;" in attempts and "(permanent)" in attempts
     assert tab.errors == []
 
@@ -866,7 +866,7 @@ async def test_run_detail_shows_the_captured_logs(tab: Tab, world: World) -> Non
         "fetching 7 rows", f"slow source: {XSS_NAME}"]
     await tab.login(world.key)
     await tab.goto(f"/ui/runs/{run}")
-    assert await tab.text("section:has(h2:text('Logs')) h2").inner_text() == "Logs (attempt 1)"
+    assert await tab.text("section:has(h2:text('Logs')) h2").inner_text() == "Logs (execution 1)"
     rows = await tab.text("table.logs tbody tr").all_inner_texts()
     assert [row.split("\t")[1:3] for row in rows] == [
         [i["level"], i["message"]] for i in logged["items"]]  # the markup shown as text

@@ -19,10 +19,18 @@ from ostinato.client.models import FINAL_STATES, RUN_STATES, RunView
 app = typer.Typer(help="Runs: one occurrence of a job, with its attempts and timeline.",
                   no_args_is_help=True)
 
+
+def attempt_text(run: RunView) -> str:
+    """`2/3`: the retry policy's attempt of its max_attempts, not the executions (every claim,
+    a workflow's wake-ups too), which have their own column."""
+    return f"{run.retry_attempt}/{run.max_attempts}"
+
+
 COLUMNS: list[Column] = [
     ("ID", lambda r: r.id), ("JOB", lambda r: r.job_id), ("TASK", lambda r: r.task),
     ("STATE", lambda r: r.state), ("SCHEDULED FOR", lambda r: r.scheduled_for),
-    ("ATTEMPT", lambda r: r.attempt), ("UPDATED", lambda r: r.updated_at),
+    ("ATTEMPT", attempt_text), ("EXECUTIONS", lambda r: r.executions),
+    ("UPDATED", lambda r: r.updated_at),
 ]
 EVENT_COLUMNS: list[Column] = [
     ("VERSION", lambda e: e.version), ("TYPE", lambda e: e.type),
@@ -83,7 +91,8 @@ def list_runs(ctx: typer.Context, job: JobOpt = None, state_: StatesOpt = None,
 
 @app.command()
 def get(ctx: typer.Context, run_id: str, output: OutputOpt = None) -> None:
-    """One run: state, timestamps per transition, attempt, output, last error, why it waits."""
+    """One run: state, timestamps per transition, attempt (retry_attempt of max_attempts,
+    failures) and executions, output, last error, why it waits."""
     g = state(ctx)
     emit(g.output_for(output), g.client().runs.get(run_id))
 

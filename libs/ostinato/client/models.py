@@ -166,13 +166,21 @@ class RunView(msgspec.Struct, kw_only=True):
     scheduled_for: datetime
     due_at: datetime | None
     trigger: str
+    # the run's executions so far (kept under its old name): every claim, a workflow's timer,
+    # signal and child wake-ups included. Not the retry policy's count: that is
+    # `retry_attempt` of `max_attempts` (docs/FAILURES.md, attempts and executions)
     attempt: int
     fencing_token: int
     worker_id: str | None
     timestamps: StateTimes
     last_error: dict[str, Any] | None
     updated_at: datetime
-    failures: int = 0
+    failures: int = 0  # failures counted against max_attempts (not throttles nor releases)
+    executions: int = 0  # claims of the run: the same number as `attempt`, named for what it is
+    # the attempt the retry policy counts that the run is on or ended on (failures counted
+    # before it, plus one), of `max_attempts`: what "attempt 2 of 3" means
+    retry_attempt: int = 1
+    max_attempts: int = 3
     retry_at: datetime | None = None
     cancel_requested: bool = False
     replay_of: uuid.UUID | None = None

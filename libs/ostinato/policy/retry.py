@@ -24,6 +24,7 @@ import msgspec
 
 from ostinato.domain.durations import format_duration, parse_duration
 from ostinato.domain.errors import InvalidInput
+from ostinato.domain.states import RunState
 
 Jitter = Literal["full", "equal", "none"]
 
@@ -135,15 +136,31 @@ class FailureDecision:
     counts: bool = True  # whether this failure uses up an attempt
 
 
-def retries_exhausted(p: RetryPolicy | dict[str, Any] | None, failures_before: int) -> bool:
-    """A retryable failure now would be the last one the policy allows (it dead-letters).
-    A stored document (`to_document`) is read for its `max_attempts` only: no full parse on
-    the claim path."""
+def max_attempts_of(p: RetryPolicy | dict[str, Any] | None) -> int:
+    """The policy's `max_attempts`. A stored document (`to_document`) is read for it only: no
+    full parse on the claim path."""
     if isinstance(p, RetryPolicy):
-        limit = p.max_attempts
-    else:
-        limit = (p or {}).get("max_attempts", DEFAULT.max_attempts)
-    return failures_before + 1 >= limit
+        return p.max_attempts
+    return int((p or {}).get("max_attempts", DEFAULT.max_attempts))
+
+
+def retries_exhausted(p: RetryPolicy | dict[str, Any] | None, failures_before: int) -> bool:
+    """A retryable failure now would be the last one the policy allows (it dead-letters)."""
+    return failures_before + 1 >= max_attempts_of(p)
+
+
+def attempt_of(state: str, failures: int) -> int:
+    """The attempt, as `max_attempts` counts them, that a run is on or ended on: its counted
+    failures, plus the attempt under way, waiting or that ended it without being counted; a
+    dead-lettered run's last failure is counted already (`RunDeadLettered.attempts`).
+
+    Not the run's `attempt` (its executions: every claim, each timer, signal or child wake-up
+    of a workflow included, the fencing epoch's count), nor raised by a throttle or a graceful
+    release, which use up no attempt: a workflow that slept four times and failed once is on
+    attempt 2 after six executions."""
+    if state == RunState.DEAD_LETTERED:
+        return max(failures, 1)
+    return failures + 1
 
 
 def decide_failure(p: RetryPolicy, *, run_id: uuid.UUID, failures_before: int,

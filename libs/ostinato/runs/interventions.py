@@ -116,7 +116,7 @@ async def mark_failed(conn: asyncpg.Connection, store: EventStore, *, tenant_id:
 def _target(run: LockedRun) -> rules.Target:
     return rules.Target(run_id=run.id, state=RunState(run.state), steps_done=run.steps_done,
                          paused=run.paused, wait_reason=run.wait_reason, wait_seq=run.wait_seq,
-                         wait_name=run.wait_name, attempt=run.attempt, job_id=run.job_id)
+                         wait_name=run.wait_name, failures=run.failures, job_id=run.job_id)
 
 
 async def _at(conn: asyncpg.Connection, run: LockedRun,

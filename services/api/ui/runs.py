@@ -18,6 +18,7 @@ from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.domain.states import FINAL, RunState
 from ostinato.eventlog.store import get_blobs, read_stream_page
+from ostinato.policy import retry as retry_policy
 from ostinato.stores import dags as dag_store
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
@@ -36,14 +37,21 @@ MAX_EVENTS = 2000  # a page shows a run's first events; the API pages through th
 LIVE_SECONDS = 3  # how often an open page asks for fresh rows
 
 
+def attempt_text(run: RunRow) -> str:
+    """`2 of 3`: the retry policy's attempt the run is on or ended on, of its max_attempts
+    (not its executions: a workflow's wake-ups are executions too; retry.attempt_of)."""
+    return (f"{retry_policy.attempt_of(run.state, run.failures)} of "
+            f"{retry_policy.max_attempts_of(run.retry_policy)}")
+
+
 def run_rows(rows: list[RunRow]) -> list[list[Any]]:
     return [[link(f"/ui/runs/{r.id}", short(r.id)), link(f"/ui/jobs/{r.job_id}", short(r.job_id)),
-             r.task, r.pool, badge(r.state), r.trigger, r.attempt, when(r.scheduled_for),
-             when(r.updated_at)] for r in rows]
+             r.task, r.pool, badge(r.state), r.trigger, attempt_text(r), r.attempt,
+             when(r.scheduled_for), when(r.updated_at)] for r in rows]
 
 
-RUN_HEADERS = ["run", "job", "task", "pool", "state", "trigger", "attempt", "scheduled for",
-               "updated"]
+RUN_HEADERS = ["run", "job", "task", "pool", "state", "trigger", "attempt", "executions",
+               "scheduled for", "updated"]
 
 
 def live(source: str, content: Safe) -> Safe:
@@ -116,8 +124,9 @@ async def runs_page(request: Request, ui: Ui,
 
 
 def attempt_rows(stream: list[Any]) -> list[list[Any]]:
-    """Each attempt from the log: its fencing token (as RunStarted gave it), worker, start, end,
-    outcome and error; what GET /v1/dead-letters/{id} folds as its history, with the token."""
+    """Each execution (claim) from the log: its number and fencing token (as RunStarted gave
+    them), worker, start, end, outcome and error; what GET /v1/dead-letters/{id} folds as its
+    history, with the token. A workflow's wake-ups are executions too (outcome RunSuspended)."""
     out: list[dict[str, Any]] = []
     for r in stream:
         e = r.event
@@ -202,7 +211,11 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
         ("state", join([badge(run.state), " (paused)" if run.paused else ""])),
         ("job", link(f"/ui/jobs/{run.job_id}", run.job_id)),
         ("task", run.task), ("pool / class", f"{run.pool} / {run.priority}"),
-        ("trigger", run.trigger), ("attempt", run.attempt),
+        ("trigger", run.trigger),
+        ("attempt", fmt("{a} <span class=\"muted\">({f} failed, counted against max_attempts)"
+                        "</span>", a=attempt_text(run), f=run.failures)),
+        ("executions", fmt("{n} <span class=\"muted\">(claims: retries, and a workflow's "
+                           "wake-ups after timers, signals and children)</span>", n=run.attempt)),
         ("fencing token", run.fencing_token), ("worker", run.worker_id),
         ("scheduled for", when(run.scheduled_for)), ("due at", _opt(run.due_at)),
         ("queued", _opt(run.queued_at)), ("started", _opt(run.started_at)),
@@ -225,15 +238,15 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
         "No events.", "events")
     parts = [
         fmt("<section><h2>Summary</h2>{s}</section>", s=summary),
-        fmt("<section><h2>Attempts</h2>{t}</section>", t=html.table(
-            ["attempt", "fencing token", "worker", "started", "ended", "outcome", "error"],
+        fmt("<section><h2>Executions</h2>{t}</section>", t=html.table(
+            ["execution", "fencing token", "worker", "started", "ended", "outcome", "error"],
             attempt_rows(stream), "Not started yet.")),
         fmt("<section><h2>Output</h2>{o}</section><section><h2>Payload</h2>{p}</section>",
             o=html.pre_json(blobs.get(run.output_ref)) if run.output_ref else
             Safe('<p class="empty">No output.</p>'),
             p=html.pre_json(blobs.get(run.payload_ref))),
     ]
-    parts.append(fmt("<section><h2>Logs (attempt {n})</h2>{t}</section>", n=run.attempt,
+    parts.append(fmt("<section><h2>Logs (execution {n})</h2>{t}</section>", n=run.attempt,
                      t=log_table(blobs.get(run.logs_ref) if run.logs_ref else None)))
     steps = await step_store.page(ui.conn, ui.tenant_id, run_id, after=-1, limit=200)
     if steps or run.steps_done:
