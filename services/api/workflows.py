@@ -133,7 +133,8 @@ async def send_signal(request: Request, run_id: FromPath[uuid.UUID], name: FromP
                       reason: FromQuery[str | None] = None) -> Response[SignalAccepted]:
     """Send signal `name` with a JSON body as its payload (empty: null) to a run: a workflow
     waiting for it is woken at once; otherwise its next wait of that name takes it. A finished
-    run answers 409. `Idempotency-Key`: the same key again returns the first answer (200).
+    run answers 409. `Idempotency-Key`: the same key again with the same body returns the
+    first answer (200); with another body it is a 409 `idempotency-conflict`.
     `reason` (an operator delivering it on the run's behalf): recorded with the caller."""
     key = request.headers.get("idempotency-key")
     if key is not None and not 0 < len(key) <= MAX_IDEMPOTENCY_KEY_CHARS:

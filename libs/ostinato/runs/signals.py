@@ -4,7 +4,9 @@ delivered to the workflow's wait of that name (`ostinato.sdk.workflow.wait_for_s
 A run suspended waiting for this signal is delivered it at once and woken, in the same
 transaction; any other non-final run keeps it (`run_signals`) for its next wait of that name,
 oldest first. A finished run takes no signals (409). An idempotency key names the signal: the
-same key again returns the first send's answer and records nothing. A payload over
+same key again with the same payload returns the first send's answer and records nothing; with
+another payload it is a 409 `idempotency-conflict` (as a job's key), never a silent drop of the
+second payload. A payload over
 `INLINE_OUTPUT_BYTES` is kept in the blob store and referenced from the events.
 """
 
@@ -18,12 +20,17 @@ import asyncpg
 import msgspec
 
 from ostinato.domain import events as ev
-from ostinato.domain.errors import InvalidInput, InvalidState, PayloadTooLarge
+from ostinato.domain.errors import (
+    IdempotencyConflict,
+    InvalidInput,
+    InvalidState,
+    PayloadTooLarge,
+)
 from ostinato.domain.ids import new_id
 from ostinato.domain.states import FINAL, RunState
 from ostinato.domain.workflow import INLINE_OUTPUT_BYTES
 from ostinato.eventlog.records import StreamHead
-from ostinato.eventlog.store import EventStore, put_blobs
+from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
 from ostinato.runs.commands import lock_run
 from ostinato.stores import signals
 
@@ -37,6 +44,13 @@ class SignalSent:
     signal_id: uuid.UUID
     delivered: bool  # taken by a wait (now, or by the first send of this key)
     created: bool  # False: a repeat of an idempotency key already used
+
+
+def same_payload(first: Any, again: Any) -> bool:
+    """Whether two decoded JSON payloads are one: equal canonical JSON (keys sorted at every
+    level), what a signal's idempotency key stands for."""
+    return msgspec.json.encode(first, order="sorted") == msgspec.json.encode(again,
+                                                                            order="sorted")
 
 
 def signal_id_for(run_id: uuid.UUID, name: str, idempotency_key: str | None) -> uuid.UUID:
@@ -67,6 +81,14 @@ async def send_signal(conn: asyncpg.Connection, store: EventStore, *, tenant_id:
         run = await lock_run(conn, tenant_id, run_id)
         earlier = await signals.by_id(conn, tenant_id, run_id, signal_id)
         if earlier is not None:
+            first = earlier.payload
+            if earlier.payload_ref is not None:
+                first = (await get_blobs(conn, [earlier.payload_ref], tenant_id)).get(
+                    earlier.payload_ref)
+            if not same_payload(first, payload):
+                raise IdempotencyConflict(
+                    f"Idempotency-Key {idempotency_key!r} already sent signal {name!r} with "
+                    "another payload: a key names one signal; use a new key for another")
             return SignalSent(signal_id, earlier.delivered_seq is not None, created=False)
         state = RunState(run.state)
         if state in FINAL:

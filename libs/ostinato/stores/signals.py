@@ -30,9 +30,10 @@ class SignalRow(msgspec.Struct, frozen=True):
     run_id: uuid.UUID
     signal_id: uuid.UUID
     name: str
-    payload: Any
+    payload: Any  # None when kept in the blob store (`payload_ref`)
     received_at: datetime
     delivered_seq: int | None
+    payload_ref: uuid.UUID | None
 
 
 async def pending(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID],

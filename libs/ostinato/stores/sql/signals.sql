@@ -7,7 +7,7 @@ ORDER BY run_id, name, received_at, signal_id;
 
 -- name: signal_by_id
 -- A signal already received (a repeated send with the same idempotency key).
-SELECT run_id, signal_id, name, payload, received_at, delivered_seq
+SELECT run_id, signal_id, name, payload, received_at, delivered_seq, payload_ref
 FROM run_signals WHERE run_id = $1 AND signal_id = $2 AND tenant_id = $3;
 
 -- name: database_now
