@@ -734,3 +734,36 @@ def test_progress_is_shown_on_stderr_for_long_lists(tmp_path: Path) -> None:
     code, out, err = command(api, module_file(tmp_path))
     assert code == 0 and "120 compatible" in out
     assert err.splitlines()[-1] == "checked 120/120 runs"
+
+
+def test_runs_pinned_to_another_version_are_named_apart_and_not_counted(
+        tmp_path: Path) -> None:
+    """They once counted among those that "would meet a non-determinism error" while the
+    check exited 0: their own version's workers resume them, and the output says so."""
+    api = FakeApi()
+    old = [api.add("billing.invoice", "retry_scheduled", ["charge", "receipt"], {"amount": n},
+                   pinned=True, task_version="2025.9") for n in (1, 2)]
+    api.add("billing.invoice", "running", ["charge"], {"amount": 3})  # not started pinned
+    code, out, _ = command(api, module_file(tmp_path, receipt="email"), "--all")
+    assert code == 0, out
+    summary, pinned = out.rstrip().splitlines()[-2:]
+    assert summary == ("checked 3 in-flight run(s) of billing.invoice, orders.ship; of the 1 "
+                       "this code would resume: 1 compatible; none would meet a "
+                       "non-determinism error")
+    assert pinned == ("2 runs pinned to version 2025.9 are served by workers of that version "
+                      "and are not affected (marked *); were this code to resume them, 2 would "
+                      "meet a non-determinism error (--all-versions counts them)")
+    assert all(f"{run}  billing.invoice  2025.9 *" in out for run in old)
+
+    code, out, _ = command(api, module_file(tmp_path, receipt="email", name="json"), "--json")
+    document = json.loads(out)
+    assert code == 0 and document["summary"]["runs"] == 3
+    assert document["summary"]["incompatible"] == 0
+    assert document["summary"]["pinned_elsewhere"] == {"2025.9": 2}
+    assert {r["run_id"]: r["result"] for r in document["runs"] if not r["resumed_here"]} == {
+        run: INCOMPATIBLE for run in old}
+
+    code, out, _ = command(api, module_file(tmp_path, receipt="email", name="every"),
+                           "--all-versions")
+    assert code == 1 and out.rstrip().endswith("2 would meet a non-determinism error")
+    assert "not affected" not in out

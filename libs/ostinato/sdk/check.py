@@ -584,8 +584,10 @@ async def check_runs(api: _Api, workflows: Mapping[str, Task], *,
 def check_command(args: argparse.Namespace, *, out: IO[str] | None = None,
                   err: IO[str] | None = None,
                   client_factory: Callable[[str, str], Any] | None = None) -> int:
-    """Run ``ostinato workflows check``: 0 all compatible, 1 some incompatible (``--strict``:
-    or a warning), 2 usage or connection errors (a message, no traceback)."""
+    """Run ``ostinato workflows check``: 0 no run this code would resume is incompatible
+    (``--strict``: nor has a warning; runs pinned to another version are listed apart and do
+    not count unless ``--all-versions``), 1 some is, 2 usage or connection errors (a message,
+    no traceback)."""
     out = out or sys.stdout
     err = err or sys.stderr
     try:
@@ -601,12 +603,28 @@ def check_command(args: argparse.Namespace, *, out: IO[str] | None = None,
         print(f"ostinato workflows check: {exc}", file=err)
         return 2
     if args.json:
-        _print_json(checks, workflows, out)
+        _print_json(checks, workflows, out, all_versions=args.all_versions)
     else:
-        _print_table(checks, workflows, out, show_all=args.all)
+        _print_table(checks, workflows, out, show_all=args.all, all_versions=args.all_versions)
     failing = {INCOMPATIBLE} | (WARNINGS if args.strict else set())
-    return 1 if any(c.verdict.result in failing and (c.resumed_here or args.all_versions)
-                    for c in checks) else 0
+    return 1 if any(c.verdict.result in failing for c in _counted(checks, args.all_versions)
+                    ) else 0
+
+
+def _counted(checks: Sequence[RunCheck], all_versions: bool) -> list[RunCheck]:
+    """The runs whose verdicts the summary counts and the exit code reads: those this code
+    would resume (``--all-versions``: every run checked)."""
+    return [c for c in checks if c.resumed_here or all_versions]
+
+
+def _elsewhere(checks: Sequence[RunCheck], all_versions: bool) -> dict[str, list[RunCheck]]:
+    """The runs pinned to another version than this code's, by version: that version's
+    workers resume them, so this code cannot break them (unless ``--all-versions``)."""
+    by_version: dict[str, list[RunCheck]] = {}
+    for c in checks:
+        if not (c.resumed_here or all_versions):
+            by_version.setdefault(c.pinned_version or "-", []).append(c)
+    return dict(sorted(by_version.items()))
 
 
 async def _run(api_url: str, key: str, workflows: Mapping[str, Task], limit_seconds: float,
@@ -633,16 +651,22 @@ def _summary(checks: Sequence[RunCheck], workflows: Mapping[str, Task]) -> dict[
                                              UNCHECKED)}}
 
 
-def _print_json(checks: Sequence[RunCheck], workflows: Mapping[str, Task], out: IO[str]) -> None:
+def _print_json(checks: Sequence[RunCheck], workflows: Mapping[str, Task], out: IO[str], *,
+                all_versions: bool = False) -> None:
+    """The summary's result counts are over the runs this code resumes (as the exit code);
+    `pinned_elsewhere` counts the others by version; every run is listed with its own."""
     runs = [{"run_id": c.run_id, "task": c.task, "state": c.state,
              "pinned_version": c.pinned_version, "resumed_here": c.resumed_here,
              **asdict(c.verdict)} for c in checks]
-    json.dump({"summary": _summary(checks, workflows), "runs": runs}, out, indent=2)
+    summary = {**_summary(_counted(checks, all_versions), workflows), "runs": len(checks),
+               "pinned_elsewhere": {v: len(group) for v, group
+                                    in _elsewhere(checks, all_versions).items()}}
+    json.dump({"summary": summary, "runs": runs}, out, indent=2)
     out.write("\n")
 
 
 def _print_table(checks: Sequence[RunCheck], workflows: Mapping[str, Task], out: IO[str], *,
-                 show_all: bool) -> None:
+                 show_all: bool, all_versions: bool = False) -> None:
     names = ", ".join(sorted(workflows))
     if not checks:
         print(f"no in-flight runs of {names}", file=out)
@@ -663,17 +687,26 @@ def _print_table(checks: Sequence[RunCheck], workflows: Mapping[str, Task], out:
             if not c.verdict.ok:
                 print(f"{c.run_id}: {c.verdict.detail}", file=out)
         print(file=out)
-    s = _summary(checks, workflows)
+    counted = _counted(checks, all_versions)
+    elsewhere = _elsewhere(checks, all_versions)
+    s = _summary(counted, workflows)
     parts = [f"{s[r]} {r.replace('_', ' ')}" for r in (COMPATIBLE, INCOMPATIBLE, ENDS_EARLY,
                                                         RAISES, UNCHECKED) if s[r]]
     verdict = (f"{s[INCOMPATIBLE]} would meet a non-determinism error" if s[INCOMPATIBLE]
                else "none would meet a non-determinism error")
-    elsewhere = sum(not c.resumed_here for c in checks)
-    if elsewhere:
-        verdict += (f"; {elsewhere} pinned to another version than this code's (marked *): "
-                    "their own version's workers resume them, not this code")
-    print(f"checked {s['runs']} in-flight run(s) of {names}: {', '.join(parts)}; {verdict}",
-          file=out)
+    scope = f"; of the {len(counted)} this code would resume" if elsewhere else ""
+    print(f"checked {len(checks)} in-flight run(s) of {names}{scope}: "
+          f"{', '.join(parts) or 'nothing to check'}; {verdict}", file=out)
+    for version, group in elsewhere.items():
+        n = len(group)
+        line = (f"{n} run{'s' if n != 1 else ''} pinned to version {version} "
+                f"{'are' if n != 1 else 'is'} served by workers of that version and "
+                f"{'are' if n != 1 else 'is'} not affected (marked *)")
+        bad = sum(c.verdict.result == INCOMPATIBLE for c in group)
+        if bad:
+            line += (f"; were this code to resume them, {bad} would meet a non-determinism "
+                     "error (--all-versions counts them)")
+        print(line, file=out)
 
 
 def _version_cell(c: RunCheck) -> str:
