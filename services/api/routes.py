@@ -243,11 +243,20 @@ async def list_runs(
     run_state: Annotated[str | None, QueryParameter(name="state")] = None,
     priority: Priority = None,
     error_type: ErrorType = None,
+    task: Annotated[str | None, QueryParameter(
+        min_length=1, max_length=200, description="Only runs of this task.")] = None,
+    pool: Annotated[str | None, QueryParameter(
+        min_length=1, max_length=200, description="Only runs of this pool.")] = None,
+    since: Annotated[datetime | None, QueryParameter(
+        description="Only runs scheduled for this instant or later (RFC 3339).")] = None,
+    until: Annotated[datetime | None, QueryParameter(
+        description="Only runs scheduled for before this instant (RFC 3339).")] = None,
     limit: Limit = 50,
     cursor: FromQuery[str | None] = None,
 ) -> Page:
     """This tenant's runs, latest occurrence first, optionally of one job, in one state, of one
-    priority class, or whose last attempt failed with one error type."""
+    priority class, task or pool, scheduled for within [`since`, `until`), or whose last
+    attempt failed with one error type. A parameter this route does not take is a 422."""
     if run_state is not None and run_state not in RunState.__members__.values():
         raise InvalidInput(
             f"unknown state {run_state!r}",
@@ -261,7 +270,8 @@ async def list_runs(
             {"field": "priority", "message": f"one of {', '.join(classes)}"}])
     rows = await run_store.page(tenant.conn, tenant.tenant_id, job_id=job_id, state=run_state,
                                 after=decode_cursor(cursor), limit=limit + 1,
-                                priority=priority, error_type=error_type)
+                                priority=priority, error_type=error_type, task=task,
+                                pool=pool, since=since, until=until)
     more = len(rows) > limit
     rows = rows[:limit]
     outputs = await get_blobs(tenant.conn, [r.output_ref for r in rows if r.output_ref],

@@ -56,15 +56,17 @@ REASONS = {
     409: "Conflicts with the current state: a stale fencing token, an idempotency key reused "
          "with another request, a run not in a state that allows this",
     413: "The body is longer than the API accepts",
-    422: "A field is invalid; `errors` names each one",
+    422: "A field or parameter is invalid or unknown; `errors` names each one",
     429: "Over this key's request rate; `Retry-After` says when to try again",
 }
 
 
 def error_statuses(*, authenticated: bool, method: str, has_body: bool,
                    has_parameters: bool, rate_limited: bool = True) -> list[int]:
-    """The problem statuses one operation answers, from what its handler takes."""
-    statuses: set[int] = {400} if authenticated or has_parameters or has_body else set()
+    """The problem statuses one operation answers, from what its handler takes. One with a
+    key, a parameter or a body also answers 422 to a query parameter it does not take
+    (`parameters`; none of our documented operations reads no key)."""
+    statuses: set[int] = {400, 422} if authenticated or has_parameters or has_body else set()
     if authenticated:
         statuses |= {401, 403, 404}  # 404: also a tenant named by the admin key
         if rate_limited:

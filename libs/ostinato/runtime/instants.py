@@ -6,6 +6,8 @@ date-time without an offset (a naive local time, which no schedule can place). T
 before a route parses its input: every datetime field of the route's body type (found from the
 type, so every model is covered) and every datetime query parameter must be such a string,
 else a 422 problem names the field. A type without datetimes costs nothing per request.
+The same hook refuses a query parameter the route does not take (`parameters`), in the same
+422.
 
 On a route that takes an API key the 422 waits for the key check (`raise_pending`, called by
 every key dependency once the caller is authenticated and authorized): a caller without a valid
@@ -26,6 +28,7 @@ from litestar.params import BodyKwarg
 
 from ostinato.domain.errors import InvalidInput
 from ostinato.runtime.contract import reads_key
+from ostinato.runtime.parameters import unknown_parameter_errors
 
 RFC3339 = re.compile(
     r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})$")
@@ -103,15 +106,17 @@ def _inputs(handler: HTTPRouteHandler) -> tuple[msgspec.inspect.Type | None, tup
         if name == "data" or isinstance(field.kwarg_definition, BodyKwarg):
             body = info
         else:
-            kwarg = field.kwarg_definition
-            queries.append(getattr(kwarg, "query", None) or name)
+            kwarg = field.kwarg_definition  # its wire name: `QueryParameter(name="to")`
+            queries.append(getattr(kwarg, "name", None) or getattr(kwarg, "query", None)
+                           or name)
     return body, tuple(queries)
 
 
 async def check_instants(request: Request) -> None:
-    """A `before_request` hook: refuse non-RFC-3339 date-times before the route parses them."""
+    """A `before_request` hook: refuse non-RFC-3339 date-times and unknown query parameters
+    before the route parses its input."""
     body_type, queries = _inputs(request.route_handler)  # type: ignore[arg-type]
-    errors: list[dict[str, str]] = []
+    errors = unknown_parameter_errors(request)
     for name in queries:
         for raw in request.query_params.getall(name, []):
             if raw and RFC3339.match(raw) is None:
