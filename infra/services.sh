@@ -21,6 +21,8 @@ if [ -z "${OSTINATO_ADMIN_KEY:-}" ]; then
   OSTINATO_ADMIN_KEY=$(cat "$ROOT/.cache/admin_key")
 fi
 export OSTINATO_ADMIN_KEY
+# What the demo worker talks to: the gateway these services start, on its configured port.
+GATEWAY_URL="${OSTINATO_GATEWAY_URL:-http://127.0.0.1:${OSTINATO_GATEWAY_PORT:-8081}}"
 # Traces go to the local Jaeger that `make up` starts (unset OSTINATO_OTLP_ENDPOINT= to turn off).
 export OSTINATO_OTLP_ENDPOINT="${OSTINATO_OTLP_ENDPOINT-${OSTINATO_JAEGER_OTLP:-}}"
 
@@ -93,11 +95,13 @@ case "${1:-}" in
     if [ ! -s "$ROOT/.cache/demo.json" ]; then
       "$PY" -m ostinato demo --out "$ROOT/.cache/demo.json" > /dev/null
     fi
-    OSTINATO_DEMO_FILE="$ROOT/.cache/demo.json" start_one demo_worker "$PY" -m ostinato.demo worker
-    OSTINATO_GATEWAY_PORT="${OSTINATO_GATEWAY_PORT:-8081}" "$PY" - "$ROOT/.cache/demo.json" <<'PYEOF'
-import json, os, sys
+    # The demo worker talks to the gateway started above, on its configured port.
+    OSTINATO_DEMO_FILE="$ROOT/.cache/demo.json" OSTINATO_GATEWAY_URL="$GATEWAY_URL" \
+      start_one demo_worker "$PY" -m ostinato.demo worker
+    "$PY" - "$ROOT/.cache/demo.json" "$GATEWAY_URL" <<'PYEOF'
+import json, sys
 d = json.load(open(sys.argv[1]))
-gateway = f"http://127.0.0.1:{os.environ['OSTINATO_GATEWAY_PORT']}"
+gateway = sys.argv[2]
 print(f"""
 Ostinato is up.
   web UI        {d['api']}/ui   (log in with the demo API key below)

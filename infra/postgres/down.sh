@@ -9,8 +9,8 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 
 PG_MAJOR=${OSTINATO_PG_MAJOR:-15}
 PGBIN=/usr/lib/postgresql/$PG_MAJOR/bin
-log() { echo "[infra] $*"; }
-die() { echo "[infra] ERROR: $*" >&2; exit 1; }
+# shellcheck source=infra/lib.sh
+. "$ROOT/infra/lib.sh"
 
 if [ "$(id -u)" -eq 0 ]; then
   as_pg() { (cd / && runuser -u postgres -- "$@"); }
@@ -28,6 +28,8 @@ if [ -z "$PGDATA" ]; then
   log "postgres: no data dir for this checkout, nothing to stop"
   exit 0
 fi
+# The supervisor first (infra/postgres/supervise.sh), or it would start the server again.
+stop_ours "postgres supervisor" "$(dirname "$PGDATA")/supervisor.pid" "supervise.sh $PGDATA " 10
 if [ ! -x "$PGBIN/pg_ctl" ]; then
   log "postgres: $PGBIN/pg_ctl missing, nothing to stop"
   exit 0

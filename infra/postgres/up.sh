@@ -5,6 +5,8 @@
 #     postgres OS user cannot traverse the checkout's path)
 #   - creates roles `ostinato` (SUPERUSER, administration), `ostinato_owner` (owns the schema:
 #     migrations) and `ostinato_app` (the services) and database `ostinato` if missing
+#   - starts infra/postgres/supervise.sh, which starts the server again whenever it has
+#     stopped (killed, or stopped by a PANIC on a full disk); OSTINATO_PG_SUPERVISE=0: none
 # Runs the server as the `postgres` OS user when invoked as root.
 set -euo pipefail
 
@@ -17,8 +19,8 @@ PGBIN=/usr/lib/postgresql/$PG_MAJOR/bin
 PORT=$OSTINATO_PG_PORT
 START_TIMEOUT=${OSTINATO_PG_START_TIMEOUT:-60}
 
-log() { echo "[infra] $*"; }
-die() { echo "[infra] ERROR: $*" >&2; exit 1; }
+# shellcheck source=infra/lib.sh
+. "$ROOT/infra/lib.sh"
 
 # --- binaries -----------------------------------------------------------------
 if [ ! -x "$PGBIN/postgres" ] || [ ! -x "$PGBIN/psql" ]; then
@@ -110,6 +112,22 @@ SELECT 'REASSIGN OWNED BY ostinato TO ostinato_owner'
 SQL
 }
 
+# ensure_supervisor: the supervisor of this checkout's server is running (its own pid file,
+# found by the data folder on its command line), else start it, out of the caller's session.
+ensure_supervisor() {
+  [ "${OSTINATO_PG_SUPERVISE:-1}" = 1 ] || return 0
+  local pidfile="$BASE/supervisor.pid" pid
+  pid=$(find_ours "$pidfile" "supervise.sh $PGDATA ")
+  if [ -n "$pid" ]; then
+    log "postgres supervisor running (pid $pid)"
+    return 0
+  fi
+  setsid nohup "$ROOT/infra/postgres/supervise.sh" "$PGDATA" "$LOGFILE" "$PORT" \
+    >> "$LOGDIR/supervisor.log" 2>&1 < /dev/null &
+  echo $! > "$pidfile"
+  log "postgres supervisor started (pid $!, log $LOGDIR/supervisor.log)"
+}
+
 ours_running() {
   [ -f "$PGDATA/PG_VERSION" ] && as_pg "$PGBIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1
 }
@@ -123,6 +141,7 @@ while ours_running; do
   if "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -t 2; then
     ensure_role_and_db
     log "postgres already running on 127.0.0.1:$PORT (data $PGDATA)"
+    ensure_supervisor
     exit 0
   fi
   if [ "$(date +%s)" -ge "$deadline" ]; then
@@ -223,4 +242,5 @@ until "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -t 
   sleep 0.5
 done
 ensure_role_and_db
+ensure_supervisor
 log "postgres ready on 127.0.0.1:$PORT in $(( $(date +%s) - t0 ))s (socket $SOCKDIR, data $PGDATA, url $OSTINATO_DATABASE_URL)"

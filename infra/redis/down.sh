@@ -8,4 +8,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=infra/lib.sh
 . "$ROOT/infra/lib.sh"
 
-stop_ours redis "$ROOT/.cache/redis/redis.pid" "127.0.0.1:$OSTINATO_REDIS_PORT" 20
+# Ours is the redis-server working in this checkout's data folder (it chdirs to --dir), found
+# by its pid file first: the port alone would also match another clone's Redis.
+STATE="$ROOT/.cache/redis"
+stop_ours redis "$STATE/redis.pid" "redis-server" 20 "$STATE"

@@ -29,7 +29,7 @@ if ! command -v redis-server >/dev/null 2>&1; then
 fi
 
 mkdir -p "$STATE"
-pid=$(find_ours "$PIDFILE" "127.0.0.1:$PORT")
+pid=$(find_ours "$PIDFILE" "redis-server" "$STATE")  # its data folder is its working dir
 if [ -n "$pid" ] && redis-cli -h 127.0.0.1 -p "$PORT" ping >/dev/null 2>&1; then
   log "redis already running on 127.0.0.1:$PORT (pid $pid)"
   exit 0

@@ -1,7 +1,8 @@
 """The demo tenant, its jobs, and a worker that runs them: what `make up` shows a newcomer.
 
     python -m ostinato.demo worker     # run the demo handlers (key from OSTINATO_DEMO_API_KEY
-                                       # or the file written by `ostinato demo --out`)
+                                       # or the file written by `ostinato demo --out`; the
+                                       # gateway from OSTINATO_GATEWAY_URL, else _PORT)
 """
 
 from __future__ import annotations
@@ -96,12 +97,20 @@ def _demo_key() -> str:
                      f"{path}` first")
 
 
+def gateway_url(environ: dict[str, str] | None = None) -> str:
+    """OSTINATO_GATEWAY_URL, else the gateway the services were configured with
+    (OSTINATO_GATEWAY_PORT on 127.0.0.1): a demo worker that talked to 8081 whatever the
+    port said claimed nothing, or from another clone's gateway."""
+    env = os.environ if environ is None else environ
+    return env.get("OSTINATO_GATEWAY_URL") or \
+        f"http://127.0.0.1:{env.get('OSTINATO_GATEWAY_PORT') or 8081}"
+
+
 def main() -> None:
     if sys.argv[1:] != ["worker"]:
         raise SystemExit("usage: python -m ostinato.demo worker")
     configure_logging("demo-worker")
-    gateway = os.environ.get("OSTINATO_GATEWAY_URL", "http://127.0.0.1:8081")
-    Worker(gateway, _demo_key(), DEMO_TASKS, concurrency=8).run_forever()
+    Worker(gateway_url(), _demo_key(), DEMO_TASKS, concurrency=8).run_forever()
 
 
 if __name__ == "__main__":
