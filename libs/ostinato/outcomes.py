@@ -39,7 +39,7 @@ def after_failure(run: LockedRun, failure: ev.Event, *, error_type: str, message
         failures = run.failures + (1 if decision.counts else 0)
         return [failure, ev.RetryScheduled(retry_at=decision.retry_at, reason=decision.reason,
                                            counts=decision.counts, failures=failures)]
-    # the attempts the retry policy counts, this failure included (run.attempt counts every
+    # the attempt the retry policy counts that this failure ends (run.attempt counts every
     # execution, a workflow's wake-ups too: retry.attempt_of)
     return [failure, ev.RunDeadLettered(reason=decision.reason, error_type=error_type,
                                         message=message, attempts=run.failures + 1,

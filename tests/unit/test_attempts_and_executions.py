@@ -74,8 +74,12 @@ def test_a_retryable_failure_with_attempts_left_counts_one_whatever_the_executio
     assert isinstance(scheduled, ev.RetryScheduled) and scheduled.failures == 1
 
 
-def test_an_operators_failure_dead_letters_with_the_failures_so_far() -> None:
+def test_an_operators_failure_dead_letters_on_the_attempt_it_ends() -> None:
+    """A suspended workflow after one counted failure is on attempt 2 however often it woke:
+    the operator's failure ends that attempt."""
     target = Target(run_id=uuid.uuid4(), state=RunState.SUSPENDED, steps_done=3,
                     wait_reason="timer", wait_seq=3, wait_name="sleep", failures=1)
     dead = mark_failed(target, None, None, by="tenant:acme", reason="abandoned")[-1]
-    assert isinstance(dead, ev.RunDeadLettered) and dead.attempts == 1
+    assert isinstance(dead, ev.RunDeadLettered) and dead.attempts == 2
+    assert retry.attempt_of(RunState.SUSPENDED, 1) == 2 == retry.attempt_of(
+        RunState.DEAD_LETTERED, dead.attempts)

@@ -28,7 +28,7 @@ DONE = Record(seq=2, name="pay", succeeded=True)
 
 def target(state: RunState, *, steps_done: int = 3, paused: bool = False,
            **waits: Any) -> Target:
-    return Target(run_id=RUN, state=state, steps_done=steps_done, paused=paused, failures=4,
+    return Target(run_id=RUN, state=state, steps_done=steps_done, paused=paused, failures=3,
                   job_id=JOB, **waits)
 
 

@@ -49,7 +49,7 @@ class Target:
     wait_reason: str | None = None  # a suspended run's: timer | signal | child | paused
     wait_seq: int | None = None
     wait_name: str | None = None
-    failures: int = 0  # counted failures (the retry policy's): the dead letter's attempts
+    failures: int = 0  # counted failures (the retry policy's): the dead letter's attempts - 1
     job_id: uuid.UUID | None = None
 
 
@@ -151,7 +151,7 @@ def mark_failed(run: Target, error_type: str | None, message: str | None, *, by:
     if run.state is S.SUSPENDED:
         events.append(ev.RunWoken(cause="intervention"))  # out of its wait, then failed
     events.append(ev.RunDeadLettered(reason="operator", error_type=kind, message=text,
-                                     attempts=run.failures, job_id=run.job_id))
+                                     attempts=run.failures + 1, job_id=run.job_id))
     return events
 
 

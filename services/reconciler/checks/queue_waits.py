@@ -33,7 +33,7 @@ async def expire_queue_waits(pool: asyncpg.Pool, store: EventStore, clock: Clock
         return [expired, ev.RunDeadLettered(
             reason="queue_wait_expired", error_type="queue_wait_expired",
             message=f"not started within {row.queue_wait_seconds}s of its due time",
-            attempts=row.failures, job_id=row.job_id)]  # it failed no more (retry.attempt_of)
+            attempts=row.failures + 1, job_id=row.job_id)]  # the attempt it waited for
 
     return await per_run(pool, store, lambda conn: runs.queue_wait_expired(conn, now, batch_size),
                          decide, end_lease=False)
