@@ -534,8 +534,9 @@ class Chaos:
             await asyncio.sleep(0.2)
 
     async def services_ready(self, within: float = 30) -> bool:
-        """Every service answers /readyz with 200 within `within` s; else the first that did
-        not is kept in `not_ready` (with its last answer) for the fault's report."""
+        """Every service answers /readyz with 200 and "ready" (not "degraded": Kafka down is a
+        200 too) within `within` s; else the first that did not is kept in `not_ready` (with
+        its last answer) for the fault's report."""
         deadline = time.monotonic() + within
         async with httpx.AsyncClient(timeout=2) as client:
             for alias, proc in self.cluster.procs.items():
@@ -548,7 +549,7 @@ class Chaos:
                     try:
                         url = f"http://127.0.0.1:{self.cluster.ports[alias]}/readyz"
                         r = await client.get(url)
-                        if r.status_code == 200:
+                        if r.status_code == 200 and r.json().get("status") == "ready":
                             break
                         answer = f"{r.status_code} {r.text[:300]}"
                     except httpx.HTTPError as exc:

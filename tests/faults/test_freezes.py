@@ -47,7 +47,8 @@ async def all_ready(lab: Lab, within: float = 60) -> bool:
             while True:
                 try:
                     url = f"http://127.0.0.1:{lab.cluster.ports[alias]}/readyz"
-                    if (await client.get(url)).status_code == 200:
+                    r = await client.get(url)  # "ready", not "degraded" (Kafka down is a 200)
+                    if r.status_code == 200 and r.json()["status"] == "ready":
                         break
                 except httpx.HTTPError:
                     pass

@@ -47,8 +47,9 @@ async def written_under(lab: Lab, epochs: dict[int, int]) -> bool:
 
 
 async def all_ready(lab: Lab, seconds: float = 20) -> None:
-    """Every service process is alive and answers /readyz with 200 (PostgreSQL and Kafka
-    reachable from it) within `seconds`."""
+    """Every service process is alive and answers /readyz with 200 and `"status": "ready"`
+    (PostgreSQL and Kafka reachable from it: Kafka down is a 200 "degraded") within
+    `seconds`."""
     deadline = time.monotonic() + seconds
     async with httpx.AsyncClient(timeout=3) as client:
         for alias, proc in lab.cluster.procs.items():
@@ -56,7 +57,7 @@ async def all_ready(lab: Lab, seconds: float = 20) -> None:
             while True:
                 try:
                     r = await client.get(f"http://127.0.0.1:{lab.cluster.ports[alias]}/readyz")
-                    if r.status_code == 200:
+                    if r.status_code == 200 and r.json()["status"] == "ready":
                         break
                 except httpx.HTTPError:
                     pass
