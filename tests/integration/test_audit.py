@@ -19,6 +19,7 @@ import pytest
 from litestar.routes import HTTPRoute
 
 from ostinato.client import AsyncClient
+from ostinato.runtime.problems import UNSTORABLE
 
 from .conftest import ADMIN, assert_problem, auth, tenant
 from .test_cli import cli, new_key
@@ -407,7 +408,12 @@ async def test_a_nul_refusal_is_recorded_with_the_problems_own_detail(
     """A NUL reaching the database inside an action is a 400 whose row says why, as the
     answer does (it said "None": the driver's error has a `detail` attribute that is None)."""
     call = Caller(client, auth(await tenant(client, "audit-nul")))
-    r, rid = await call("POST", "/v1/jobs", {"name": "nul", "idempotency_key": "a\x00b"})
+    r, _ = await call("POST", "/v1/jobs", {"name": "nul", "schedule": {
+        "at": (datetime.now(UTC) + timedelta(days=1)).isoformat()}})
+    job = r.json()["id"]
+    # a pause's reason goes into the event's JSON document unchecked: the database refuses it
+    r, rid = await call("POST", f"/v1/jobs/{job}/pause", {"reason": "a\x00b"})
     body = assert_problem(r, 400)
-    row = await one_row(pool, rid, action="job.create", status=400, outcome="rejected")
-    assert row["detail"] == body["detail"] and "NUL" in row["detail"]
+    row = await one_row(pool, rid, action="job.pause", status=400, outcome="rejected")
+    assert body["detail"] == UNSTORABLE  # the database's refusal (asyncpg's error), mapped
+    assert row["detail"] == body["detail"]
