@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import date, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
@@ -445,6 +445,11 @@ class RunPauseRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 class PauseMatchingRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """Pause or resume the running and suspended runs of a task or of a job."""
+
+    # A task or a job_id, as `runs.pausing.pause_matching` enforces (else a 422 naming `task`);
+    # `runtime/contract.py` puts the rule into the OpenAPI document.
+    SCHEMA_RULES: ClassVar[dict[str, Any]] = {"anyOf": [
+        {"required": [k], "properties": {k: {"type": "string"}}} for k in ("task", "job_id")]}
 
     task: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
     job_id: uuid.UUID | None = None

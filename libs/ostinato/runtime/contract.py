@@ -237,10 +237,31 @@ def _fits(schema: Schema, t: Any) -> bool:
     return isinstance(t.type if isinstance(t, i.Metadata) else t, kinds.get(schema.type, ()))
 
 
+_RULE_KEYS = {"oneOf": "one_of", "anyOf": "any_of", "allOf": "all_of", "required": "required",
+              "properties": "properties", "type": "type"}
+
+
+def rule_schema(rule: dict[str, Any]) -> Schema:
+    """A model's `SCHEMA_RULES` (JSON Schema as a dict, since models import no Litestar) as
+    Litestar's `Schema`; a key not in `_RULE_KEYS` is a KeyError, never silently dropped."""
+    schema = Schema()
+    for key, value in rule.items():
+        if key in ("oneOf", "anyOf", "allOf"):
+            value = [rule_schema(v) for v in value]
+        elif key == "properties":
+            value = {name: rule_schema(v) for name, v in value.items()}
+        elif key == "type":
+            value = OpenAPIType(value)
+        setattr(schema, _RULE_KEYS[key], value)
+    return schema
+
+
 def restore_model_rules(openapi: OpenAPI, routes: Iterable[Any]) -> OpenAPI:
     """Litestar drops the range of an optional number (`Annotated[int, Meta(ge=1)] | None`
     loses its `ge`) and never says that a model refuses unknown fields; put both back from the
-    msgspec models, so the document says what the API enforces."""
+    msgspec models, so the document says what the API enforces. A rule across fields that the
+    server enforces after decoding (a schedule's one of `at`, `cron`, `every`) is a model's
+    `SCHEMA_RULES` class variable, added here."""
     found: dict[str, Any] = {}
     for _, handler in _handlers(routes):
         for field in handler.parsed_fn_signature.parameters.values():
@@ -254,6 +275,12 @@ def restore_model_rules(openapi: OpenAPI, routes: Iterable[Any]) -> OpenAPI:
         component = schemas.get(name)
         if isinstance(component, Schema) and struct.forbid_unknown_fields:
             component.additional_properties = False  # an unknown field is a 422
+        rules = getattr(struct.cls, "SCHEMA_RULES", None)
+        if isinstance(component, Schema) and rules:
+            extra = rule_schema(rules)
+            for key in ("one_of", "any_of", "all_of"):
+                if getattr(extra, key) is not None:
+                    setattr(component, key, getattr(extra, key))
         if isinstance(component, Schema) and component.properties:
             for f in struct.fields:
                 prop = component.properties.get(f.encode_name)

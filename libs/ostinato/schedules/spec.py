@@ -7,7 +7,7 @@ and names the offending field. The semantics of every option are in docs/SCHEDUL
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
@@ -25,6 +25,11 @@ def _doc(text: str) -> msgspec.Meta:
 
 class ScheduleSpec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
     """When a job runs: exactly one of `at`, `cron` or `every`, plus policies."""
+
+    # The rule across fields that `parse_schedule` enforces (else a 422 naming `schedule`), in
+    # JSON Schema: `runtime/contract.py` puts it into the OpenAPI document.
+    SCHEMA_RULES: ClassVar[dict[str, Any]] = {"oneOf": [
+        {"required": [k], "properties": {k: {"type": "string"}}} for k in ("at", "cron", "every")]}
 
     at: Annotated[AwareDatetime | None, _doc(
         "One-off instant, RFC 3339 with an offset.")] = None
