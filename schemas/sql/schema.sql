@@ -707,7 +707,8 @@ CREATE TABLE public.shard_leases (
     shard smallint NOT NULL,
     owner text,
     epoch bigint DEFAULT 0 NOT NULL,
-    expires_at timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL
+    expires_at timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+    decided_through timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL
 );
 
 --
@@ -1212,6 +1213,12 @@ CREATE INDEX dead_letters_untriaged ON public.dead_letters USING btree (tenant_i
 --
 
 CREATE INDEX events_ledger_disagreements ON public.events USING btree (occurred_at) WHERE (type = 'LedgerDisagreement'::text);
+
+--
+-- Name: events_ledger_slots; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX events_ledger_slots ON public.events USING btree (stream_id) WHERE (type = ANY (ARRAY['LedgerSlotMissing'::text, 'LedgerSlotResolved'::text]));
 
 --
 -- Name: events_occurred_brin; Type: INDEX; Schema: public; Owner: -

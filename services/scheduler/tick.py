@@ -7,7 +7,10 @@ time came (`ostinato.runs.dags`), and keep the shard leases.
 One `fire_due` tick holds the shard leases still current in its transaction, locks a small
 batch of due jobs of those shards (`FOR UPDATE SKIP LOCKED` over the partial index on
 `next_run_at`) and hands them to `ostinato.jobs.materialise.decide_and_append`, which decides
-and appends in the same transaction, each write under the shard's epoch.
+and appends in the same transaction, each write under the shard's epoch. A poll that leaves
+nothing due of its shards (fewer due jobs than a batch, or none at all) has completed a pass
+through its instant: remembered in `ShardOwnership.passed` and written by the next lease
+renewal (`decided_through`), so the reconciler judges only slots the scheduler has passed.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from ostinato.domain import events as ev
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.materialise import Waiting, decide_and_append
-from ostinato.leases.shard import SHARDS, ShardLeases, ShardOwnership, hold
+from ostinato.leases.shard import SHARDS, ShardLeases, ShardOwnership, hold, passed_every_shard
 from ostinato.runs import dags as dag_runs
 from ostinato.runs.children import notify_parents
 from ostinato.runtime.duties import Duty
@@ -53,20 +56,33 @@ async def fire_due(
     shards = list(range(SHARDS)) if ownership is None else ownership.shards()
     if not shards:
         return []
+    now = clock.now()
     async with pool.acquire() as conn:
-        if not checked and not await jobs.any_due(conn, clock.now()):
-            return []  # idle: one read, no transaction, no plan of the per-shard poll
+        if not checked and not await jobs.any_due(conn, now):
+            # idle: one read, no transaction, no plan of the per-shard poll (and without
+            # leases no pass recorded either: that would be a write)
+            if ownership is not None:
+                ownership.passed_through(now, shards)
+            return []
         async with conn.transaction():
-            return await _fire_locked(conn, store, clock, batch_size=batch_size, actor=actor,
-                                      waiting=waiting, ownership=ownership, shards=shards)
+            created, passed = await _fire_locked(
+                conn, store, clock, now, batch_size=batch_size, actor=actor, waiting=waiting,
+                ownership=ownership, shards=shards)
+    if passed and ownership is not None:  # committed: the next renewal records the pass
+        ownership.passed_through(now, shards)
+    return created
 
 
 async def _fire_locked(
-    conn: asyncpg.Connection, store: EventStore, clock: Clock, *, batch_size: int, actor: str,
-    waiting: Waiting, ownership: ShardOwnership | None, shards: list[int],
-) -> list[ev.RunScheduled]:
-    due = await jobs.claim_due(conn, clock.now(), batch_size,
-                               waiting.ids(clock.monotonic()), shards)
+    conn: asyncpg.Connection, store: EventStore, clock: Clock, now: datetime, *,
+    batch_size: int, actor: str, waiting: Waiting, ownership: ShardOwnership | None,
+    shards: list[int],
+) -> tuple[list[ev.RunScheduled], bool]:
+    """The runs created, and whether the poll left nothing of `shards` due at `now` (a pass
+    completed: fewer due jobs than a batch; those SKIP LOCKED are another transaction's, those
+    left out `waiting` are held behind a run on purpose)."""
+    due = await jobs.claim_due(conn, now, batch_size, waiting.ids(clock.monotonic()), shards)
+    passed = len(due) < batch_size
     if due and ownership is not None:
         # The leases are checked (and held FOR SHARE) only when there is something to write:
         # a poll that found nothing stays a read-only transaction (no lock written, no WAL
@@ -76,7 +92,9 @@ async def _fire_locked(
     created = await decide_and_append(conn, store, clock, due, actor=actor, waiting=waiting,
                                       epochs=None if ownership is None else ownership.epochs)
     metrics.RUNS_CREATED.inc(len(created))
-    return created
+    if passed and ownership is None:  # no lease to carry it: recorded with the decisions
+        await passed_every_shard(conn, now)
+    return created, passed
 
 
 async def release_retries(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
@@ -163,7 +181,10 @@ def duties(
 
     async def fire(now: datetime) -> int:
         with metrics.SCHEDULER_TICK_SECONDS.time():
+            through = clock.now()  # the read asks at this instant or later
             if not (await gate.read(pool))["jobs"]:
+                if leases is not None:  # nothing due anywhere: a pass over the shards held
+                    leases.ownership.passed_through(through, leases.ownership.shards())
                 return 0  # idle: that one read, no transaction
             created = await fire_due(pool, store, clock, batch_size=batch_size, waiting=waiting,
                                      ownership=leases.ownership if leases else None,

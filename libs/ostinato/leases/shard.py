@@ -7,6 +7,12 @@ writing (`hold_shards_if_epoch`). A takeover needs the row lock, so it waits for
 transaction to end; a scheduler that lost a lease (paused past it, partitioned) finds it gone
 and writes nothing. The events it does write carry the shard epoch.
 
+Passes: an instance that has decided every job of its shards due by an instant (its poll found
+fewer due jobs than a batch, or none) has completed a pass through it; the lease renewal writes
+that instant to the shard's `decided_through` under the epoch, no statement of its own. The
+reconciler judges a slot only once it is older than its shard's `decided_through`, so a check
+never races the scheduler's catch-up after an outage (`ostinato.ledger.outcomes.decided`).
+
 Rebalancing: each instance's fair share is ceil(SHARDS / live instances). An instance over its
 share releases the surplus (highest shards first) at its next renewal; one under it takes free
 or expired shards. A dead instance's shards are free once their leases expire.
@@ -60,6 +66,25 @@ class ShardEpoch(msgspec.Struct, frozen=True):
     epoch: int
 
 
+class ShardPass(msgspec.Struct, frozen=True):
+    """How far a shard's scheduler has decided (`decided_through`, None before the first pass)
+    and whether a scheduler holds the shard now (`live`, by the database clock)."""
+
+    shard: int
+    decided_through: datetime | None
+    live: bool
+
+    def passed_within(self, now: datetime, grace: timedelta) -> bool:
+        """A pass over the shard completed through an instant no older than `grace`."""
+        return self.decided_through is not None and self.decided_through >= now - grace
+
+
+def taken_over(p: ShardPass, now: datetime, grace: timedelta) -> bool:
+    """No scheduler is deciding the shard: none holds it and none completed a pass over it
+    within `grace`. Only then may the reconciler decide its due jobs itself. Pure."""
+    return not p.live and not p.passed_within(now, grace)
+
+
 class ShardLease(msgspec.Struct, frozen=True):
     """One shard's lease as stored; `owner` None: free."""
 
@@ -82,11 +107,14 @@ async def instance_gone(conn: asyncpg.Connection, owner: str) -> None:
 
 
 async def renew_shards_if_epoch(conn: asyncpg.Connection, owner: str, shards: Sequence[int],
-                                epochs: Sequence[int], now: datetime | None,
-                                ttl: timedelta) -> list[ShardEpoch]:
-    """Extend the leases `owner` still holds at these epochs; a lost one is not returned."""
+                                epochs: Sequence[int], now: datetime | None, ttl: timedelta,
+                                passed: Sequence[datetime | None] | None = None,
+                                ) -> list[ShardEpoch]:
+    """Extend the leases `owner` still holds at these epochs, recording per shard the instant
+    its last completed pass went through (`passed`, None: none); a lost one is not returned."""
+    passed = list(passed) if passed is not None else [None] * len(shards)
     return many(ShardEpoch, await conn.fetch(
-        Q["renew_shards_if_epoch"], owner, shards, epochs, now, ttl))
+        Q["renew_shards_if_epoch"], owner, shards, epochs, now, ttl, passed))
 
 
 async def acquire_shards(conn: asyncpg.Connection, owner: str, limit: int,
@@ -115,15 +143,40 @@ async def shard_table(conn: asyncpg.Connection) -> list[ShardLease]:
     return many(ShardLease, await conn.fetch(Q["shard_table"]))
 
 
+async def shard_passes(conn: asyncpg.Connection, now: datetime | None) -> dict[int, ShardPass]:
+    """Every shard's pass and liveness at `now` (None: the database's now), by shard."""
+    return {p.shard: p for p in many(ShardPass, await conn.fetch(Q["shard_passes"], now))}
+
+
+async def decided_through_of_job(conn: asyncpg.Connection,
+                                 job_id: uuid.UUID) -> datetime | None:
+    """How far the scheduler has decided the job's shard (None: no pass yet, or no such job)."""
+    return await conn.fetchval(Q["decided_through_of_job"], job_id)
+
+
+async def passed_every_shard(conn: asyncpg.Connection, through: datetime) -> None:
+    """A scheduler without leases (one instance, tests) decided every shard through `through`."""
+    await conn.execute(Q["passed_every_shard"], through)
+
+
 @dataclass
 class ShardOwnership:
     """This instance's leases: shard -> epoch. Mutated only by `ShardLeases`."""
 
     owner: str
     epochs: dict[int, int] = field(default_factory=dict)
+    # shard -> the instant its last completed pass under the current epoch went through; the
+    # next renewal writes it (`decided_through`)
+    passed: dict[int, datetime] = field(default_factory=dict)
 
     def shards(self) -> list[int]:
         return sorted(self.epochs)
+
+    def passed_through(self, instant: datetime, shards: Sequence[int]) -> None:
+        """Every job of `shards` (held at their current epochs) due by `instant` is decided."""
+        for s in shards:
+            if s in self.epochs and (s not in self.passed or self.passed[s] < instant):
+                self.passed[s] = instant
 
     def pairs(self) -> tuple[list[int], list[int]]:
         shards = self.shards()
@@ -146,7 +199,8 @@ class ShardLeases:
             live = await instance_seen(conn, own.owner, now, self.ttl)
             shards, epochs = own.pairs()
             renewed = {r.shard: r.epoch for r in await renew_shards_if_epoch(
-                conn, own.owner, shards, epochs, now, self.ttl)}
+                conn, own.owner, shards, epochs, now, self.ttl,
+                [own.passed.get(s) for s in shards])}
             for lost in set(own.epochs) - set(renewed):
                 log.warning("shard lease lost", shard=lost, epoch=own.epochs[lost])
             give = surplus(renewed, live)
@@ -159,6 +213,8 @@ class ShardLeases:
                 for r in await acquire_shards(conn, own.owner, want, now, self.ttl):
                     renewed[r.shard] = r.epoch
                     log.info("shard lease acquired", shard=r.shard, epoch=r.epoch)
+        # a pass made under an epoch since lost says nothing of the shard's new one
+        own.passed = {s: t for s, t in own.passed.items() if own.epochs.get(s) == renewed.get(s)}
         own.epochs = renewed
         for shard, epoch in renewed.items():
             metrics.SHARD_EPOCH.labels(shard=str(shard)).set(epoch)
@@ -172,6 +228,7 @@ class ShardLeases:
                 await release_shards_if_epoch(conn, self.ownership.owner, shards, epochs)
             await instance_gone(conn, self.ownership.owner)
         self.ownership.epochs = {}
+        self.ownership.passed = {}
 
 
 async def hold(conn: asyncpg.Connection, ownership: ShardOwnership,
@@ -185,4 +242,5 @@ async def hold(conn: asyncpg.Connection, ownership: ShardOwnership,
         log.warning("write refused: shard lease no longer current", shard=lost,
                     epoch=ownership.epochs[lost], owner=ownership.owner)
         ownership.epochs.pop(lost)
+        ownership.passed.pop(lost, None)
     return ownership

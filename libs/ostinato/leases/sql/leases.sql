@@ -84,8 +84,11 @@ DELETE FROM scheduler_instances WHERE id = $1;
 
 -- name: renew_shards_if_epoch
 -- Extend the leases this owner still holds at the epochs it knows; a lost one is not returned.
-UPDATE shard_leases AS l SET expires_at = coalesce($4::timestamptz, now()) + $5::interval
-FROM unnest($2::smallint[], $3::bigint[]) AS x(s, e)
+-- $6: per shard, the instant up to which this owner has completed a pass (NULL: none since it
+-- took the shard): `decided_through` only moves forward, and only under the current epoch.
+UPDATE shard_leases AS l SET expires_at = coalesce($4::timestamptz, now()) + $5::interval,
+                             decided_through = greatest(l.decided_through, x.d)
+FROM unnest($2::smallint[], $3::bigint[], $6::timestamptz[]) AS x(s, e, d)
 WHERE l.shard = x.s AND l.epoch = x.e AND l.owner = $1
   AND l.expires_at > coalesce($4::timestamptz, now())
 RETURNING l.shard, l.epoch;
@@ -118,3 +121,21 @@ FOR SHARE OF l;
 -- name: shard_table
 -- For metrics and tests: every shard's owner and epoch.
 SELECT shard, owner, epoch, expires_at FROM shard_leases ORDER BY shard;
+
+-- name: shard_passes
+-- The reconciler: per shard, the instant up to which its scheduler has completed a pass (NULL:
+-- none yet; asyncpg would read '-infinity' as a naive datetime.min), and
+-- whether a scheduler holds the shard now by the database clock ($1; NULL: now()).
+SELECT shard, nullif(decided_through, '-infinity') AS decided_through,
+       owner IS NOT NULL AND expires_at > coalesce($1::timestamptz, now()) AS live
+FROM shard_leases ORDER BY shard;
+
+-- name: decided_through_of_job
+-- The ledger: how far the scheduler has decided the shard a job belongs to (NULL: not at all).
+SELECT nullif(l.decided_through, '-infinity')
+FROM jobs j JOIN shard_leases l ON l.shard = j.shard WHERE j.id = $1;
+
+-- name: passed_every_shard
+-- A scheduler working without leases (one instance, tests) completed a pass over every shard.
+UPDATE shard_leases SET decided_through = greatest(decided_through, $1::timestamptz)
+WHERE decided_through < $1::timestamptz;
