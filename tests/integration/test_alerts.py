@@ -20,6 +20,7 @@ from ostinato.alerts import Thresholds
 from ostinato.clock import Clock, FakeClock
 from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
+from ostinato.leases.shard import passed_every_shard
 from ostinato.policy.retry import RetrySpec
 from ostinato.schedules import ScheduleSpec
 from ostinato.sdk import protocol as p
@@ -456,9 +457,10 @@ async def test_the_sinks_api(client: httpx.AsyncClient, pool: asyncpg.Pool) -> N
 async def test_an_omitted_slot_and_an_auto_paused_job_alert_and_resolve_once(
         client: httpx.AsyncClient, pool: asyncpg.Pool, receiver: Receiver,
         api_clock: FakeClock) -> None:
-    """A frozen scheduler leaves a slot with no run: the ledger's `LedgerSlotMissing` fires
-    `OstinatoOccurrenceOmitted` until a later run succeeds. A job paused by the scheduler after
-    failed runs fires `OstinatoJobAutoPaused` until it is resumed."""
+    """A scheduler that passed a slot without deciding it leaves it with no run: the ledger's
+    `LedgerSlotMissing` fires `OstinatoOccurrenceOmitted` until a later run succeeds. A job
+    paused by the scheduler after failed runs fires `OstinatoJobAutoPaused` until it is
+    resumed."""
     from services.reconciler.checks.ledger import check_ledger
 
     clock = api_clock
@@ -470,7 +472,9 @@ async def test_an_omitted_slot_and_an_auto_paused_job_alert_and_resolve_once(
                                                        auto_pause_after=1),
             owner="etl", retry=RetrySpec(max_attempts=1)), pools=("default",),
             max_payload_bytes=1024, actor="test")
-    clock.set(T0 + timedelta(minutes=1, seconds=1))  # no scheduler ran: slot 0 is missing
+    clock.set(T0 + timedelta(minutes=1, seconds=1))
+    async with pool.acquire() as conn:  # a pass recorded, no run: slot 0 is missing
+        await passed_every_shard(conn, clock.now())
     assert await check_ledger(pool, store(clock), clock, window=timedelta(hours=1),
                               grace=timedelta(seconds=30)) == 1
     async with httpx.AsyncClient(timeout=5) as http:

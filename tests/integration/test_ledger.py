@@ -25,6 +25,7 @@ from ostinato.eventlog.rebuild import rebuild
 from ostinato.eventlog.store import read_stream
 from ostinato.jobs import ledger as job_ledger
 from ostinato.jobs.request import JobRequest
+from ostinato.leases.shard import passed_every_shard
 from ostinato.runs import dags as dag_runs
 from ostinato.schedules import ScheduleSpec, cronexpr
 from ostinato.sdk import protocol as p
@@ -89,12 +90,21 @@ async def reconcile(pool: asyncpg.Pool, clock: Clock) -> int:
     return await check_ledger(pool, store(clock), clock, window=WINDOW, grace=GRACE)
 
 
-async def test_a_frozen_scheduler_leaves_missing_slots_each_reported_exactly_once(
+async def passed_without_deciding(pool: asyncpg.Pool, through: datetime) -> None:
+    """A faulty scheduler: it records a completed pass over every shard through `through`
+    without having decided the jobs due by then (the only way, short of losing a run, that
+    a slot the scheduler had its chance at ends up with neither a run nor a skip)."""
+    async with pool.acquire() as conn:
+        await passed_every_shard(conn, through)
+
+
+async def test_slots_a_scheduler_passed_without_deciding_are_each_reported_exactly_once(
         pool: asyncpg.Pool) -> None:
     clock = FakeClock(T0)
     tenant, _ = await new_tenant(pool)
     job = await recurring(pool, clock, tenant, every="1m", start_at=T0)
-    clock.set(at(1) + timedelta(seconds=1))  # no scheduler: slot 0 a minute late, 1 just due
+    clock.set(at(1) + timedelta(seconds=1))  # slot 0 a minute late, 1 just due
+    await passed_without_deciding(pool, clock.now())
     assert await ledger_of(pool, job, clock) == {at(0): ("missing", "both", None),
                                                  at(1): ("pending", "both", None)}
     before = counted("ostinato_ledger_slots_missing_total", tenant)
@@ -184,6 +194,7 @@ async def test_a_schedule_the_two_implementations_read_differently_is_a_disagree
     clock.set(at(6) + timedelta(seconds=1))
     assert len(await fire_due(pool, store(clock), clock)) == 1  # the scheduler's slot 09:06
     clock.set(at(16))
+    await passed_without_deciding(pool, clock.now())  # nothing due until 09:45 by croniter
     before = counted("ostinato_ledger_disagreements_total", tenant)
     with capture_logs() as logs:
         assert await reconcile(pool, clock) == 5
@@ -213,6 +224,7 @@ async def test_a_schedule_the_ledger_cannot_read_is_an_event_a_metric_and_an_ale
         await conn.execute("UPDATE jobs SET schedule = (schedule::jsonb || '{\"version\": 9}')"
                            "::json WHERE id = $1", job.id)
     clock.set(at(1) + timedelta(seconds=1))
+    await passed_without_deciding(pool, clock.now())
     before = counted("ostinato_ledger_schedules_unreadable_total", tenant)
     with capture_logs() as logs:
         assert await reconcile(pool, clock) == 2  # the unreadable one, and beside's slot 0
@@ -345,7 +357,9 @@ async def test_the_api_lists_each_slot_with_its_outcome(pool: asyncpg.Pool,
     async with pool.acquire() as conn:
         await jobs.resume_job(conn, store(clock), tenant_id=tenant, job_id=job.id, actor="t")
     await fire_due(pool, store(clock), clock)  # slots 2..4: skipped (misfire_skip) but 4 runs
-    # then the scheduler freezes: 5..10 have nothing; 10 is still within the grace
+    # then the scheduler goes wrong: 5..7 it passed without deciding them (missing); 8..10 it
+    # has not passed at all (pending, however late: it has not had its chance yet)
+    await passed_without_deciding(pool, at(7))
 
     r = await client.get(f"/v1/jobs/{job.id}/ledger", params={
         "from": T0.isoformat(), "to": at(11).isoformat()}, headers=auth(key))
@@ -358,7 +372,8 @@ async def test_the_api_lists_each_slot_with_its_outcome(pool: asyncpg.Pool,
         ("09:00", "in_progress", None), ("09:01", "in_progress", None),
         ("09:02", "skipped", "misfire_skip"), ("09:03", "skipped", "misfire_skip"),
         ("09:04", "in_progress", None),
-        *[(f"09:0{k}", "missing", None) for k in range(5, 10)], ("09:10", "pending", None)]
+        *[(f"09:0{k}", "missing", None) for k in range(5, 8)],
+        *[(f"09:{k:02}", "pending", None) for k in range(8, 11)]]
     first = body["items"][0]
     assert first["run_id"] and first["state"] == "scheduled" and first["expected_by"] == "both"
     # paused from 09:01:01 to 09:04:01: slots 2..4 fell inside (the resume decided them)
@@ -407,6 +422,7 @@ async def test_the_sweep_goes_through_every_job_a_few_per_tick(pool: asyncpg.Poo
     tenant, _ = await new_tenant(pool)
     made = [await recurring(pool, clock, tenant, every="1m", start_at=T0) for _ in range(5)]
     clock.set(at(1) + timedelta(seconds=1))
+    await passed_without_deciding(pool, clock.now())
     sweep = LedgerSweep(pool, store(clock), clock, window=WINDOW, grace=GRACE, jobs_per_tick=2)
     looked = [await sweep.tick() for _ in range(3)]
     assert looked == [2, 2, 1]  # full ticks go again at once; the short one ends the sweep

@@ -156,7 +156,7 @@ SCALAR = {
     (operations, "count_jobs_matching"), (operations, "select_job_items"),
     (operations, "record_operation_failures"), (operations, "advance_operation"),
     (operations, "cancel_operation"),
-    (ledger, "ledger_findings_recorded"),
+    (ledger, "ledger_findings_recorded"), (ledger, "ledger_unresolved_missing"),
     (dags, "dag_runs_with_ended_nodes"), (dags, "dag_runs_due"), (dags, "existing_dag_ids"),
     (alerts, "alert_fire"), (alerts, "sink_delete"), (alerts, "delivery_enqueue"),
     (alerts, "delivery_sinks_of_firing"), (alerts, "deliveries_done"),

@@ -62,6 +62,7 @@ def test_every_event_round_trips_through_the_codec() -> None:
                               next_slot=now),
         ev.OccurrenceMissed(scheduled_for=now, detected_by="reconciler", repair="run"),
         ev.LedgerSlotMissing(scheduled_for=now),
+        ev.LedgerSlotResolved(scheduled_for=now, outcome="in_progress", run_id=uuid.uuid4()),
         ev.LedgerDisagreement(scheduled_for=now, expected_by="scheduler"),
         ev.LedgerScheduleUnreadable(error="unknown field 'every2'"),
         ev.CompletionOverdue(kind="complete_within", deadline=now, run_id=uuid.uuid4(),

@@ -324,3 +324,67 @@ def test_the_reconciler_checks_about_the_newest_slots_of_a_dense_schedule() -> N
     daily = ledger.read_document(to_document(parse_schedule(
         ScheduleSpec(cron="0 9 * * *", start_at=EPOCH), now=EPOCH)))
     assert window_start(daily, now - timedelta(days=1), now, 100) == now - timedelta(days=1)
+
+
+# ---- judged only once the scheduler has passed (issue 42) ------------------------------------
+
+def test_a_late_slot_is_judged_only_once_the_scheduler_has_passed_it() -> None:
+    """After an outage every slot is late by the clock, but the scheduler has not had its
+    chance yet: a slot later than its shard's last completed pass is `pending`, not `missing`;
+    the same slot once a pass went through it (jitter included: its latest due instant) is."""
+    slots = [Z("2026-01-05 11:00") + timedelta(seconds=s) for s in range(0, 600, 60)]
+    expected = [ExpectedSlot(u) for u in slots]
+    held_back = Context(now=NOW, due_within=timedelta(seconds=30),
+                        decided_through=Z("2026-01-05 11:04"))
+    got = {e.slot: e.outcome for e in classify(expected, {}, [], held_back)}
+    assert [got[u] for u in slots] == ["missing"] * 5 + ["pending"] * 5
+    assert not ledger.decided(slots[5], held_back) and ledger.decided(slots[4], held_back)
+    jittered = Context(now=NOW, due_within=timedelta(seconds=90), jitter=timedelta(seconds=60),
+                       decided_through=Z("2026-01-05 11:04"))
+    assert [e.outcome for e in classify(expected, {}, [], jittered)][3:5] == ["missing",
+                                                                             "pending"]
+    no_pass = Context(now=NOW, due_within=timedelta(0), decided_through=datetime.min.replace(
+        tzinfo=UTC))
+    assert {e.outcome for e in classify(expected, {}, [], no_pass)} == {"pending"}
+    # what happened to a slot is shown whatever the pass: a run is a run
+    ran = classify(expected[-1:], {slots[-1]: RunFact(RUN, "running")}, [], no_pass)
+    assert [e.outcome for e in ran] == ["in_progress"]
+
+
+def test_a_slot_recorded_missing_that_got_its_run_or_skip_is_resolved() -> None:
+    from services.reconciler.checks.ledger import findings
+
+    slots = [Z("2026-01-05 11:00") + timedelta(minutes=m) for m in range(4)]
+    runs = {slots[0]: RunFact(RUN, "succeeded"), slots[1]: RunFact(RUN, "queued")}
+    skips = [SkipFact(slots[2], slots[2], "missed")]
+    got = classify([ExpectedSlot(u) for u in slots], runs, skips,
+                   Context(now=NOW, due_within=timedelta(0), decided_through=NOW))
+    found = [(f.kind, f.entry.slot) for f in findings(got, unresolved=set(slots[1:]))]
+    # slot 0 was never recorded missing: nothing to resolve; slot 3 still has nothing
+    assert found == [("resolved", slots[1]), ("resolved", slots[2]), ("missing", slots[3])]
+    events = [f.event() for f in findings(got, unresolved={slots[1], slots[2]})]
+    assert [(type(e).__name__, e.scheduled_for) for e in events] == [  # type: ignore[attr-defined]
+        ("LedgerSlotResolved", slots[1]), ("LedgerSlotResolved", slots[2]),
+        ("LedgerSlotMissing", slots[3])]
+    assert [(e.outcome, e.run_id) for e in events[:2]] == [  # type: ignore[attr-defined]
+        ("in_progress", RUN), ("skipped", None)]
+
+
+def test_only_shards_not_passed_within_the_grace_are_said_not_deciding() -> None:
+    from ostinato.leases.shard import ShardPass, taken_over
+    from services.reconciler.checks.ledger import not_deciding
+    from services.reconciler.checks.overdue import scope
+
+    grace = timedelta(seconds=30)
+    passes = {
+        0: ShardPass(0, NOW - timedelta(seconds=5), live=True),  # deciding
+        1: ShardPass(1, NOW - timedelta(seconds=81), live=True),  # held, catching up
+        2: ShardPass(2, NOW - timedelta(seconds=81), live=False),  # nobody: taken over
+        3: ShardPass(3, None, live=False),  # never passed, nobody holds it
+        4: ShardPass(4, NOW - timedelta(seconds=5), live=False),  # passed just now, then left
+    }
+    assert [s for s, p in passes.items() if taken_over(p, NOW, grace)] == [2, 3]
+    shards, taken = scope(passes, NOW, grace)
+    assert shards == [0, 2, 3, 4] and taken == {2, 3}  # shard 1 is left to its scheduler
+    # late slots on a shard nobody decides (2 has none late); a held one is catching up
+    assert not_deciding({0: 3, 1: 3, 2: 0, 3: 1, 4: 2}, passes, NOW, grace) == [3]

@@ -132,6 +132,20 @@ class LedgerSlotMissing(Event, tag="LedgerSlotMissing"):
     detected_by: str = "ledger"
 
 
+class LedgerSlotResolved(Event, tag="LedgerSlotResolved"):
+    """A slot the ledger recorded missing (`LedgerSlotMissing`) later got its run or recorded
+    skip: the correction, so a "missing" is never left contradicted silently. `outcome` is the
+    ledger's outcome now (completed, in_progress, failed, cancelled, skipped); `run_id` the
+    run's (a DAG job's: its DAG run's), None for a skip. Once per (job, slot): its event id is
+    derived from both (`ostinato.ledger.finding_id`, kind "resolved")."""
+
+    stream_type: ClassVar[str] = "job"
+    scheduled_for: datetime
+    outcome: str
+    run_id: uuid.UUID | None = None
+    detected_by: str = "ledger"
+
+
 class CompletionOverdue(Event, tag="CompletionOverdue"):
     """A completion deadline passed without a success: `kind` "complete_within" (the run of
     `scheduled_for` had not succeeded by `deadline`, slot + the job's `complete_within`; `state`
@@ -818,6 +832,7 @@ CATALOGUE: tuple[type[Event], ...] = (
     OccurrencesSkipped,
     OccurrenceMissed,
     LedgerSlotMissing,
+    LedgerSlotResolved,
     LedgerDisagreement,
     LedgerScheduleUnreadable,
     CompletionOverdue,
@@ -889,6 +904,7 @@ AnyEvent = (
     | OccurrencesSkipped
     | OccurrenceMissed
     | LedgerSlotMissing
+    | LedgerSlotResolved
     | LedgerDisagreement
     | LedgerScheduleUnreadable
     | CompletionOverdue

@@ -83,6 +83,10 @@ def _ledger_slot_missing(r: RecordedEvent, e: ev.LedgerSlotMissing) -> tuple[str
     return "project_ledger_slot_missing", (r.stream_id, r.version, e.scheduled_for)
 
 
+def _ledger_slot_resolved(r: RecordedEvent, e: ev.LedgerSlotResolved) -> tuple[str, Args]:
+    return "project_ledger_slot_resolved", (r.stream_id, r.version)
+
+
 def _calendar_defined(r: RecordedEvent, e: ev.CalendarDefined) -> tuple[str, Args]:
     return "project_calendar_defined", (
         r.stream_id, r.tenant_id, e.name, e.dates, r.occurred_at, r.version,
@@ -377,6 +381,7 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.OccurrencesSkipped: _occurrences_skipped,
     ev.OccurrenceMissed: _job_version_only,
     ev.LedgerSlotMissing: _ledger_slot_missing,
+    ev.LedgerSlotResolved: _ledger_slot_resolved,
     ev.LedgerDisagreement: _job_version_only,
     ev.LedgerScheduleUnreadable: _job_version_only,
     ev.CompletionOverdue: _completion_overdue,

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import asyncpg
 
 from ostinato import calendars, ledger
 from ostinato import schedules as scheduler
+from ostinato.leases import shard as shard_leases
 from ostinato.ledger import Context, Entry, RunFact, SkipFact
 from ostinato.stores import jobs as job_store
 from ostinato.stores import ledger as ledger_store
@@ -27,7 +28,8 @@ async def job_entries(conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: uu
                       next_slot: datetime | None, start: datetime, end: datetime,
                       now: datetime, grace: timedelta, limit: int) -> list[Entry]:
     """The classified slots of one job in [start, end), at most about `limit` (when the ledger
-    enumerates `limit` slots, the window ends after its last, for both implementations)."""
+    enumerates `limit` slots, the window ends after its last, for both implementations). Slots
+    the scheduler has not passed yet (its shard's `decided_through`) are `pending`."""
     doc = dict(document)
     mine = ledger.read_document(doc)
     theirs = scheduler.from_document(doc)
@@ -48,6 +50,10 @@ async def job_entries(conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: uu
     waiting_from = None
     if overlap == "queue" and (await run_store.active_counts(conn, [job_id])).get(job_id):
         waiting_from = next_slot  # the scheduler holds its next slot until the run is final
-    context = Context(now=now, due_within=(mine.jitter or timedelta(0)) + grace,
-                      waiting_from=waiting_from)
+    jitter = mine.jitter or timedelta(0)
+    # a slot the scheduler has not passed yet is pending, however late by the clock
+    decided_through = await shard_leases.decided_through_of_job(conn, job_id)
+    context = Context(now=now, due_within=jitter + grace, waiting_from=waiting_from,
+                      decided_through=decided_through or datetime.min.replace(tzinfo=UTC),
+                      jitter=jitter)
     return ledger.classify(expected, runs, skips, context, scheduler_slots=scheduler_slots)

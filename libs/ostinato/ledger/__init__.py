@@ -10,7 +10,15 @@ instead of being shared. docs/SCHEDULES.md, "The expected-occurrence ledger".
 
 from ostinato.ledger.cron import LedgerCronError, compile_cron
 from ostinato.ledger.findings import finding_id, unreadable_id
-from ostinato.ledger.outcomes import OUTCOMES, Context, Entry, RunFact, SkipFact, classify
+from ostinato.ledger.outcomes import (
+    OUTCOMES,
+    Context,
+    Entry,
+    RunFact,
+    SkipFact,
+    classify,
+    decided,
+)
 from ostinato.ledger.slots import ExpectedSlot, LedgerSchedule, expected_slots, read_document, slots
 
 __all__ = [
@@ -24,6 +32,7 @@ __all__ = [
     "SkipFact",
     "classify",
     "compile_cron",
+    "decided",
     "expected_slots",
     "finding_id",
     "read_document",

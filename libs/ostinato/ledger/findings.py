@@ -12,13 +12,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 FINDING_NAMESPACE = uuid.UUID("6b1f0f7e-3c52-4d55-9a0e-0d4c1f6a8e21")
-KINDS = ("missing", "disagreement", "complete_within", "max_staleness")
+KINDS = ("missing", "resolved", "disagreement", "complete_within", "max_staleness")
 
 
 def finding_id(job_id: uuid.UUID, slot: datetime, kind: str) -> uuid.UUID:
-    """The event id of the finding `kind` about `slot`: the ledger's "missing" and
-    "disagreement", the deadline check's "complete_within" (slot: the run's occurrence) and
-    "max_staleness" (slot: the last success the staleness is counted from)."""
+    """The event id of the finding `kind` about `slot`: the ledger's "missing", its correction
+    "resolved" (the slot got its run or skip after all) and "disagreement", the deadline
+    check's "complete_within" (slot: the run's occurrence) and "max_staleness" (slot: the last
+    success the staleness is counted from)."""
     if kind not in KINDS:
         raise ValueError(f"unknown finding {kind!r}")
     stamp = slot.astimezone(UTC).isoformat()

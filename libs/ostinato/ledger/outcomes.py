@@ -12,9 +12,12 @@ Outcomes, first match wins:
 | `skipped` | a recorded skip covers it (`skip_reason` says why) |
 | `paused` | the job was paused at that slot: nothing is expected |
 | `upcoming` | the slot is in the future |
-| `pending` | due, but still within its jitter and the grace: the scheduler may not have got to it |
+| `pending` | due, but within its jitter and the grace, or not passed by the scheduler yet |
 | `waiting` | `overlap: queue` holds it behind a run still going |
 | `missing` | none of the above: nothing happened to it |
+
+"Not passed yet": no pass of the scheduler over the job's shard has completed since the slot's
+latest due instant (`decided`), so it has not had its chance to decide the slot.
 
 A DAG job's occurrence is its DAG run (not any of its node runs, which share the job and slot):
 `completed` when the DAG run succeeded, `failed` when it failed (one node's success is not the
@@ -75,6 +78,18 @@ class Context:
     now: datetime
     due_within: timedelta  # the schedule's jitter plus the grace: a run is expected by then
     waiting_from: datetime | None = None  # overlap=queue with a run going: slots from here wait
+    # the instant up to which the scheduler has completed a pass over the job's shard (None:
+    # not known, the clock alone judges); a slot due after it has not been decided yet
+    decided_through: datetime | None = None
+    jitter: timedelta = timedelta(0)  # the latest a slot is due: slot + jitter
+
+
+def decided(slot: datetime, context: Context) -> bool:
+    """Whether the scheduler has had its chance to decide `slot`: a pass over the job's shard
+    completed through the slot's latest due instant. Until then a slot with nothing is not
+    missing, however late by the clock: after an outage the scheduler catches up, and a check
+    judging before it would cry wolf. Pure."""
+    return context.decided_through is None or slot + context.jitter <= context.decided_through
 
 
 def _skip_of(skips: Sequence[SkipFact], starts: list[datetime], slot: datetime) -> SkipFact | None:
@@ -123,7 +138,7 @@ def _outcome(mark: ExpectedSlot, run: RunFact | None, skip: SkipFact | None,
         return "paused"
     if mark.slot > c.now:
         return "upcoming"
-    if c.now - mark.slot <= c.due_within:
+    if c.now - mark.slot <= c.due_within or not decided(mark.slot, c):
         return "pending"
     if c.waiting_from is not None and mark.slot >= c.waiting_from:
         return "waiting"

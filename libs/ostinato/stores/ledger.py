@@ -28,6 +28,8 @@ class LedgerJob(msgspec.Struct, frozen=True):
     overlap: str
     calendar: str | None
     version: int
+    shard: int = 0
+    last_missing_slot: datetime | None = None  # the latest slot recorded missing, not resolved
 
 
 class LedgerRun(msgspec.Struct, frozen=True):
@@ -59,6 +61,13 @@ async def skips_between(conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: 
                         start: datetime, end: datetime) -> list[LedgerSkip]:
     return many(LedgerSkip, await conn.fetch(Q["ledger_skips_of_job"], job_id, tenant_id, start,
                                              end))
+
+
+async def unresolved_missing(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                             job_id: uuid.UUID, start: datetime, end: datetime) -> list[datetime]:
+    """The job's slots in [start, end) recorded missing and not resolved since, ascending."""
+    return [r["slot"] for r in await conn.fetch(Q["ledger_unresolved_missing"], job_id,
+                                                 tenant_id, start, end)]
 
 
 async def findings_recorded(conn: asyncpg.Connection,

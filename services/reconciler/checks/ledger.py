@@ -4,12 +4,20 @@ mapping), is reconciled with what happened to it — a run (completed, in progre
 recorded skip with its reason, or nothing — and the scheduler's own slots over the same window
 (`ostinato.schedules`, croniter) are compared with it.
 
-Two findings, each once per (job, slot) — the event id is derived from both, so restarts and a
-second reconciler add nothing (`ostinato.ledger.finding_id`):
+Three findings, each once per (job, slot) — the event id is derived from both, so restarts and
+a second reconciler add nothing (`ostinato.ledger.finding_id`):
 
-- a slot past its due instant (jitter included) and the grace with neither a run nor a skip:
-  `LedgerSlotMissing` on the job's stream, `ostinato_ledger_slots_missing_total{tenant}`, and an
-  error line with `alert=ostinato_ledger_slot_missing`;
+- a slot past its due instant (jitter included) and the grace, that the scheduler has passed
+  (a completed pass over the job's shard since: `decided_through`), with neither a run nor a
+  skip: `LedgerSlotMissing` on the job's stream, `ostinato_ledger_slots_missing_total{tenant}`,
+  and an error line with `alert=ostinato_ledger_slot_missing`. A slot the scheduler has not
+  passed yet is never judged, however late by the clock: after an outage the check would
+  otherwise race the scheduler's catch-up. If its shard has had no pass within the grace, the
+  sweep says so once per shard: a warning with `alert=ostinato_scheduler_frozen` (the
+  scheduler is not deciding; OstinatoSchedulerFrozen), not an omission;
+- a slot recorded missing that later got its run or recorded skip: `LedgerSlotResolved`, the
+  correction (the job's latest missing slot, the input of OstinatoOccurrenceOmitted, becomes
+  its latest one not resolved), `ostinato_ledger_slots_resolved_total{tenant}` and an info line;
 - a slot only one implementation has: `LedgerDisagreement` (`expected_by` names which),
   `ostinato_ledger_disagreements_total{tenant}`, `alert=ostinato_ledger_disagreement`.
 
@@ -26,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta
 
 import asyncpg
@@ -36,6 +45,7 @@ from ostinato.domain import events as ev
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs import ledger as job_ledger
+from ostinato.leases.shard import ShardPass, shard_passes, taken_over
 from ostinato.ledger import Entry
 from ostinato.stores import jobs as job_store
 from ostinato.stores import ledger as ledger_store
@@ -44,29 +54,53 @@ from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 
 ACTOR = "reconciler"
+# outcomes that contradict an earlier "missing": the slot got its run or its recorded skip
+RESOLVING = frozenset({"completed", "failed", "cancelled", "in_progress", "skipped"})
 
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    kind: str  # missing | disagreement
+    kind: str  # missing | disagreement | resolved
     entry: Entry
 
     def event(self) -> ev.Event:
+        e = self.entry
         if self.kind == "missing":
-            return ev.LedgerSlotMissing(scheduled_for=self.entry.slot)
-        return ev.LedgerDisagreement(scheduled_for=self.entry.slot,
-                                     expected_by=self.entry.expected_by)
+            return ev.LedgerSlotMissing(scheduled_for=e.slot)
+        if self.kind == "resolved":
+            return ev.LedgerSlotResolved(scheduled_for=e.slot, outcome=e.outcome,
+                                         run_id=e.run_id or e.dag_run_id)
+        return ev.LedgerDisagreement(scheduled_for=e.slot, expected_by=e.expected_by)
 
 
-def findings(entries: list[Entry]) -> list[Finding]:
-    """What the entries of one job's window report. Pure."""
+def findings(entries: list[Entry], unresolved: Collection[datetime] = ()) -> list[Finding]:
+    """What the entries of one job's window report; `unresolved`: its slots recorded missing
+    and not corrected yet, each of which now with a run or skip is resolved. Pure."""
     found = []
     for e in entries:
         if e.expected_by != "both":
             found.append(Finding("disagreement", e))
         if e.outcome == "missing":
             found.append(Finding("missing", e))
+        elif e.slot in unresolved and e.outcome in RESOLVING:
+            found.append(Finding("resolved", e))
     return found
+
+
+def undecided_overdue(entries: list[Entry], now: datetime, due_within: timedelta) -> int:
+    """Slots late by the clock (past their jitter and the grace) that the scheduler has not
+    passed yet: what the check would have called missing without waiting for its pass. Pure."""
+    return sum(1 for e in entries if e.outcome == "pending" and now - e.slot > due_within)
+
+
+def not_deciding(undecided: Mapping[int, int], passes: Mapping[int, ShardPass],
+                 now: datetime, grace: timedelta) -> list[int]:
+    """Shards with slots late by the clock that no scheduler holds nor passed within the
+    grace: the scheduler is not deciding (stopped, frozen past its lease, cut off), which is
+    said as such, not as omissions. A shard held or passed within the grace is its scheduler's,
+    catching up: nothing to say (if it never does, OstinatoSchedulerFrozen). Pure."""
+    return sorted(s for s, n in undecided.items()
+                  if n and (s not in passes or taken_over(passes[s], now, grace)))
 
 
 def window_start(s: ledger.LedgerSchedule, start: datetime, end: datetime,
@@ -97,19 +131,36 @@ class LedgerSweep:
         self.jobs_per_tick = jobs_per_tick
         self.after: uuid.UUID | None = None  # the last job id of the current sweep
         self.recorded = 0  # findings recorded by the last tick
+        self.not_deciding: list[int] = []  # shards the last tick found not decided in time
 
     async def tick(self) -> int:
         now = self.clock.now()
         async with self.pool.acquire() as conn:
             jobs = await ledger_store.jobs_after(conn, self.after, self.jobs_per_tick)
         self.recorded = 0
+        undecided: dict[int, int] = {}
         for job in jobs:
             try:
-                self.recorded += await check_job(self.pool, self.store, job, now,
-                                                 window=self.window, grace=self.grace,
-                                                 max_slots=self.max_slots)
+                checked = await check_job(self.pool, self.store, job, now, window=self.window,
+                                          grace=self.grace, max_slots=self.max_slots)
             except (ValueError, KeyError) as exc:  # a document the ledger cannot read
                 self.recorded += await record_unreadable(self.pool, self.store, job, str(exc))
+                continue
+            self.recorded += checked.recorded
+            undecided[job.shard] = undecided.get(job.shard, 0) + checked.undecided
+        self.not_deciding = []
+        if any(undecided.values()):
+            async with self.pool.acquire() as conn:
+                passes = await shard_passes(conn, self.clock.db_now())
+            self.not_deciding = not_deciding(undecided, passes, now, self.grace)
+            for shard in self.not_deciding:
+                p = passes.get(shard)
+                get_logger("ostinato.reconciler").warning(
+                    "scheduler not deciding: late slots wait for a pass, none judged missing",
+                    shard=shard, slots=undecided[shard], live=bool(p and p.live),
+                    decided_through=p.decided_through.isoformat()
+                    if p and p.decided_through else None,
+                    alert="ostinato_scheduler_frozen")
         self.after = jobs[-1].id if len(jobs) == self.jobs_per_tick else None
         return len(jobs)
 
@@ -128,22 +179,35 @@ async def check_ledger(pool: asyncpg.Pool, store: EventStore, clock: Clock, *,
             return total
 
 
+@dataclasses.dataclass(frozen=True)
+class JobCheck:
+    recorded: int  # findings recorded now
+    undecided: int  # slots late by the clock the scheduler has not passed yet
+
+
 async def check_job(pool: asyncpg.Pool, store: EventStore, job: LedgerJob, now: datetime, *,
-                    window: timedelta, grace: timedelta, max_slots: int = 5_000) -> int:
+                    window: timedelta, grace: timedelta, max_slots: int = 5_000) -> JobCheck:
     """One job's window: classify, then record the findings not recorded yet."""
-    start = window_start(ledger.read_document(job.schedule), now - window, now, max_slots)
+    schedule = ledger.read_document(job.schedule)
+    start = window_start(schedule, now - window, now, max_slots)
     async with pool.acquire() as conn:
         entries = await job_ledger.job_entries(
             conn, job.tenant_id, job.id, job.schedule, overlap=job.overlap,
             calendar=job.calendar, next_slot=job.next_slot, start=start, end=now, now=now,
             grace=grace, limit=max_slots)
-        found = {ledger.finding_id(job.id, f.entry.slot, f.kind): f for f in findings(entries)}
+        undecided = undecided_overdue(entries, now, (schedule.jitter or timedelta(0)) + grace)
+        unresolved: set[datetime] = set()
+        if job.last_missing_slot is not None and job.last_missing_slot >= start:
+            unresolved = set(await ledger_store.unresolved_missing(
+                conn, job.tenant_id, job.id, start, now))
+        found = {ledger.finding_id(job.id, f.entry.slot, f.kind): f
+                 for f in findings(entries, unresolved)}
         if not found:
-            return 0
+            return JobCheck(0, undecided)
         fresh = set(found) - await ledger_store.findings_recorded(conn, list(found))
         if not fresh:
-            return 0
-    return await _record(pool, store, job, {k: found[k] for k in fresh})
+            return JobCheck(0, undecided)
+    return JobCheck(await _record(pool, store, job, {k: found[k] for k in fresh}), undecided)
 
 
 async def _record(pool: asyncpg.Pool, store: EventStore, job: LedgerJob,
@@ -199,6 +263,11 @@ def alert(tenant_id: uuid.UUID, job_id: uuid.UUID, finding: Finding) -> None:
         log.error("ledger slot missing", tenant_id=tenant, job_id=str(job_id),
                   scheduled_for=e.slot.isoformat(), expected_by=e.expected_by,
                   alert="ostinato_ledger_slot_missing")
+    elif finding.kind == "resolved":
+        metrics.LEDGER_SLOTS_RESOLVED.labels(tenant=tenant).inc()
+        log.info("ledger slot resolved: recorded missing, it got its run or skip after all",
+                 tenant_id=tenant, job_id=str(job_id), scheduled_for=e.slot.isoformat(),
+                 outcome=e.outcome, resolves="ostinato_ledger_slot_missing")
     else:
         metrics.LEDGER_DISAGREEMENTS.labels(tenant=tenant).inc()
         log.error("cron implementations disagree", tenant_id=tenant, job_id=str(job_id),

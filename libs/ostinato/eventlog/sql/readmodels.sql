@@ -60,6 +60,21 @@ WHERE id = $1;
 -- LedgerSlotMissing: the job keeps its latest missing slot (the alert rules' input)
 UPDATE jobs SET version = $2, last_missing_slot = greatest(last_missing_slot, $3) WHERE id = $1;
 
+-- name: project_ledger_slot_resolved
+-- LedgerSlotResolved: a slot recorded missing got its run or skip after all; the job's latest
+-- missing slot becomes its latest one not resolved (none: NULL, and OstinatoOccurrenceOmitted
+-- resolves). Read from the log itself (this event is already in it) through the partial index
+-- events_ledger_slots: a job's few findings, never its whole stream. Rebuilding gives the same
+-- row: replayed early, it sees later findings too, and every later one is replayed after it.
+UPDATE jobs SET version = $2, last_missing_slot = (
+    SELECT max((m.data->>'scheduled_for')::timestamptz) FROM events m
+    WHERE m.stream_id = $1 AND m.type = 'LedgerSlotMissing'
+      AND NOT EXISTS (SELECT 1 FROM events r
+                      WHERE r.stream_id = $1 AND r.type = 'LedgerSlotResolved'
+                        AND (r.data->>'scheduled_for')::timestamptz
+                            = (m.data->>'scheduled_for')::timestamptz))
+WHERE id = $1;
+
 -- name: project_occurrence_fired
 -- OccurrenceFired (columnar): a run was created for scheduled_for; the job moves on to
 -- next_run_at

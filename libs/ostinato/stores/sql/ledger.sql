@@ -1,6 +1,7 @@
 -- name: ledger_jobs
 -- The ledger check's sweep: active and paused recurring jobs after an id (keyset pages).
-SELECT id, tenant_id, schedule, status, next_slot, overlap, calendar, version
+SELECT id, tenant_id, schedule, status, next_slot, overlap, calendar, version, shard,
+       last_missing_slot
 FROM jobs
 WHERE kind IN ('cron', 'every') AND status IN ('active', 'paused') AND id > $1
 ORDER BY id
@@ -27,3 +28,17 @@ ORDER BY first_slot;
 -- name: ledger_findings_recorded
 -- The ledger check: which of these finding event ids (job + slot + kind) the log already holds.
 SELECT event_id FROM events WHERE event_id = ANY($1::uuid[]);
+
+-- name: ledger_unresolved_missing
+-- The ledger check: a tenant's job's slots in [from, to) recorded missing (LedgerSlotMissing)
+-- and not corrected since (no LedgerSlotResolved), through the partial index
+-- events_ledger_slots (a job's few findings, never its whole stream).
+SELECT (m.data->>'scheduled_for')::timestamptz AS slot FROM events m
+WHERE m.stream_id = $1 AND m.tenant_id = $2 AND m.type = 'LedgerSlotMissing'
+  AND (m.data->>'scheduled_for')::timestamptz >= $3
+  AND (m.data->>'scheduled_for')::timestamptz < $4
+  AND NOT EXISTS (SELECT 1 FROM events r
+                  WHERE r.stream_id = $1 AND r.type = 'LedgerSlotResolved'
+                    AND (r.data->>'scheduled_for')::timestamptz
+                        = (m.data->>'scheduled_for')::timestamptz)
+ORDER BY 1;
