@@ -120,10 +120,81 @@ def test_a_killed_postgres_is_started_again_by_the_supervisor(server: Throwaway)
             assert time.monotonic() < deadline, (server.base / "supervisor.log").read_text()
             time.sleep(0.3)
         assert now == server.postmaster() != before
-        text = (server.base / "supervisor.log").read_text()
-        assert "postgres is not running" in text and "postgres restarted" in text
+        # (the server answers a moment before `pg_ctl start -w` returns and the line is written)
+        while "postgres restarted" not in (text := (server.base / "supervisor.log").read_text()):
+            assert time.monotonic() < deadline, text
+            time.sleep(0.1)
+        assert "postgres is not running" in text
     finally:
         supervisor.send_signal(signal.SIGTERM)
         assert supervisor.wait(timeout=10) == 0
         log.close()
     assert "stopping" in (server.base / "supervisor.log").read_text()
+
+
+@pytest.fixture
+def checkout() -> Iterator[Path]:
+    """A throwaway checkout's infra scripts for PostgreSQL: its own data folder (.cache/pg)
+    and, given to the scripts, its own port; never the shared server."""
+    if not (PGBIN / "initdb").exists():
+        pytest.skip(f"no PostgreSQL binaries in {PGBIN}")
+    root = Path(tempfile.mkdtemp(prefix="ostinato-checkout-", dir="/tmp"))
+    root.chmod(0o755)
+    for name in ("env.sh", "lib.sh", "postgres/up.sh", "postgres/down.sh",
+                 "postgres/supervise.sh"):
+        (root / "infra" / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / "infra" / name, root / "infra" / name)
+    try:
+        yield root
+    finally:
+        subprocess.run([str(root / "infra" / "postgres" / "down.sh")], env=_env(root, 0),
+                       capture_output=True, check=False)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _env(root: Path, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OSTINATO_")}
+    env.update({"OSTINATO_PG_SUPERVISE_SECONDS": "0.5", "OSTINATO_CACHE": str(root / ".c")})
+    if port:
+        env["OSTINATO_PG_PORT"] = str(port)
+    return env
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] not in "ZX"
+    except (OSError, IndexError):
+        return False
+
+
+def test_up_starts_the_supervisor_and_down_stops_it_before_the_server(checkout: Path) -> None:
+    port = free_port()
+    env = _env(checkout, port)
+    up = subprocess.run([str(checkout / "infra" / "postgres" / "up.sh")], env=env,
+                        capture_output=True, text=True, check=True).stdout
+    assert "postgres supervisor started" in up
+    base = checkout / ".cache" / "pg"
+    supervisor = int((base / "supervisor.pid").read_text())
+    assert _alive(supervisor)
+    assert f"supervise.sh {base / 'data'} " in \
+        Path(f"/proc/{supervisor}/cmdline").read_text().replace("\0", " ")
+    # up.sh again: the same supervisor, not a second one.
+    again = subprocess.run([str(checkout / "infra" / "postgres" / "up.sh")], env=env,
+                           capture_output=True, text=True, check=True).stdout
+    assert f"postgres supervisor running (pid {supervisor})" in again
+
+    server = Throwaway.__new__(Throwaway)
+    server.data, server.port = base / "data", port
+    before = server.postmaster()
+    assert before is not None
+    os.kill(before, signal.SIGKILL)
+    deadline = time.monotonic() + 120  # a give-up, not a bound
+    while serving_postmaster(server) in (None, before):
+        assert time.monotonic() < deadline, (base / "log" / "supervisor.log").read_text()
+        time.sleep(0.3)
+
+    down = subprocess.run([str(checkout / "infra" / "postgres" / "down.sh")], env=env,
+                          capture_output=True, text=True, check=True).stdout
+    assert down.index("postgres supervisor stopped") < down.index("stopping postgres (data")
+    assert not _alive(supervisor)  # nothing is left to start the stopped server again
+    assert server.postmaster() is None
