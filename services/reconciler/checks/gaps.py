@@ -1,6 +1,8 @@
 """Gaps: over a sliding window, the slots the schedule definition and its pause history say
 should exist (`schedules.expected_slots`) are compared with what was recorded: runs and
-recorded skips. A slot before the job's next slot with neither is a silent omission: it gets
+recorded skips. Only slots before the job's next slot are judged: the scheduler advances it in
+the transaction that decides them, so a slot it has not decided yet (catching up after an
+outage) is never taken for an omission. A slot before it with neither is a silent omission: it gets
 `OccurrenceMissed` and is repaired by the misfire policy (`run_once`/`catch_up`: a run marked
 `repair` for the latest, resp. every, missing slot within `max_lateness`; otherwise a
 recorded skip with reason `missed`). Independent of the scheduler's own progress report.
