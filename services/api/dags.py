@@ -25,17 +25,16 @@ from ostinato.client.models import (
     DagsPage,
     DagView,
     EventsPage,
-    EventView,
 )
 from ostinato.dags import graph
 from ostinato.domain import roles
 from ostinato.domain.errors import NotFound
-from ostinato.eventlog.store import read_stream
 from ostinato.runs import dags
 from ostinato.runtime.settings import Settings
 from ostinato.stores import dags as dag_store
 from ostinato.stores.dags import DagRow, DagRunRow
 from services.api.auditing import audited
+from services.api.routes import AfterVersion, EventsLimit, timeline_page
 from services.api.scope import Tenant
 
 Limit = Annotated[int, QueryParameter(ge=1, le=500)]
@@ -165,16 +164,16 @@ async def get_dag_run(dag_run_id: FromPath[uuid.UUID], tenant: Tenant) -> DagRun
 
 
 @get("/v1/dag-runs/{dag_run_id:uuid}/events", tags=["dags"])
-async def dag_run_events(dag_run_id: FromPath[uuid.UUID], tenant: Tenant) -> EventsPage:
+async def dag_run_events(dag_run_id: FromPath[uuid.UUID], tenant: Tenant,
+                         after: FromQuery[AfterVersion] = 0,
+                         limit: FromQuery[EventsLimit] = 100) -> EventsPage:
     """The DAG run's timeline straight from the log: each node made ready (with its run),
     finished (with its run's real start and end) or skipped, cancels and retries with their
-    actor, and the outcome."""
+    actor, and the outcome; the events after version `after`, `next_after` for the next page."""
     await _dag_run(tenant, dag_run_id)
-    recorded = await read_stream(tenant.conn, dag_run_id, tenant.tenant_id)
-    return EventsPage(run_id=dag_run_id, items=[
-        EventView(seq=r.seq, version=r.version, event_id=r.event_id, type=r.type,
-                  occurred_at=r.occurred_at, recorded_at=r.recorded_at, actor=r.actor,
-                  epoch=r.epoch, data=msgspec.to_builtins(r.event)) for r in recorded])
+    items, next_after = await timeline_page(tenant.conn, dag_run_id, tenant.tenant_id, after,
+                                            limit) or ([], None)
+    return EventsPage(run_id=dag_run_id, items=items, next_after=next_after)
 
 
 @post("/v1/dag-runs/{dag_run_id:uuid}/cancel", status_code=200, tags=["dags"],

@@ -8,18 +8,16 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated
 
-import msgspec
 from litestar import get
 from litestar.params import FromPath, FromQuery, QueryParameter
 
-from ostinato.client.models import EventView, JobEventsPage, SkipsPage, SkipView
+from ostinato.client.models import JobEventsPage, SkipsPage, SkipView
 from ostinato.domain.errors import NotFound
-from ostinato.eventlog.store import read_stream_page
 from ostinato.stores import jobs as job_store
+from services.api.routes import AfterVersion, timeline_page
 from services.api.scope import Tenant
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
-AfterVersion = Annotated[int, QueryParameter(ge=0, le=2**31 - 1)]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -34,12 +32,9 @@ async def job_events(job_id: FromPath[uuid.UUID], tenant: Tenant,
                      limit: FromQuery[Limit] = 100) -> JobEventsPage:
     """The job's timeline from the append-only log, in version order, after version `after`."""
     await _own_job(tenant, job_id)
-    page = await read_stream_page(tenant.conn, job_id, tenant.tenant_id, after, limit)
-    return JobEventsPage(job_id=job_id, items=[
-        EventView(seq=r.seq, version=r.version, event_id=r.event_id, type=r.type,
-                  occurred_at=r.occurred_at, recorded_at=r.recorded_at, actor=r.actor,
-                  epoch=r.epoch, data=msgspec.to_builtins(r.event)) for r in page],
-        next_after=page[-1].version if len(page) == limit else None)
+    items, next_after = await timeline_page(tenant.conn, job_id, tenant.tenant_id, after,
+                                            limit) or ([], None)
+    return JobEventsPage(job_id=job_id, items=items, next_after=next_after)
 
 
 @get("/v1/jobs/{job_id:uuid}/skips", tags=["jobs"])

@@ -8,6 +8,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
+import asyncpg
 import msgspec
 from litestar import Request, Response, delete, get, post
 from litestar.di import Provide
@@ -32,7 +33,8 @@ from ostinato.client.models import (
 from ostinato.domain import roles
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.domain.states import RunState
-from ostinato.eventlog.store import get_blobs, read_stream
+from ostinato.eventlog.records import RecordedEvent
+from ostinato.eventlog.store import get_blobs, read_stream_page
 from ostinato.policy import retry
 from ostinato.runtime.auth import Caller, require_admin
 from ostinato.stores import fan_outs as fan_store
@@ -50,6 +52,8 @@ from services.api.ratelimit import limited_principal
 from services.api.scope import Tenant, tenant_scope
 
 Limit = Annotated[int, QueryParameter(ge=1, le=500)]
+EventsLimit = Annotated[int, QueryParameter(ge=1, le=1000)]  # a page of a timeline
+AfterVersion = Annotated[int, QueryParameter(ge=0, le=2**31 - 1)]  # a stream version
 Priority = Annotated[str | None, QueryParameter(
     pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$",
     description="A configured priority class (OSTINATO_PRIORITY_CLASSES; by default one of "
@@ -317,29 +321,37 @@ def fan_out_view(fan: FanOutRow) -> FanOutView:
                       started_at=fan.started_at, finished_at=fan.finished_at)
 
 
+def event_view(r: RecordedEvent) -> EventView:
+    return EventView(seq=r.seq, version=r.version, event_id=r.event_id, type=r.type,
+                     occurred_at=r.occurred_at, recorded_at=r.recorded_at, actor=r.actor,
+                     epoch=r.epoch, data=msgspec.to_builtins(r.event))
+
+
+async def timeline_page(conn: asyncpg.Connection, stream_id: uuid.UUID, tenant_id: uuid.UUID,
+                        after: int, limit: int) -> tuple[list[EventView], int | None] | None:
+    """Up to `limit` of a stream's events after version `after`, in version order, and the
+    version to pass as `after` for the next page (None: this is the last); None when the
+    tenant has no such stream. A timeline can be long (20,000 steps are 20,000 events): it is
+    read a page at a time, never whole."""
+    page = await read_stream_page(conn, stream_id, tenant_id, after, limit + 1)
+    if not page and (after == 0 or not await read_stream_page(conn, stream_id, tenant_id, 0, 1)):
+        return None
+    more = len(page) > limit
+    page = page[:limit]
+    return [event_view(r) for r in page], page[-1].version if more else None
+
+
 @get("/v1/runs/{run_id:uuid}/events", tags=["runs"])
-async def run_events(run_id: FromPath[uuid.UUID], tenant: Tenant) -> EventsPage:
-    """The run's timeline, read straight from the append-only log, in version order."""
-    recorded = await read_stream(tenant.conn, run_id, tenant.tenant_id)
-    if not recorded:
+async def run_events(run_id: FromPath[uuid.UUID], tenant: Tenant,
+                     after: FromQuery[AfterVersion] = 0,
+                     limit: FromQuery[EventsLimit] = 100) -> EventsPage:
+    """The run's timeline, read straight from the append-only log, in version order: the
+    events after version `after`; pass `next_after` back as `after` for the next page."""
+    found = await timeline_page(tenant.conn, run_id, tenant.tenant_id, after, limit)
+    if found is None:
         raise NotFound(f"no run {run_id}")
-    return EventsPage(
-        run_id=run_id,
-        items=[
-            EventView(
-                seq=r.seq,
-                version=r.version,
-                event_id=r.event_id,
-                type=r.type,
-                occurred_at=r.occurred_at,
-                recorded_at=r.recorded_at,
-                actor=r.actor,
-                epoch=r.epoch,
-                data=msgspec.to_builtins(r.event),
-            )
-            for r in recorded
-        ],
-    )
+    items, next_after = found
+    return EventsPage(run_id=run_id, items=items, next_after=next_after)
 
 
 ROUTES = [

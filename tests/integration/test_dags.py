@@ -73,6 +73,19 @@ async def dag_run(client: httpx.AsyncClient, key: str, run_id: str) -> dict[str,
     return r.json()
 
 
+async def dag_timeline(client: httpx.AsyncClient, key: str, run_id: str) -> list[dict[str, Any]]:
+    """Every event of a DAG run's timeline, its pages followed by `next_after`."""
+    events: list[dict[str, Any]] = []
+    after: int | None = 0
+    while after is not None:
+        r = await client.get(f"/v1/dag-runs/{run_id}/events", params={"after": after},
+                             headers=auth(key))
+        assert r.status_code == 200, r.text
+        events += r.json()["items"]
+        after = r.json()["next_after"]
+    return events
+
+
 async def drive(pool: asyncpg.Pool, gw: httpx.AsyncClient, client: httpx.AsyncClient,
                 key: str, tasks: list[Any], dag_run_id: str) -> dict[str, Any]:
     """An SDK worker runs the nodes; between looks the test does the dispatcher's and the
@@ -167,8 +180,9 @@ async def test_a_50_node_dag_with_diamonds_runs_each_node_once_after_its_parents
     scheduled = r.json()["items"][0]
     assert scheduled["type"] == "RunScheduled" and scheduled["data"]["trigger"] == "dag"
     assert (scheduled["data"]["dag_run_id"], scheduled["data"]["dag_node"]) == (run_id, "l3")
-    r = await client.get(f"/v1/dag-runs/{run_id}/events", headers=auth(key))
-    types = Counter(e["type"] for e in r.json()["items"])
+    events = await dag_timeline(client, key, run_id)  # 102 events: more than a page (100)
+    assert [e["version"] for e in events] == list(range(1, len(events) + 1))
+    types = Counter(e["type"] for e in events)
     assert types == {"DagRunStarted": 1, "DagNodeReady": 50, "DagNodeFinished": 50,
                      "DagRunFinished": 1}
     async with pool.acquire() as conn:  # the read models are a fold of the log
@@ -242,11 +256,11 @@ async def test_a_50_node_dag_with_a_flaky_node_a_failure_and_a_retry_from_the_fa
                 parent = await runs.by_id(conn, tenant_id, uuid.UUID(ref["run_id"]))
                 assert parent is not None and parent.state == ref["state"] == "succeeded"
                 assert started[0] >= parent.finished_at, (p, me)
-    r = await client.get(f"/v1/dag-runs/{run_id}/events", headers=auth(key))
-    types = Counter(e["type"] for e in r.json()["items"])
+    timeline = await dag_timeline(client, key, run_id)  # more events than a page
+    types = Counter(e["type"] for e in timeline)
     assert types == {"DagRunStarted": 1, "DagNodeReady": 24 + 27, "DagNodeFinished": 24 + 27,
                      "DagNodeSkipped": 26, "DagRunRetriedFromNode": 1, "DagRunFinished": 2}
-    [l3_end] = [e["data"] for e in r.json()["items"]
+    [l3_end] = [e["data"] for e in timeline
                 if e["type"] == "DagNodeFinished" and e["data"]["key"] == "l3"]
     async with pool.acquire() as conn:  # the timeline has the first attempt's start and the last's
         l3_starts = [e.occurred_at for e in await read_stream(

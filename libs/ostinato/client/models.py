@@ -274,6 +274,7 @@ class Page(msgspec.Struct, kw_only=True):
 class EventsPage(msgspec.Struct, kw_only=True):
     run_id: uuid.UUID
     items: list[EventView]
+    next_after: int | None = None  # pass as `after` for the next page; None: the last page
 
 
 class PauseRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
