@@ -274,8 +274,9 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
             [[link(f"/ui/runs/{c.id}", c.id), c.task, badge(c.state),
               started.get(c.id, ("", ""))[0], started.get(c.id, ("", ""))[1]]
              for c in children], cls="children")))
-    more = fmt('<p class="muted">The first {n} events; GET /v1/runs/{id}/events has them all.'
-               '</p>', n=MAX_EVENTS, id=run_id) if len(stream) == MAX_EVENTS else Safe("")
+    more = fmt('<p class="muted">The first {n} events; GET /v1/runs/{id}/events?after={n} '
+               'pages through the rest.</p>', n=MAX_EVENTS, id=run_id) \
+        if len(stream) == MAX_EVENTS else Safe("")
     parts.append(fmt("<section><h2>Timeline (event log)</h2>{t}{more}</section>", t=events,
                      more=more))
     return run, join(parts)
