@@ -7,38 +7,54 @@ tenant's rejects topic with the problem the HTTP API would give."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+import os
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
 import httpx
 import msgspec
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import (
     GroupAuthorizationFailedError,
     KafkaConnectionError,
     TopicAuthorizationFailedError,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ostinato.bus.kafka import ensure_topics
 from ostinato.bus.topics import Topics
 from ostinato.clock import SystemClock
+from ostinato.db.pool import create_pool
 from ostinato.eventlog.store import read_stream
+from ostinato.jobs import submit_job
+from ostinato.jobs.request import JobRequest
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
+from ostinato.testing.waiting import until
 from services.api.app import create_app
-from services.api.ingest import SubmitIngest, SubmitTopics
+from services.api.ingest import REJECTION_MAX_BYTES, SubmitIngest, SubmitTopics
 from tests.conftest import KAFKA_BOOTSTRAP, TENANT_BOOTSTRAP
 
+from . import job_bodies
 from .conftest import ADMIN, assert_problem, auth
 from .helpers import new_tenant as new_tenant_row
 from .helpers import store
 
 pytestmark = pytest.mark.integration
 ENOUGH = 60.0  # a safety net for a broken ingest, never a bound on how fast it is
+# Tens of generated messages, each produced and settled in turn: bounded so CI stays fast.
+FUZZ = settings(max_examples=int(os.environ.get("OSTINATO_INGEST_FUZZ_EXAMPLES", "40")),
+                deadline=None, database=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                       HealthCheck.too_slow])
 
 
 def settings(db_url: str, prefix: str) -> Settings:
@@ -47,14 +63,16 @@ def settings(db_url: str, prefix: str) -> Settings:
                     kafka_submit_partitions=1)
 
 
-@pytest.fixture
-async def kafka_api(pool: asyncpg.Pool, db_url: str,
-                    topic_prefix: str) -> AsyncIterator[tuple[httpx.AsyncClient, SubmitIngest]]:
-    """The api in-process with Kafka submission on, and its ingest consumer running."""
+@asynccontextmanager
+async def running_api(pool: asyncpg.Pool, db_url: str, topic_prefix: str,
+                      ingest_pool: asyncpg.Pool | None = None,
+                      ) -> AsyncIterator[tuple[httpx.AsyncClient, SubmitIngest]]:
+    """The api in-process with Kafka submission on, and its ingest consumer running (on
+    `ingest_pool` if given)."""
     s = settings(db_url, topic_prefix)
     service = Service("api", s)
     service.pool = pool
-    ingest = SubmitIngest(pool, store(), SystemClock(), s)
+    ingest = SubmitIngest(ingest_pool or pool, store(), SystemClock(), s)
     running = asyncio.create_task(ingest.run())
     transport = httpx.ASGITransport(app=create_app(service, store()))
     try:
@@ -64,6 +82,14 @@ async def kafka_api(pool: asyncpg.Pool, db_url: str,
         ingest.stop()
         await running
         await ingest.close()
+
+
+@pytest.fixture
+async def kafka_api(pool: asyncpg.Pool, db_url: str,
+                    topic_prefix: str) -> AsyncIterator[tuple[httpx.AsyncClient, SubmitIngest]]:
+    """The api in-process with Kafka submission on, and its ingest consumer running."""
+    async with running_api(pool, db_url, topic_prefix) as api:
+        yield api
 
 
 async def new_tenant(client: httpx.AsyncClient, name: str) -> dict[str, Any]:
@@ -81,12 +107,14 @@ def sasl(access: dict[str, Any], password: str | None = None) -> dict[str, Any]:
             "sasl_plain_password": password or access["password"]}
 
 
-async def produce(access: dict[str, Any], *values: bytes, topic: str | None = None) -> None:
-    producer = AIOKafkaProducer(**sasl(access), enable_idempotence=True, acks="all")
+async def produce(access: dict[str, Any], *values: bytes, topic: str | None = None) -> list[int]:
+    """Produce as the tenant's own SCRAM user; the offsets the values got."""
+    producer = AIOKafkaProducer(**sasl(access), enable_idempotence=True, acks="all",
+                                max_request_size=2 << 20)
     await producer.start()
     try:
-        for value in values:
-            await producer.send_and_wait(topic or access["topic"], value)
+        return [(await producer.send_and_wait(topic or access["topic"], value)).offset
+                for value in values]
     finally:
         await producer.stop()
 
@@ -305,3 +333,243 @@ async def test_a_tenants_topic_made_after_the_tenant_is_read_once_it_exists(
             assert not await follower.follow(conn)  # nothing new
     finally:
         await admin.close()
+
+
+# -- nothing a tenant produces stalls the ingest ---------------------------------------------
+
+NUL_MESSAGE = b'{"name":"kafka-nul","task":"t3.ok","idempotency_key":"a\\u0000b"}'  # issue 42
+
+
+async def offsets(group: str, *topics: str) -> dict[str, tuple[int, int]]:
+    """Per topic (one partition): the group's committed offset as the broker has it (-1: none)
+    and the log end."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP)
+    consumer = AIOKafkaConsumer(bootstrap_servers=KAFKA_BOOTSTRAP, group_id=None)
+    await admin.start()
+    await consumer.start()
+    try:
+        committed = await admin.list_consumer_group_offsets(group)
+        ends = await consumer.end_offsets([TopicPartition(t, 0) for t in topics])
+    finally:
+        await consumer.stop()
+        await admin.close()
+    return {t: (committed[tp].offset if tp in committed else -1, ends[tp])
+            for t in topics for tp in [TopicPartition(t, 0)]}
+
+
+async def until_offsets(group: str, want: dict[str, tuple[int, int]]) -> None:
+    async def reached() -> bool:
+        return await offsets(group, *want) == want
+    await until(reached, ENOUGH, f"committed offsets {want}")
+
+
+async def until_settled(group: str, *topics: str) -> None:
+    """Until the group has committed every topic to its log end."""
+    async def settled() -> bool:
+        return all(c == end for c, end in (await offsets(group, *topics)).values())
+    await until(settled, ENOUGH, "every message settled and committed")
+
+
+async def all_rejects(access: dict[str, Any]) -> list[dict[str, Any]]:
+    """Everything the tenant's rejects topic holds, read to its end."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=KAFKA_BOOTSTRAP)
+    await admin.start()
+    try:
+        [described] = await admin.describe_topics([access["rejects_topic"]])
+    finally:
+        await admin.close()
+    parts = [TopicPartition(access["rejects_topic"], p["partition"])
+             for p in described["partitions"]]
+    consumer = AIOKafkaConsumer(bootstrap_servers=KAFKA_BOOTSTRAP, group_id=None,
+                                auto_offset_reset="earliest")
+    await consumer.start()
+    got: list[dict[str, Any]] = []
+    try:
+        consumer.assign(parts)
+        ends = await consumer.end_offsets(parts)
+        async with asyncio.timeout(ENOUGH):
+            while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    got.extend(msgspec.json.decode(r.value) for r in records)
+    finally:
+        await consumer.stop()
+    return got
+
+
+async def test_the_issues_nul_message_is_one_rejection_and_stalls_nothing(
+        kafka_api: tuple[httpx.AsyncClient, SubmitIngest]) -> None:
+    """Issue 42: a NUL in an idempotency key was retried every second for as long as it was
+    watched, held every tenant's offsets and re-published the rejections before it."""
+    client, ingest = kafka_api
+    a = await new_tenant(client, "kafka-nul-a")
+    b = await new_tenant(client, "kafka-nul-b")
+    await produce(a["kafka"], NUL_MESSAGE, job("after-nul"))
+    await produce(b["kafka"], job("other-tenant"))  # produced after the bad one
+    await until_job(client, a["api_key"], "after-nul")
+    await until_job(client, b["api_key"], "other-tenant")
+    await until_offsets(ingest.group, {a["kafka"]["topic"]: (2, 2), b["kafka"]["topic"]: (1, 1)})
+
+    [rejected] = await all_rejects(a["kafka"])
+    assert rejected["offset"] == 0 and rejected["message"] == NUL_MESSAGE.decode()
+    problem = rejected["problem"]
+    assert problem["status"] == 400 and problem["type"].endswith("/bad-request")
+    assert problem["errors"] == [{"field": "idempotency_key",
+                                  "message": "holds U+0000 (NUL), which cannot be stored"}]
+    assert await jobs_named(client, a["api_key"], "kafka-nul") == []
+    assert await all_rejects(b["kafka"]) == []
+
+    # The same body over HTTP: the same problem.
+    r = await client.post("/v1/jobs", content=NUL_MESSAGE, headers={
+        **auth(a["api_key"]), "Content-Type": "application/json"})
+    answer = assert_problem(r, 400, "idempotency_key")
+    assert {k: answer[k] for k in ("type", "status", "errors")} == {
+        k: problem[k] for k in ("type", "status", "errors")}
+
+
+async def test_a_payload_holding_nul_is_kept_as_sent_on_both_paths(
+        kafka_api: tuple[httpx.AsyncClient, SubmitIngest]) -> None:
+    """A payload is JSON kept as bytes, not PostgreSQL text: NUL in its strings and keys is
+    accepted over HTTP and Kafka alike and comes back as sent."""
+    client, _ = kafka_api
+    tenant = await new_tenant(client, "kafka-nul-payload")
+    key = tenant["api_key"]
+    payload = {"text": "a\x00b", "k\x00": ["\x00"]}
+    r = await client.post("/v1/jobs", json={"name": "over-http", "task": "hello",
+                                            "payload": payload}, headers=auth(key))
+    assert r.status_code == 201, r.text
+    await produce(tenant["kafka"], job("over-kafka", payload=payload))
+    kafka_job = await until_job(client, key, "over-kafka")
+    for job_id in (r.json()["id"], kafka_job["id"]):
+        shown = await client.get(f"/v1/jobs/{job_id}", headers=auth(key))
+        assert shown.status_code == 200 and shown.json()["payload"] == payload, shown.text
+    assert await all_rejects(tenant["kafka"]) == []
+
+
+async def test_an_outage_retries_only_its_partition_and_no_rejection_twice(
+        pool: asyncpg.Pool, db_url: str, topic_prefix: str) -> None:
+    """The database refusing one tenant's write for a while (its insert waits on a key another
+    transaction holds, past the ingest's statement timeout: SQLSTATE 57014, an outage as far as
+    the ingest can tell) retries that message alone: the rejection settled before it is not
+    published again, another tenant's message produced meanwhile is ingested and committed,
+    and once the database lets go the message becomes its job."""
+    ingest_pool = await create_pool(db_url, max_size=4, statement_timeout_ms=500)
+    try:
+        async with running_api(pool, db_url, topic_prefix, ingest_pool) as (client, ingest):
+            a = await new_tenant(client, "kafka-outage-a")
+            b = await new_tenant(client, "kafka-outage-b")
+            submit_a, submit_b = a["kafka"]["topic"], b["kafka"]["topic"]
+            async with pool.acquire() as holder:
+                held = holder.transaction()
+                await held.start()
+                try:
+                    await submit_job(holder, store(), SystemClock(), tenant_id=uuid.UUID(a["id"]),
+                                     request=JobRequest(name="holder", idempotency_key="held"),
+                                     pools=("default",), max_payload_bytes=1 << 20,
+                                     actor="test")
+                    await produce(a["kafka"], b"{not json", job("held", idempotency_key="held"),
+                                  job("after-held"))
+                    await until(tries_seen(pool, 2), ENOUGH, "two tries of the held message",
+                                every=0.05)
+                    await produce(b["kafka"], job("meanwhile"))
+                    await until_job(client, b["api_key"], "meanwhile")
+                    await until_offsets(ingest.group, {submit_a: (1, 3), submit_b: (1, 1)})
+                    assert await jobs_named(client, a["api_key"], "after-held") == []
+                finally:
+                    await held.rollback()
+            await until_job(client, a["api_key"], "after-held")
+            [created] = await jobs_named(client, a["api_key"], "held")
+            assert created["idempotency_key"] == "held"
+            await until_offsets(ingest.group, {submit_a: (3, 3), submit_b: (1, 1)})
+            assert [g["offset"] for g in await all_rejects(a["kafka"])] == [0]
+    finally:
+        await ingest_pool.close()
+
+
+def tries_seen(pool: asyncpg.Pool, count: int) -> Any:
+    """A probe: whether PostgreSQL has shown `count` statements (distinct starts) of this
+    database waiting on a lock: the ingest's tries of a message whose key is held."""
+    starts: set[Any] = set()
+
+    async def probe() -> bool:
+        starts.update(r["query_start"] for r in await pool.fetch(
+            "SELECT query_start FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"))
+        return len(starts) >= count
+    return probe
+
+
+async def test_a_message_too_long_to_repeat_is_rejected_with_its_digest(
+        kafka_api: tuple[httpx.AsyncClient, SubmitIngest]) -> None:
+    """A rejection repeats the message, unless that would make it too long: a 900 kB message
+    with a bad field, whose rejection would be twice as long (each `\\"` escaped again) and
+    refused by the broker (retried for ever, once), is rejected with its size and SHA-256."""
+    client, ingest = kafka_api
+    tenant = await new_tenant(client, "kafka-long")
+    long = job("long", priority="nowhere", payload={"blob": '"' * 450_000})
+    assert REJECTION_MAX_BYTES < len(long) < 1_000_000  # the broker takes it
+    await produce(tenant["kafka"], long, job("after-long"))
+    await until_job(client, tenant["api_key"], "after-long")
+    [rejected] = await all_rejects(tenant["kafka"])
+    assert rejected["problem"]["status"] == 422 and rejected["offset"] == 0
+    assert rejected["message"] == {"omitted": "too long to repeat", "bytes": len(long),
+                                   "sha256": hashlib.sha256(long).hexdigest()}
+    await until_settled(ingest.group, tenant["kafka"]["topic"])
+
+
+class Fuzzed:
+    """Two tenants, the first fed generated messages, the second a good one after each."""
+
+    def __init__(self, client: httpx.AsyncClient, ingest: SubmitIngest, pool: asyncpg.Pool,
+                 a: dict[str, Any], b: dict[str, Any]) -> None:
+        self.client, self.ingest, self.pool, self.a, self.b = client, ingest, pool, a, b
+        self.cases = 0
+
+
+@pytest.fixture
+async def fuzzed(kafka_api: tuple[httpx.AsyncClient, SubmitIngest],
+                 pool: asyncpg.Pool) -> Fuzzed:
+    pytest.importorskip("schemathesis")  # the generator job_bodies draws from
+    client, ingest = kafka_api
+    return Fuzzed(client, ingest, pool, await new_tenant(client, "fuzzed"),
+                  await new_tenant(client, "bystander"))
+
+
+def unique_key(value: bytes, case: int) -> bytes:
+    """A generated body with an idempotency key made the case's own (a key an earlier case used
+    with the same body would be that case's job, not this one's outcome)."""
+    try:
+        body = json.loads(value)
+    except ValueError:
+        return value
+    if isinstance(body, dict) and isinstance(body.get("idempotency_key"), str):
+        body["idempotency_key"] = f"{case}.{body['idempotency_key']}"
+        return json.dumps(body).encode()
+    return value
+
+
+@FUZZ
+@given(data=st.data())
+async def test_every_generated_message_is_one_job_or_one_rejection(
+        fuzzed: Fuzzed, data: st.DataObject) -> None:
+    """The bodies schemathesis fuzzes `POST /v1/jobs` with (valid and not), the same with NUL
+    or lone surrogates in a string, and arbitrary bytes, produced by a tenant to its topic:
+    each ends as exactly one job or exactly one rejection, the group's committed offset
+    reaches the end (no redelivery loop), and another tenant's message produced after it is
+    ingested too."""
+    f = fuzzed
+    f.cases += 1
+    value = unique_key(data.draw(job_bodies.message_values()), f.cases)
+    [offset] = await produce(f.a["kafka"], value)
+    await produce(f.b["kafka"], job(f"bystander-{f.cases}"))
+    await until_settled(f.ingest.group, f.a["kafka"]["topic"], f.b["kafka"]["topic"])
+
+    created = await f.pool.fetchval(
+        "SELECT count(*) FROM events WHERE tenant_id = $1 AND type = 'JobCreated' "
+        "AND actor LIKE $2", uuid.UUID(f.a["id"]), f"kafka:%@0:{offset}")
+    rejected = [g for g in await all_rejects(f.a["kafka"]) if g["offset"] == offset]
+    assert created + len(rejected) == 1, (value[:300], created, rejected)
+    for g in rejected:
+        assert 400 <= g["problem"]["status"] < 500, g["problem"]
+    assert await f.pool.fetchval(
+        "SELECT count(*) FROM jobs WHERE tenant_id = $1 AND name = $2",
+        uuid.UUID(f.b["id"]), f"bystander-{f.cases}") == 1
