@@ -75,6 +75,7 @@ RETRY_FIRST_SECONDS, RETRY_MOST_SECONDS = 0.5, 5.0  # a partition's backoff afte
 # Transient failures of one message before the database is asked whether it answers: if it
 # does, the failure is the message's own (e.g. a statement timeout) and it is rejected.
 TRIES_BEFORE_PROBE = 10
+_REFUSING_WRITES = ("25006", "58030")  # read-only (a standby after a failover), an I/O error
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 _decoder = msgspec.json.Decoder(JobRequest)
 
@@ -118,10 +119,10 @@ def decode_request(value: bytes | None) -> JobRequest:
 
 def problem_of(exc: BaseException) -> dict[str, Any] | None:
     """What the rejects topic gets for an error met while handling one message, or None when
-    the error is an outage (database or broker away, a serialization failure, a lock or a
-    concurrent write on the same key) and the message is to be retried. Anything else is the
-    message's own: its problem, or, for an error no check foresaw, the API's 500 (logged by the
-    caller), so that no message is retried for ever."""
+    the error is an outage (database or broker away, a server refusing writes after a failover,
+    a serialization failure, a lock or a concurrent write on the same key) and the message is to
+    be retried. Anything else is the message's own: its problem, or, for an error no check
+    foresaw, the API's 500 (logged by the caller), so that no message is retried for ever."""
     if isinstance(exc, Rejected):
         return exc.problem
     if isinstance(exc, OstinatoError):
@@ -130,7 +131,7 @@ def problem_of(exc: BaseException) -> dict[str, Any] | None:
         return _problem(400, "bad-request", "Bad request",
                         "a text value holds a character that cannot be stored (U+0000, NUL)")
     if isinstance(exc, KafkaError | asyncpg.UniqueViolationError | asyncpg.LockNotAvailableError) \
-            or is_transient(exc):
+            or is_transient(exc) or getattr(exc, "sqlstate", None) in _REFUSING_WRITES:
         return None
     return _problem(500, "internal", "Internal error",
                     f"the message could not be handled ({type(exc).__name__}); it has been "
@@ -312,7 +313,7 @@ class SubmitIngest:
             tenant = self.topics.submit_tenant(record.topic)
             assert tenant is not None  # handle() dropped messages on topics of no tenant
             await self._reject(uuid.UUID(tenant), record, _problem(
-                503, "unavailable", "Service unavailable",
+                503, "service-unavailable", "Service unavailable",
                 f"the message failed {tries} times with a transient error ({type(exc).__name__})"
                 " while the database answered"))
         except Exception as probe:

@@ -88,7 +88,8 @@ def test_only_an_outage_is_retried_everything_else_is_the_messages_own_rejection
                asyncpg.SerializationError("could not serialize"),
                asyncpg.LockNotAvailableError("lock timeout"),
                asyncpg.UniqueViolationError("duplicate key"),
-               asyncpg.CannotConnectNowError("starting up")]
+               asyncpg.CannotConnectNowError("starting up"),
+               asyncpg.ReadOnlySQLTransactionError("read-only after a failover")]
     assert [problem_of(e) for e in retried] == [None] * len(retried)
 
     assert problem_of(Rejected({"status": 422, "detail": "d"})) == {"status": 422, "detail": "d"}
