@@ -13,6 +13,7 @@ import pytest
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 from litestar.testing import AsyncTestClient
 from prometheus_client import REGISTRY
+from structlog.testing import capture_logs
 
 from ostinato.clock import FakeClock
 from ostinato.runtime.duties import Duty, DutyRunner, readiness, transient
@@ -104,6 +105,18 @@ async def test_transient_errors_back_off_doubling_to_the_cap_and_reset_on_succes
         pytest.approx(script.waits())
     assert errors("flaky", "transient") == 9 and errors("flaky", "permanent") == 0
     assert script.runner.failing is None and script.stops == 1
+
+
+async def test_the_same_failure_again_is_logged_once_per_interval_with_a_count() -> None:
+    script = Script("outage", [*[ConnectionResetError()] * 8, 1])
+    with capture_logs() as lines:
+        await script.runner.run()
+    failed = [x for x in lines if x["event"] == "duty tick failed; retrying"]
+    # failures at 0, 0.1, 0.3, 0.7, 1.5, 3.1, 6.3 and 11.3 s: the first at once, the one past
+    # 10 s with the six held back; the recovery line counts all eight
+    assert [x.get("repeated") for x in failed] == [None, 6]
+    (recovered,) = [x for x in lines if x["event"] == "duty recovered"]
+    assert recovered["failed_ticks"] == 8
 
 
 async def test_a_permanent_error_is_counted_shown_on_readyz_retried_at_the_cap() -> None:

@@ -23,7 +23,7 @@ from ostinato.bus.codec import Envelope, decode
 from ostinato.bus.kafka import NO_AUTH, KafkaAuth
 from ostinato.bus.topics import logical_name
 from ostinato.telemetry import metrics, tracing
-from ostinato.telemetry.logging import get_logger
+from ostinato.telemetry.logging import RateLimitedLogger, get_logger
 
 log = get_logger("ostinato.bus")
 LAG_EVERY_SECONDS = 1.0
@@ -113,6 +113,8 @@ class BatchConsumer:
         self._stopping = asyncio.Event()
         self.started = False
         self._lag_at = float("-inf")
+        # one line per 10 s while every redelivery fails the same way (a database outage)
+        self._failures = RateLimitedLogger("ostinato.bus")
 
     async def start(self) -> None:
         await self.consumer.start()
@@ -181,8 +183,8 @@ class BatchConsumer:
                 if self.commits:
                     await self._commit()
             except Exception as exc:
-                log.error("batch handling failed; will redeliver", consumer=self.group,
-                          error=repr(exc), exc_info=True)
+                self._failures.error("batch handling failed; will redeliver", exc,
+                                     consumer=self.group, exc_info=exc)
                 for tp, records in batches.items():
                     self.consumer.seek(TopicPartition(tp.topic, tp.partition), records[0].offset)
                 await asyncio.sleep(1.0)

@@ -11,7 +11,9 @@ is waiting, so the next tick starts at once. A `DutyRunner` gives every duty the
   57, 40001, 40P01 by `sqlstate.classify`, Kafka unreachable) is a warning, retried after a delay
   doubling from 0.1 s to the duty's `max_backoff` (5 s), reset by a success; anything else is an
   error line with its traceback, counted, shown on /readyz (`readiness`) until a tick succeeds,
-  and retried every `max_backoff`. Never a silent forever-loop, never a dead service;
+  and retried every `max_backoff`. The same failure again is logged once per 10 s with
+  `repeated` (`RateLimitedLogger`); the recovery line counts every failed tick. Never a silent
+  forever-loop, never a dead service;
 - per tick: one span (`duty <name>`, when tracing is on), one observation of
   `ostinato_duty_tick_seconds{duty}`, one log line (info if it handled something, else debug).
 
@@ -33,7 +35,7 @@ from ostinato.clock import Clock, SystemClock
 from ostinato.db.sqlstate import is_transient
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.telemetry import metrics, tracing
-from ostinato.telemetry.logging import get_logger
+from ostinato.telemetry.logging import RateLimitedLogger, get_logger
 
 FIRST_BACKOFF = 0.1
 MAX_BACKOFF = 5.0
@@ -89,6 +91,7 @@ class DutyRunner:
         self._backoff = FIRST_BACKOFF
         self._errors = 0  # consecutive failed ticks
         self._seconds = metrics.DUTY_TICK_SECONDS.labels(duty=duty.name)
+        self._failures = RateLimitedLogger("ostinato.duties", clock=self.clock.monotonic)
 
     @property
     def name(self) -> str:
@@ -159,13 +162,13 @@ class DutyRunner:
             self.retry_in = min(self._backoff, cap)
             self._backoff = min(self._backoff * 2, cap)
             metrics.DUTY_ERRORS.labels(duty=self.name, kind="transient").inc()
-            log.warning("duty tick failed; retrying", duty=self.name, error=repr(exc),
-                        retry_in=self.retry_in)
+            self._failures.warning("duty tick failed; retrying", exc, duty=self.name,
+                                   retry_in=self.retry_in)
             return
         self.retry_in = cap
         self.failing = f"{type(exc).__name__}: {exc}"[:300]
         metrics.DUTY_ERRORS.labels(duty=self.name, kind="permanent").inc()
-        log.error("duty tick failed", duty=self.name, retry_in=cap, exc_info=exc)
+        self._failures.error("duty tick failed", exc, duty=self.name, retry_in=cap, exc_info=exc)
 
 
 def readiness(runners: Iterable[DutyRunner]) -> dict[str, bool | str]:
