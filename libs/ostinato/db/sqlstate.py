@@ -48,3 +48,16 @@ def is_transient(exc: BaseException) -> bool:
     code = getattr(exc, "sqlstate", None)
     return isinstance(code, str) and bool(code) and classify(code) in (
         DbErrorKind.TRANSIENT, DbErrorKind.RETRY_TRANSACTION)
+
+
+READ_ONLY = "25006"  # read_only_sql_transaction: a standby, or a server set read-only
+IO_ERROR = "58030"  # the server could not write a data or WAL file
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether `exc` says the database cannot serve now, not that the request was wrong: a
+    transient error (`is_transient`: connection refused or lost, shutting down, starting up,
+    out of connections or disk, a pool's acquire timing out) or a server refusing writes
+    (read-only 25006 after a failover, I/O error 58030). The API answers these 503."""
+    code = getattr(exc, "sqlstate", None)
+    return is_transient(exc) or code in (READ_ONLY, IO_ERROR)

@@ -1,7 +1,9 @@
 """The one mapping from errors to RFC 9457 problem details, shared by the API and the gateway.
 
 Every error response is `application/problem+json` with a stable `type` URI; field errors go in
-an `errors` extension member as `[{"field": ..., "message": ...}]`.
+an `errors` extension member as `[{"field": ..., "message": ...}]`. A database that cannot serve
+for a moment (restarting, failing over, out of connections) is a 503 `service-unavailable` with
+`Retry-After`, which the client and the SDK retry, never a 500.
 """
 
 from __future__ import annotations
@@ -15,11 +17,15 @@ import msgspec
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 
+from ostinato.db.sqlstate import is_unavailable
 from ostinato.domain.errors import PROBLEM_BASE, OstinatoError, RateLimited
-from ostinato.telemetry.logging import get_logger
+from ostinato.telemetry.logging import RateLimitedLogger
 
 PROBLEM_JSON = "application/problem+json"
-log = get_logger("ostinato.http")
+RETRY_AFTER_SECONDS = 1  # a restart or a failover is over in seconds: ask again soon
+# Every request fails alike while the database is down (82 in a 1 s restart): one line per
+# 10 s per kind of error, with the count held back.
+log = RateLimitedLogger("ostinato.http")
 UNSTORABLE_TEXT = (asyncpg.CharacterNotInRepertoireError, asyncpg.UntranslatableCharacterError)
 UNSTORABLE = "a text value holds a character that cannot be stored (U+0000, NUL)"
 TOO_DEEP = "the body is nested too deeply"
@@ -98,7 +104,9 @@ def status_of(exc: BaseException) -> int:
         return exc.status_code
     if isinstance(exc, UNSTORABLE_TEXT):
         return 400  # a NUL in text (on_unstorable_text)
-    return 400 if isinstance(exc, RecursionError) else 500
+    if isinstance(exc, RecursionError):
+        return 400
+    return 503 if is_unavailable(exc) else 500
 
 
 def detail_of(exc: BaseException) -> str:
@@ -121,10 +129,32 @@ def on_unstorable_text(request: Request, exc: asyncpg.PostgresError) -> Response
     return problem(400, PROBLEM_BASE + "bad-request", "Bad request", UNSTORABLE, request)
 
 
+def on_unavailable(request: Request, exc: Exception) -> Response[bytes]:
+    """The database cannot serve now (`sqlstate.is_unavailable`): a 503 to retry after
+    `Retry-After`, logged as a warning without a traceback. A request that carried an
+    idempotency key may be sent again as it was: it cannot apply twice."""
+    log.warning("database unavailable", exc, kind=_route(request), path=request.url.path,
+                status=503)
+    response = problem(
+        503, PROBLEM_BASE + "service-unavailable", "Service unavailable",
+        f"the database cannot serve this request now ({type(exc).__name__}); "
+        f"retry after {RETRY_AFTER_SECONDS} s", request, retry_after_seconds=RETRY_AFTER_SECONDS)
+    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
 def on_unexpected_error(request: Request, exc: Exception) -> Response[bytes]:
-    log.error("unhandled error", path=request.url.path, error=repr(exc), exc_info=exc)
+    if is_unavailable(exc):
+        return on_unavailable(request, exc)
+    log.error("unhandled error", exc, kind=_route(request), path=request.url.path,
+              exc_info=exc)
     return problem(500, PROBLEM_BASE + "internal", "Internal error",
                    "an unexpected error occurred; it has been logged", request)
+
+
+def _route(request: Request) -> str:
+    """The route template (`/v1/jobs/{job_id}`): one kind of repeated line per route."""
+    return str(request.scope.get("path_template") or request.url.path)
 
 
 EXCEPTION_HANDLERS: dict[Any, Any] = {
@@ -136,4 +166,5 @@ EXCEPTION_HANDLERS: dict[Any, Any] = {
     Exception: on_unexpected_error,
 }
 
-__all__ = ["EXCEPTION_HANDLERS", "PROBLEM_JSON", "MediaType", "problem", "status_of"]
+__all__ = ["EXCEPTION_HANDLERS", "PROBLEM_JSON", "RETRY_AFTER_SECONDS", "MediaType", "problem",
+           "status_of"]

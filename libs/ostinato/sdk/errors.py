@@ -98,13 +98,23 @@ class Throttled(OstinatoWorkerError):
 
 
 class GatewayError(OstinatoWorkerError):
-    """The gateway answered with a problem document (or an unusable body)."""
+    """The gateway answered with a problem document (or an unusable body). ``retry_after``:
+    the seconds a 503 asked to wait (its database restarting), which the claim loop and the
+    batch reporter wait at least before sending again."""
 
-    def __init__(self, status: int, title: str, detail: str | None = None) -> None:
+    def __init__(self, status: int, title: str, detail: str | None = None,
+                 retry_after: float | None = None) -> None:
         super().__init__(f"{status} {title}" + (f": {detail}" if detail else ""))
         self.status = status
         self.title = title
         self.detail = detail
+        self.retry_after = retry_after
+
+
+def retry_after_of(exc: BaseException) -> float:
+    """The wait a failed gateway call asked for (0 when it asked none), at most a minute."""
+    after = getattr(exc, "retry_after", None) if isinstance(exc, GatewayError) else None
+    return min(60.0, max(0.0, after)) if isinstance(after, int | float) else 0.0
 
 
 class LeaseLost(BaseException):

@@ -401,9 +401,11 @@ class GoodbyeResponse(_Response):
 
 
 class Problem(_Response):
-    """RFC 9457 problem details; extension members are ignored by the SDK."""
+    """RFC 9457 problem details; of the extension members the SDK reads only
+    ``retry_after_seconds`` (a 503 while the gateway's database is unavailable)."""
 
     type: str = "about:blank"
     title: str = ""
     status: int = 0
     detail: str | None = None
+    retry_after_seconds: float | None = None

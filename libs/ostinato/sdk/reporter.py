@@ -15,8 +15,9 @@ Releases (a run given back at shutdown) travel in the same requests as outcomes.
 make outcomes large, so a request also stops taking outcomes once it carries ``max_log_bytes``
 (4 MiB) of log lines; one outcome always fits, whatever its size.
 
-Failure behaviour: a transport error or a non-200 answer for the whole batch is retried with
-capped exponential backoff and jitter, keeping every item. An item is dropped only once the
+Failure behaviour: a transport error or a non-200 answer for the whole batch (a 503 while the
+gateway's database restarts waits at least its ``retry_after_seconds``) is retried with capped
+exponential backoff and jitter, keeping every item. An item is dropped only once the
 gateway answered *for that item* (200, 409 stale token, 404 unknown run, ...); items the
 gateway left unanswered are sent again. Retrying a batch whose first answer was lost re-sends the
 same (run, fencing token, outcome), which the gateway treats as a repeat of the same write.
@@ -38,6 +39,7 @@ from typing import Any
 
 import structlog
 
+from ostinato.sdk.errors import retry_after_of
 from ostinato.sdk.protocol import (
     MAX_BATCH_ITEMS,
     BatchItemResult,
@@ -283,9 +285,9 @@ class Reporter:
                 self.requests_sent += 1
                 try:
                     response = await self._transport(request)
-                except Exception as exc:
+                except Exception as exc:  # a 503 asks to wait (`retry_after`): at least that
                     failures += 1
-                    delay = self._backoff(failures)
+                    delay = max(self._backoff(failures), retry_after_of(exc))
                     log.warning(
                         "batch.retry", error=repr(exc), attempt=failures, delay_s=round(delay, 3),
                         items=len(outcomes) + len(heartbeats),

@@ -51,7 +51,7 @@ from opentelemetry import propagate
 
 from ostinato import eventloop
 from ostinato.sdk.context import Custody, RunContext
-from ostinato.sdk.errors import GatewayError, LeaseLost, sdk_error
+from ostinato.sdk.errors import GatewayError, LeaseLost, retry_after_of, sdk_error
 from ostinato.sdk.execution import AttemptRunner
 from ostinato.sdk.protocol import (
     BATCH_PATH,
@@ -243,7 +243,9 @@ class Worker:
                     log.error("claim.refused", status=exc.status, error=str(exc))
                     raise
                 failures += 1
-                log.warning("claim.retry", error=repr(exc), attempt=failures)
+                delay = max(backoff_delay(failures), retry_after_of(exc))
+                log.warning("claim.retry", error=repr(exc), attempt=failures,
+                            delay_s=round(delay, 3))
             else:
                 failures = 0
                 for run in runs:
@@ -251,7 +253,7 @@ class Worker:
                 if not runs and time.monotonic() - sent_at < 0.01:
                     await asyncio.sleep(0.05)  # a gateway answering empty at once: don't spin
                 continue
-            await asyncio.sleep(backoff_delay(failures))
+            await asyncio.sleep(delay)
 
     async def _claim(self, max_runs: int) -> list[ClaimedRun]:
         request = ClaimRequest(
@@ -322,12 +324,14 @@ class Worker:
             status, reason, content = (response.status_code, response.reason_phrase,
                                        response.content)
         if status != 200:
+            after: float | None = None
             try:
                 problem = _problem_decoder.decode(content)
                 title, detail = problem.title or reason, problem.detail
+                after = problem.retry_after_seconds
             except msgspec.DecodeError:
                 title, detail = reason, content.decode(errors="replace")[:500] or None
-            raise GatewayError(status, title, detail)
+            raise GatewayError(status, title, detail, after)
         return content
 
     async def _close_transport(self) -> None:
