@@ -133,6 +133,7 @@ async def test_every_operation_documents_its_problem_answers(
                 "application/problem+json": {"schema": {"$ref": PROBLEM}}}, (method, path)
         if which == "api":
             assert "Retry-After" in answers["429"]["headers"]
+        assert "Retry-After" in answers["503"]["headers"], (method, path)  # the database away
 
 
 @pytest.mark.parametrize("which", ["api", "gateway"])

@@ -65,10 +65,12 @@ def test_error_statuses_follow_what_an_operation_takes() -> None:
     assert error_statuses(authenticated=False, method="GET", has_body=False,
                           has_parameters=False) == []
     assert error_statuses(authenticated=True, method="GET", has_body=False,
-                          has_parameters=False) == [400, 401, 403, 404, 422, 429]
+                          has_parameters=False) == [400, 401, 403, 404, 422, 429, 503]
     assert error_statuses(authenticated=True, method="POST", has_body=True,
-                          has_parameters=False) == [400, 401, 403, 404, 409, 413, 422, 429]
+                          has_parameters=False) == [400, 401, 403, 404, 409, 413, 422, 429,
+                                                    503]
     assert error_statuses(authenticated=False, method="DELETE", has_body=False,
                           has_parameters=True) == [400, 404, 409, 422]
     assert error_statuses(authenticated=True, method="GET", has_body=False,
-                          has_parameters=False, rate_limited=False) == [400, 401, 403, 404, 422]
+                          has_parameters=False, rate_limited=False) == [400, 401, 403, 404, 422,
+                                                                        503]

@@ -58,6 +58,8 @@ REASONS = {
     413: "The body is longer than the API accepts",
     422: "A field or parameter is invalid or unknown; `errors` names each one",
     429: "Over this key's request rate; `Retry-After` says when to try again",
+    503: "The database cannot serve for a moment (restarting, failing over); `Retry-After` "
+         "says when to send it again",
 }
 
 
@@ -71,6 +73,7 @@ def error_statuses(*, authenticated: bool, method: str, has_body: bool,
         statuses |= {401, 403, 404}  # 404: also a tenant named by the admin key
         if rate_limited:
             statuses.add(429)
+        statuses.add(503)  # the key is checked in the database, which may be away a moment
     if has_parameters or has_body:
         statuses |= {404, 422}
     if method not in ("GET", "HEAD"):
@@ -101,7 +104,7 @@ def problem_schema() -> Schema:
 
 def _problem_response(status: int) -> OpenAPIResponse:
     headers: dict[str, OpenAPIHeader | Reference] | None = None
-    if status == 429:
+    if status in (429, 503):
         headers = {"Retry-After": OpenAPIHeader(
             description="Seconds to wait", required=True,
             schema=Schema(type=OpenAPIType.INTEGER, minimum=1, maximum=86_400))}
