@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from ostinato.telemetry import metrics
 from ostinato.testing.cluster import Cluster, free_port
+from ostinato.testing.outage import PgRelay
 from tests.conftest import app_url_for, drop_database, fresh_database, url_for
 
 from .conftest import ADMIN
@@ -133,40 +133,6 @@ async def test_a_read_only_database_makes_the_service_not_ready(db_url: str,
         service._drop_probe_conn()
 
 
-class Proxy:
-    """A TCP relay to PostgreSQL that the test can cut: `close()` stops listening and drops
-    every connection, as a database host lost from the network looks to the service."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.target = (host, port)
-        self.port = free_port()
-        self.server: asyncio.Server | None = None
-        self.writers: list[asyncio.StreamWriter] = []
-
-    async def start(self) -> None:
-        self.server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
-
-    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(*self.target)
-        self.writers += [writer, up_writer]
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            with contextlib.suppress(OSError):
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            dst.close()
-
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-
-    async def close(self) -> None:
-        assert self.server is not None
-        self.server.close()
-        for w in self.writers:
-            w.close()
-        await self.server.wait_closed()
-
-
 async def readyz(url: str) -> httpx.Response:
     async with httpx.AsyncClient(timeout=5) as client:
         return await client.get(url)
@@ -175,11 +141,8 @@ async def readyz(url: str) -> httpx.Response:
 async def test_an_api_process_is_ready_degraded_without_kafka_and_not_ready_without_postgres(
         template_db: str, tmp_path: Path) -> None:
     name = await fresh_database(template_db)
-    app_url = urlsplit(app_url_for(name))
-    proxy = Proxy(app_url.hostname or "127.0.0.1", app_url.port or 5432)
-    await proxy.start()
-    through_proxy = app_url._replace(netloc=f"{app_url.username}@127.0.0.1:{proxy.port}")
-    cluster = Cluster(database_url=through_proxy.geturl(),
+    relay = await PgRelay(url_for(name)).start()
+    cluster = Cluster(database_url=relay.url_through(app_url_for(name)),
                       kafka_bootstrap=f"127.0.0.1:{free_port()}",  # nothing listens there
                       topic_prefix="readyz-", log_dir=tmp_path,
                       extra_env={"OSTINATO_KAFKA_TENANT_BOOTSTRAP": ""})
@@ -199,7 +162,7 @@ async def test_an_api_process_is_ready_degraded_without_kafka_and_not_ready_with
         assert 'ostinato_dependency_up{dependency="kafka"} 0.0' in metrics
         assert 'ostinato_dependency_up{dependency="postgres"} 1.0' in metrics
 
-        await proxy.close()  # the database is gone for the api
+        await relay.cut()  # the database is gone for the api
         deadline = time.monotonic() + 60  # a give-up, not a bound
         while (answer := await readyz(url)).status_code != 503:
             assert time.monotonic() < deadline, answer.text
@@ -212,6 +175,5 @@ async def test_an_api_process_is_ready_degraded_without_kafka_and_not_ready_with
         assert cluster.procs["api"].poll() is None  # not ready, not dead
     finally:
         await asyncio.to_thread(cluster.stop)
-        with contextlib.suppress(Exception):
-            await proxy.close()
+        await relay.close()
         await drop_database(name)
