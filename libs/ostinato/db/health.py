@@ -19,6 +19,7 @@ from typing import Any
 
 import asyncpg
 
+from ostinato.db.sqlstate import IO_ERROR, READ_ONLY
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 
@@ -28,8 +29,6 @@ __all__ = ["WRITES", "WRITE_FAILURE_WINDOW_SECONDS", "TrackedConnection", "Write
 # Longer than a Kubernetes readiness probe's 3 failures 5 s apart, so a pod is taken out, and
 # short enough that a pod comes back within half a minute of space being freed.
 WRITE_FAILURE_WINDOW_SECONDS = 30.0
-READ_ONLY = "25006"  # read_only_sql_transaction
-IO_ERROR = "58030"  # a data or WAL file could not be written (EIO)
 _log = get_logger("ostinato.db.health")
 
 

@@ -19,9 +19,10 @@ from aiokafka.errors import KafkaError
 from ostinato import eventloop
 from ostinato.bus.kafka import broker_reachable, ensure_topics, make_producer
 from ostinato.clock import Clock, DatabaseClock
-from ostinato.db.health import READ_ONLY, WRITES
+from ostinato.db.health import WRITES
 from ostinato.db.migrate import current_version, expected_version
 from ostinato.db.pool import create_pool
+from ostinato.db.sqlstate import READ_ONLY
 from ostinato.runtime.duties import Duty, DutyRunner
 from ostinato.runtime.duties import readiness as duty_readiness
 from ostinato.runtime.ops import Check, Degraded, HttpServer, ops_app
