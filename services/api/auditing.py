@@ -22,15 +22,26 @@ import asyncpg
 import msgspec
 from litestar import Request
 
+from ostinato.db.sqlstate import is_unavailable
 from ostinato.domain.ids import new_id
 from ostinato.runtime import request_ids
 from ostinato.runtime.auth import actor_of
 from ostinato.runtime.problems import detail_of, status_of
 from ostinato.stores import audit as audit_store
-from ostinato.telemetry.logging import get_logger
+from ostinato.telemetry.logging import RateLimitedLogger, get_logger
 from ostinato.tenancy import Principal
 
 log = get_logger("ostinato.api.audit")
+_unavailable = RateLimitedLogger("ostinato.api.audit")
+
+
+def _write_failed(action: str, exc: Exception) -> None:
+    """A database away for a moment fails the audit row of every request alike (each also
+    answered 503): a warning once per interval with the count; anything else a traceback."""
+    if is_unavailable(exc):
+        _unavailable.warning("audit_write_failed", exc, action=action)
+    else:
+        log.exception("audit_write_failed", action=action, exc_info=exc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +133,8 @@ async def recorded(conn: asyncpg.Connection, request: Request, caller: Principal
                        detail=detail_of(exc), tenant_id=audit.tenant_id)
         try:
             await _write(conn, spec, caller, tenant_id, failed, status_of(exc))
-        except Exception:  # never hide the action's own error behind the audit's
-            log.exception("audit_write_failed", action=spec.action)
+        except Exception as audit_exc:  # never hide the action's own error behind the audit's
+            _write_failed(spec.action, audit_exc)
         raise
 
 
@@ -137,5 +148,5 @@ async def refused(request: Request, caller: Principal, exc: Exception) -> None:
     try:
         async with request.app.state.pool.acquire() as conn:
             await _write(conn, spec, caller, caller.tenant_id, audit, status_of(exc))
-    except Exception:
-        log.exception("audit_write_failed", action=spec.action)
+    except Exception as exc:
+        _write_failed(spec.action, exc)
