@@ -178,6 +178,10 @@ async def test_runs_dead_letters_and_capacity_from_the_cli(
     code, out, err = await cli(tmp_path, "runs", "events", str(run), "-o", "json", env=env)
     assert code == 0, err
     assert json.loads(out)[0]["type"] == "RunScheduled"
+    code, out, err = await cli(tmp_path, "runs", "events", str(run), "--limit", "1", "-o",
+                               "jsonl", env=env)  # read a page at a time; the first N
+    assert code == 0, err
+    assert [json.loads(line)["type"] for line in out.splitlines()] == ["RunScheduled"]
     code, out, err = await cli(tmp_path, "runs", "signal", str(run), "approval", "--payload",
                                '{"ok": true}', "-o", "json", env=env)
     assert code == 0, err

@@ -103,10 +103,12 @@ def get_run(ctx: typer.Context, dag_run_id: str, output: OutputOpt = None) -> No
 
 
 @runs_app.command()
-def events(ctx: typer.Context, dag_run_id: str, output: OutputOpt = None) -> None:
-    """The DAG run's timeline from the log."""
+def events(ctx: typer.Context, dag_run_id: str, limit: LimitOpt = None,
+           output: OutputOpt = None) -> None:
+    """The DAG run's timeline from the log, read a page at a time."""
     g = state(ctx)
-    emit_many(g.output_for(output), g.client().dag_runs.events(dag_run_id), EVENT_COLUMNS)
+    emit_many(g.output_for(output), first(g.client().dag_runs.events(dag_run_id), limit),
+              EVENT_COLUMNS)
 
 
 @runs_app.command()

@@ -98,10 +98,13 @@ def get(ctx: typer.Context, run_id: str, output: OutputOpt = None) -> None:
 
 
 @app.command()
-def events(ctx: typer.Context, run_id: str, output: OutputOpt = None) -> None:
-    """The run's timeline straight from the append-only log."""
+def events(ctx: typer.Context, run_id: str, limit: LimitOpt = None,
+           output: OutputOpt = None) -> None:
+    """The run's timeline straight from the append-only log (read a page at a time; `-o
+    jsonl` prints each page as it comes)."""
     g = state(ctx)
-    emit_many(g.output_for(output), g.client().runs.events(run_id), EVENT_COLUMNS)
+    emit_many(g.output_for(output), first(g.client().runs.events(run_id), limit),
+              EVENT_COLUMNS)
 
 
 @app.command()
