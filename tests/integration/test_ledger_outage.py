@@ -28,6 +28,7 @@ from ostinato.jobs import ledger as job_ledger
 from ostinato.jobs.request import JobRequest
 from ostinato.leases.shard import ShardLeases, passed_every_shard, shard_passes
 from ostinato.schedules import ScheduleSpec
+from ostinato.stores import health
 from ostinato.stores import jobs as job_store
 from ostinato.stores.jobs import JobRow
 from services.reconciler.checks.alerts import read_signals
@@ -74,6 +75,14 @@ async def ledger_events(pool: asyncpg.Pool, job: JobRow) -> list[tuple[str, date
         stream = await read_stream(conn, job.id, job.tenant_id)
     return [(r.type, r.event.scheduled_for) for r in stream  # type: ignore[attr-defined]
             if r.type.startswith("LedgerSlot")]
+
+
+async def ledger_missing(pool: asyncpg.Pool, job: JobRow, clock: Clock) -> int:
+    """`ledger_missing` of GET /v1/jobs/{id}/health over the test's whole span."""
+    async with pool.acquire() as conn:
+        found = await health.findings_between(conn, job.tenant_id, job.id, T0 - WINDOW,
+                                              clock.now() + WINDOW)
+    return found.ledger_missing
 
 
 async def omitted(pool: asyncpg.Pool, clock: Clock) -> list[str]:
@@ -165,6 +174,7 @@ async def test_a_slot_recorded_missing_that_later_gets_its_run_is_corrected(
     assert await reconcile(pool, clock) == 10
     assert await ledger_events(pool, job) == [("LedgerSlotMissing", at(k)) for k in range(10)]
     assert await omitted(pool, clock) == [str(job.id)]
+    assert await ledger_missing(pool, job, clock) == 10
 
     # The scheduler then decides them after all (run_once: the latest runs, the rest skipped).
     before = counted("ostinato_ledger_slots_resolved_total", tenant)
@@ -183,6 +193,7 @@ async def test_a_slot_recorded_missing_that_later_gets_its_run_is_corrected(
             if r.type == "LedgerSlotResolved"} <= {"skipped", "in_progress"}
     assert row is not None and row.last_missing_slot is None
     assert await omitted(pool, clock) == []  # the alert state honours the correction
+    assert await ledger_missing(pool, job, clock) == 0  # and the job's health counts none
     assert await reconcile(pool, clock) == 0  # once per slot
 
     async with pool.acquire() as conn:  # the read model is the fold of the log

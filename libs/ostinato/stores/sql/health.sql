@@ -22,11 +22,15 @@ WHERE r.job_id = $1 AND r.tenant_id = $2 AND r.scheduled_for >= $3 AND r.schedul
 
 -- name: job_health_findings
 -- GET /v1/jobs/{id}/health: what the reconciler recorded on the job's stream in [$3, $4] (now).
+-- A missing slot later corrected by LedgerSlotResolved (its run or skip came) is not counted.
 SELECT (count(*) FILTER (WHERE type = 'OccurrenceMissed'))::int AS missed,
-       (count(*) FILTER (WHERE type = 'LedgerSlotMissing'))::int AS ledger_missing,
+       (count(*) FILTER (WHERE type = 'LedgerSlotMissing' AND NOT EXISTS (
+            SELECT 1 FROM events r
+            WHERE r.stream_id = e.stream_id AND r.type = 'LedgerSlotResolved'
+              AND r.data->>'scheduled_for' = e.data->>'scheduled_for')))::int AS ledger_missing,
        (count(*) FILTER (WHERE type = 'CompletionOverdue'))::int AS overdue,
        (count(*) FILTER (WHERE type = 'OccurrencesSkipped'))::int AS skips
-FROM events
+FROM events e
 WHERE stream_id = $1 AND tenant_id = $2 AND occurred_at >= $3 AND occurred_at <= $4
   AND type IN ('OccurrenceMissed', 'LedgerSlotMissing', 'CompletionOverdue',
                'OccurrencesSkipped');
