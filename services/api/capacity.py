@@ -28,6 +28,7 @@ from ostinato.client.models import (
 from ostinato.domain import events as ev
 from ostinato.domain import roles
 from ostinato.domain.errors import NotFound
+from ostinato.domain.names import POOL_NAME_PATTERN
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.auth import Caller, actor_of, require_admin
 from ostinato.stores import limits
@@ -38,7 +39,7 @@ from services.api.auditing import Audit, audited
 from services.api.routes import app_state
 from services.api.scope import Tenant
 
-PoolName = Annotated[str, PathParameter(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+PoolName = Annotated[str, PathParameter(pattern=POOL_NAME_PATTERN)]
 LimitName = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][\w.:-]{0,199}$")]
 
 

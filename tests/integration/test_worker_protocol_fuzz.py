@@ -254,7 +254,8 @@ async def test_deep_nesting_on_every_route_is_a_4xx(
     await assert_run_unchanged(pool, lease)
 
 
-@pytest.mark.parametrize("pools", [[""], ["a b"], ["default", "Upper"], ["x" * 64], ["-lead"]])
+@pytest.mark.parametrize("pools", [[""], ["a b"], ["default", "Upper"], ["x" * 64], ["-lead"],
+                                   ["a\n"]])
 async def test_a_claim_naming_an_impossible_pool_is_a_422_naming_pools(
         pool: asyncpg.Pool, gateway: httpx.AsyncClient, lease: Lease, pools: list[str]) -> None:
     """Issue 42: `{"pools": [""]}` or `["a b"]` was a 500 (`ValueError: invalid pool name`,

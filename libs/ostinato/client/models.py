@@ -19,6 +19,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 
 from ostinato.dags.graph import EdgeSpec, NodeSpec
+from ostinato.domain.names import PoolName
 from ostinato.domain.states import FINAL, RunState
 from ostinato.policy.retry import RetrySpec
 from ostinato.schedules import ScheduleSpec
@@ -40,7 +41,7 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     task: Name | None = None
     schedule: ScheduleSpec | None = None
     payload: Any = None
-    pool: Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")] = "default"
+    pool: PoolName = "default"
     priority: ResourceName = "default"  # a configured priority class (OSTINATO_PRIORITY_CLASSES)
     idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
     concurrency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
@@ -679,9 +680,6 @@ class SkipsPage(msgspec.Struct, kw_only=True):
 
 KeyName = Annotated[str, msgspec.Meta(min_length=1, max_length=100,
                                       pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._@:-]*$")]
-PoolName = Annotated[str, msgspec.Meta(min_length=1, max_length=63)]
-
-
 class KeyRequest(msgspec.Struct, forbid_unknown_fields=True):
     name: KeyName
     role: Literal["operator", "viewer", "submitter", "worker"]

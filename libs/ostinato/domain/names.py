@@ -10,8 +10,9 @@ from typing import Annotated, Final
 
 import msgspec
 
-# A pool names a Kafka topic: lower case, digits, `_` and `-`, at most 63 characters.
-POOL_NAME_PATTERN: Final = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+# A pool names a Kafka topic: lower case, digits, `_` and `-`, at most 63 characters. The
+# lookahead refuses a trailing newline, which Python's `$` (unlike JSON Schema's) lets through.
+POOL_NAME_PATTERN: Final = r"^(?!.*\n)[a-z0-9][a-z0-9_-]{0,62}$"
 POOL_NAME: Final = re.compile(POOL_NAME_PATTERN)
 PoolName = Annotated[str, msgspec.Meta(pattern=POOL_NAME_PATTERN)]
 
