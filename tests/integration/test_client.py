@@ -61,7 +61,7 @@ async def test_a_job_through_its_life_with_the_async_client(api_url: str) -> Non
         assert isinstance(run, RunView) and run.payload == {"report": "sales"}
         assert run.links == {"events": f"/v1/runs/{run.id}/events",
                              "logs": f"/v1/runs/{run.id}/logs"}
-        assert (await client.runs.events(run.id))[0].type == "RunScheduled"
+        assert (await anext(client.runs.events(run.id))).type == "RunScheduled"
         assert (await client.runs.logs(run.id)).items == []
         assert [s async for s in client.runs.steps(run.id)] == []
 

@@ -5,12 +5,15 @@ once, with no gap. The clients (sync and async) iterate the pages lazily."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from itertools import islice
 
 import asyncpg
 import httpx
 import pytest
 
+from ostinato.client import AsyncClient, Client
 from ostinato.eventlog.store import read_stream
 from ostinato.runs.signals import send_signal
 
@@ -82,3 +85,21 @@ async def test_another_tenant_reads_no_page_of_the_run(pool: asyncpg.Pool,
     for after in (0, versions[3]):
         assert_problem(await client.get(f"/v1/runs/{run_id}/events", params={"after": after},
                                         headers=auth(other)), 404)
+
+
+async def test_the_clients_iterate_a_run_s_pages_lazily(pool: asyncpg.Pool,
+                                                        api_url: str) -> None:
+    _, run_id, key, versions = await long_run(pool)
+    async with AsyncClient(api_url, key) as client:
+        assert [e.version async for e in client.runs.events(run_id, page_size=10)] == versions
+        events = client.runs.events(run_id, page_size=7)
+        assert [await anext(events) for _ in range(3)][-1].version == versions[2]
+
+    def sync() -> tuple[list[int], list[int]]:
+        with Client(api_url, key) as c:
+            every = [e.version for e in c.runs.events(run_id, page_size=10)]
+            head = [e.version for e in islice(c.runs.events(run_id, page_size=5), 7)]
+        return every, head
+
+    every, head = await asyncio.to_thread(sync)
+    assert every == versions and head == versions[:7]

@@ -7,6 +7,7 @@ Docstrings are on the sync methods.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import date, datetime
 from types import TracebackType
@@ -29,15 +30,18 @@ UNSET: Any = c._UNSET
 class AsyncClient:
     """A connection to the public API. `base_url` and `api_key` default to OSTINATO_API_URL
     and OSTINATO_API_KEY (`from_profile` reads the CLI's profile file too); `tenant` (else
-    OSTINATO_TENANT), a tenant's id, makes the admin key act for that tenant. Use as
-    `async with`."""
+    OSTINATO_TENANT), a tenant's id, makes the admin key act for that tenant. `retries` (3;
+    0: none): how often a call safe to repeat is sent again after a 503 or a lost connection
+    (`ostinato.client.transport`). Use as `async with`."""
 
     def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
                  timeout: float = t.DEFAULT_TIMEOUT,
                  transport: httpx.AsyncBaseTransport | None = None,
                  headers: dict[str, str] | None = None,
-                 tenant: Id | None = None) -> None:
+                 tenant: Id | None = None,
+                 retries: int = t.DEFAULT_RETRIES) -> None:
         self.base_url = t.base_url(base_url)
+        self.retries = t.check_retries(retries)
         self._http = httpx.AsyncClient(
             base_url=self.base_url, timeout=timeout, transport=transport,
             headers=t.headers(t.api_key(api_key), headers, t.tenant(tenant)))
@@ -67,12 +71,23 @@ class AsyncClient:
         return cls(conn.api_url, conn.api_key, **{"tenant": conn.tenant, **kwargs})
 
     async def send(self, call: c.Call[T]) -> T:
-        try:
-            response = await self._http.request(call.method, call.path,
-                                                **t.request_args(call))
-        except httpx.HTTPError as exc:
-            raise t.unreachable(self.base_url, exc) from exc
-        return t.decode(call, response)
+        """One call; sent again after a 503 or a lost connection while that is safe
+        (`transport.next_delay`: reads and keyed creates, up to `retries` times)."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._http.request(call.method, call.path,
+                                                  **t.request_args(call))
+            except httpx.HTTPError as exc:
+                delay = t.next_delay(call, attempt, self.retries, exc)
+                if delay is None:
+                    raise t.unreachable(self.base_url, exc) from exc
+            else:
+                delay = t.next_delay(call, attempt, self.retries, response)
+                if delay is None:
+                    return t.decode(call, response)
+            await asyncio.sleep(delay)
 
     async def iterate(self, paged: c.Paged[T, Any]) -> AsyncIterator[T]:
         call: c.Call[Any] | None = paged.first
@@ -212,9 +227,10 @@ class Runs(_Resource):
     async def get(self, run_id: Id) -> m.RunView:
         return await self._c.send(c.get_run(run_id))
 
-    async def events(self, run_id: Id) -> list[m.EventView]:
-        """The run's timeline, straight from the log, in version order."""
-        return (await self._c.send(c.run_events(run_id))).items
+    def events(self, run_id: Id, *, page_size: int = PAGE) -> AsyncIterator[m.EventView]:
+        """The run's timeline, straight from the log, in version order; pages are fetched as
+        the iteration reaches them (a long workflow has thousands of events)."""
+        return self._c.iterate(c.run_events(run_id, page_size))
 
     async def logs(self, run_id: Id) -> a.RunLogs:
         return await self._c.send(c.run_logs(run_id))
@@ -422,8 +438,8 @@ class DagRuns(_Resource):
     async def get(self, dag_run_id: Id) -> m.DagRunView:
         return await self._c.send(c.get_dag_run(dag_run_id))
 
-    async def events(self, dag_run_id: Id) -> list[m.EventView]:
-        return (await self._c.send(c.dag_run_events(dag_run_id))).items
+    def events(self, dag_run_id: Id, *, page_size: int = PAGE) -> AsyncIterator[m.EventView]:
+        return self._c.iterate(c.dag_run_events(dag_run_id, page_size))
 
     async def cancel(self, dag_run_id: Id, *, reason: str | None = None) -> m.DagRunChanged:
         return await self._c.send(c.cancel_dag_run(dag_run_id, reason))

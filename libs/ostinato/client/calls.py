@@ -4,6 +4,11 @@ Written once here and executed by both clients (`Client` with httpx.Client, `Asy
 httpx.AsyncClient), so the sync and async surfaces cannot drift apart: their methods are
 one-line wrappers. A `Paged` is a call whose answer names the next page (a cursor, or the
 position after the last item), which the clients follow lazily as an iterator.
+
+A call that creates something and takes a key that makes sending it again harmless (a job's
+`idempotency_key`, a trigger's or a replay's `request_key`, a signal's `Idempotency-Key`) gets
+one made up here when the caller gave none, and is marked `idempotent`: the clients retry it
+after a 503 or a lost connection (`transport.retry_safe`) without creating twice.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class Call(Generic[T]):
     params: Mapping[str, Any] | None = None
     body: bytes | None = None
     headers: Mapping[str, str] | None = None
+    idempotent: bool = False  # sending it again changes nothing more: safe to retry
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,14 +102,39 @@ def _drop_none(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
+def new_key() -> str:
+    """A key for a creating call the caller gave none to, so that its retry cannot create
+    twice: unique, and recognisable as the client's own in the job or the audit trail."""
+    return f"client:{uuid.uuid4()}"
+
+
+def _keyed(body: bytes, field: str) -> bytes | None:
+    """`body` with `field` set to a new key when it is a JSON object without one; None when it
+    is not an object (the API refuses it; not retried)."""
+    doc = msgspec.json.decode(body)
+    if not isinstance(doc, dict):
+        return None
+    if doc.get(field) is None:
+        doc[field] = new_key()
+    return _json(doc)
+
+
 # Jobs and schedules
 
 def create_job(job: Any, fields: Mapping[str, Any]) -> Call[m.JobView]:
-    return Call("POST", "/v1/jobs", m.JobView, body=_body(job, fields))
+    body = _body(job, fields)
+    keyed = _keyed(body, "idempotency_key")
+    return Call("POST", "/v1/jobs", m.JobView, body=keyed or body, idempotent=keyed is not None)
 
 
 def create_jobs(jobs: Sequence[Any]) -> Call[a.JobBatch]:
-    return Call("POST", "/v1/jobs/batch", a.JobBatch, body=_json({"jobs": list(jobs)}))
+    """Each job without an `idempotency_key` gets one: sent again, the batch answers the jobs
+    it created the first time (`created` false) and creates none."""
+    items = [_keyed(_body(job, {}), "idempotency_key") for job in jobs]
+    if any(item is None for item in items):  # refused by the API as it is: no retry
+        return Call("POST", "/v1/jobs/batch", a.JobBatch, body=_json({"jobs": list(jobs)}))
+    body = b'{"jobs":[' + b",".join(item for item in items if item is not None) + b"]}"
+    return Call("POST", "/v1/jobs/batch", a.JobBatch, body=body, idempotent=True)
 
 
 def list_jobs(status: str | None, page_size: int) -> Paged[m.JobView, CursorPage[m.JobView]]:
@@ -132,8 +163,9 @@ def resume_job(job_id: Id, misfire: str | None) -> Call[a.JobStatus]:
 
 
 def trigger_job(job_id: Id, request_key: str | None = None) -> Call[m.TriggeredView]:
-    body = _json({"request_key": request_key}) if request_key else None
-    return Call("POST", f"/v1/jobs/{job_id}/trigger", m.TriggeredView, body=body)
+    body = _json({"request_key": request_key or new_key()})
+    return Call("POST", f"/v1/jobs/{job_id}/trigger", m.TriggeredView, body=body,
+                idempotent=True)
 
 
 def backfill_job(job_id: Id, start: datetime, end: datetime,
@@ -223,8 +255,15 @@ def get_run(run_id: Id) -> Call[m.RunView]:
     return Call("GET", f"/v1/runs/{run_id}", m.RunView)
 
 
-def run_events(run_id: Id) -> Call[m.EventsPage]:
-    return Call("GET", f"/v1/runs/{run_id}/events", m.EventsPage)
+def _timeline(path: str, page_size: int) -> Paged[m.EventView, m.EventsPage]:
+    """A run's or a DAG run's timeline, a page at a time after the last version read."""
+    first: Call[m.EventsPage] = Call("GET", path, m.EventsPage, params={"limit": page_size})
+    return Paged(first, lambda p: p.items,
+                 lambda p: None if p.next_after is None else {"after": p.next_after})
+
+
+def run_events(run_id: Id, page_size: int) -> Paged[m.EventView, m.EventsPage]:
+    return _timeline(f"/v1/runs/{run_id}/events", page_size)
 
 
 def run_logs(run_id: Id) -> Call[a.RunLogs]:
@@ -262,15 +301,16 @@ def cancel_run(run_id: Id) -> Call[a.Cancelled]:
 
 
 def retry_run(run_id: Id, request_key: str | None) -> Call[m.Rerun]:
-    body = _json({"request_key": request_key}) if request_key else None
-    return Call("POST", f"/v1/runs/{run_id}/retry", m.Rerun, body=body)
+    body = _json({"request_key": request_key or new_key()})
+    return Call("POST", f"/v1/runs/{run_id}/retry", m.Rerun, body=body, idempotent=True)
 
 
 def signal_run(run_id: Id, name: str, payload: Any, idempotency_key: str | None,
                reason: str | None) -> Call[m.SignalAccepted]:
-    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+    headers = {"Idempotency-Key": idempotency_key or new_key()}
     return Call("POST", f"/v1/runs/{run_id}/signals/{_seg(name)}", m.SignalAccepted,
-                params={"reason": reason}, body=_json(payload), headers=headers)
+                params={"reason": reason}, body=_json(payload), headers=headers,
+                idempotent=True)
 
 
 def pause_run(run_id: Id, reason: str | None, resume: bool) -> Call[a.RunPaused]:
@@ -333,16 +373,17 @@ def triage(run_id: Id, state: str, comment: str | None) -> Call[a.Triaged]:
 
 
 def replay(run_id: Id, payload: Any, request_key: str | None) -> Call[m.Rerun]:
-    body: dict[str, Any] = _drop_none(request_key=request_key)
+    body: dict[str, Any] = {"request_key": request_key or new_key()}
     if payload is not _UNSET:
         body["payload"] = payload
-    return Call("POST", f"/v1/dead-letters/{run_id}/replay", m.Rerun, body=_json(body))
+    return Call("POST", f"/v1/dead-letters/{run_id}/replay", m.Rerun, body=_json(body),
+                idempotent=True)
 
 
 def replay_matching(request_key: str, filters: Mapping[str, Any],
                     limit: int) -> Call[a.BulkReplayed]:
     return Call("POST", "/v1/dead-letters/replay", a.BulkReplayed, body=_json(
-        {"request_key": request_key, "limit": limit, **_drop_none(**filters)}))
+        {"request_key": request_key, "limit": limit, **_drop_none(**filters)}), idempotent=True)
 
 
 # Capacity: pools, workers, tasks, limits; tenants (admin key)
@@ -480,8 +521,8 @@ def get_dag_run(dag_run_id: Id) -> Call[m.DagRunView]:
     return Call("GET", f"/v1/dag-runs/{dag_run_id}", m.DagRunView)
 
 
-def dag_run_events(dag_run_id: Id) -> Call[m.EventsPage]:
-    return Call("GET", f"/v1/dag-runs/{dag_run_id}/events", m.EventsPage)
+def dag_run_events(dag_run_id: Id, page_size: int) -> Paged[m.EventView, m.EventsPage]:
+    return _timeline(f"/v1/dag-runs/{dag_run_id}/events", page_size)
 
 
 def cancel_dag_run(dag_run_id: Id, reason: str | None) -> Call[m.DagRunChanged]:

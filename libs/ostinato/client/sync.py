@@ -7,6 +7,7 @@ costs one request. Errors are `ApiError`. The async twin is `ostinato.client.aio
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import date, datetime
 from types import TracebackType
@@ -29,15 +30,18 @@ UNSET: Any = c._UNSET
 class Client:
     """A connection to the public API. `base_url` and `api_key` default to OSTINATO_API_URL
     and OSTINATO_API_KEY (`from_profile` reads the CLI's profile file too); `tenant` (else
-    OSTINATO_TENANT), a tenant's id, makes the admin key act for that tenant. Use as `with`,
-    or call `close()`."""
+    OSTINATO_TENANT), a tenant's id, makes the admin key act for that tenant. `retries` (3;
+    0: none): how often a call safe to repeat is sent again after a 503 or a lost connection
+    (`ostinato.client.transport`). Use as `with`, or call `close()`."""
 
     def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
                  timeout: float = t.DEFAULT_TIMEOUT,
                  transport: httpx.BaseTransport | None = None,
                  headers: dict[str, str] | None = None,
-                 tenant: Id | None = None) -> None:
+                 tenant: Id | None = None,
+                 retries: int = t.DEFAULT_RETRIES) -> None:
         self.base_url = t.base_url(base_url)
+        self.retries = t.check_retries(retries)
         self._http = httpx.Client(
             base_url=self.base_url, timeout=timeout, transport=transport,
             headers=t.headers(t.api_key(api_key), headers, t.tenant(tenant)))
@@ -67,11 +71,22 @@ class Client:
         return cls(conn.api_url, conn.api_key, **{"tenant": conn.tenant, **kwargs})
 
     def send(self, call: c.Call[T]) -> T:
-        try:
-            response = self._http.request(call.method, call.path, **t.request_args(call))
-        except httpx.HTTPError as exc:
-            raise t.unreachable(self.base_url, exc) from exc
-        return t.decode(call, response)
+        """One call; sent again after a 503 or a lost connection while that is safe
+        (`transport.next_delay`: reads and keyed creates, up to `retries` times)."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = self._http.request(call.method, call.path, **t.request_args(call))
+            except httpx.HTTPError as exc:
+                delay = t.next_delay(call, attempt, self.retries, exc)
+                if delay is None:
+                    raise t.unreachable(self.base_url, exc) from exc
+            else:
+                delay = t.next_delay(call, attempt, self.retries, response)
+                if delay is None:
+                    return t.decode(call, response)
+            time.sleep(delay)
 
     def iterate(self, paged: c.Paged[T, Any]) -> Iterator[T]:
         call: c.Call[Any] | None = paged.first
@@ -210,9 +225,10 @@ class Runs(_Resource):
     def get(self, run_id: Id) -> m.RunView:
         return self._c.send(c.get_run(run_id))
 
-    def events(self, run_id: Id) -> list[m.EventView]:
-        """The run's timeline, straight from the log, in version order."""
-        return self._c.send(c.run_events(run_id)).items
+    def events(self, run_id: Id, *, page_size: int = PAGE) -> Iterator[m.EventView]:
+        """The run's timeline, straight from the log, in version order; pages are fetched as
+        the iteration reaches them (a long workflow has thousands of events)."""
+        return self._c.iterate(c.run_events(run_id, page_size))
 
     def logs(self, run_id: Id) -> a.RunLogs:
         return self._c.send(c.run_logs(run_id))
@@ -419,8 +435,8 @@ class DagRuns(_Resource):
     def get(self, dag_run_id: Id) -> m.DagRunView:
         return self._c.send(c.get_dag_run(dag_run_id))
 
-    def events(self, dag_run_id: Id) -> list[m.EventView]:
-        return (self._c.send(c.dag_run_events(dag_run_id))).items
+    def events(self, dag_run_id: Id, *, page_size: int = PAGE) -> Iterator[m.EventView]:
+        return self._c.iterate(c.dag_run_events(dag_run_id, page_size))
 
     def cancel(self, dag_run_id: Id, *, reason: str | None = None) -> m.DagRunChanged:
         return self._c.send(c.cancel_dag_run(dag_run_id, reason))
