@@ -30,9 +30,9 @@ from ostinato.runtime.settings import Settings
 from services.api.app import create_app
 
 OWNER_URL = os.environ.get("OSTINATO_OWNER_DATABASE_URL",
-                           "postgresql://ostinato_owner@127.0.0.1:55432/ostinato")
+                           "postgresql://ostinato_owner@127.0.0.1:15432/ostinato")
 APP_URL = os.environ.get("OSTINATO_DATABASE_URL",
-                         "postgresql://ostinato_app@127.0.0.1:55432/ostinato")
+                         "postgresql://ostinato_app@127.0.0.1:15432/ostinato")
 ADMIN = "bench-admin-key"
 
 

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 # The administrative (superuser) URL: the benchmarks create, migrate and drop their databases.
 BASE_URL = os.environ.get("OSTINATO_ADMIN_DATABASE_URL",
-                          "postgresql://ostinato@127.0.0.1:55432/ostinato")
+                          "postgresql://ostinato@127.0.0.1:15432/ostinato")
 KAFKA = os.environ.get("OSTINATO_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
 NOISE = ("figures from one shared machine: other work on it (and the benchmark's own client, "
          "worker and servers) competes for the same cores, so expect run-to-run noise")

@@ -5,8 +5,11 @@
 # Download caches shared by every clone on this machine (maven repo, kafka jars, Go module and
 # build caches, the jaeger binary).
 : "${OSTINATO_CACHE:=${HOME:-/root}/.cache/ostinato}"
+# Default ports lie outside Linux's ephemeral range (32768-60999, ip_local_port_range): a port
+# in it may be held by any outgoing connection, and a start then fails with "Address already in
+# use" while nothing listens (it happened at 55432).
 # PostgreSQL (infra/postgres/up.sh)
-: "${OSTINATO_PG_PORT:=55432}"
+: "${OSTINATO_PG_PORT:=15432}"
 # Three roles (README.md "Database roles"): the services connect as ostinato_app (owns nothing,
 # cannot alter, truncate, disable triggers or rewrite the log); migrations, rebuild-projections
 # and schema-dump as ostinato_owner; the superuser `ostinato` is for the tests' fixtures and
@@ -22,7 +25,7 @@
 # ... and the services, each as its own SCRAM user (infra/services.sh, `ostinato kafka-users`)
 : "${OSTINATO_KAFKA_SERVICE_BOOTSTRAP:=127.0.0.1:9095}"
 # Redis, for the benchmarks' Celery peer only (infra/redis/up.sh)
-: "${OSTINATO_REDIS_PORT:=56379}"
+: "${OSTINATO_REDIS_PORT:=16379}"
 # Jaeger (infra/jaeger/up.sh): OTLP/HTTP receiver (give it to services as OSTINATO_OTLP_ENDPOINT)
 # and query API; the ports are fixed in infra/jaeger/config.yaml (127.0.0.1 only)
 : "${OSTINATO_JAEGER_OTLP:=http://127.0.0.1:4318}"

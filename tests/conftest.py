@@ -28,11 +28,11 @@ metrics.TENANT_LABEL_CAP = 1_000_000
 # services the tests start as processes connect as the app role (`app_url_for`), like in
 # production.
 DATABASE_URL = os.environ.get("OSTINATO_ADMIN_DATABASE_URL",
-                              "postgresql://ostinato@127.0.0.1:55432/ostinato")
+                              "postgresql://ostinato@127.0.0.1:15432/ostinato")
 OWNER_URL = os.environ.get("OSTINATO_OWNER_DATABASE_URL",
-                           "postgresql://ostinato_owner@127.0.0.1:55432/ostinato")
+                           "postgresql://ostinato_owner@127.0.0.1:15432/ostinato")
 APP_URL = os.environ.get("OSTINATO_DATABASE_URL",
-                         "postgresql://ostinato_app@127.0.0.1:55432/ostinato")
+                         "postgresql://ostinato_app@127.0.0.1:15432/ostinato")
 KAFKA_BOOTSTRAP = os.environ.get("OSTINATO_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
 # The broker's SASL/SCRAM listeners for tenants' producers and for the services (docs/KAFKA.md)
 TENANT_BOOTSTRAP = os.environ.get("OSTINATO_KAFKA_TENANT_BOOTSTRAP", "127.0.0.1:9094")

@@ -22,7 +22,7 @@ from celery import Celery
 
 from bench.peers.harness import Items, Peer, Recorder
 
-BROKER = f"redis://127.0.0.1:{os.environ.get('OSTINATO_REDIS_PORT', '56379')}/0"
+BROKER = f"redis://127.0.0.1:{os.environ.get('OSTINATO_REDIS_PORT', '16379')}/0"
 app = Celery("bench", broker=BROKER)
 app.conf.update(task_ignore_result=True, worker_hijack_root_logger=False,
                 broker_connection_retry_on_startup=True)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Start a local PostgreSQL 15 for Ostinato (idempotent).
-#   - listens on 127.0.0.1:$OSTINATO_PG_PORT (default 55432) only, trust auth on loopback
+#   - listens on 127.0.0.1:$OSTINATO_PG_PORT (default 15432) only, trust auth on loopback
 #   - data/logs/socket under <repo>/.cache/pg (or /var/lib/ostinato/<hash> if the
 #     postgres OS user cannot traverse the checkout's path)
 #   - creates roles `ostinato` (SUPERUSER, administration), `ostinato_owner` (owns the schema:

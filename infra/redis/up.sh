@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start a local Redis for the benchmarks only (Celery's broker, bench/peers/celery_peer.py);
 # idempotent. Ostinato itself never uses Redis.
-#   - listens on 127.0.0.1:$OSTINATO_REDIS_PORT (default 56379) only
+#   - listens on 127.0.0.1:$OSTINATO_REDIS_PORT (default 16379) only
 #   - data, pid file and log under <repo>/.cache/redis; Redis's default persistence
 #     (periodic snapshots, no append-only file)
 #   - installs the Debian package redis-server with apt-get when the binary is missing

@@ -140,3 +140,18 @@ def test_redis_down_stops_its_own_clones_redis_only(tmp_path: Path) -> None:
         for pid in (other, ours):
             if pid is not None and alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_default_ports_lie_outside_the_ephemeral_range() -> None:
+    """PostgreSQL's 55432 was inside Linux's ephemeral range (32768-60999): an outgoing
+    connection could hold it and the server's start failed with "Address already in use"."""
+    env = subprocess.run(
+        ["bash", "-c", "env -i PATH=/usr/bin:/bin bash -c '. infra/env.sh && env'"],
+        cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    values = dict(line.split("=", 1) for line in env.splitlines() if "=" in line)
+    ports = [int(values[name]) for name in (
+        "OSTINATO_PG_PORT", "OSTINATO_REDIS_PORT", "OSTINATO_KAFKA_CONTROLLER_PORT")]
+    ports += [int(values[name].rpartition(":")[2].rstrip("/")) for name in (
+        "OSTINATO_KAFKA_BOOTSTRAP", "OSTINATO_KAFKA_TENANT_BOOTSTRAP",
+        "OSTINATO_KAFKA_SERVICE_BOOTSTRAP", "OSTINATO_JAEGER_OTLP", "OSTINATO_JAEGER_QUERY")]
+    assert [p for p in ports if 32768 <= p <= 60999] == []

@@ -22,10 +22,10 @@ from ostinato.sdk.protocol import MAX_CLAIM_WAIT_SECONDS
 class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # The services' least-privilege role (README.md "Database roles"): owns no table, cannot
     # alter, truncate, disable triggers or rewrite the event log.
-    database_url: str = "postgresql://ostinato_app@127.0.0.1:55432/ostinato"
+    database_url: str = "postgresql://ostinato_app@127.0.0.1:15432/ostinato"
     # The owner of the schema, for `ostinato migrate`, `rebuild-projections` and `schema-dump`
     # only (set it empty to use database_url: a deployment with one role); no service uses it.
-    owner_database_url: str = "postgresql://ostinato_owner@127.0.0.1:55432/ostinato"
+    owner_database_url: str = "postgresql://ostinato_owner@127.0.0.1:15432/ostinato"
     kafka_bootstrap: str = "127.0.0.1:9092"
     # A SCRAM user of the service's own (docs/KAFKA.md), on the broker's SASL listener for
     # services; empty: the loopback PLAINTEXT listener, unauthenticated.

@@ -171,7 +171,7 @@ def server_port(name: str) -> int:
     if name == "postgres":
         url = os.environ.get("OSTINATO_DATABASE_URL")
         port = urlsplit(url).port if url else None
-        return port or int(os.environ.get("OSTINATO_PG_PORT", "55432"))
+        return port or int(os.environ.get("OSTINATO_PG_PORT", "15432"))
     if name == "kafka":
         first = os.environ.get("OSTINATO_KAFKA_BOOTSTRAP", "127.0.0.1:9092").split(",")[0]
         return int(first.rsplit(":", 1)[1])
