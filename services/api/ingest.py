@@ -50,7 +50,7 @@ from ostinato.bus.kafka import make_producer
 from ostinato.bus.topics import Topics, tenant_key
 from ostinato.client.models import JobRequest
 from ostinato.clock import Clock
-from ostinato.db.sqlstate import is_transient
+from ostinato.db.sqlstate import is_transient, is_unavailable
 from ostinato.domain import roles
 from ostinato.domain.errors import PROBLEM_BASE, OstinatoError
 from ostinato.eventlog.store import EventStore
@@ -75,7 +75,6 @@ RETRY_FIRST_SECONDS, RETRY_MOST_SECONDS = 0.5, 5.0  # a partition's backoff afte
 # Transient failures of one message before the database is asked whether it answers: if it
 # does, the failure is the message's own (e.g. a statement timeout) and it is rejected.
 TRIES_BEFORE_PROBE = 10
-_REFUSING_WRITES = ("25006", "58030")  # read-only (a standby after a failover), an I/O error
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 _decoder = msgspec.json.Decoder(JobRequest)
 
@@ -131,7 +130,7 @@ def problem_of(exc: BaseException) -> dict[str, Any] | None:
         return _problem(400, "bad-request", "Bad request",
                         "a text value holds a character that cannot be stored (U+0000, NUL)")
     if isinstance(exc, KafkaError | asyncpg.UniqueViolationError | asyncpg.LockNotAvailableError) \
-            or is_transient(exc) or getattr(exc, "sqlstate", None) in _REFUSING_WRITES:
+            or is_unavailable(exc):
         return None
     return _problem(500, "internal", "Internal error",
                     f"the message could not be handled ({type(exc).__name__}); it has been "
