@@ -680,11 +680,15 @@ class SkipsPage(msgspec.Struct, kw_only=True):
 
 KeyName = Annotated[str, msgspec.Meta(min_length=1, max_length=100,
                                       pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._@:-]*$")]
+# A worker key's pools are checked against the configured pools by name (a 422 naming them).
+KeyPool = Annotated[str, msgspec.Meta(min_length=1, max_length=63)]
+
+
 class KeyRequest(msgspec.Struct, forbid_unknown_fields=True):
     name: KeyName
     role: Literal["operator", "viewer", "submitter", "worker"]
     # a worker key's pools (none: every pool); only for role worker
-    pools: Annotated[list[PoolName], msgspec.Meta(max_length=64)] = msgspec.field(
+    pools: Annotated[list[KeyPool], msgspec.Meta(max_length=64)] = msgspec.field(
         default_factory=list)
 
 
