@@ -24,6 +24,7 @@ ROW_OF = {
     (shard, "renew_shards_if_epoch"): shard.ShardEpoch,
     (shard, "acquire_shards"): shard.ShardEpoch,
     (shard, "shard_table"): shard.ShardLease,
+    (shard, "shard_passes"): shard.ShardPass,
     (registry, "live_capacity"): registry.PoolCapacity,
     (registry, "list_workers"): registry.WorkerInfo,
     (registry, "live_versions"): registry.ServedVersion,
@@ -34,6 +35,7 @@ ROW_OF = {
 SCALAR = {
     (shard, "instance_seen"): "live",
     (shard, "hold_shards_if_epoch"): "shard",
+    (shard, "decided_through_of_job"): "decided_through",
     (registry, "forget_worker"): "worker_id",
     (registry, "serves_version"): "exists",
 }
@@ -42,6 +44,7 @@ DML = {
     (attempts, "release_leases"),
     (shard, "instance_gone"),
     (shard, "release_shards_if_epoch"),
+    (shard, "passed_every_shard"),
     (registry, "touch_worker"),
     (registry, "worker_seen"),
     (registry, "forget_stale_workers"),

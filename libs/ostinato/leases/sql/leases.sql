@@ -132,7 +132,7 @@ FROM shard_leases ORDER BY shard;
 
 -- name: decided_through_of_job
 -- The ledger: how far the scheduler has decided the shard a job belongs to (NULL: not at all).
-SELECT nullif(l.decided_through, '-infinity')
+SELECT nullif(l.decided_through, '-infinity') AS decided_through
 FROM jobs j JOIN shard_leases l ON l.shard = j.shard WHERE j.id = $1;
 
 -- name: passed_every_shard
