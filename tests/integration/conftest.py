@@ -10,7 +10,6 @@ import httpx
 import pytest
 
 from ostinato.clock import Clock, SystemClock
-from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from services.api.app import create_app
@@ -18,7 +17,7 @@ from services.worker_gateway.app import create_app as create_gateway_app
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.wakeups import ReadySignals
 
-from .helpers import Receiver, store
+from .helpers import Receiver, served_api, store
 
 ADMIN = "test-admin-key"
 GATEWAY_BASE = "http://gateway.test"
@@ -56,14 +55,8 @@ async def client(pool: asyncpg.Pool, db_url: str,
 async def api_url(pool: asyncpg.Pool, db_url: str) -> AsyncIterator[str]:
     """The public API served on a free port of 127.0.0.1, in this event loop (over the test's
     pool): for real HTTP clients and for commands running as other processes."""
-    service = Service("api", Settings(database_url=db_url, admin_key=ADMIN))
-    service.pool = pool
-    server = HttpServer(create_app(service, store()), "127.0.0.1", 0)
-    await server.start()
-    try:
-        yield f"http://127.0.0.1:{server.port}"
-    finally:
-        await server.stop()
+    async with served_api(pool, db_url, ADMIN) as url:
+        yield url
 
 
 def auth(key: str) -> dict[str, str]:

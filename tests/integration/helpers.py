@@ -10,6 +10,8 @@ holds, or arranging a state no public call makes); the stores are the way to mov
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
@@ -23,10 +25,13 @@ from ostinato.eventlog.store import EventStore
 from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
 from ostinato.runtime.ops import HttpServer
+from ostinato.runtime.service import Service
+from ostinato.runtime.settings import Settings
 from ostinato.schedules import ScheduleSpec
 from ostinato.sdk import protocol as p
 from ostinato.stores.jobs import JobRow
 from ostinato.tenancy import create_tenant
+from services.api.app import create_app
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome
 
@@ -35,6 +40,20 @@ TOPICS = Topics()
 
 def store(clock: Clock | None = None) -> EventStore:
     return EventStore(clock or SystemClock(), TOPICS)
+
+
+@asynccontextmanager
+async def served_api(pool: asyncpg.Pool, db_url: str, admin_key: str) -> AsyncIterator[str]:
+    """The public API over `pool`, served on a free port of 127.0.0.1 in this event loop: for
+    real HTTP clients and for commands running as other processes. Yields its base URL."""
+    service = Service("api", Settings(database_url=db_url, admin_key=admin_key))
+    service.pool = pool
+    server = HttpServer(create_app(service, store()), "127.0.0.1", 0)
+    await server.start()
+    try:
+        yield f"http://127.0.0.1:{server.port}"
+    finally:
+        await server.stop()
 
 
 async def pool_logging_statements(db_url: str) -> tuple[asyncpg.Pool, list[str]]:

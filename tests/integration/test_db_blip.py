@@ -26,7 +26,6 @@ from ostinato.runtime.settings import Settings
 from ostinato.sdk import Worker, task
 from ostinato.testing.outage import PgRelay
 from ostinato.testing.waiting import until
-from services.api.app import create_app
 from services.scheduler.tick import fire_due
 from services.worker_gateway.app import create_app as create_gateway_app
 from services.worker_gateway.attempts import Attempts
@@ -34,7 +33,7 @@ from services.worker_gateway.wakeups import ReadySignals
 from tests.conftest import DATABASE_URL
 
 from .conftest import ADMIN, auth, tenant
-from .helpers import dispatch, new_job, new_tenant, store
+from .helpers import dispatch, new_job, new_tenant, served_api, store
 
 pytestmark = pytest.mark.integration
 SERVICE_UNAVAILABLE = "https://ostinato.dev/problems/service-unavailable"
@@ -57,14 +56,8 @@ async def relayed_pool(relay: PgRelay, db_url: str) -> AsyncIterator[asyncpg.Poo
 
 @pytest.fixture
 async def api(relayed_pool: asyncpg.Pool, db_url: str) -> AsyncIterator[str]:
-    service = Service("api", Settings(database_url=db_url, admin_key=ADMIN))
-    service.pool = relayed_pool
-    server = HttpServer(create_app(service, store()), "127.0.0.1", 0)
-    await server.start()
-    try:
-        yield f"http://127.0.0.1:{server.port}"
-    finally:
-        await server.stop()
+    async with served_api(relayed_pool, db_url, ADMIN) as url:
+        yield url
 
 
 class Recording(httpx.AsyncHTTPTransport):
