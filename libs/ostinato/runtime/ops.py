@@ -45,7 +45,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True, slots=True)
 class Degraded:
     """A failing check of a dependency the work path survives (Kafka: the outbox keeps what it
