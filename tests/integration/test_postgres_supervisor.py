@@ -176,8 +176,13 @@ def test_up_starts_the_supervisor_and_down_stops_it_before_the_server(checkout: 
     base = checkout / ".cache" / "pg"
     supervisor = int((base / "supervisor.pid").read_text())
     assert _alive(supervisor)
-    assert f"supervise.sh {base / 'data'} " in \
-        Path(f"/proc/{supervisor}/cmdline").read_text().replace("\0", " ")
+    # Its command line names this checkout's data folder (read until the exec has finished:
+    # right after the fork it may still be empty or nohup's).
+    cmdline, deadline = "", time.monotonic() + 60  # a give-up, not a bound
+    while f"supervise.sh {base / 'data'} " not in cmdline:
+        assert time.monotonic() < deadline, cmdline
+        cmdline = Path(f"/proc/{supervisor}/cmdline").read_text().replace("\0", " ")
+        time.sleep(0.05)
     # up.sh again: the same supervisor, not a second one.
     again = subprocess.run([str(checkout / "infra" / "postgres" / "up.sh")], env=env,
                            capture_output=True, text=True, check=True).stdout
