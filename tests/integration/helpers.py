@@ -9,6 +9,7 @@ holds, or arranging a state no public call makes); the stores are the way to mov
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+import httpx
 import msgspec
 
 from ostinato.bus.topics import Topics
@@ -29,6 +31,7 @@ from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from ostinato.schedules import ScheduleSpec
 from ostinato.sdk import protocol as p
+from ostinato.stores import runs
 from ostinato.stores.jobs import JobRow
 from ostinato.tenancy import create_tenant
 from services.api.app import create_app
@@ -175,3 +178,41 @@ class Receiver:
     def alerts(self) -> list[tuple[str, str, str | None]]:
         return [(a["status"], a["labels"]["alertname"], a["labels"].get("owner"))
                 for b in self.bodies for a in b["alerts"]]
+
+
+async def queued_workflow_run(pool: asyncpg.Pool, tenant_id: uuid.UUID, task: str,
+                              payload: Any = None) -> uuid.UUID:
+    """A job of `task` due now, its run created by the scheduler's code and queued by the
+    dispatcher's."""
+    await new_job(pool, tenant_id, name=task, payload=payload)
+    [created] = await fire_due(pool, store(), SystemClock())
+    assert await dispatch(pool) == 1
+    async with pool.acquire() as conn:
+        [run] = await runs.page(conn, tenant_id, job_id=created.job_id, state=None,
+                                after=(None, None), limit=1)
+    return run.id
+
+
+async def run_row(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: uuid.UUID) -> runs.RunRow:
+    async with pool.acquire() as conn:
+        row = await runs.by_id(conn, tenant_id, run_id)
+    assert row is not None
+    return row
+
+
+CSRF = re.compile(r'name="_csrf" value="([^"]+)"')
+
+
+async def login(client: httpx.AsyncClient, key: str) -> str:
+    """A session opened with `key` (the client keeps its cookie); the session's CSRF token."""
+    form = await client.get("/ui/login")
+    token = re.search(r'name="_login" value="([^"]+)"', form.text)
+    assert token, form.text
+    r = await client.post("/ui/login", data={"_login": token.group(1), "api_key": key,
+                                             "next": "/ui/runs"})
+    assert r.status_code == 303, r.text
+    page = await client.get("/ui/runs")
+    assert page.status_code == 200, page.text
+    found = CSRF.search(page.text)
+    assert found, page.text
+    return found.group(1)

@@ -21,10 +21,8 @@ from ostinato.testing.waiting import until
 from services.scheduler.tick import release_retries, wake_suspended
 
 from .conftest import GATEWAY_BASE, auth
-from .helpers import dispatch, new_tenant, store
+from .helpers import dispatch, login, new_tenant, queued_workflow_run, run_row, store
 from .test_cli import cli
-from .test_ui_answers import login
-from .test_workflows import queued_workflow_run, run_row
 
 pytestmark = pytest.mark.integration
 SLEEPS, FAILURES = 3, 2

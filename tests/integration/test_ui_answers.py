@@ -5,7 +5,6 @@ path is an HTML page with a way back, not the API's JSON problem."""
 
 from __future__ import annotations
 
-import re
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -14,25 +13,12 @@ import httpx
 import pytest
 
 from .conftest import auth, tenant
+from .helpers import login
 from .test_keys import issue
 
 pytestmark = pytest.mark.integration
-CSRF = re.compile(r'name="_csrf" value="([^"]+)"')
 
 
-async def login(client: httpx.AsyncClient, key: str) -> str:
-    """A session opened with `key` (the client keeps its cookie); the session's CSRF token."""
-    form = await client.get("/ui/login")
-    token = re.search(r'name="_login" value="([^"]+)"', form.text)
-    assert token, form.text
-    r = await client.post("/ui/login", data={"_login": token.group(1), "api_key": key,
-                                             "next": "/ui/runs"})
-    assert r.status_code == 303, r.text
-    page = await client.get("/ui/runs")
-    assert page.status_code == 200, page.text
-    found = CSRF.search(page.text)
-    assert found, page.text
-    return found.group(1)
 
 
 async def a_run(client: httpx.AsyncClient, key: str) -> str:

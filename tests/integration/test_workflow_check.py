@@ -22,8 +22,8 @@ import pytest
 from ostinato.sdk import WorkflowContext, workflow
 
 from .conftest import auth
-from .helpers import new_tenant
-from .test_workflows import queued_workflow_run, run_row, work_until
+from .helpers import new_tenant, queued_workflow_run, run_row
+from .test_workflows import work_until
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

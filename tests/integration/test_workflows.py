@@ -38,29 +38,11 @@ from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.wakeups import ReadySignals
 
 from .conftest import ADMIN, GATEWAY_BASE, assert_problem, auth
-from .helpers import dispatch, new_job, new_tenant, store
+from .helpers import dispatch, new_tenant, queued_workflow_run, run_row, store
 
 pytestmark = pytest.mark.integration
 
 
-async def queued_workflow_run(pool: asyncpg.Pool, tenant_id: uuid.UUID, task: str,
-                              payload: Any = None) -> uuid.UUID:
-    """A job of `task` due now, its run created by the scheduler's code and queued by the
-    dispatcher's."""
-    await new_job(pool, tenant_id, name=task, payload=payload)
-    [created] = await fire_due(pool, store(), SystemClock())
-    assert await dispatch(pool) == 1
-    async with pool.acquire() as conn:
-        [run] = await runs.page(conn, tenant_id, job_id=created.job_id, state=None,
-                                after=(None, None), limit=1)
-    return run.id
-
-
-async def run_row(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: uuid.UUID) -> runs.RunRow:
-    async with pool.acquire() as conn:
-        row = await runs.by_id(conn, tenant_id, run_id)
-    assert row is not None
-    return row
 
 
 async def work_until(pool: asyncpg.Pool, gw: httpx.AsyncClient, key: str, task: Any,
