@@ -104,20 +104,20 @@ from ostinato import eventloop
 from ostinato.bus.kafka import delete_topics_with_prefixes
 from ostinato.db.migrate import migrate
 from ostinato.telemetry.logging import configure_logging
-from ostinato.testing.cluster import Cluster
-from ostinato.testing.database import Db
-from ostinato.testing.injection import freeze
-from ostinato.testing.invariants import (
+from tests.helpers.lab.cluster import Cluster
+from tests.helpers.lab.database import Db
+from tests.helpers.lab.injection import freeze
+from tests.helpers.lab.invariants import (
     FINAL,
     coverage,
     shard_epoch_order,
     verify,
     wait_settled,
 )
-from ostinato.testing.lab import FAULT_ENV, Lab
-from ostinato.testing.load import Load, fx_job
-from ostinato.testing.metrics import metric_total, scrape
-from ostinato.testing.processes import (
+from tests.helpers.lab.lab import FAULT_ENV, Lab
+from tests.helpers.lab.load import Load, fx_job
+from tests.helpers.lab.metrics import metric_total, scrape
+from tests.helpers.lab.processes import (
     WorkerProc,
     frozen,
     process_state,

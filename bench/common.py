@@ -257,8 +257,8 @@ async def bench_cluster(scenario: str, *, env: Mapping[str, str] | None = None,
     afterwards stop every process and drop the database (also on errors)."""
     from ostinato.bus import kafka as bus
     from ostinato.db.migrate import migrate
-    from ostinato.testing.cluster import SERVICES, Cluster
-    from ostinato.testing.load import create_tenant
+    from tests.helpers.lab.cluster import SERVICES, Cluster
+    from tests.helpers.lab.load import create_tenant
 
     name = f"ostinato_bench_{uuid.uuid4().hex[:8]}"
     admin = await asyncpg.connect(BASE_URL)

@@ -8,7 +8,7 @@ over the whole run.
 
 The kill and its measurement are bench/chaos.py's `scheduler_kill` (from the kill to the first
 run created for a slot due after it, the slowest of the victim's jobs), the end checks are
-ostinato.testing.invariants' `coverage` (a slot with neither a run nor a recorded skip is missed;
+tests.helpers.lab.invariants' `coverage` (a slot with neither a run nor a recorded skip is missed;
 one whose occurrence got more than one `RunScheduled` is duplicated) and `shard_epoch_order`.
 Leases as in the fault suite (FAULT_ENV: 3 s shard-lease TTL, 50 ms polls). An SDK worker runs
 the no-op runs.
@@ -34,9 +34,9 @@ from bench.common import (
     write_result,
 )
 from ostinato import eventloop
-from ostinato.testing.database import Db
-from ostinato.testing.invariants import coverage, shard_epoch_order
-from ostinato.testing.lab import FAULT_ENV, Lab
+from tests.helpers.lab.database import Db
+from tests.helpers.lab.invariants import coverage, shard_epoch_order
+from tests.helpers.lab.lab import FAULT_ENV, Lab
 
 SCENARIO = "failover"
 TARGET_TTLS = 2

@@ -45,7 +45,7 @@ from ostinato import eventloop
 from ostinato.bus.kafka import ensure_topics
 from ostinato.leases.shard import SHARDS
 from ostinato.stores import jobs, runs
-from ostinato.testing.metrics import metric_total, scrape
+from tests.helpers.lab.metrics import metric_total, scrape
 
 SCENARIO = "idle_cost"
 SHARD_LIST = list(range(SHARDS))

@@ -11,7 +11,6 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
-from ostinato.testing.cluster import Cluster
 from tests.conftest import (
     APP_URL,
     KAFKA_BOOTSTRAP,
@@ -21,6 +20,7 @@ from tests.conftest import (
     slots_out_of_step,
     url_for,
 )
+from tests.helpers.lab.cluster import Cluster
 
 
 async def connected_roles(name: str) -> set[str]:

@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 from ostinato.sdk import PermanentError, Worker, current, task
-from ostinato.testing.cluster import Cluster
 from tests.conftest import owner_url_of
 from tests.e2e.services import running_cluster
+from tests.helpers.lab.cluster import Cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 HERE = Path(__file__).parent

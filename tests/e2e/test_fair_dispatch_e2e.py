@@ -25,8 +25,8 @@ import pytest
 
 from ostinato.eventlog.store import read_all_after
 from ostinato.sdk import Worker, task
-from ostinato.testing.cluster import Cluster
 from tests.e2e.services import running_cluster
+from tests.helpers.lab.cluster import Cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -18,9 +18,9 @@ from ostinato.bus import access
 from ostinato.bus.kafka import ensure_topics
 from ostinato.bus.topics import Topics
 from ostinato.sdk import Worker, task
-from ostinato.testing.cluster import Cluster
 from tests.conftest import KAFKA_BOOTSTRAP, SERVICE_BOOTSTRAP, TENANT_BOOTSTRAP
 from tests.e2e.services import running_cluster
+from tests.helpers.lab.cluster import Cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 ENOUGH = 90.0  # a safety net, never a bound on how fast the run is

@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from ostinato.sdk import PermanentError, Worker, WorkflowContext, task, workflow
-from ostinato.testing.cluster import Cluster
 from tests.conftest import new_topic_prefix
 from tests.e2e.services import running_cluster
+from tests.helpers.lab.cluster import Cluster
 
 playwright_api = pytest.importorskip("playwright.async_api")
 

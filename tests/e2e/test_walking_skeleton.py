@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from ostinato.sdk import PermanentError, Worker, current, task
-from ostinato.testing.cluster import Cluster
 from tests.e2e.services import running_cluster
+from tests.helpers.lab.cluster import Cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 EXPECTED = ["RunScheduled", "RunQueued", "RunStarted", "RunSucceeded"]

@@ -1,4 +1,4 @@
-"""Fixtures of the fault suite: a `Lab` (ostinato.testing.lab) per test — the five services as
+"""Fixtures of the fault suite: a `Lab` (tests.helpers.lab.lab) per test — the five services as
 real processes on a fresh database and topic prefix, short leases, a tenant, and worker
 processes started on demand — torn down whatever happens, including restarting the shared
 PostgreSQL or Kafka server if the test stopped it."""
@@ -13,10 +13,6 @@ from pathlib import Path
 import pytest
 
 from ostinato.db.migrate import migrate
-from ostinato.testing.cluster import Cluster
-from ostinato.testing.database import Db
-from ostinato.testing.injection import server
-from ostinato.testing.lab import FAULT_ENV, Lab
 from tests.conftest import (
     DATABASE_URL,
     KAFKA_BOOTSTRAP,
@@ -27,6 +23,10 @@ from tests.conftest import (
     owner_url_for,
     url_for,
 )
+from tests.helpers.lab.cluster import Cluster
+from tests.helpers.lab.database import Db
+from tests.helpers.lab.injection import server
+from tests.helpers.lab.lab import FAULT_ENV, Lab
 
 
 def pytest_configure(config: pytest.Config) -> None:

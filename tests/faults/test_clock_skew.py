@@ -23,10 +23,10 @@ from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
 from ostinato.schedules import ScheduleSpec
 from ostinato.tenancy import create_tenant
-from ostinato.testing.cluster import Cluster
-from ostinato.testing.processes import scheduler_owner
-from ostinato.testing.waiting import until
 from tests.faults.test_schedulers import cluster, coverage, db_now, every_job_past
+from tests.helpers.lab.cluster import Cluster
+from tests.helpers.lab.processes import scheduler_owner
+from tests.helpers.waiting import until
 
 __all__ = ["cluster"]  # the fixture, shared with test_schedulers
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]

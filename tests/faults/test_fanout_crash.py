@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from ostinato.domain import fanout as fo
-from ostinato.testing.lab import Lab
-from ostinato.testing.load import RETRY
-from ostinato.testing.processes import WorkerProc
-from ostinato.testing.waiting import until
+from tests.helpers.lab.lab import Lab
+from tests.helpers.lab.load import RETRY
+from tests.helpers.lab.processes import WorkerProc
+from tests.helpers.waiting import until
 
 CHUNKS = int(os.environ.get("OSTINATO_FANOUT_CRASH_CHUNKS", "10000"))
 CAP = 50

@@ -7,7 +7,7 @@ that timed out are submitted again with the same keys.
 
 Checked: every process was stopped while frozen (their /proc state), every accepted
 idempotency key has exactly one job (one row, one JobCreated event in the log, the id the
-client was answered), and the common end check (ostinato.testing.invariants.verify): every
+client was answered), and the common end check (tests.helpers.lab.invariants.verify): every
 run final, succeeded exactly once, its story consistent, no effect applied twice.
 
 The freeze stops the *shared* server: other tests running at the same time stall for as long.
@@ -25,11 +25,11 @@ from collections import Counter
 import httpx
 import pytest
 
-from ostinato.testing.invariants import verify, wait_settled
-from ostinato.testing.lab import Lab
-from ostinato.testing.load import Load
-from ostinato.testing.processes import frozen, process_state
-from ostinato.testing.waiting import until
+from tests.helpers.lab.invariants import verify, wait_settled
+from tests.helpers.lab.lab import Lab
+from tests.helpers.lab.load import Load
+from tests.helpers.lab.processes import frozen, process_state
+from tests.helpers.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(240)]
 FREEZE_SECONDS = 5.0  # past the fault suite's 3 s leases: they all expire on the database clock

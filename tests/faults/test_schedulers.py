@@ -28,10 +28,10 @@ from ostinato.jobs.request import JobRequest
 from ostinato.schedules import ScheduleSpec, expected_slots, from_document
 from ostinato.stores import jobs as job_store
 from ostinato.tenancy import create_tenant
-from ostinato.testing.cluster import Cluster
-from ostinato.testing.invariants import occurrences_scheduled_twice
-from ostinato.testing.waiting import until
 from tests.conftest import KAFKA_BOOTSTRAP, app_url_for, drop_database, fresh_database, url_for
+from tests.helpers.lab.cluster import Cluster
+from tests.helpers.lab.invariants import occurrences_scheduled_twice
+from tests.helpers.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

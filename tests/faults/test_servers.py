@@ -1,6 +1,6 @@
 """Services and servers under faults while jobs keep coming: a scheduler frozen past its shard
 lease, PostgreSQL and the Kafka broker restarted, the dispatcher and the worker-gateway killed
-with -9 and restarted. Each test ends with the common check (ostinato.testing.invariants.verify):
+with -9 and restarted. Each test ends with the common check (tests.helpers.lab.invariants.verify):
 every accepted job ran, no effect was applied twice, every run is final, every run's story is
 consistent. (Schedulers killed with -9: tests/faults/test_schedulers.py.)
 
@@ -20,13 +20,13 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from ostinato.testing.injection import freeze
-from ostinato.testing.invariants import coverage, shard_epoch_order, verify, wait_settled
-from ostinato.testing.lab import Lab
-from ostinato.testing.load import Load, fx_job
-from ostinato.testing.metrics import metric_total, scrape
-from ostinato.testing.processes import respawn, scheduler_owner
-from ostinato.testing.waiting import until
+from tests.helpers.lab.injection import freeze
+from tests.helpers.lab.invariants import coverage, shard_epoch_order, verify, wait_settled
+from tests.helpers.lab.lab import Lab
+from tests.helpers.lab.load import Load, fx_job
+from tests.helpers.lab.metrics import metric_total, scrape
+from tests.helpers.lab.processes import respawn, scheduler_owner
+from tests.helpers.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(150)]
 SHARD_TTL = 3.0  # OSTINATO_SHARD_LEASE_TTL_SECONDS in FAULT_ENV

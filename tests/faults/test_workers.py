@@ -1,5 +1,5 @@
 """Worker processes killed, frozen and stopped mid-run, with the five services as real processes
-and leases of 3 s. Each test ends with the common check (ostinato.testing.invariants.verify):
+and leases of 3 s. Each test ends with the common check (tests.helpers.lab.invariants.verify):
 every accepted job ran, no effect was applied twice, every run is final, every run's story is
 consistent.
 
@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
-from ostinato.testing.invariants import verify, wait_settled
-from ostinato.testing.lab import Lab
-from ostinato.testing.load import fx_job
-from ostinato.testing.metrics import metric_total, scrape
-from ostinato.testing.waiting import until
+from tests.helpers.lab.invariants import verify, wait_settled
+from tests.helpers.lab.lab import Lab
+from tests.helpers.lab.load import fx_job
+from tests.helpers.lab.metrics import metric_total, scrape
+from tests.helpers.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(120)]
 LONG_LEASES = {"OSTINATO_LEASE_TTL_SECONDS": "20"}  # a release must not look like an expiry

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from ostinato.testing.lab import Lab
-from ostinato.testing.load import RETRY
-from ostinato.testing.waiting import until
+from tests.helpers.lab.lab import Lab
+from tests.helpers.lab.load import RETRY
+from tests.helpers.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(120)]
 STEPS = 4

@@ -23,8 +23,8 @@ from ostinato.leases import attempts as attempt_leases
 from ostinato.runs.children import child_run_id, notify_parents
 from ostinato.sdk import ChildFailedError, PermanentError, Worker, WorkflowContext, task, workflow
 from ostinato.stores import runs
-from ostinato.testing.waiting import until
 from services.reconciler.checks import pipeline
+from tests.helpers.waiting import until
 
 from .conftest import GATEWAY_BASE, auth
 from .helpers import dispatch, new_tenant, store

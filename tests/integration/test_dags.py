@@ -32,9 +32,9 @@ from ostinato.schedules import ScheduleSpec
 from ostinato.sdk import PermanentError, Worker, current, task
 from ostinato.stores import dags as dag_store
 from ostinato.stores import runs
-from ostinato.testing.waiting import until
 from services.reconciler.checks.gaps import check_gaps
 from services.scheduler.tick import fire_due, release_retries
+from tests.helpers.waiting import until
 
 from .conftest import GATEWAY_BASE, assert_problem, auth
 from .helpers import dispatch, new_tenant, store

@@ -24,13 +24,13 @@ from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from ostinato.sdk import Worker, task
-from ostinato.testing.outage import PgRelay
-from ostinato.testing.waiting import until
 from services.scheduler.tick import fire_due
 from services.worker_gateway.app import create_app as create_gateway_app
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.wakeups import ReadySignals
 from tests.conftest import DATABASE_URL
+from tests.helpers.lab.outage import PgRelay
+from tests.helpers.waiting import until
 
 from .conftest import ADMIN, auth, tenant
 from .helpers import dispatch, new_job, new_tenant, served_api, store

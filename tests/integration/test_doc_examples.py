@@ -52,10 +52,10 @@ import asyncpg
 import httpx
 import pytest
 
-from ostinato.testing.cluster import Cluster
-from ostinato.testing.waiting import until
 from tests.conftest import DATABASE_URL, TENANT_BOOTSTRAP, new_topic_prefix, url_for
 from tests.e2e.services import running_cluster
+from tests.helpers.lab.cluster import Cluster
+from tests.helpers.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

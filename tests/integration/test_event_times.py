@@ -13,7 +13,7 @@ import pytest
 
 from ostinato.clock import DatabaseClock
 from ostinato.eventlog.records import StreamHead
-from ostinato.testing.run_stories import scheduled
+from tests.helpers.run_stories import scheduled
 
 from .helpers import new_tenant, store
 

@@ -13,9 +13,9 @@ from ostinato.clock import SystemClock
 from ostinato.eventlog.store import read_stream
 from ostinato.sdk import protocol as p
 from ostinato.stores.runs import Q as RUNS
-from ostinato.testing.outbox import drain_outbox
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome
+from tests.helpers.outbox import drain_outbox
 
 from .helpers import TOPICS, dispatch, drive_one_run, new_job, new_tenant, store
 

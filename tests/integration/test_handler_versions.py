@@ -23,9 +23,9 @@ from ostinato.policy.fairness import DEFAULT_CLASSES
 from ostinato.runs.signals import send_signal
 from ostinato.sdk import Worker, WorkflowContext, workflow
 from ostinato.stores.runs import StuckThresholds
-from ostinato.testing.waiting import until
 from services.dispatcher.dispatcher import Dispatcher, fixed_capacity, live_versions
 from services.reconciler.checks.stuck import mark_stuck
+from tests.helpers.waiting import until
 
 from .conftest import GATEWAY_BASE, auth
 from .helpers import dispatch, new_tenant, store

@@ -471,7 +471,7 @@ async def test_a_run_dead_lettered_twice_projects_its_fold_and_one_letter(
         pool: asyncpg.Pool) -> None:
     from ostinato.domain.lifecycle import fold
     from ostinato.eventlog.records import StreamHead
-    from ostinato.testing.run_stories import T0, scheduled
+    from tests.helpers.run_stories import T0, scheduled
 
     from .test_run_fold import ROW, _as_run
 

@@ -38,10 +38,10 @@ from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
-from ostinato.testing.waiting import until
 from services.api.app import create_app
 from services.api.ingest import REJECTION_MAX_BYTES, SubmitIngest, SubmitTopics
 from tests.conftest import KAFKA_BOOTSTRAP, TENANT_BOOTSTRAP
+from tests.helpers.waiting import until
 
 from . import job_bodies
 from .conftest import ADMIN, assert_problem, auth

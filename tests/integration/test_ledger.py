@@ -31,11 +31,11 @@ from ostinato.schedules import ScheduleSpec, cronexpr
 from ostinato.sdk import protocol as p
 from ostinato.stores import jobs as job_store
 from ostinato.stores.jobs import JobRow
-from ostinato.testing.outbox import drain_outbox
 from services.reconciler.checks.deadlines import check_deadlines
 from services.reconciler.checks.ledger import check_ledger
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome
+from tests.helpers.outbox import drain_outbox
 
 from .conftest import assert_problem, auth
 from .helpers import TOPICS, dispatch, new_tenant, store

@@ -20,10 +20,10 @@ from ostinato.jobs import submit_jobs
 from ostinato.jobs.request import JobRequest
 from ostinato.operations import work
 from ostinato.sdk import protocol as p
-from ostinato.testing.cluster import Cluster
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts
 from tests.conftest import KAFKA_BOOTSTRAP, app_url_for
+from tests.helpers.lab.cluster import Cluster
 
 from .conftest import assert_problem, auth, tenant
 from .helpers import dispatch, store

@@ -15,9 +15,9 @@ from ostinato.eventlog.store import read_stream
 from ostinato.leases.shard import SHARDS, ShardLeases, fair_share, shard_of, surplus
 from ostinato.stores.runs import Q as RUNS
 from ostinato.telemetry import metrics
-from ostinato.testing.outbox import drain_outbox
 from services.dispatcher.fence import EpochFence
 from services.scheduler.tick import fire_due
+from tests.helpers.outbox import drain_outbox
 
 from .helpers import TOPICS, dispatch, new_job, new_tenant, store
 

@@ -25,8 +25,8 @@ from ostinato.domain import events as ev
 from ostinato.sdk import GatewayError, Task, Worker, task
 from ostinato.sdk.registration import TASKS_PATH
 from ostinato.stores import runs, task_schemas
-from ostinato.testing.waiting import until
 from services.scheduler.tick import fire_due
+from tests.helpers.waiting import until
 
 from .conftest import ADMIN, GATEWAY_BASE, assert_problem, auth
 from .helpers import dispatch, new_tenant, store

@@ -19,7 +19,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from ostinato.testing.cluster import ROOT, free_port
+from tests.helpers.lab.cluster import ROOT, free_port
 
 pytestmark = pytest.mark.integration
 PGBIN = Path(f"/usr/lib/postgresql/{os.environ.get('OSTINATO_PG_MAJOR', '15')}/bin")

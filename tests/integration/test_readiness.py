@@ -28,9 +28,9 @@ from ostinato.runtime.ops import Degraded, readyz_answer
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from ostinato.telemetry import metrics
-from ostinato.testing.cluster import Cluster, free_port
-from ostinato.testing.outage import PgRelay
 from tests.conftest import app_url_for, drop_database, fresh_database, url_for
+from tests.helpers.lab.cluster import Cluster, free_port
+from tests.helpers.lab.outage import PgRelay
 
 from .conftest import ADMIN
 

@@ -20,10 +20,10 @@ from ostinato.schedules import ScheduleSpec
 from ostinato.stores import jobs as job_store
 from ostinato.stores import runs as run_store
 from ostinato.stores.jobs import JobRow
-from ostinato.testing.outbox import drain_outbox
 from services.reconciler.checks.gaps import check_gaps
 from services.reconciler.checks.overdue import check_overdue
 from services.scheduler.tick import fire_due
+from tests.helpers.outbox import drain_outbox
 
 from .helpers import TOPICS, dispatch, new_tenant, store
 

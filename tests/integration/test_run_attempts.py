@@ -17,8 +17,8 @@ import pytest
 
 from ostinato.clock import FakeClock
 from ostinato.sdk import RetryableError, Worker, WorkflowContext, workflow
-from ostinato.testing.waiting import until
 from services.scheduler.tick import release_retries, wake_suspended
+from tests.helpers.waiting import until
 
 from .conftest import GATEWAY_BASE, auth
 from .helpers import dispatch, login, new_tenant, queued_workflow_run, run_row, store

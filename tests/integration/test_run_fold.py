@@ -18,7 +18,7 @@ from ostinato.domain.states import RunState
 from ostinato.eventlog.readmodels import snapshot
 from ostinato.eventlog.rebuild import rebuild
 from ostinato.eventlog.records import StreamHead
-from ostinato.testing.run_stories import T0, run_stories, scheduled
+from tests.helpers.run_stories import T0, run_stories, scheduled
 
 from .helpers import new_tenant, store
 

@@ -23,9 +23,9 @@ from ostinato.eventlog.readmodels import snapshot
 from ostinato.eventlog.rebuild import rebuild
 from ostinato.eventlog.records import StreamHead
 from ostinato.stores import alerts as alert_store
-from ostinato.testing.run_stories import scheduled
 from services.reconciler.checks.retention import expire_start_lags
 from services.reconciler.loop import ReconcileConfig, start_lag_retention_duty
+from tests.helpers.run_stories import scheduled
 
 from .helpers import new_tenant, store
 

@@ -30,12 +30,12 @@ from ostinato.runtime.settings import Settings
 from ostinato.sdk import RetryableError, SignalTimeout, Worker, WorkflowContext, workflow
 from ostinato.sdk import protocol as p
 from ostinato.stores import limits, runs, steps
-from ostinato.testing.waiting import until
 from services.reconciler.checks import pipeline
 from services.scheduler.tick import fire_due, release_retries, wake_suspended
 from services.worker_gateway.app import create_app
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.wakeups import ReadySignals
+from tests.helpers.waiting import until
 
 from .conftest import ADMIN, GATEWAY_BASE, assert_problem, auth
 from .helpers import dispatch, new_tenant, queued_workflow_run, run_row, store

@@ -14,7 +14,7 @@ from ostinato.domain.workflow import INLINE_OUTPUT_BYTES
 from ostinato.eventlog.records import StreamHead
 from ostinato.runs.children import ChildRequest, ChildRules, child_run_id, child_started, finished
 from ostinato.stores.runs import ChildRun, LockedRun
-from ostinato.testing.rows import T0, locked_run
+from tests.helpers.rows import T0, locked_run
 
 
 def parent() -> LockedRun:

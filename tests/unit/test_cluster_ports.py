@@ -1,10 +1,10 @@
-"""Ports of a test or benchmark cluster (`ostinato.testing.cluster`)."""
+"""Ports of a test or benchmark cluster (`tests.helpers.lab.cluster`)."""
 
 from __future__ import annotations
 
 import socket
 
-from ostinato.testing.cluster import SERVICES, Cluster, free_ports
+from tests.helpers.lab.cluster import SERVICES, Cluster, free_ports
 
 
 def test_a_clusters_services_get_distinct_ports_that_are_free() -> None:

@@ -21,7 +21,7 @@ from ostinato.runs import fanout
 from ostinato.runs.rules import ChildRules
 from ostinato.stores.fan_outs import FanOutRow
 from ostinato.stores.runs import ChildRun, LockedRun
-from ostinato.testing.rows import T0, locked_run
+from tests.helpers.rows import T0, locked_run
 
 
 def test_ids_derive_from_parent_position_and_index_only() -> None:

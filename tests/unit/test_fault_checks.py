@@ -1,4 +1,4 @@
-"""The fault suite's story check (`ostinato.testing.invariants.stream_problem`) follows the run
+"""The fault suite's story check (`tests.helpers.lab.invariants.stream_problem`) follows the run
 lifecycle the log enforces, and finds what it is there to find: a claim while another attempt
 holds the run, a fencing token that did not rise, a change after success, a gap in versions."""
 
@@ -8,7 +8,7 @@ import uuid
 
 import msgspec
 
-from ostinato.testing.invariants import StoryEvent, stream_problem
+from tests.helpers.lab.invariants import StoryEvent, stream_problem
 
 RUN = uuid.UUID(int=1)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from ostinato.demo import gateway_url
-from ostinato.testing.cluster import ROOT, free_port
+from tests.helpers.lab.cluster import ROOT, free_port
 
 
 def test_the_demo_worker_gateway_follows_the_configured_port() -> None:

@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from ostinato.testing.cluster import ROOT
+from tests.helpers.lab.cluster import ROOT
 
 SCRIPT = ROOT / "infra" / "services.sh"
 

@@ -213,7 +213,7 @@ def test_succeeding_keeps_the_output_reference() -> None:
 
 def test_the_fold_follows_a_retried_step_and_a_reopened_dead_letter() -> None:
     from ostinato.domain.lifecycle import fold
-    from ostinato.testing.run_stories import T0, scheduled
+    from tests.helpers.run_stories import T0, scheduled
 
     story: list[ev.Event] = [
         scheduled(), ev.RunQueued(pool="default"),

@@ -13,7 +13,7 @@ import yaml
 
 from ostinato.bus import access
 from ostinato.bus.topics import Topics
-from ostinato.testing.cluster import ROOT
+from tests.helpers.lab.cluster import ROOT
 
 K8S = ROOT / "infra" / "k8s"
 SERVICE_FILES = {"api": "api", "scheduler": "scheduler", "dispatcher": "dispatcher",

@@ -22,7 +22,7 @@ from ostinato.domain.lifecycle import (
 )
 from ostinato.domain.states import BY_OPERATOR, FINAL, TRANSITIONS, RunState
 from ostinato.eventlog.records import StreamHead
-from ostinato.testing.run_stories import T0, run_stories, scheduled
+from tests.helpers.run_stories import T0, run_stories, scheduled
 
 ROOT = Path(__file__).resolve().parents[2]
 S = RunState

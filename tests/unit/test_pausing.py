@@ -10,7 +10,7 @@ import pytest
 from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidState
 from ostinato.runs.pausing import pause_events, resume_events
-from ostinato.testing.rows import T0, locked_run
+from tests.helpers.rows import T0, locked_run
 
 
 def test_a_running_run_is_paused_with_nothing_frozen() -> None:

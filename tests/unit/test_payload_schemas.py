@@ -29,7 +29,7 @@ from ostinato.sdk.tasks import registry
 from ostinato.stores.task_schemas import NewestSchema
 from ostinato.testing.gateway import API_KEY, FakeGateway, running
 from ostinato.testing.handlers import HandlerEnvironment
-from ostinato.testing.waiting import eventually
+from tests.helpers.waiting import eventually
 
 
 class Line(msgspec.Struct):

@@ -3,7 +3,7 @@
 
 The fake speaks our own protocol (it decodes requests with the same strict Structs the gateway
 uses), so this is not a mock of a database or broker. Synchronisation uses events and polling
-with a deadline (`ostinato.testing.waiting.eventually`), never timed sleeps.
+with a deadline (`tests.helpers.waiting.eventually`), never timed sleeps.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ostinato.sdk import protocol as p
 from ostinato.sdk import reporter as reporter_module
 from ostinato.sdk.reporter import Reporter
 from ostinato.testing.gateway import T0, FakeGateway, running
-from ostinato.testing.waiting import eventually
+from tests.helpers.waiting import eventually
 
 
 async def test_handler_gets_payload_and_completion_carries_fencing_token() -> None:

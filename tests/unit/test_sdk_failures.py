@@ -33,7 +33,7 @@ from ostinato.sdk.errors import error_info
 from ostinato.sdk.logs import LogBuffer, capture_into, capture_processor
 from ostinato.sdk.reporter import Reporter
 from ostinato.testing.gateway import FakeGateway, running
-from ostinato.testing.waiting import eventually
+from tests.helpers.waiting import eventually
 
 
 def _messages(logs: list[p.LogLine] | None) -> list[str]:

@@ -16,7 +16,7 @@ from litestar import Litestar, Request, Response, post
 from litestar.response import Stream
 
 from ostinato.sdk.worker import _Http11
-from ostinato.testing.waiting import eventually
+from tests.helpers.waiting import eventually
 
 peers: list[tuple[str, int]] = []
 disconnects: list[str] = []

@@ -12,11 +12,11 @@ from typing import Any
 
 import httpx
 
-from ostinato.testing.cluster import SERVICES, Cluster
-from ostinato.testing.database import Db
-from ostinato.testing.injection import server
-from ostinato.testing.load import create_tenant, submit
-from ostinato.testing.processes import WorkerProc
+from tests.helpers.lab.cluster import SERVICES, Cluster
+from tests.helpers.lab.database import Db
+from tests.helpers.lab.injection import server
+from tests.helpers.lab.load import create_tenant, submit
+from tests.helpers.lab.processes import WorkerProc
 
 __all__ = ["FAULT_ENV", "Lab"]
 

@@ -12,8 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from ostinato.testing.cluster import ROOT
-from ostinato.testing.database import Db
+from tests.helpers.lab.cluster import ROOT
+from tests.helpers.lab.database import Db
 
 __all__ = ["freeze", "server"]
 

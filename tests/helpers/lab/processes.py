@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ostinato.testing.cluster import ROOT, Cluster
+from tests.helpers.lab.cluster import ROOT, Cluster
 
 __all__ = ["WORKER_SCRIPT", "WorkerProc", "children", "frozen", "listening_pid",
            "process_state", "respawn", "scheduler_owner", "server_pids", "server_port"]
