@@ -1,16 +1,14 @@
-"""Tenants and API keys. Keys are random, shown once, and stored only as a SHA-256 hash (a
-high-entropy key needs no slow hash, and a lookup by hash leaks nothing through its timing);
-every request resolves its key to exactly one tenant and one role (`ostinato.domain.roles`).
-A tenant has any number of keys; a key is revoked, or rotated (a new key with the same name,
-role and pools, the old one revoked at the end of a grace period)."""
+"""Tenants and API keys, the commands. Keys are random, shown once, and stored only as their
+hash (`stores.api_keys.hash_key`); every request resolves its key to exactly one tenant and one
+role (`runtime.auth.authenticate`, a `domain.roles.Principal`). A tenant has any number of keys;
+a key is revoked, or rotated (a new key with the same name, role and pools, the old one revoked
+at the end of a grace period)."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import secrets
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import asyncpg
@@ -19,22 +17,13 @@ from ostinato.domain import events as ev
 from ostinato.domain import roles
 from ostinato.domain.errors import Conflict, InvalidInput, NotFound
 from ostinato.domain.ids import new_id
+from ostinato.domain.roles import ADMIN, Principal  # noqa: F401  (issue 43: until callers move)
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.stores import api_keys, tenants
+from ostinato.stores.api_keys import hash_key
 
-ADMIN = roles.ADMIN
 MAX_ROTATION_GRACE = timedelta(days=7)
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    tenant_id: uuid.UUID | None  # None for the bootstrap admin
-    role: str  # ostinato.domain.roles, canonical (never the one-key era's "tenant")
-    name: str  # the tenant's name ("admin" for the bootstrap admin)
-    key_id: uuid.UUID | None = None  # None for the bootstrap admin
-    key_name: str = ""
-    pools: tuple[str, ...] = field(default=())  # a worker key's pools; () = every pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +39,6 @@ class IssuedKey:
 
 def new_api_key() -> str:
     return "ost_" + secrets.token_urlsafe(32)
-
-
-def hash_key(key: str) -> bytes:
-    return hashlib.sha256(key.encode()).digest()
 
 
 def _issue(*, name: str, role: str, pools: list[str],
@@ -163,15 +148,3 @@ async def rotate_key(conn: asyncpg.Connection, store: EventStore, tenant_id: uui
         ])
     return issued, ends
 
-
-async def authenticate(
-    conn: asyncpg.Connection, key: str, admin_key: str, now: datetime
-) -> Principal | None:
-    if admin_key and hmac.compare_digest(key.encode(), admin_key.encode()):
-        return Principal(tenant_id=None, role=ADMIN, name="admin")
-    owner = await api_keys.authenticate(conn, hash_key(key), now)
-    if owner is None:
-        return None
-    return Principal(tenant_id=owner.tenant_id, role=roles.canonical(owner.role),
-                     name=owner.tenant_name, key_id=owner.id, key_name=owner.name,
-                     pools=tuple(owner.pools))

@@ -24,12 +24,12 @@ from litestar import Request
 
 from ostinato.db.sqlstate import is_unavailable
 from ostinato.domain.ids import new_id
+from ostinato.domain.roles import Principal
 from ostinato.runtime import request_ids
 from ostinato.runtime.auth import actor_of
 from ostinato.runtime.problems import detail_of, status_of
 from ostinato.stores import audit as audit_store
 from ostinato.telemetry.logging import RateLimitedLogger, get_logger
-from ostinato.tenancy import Principal
 
 log = get_logger("ostinato.api.audit")
 _unavailable = RateLimitedLogger("ostinato.api.audit")

@@ -18,11 +18,11 @@ from litestar import Request
 
 from ostinato.clock import Clock
 from ostinato.domain.errors import Forbidden, RateLimited
+from ostinato.domain.roles import Principal
 from ostinato.policy.limits import Bucket, refill, seconds_until, take
 from ostinato.runtime.auth import action_of, authenticated, authorize
 from ostinato.runtime.instants import raise_pending
 from ostinato.stores import limits
-from ostinato.tenancy import Principal
 from services.api import auditing
 
 RATE_CACHE_SECONDS = 10.0  # how soon a changed tenant rate reaches a running api

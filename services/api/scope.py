@@ -15,11 +15,11 @@ from litestar.di import NamedDependency
 
 from ostinato.clock import Clock
 from ostinato.domain.errors import Forbidden, InvalidInput, NotFound
+from ostinato.domain.roles import Principal
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.auth import actor_of, require_tenant
 from ostinato.runtime.settings import Settings
 from ostinato.stores import tenants
-from ostinato.tenancy import Principal
 from services.api import auditing
 from services.api.auditing import Audit
 

@@ -9,6 +9,8 @@ routes that need a tenant or the admin still say so themselves (`runtime.auth`).
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass, field
 from typing import Final
 
 ADMIN: Final = "admin"
@@ -39,6 +41,18 @@ _ALLOWED: Final[dict[str, frozenset[str]]] = {
     SUBMITTER: frozenset({SUBMIT}),
     WORKER: frozenset({WORK}),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who calls: the tenant (or the bootstrap admin) and the role its API key acts with."""
+
+    tenant_id: uuid.UUID | None  # None for the bootstrap admin
+    role: str  # canonical (never the one-key era's "tenant")
+    name: str  # the tenant's name ("admin" for the bootstrap admin)
+    key_id: uuid.UUID | None = None  # None for the bootstrap admin
+    key_name: str = ""
+    pools: tuple[str, ...] = field(default=())  # a worker key's pools; () = every pool
 
 
 def canonical(role: str) -> str:

@@ -1,5 +1,6 @@
 """Bearer API-key authentication and role checks as a Litestar dependency; every route gets a
-Principal allowed to do what the route does.
+Principal (`domain.roles`) allowed to do what the route does. A key is the bootstrap admin's or
+one the `api_keys` read model knows by its hash (`authenticate`; issued by `ostinato.tenancy`).
 
 What a route does is its handler's `opt["action"]` (`ostinato.domain.roles`), inherited from
 its router or app (the worker gateway says `WORK` once for all its routes), else `READ` for a
@@ -9,14 +10,20 @@ open to operators only until it says otherwise.
 
 from __future__ import annotations
 
+import hmac
+from datetime import datetime
+
+import asyncpg
 import structlog
 from litestar import Request
 from litestar.di import NamedDependency
 
 from ostinato.domain import roles
 from ostinato.domain.errors import Forbidden, Unauthorized
+from ostinato.domain.roles import ADMIN, Principal
 from ostinato.runtime.instants import raise_pending
-from ostinato.tenancy import ADMIN, Principal, authenticate
+from ostinato.stores import api_keys
+from ostinato.stores.api_keys import hash_key
 
 Caller = NamedDependency[Principal]
 
@@ -48,6 +55,20 @@ async def authenticated(request: Request) -> Principal:
     if found.tenant_id is not None:
         structlog.contextvars.bind_contextvars(tenant_id=str(found.tenant_id))
     return found
+
+
+async def authenticate(
+    conn: asyncpg.Connection, key: str, admin_key: str, now: datetime
+) -> Principal | None:
+    """The caller a key stands for, None for an unknown or revoked key."""
+    if admin_key and hmac.compare_digest(key.encode(), admin_key.encode()):
+        return Principal(tenant_id=None, role=ADMIN, name="admin")
+    owner = await api_keys.authenticate(conn, hash_key(key), now)
+    if owner is None:
+        return None
+    return Principal(tenant_id=owner.tenant_id, role=roles.canonical(owner.role),
+                     name=owner.tenant_name, key_id=owner.id, key_name=owner.name,
+                     pools=tuple(owner.pools))
 
 
 def authorize(p: Principal, action: str) -> Principal:

@@ -1,7 +1,7 @@
 """Logging in to the web UI with an API key, and out again.
 
-The key is checked exactly as the API checks a bearer key (`ostinato.tenancy.authenticate`). A
-tenant's key opens that tenant's pages; the admin key opens the tenants page, from which it may
+The key is checked exactly as the API checks a bearer key (`ostinato.runtime.auth.authenticate`).
+A tenant's key opens that tenant's pages; the admin key opens the tenants page, from which it may
 act for one tenant (`tenants.py`). The login form carries a
 double-submit token (a cookie and a hidden field that must match), so another site cannot log a
 browser in under a key of its own choosing."""
@@ -16,7 +16,8 @@ from litestar.di import NamedDependency
 from litestar.params import FromQuery
 
 from ostinato.domain import roles
-from ostinato.tenancy import authenticate, hash_key
+from ostinato.runtime.auth import authenticate
+from ostinato.stores.api_keys import hash_key
 from services.api.ui import html
 from services.api.ui.scope import Ui, checked_form, html_response, log, redirect
 from services.api.ui.sessions import COOKIE, LOGIN_COOKIE, MAX_AGE_SECONDS, Sessions

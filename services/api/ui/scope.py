@@ -28,13 +28,14 @@ from litestar.response import Redirect
 from ostinato.clock import Clock
 from ostinato.domain import roles
 from ostinato.domain.errors import Forbidden, OstinatoError
+from ostinato.domain.roles import Principal
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.auth import actor_of
 from ostinato.runtime.problems import UNSTORABLE_TEXT
 from ostinato.runtime.settings import Settings
 from ostinato.stores import api_keys, tenants
+from ostinato.stores.api_keys import hash_key
 from ostinato.telemetry.logging import get_logger
-from ostinato.tenancy import Principal, hash_key
 from services.api import auditing
 from services.api.auditing import Audit
 from services.api.ui import html
