@@ -52,9 +52,9 @@ from ostinato.policy.fairness import (
     decide,
 )
 from ostinato.policy.limits import Buckets
-from ostinato.sdk import protocol as p
 from ostinato.telemetry.logging import configure_logging
 from ostinato.tenancy import create_tenant
+from ostinato.wire import worker as p
 from services.dispatcher.dispatcher import Dispatcher, fixed_capacity
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts

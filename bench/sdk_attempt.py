@@ -26,8 +26,8 @@ from bench.common import base_parser, log, table, write_result
 from ostinato import eventloop
 from ostinato.sdk.context import Custody, RunContext
 from ostinato.sdk.execution import AttemptRunner
-from ostinato.sdk.protocol import ClaimedRun
 from ostinato.sdk.tasks import Registered
+from ostinato.wire.worker import ClaimedRun
 
 SCENARIO = "sdk_attempt"
 BATCH = 400  # a claim's worth of runs started together

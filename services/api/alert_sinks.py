@@ -10,9 +10,9 @@ from urllib.parse import urlsplit
 from litestar import delete, get, put
 from litestar.params import JSONBody, PathParameter, QueryParameter
 
-from ostinato.client.models import AlertSinkRequest, AlertSinkView, AlertView
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.stores import alerts as alert_store
+from ostinato.wire.api import AlertSinkRequest, AlertSinkView, AlertView
 from services.api.auditing import audited
 from services.api.scope import Tenant
 

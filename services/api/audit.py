@@ -11,12 +11,12 @@ from typing import Annotated
 from litestar import Request, get
 from litestar.params import FromQuery, QueryParameter
 
-from ostinato.client.models import AuditEntryView, AuditPage
 from ostinato.domain import roles
 from ostinato.domain.errors import Forbidden, InvalidInput, NotFound
 from ostinato.runtime.auth import Caller
 from ostinato.stores import audit as audit_store
 from ostinato.stores import tenants
+from ostinato.wire.api import AuditEntryView, AuditPage
 from services.api.routes import app_state, decode_cursor, encode_cursor
 from services.api.scope import ACT_FOR_TENANT
 

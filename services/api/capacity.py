@@ -17,14 +17,6 @@ from litestar import Request, get, post, put
 from litestar.params import FromPath, JSONBody, PathParameter
 
 from ostinato import dispatch_controls as controls
-from ostinato.client.models import (
-    ApiRateRequest,
-    ClassLoad,
-    LimitRequest,
-    LimitView,
-    PoolPauseRequest,
-    PoolView,
-)
 from ostinato.domain import events as ev
 from ostinato.domain import roles
 from ostinato.domain.errors import NotFound
@@ -33,6 +25,14 @@ from ostinato.eventlog.store import EventStore
 from ostinato.runtime.auth import Caller, actor_of, require_admin
 from ostinato.stores import limits
 from ostinato.tenancy import Principal
+from ostinato.wire.api import (
+    ApiRateRequest,
+    ClassLoad,
+    LimitRequest,
+    LimitView,
+    PoolPauseRequest,
+    PoolView,
+)
 from ostinato.workers import registry
 from services.api import auditing
 from services.api.auditing import Audit, audited

@@ -12,7 +12,14 @@ import msgspec
 from litestar import Response, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
-from ostinato.client.models import (
+from ostinato.dags import graph
+from ostinato.domain import roles
+from ostinato.domain.errors import NotFound
+from ostinato.runs import dags
+from ostinato.runtime.settings import Settings
+from ostinato.stores import dags as dag_store
+from ostinato.stores.dags import DagRow, DagRunRow
+from ostinato.wire.api import (
     DagNodeRetryRequest,
     DagNodeView,
     DagRequest,
@@ -26,13 +33,6 @@ from ostinato.client.models import (
     DagView,
     EventsPage,
 )
-from ostinato.dags import graph
-from ostinato.domain import roles
-from ostinato.domain.errors import NotFound
-from ostinato.runs import dags
-from ostinato.runtime.settings import Settings
-from ostinato.stores import dags as dag_store
-from ostinato.stores.dags import DagRow, DagRunRow
 from services.api.auditing import audited
 from services.api.routes import AfterVersion, EventsLimit, timeline_page
 from services.api.scope import Tenant

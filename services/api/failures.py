@@ -12,7 +12,13 @@ from litestar import Response, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from ostinato import runs, schedules
-from ostinato.client.models import (
+from ostinato.domain import events as ev
+from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.eventlog.store import get_blobs, read_stream
+from ostinato.stores import dead_letters as letters
+from ostinato.stores import runs as run_store
+from ostinato.stores.dead_letters import DeadLetterRow
+from ostinato.wire.api import (
     AttemptView,
     BulkReplayRequest,
     DeadLetterView,
@@ -21,12 +27,6 @@ from ostinato.client.models import (
     RetryRunRequest,
     TriageRequest,
 )
-from ostinato.domain import events as ev
-from ostinato.domain.errors import InvalidInput, NotFound
-from ostinato.eventlog.store import get_blobs, read_stream
-from ostinato.stores import dead_letters as letters
-from ostinato.stores import runs as run_store
-from ostinato.stores.dead_letters import DeadLetterRow
 from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
 from services.api.scope import Tenant

@@ -48,7 +48,6 @@ from ostinato import jobs
 from ostinato.bus.consumer import LAG_EVERY_SECONDS, report_lag
 from ostinato.bus.kafka import make_producer
 from ostinato.bus.topics import Topics, tenant_key
-from ostinato.client.models import JobRequest
 from ostinato.clock import Clock
 from ostinato.db.sqlstate import is_transient, is_unavailable
 from ostinato.domain import roles
@@ -59,6 +58,7 @@ from ostinato.runtime.settings import Settings
 from ostinato.stores import tenants as tenant_store
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
+from ostinato.wire.api import JobRequest
 from services.api.auditing import record_keyless
 from services.api.routes import definition
 

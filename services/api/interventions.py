@@ -12,7 +12,12 @@ from typing import Annotated
 from litestar import get, post
 from litestar.params import FromPath, FromQuery, JSONBody, PathParameter, QueryParameter
 
-from ostinato.client.models import (
+from ostinato.domain.errors import NotFound
+from ostinato.runs import interventions
+from ostinato.runs.interventions import Intervened
+from ostinato.stores import runs as run_store
+from ostinato.stores import steps as step_store
+from ostinato.wire.api import (
     FailRunRequest,
     InterventionDone,
     InterventionRequest,
@@ -22,11 +27,6 @@ from ostinato.client.models import (
     SkipStepRequest,
     SucceedRunRequest,
 )
-from ostinato.domain.errors import NotFound
-from ostinato.runs import interventions
-from ostinato.runs.interventions import Intervened
-from ostinato.stores import runs as run_store
-from ostinato.stores import steps as step_store
 from services.api.auditing import audited
 from services.api.scope import Tenant, TenantScope
 

@@ -11,7 +11,14 @@ from litestar import Response, get, post, put
 from litestar.params import FromPath, JSONBody, PathParameter, QueryParameter
 
 from ostinato import calendars, jobs, schedules
-from ostinato.client.models import (
+from ostinato.domain import roles
+from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.jobs.submit import calendar_errors
+from ostinato.schedules.zones import load_zone
+from ostinato.stores import calendars as calendar_store
+from ostinato.stores import jobs as job_store
+from ostinato.telemetry import tracing
+from ostinato.wire.api import (
     BackfillRequest,
     BackfillSlotView,
     BackfillView,
@@ -25,13 +32,6 @@ from ostinato.client.models import (
     UpcomingItem,
     UpcomingView,
 )
-from ostinato.domain import roles
-from ostinato.domain.errors import InvalidInput, NotFound
-from ostinato.jobs.submit import calendar_errors
-from ostinato.schedules.zones import load_zone
-from ostinato.stores import calendars as calendar_store
-from ostinato.stores import jobs as job_store
-from ostinato.telemetry import tracing
 from services.api.auditing import audited
 from services.api.scope import Tenant, TenantScope
 

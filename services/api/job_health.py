@@ -16,11 +16,11 @@ from litestar.exceptions import HTTPException
 from litestar.params import FromPath, QueryParameter
 
 from ostinato import schedules
-from ostinato.client.models import JobHealthView
 from ostinato.dags import targets
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.stores import health
 from ostinato.stores import jobs as job_store
+from ostinato.wire.api import JobHealthView
 from services.api.scope import Tenant
 
 MAX_WINDOW = timedelta(days=31)

@@ -11,9 +11,9 @@ from typing import Annotated
 from litestar import get
 from litestar.params import FromPath, FromQuery, QueryParameter
 
-from ostinato.client.models import JobEventsPage, SkipsPage, SkipView
 from ostinato.domain.errors import NotFound
 from ostinato.stores import jobs as job_store
+from ostinato.wire.api import JobEventsPage, SkipsPage, SkipView
 from services.api.routes import AfterVersion, timeline_page
 from services.api.scope import Tenant
 

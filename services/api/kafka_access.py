@@ -11,11 +11,11 @@ from litestar import post
 
 from ostinato.bus.access import KafkaAccessError, grant_tenant, new_password, tenant_user
 from ostinato.bus.kafka import ensure_topics
-from ostinato.client.models import KafkaAccessView
 from ostinato.domain import roles
 from ostinato.domain.errors import Conflict, OstinatoError
 from ostinato.runtime.settings import Settings
 from ostinato.telemetry.logging import get_logger
+from ostinato.wire.api import KafkaAccessView
 from services.api.auditing import audited
 from services.api.scope import Tenant
 

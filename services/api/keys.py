@@ -11,16 +11,16 @@ from litestar import delete, get, post
 from litestar.params import FromPath, JSONBody
 
 from ostinato import tenancy
-from ostinato.client.models import (
+from ostinato.domain import roles
+from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.stores import api_keys
+from ostinato.wire.api import (
     IssuedKeyView,
     KeyRequest,
     KeyView,
     RotatedKeyView,
     RotateRequest,
 )
-from ostinato.domain import roles
-from ostinato.domain.errors import InvalidInput, NotFound
-from ostinato.stores import api_keys
 from services.api.auditing import audited
 from services.api.scope import Tenant
 

@@ -11,18 +11,18 @@ from typing import Annotated, Any, Literal
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
-from ostinato.client.models import (
+from ostinato.domain import roles
+from ostinato.domain.errors import NotFound
+from ostinato.operations import filters, work
+from ostinato.stores import operations as op_store
+from ostinato.stores.operations import OperationRow
+from ostinato.wire.api import (
     OperationCountView,
     OperationFailureView,
     OperationRequest,
     OperationView,
     Page,
 )
-from ostinato.domain import roles
-from ostinato.domain.errors import NotFound
-from ostinato.operations import filters, work
-from ostinato.stores import operations as op_store
-from ostinato.stores.operations import OperationRow
 from services.api.auditing import audited
 from services.api.routes import app_state, decode_cursor, encode_cursor
 from services.api.scope import Tenant

@@ -15,21 +15,6 @@ from litestar.di import Provide
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from ostinato import jobs, tenancy
-from ostinato.client.models import (
-    EventsPage,
-    EventView,
-    FanOutView,
-    JobBatchItem,
-    JobBatchRequest,
-    JobRequest,
-    JobView,
-    Page,
-    RunView,
-    StateTimes,
-    TenantCreatedView,
-    TenantRequest,
-    TenantView,
-)
 from ostinato.domain import roles
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.domain.states import RunState
@@ -45,6 +30,21 @@ from ostinato.stores.fan_outs import FanOutRow
 from ostinato.stores.jobs import JobRow
 from ostinato.stores.runs import RunRow
 from ostinato.telemetry import tracing
+from ostinato.wire.api import (
+    EventsPage,
+    EventView,
+    FanOutView,
+    JobBatchItem,
+    JobBatchRequest,
+    JobRequest,
+    JobView,
+    Page,
+    RunView,
+    StateTimes,
+    TenantCreatedView,
+    TenantRequest,
+    TenantView,
+)
 from ostinato.workers import registry
 from services.api import auditing, kafka_access
 from services.api.auditing import audited

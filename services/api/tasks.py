@@ -10,8 +10,8 @@ from typing import Annotated
 from litestar import get
 from litestar.params import FromQuery, QueryParameter
 
-from ostinato.client.models import TasksPage, TaskVersionView
 from ostinato.stores import runs as run_store
+from ostinato.wire.api import TasksPage, TaskVersionView
 from ostinato.workers import registry
 from services.api.scope import Tenant
 

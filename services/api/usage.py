@@ -13,8 +13,8 @@ from litestar import get
 from litestar.exceptions import HTTPException
 from litestar.params import QueryParameter
 
-from ostinato.client.models import UsageBucket, UsageView
 from ostinato.stores import usage
+from ostinato.wire.api import UsageBucket, UsageView
 from services.api.job_ledger import From, To, _instant
 from services.api.scope import Tenant
 

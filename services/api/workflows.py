@@ -11,7 +11,12 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from ostinato import runs
-from ostinato.client.models import (
+from ostinato.domain import roles
+from ostinato.domain.errors import InvalidInput, NotFound, PayloadTooLarge
+from ostinato.eventlog.store import get_blobs
+from ostinato.stores import runs as run_store
+from ostinato.stores import steps as step_store
+from ostinato.wire.api import (
     ChildrenPage,
     ChildView,
     PauseChanged,
@@ -21,11 +26,6 @@ from ostinato.client.models import (
     StepsPage,
     StepView,
 )
-from ostinato.domain import roles
-from ostinato.domain.errors import InvalidInput, NotFound, PayloadTooLarge
-from ostinato.eventlog.store import get_blobs
-from ostinato.stores import runs as run_store
-from ostinato.stores import steps as step_store
 from services.api.auditing import audited
 from services.api.scope import Tenant
 

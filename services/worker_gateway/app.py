@@ -1,4 +1,4 @@
-"""The worker protocol over HTTP (see `ostinato.sdk.protocol` for the wire types).
+"""The worker protocol over HTTP (see `ostinato.wire.worker` for the wire types).
 
 A worker authenticates with a tenant's worker key (or an operator's; it serves that tenant only,
 and a worker key limited to pools claims from those only) or with the admin key: a shared
@@ -31,15 +31,15 @@ from litestar.params import FromPath, JSONBody
 from ostinato.clock import Clock
 from ostinato.domain import roles
 from ostinato.domain.errors import PROBLEM_BASE, Forbidden
+from ostinato.domain.roles import ADMIN, Principal
 from ostinato.runtime.auth import Caller, principal
 from ostinato.runtime.contract import apply_contract
 from ostinato.runtime.instants import check_instants, raise_pending
 from ostinato.runtime.ops import BodyLimit, instrument_http, ops_route_handlers, tracing_middleware
 from ostinato.runtime.problems import EXCEPTION_HANDLERS, problem
 from ostinato.runtime.service import Service
-from ostinato.sdk import protocol as p
-from ostinato.sdk.registration import TASKS_PATH, RegisterTasksRequest, RegisterTasksResponse
-from ostinato.tenancy import ADMIN, Principal
+from ostinato.wire import worker as p
+from ostinato.wire.worker import TASKS_PATH, RegisterTasksRequest, RegisterTasksResponse
 from services.worker_gateway import schemas
 from services.worker_gateway.attempts import Attempts, Outcome
 from services.worker_gateway.presence import WorkerPresence

@@ -29,11 +29,11 @@ from ostinato.leases import attempts as attempt_leases
 from ostinato.outcomes import observe
 from ostinato.policy import retry
 from ostinato.runs import children
-from ostinato.sdk import protocol as p
 from ostinato.stores import fan_outs, runs, signals, steps
 from ostinato.stores.runs import LockedRun
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
+from ostinato.wire import worker as p
 from services.worker_gateway.reports import Outcome, parse_run_id, record_outcomes
 from services.worker_gateway.steps import Children, record_steps, step_records
 

@@ -19,8 +19,8 @@ from datetime import timedelta
 import asyncpg
 
 from ostinato.clock import Clock
-from ostinato.sdk import protocol as p
 from ostinato.telemetry.logging import get_logger
+from ostinato.wire import worker as p
 from ostinato.workers import registry
 
 MIN_INTERVAL_SECONDS = 1.0

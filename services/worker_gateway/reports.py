@@ -31,8 +31,8 @@ from ostinato.domain.ids import new_id
 from ostinato.domain.states import RunState
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.policy import retry
-from ostinato.sdk import protocol as p
 from ostinato.stores.runs import LockedRun
+from ostinato.wire import worker as p
 
 _json = msgspec.json.Encoder()
 ENDINGS = (ev.RunSucceeded, ev.RunFailed, ev.AttemptTimedOut, ev.LeaseReleased, ev.RunCancelled,

@@ -1,5 +1,6 @@
 """`POST /v1/worker/tasks`: a worker registers the payload schema of each task it serves, before
-its first claim (`ostinato.sdk.registration` has the wire types and the worker's side).
+its first claim (`ostinato.wire.worker` has the wire types, `ostinato.sdk.registration` the
+worker's side).
 
 The schemas go to `task_schemas` under the worker's scope (its key's tenant, or `*` for the
 admin key: a shared worker's schemas hold for every tenant without its own), all or none, in
@@ -23,9 +24,9 @@ from prometheus_client import Counter
 from ostinato.domain.errors import PROBLEM_BASE
 from ostinato.jobs.payloads import compile_schema
 from ostinato.runtime.problems import problem
-from ostinato.sdk import registration as r
 from ostinato.stores import task_schemas
 from ostinato.telemetry.logging import get_logger
+from ostinato.wire import worker as r
 
 log = get_logger("ostinato.gateway")
 SCHEMAS_REFUSED = Counter("ostinato_task_schemas_refused_total",

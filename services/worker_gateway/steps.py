@@ -56,11 +56,11 @@ from ostinato.domain.workflow import INLINE_OUTPUT_BYTES
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.runs import children as kids
 from ostinato.runs import fanout
-from ostinato.sdk import protocol as p
 from ostinato.stores.fan_outs import FanOutRow
 from ostinato.stores.runs import ChildRun, LockedRun
 from ostinato.stores.signals import PendingSignal
 from ostinato.stores.steps import StepRow
+from ostinato.wire import worker as p
 from services.worker_gateway.reports import parse_run_id
 
 _json = msgspec.json.Encoder()

@@ -30,10 +30,10 @@ from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from ostinato.schedules import ScheduleSpec
-from ostinato.sdk import protocol as p
 from ostinato.stores import runs
 from ostinato.stores.jobs import JobRow
 from ostinato.tenancy import create_tenant
+from ostinato.wire import worker as p
 from services.api.app import create_app
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome

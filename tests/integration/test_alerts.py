@@ -23,8 +23,8 @@ from ostinato.jobs.request import JobRequest
 from ostinato.leases.shard import passed_every_shard
 from ostinato.policy.retry import RetrySpec
 from ostinato.schedules import ScheduleSpec
-from ostinato.sdk import protocol as p
 from ostinato.stores.jobs import JobRow
+from ostinato.wire import worker as p
 from services.reconciler.checks.alerts import deliver_alerts, evaluate_alerts
 from services.reconciler.checks.deadlines import check_deadlines
 from services.scheduler.tick import fire_due

@@ -18,7 +18,7 @@ from ostinato.bus.consumer import BatchConsumer, Delivered
 from ostinato.bus.kafka import ensure_topics, make_producer
 from ostinato.bus.topics import Topics
 from ostinato.clock import FakeClock
-from ostinato.sdk import protocol as p
+from ostinato.wire import worker as p
 from services.reconciler.checks.pipeline import check_once
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts

@@ -413,7 +413,7 @@ async def test_runs_and_dead_letters_verbs_on_a_failed_workflow_run(
     letter, and `runs retry` re-runs it."""
     import msgspec
 
-    from ostinato.sdk import protocol as p
+    from ostinato.wire import worker as p
 
     from .conftest import auth
     from .helpers import new_tenant
@@ -486,7 +486,7 @@ async def test_runs_list_filters_by_priority_class_and_error_type(
         api_url: str, pool: Any, tmp_path: Path) -> None:
     """`runs list --priority/--error-type` (and the client's `runs.list`) pass the filters to
     GET /v1/runs: a bulk-class run, and a run whose attempt failed with `bad_input`."""
-    from ostinato.sdk import protocol as p
+    from ostinato.wire import worker as p
     from services.worker_gateway.attempts import Attempts
     from services.worker_gateway.reports import Outcome
 

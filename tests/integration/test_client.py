@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from ostinato.client import ApiError, ApiUnreachable, AsyncClient, Client
-from ostinato.client.models import JobRequest, JobView, LimitRequest, RunView
 from ostinato.schedules import ScheduleSpec
+from ostinato.wire.api import JobRequest, JobView, LimitRequest, RunView
 
 from .conftest import ADMIN
 from .test_dead_letters_api import dead_letters

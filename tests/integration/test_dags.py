@@ -19,7 +19,6 @@ import httpx
 import pytest
 
 from ostinato.client import ApiError, AsyncClient
-from ostinato.client.models import JobRequest
 from ostinato.clock import FakeClock, SystemClock
 from ostinato.dags.targets import dag_run_id_for, task_for
 from ostinato.eventlog.readmodels import snapshot
@@ -32,6 +31,7 @@ from ostinato.schedules import ScheduleSpec
 from ostinato.sdk import PermanentError, Worker, current, task
 from ostinato.stores import dags as dag_store
 from ostinato.stores import runs
+from ostinato.wire.api import JobRequest
 from services.reconciler.checks.gaps import check_gaps
 from services.scheduler.tick import fire_due, release_retries
 from tests.helpers.waiting import until

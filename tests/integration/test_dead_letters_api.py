@@ -13,7 +13,7 @@ import pytest
 
 from ostinato.clock import SystemClock
 from ostinato.eventlog.store import read_stream
-from ostinato.sdk import protocol as p
+from ostinato.wire import worker as p
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.reports import Outcome

@@ -22,9 +22,9 @@ from ostinato.eventlog.store import read_stream
 from ostinato.jobs.request import JobRequest
 from ostinato.policy.retry import RetrySpec
 from ostinato.schedules import ScheduleSpec
-from ostinato.sdk import protocol as p
 from ostinato.stores import jobs as job_store
 from ostinato.stores.jobs import JobRow
+from ostinato.wire import worker as p
 from services.reconciler.checks.deadlines import check_deadlines
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome

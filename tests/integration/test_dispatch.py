@@ -19,10 +19,10 @@ from ostinato.eventlog.store import read_stream
 from ostinato.jobs import submit_jobs
 from ostinato.jobs.request import JobRequest
 from ostinato.policy.fairness import DEFAULT_CLASSES
-from ostinato.sdk import protocol as p
 from ostinato.stores import runs as run_store
 from ostinato.stores import tenants
 from ostinato.telemetry import metrics
+from ostinato.wire import worker as p
 from ostinato.workers import registry
 from services.dispatcher.dispatcher import Dispatcher, fixed_capacity, live_workers
 from services.dispatcher.snapshot import CapacitySource

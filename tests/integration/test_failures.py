@@ -18,9 +18,9 @@ from ostinato.eventlog.store import read_stream
 from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
 from ostinato.policy.retry import RetrySpec
-from ostinato.sdk import protocol as p
 from ostinato.stores.dead_letters import Q as LETTERS
 from ostinato.stores.runs import Q as RUNS
+from ostinato.wire import worker as p
 from services.reconciler.checks.leases import expire_leases
 from services.reconciler.checks.queue_waits import expire_queue_waits
 from services.reconciler.checks.timeouts import expire_timeouts

@@ -21,7 +21,7 @@ from ostinato.eventlog.readmodels import snapshot
 from ostinato.eventlog.rebuild import rebuild
 from ostinato.policy.fairness import DEFAULT_CLASSES
 from ostinato.sdk import FanOutFailedError, PermanentError, WorkflowContext, task, workflow
-from ostinato.sdk import protocol as p
+from ostinato.wire import worker as p
 from services.dispatcher.dispatcher import Dispatcher, fixed_capacity
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts

@@ -11,8 +11,8 @@ import pytest
 
 from ostinato.clock import SystemClock
 from ostinato.eventlog.store import read_stream
-from ostinato.sdk import protocol as p
 from ostinato.stores.runs import Q as RUNS
+from ostinato.wire import worker as p
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome
 from tests.helpers.outbox import drain_outbox

@@ -32,7 +32,7 @@ from ostinato.jobs.request import JobRequest
 from ostinato.leases import attempts as attempt_leases
 from ostinato.policy.retry import RetrySpec
 from ostinato.schedules import ScheduleSpec
-from ostinato.sdk import protocol as p
+from ostinato.wire import worker as p
 from services.api.ingest import SUBMIT_TOPICS, SubmitIngest
 from services.reconciler.checks.alerts import deliver_alerts, evaluate_alerts
 from services.reconciler.checks.leases import expire_leases

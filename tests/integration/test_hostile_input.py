@@ -18,7 +18,7 @@ from ostinato.clock import SystemClock
 from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
-from ostinato.sdk import protocol as p
+from ostinato.wire import worker as p
 from services.worker_gateway.app import MAX_BODY_BYTES
 from services.worker_gateway.app import create_app as create_gateway_app
 from services.worker_gateway.attempts import Attempts

@@ -23,7 +23,7 @@ from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
 from ostinato.policy.retry import RetrySpec
 from ostinato.schedules import ScheduleSpec
-from ostinato.sdk import protocol as p
+from ostinato.wire import worker as p
 from services.reconciler.checks.deadlines import check_deadlines
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome

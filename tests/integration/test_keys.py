@@ -20,7 +20,7 @@ from ostinato.clock import Clock, FakeClock, SystemClock
 from ostinato.domain import roles
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
-from ostinato.sdk import protocol as p
+from ostinato.wire import worker as p
 from services.worker_gateway.app import create_app as create_gateway_app
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.wakeups import ReadySignals

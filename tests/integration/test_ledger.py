@@ -28,9 +28,9 @@ from ostinato.jobs.request import JobRequest
 from ostinato.leases.shard import passed_every_shard
 from ostinato.runs import dags as dag_runs
 from ostinato.schedules import ScheduleSpec, cronexpr
-from ostinato.sdk import protocol as p
 from ostinato.stores import jobs as job_store
 from ostinato.stores.jobs import JobRow
+from ostinato.wire import worker as p
 from services.reconciler.checks.deadlines import check_deadlines
 from services.reconciler.checks.ledger import check_ledger
 from services.scheduler.tick import fire_due

@@ -19,7 +19,7 @@ import pytest
 
 from ostinato.clock import FakeClock
 from ostinato.sdk import WorkflowContext, workflow
-from ostinato.sdk import protocol as p
+from ostinato.wire import worker as p
 from services.scheduler.tick import release_retries
 
 from .conftest import auth

@@ -19,7 +19,7 @@ from ostinato.clock import SystemClock
 from ostinato.jobs import submit_jobs
 from ostinato.jobs.request import JobRequest
 from ostinato.operations import work
-from ostinato.sdk import protocol as p
+from ostinato.wire import worker as p
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts
 from tests.conftest import KAFKA_BOOTSTRAP, app_url_for

@@ -23,8 +23,8 @@ import pytest
 from ostinato.clock import SystemClock
 from ostinato.domain import events as ev
 from ostinato.sdk import GatewayError, Task, Worker, task
-from ostinato.sdk.registration import TASKS_PATH
 from ostinato.stores import runs, task_schemas
+from ostinato.wire.worker import TASKS_PATH
 from services.scheduler.tick import fire_due
 from tests.helpers.waiting import until
 

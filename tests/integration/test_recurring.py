@@ -164,7 +164,7 @@ async def test_overlap_skip_and_queue(pool: asyncpg.Pool) -> None:
 
 async def test_auto_pause_after_consecutive_failures(pool: asyncpg.Pool) -> None:
     from ostinato.clock import SystemClock
-    from ostinato.sdk import protocol as p
+    from ostinato.wire import worker as p
     from services.worker_gateway.attempts import Attempts, Outcome
 
     now = SystemClock().now()

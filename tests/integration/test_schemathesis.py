@@ -29,8 +29,8 @@ from ostinato.clock import SystemClock
 from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
-from ostinato.sdk import protocol as p
 from ostinato.tenancy import issue_key
+from ostinato.wire import worker as p
 from services.scheduler.tick import fire_due
 from services.worker_gateway.app import create_app as create_gateway_app
 from services.worker_gateway.attempts import Attempts

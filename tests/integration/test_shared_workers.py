@@ -22,8 +22,8 @@ from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import get_blobs, read_stream
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
-from ostinato.sdk import protocol as p
 from ostinato.stores.runs import Q as RUNS
+from ostinato.wire import worker as p
 from ostinato.workers import registry
 from services.scheduler.tick import fire_due
 from services.worker_gateway.app import create_app

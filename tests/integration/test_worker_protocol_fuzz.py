@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ostinato.clock import SystemClock
-from ostinato.sdk import protocol as p
+from ostinato.wire import worker as p
 from services.scheduler.tick import fire_due
 
 from .conftest import assert_problem, auth

@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 from ostinato.clock import FakeClock
-from ostinato.sdk import protocol as p
+from ostinato.wire import worker as p
 from ostinato.workers import registry
 from ostinato.workers.registry import PoolCapacity
 from services.worker_gateway.presence import WorkerPresence

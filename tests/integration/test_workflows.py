@@ -28,8 +28,8 @@ from ostinato.leases import attempts as attempt_leases
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from ostinato.sdk import RetryableError, SignalTimeout, Worker, WorkflowContext, workflow
-from ostinato.sdk import protocol as p
 from ostinato.stores import limits, runs, steps
+from ostinato.wire import worker as p
 from services.reconciler.checks import pipeline
 from services.scheduler.tick import fire_due, release_retries, wake_suspended
 from services.worker_gateway.app import create_app

@@ -14,13 +14,13 @@ import pytest
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
-from ostinato.sdk import protocol as p
-from ostinato.sdk.registration import TASKS_PATH, RegisterTasksResponse
+from ostinato.wire import worker as p
+from ostinato.wire.worker import TASKS_PATH, RegisterTasksResponse
 from services.worker_gateway.app import create_app
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.wakeups import ReadySignals
 
-# Each route and the protocol type its 200 carries (`ostinato.sdk.protocol`'s module doc).
+# Each route and the protocol type its 200 carries (`ostinato.wire.worker`'s module doc).
 ANSWERS: dict[str, type[msgspec.Struct]] = {
     p.CLAIM_PATH: p.ClaimResponse,
     p.BATCH_PATH: p.BatchResponse,

@@ -9,9 +9,9 @@ from typing import Annotated
 import msgspec
 import pytest
 
-from ostinato.client.models import BackfillRequest, JobBatchRequest
 from ostinato.runtime.contract import error_statuses
 from ostinato.runtime.instants import instant_errors
+from ostinato.wire.api import BackfillRequest, JobBatchRequest
 
 
 class Inner(msgspec.Struct):

@@ -15,12 +15,12 @@ import pytest
 from aiokafka import ConsumerRecord
 from aiokafka.errors import KafkaConnectionError, RequestTimedOutError
 
-from ostinato.client.models import JobRequest
 from ostinato.domain.errors import IdempotencyConflict, UnstorableText
 from ostinato.domain.text import fields_holding_nul
 from ostinato.jobs.submit import unstorable_fields
 from ostinato.policy.retry import RetrySpec
 from ostinato.schedules import ScheduleSpec
+from ostinato.wire.api import JobRequest
 from services.api.ingest import (
     REJECTION_MAX_BYTES,
     RETRY_MOST_SECONDS,

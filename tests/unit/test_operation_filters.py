@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from ostinato.client.models import FINAL_STATES, OPERATION_KINDS, RUN_STATES, OperationFilter
 from ostinato.domain.errors import InvalidInput
 from ostinato.operations import filters
+from ostinato.wire.api import FINAL_STATES, OPERATION_KINDS, RUN_STATES, OperationFilter
 
 JOB = uuid.uuid4()
 T0, T1 = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)

@@ -23,12 +23,13 @@ from ostinato.sdk import (
     task,
     workflow,
 )
-from ostinato.sdk import protocol as p
-from ostinato.sdk.registration import TASKS_PATH, definitions
+from ostinato.sdk.registration import definitions
 from ostinato.sdk.tasks import registry
 from ostinato.stores.task_schemas import NewestSchema
 from ostinato.testing.gateway import API_KEY, FakeGateway, running
 from ostinato.testing.handlers import HandlerEnvironment
+from ostinato.wire import worker as p
+from ostinato.wire.worker import TASKS_PATH
 from tests.helpers.waiting import eventually
 
 

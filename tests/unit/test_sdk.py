@@ -30,10 +30,10 @@ from ostinato.sdk import (
     current,
     task,
 )
-from ostinato.sdk import protocol as p
 from ostinato.sdk import reporter as reporter_module
 from ostinato.sdk.reporter import Reporter
 from ostinato.testing.gateway import T0, FakeGateway, running
+from ostinato.wire import worker as p
 from tests.helpers.waiting import eventually
 
 

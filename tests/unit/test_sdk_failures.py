@@ -28,11 +28,11 @@ from ostinato.sdk import (
     Throttled,
     current,
 )
-from ostinato.sdk import protocol as p
 from ostinato.sdk.errors import error_info
 from ostinato.sdk.logs import LogBuffer, capture_into, capture_processor
 from ostinato.sdk.reporter import Reporter
 from ostinato.testing.gateway import FakeGateway, running
+from ostinato.wire import worker as p
 from tests.helpers.waiting import eventually
 
 

@@ -46,8 +46,8 @@ from ostinato.sdk.check import (
     replay,
 )
 from ostinato.sdk.errors import Suspended
-from ostinato.sdk.protocol import StepRecord
 from ostinato.testing.handlers import HandlerEnvironment
+from ostinato.wire.worker import StepRecord
 
 
 def never(*args: Any) -> Any:

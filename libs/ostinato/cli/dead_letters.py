@@ -14,7 +14,7 @@ from ostinato.cli.context import DryRunOpt, LimitOpt, Output, OutputOpt, YesOpt,
 from ostinato.cli.output import Column, emit, emit_many
 from ostinato.cli.parse import json_value
 from ostinato.client import Client
-from ostinato.client.models import DeadLetterView
+from ostinato.wire.api import DeadLetterView
 
 app = typer.Typer(help="Dead letters: runs that failed for good, to triage and replay.",
                   no_args_is_help=True)

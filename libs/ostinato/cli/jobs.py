@@ -14,7 +14,7 @@ from ostinato.cli.context import DryRunOpt, LimitOpt, OutputOpt, YesOpt, state, 
 from ostinato.cli.output import Column, emit, emit_many, schedule_text
 from ostinato.cli.parse import instant, json_value
 from ostinato.client import Client
-from ostinato.client.models import JobView
+from ostinato.wire.api import JobView
 
 app = typer.Typer(help="Jobs: what runs, and when (one-off, cron, interval).",
                   no_args_is_help=True)

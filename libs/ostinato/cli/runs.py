@@ -14,7 +14,7 @@ from ostinato.cli.context import DryRunOpt, LimitOpt, OutputOpt, YesOpt, state
 from ostinato.cli.output import Column, emit, emit_many
 from ostinato.cli.parse import json_value
 from ostinato.client import Client
-from ostinato.client.models import FINAL_STATES, RUN_STATES, RunView
+from ostinato.wire.api import FINAL_STATES, RUN_STATES, RunView
 
 app = typer.Typer(help="Runs: one occurrence of a job, with its attempts and timeline.",
                   no_args_is_help=True)

@@ -8,8 +8,8 @@
         for run in client.runs.list(job_id=job.id):
             print(run.state)
 
-Requests and answers are the API's own msgspec models (`ostinato.client.models`, the home the
-API service imports them from), so a field means the same on both sides. Resources: `jobs`,
+Requests and answers are the API's own msgspec models (`ostinato.wire.api`, the one home the
+API service imports them from too), so a field means the same on both sides. Resources: `jobs`,
 `schedules`, `calendars`, `runs`, `dead_letters`, `pools`, `workers`, `tasks`, `limits`,
 `tenants`, `dags`, `dag_runs`. Lists are lazy iterators over the API's cursor pages. Every
 error is an `ApiError` carrying the RFC 9457 problem (`status`, `type`, `title`, `detail`,

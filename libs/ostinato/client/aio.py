@@ -18,9 +18,9 @@ import httpx
 from ostinato.client import answers as a
 from ostinato.client import calls as c
 from ostinato.client import config
-from ostinato.client import models as m
 from ostinato.client import transport as t
 from ostinato.client.calls import Id
+from ostinato.wire import api as m
 
 T = TypeVar("T")
 PAGE = 100

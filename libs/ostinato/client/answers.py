@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from ostinato.client.models import (
+from ostinato.wire.api import (
     AlertSinkView,
     AlertView,
     CalendarView,

@@ -23,7 +23,7 @@ from urllib.parse import quote
 import msgspec
 
 from ostinato.client import answers as a
-from ostinato.client import models as m
+from ostinato.wire import api as m
 
 T = TypeVar("T")
 P = TypeVar("P")

@@ -1,7 +1,7 @@
 """What a job is made of, as a client submits it (over HTTP or Kafka): `JobRequest`, whose one
-home is the public API's wire models, `ostinato.client.models` (the client sends the same
+home is the public API's wire models, `ostinato.wire.api` (the client sends the same
 Struct the API decodes). Kept here under its old name for the job commands and their callers."""
 
-from ostinato.client.models import JobRequest, Name, ResourceName
+from ostinato.wire.api import JobRequest, Name, ResourceName
 
 __all__ = ["JobRequest", "Name", "ResourceName"]

@@ -12,8 +12,8 @@ from typing import Any
 
 import msgspec
 
-from ostinato.client.models import FINAL_STATES, RUN_STATES, OperationFilter
 from ostinato.domain.errors import InvalidInput
+from ostinato.wire.api import FINAL_STATES, RUN_STATES, OperationFilter
 
 RUN_FIELDS = frozenset({"states", "job_id", "task", "pool", "since", "until"})
 FIELDS = {

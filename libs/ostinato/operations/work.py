@@ -18,7 +18,6 @@ from datetime import datetime
 import asyncpg
 
 from ostinato import jobs, runs
-from ostinato.client.models import OperationFilter
 from ostinato.clock import Clock
 from ostinato.domain.errors import InvalidState, NotFound, OstinatoError
 from ostinato.domain.ids import new_id
@@ -28,6 +27,7 @@ from ostinato.stores import operations as op_store
 from ostinato.stores.operations import Failure, OperationRow
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
+from ostinato.wire.api import OperationFilter
 
 BATCH = 200  # items per transaction: a crash repeats at most this much work
 log = get_logger("ostinato.operations")

@@ -16,7 +16,7 @@ from ostinato.bus.topics import POOL_NAME, Topics
 from ostinato.domain.errors import InvalidInput
 from ostinato.policy.fairness import ClassConfig, parse_classes
 from ostinato.policy.retry import RetryPolicy, RetrySpec, parse_retry
-from ostinato.sdk.protocol import MAX_CLAIM_WAIT_SECONDS
+from ostinato.wire.worker import MAX_CLAIM_WAIT_SECONDS
 
 
 class Settings(msgspec.Struct, kw_only=True, frozen=True):

@@ -56,9 +56,9 @@ from typing import IO, Any, Final, Protocol
 from ostinato.domain.states import FINAL, RunState
 from ostinato.domain.workflow import StepId
 from ostinato.sdk.context import RunContext, use_context
-from ostinato.sdk.protocol import MAX_STEPS_PAGE, BatchItemResult, StepItem, StepRecord
 from ostinato.sdk.tasks import Task
 from ostinato.sdk.workflow import NonDeterminismError, StepFailedError
+from ostinato.wire.worker import MAX_STEPS_PAGE, BatchItemResult, StepItem, StepRecord
 
 __all__ = [
     "COMPATIBLE",

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import structlog
 
 from ostinato.sdk.errors import Cancelled, LeaseLost, OstinatoWorkerError
-from ostinato.sdk.protocol import (
+from ostinato.wire.worker import (
     BatchItemResult,
     ClaimedRun,
     HeartbeatItem,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
-from ostinato.sdk.protocol import MAX_ERROR_MESSAGE_CHARS, MAX_ERROR_TYPE_CHARS, ErrorInfo
+from ostinato.wire.worker import MAX_ERROR_MESSAGE_CHARS, MAX_ERROR_TYPE_CHARS, ErrorInfo
 
 __all__ = [
     "Cancelled",

@@ -56,9 +56,9 @@ from opentelemetry import propagate, trace
 from ostinato.sdk.context import Custody, RunContext, enter_context
 from ostinato.sdk.errors import LeaseLost, PermanentError, Suspended, error_info, sdk_error
 from ostinato.sdk.logs import LogBuffer, capture_into, install_log_capture
-from ostinato.sdk.protocol import ErrorInfo, LogLine
 from ostinato.sdk.reporter import Reporter
 from ostinato.sdk.tasks import Registered, decode_payload
+from ostinato.wire.worker import ErrorInfo, LogLine
 
 __all__ = ["AttemptRunner"]
 

@@ -40,7 +40,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from ostinato.sdk.protocol import MAX_LOG_BYTES, MAX_LOG_LINES, MAX_LOG_MESSAGE_CHARS, LogLine
+from ostinato.wire.worker import MAX_LOG_BYTES, MAX_LOG_LINES, MAX_LOG_MESSAGE_CHARS, LogLine
 
 __all__ = ["LogBuffer", "capture_into", "capture_processor", "install_log_capture"]
 

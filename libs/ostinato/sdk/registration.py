@@ -1,7 +1,7 @@
 """Task registration: a worker tells the gateway the payload schema of each task it serves.
 
-Wire types of ``POST /v1/worker/tasks`` (shared by the SDK and the worker-gateway, like
-``ostinato.sdk.protocol``) and the worker's side of it. Before its first claim, a worker whose
+The worker's side of ``POST /v1/worker/tasks`` (its wire types are in ``ostinato.wire.worker``,
+shared with the worker-gateway). Before its first claim, a worker whose
 tasks declare a payload type (``@task(name, payload=T)``) sends each such task's JSON Schema
 (``msgspec.json.schema(T)``) under its ``payload_version``; the gateway keeps them per scope
 (the key's tenant, or ``*`` for a shared worker using the admin key), and the API validates
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Annotated, Any, Final
 
 import httpx
 import msgspec
@@ -31,58 +30,19 @@ import structlog
 from ostinato.sdk.errors import GatewayError
 from ostinato.sdk.reporter import backoff_delay
 from ostinato.sdk.tasks import Registered
+from ostinato.wire.worker import (
+    TASKS_PATH,
+    RegisterTasksRequest,
+    RegisterTasksResponse,
+    TaskDefinition,
+)
 
-__all__ = [
-    "MAX_SCHEMA_BYTES",
-    "MAX_TASKS",
-    "TASKS_PATH",
-    "RegisterTasksRequest",
-    "RegisterTasksResponse",
-    "RegisteredSchema",
-    "TaskDefinition",
-    "definitions",
-    "register",
-]
+__all__ = ["definitions", "register"]
 
-TASKS_PATH: Final = "/v1/worker/tasks"
-MAX_TASKS: Final = 1000  # task definitions per request
-MAX_SCHEMA_BYTES: Final = 64 * 1024  # one schema, encoded as JSON
 _FATAL_STATUSES = frozenset({400, 401, 403, 404, 409, 413, 422})
 
 log = structlog.get_logger("ostinato.sdk")
 _encoder = msgspec.json.Encoder()
-
-TaskName = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
-
-
-class TaskDefinition(msgspec.Struct, kw_only=True, forbid_unknown_fields=True,
-                     omit_defaults=True):
-    """One task as a worker serves it: its handler version and payload schema."""
-
-    task: TaskName
-    version: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
-    payload_schema: dict[str, Any] | None = None  # JSON Schema of the payload type
-    payload_version: Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)] | None = None
-
-
-class RegisterTasksRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True,
-                           omit_defaults=True):
-    worker_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
-    tasks: Annotated[list[TaskDefinition], msgspec.Meta(max_length=MAX_TASKS)] = []
-
-
-class RegisteredSchema(msgspec.Struct, kw_only=True):
-    """A schema the gateway holds now: ``created`` False when it was registered before."""
-
-    task: str
-    payload_version: int
-    created: bool
-
-
-class RegisterTasksResponse(msgspec.Struct, kw_only=True):
-    scope: str  # the tenant id, or "*" for a shared worker
-    schemas: list[RegisteredSchema] = []
-
 
 _response_decoder = msgspec.json.Decoder(RegisterTasksResponse)
 Post = Callable[[str, bytes, float], Awaitable[bytes]]

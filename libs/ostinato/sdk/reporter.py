@@ -40,7 +40,7 @@ from typing import Any
 import structlog
 
 from ostinato.sdk.errors import retry_after_of
-from ostinato.sdk.protocol import (
+from ostinato.wire.worker import (
     MAX_BATCH_ITEMS,
     BatchItemResult,
     BatchRequest,

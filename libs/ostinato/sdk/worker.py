@@ -53,7 +53,10 @@ from ostinato import eventloop
 from ostinato.sdk.context import Custody, RunContext
 from ostinato.sdk.errors import GatewayError, LeaseLost, retry_after_of, sdk_error
 from ostinato.sdk.execution import AttemptRunner
-from ostinato.sdk.protocol import (
+from ostinato.sdk.registration import register
+from ostinato.sdk.reporter import Reporter, backoff_delay
+from ostinato.sdk.tasks import Handler, Task, registry, task
+from ostinato.wire.worker import (
     BATCH_PATH,
     CLAIM_PATH,
     GOODBYE_PATH,
@@ -73,9 +76,6 @@ from ostinato.sdk.protocol import (
     StepsResponse,
     run_path,
 )
-from ostinato.sdk.registration import register
-from ostinato.sdk.reporter import Reporter, backoff_delay
-from ostinato.sdk.tasks import Handler, Task, registry, task
 
 __all__ = ["Handler", "Task", "Worker", "task"]
 

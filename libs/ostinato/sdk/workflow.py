@@ -87,7 +87,8 @@ from ostinato.sdk.errors import (
     Throttled,
     error_info,
 )
-from ostinato.sdk.protocol import (
+from ostinato.sdk.tasks import Task, checked_version, payload_spec
+from ostinato.wire.worker import (
     MAX_STEPS_PAGE,
     ChildSpec,
     ErrorInfo,
@@ -96,7 +97,6 @@ from ostinato.sdk.protocol import (
     StepRecord,
     WaitSpec,
 )
-from ostinato.sdk.tasks import Task, checked_version, payload_spec
 
 __all__ = ["ChildFailedError", "CompensationFailed", "FanOutFailedError", "NonDeterminismError",
            "SignalTimeout",

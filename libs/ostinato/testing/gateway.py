@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import msgspec
 
-from ostinato.sdk import Worker, registration
-from ostinato.sdk import protocol as p
+from ostinato.sdk import Worker
+from ostinato.wire import worker as p
 
 __all__ = ["API_KEY", "T0", "FakeGateway", "running"]
 
@@ -49,7 +49,7 @@ class FakeGateway:
         self.claim_status = 200
         self.goodbyes: list[p.GoodbyeRequest] = []
         self.paths: list[str] = []  # every request's path, in order
-        self.registrations: list[registration.RegisterTasksRequest] = []  # payload schemas
+        self.registrations: list[p.RegisterTasksRequest] = []  # payload schemas
         self.register_status = 200  # e.g. 409: the schema conflicts with a registered one
 
     async def add(self, task: str, payload: Any = None, *, ttl: float = 30.0, **kw: Any) -> str:
@@ -86,7 +86,7 @@ class FakeGateway:
             self.goodbyes.append(msgspec.json.decode(request.content, type=p.GoodbyeRequest))
             return httpx.Response(200, content=msgspec.json.encode(
                 p.GoodbyeResponse(forgotten=True)))
-        if request.url.path == registration.TASKS_PATH:
+        if request.url.path == p.TASKS_PATH:
             return self._register(request)
         assert request.url.path == p.BATCH_PATH
         body = msgspec.json.decode(request.content, type=p.BatchRequest)
@@ -114,14 +114,14 @@ class FakeGateway:
         return httpx.Response(200, content=msgspec.json.encode(p.BatchResponse(results=results)))
 
     def _register(self, request: httpx.Request) -> httpx.Response:
-        body = msgspec.json.decode(request.content, type=registration.RegisterTasksRequest)
+        body = msgspec.json.decode(request.content, type=p.RegisterTasksRequest)
         self.registrations.append(body)
         if self.register_status != 200:
             problem = p.Problem(title="Payload schema conflict", status=self.register_status,
                                 detail="bump payload_version for an incompatible change")
             return httpx.Response(self.register_status, content=msgspec.json.encode(problem))
-        answer = registration.RegisterTasksResponse(scope="t1", schemas=[
-            registration.RegisteredSchema(task=t.task, payload_version=t.payload_version or 1,
+        answer = p.RegisterTasksResponse(scope="t1", schemas=[
+            p.RegisteredSchema(task=t.task, payload_version=t.payload_version or 1,
                                           created=True) for t in body.tasks])
         return httpx.Response(200, content=msgspec.json.encode(answer))
 

@@ -33,8 +33,8 @@ from typing import Any
 import msgspec
 
 from ostinato.sdk.context import RunContext, use_context
-from ostinato.sdk.protocol import BatchItemResult, ChildSpec, ErrorInfo, StepItem, StepRecord
 from ostinato.sdk.tasks import Handler, Task, decode_payload, registry
+from ostinato.wire.worker import BatchItemResult, ChildSpec, ErrorInfo, StepItem, StepRecord
 
 __all__ = ["HandlerEnvironment", "MemoryJournal"]
 

@@ -11,12 +11,12 @@ from typing import Any
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 
-from ostinato.client.models import DagNodeView, DagRunView
 from ostinato.dags import graph
 from ostinato.domain.errors import NotFound
 from ostinato.runs import dags
 from ostinato.stores import dags as dag_store
 from ostinato.stores.dags import DagRow, DagRunRow
+from ostinato.wire.api import DagNodeView, DagRunView
 from services.api.auditing import audited
 from services.api.dags import rules_of, run_view
 from services.api.ui import html, operations

@@ -14,10 +14,10 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 
 from ostinato import tenancy
-from ostinato.client.models import KeyRequest
 from ostinato.domain import roles
 from ostinato.domain.errors import Forbidden, InvalidInput
 from ostinato.stores import api_keys
+from ostinato.wire.api import KeyRequest
 from services.api.auditing import audited
 from services.api.ui import html
 from services.api.ui.html import Safe, badge, fmt, join, when

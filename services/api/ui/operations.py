@@ -13,12 +13,12 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 
-from ostinato.client.models import OperationFilter
 from ostinato.domain import roles
 from ostinato.domain.errors import InvalidInput, NotFound, OstinatoError
 from ostinato.operations import filters, work
 from ostinato.stores import operations as op_store
 from ostinato.stores.operations import OperationRow
+from ostinato.wire.api import OperationFilter
 from services.api.auditing import audited
 from services.api.operations import FAILURES_SHOWN
 from services.api.routes import decode_cursor, encode_cursor

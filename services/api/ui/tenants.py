@@ -17,10 +17,10 @@ from litestar.di import Provide
 from litestar.params import FromPath, FromQuery
 
 from ostinato import tenancy
-from ostinato.client.models import ApiRateRequest, LimitRequest, TenantRequest
 from ostinato.domain.errors import Forbidden, InvalidInput, NotFound
 from ostinato.stores import limits
 from ostinato.stores import tenants as tenant_store
+from ostinato.wire.api import ApiRateRequest, LimitRequest, TenantRequest
 from services.api import kafka_access
 from services.api.auditing import audited
 from services.api.capacity import record_limit

@@ -1,4 +1,4 @@
-"""Wire types of the worker protocol, shared by the SDK and the worker-gateway.
+"""Wire types of the worker protocol, shared by the SDK and the worker-gateway (their one home).
 
 Both sides import these exact Structs so the protocol cannot drift: the gateway decodes requests
 with them (``forbid_unknown_fields=True``, so a typo in a client is a 400 rather than silently
@@ -22,6 +22,7 @@ admin key for a shared worker serving every tenant)::
     POST /v1/worker/runs/{run_id}/release    ReleaseRequest   -> OutcomeResponse
     POST /v1/worker/runs/{run_id}/steps      StepsRequest     -> StepsResponse
     POST /v1/worker/goodbye                  GoodbyeRequest   -> GoodbyeResponse
+    POST /v1/worker/tasks                    RegisterTasksRequest -> RegisterTasksResponse
     any error                                Problem (application/problem+json, RFC 9457)
 """
 
@@ -46,8 +47,11 @@ __all__ = [
     "MAX_LOG_BYTES",
     "MAX_LOG_LINES",
     "MAX_LOG_MESSAGE_CHARS",
+    "MAX_SCHEMA_BYTES",
     "MAX_STEPS_PAGE",
     "MAX_STEP_NAME_CHARS",
+    "MAX_TASKS",
+    "TASKS_PATH",
     "BatchItemResult",
     "BatchRequest",
     "BatchResponse",
@@ -68,12 +72,16 @@ __all__ = [
     "LogLine",
     "OutcomeResponse",
     "Problem",
+    "RegisterTasksRequest",
+    "RegisterTasksResponse",
+    "RegisteredSchema",
     "ReleaseItem",
     "ReleaseRequest",
     "StepItem",
     "StepRecord",
     "StepsRequest",
     "StepsResponse",
+    "TaskDefinition",
     "WaitSpec",
     "run_path",
 ]
@@ -81,6 +89,7 @@ __all__ = [
 CLAIM_PATH: Final = "/v1/worker/claim"
 BATCH_PATH: Final = "/v1/worker/batch"
 GOODBYE_PATH: Final = "/v1/worker/goodbye"
+TASKS_PATH: Final = "/v1/worker/tasks"
 MAX_CLAIM_RUNS: Final = 1000
 MAX_CLAIM_WAIT_SECONDS: Final = 30.0
 MAX_BATCH_ITEMS: Final = 1000  # per list (heartbeats, completions, failures, releases)
@@ -93,6 +102,8 @@ MAX_LOG_BYTES: Final = 256 * 1024
 MAX_LOG_MESSAGE_CHARS: Final = 8192  # one line's message; the SDK cuts longer ones
 MAX_STEP_NAME_CHARS: Final = 256
 MAX_STEPS_PAGE: Final = 1000  # recorded steps per page a resuming workflow reads
+MAX_TASKS: Final = 1000  # task definitions per registration request
+MAX_SCHEMA_BYTES: Final = 64 * 1024  # one payload schema, encoded as JSON
 
 
 def run_path(
@@ -409,3 +420,38 @@ class Problem(_Response):
     status: int = 0
     detail: str | None = None
     retry_after_seconds: float | None = None
+
+
+# ---------------------------------------------------------------------------- task registration
+# POST /v1/worker/tasks (the worker's side: ostinato.sdk.registration; its rules are there).
+
+TaskName = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
+class TaskDefinition(msgspec.Struct, kw_only=True, forbid_unknown_fields=True,
+                     omit_defaults=True):
+    """One task as a worker serves it: its handler version and payload schema."""
+
+    task: TaskName
+    version: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
+    payload_schema: dict[str, Any] | None = None  # JSON Schema of the payload type
+    payload_version: Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)] | None = None
+
+
+class RegisterTasksRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True,
+                           omit_defaults=True):
+    worker_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+    tasks: Annotated[list[TaskDefinition], msgspec.Meta(max_length=MAX_TASKS)] = []
+
+
+class RegisteredSchema(msgspec.Struct, kw_only=True):
+    """A schema the gateway holds now: ``created`` False when it was registered before."""
+
+    task: str
+    payload_version: int
+    created: bool
+
+
+class RegisterTasksResponse(msgspec.Struct, kw_only=True):
+    scope: str  # the tenant id, or "*" for a shared worker
+    schemas: list[RegisteredSchema] = []

@@ -1,12 +1,13 @@
 """The public API's wire models: the msgspec Structs its requests and answers are made of.
 
-One home for both sides: services/api decodes requests and encodes answers with them (and the
-OpenAPI document, schemas/openapi.json, is generated from them), and `ostinato.client` decodes
-the same answers into the same types. Changing a field here changes the API, so follow
-msgspec's evolution rules: new fields get defaults, a field's type never changes. Answers the
-API serves as plain objects are typed for the client in `ostinato.client.answers`.
+One home for both sides (the `ostinato.wire` package): services/api decodes requests and
+encodes answers with them (and the OpenAPI document, schemas/openapi.json, is generated from
+them), and `ostinato.client` decodes the same answers into the same types. Changing a field
+here changes the API, so follow msgspec's evolution rules: new fields get defaults, a field's
+type never changes. Answers the API serves as plain objects are typed for the client in
+`ostinato.client.answers`.
 
-This module imports only msgspec, the run states and the pure schedule and retry specs, so
+This module imports only msgspec, the run states and the pure schedule, retry and DAG specs, so
 that importing the client loads no server code (an import-linter contract).
 """
 
