@@ -9,7 +9,7 @@ from datetime import timedelta
 from ostinato.bus.consumer import BatchConsumer, Delivered
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
-from ostinato.runtime.duties import outbox_relay
+from ostinato.runtime.duties import kafka_consumer, outbox_relay
 from ostinato.runtime.service import Service, run_service, run_until_stopped
 from services.dispatcher.dispatcher import Dispatcher, live_versions, live_workers
 from services.dispatcher.fence import EpochFence
@@ -42,15 +42,11 @@ async def amain() -> None:
                              handler=handle, commit_every_seconds=1.0,  # wake-ups only
                              auth=settings.kafka_auth)
     await consumer.start()
+    service.add_duty(kafka_consumer("kafka_consumer", consumer))
     ops = service.ops_server(settings.dispatcher_port)
     await ops.start()
 
-    async def stop() -> None:
-        consumer.stop()
-        await ops.stop()
-
-    await run_until_stopped(service, [consumer.run()], on_stop=stop)
-    await consumer.close()
+    await run_until_stopped(service, on_stop=ops.stop)
     await producer.stop()
 
 

@@ -7,7 +7,7 @@ from ostinato.bus.consumer import BatchConsumer
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
 from ostinato.runs.children import ChildRules
-from ostinato.runtime.duties import outbox_relay
+from ostinato.runtime.duties import kafka_consumer, outbox_relay
 from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service, run_service, run_until_stopped
 from services.worker_gateway.app import create_app
@@ -34,17 +34,16 @@ async def amain() -> None:
                              topics=[settings.topics.ready(p) for p in settings.pool_names],
                              handler=signals.on_ready_messages, auth=settings.kafka_auth)
     await consumer.start()
+    service.add_duty(kafka_consumer("kafka_consumer", consumer))
     server = HttpServer(create_app(service, attempts, signals), settings.gateway_host,
                         settings.gateway_port)
     await server.start()
     service.log.info("listening", url=f"http://{settings.gateway_host}:{server.port}")
 
     async def stop() -> None:
-        consumer.stop()
         await server.stop()  # in-flight reports finish; the relay, stopped next, publishes them
 
-    await run_until_stopped(service, [consumer.run()], on_stop=stop)
-    await consumer.close()
+    await run_until_stopped(service, on_stop=stop)
     await producer.stop()
 
 

@@ -28,6 +28,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 
@@ -176,12 +177,46 @@ def readiness(runners: Iterable[DutyRunner]) -> dict[str, bool | str]:
     return {f"duty:{r.name}": r.failing or True for r in runners}
 
 
-def outbox_relay(relay: OutboxRelay) -> Duty:
+def outbox_relay(relay: OutboxRelay,
+                 connect: Callable[[], Awaitable[None]] | None = None) -> Duty:
     """The relay as a duty: a batch of outbox rows per tick, every `idle_poll_seconds` unless
-    a batch was full or a writer woke it; on stop it publishes what it can (`drain`)."""
+    a batch was full or a writer woke it; on stop it publishes what it can (`drain`).
+    `connect` (the api, which serves without Kafka): start the relay's producer at the first
+    tick, and again at each tick until the broker answers (a transient failure, so the
+    service stays ready; the rows wait in the outbox meanwhile)."""
+    connected = connect is None
 
     async def publish(now: datetime) -> int:
+        nonlocal connected
+        if not connected:
+            assert connect is not None
+            await connect()
+            connected = True
         return await relay.publish_batch()
 
+    async def drain() -> None:
+        if connected:
+            await relay.drain()
+
     return Duty("outbox_relay", relay.idle_poll_seconds, publish, batch=relay.batch_size,
-                on_stop=relay.drain)
+                on_stop=drain)
+
+
+class Polled(Protocol):
+    """A Kafka consumer under the one loop (`ostinato.bus.consumer`)."""
+
+    async def poll_once(self) -> int: ...
+
+    async def close(self) -> None: ...
+
+
+def kafka_consumer(name: str, consumer: Polled) -> Duty:
+    """A Kafka consumer as a duty: one poll per tick, the next at once (the poll itself waits
+    for messages); the loop's error policy handles what a message meets, the runner's what
+    the poll meets (the broker away: retried; anything else shown on /readyz as
+    `duty:<name>`). On stop it commits what it settled and leaves its group (`close`)."""
+
+    async def poll(now: datetime) -> int:
+        return await consumer.poll_once()
+
+    return Duty(name, 0.0, poll, on_stop=consumer.close)

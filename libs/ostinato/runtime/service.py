@@ -100,16 +100,25 @@ class Service:
                              skew_seconds=round(skew, 3), alert="ostinato_clock_skew")
         return 1
 
+    def make_producer(self) -> AIOKafkaProducer:
+        """This service's idempotent producer, not started (`connect_producer`)."""
+        return make_producer(self.settings.kafka_bootstrap, f"ostinato-{self.name}",
+                             self.settings.kafka_auth)
+
+    async def connect_producer(self, producer: AIOKafkaProducer) -> None:
+        """Start `producer` and create the missing topics (one try: KafkaError if the broker
+        does not answer)."""
+        await producer.start()
+        await ensure_topics(self.settings.kafka_bootstrap, self.settings.topics.all(),
+                            self.settings.topic_partitions, self.settings.kafka_auth)
+
     async def start_producer(self, *, attempts: int = 60) -> AIOKafkaProducer:
         """Start an idempotent producer, waiting for the broker; create missing topics."""
         delay = 0.5
         for attempt in range(1, attempts + 1):
-            producer = make_producer(self.settings.kafka_bootstrap, f"ostinato-{self.name}",
-                                     self.settings.kafka_auth)
+            producer = self.make_producer()
             try:
-                await producer.start()
-                await ensure_topics(self.settings.kafka_bootstrap, self.settings.topics.all(),
-                                    self.settings.topic_partitions, self.settings.kafka_auth)
+                await self.connect_producer(producer)
                 return producer
             except KafkaError as exc:
                 await producer.stop()
@@ -248,10 +257,11 @@ def run_service(amain: Callable[[], Coroutine[Any, Any, None]]) -> None:
 
 async def run_until_stopped(service: Service, tasks: Sequence[Awaitable[Any]] = (),
                             on_stop: Callable[[], Awaitable[None]] | None = None) -> None:
-    """Run the service's duties and other background `tasks` (Kafka consumers) until
-    SIGTERM/SIGINT (or until one fails), then stop in order: `on_stop` (servers, consumers),
-    then each duty after its current tick, in reverse order of adding (so the relay, added
-    first, publishes what the others appended last), all within STOP_SECONDS."""
+    """Run the service's duties (its Kafka consumers among them) and other background `tasks`
+    until SIGTERM/SIGINT (or until one fails), then stop in order: `on_stop` (servers), then
+    each duty after its current tick, in reverse order of adding (so a consumer, added last,
+    commits and leaves first, and the relay, added first, publishes what the others appended
+    last), all within STOP_SECONDS."""
     service.install_signal_handlers()
     eventloop.settle_heap()
     runners = [(r, asyncio.ensure_future(r.run())) for r in service.duties]
