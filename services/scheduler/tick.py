@@ -24,6 +24,7 @@ import asyncpg
 
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
+from ostinato.domain import workflow as wf
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.materialise import Waiting, decide_and_append
@@ -146,17 +147,14 @@ def _wake_events(rows: Sequence[runs.WakingRun], now: datetime, actor: str) -> l
         head = StreamHead.of(r)
         due = r.wake_at if r.wait_is_due(now) else r.deadline_at
         assert due is not None  # the query found one of them due
-        if not r.wait_is_due(now):
-            cause = "deadline"
-        elif r.wait_reason == "timer":
+        record, cause = wf.wake(r.wait_reason, r.wait_is_due(now))  # the step model decides
+        if record == "TimerFired":
             events.append(head.next(ev.TimerFired(seq=r.wait_seq, name=r.wait_name, due_at=due),
                                     actor, traceparent=r.traceparent))
-            cause = "timer"
-        else:
+        elif record == "SignalTimedOut":
             events.append(head.next(ev.SignalTimedOut(seq=r.wait_seq, name=r.wait_name,
                                                       deadline=due),
                                     actor, traceparent=r.traceparent))
-            cause = "signal_timeout"
         events.append(head.next(ev.RunWoken(cause=cause), actor, traceparent=r.traceparent))
         metrics.TIMER_LATENESS.observe(max(0.0, (now - due).total_seconds()))
     return events

@@ -1,25 +1,37 @@
-"""Workflow step memoisation: what a workflow's next step does, given what its run recorded.
+"""The workflow step model, both sides of it, as pure functions over values: the one home of
+what a step is and what reporting one means (docs/WORKFLOW_STEPS.md follows one step through).
 
 A workflow is an ordinary run whose handler calls steps in order. Step `seq` (0-based, its
 position in the workflow) is identified by its name and its occurrence among the steps of that
 name (`charge#2`: the second step named charge). Before the workflow goes past a step, the
-step's outcome is appended to the run's stream (`StepCompleted` / `StepFailed`). When the run
-executes again (a crash, a lease expiry, a retry), each step asks `decide`:
+step's outcome is appended to the run's stream (`StepCompleted` / `StepFailed`, or the record
+of its kind: `KINDS`).
+
+The client side (the SDK, the harness, the pre-deploy check): when the run executes again (a
+crash, a lease expiry, a retry), each step asks `decide`:
 
 - recorded at its position with its name: `Replay`, the recorded outcome, without running;
 - nothing recorded there yet: `Execute`, the first unrecorded step runs;
 - recorded under another name: `Diverged`, the code no longer makes the recorded sequence (a
   non-determinism error, never a silent reinterpretation of the history).
 
-Pure values only: the SDK wires it to the gateway, tests drive it exhaustively.
+The server side (the worker-gateway, the scheduler's wake-ups, the in-memory journal of the test
+harness): `judge` says what a step report means in the run's state (record, repeat, refuse,
+pause, not start), and `timer_wait`, `signal_wait`, `child_plan`, `fan_out_plan` what a step of
+that kind does at its position (end at once with its record, or suspend the run); `wake`,
+`child_ended` and `fan_out_wakes` what the wake-ups append. Callers build the events; these say
+which.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any, Final
 
 # A step's output, a child's output or a signal's payload larger than this (encoded JSON) is
 # kept in the blob store and referenced from its event, so the history stays small.
@@ -90,6 +102,10 @@ class StepCounter:
         of another name: how a recorded step is named in a divergence message."""
         return StepId(name, self._names[name] + 1)
 
+    def last(self, name: str) -> StepId:
+        """The id the latest step named `name` took."""
+        return StepId(name, self._names[name])
+
 
 def decide(counter: StepCounter, name: str,
            recorded: RecordedStep | None) -> Replay | Execute | Diverged:
@@ -128,3 +144,240 @@ def decide_patch(counter: StepCounter, patch_id: str, recorded: RecordedStep | N
         return False
     counter.next(patch_step(patch_id))
     return True
+
+
+# -- the step kinds ----------------------------------------------------------------------------
+
+class StepKind(StrEnum):
+    """What a workflow position holds; a `StepItem` carries its kind in which of `wait`, `child`
+    and `fan_out` it sets (`kind_of`)."""
+
+    STEP = "step"  # ctx.step: the function ran, its outcome is the record
+    PATCH = "patch"  # ctx.patched: a marker, recorded as a step named `patch:<id>`
+    TIMER = "timer"  # ctx.sleep, ctx.sleep_until
+    SIGNAL = "signal"  # ctx.wait_for_signal
+    CHILD = "child"  # ctx.child: a child run, waited for
+    START_CHILD = "start_child"  # ctx.start_child: a child run, not waited for
+    FAN_OUT = "fan_out"  # ctx.fan_out: chunk runs in a window, waited for
+
+
+@dataclass(frozen=True, slots=True)
+class KindRule:
+    """One row of the table: how a step of this kind is recorded and what it waits on."""
+
+    records: tuple[str, ...]  # the events that can record the position (one of them does)
+    suspends: str | None  # RunSuspended's reason while it cannot end at once; None: never waits
+    starts_runs: bool  # it creates runs: not started once the run's cancel is requested
+    woken_by: tuple[str, ...]  # the RunWoken causes of a wait's end (besides the deadline)
+
+
+KINDS: Final[Mapping[StepKind, KindRule]] = {
+    StepKind.STEP: KindRule(("StepCompleted", "StepFailed"), None, False, ()),
+    StepKind.PATCH: KindRule(("StepCompleted",), None, False, ()),
+    StepKind.TIMER: KindRule(("TimerFired",), "timer", False, ("timer",)),
+    StepKind.SIGNAL: KindRule(("SignalDelivered", "SignalTimedOut"), "signal", False,
+                              ("signal", "signal_timeout")),
+    StepKind.CHILD: KindRule(("ChildFinished",), "child", True, ("child",)),
+    StepKind.START_CHILD: KindRule(("ChildStarted",), None, True, ()),
+    StepKind.FAN_OUT: KindRule(("FanOutCompleted",), "fan_out", True, ("fan_out",)),
+}
+PAUSED: Final = "paused"  # RunSuspended's reason for a paused run: no wait, its resume wakes it
+WAIT_REASONS: Final = frozenset(r.suspends for r in KINDS.values() if r.suspends)
+
+
+def kind_of(*, wait: str | None = None, child_awaited: bool | None = None,
+            fan_out: bool = False, name: str = "") -> StepKind:
+    """The kind of a reported step: `wait` its wait's kind (timer, signal), `child_awaited`
+    None for no child, `fan_out` whether it starts one; `name` tells a patch marker."""
+    if fan_out:
+        return StepKind.FAN_OUT
+    if child_awaited is not None:
+        return StepKind.CHILD if child_awaited else StepKind.START_CHILD
+    if wait is not None:
+        return StepKind.TIMER if wait == "timer" else StepKind.SIGNAL
+    return StepKind.PATCH if name.startswith(PATCH_PREFIX) else StepKind.STEP
+
+
+# -- the server side: what a step report means -----------------------------------------------
+
+class Verdict(StrEnum):
+    """What a step report does to the run, before its kind is looked at (`judge`)."""
+
+    STALE = "stale"  # 409 and StaleWriteRejected: another attempt's token or the run not running
+    REPEAT = "repeat"  # 200, nothing new: a resent report of a recorded position
+    DEADLINE_PASSED = "deadline_passed"  # 200, nothing recorded: the workflow fails (timed out)
+    GAP = "gap"  # 422, nothing recorded: a position beyond the next (a client bug)
+    PAUSE = "pause"  # a plain step recorded then, or a wait not begun, and the run suspended
+    NOT_STARTED = "not_started"  # 200 cancel_requested: a run whose cancel was asked starts none
+    RECORD = "record"  # the position is the kind's to take (`timer_wait`, `child_plan`, ...)
+
+
+STATUS: Final[Mapping[Verdict, int]] = {Verdict.STALE: 409, Verdict.GAP: 422}  # else 200
+
+
+@dataclass(frozen=True, slots=True)
+class RunAt:
+    """The run as the step report finds it (locked, in the report's transaction)."""
+
+    fencing_token: int
+    running: bool
+    next_seq: int  # the positions recorded so far (`steps_done`, plus this batch's)
+    paused: bool = False
+    cancel_requested: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """One step report: its position, its attempt's token, its kind, the workflow's deadline."""
+
+    seq: int
+    fencing_token: int
+    kind: StepKind = StepKind.STEP
+    deadline: datetime | None = None
+
+
+def judge(run: RunAt, report: Report, now: datetime | None) -> Verdict:
+    """What `report` means for `run` by the database clock `now`, in this order: fencing first,
+    then a repeat (whose answer was lost: the SDK awaits one step at a time, so a recorded
+    position is this step's), the deadline, a gap, a pause, a cancel."""
+    if report.fencing_token != run.fencing_token or not run.running:
+        return Verdict.STALE
+    if report.seq < run.next_seq:
+        return Verdict.REPEAT
+    if report.deadline is not None and now is not None and report.deadline <= now:
+        return Verdict.DEADLINE_PASSED
+    if report.seq > run.next_seq:
+        return Verdict.GAP
+    if run.paused:
+        return Verdict.PAUSE
+    if run.cancel_requested and KINDS[report.kind].starts_runs:
+        return Verdict.NOT_STARTED
+    return Verdict.RECORD
+
+
+def paused_records_first(kind: StepKind) -> bool:
+    """A paused run's report: a finished step (it never waits) is recorded before the run is
+    suspended; a wait, a child or a fan-out, not begun yet, is not."""
+    return KINDS[kind].suspends is None and not KINDS[kind].starts_runs
+
+
+@dataclass(frozen=True, slots=True)
+class Ends:
+    """The step's record is appended at once (`event`); the workflow goes on."""
+
+    event: str
+    due: datetime | None = None  # a timer's due instant; a signal timeout's deadline
+
+
+@dataclass(frozen=True, slots=True)
+class Suspends:
+    """`RunSuspended` (`reason`): the attempt ends and its lease is released; `wake_at`, when
+    set, is when the scheduler's wake poll ends the wait (a timer, a signal's timeout)."""
+
+    reason: str
+    wake_at: datetime | None = None
+
+
+def bad_wait(kind: str, *, until: datetime | None, seconds: float | None,
+             signal: str | None) -> str | None:
+    """Why a wait is refused (422, nothing recorded); None: it is well formed."""
+    if kind == "timer" and (until is None) == (seconds is None):
+        return "a timer wait needs exactly one of until and seconds"
+    if kind == "signal" and not signal:
+        return "a signal wait needs the signal's name"
+    return None
+
+
+def timer_wait(until: datetime | None, seconds: float | None, now: datetime) -> Ends | Suspends:
+    """A timer at its position: due already (by the database clock), `TimerFired`; else the run
+    sleeps until it is."""
+    due = until or now + timedelta(seconds=seconds or 0.0)
+    if due <= now:
+        return Ends("TimerFired", due)
+    return Suspends("timer", due)
+
+
+def signal_wait(sent: bool, timeout_seconds: float | None, now: datetime) -> Ends | Suspends:
+    """A signal wait at its position: a signal of that name sent already (the oldest undelivered
+    one), `SignalDelivered`; none and a timeout of 0, `SignalTimedOut`; else the run waits,
+    until its timeout when it has one."""
+    if sent:
+        return Ends("SignalDelivered")
+    if timeout_seconds == 0:
+        return Ends("SignalTimedOut", now)
+    return Suspends("signal", None if timeout_seconds is None
+                    else now + timedelta(seconds=timeout_seconds))
+
+
+@dataclass(frozen=True, slots=True)
+class ChildPlan:
+    """A child step at its position: whether its run is created (`RunScheduled` on the child's
+    stream and `ChildStarted`), whether `ChildStarted` is appended again (a started child's
+    position set aside and reported again), and then `record` (ChildStarted or ChildFinished is
+    the record: the workflow goes on) or `suspend` (RunSuspended, reason child)."""
+
+    create: bool
+    start_again: bool
+    then: str  # "started" | "finished" | "suspend"
+
+
+def child_plan(*, awaited: bool, exists: bool, final: bool) -> ChildPlan:
+    """A child exists already when the report is resent or its position reported again; its id
+    derives from the parent and the position, so it is never created twice."""
+    again = exists and not awaited
+    if not awaited:
+        return ChildPlan(not exists, again, "started")
+    if exists and final:
+        return ChildPlan(False, False, "finished")
+    return ChildPlan(not exists, False, "suspend")
+
+
+def fan_out_plan(existing_state: str | None) -> str:
+    """A fan-out at its position: none yet, `start` (FanOutStarted, the first window's runs,
+    RunSuspended); one still running (the run executed again meanwhile), `suspend` again; one
+    over (its record set aside by an operator), `record_again` (its FanOutCompleted)."""
+    if existing_state is None:
+        return "start"
+    return "suspend" if existing_state == "running" else "record_again"
+
+
+# -- the wake-ups (the scheduler, a signal's arrival) ---------------------------------------
+
+def wake(wait_reason: str, wait_due: bool) -> tuple[str | None, str]:
+    """A suspended run whose time came (the scheduler's wake poll): (the event recording its
+    position or None, the RunWoken cause). Its own wait due: a timer fires, a signal wait times
+    out; only the workflow's deadline due: woken with nothing recorded (it then fails)."""
+    if not wait_due:
+        return None, "deadline"
+    if wait_reason == "timer":
+        return "TimerFired", "timer"
+    return "SignalTimedOut", "signal_timeout"
+
+
+def waits_on(*, state: str, wait_reason: str | None, waited: object, reason: str,
+             what: object) -> bool:
+    """Whether a run (`state`, suspended for `wait_reason` on `waited`: a child's run id, a
+    signal's name) waits on `what` for `reason` (child, signal)."""
+    return state == "suspended" and wait_reason == reason and waited == what
+
+
+def ended_wait(waiting: bool, paused: bool) -> tuple[bool, bool]:
+    """What a child's end or a signal's arrival appends to its run: (record the position,
+    RunWoken). A paused run gets the record only: its resume wakes it."""
+    return waiting, waiting and not paused
+
+
+def fan_out_wakes(*, state: str, wait_reason: str | None, wait_seq: int | None, seq: int,
+                  paused: bool) -> bool:
+    """Whether a fan-out's end (FanOutCompleted at `seq`) wakes its parent."""
+    return (waits_on(state=state, wait_reason=wait_reason, waited=wait_seq, reason="fan_out",
+                     what=seq) and not paused)
+
+
+def child_error(state: str, last_error: object, child_id: object) -> tuple[str, str]:
+    """A child that did not succeed, as its parent's failed step record: (type, message)."""
+    if state == "cancelled":
+        return "child_cancelled", f"child run {child_id} was cancelled"
+    error = last_error if isinstance(last_error, dict) else {}
+    return (error.get("type") or "child_failed",
+            error.get("message") or f"child run {child_id} was dead-lettered")

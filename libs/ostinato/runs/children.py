@@ -31,9 +31,9 @@ import asyncpg
 import msgspec
 
 from ostinato.domain import events as ev
+from ostinato.domain import workflow as wf
 from ostinato.domain.errors import InvalidInput
 from ostinato.domain.ids import new_id
-from ostinato.domain.workflow import INLINE_OUTPUT_BYTES
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
 from ostinato.policy import retry
@@ -114,17 +114,12 @@ def finished(child: ChildRun, seq: int, name: str, output: Any,
     if child.state == "succeeded":
         encoded = _json.encode(output)
         ref = None
-        if len(encoded) > INLINE_OUTPUT_BYTES:
+        if len(encoded) > wf.INLINE_OUTPUT_BYTES:
             ref, output = new_id(), None
             blobs.append((ref, child.tenant_id, encoded))
         return ev.ChildFinished(seq=seq, name=name, child_run_id=child.id, state=child.state,
                                 output=output, output_ref=ref)
-    error = child.last_error if isinstance(child.last_error, dict) else {}
-    if child.state == "cancelled":
-        kind, message = "child_cancelled", f"child run {child.id} was cancelled"
-    else:
-        kind = error.get("type") or "child_failed"
-        message = error.get("message") or f"child run {child.id} was dead-lettered"
+    kind, message = wf.child_error(child.state, child.last_error, child.id)
     return ev.ChildFinished(seq=seq, name=name, child_run_id=child.id, state=child.state,
                             error_type=kind, message=message)
 
@@ -143,8 +138,9 @@ async def outputs_of(conn: asyncpg.Connection,
 
 
 def waits_for(parent: LockedRun | None, child: ChildRun) -> bool:
-    return (parent is not None and parent.state == "suspended"
-            and parent.wait_reason == "child" and parent.wait_child == child.id)
+    return parent is not None and wf.waits_on(state=parent.state, wait_reason=parent.wait_reason,
+                                              waited=parent.wait_child, reason="child",
+                                              what=child.id)
 
 
 async def notify_parents(conn: asyncpg.Connection, store: EventStore, *, batch_size: int,
@@ -176,12 +172,12 @@ async def notify_parents(conn: asyncpg.Connection, store: EventStore, *, batch_s
             elif woke:
                 assert parent is not None and parent.wait_seq is not None
                 head = heads[parent.id]
+                # a paused parent gets the record; its resume wakes it (ostinato.runs.pausing)
+                _, woke = wf.ended_wait(True, parent.paused)
                 outcome = finished(child, parent.wait_seq, parent.wait_name or "child",
                                    outputs.get(child.id), blobs)
                 events.append(head.next(outcome, actor, traceparent=parent.traceparent))
-                if parent.paused:  # recorded; its resume wakes it (ostinato.runs.pausing)
-                    woke = False
-                else:
+                if woke:
                     events.append(head.next(ev.RunWoken(cause="child"), actor,
                                             traceparent=parent.traceparent))
             events.append(StreamHead.of(child).next(

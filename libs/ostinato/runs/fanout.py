@@ -28,6 +28,7 @@ import msgspec
 
 from ostinato.domain import events as ev
 from ostinato.domain import fanout as fo
+from ostinato.domain import workflow as wf
 from ostinato.domain.errors import InvalidInput
 from ostinato.domain.states import FINAL, RunState
 from ostinato.eventlog.records import NewEvent, StreamHead
@@ -194,8 +195,8 @@ def progressed(parent: LockedRun, head: StreamHead, fan: FanOutRow, ended: Seque
         error_type=None if ok else "fan_out_failed",
         message=None if ok else f"{w.failed} of {w.total} chunks failed"),
         actor, traceparent=trace))
-    if (parent.state == RunState.SUSPENDED and parent.wait_reason == "fan_out"
-            and parent.wait_seq == fan.seq and not parent.paused):
+    if wf.fan_out_wakes(state=parent.state, wait_reason=parent.wait_reason,
+                        wait_seq=parent.wait_seq, seq=fan.seq, paused=parent.paused):
         moves.events.append(head.next(ev.RunWoken(cause="fan_out"), actor, traceparent=trace))
     return moves
 

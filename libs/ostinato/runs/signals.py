@@ -6,8 +6,8 @@ transaction; any other non-final run keeps it (`run_signals`) for its next wait 
 oldest first. A finished run takes no signals (409). An idempotency key names the signal: the
 same key again with the same payload returns the first send's answer and records nothing; with
 another payload it is a 409 `idempotency-conflict` (as a job's key), never a silent drop of the
-second payload. A payload over
-`INLINE_OUTPUT_BYTES` is kept in the blob store and referenced from the events.
+second payload. A payload over `INLINE_OUTPUT_BYTES` (`ostinato.domain.workflow`) is kept in
+the blob store and referenced from the events.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import asyncpg
 import msgspec
 
 from ostinato.domain import events as ev
+from ostinato.domain import workflow as wf
 from ostinato.domain.errors import (
     IdempotencyConflict,
     InvalidInput,
@@ -28,7 +29,6 @@ from ostinato.domain.errors import (
 )
 from ostinato.domain.ids import new_id
 from ostinato.domain.states import FINAL, RunState
-from ostinato.domain.workflow import INLINE_OUTPUT_BYTES
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
 from ostinato.runs.commands import lock_run
@@ -96,22 +96,23 @@ async def send_signal(conn: asyncpg.Connection, store: EventStore, *, tenant_id:
                                "signals")
         head = StreamHead.of(run)
         ref = None
-        if size > INLINE_OUTPUT_BYTES:
+        if size > wf.INLINE_OUTPUT_BYTES:
             ref, payload = new_id(), None
             await put_blobs(conn, [(ref, tenant_id, body)], "step")
         events = [head.next(ev.SignalReceived(signal_id=signal_id, name=name, payload=payload,
                                               by=actor, payload_ref=ref, reason=reason),
                             actor,
                             traceparent=run.traceparent)]
-        waiting = (state is RunState.SUSPENDED and run.wait_reason == "signal"
-                   and run.wait_signal == name)
-        if waiting:
+        waiting = wf.waits_on(state=state, wait_reason=run.wait_reason,
+                              waited=run.wait_signal, reason="signal", what=name)
+        delivered, woken = wf.ended_wait(waiting, run.paused)
+        if delivered:
             assert run.wait_seq is not None and run.wait_name is not None
             events.append(head.next(ev.SignalDelivered(seq=run.wait_seq, name=run.wait_name,
                                                        signal_id=signal_id, payload=payload,
                                                        payload_ref=ref), actor,
                                     traceparent=run.traceparent))
-            if not run.paused:  # a paused run is woken by its resume (ostinato.runs.pausing)
+            if woken:  # a paused run is woken by its resume (ostinato.runs.pausing)
                 events.append(head.next(ev.RunWoken(cause="signal"), actor,
                                         traceparent=run.traceparent))
         await store.append(conn, events)
