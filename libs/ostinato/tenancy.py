@@ -17,7 +17,6 @@ from ostinato.domain import events as ev
 from ostinato.domain import roles
 from ostinato.domain.errors import Conflict, InvalidInput, NotFound
 from ostinato.domain.ids import new_id
-from ostinato.domain.roles import ADMIN, Principal  # noqa: F401  (issue 43: until callers move)
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.stores import api_keys, tenants

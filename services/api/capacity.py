@@ -21,10 +21,10 @@ from ostinato.domain import events as ev
 from ostinato.domain import roles
 from ostinato.domain.errors import NotFound
 from ostinato.domain.names import POOL_NAME_PATTERN
+from ostinato.domain.roles import Principal
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.auth import Caller, actor_of, require_admin
 from ostinato.stores import limits
-from ostinato.tenancy import Principal
 from ostinato.wire.api import (
     ApiRateRequest,
     ClassLoad,

@@ -12,9 +12,8 @@ import pytest
 
 from ostinato.db.queries import REGISTRY, sql_files_under
 from ostinato.domain.errors import Forbidden
-from ostinato.domain.roles import OPERATOR
+from ostinato.domain.roles import ADMIN, OPERATOR, Principal
 from ostinato.runtime.settings import load_settings
-from ostinato.tenancy import ADMIN, Principal
 from ostinato.wire.worker import MAX_CLAIM_WAIT_SECONDS
 from services.worker_gateway.app import worker_scope
 from services.worker_gateway.wakeups import ReadySignals
