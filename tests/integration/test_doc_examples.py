@@ -158,7 +158,7 @@ def named_blocks(doc: str) -> dict[str, Block]:
 def test_the_docs_have_python_examples() -> None:
     """The extraction finds the examples (an empty parametrisation would pass silently)."""
     assert {b.doc for b in PYTHON_BLOCKS} >= {"README.md", "docs/WORKFLOWS.md",
-                                               "docs/FAILURES.md"}
+                                               "docs/FAILURES.md", "docs/TESTING.md"}
     assert len({b.id for b in ALL_BLOCKS}) == len(ALL_BLOCKS)
     for block in PYTHON_BLOCKS:
         named_blocks(block.doc)
