@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 
 import httpx
 
-from ostinato.client import answers as a
 from ostinato.client import calls as c
 from ostinato.client import config
 from ostinato.client import transport as t
@@ -121,7 +120,7 @@ class Jobs(_Resource):
         `idempotency_key` again returns the first job."""
         return await self._c.send(c.create_job(job, fields))
 
-    async def create_many(self, jobs: Sequence[m.JobRequest | Mapping[str, Any]]) -> a.JobBatch:
+    async def create_many(self, jobs: Sequence[m.JobRequest | Mapping[str, Any]]) -> m.JobBatch:
         """Up to 1,000 jobs in one transaction: all or none."""
         return await self._c.send(c.create_jobs(jobs))
 
@@ -136,10 +135,10 @@ class Jobs(_Resource):
         """Stop the job creating runs; runs already created go on."""
         await self._c.send(c.delete_job(job_id))
 
-    async def pause(self, job_id: Id, *, reason: str | None = None) -> a.JobStatus:
+    async def pause(self, job_id: Id, *, reason: str | None = None) -> m.JobStatus:
         return await self._c.send(c.pause_job(job_id, reason))
 
-    async def resume(self, job_id: Id, *, misfire: str | None = None) -> a.JobStatus:
+    async def resume(self, job_id: Id, *, misfire: str | None = None) -> m.JobStatus:
         """`misfire` (run_once, catch_up, skip) decides the slots missed while paused."""
         return await self._c.send(c.resume_job(job_id, misfire))
 
@@ -232,7 +231,7 @@ class Runs(_Resource):
         the iteration reaches them (a long workflow has thousands of events)."""
         return self._c.iterate(c.run_events(run_id, page_size))
 
-    async def logs(self, run_id: Id) -> a.RunLogs:
+    async def logs(self, run_id: Id) -> m.RunLogs:
         return await self._c.send(c.run_logs(run_id))
 
     def steps(self, run_id: Id, *, inline_outputs: bool = False,
@@ -246,7 +245,7 @@ class Runs(_Resource):
                         page_size: int = PAGE) -> AsyncIterator[m.SetAsideStepView]:
         return self._c.iterate(c.set_aside_steps(run_id, page_size))
 
-    async def cancel(self, run_id: Id) -> a.Cancelled:
+    async def cancel(self, run_id: Id) -> m.Cancelled:
         """At once if it waits; a running run is asked to stop at its next safe point."""
         return await self._c.send(c.cancel_run(run_id))
 
@@ -259,10 +258,10 @@ class Runs(_Resource):
                ) -> m.SignalAccepted:
         return await self._c.send(c.signal_run(run_id, name, payload, idempotency_key, reason))
 
-    async def pause(self, run_id: Id, *, reason: str | None = None) -> a.RunPaused:
+    async def pause(self, run_id: Id, *, reason: str | None = None) -> m.RunPaused:
         return await self._c.send(c.pause_run(run_id, reason, resume=False))
 
-    async def resume(self, run_id: Id, *, reason: str | None = None) -> a.RunPaused:
+    async def resume(self, run_id: Id, *, reason: str | None = None) -> m.RunPaused:
         return await self._c.send(c.pause_run(run_id, reason, resume=True))
 
     async def pause_matching(self, *, task: str | None = None, job_id: Id | None = None,
@@ -296,7 +295,7 @@ class DeadLetters(_Resource):
         """Newest first; filters: job_id, error_type, triage_state, older_than ("1h")."""
         return self._c.iterate(c.list_dead_letters(filters, page_size))
 
-    async def counts(self, **filters: Any) -> a.DeadLetterCounts:
+    async def counts(self, **filters: Any) -> m.DeadLetterCounts:
         """How many match the filters, by error type and triage state (one small request)."""
         return (await self._c.send(c.list_dead_letters(filters, 1).first)).counts
 
@@ -304,7 +303,7 @@ class DeadLetters(_Resource):
         """With its payload and full attempt history."""
         return await self._c.send(c.get_dead_letter(run_id))
 
-    async def triage(self, run_id: Id, state: str, *, comment: str | None = None) -> a.Triaged:
+    async def triage(self, run_id: Id, state: str, *, comment: str | None = None) -> m.Triaged:
         return await self._c.send(c.triage(run_id, state, comment))
 
     async def replay(self, run_id: Id, *, payload: Any = UNSET,
@@ -314,7 +313,7 @@ class DeadLetters(_Resource):
         return await self._c.send(c.replay(run_id, payload, request_key))
 
     async def replay_matching(self, request_key: str, *, limit: int = 100,
-                        **filters: Any) -> a.BulkReplayed:
+                        **filters: Any) -> m.BulkReplayed:
         return await self._c.send(c.replay_matching(request_key, filters, limit))
 
 
@@ -322,16 +321,16 @@ class Pools(_Resource):
     async def list(self) -> list[m.PoolView]:
         return (await self._c.send(c.list_pools())).items
 
-    async def pause(self, pool: str, *, reason: str | None = None) -> a.PoolPaused:
+    async def pause(self, pool: str, *, reason: str | None = None) -> m.PoolPaused:
         """With the admin key: for every tenant; with a tenant's key: its own queue."""
         return await self._c.send(c.pause_pool(pool, reason, resume=False))
 
-    async def resume(self, pool: str) -> a.PoolPaused:
+    async def resume(self, pool: str) -> m.PoolPaused:
         return await self._c.send(c.pause_pool(pool, None, resume=True))
 
 
 class Workers(_Resource):
-    async def list(self) -> list[a.WorkerView]:
+    async def list(self) -> list[m.WorkerView]:
         return (await self._c.send(c.list_workers())).items
 
 
@@ -345,7 +344,7 @@ class Limits(_Resource):
     async def list(self) -> list[m.LimitView]:
         return (await self._c.send(c.list_limits())).items
 
-    async def set(self, scope: str, name: str, limit: m.LimitRequest) -> a.LimitSet:
+    async def set(self, scope: str, name: str, limit: m.LimitRequest) -> m.LimitSet:
         """`scope`: task, resource, or tenant (admin key; `name` is the tenant id)."""
         return await self._c.send(c.set_limit(scope, name, limit))
 

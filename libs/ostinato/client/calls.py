@@ -22,7 +22,6 @@ from urllib.parse import quote
 
 import msgspec
 
-from ostinato.client import answers as a
 from ostinato.wire import api as m
 
 T = TypeVar("T")
@@ -127,14 +126,14 @@ def create_job(job: Any, fields: Mapping[str, Any]) -> Call[m.JobView]:
     return Call("POST", "/v1/jobs", m.JobView, body=keyed or body, idempotent=keyed is not None)
 
 
-def create_jobs(jobs: Sequence[Any]) -> Call[a.JobBatch]:
+def create_jobs(jobs: Sequence[Any]) -> Call[m.JobBatch]:
     """Each job without an `idempotency_key` gets one: sent again, the batch answers the jobs
     it created the first time (`created` false) and creates none."""
     items = [_keyed(_body(job, {}), "idempotency_key") for job in jobs]
     if any(item is None for item in items):  # refused by the API as it is: no retry
-        return Call("POST", "/v1/jobs/batch", a.JobBatch, body=_json({"jobs": list(jobs)}))
+        return Call("POST", "/v1/jobs/batch", m.JobBatch, body=_json({"jobs": list(jobs)}))
     body = b'{"jobs":[' + b",".join(item for item in items if item is not None) + b"]}"
-    return Call("POST", "/v1/jobs/batch", a.JobBatch, body=body, idempotent=True)
+    return Call("POST", "/v1/jobs/batch", m.JobBatch, body=body, idempotent=True)
 
 
 def list_jobs(status: str | None, page_size: int) -> Paged[m.JobView, CursorPage[m.JobView]]:
@@ -152,14 +151,14 @@ def delete_job(job_id: Id) -> Call[None]:
     return Call("DELETE", f"/v1/jobs/{job_id}", None)
 
 
-def pause_job(job_id: Id, reason: str | None) -> Call[a.JobStatus]:
+def pause_job(job_id: Id, reason: str | None) -> Call[m.JobStatus]:
     body = _json(_drop_none(reason=reason)) if reason else None
-    return Call("POST", f"/v1/jobs/{job_id}/pause", a.JobStatus, body=body)
+    return Call("POST", f"/v1/jobs/{job_id}/pause", m.JobStatus, body=body)
 
 
-def resume_job(job_id: Id, misfire: str | None) -> Call[a.JobStatus]:
+def resume_job(job_id: Id, misfire: str | None) -> Call[m.JobStatus]:
     body = _json({"misfire": misfire}) if misfire else None
-    return Call("POST", f"/v1/jobs/{job_id}/resume", a.JobStatus, body=body)
+    return Call("POST", f"/v1/jobs/{job_id}/resume", m.JobStatus, body=body)
 
 
 def trigger_job(job_id: Id, request_key: str | None = None) -> Call[m.TriggeredView]:
@@ -206,8 +205,8 @@ def get_calendar(name: str) -> Call[m.CalendarView]:
     return Call("GET", f"/v1/calendars/{_seg(name)}", m.CalendarView)
 
 
-def list_calendars() -> Call[a.Calendars]:
-    return Call("GET", "/v1/calendars", a.Calendars)
+def list_calendars() -> Call[m.Calendars]:
+    return Call("GET", "/v1/calendars", m.Calendars)
 
 
 def job_health(job_id: Id, window: str) -> Call[m.JobHealthView]:
@@ -220,16 +219,16 @@ def put_alert_sink(name: str, sink: m.AlertSinkRequest) -> Call[m.AlertSinkView]
     return Call("PUT", f"/v1/alert-sinks/{_seg(name)}", m.AlertSinkView, body=_json(sink))
 
 
-def list_alert_sinks() -> Call[a.AlertSinks]:
-    return Call("GET", "/v1/alert-sinks", a.AlertSinks)
+def list_alert_sinks() -> Call[m.AlertSinks]:
+    return Call("GET", "/v1/alert-sinks", m.AlertSinks)
 
 
 def delete_alert_sink(name: str) -> Call[None]:
     return Call("DELETE", f"/v1/alert-sinks/{_seg(name)}", None)
 
 
-def list_alerts(limit: int) -> Call[a.Alerts]:
-    return Call("GET", "/v1/alerts", a.Alerts, params={"limit": limit})
+def list_alerts(limit: int) -> Call[m.Alerts]:
+    return Call("GET", "/v1/alerts", m.Alerts, params={"limit": limit})
 
 
 def usage(start: datetime | None, end: datetime | None,
@@ -266,8 +265,8 @@ def run_events(run_id: Id, page_size: int) -> Paged[m.EventView, m.EventsPage]:
     return _timeline(f"/v1/runs/{run_id}/events", page_size)
 
 
-def run_logs(run_id: Id) -> Call[a.RunLogs]:
-    return Call("GET", f"/v1/runs/{run_id}/logs", a.RunLogs)
+def run_logs(run_id: Id) -> Call[m.RunLogs]:
+    return Call("GET", f"/v1/runs/{run_id}/logs", m.RunLogs)
 
 
 def run_steps(run_id: Id, inline_outputs: bool,
@@ -296,8 +295,8 @@ def set_aside_steps(run_id: Id,
                      "after_version": p.next_after_version, "after_seq": p.next_after_seq})
 
 
-def cancel_run(run_id: Id) -> Call[a.Cancelled]:
-    return Call("POST", f"/v1/runs/{run_id}/cancel", a.Cancelled)
+def cancel_run(run_id: Id) -> Call[m.Cancelled]:
+    return Call("POST", f"/v1/runs/{run_id}/cancel", m.Cancelled)
 
 
 def retry_run(run_id: Id, request_key: str | None) -> Call[m.Rerun]:
@@ -313,10 +312,10 @@ def signal_run(run_id: Id, name: str, payload: Any, idempotency_key: str | None,
                 idempotent=True)
 
 
-def pause_run(run_id: Id, reason: str | None, resume: bool) -> Call[a.RunPaused]:
+def pause_run(run_id: Id, reason: str | None, resume: bool) -> Call[m.RunPaused]:
     verb = "resume" if resume else "pause"
     body = _json({"reason": reason}) if reason else None
-    return Call("POST", f"/v1/runs/{run_id}/{verb}", a.RunPaused, body=body)
+    return Call("POST", f"/v1/runs/{run_id}/{verb}", m.RunPaused, body=body)
 
 
 def pause_matching(task: str | None, job_id: Id | None, reason: str | None,
@@ -356,8 +355,8 @@ def fail_run(run_id: Id, reason: str, error_type: str | None,
 # Dead letters
 
 def list_dead_letters(filters: Mapping[str, Any],
-                      page_size: int) -> Paged[m.DeadLetterView, a.DeadLetterPage]:
-    first: Call[a.DeadLetterPage] = Call("GET", "/v1/dead-letters", a.DeadLetterPage,
+                      page_size: int) -> Paged[m.DeadLetterView, m.DeadLetterPage]:
+    first: Call[m.DeadLetterPage] = Call("GET", "/v1/dead-letters", m.DeadLetterPage,
                                          params={**filters, "limit": page_size})
     return Paged(first, lambda p: p.items,
                  lambda p: {"cursor": p.next_cursor} if p.next_cursor else None)
@@ -367,8 +366,8 @@ def get_dead_letter(run_id: Id) -> Call[m.DeadLetterView]:
     return Call("GET", f"/v1/dead-letters/{run_id}", m.DeadLetterView)
 
 
-def triage(run_id: Id, state: str, comment: str | None) -> Call[a.Triaged]:
-    return Call("POST", f"/v1/dead-letters/{run_id}/triage", a.Triaged,
+def triage(run_id: Id, state: str, comment: str | None) -> Call[m.Triaged]:
+    return Call("POST", f"/v1/dead-letters/{run_id}/triage", m.Triaged,
                 body=_json({"state": state, **_drop_none(comment=comment)}))
 
 
@@ -381,41 +380,41 @@ def replay(run_id: Id, payload: Any, request_key: str | None) -> Call[m.Rerun]:
 
 
 def replay_matching(request_key: str, filters: Mapping[str, Any],
-                    limit: int) -> Call[a.BulkReplayed]:
-    return Call("POST", "/v1/dead-letters/replay", a.BulkReplayed, body=_json(
+                    limit: int) -> Call[m.BulkReplayed]:
+    return Call("POST", "/v1/dead-letters/replay", m.BulkReplayed, body=_json(
         {"request_key": request_key, "limit": limit, **_drop_none(**filters)}), idempotent=True)
 
 
 # Capacity: pools, workers, tasks, limits; tenants (admin key)
 
-def list_pools() -> Call[a.Pools]:
-    return Call("GET", "/v1/pools", a.Pools)
+def list_pools() -> Call[m.Pools]:
+    return Call("GET", "/v1/pools", m.Pools)
 
 
-def pause_pool(pool: str, reason: str | None, resume: bool) -> Call[a.PoolPaused]:
+def pause_pool(pool: str, reason: str | None, resume: bool) -> Call[m.PoolPaused]:
     if resume:
-        return Call("POST", f"/v1/pools/{_seg(pool)}/resume", a.PoolPaused)
-    return Call("POST", f"/v1/pools/{_seg(pool)}/pause", a.PoolPaused,
+        return Call("POST", f"/v1/pools/{_seg(pool)}/resume", m.PoolPaused)
+    return Call("POST", f"/v1/pools/{_seg(pool)}/pause", m.PoolPaused,
                 body=_json({"reason": reason}) if reason else None)
 
 
-def list_workers() -> Call[a.Workers]:
-    return Call("GET", "/v1/workers", a.Workers)
+def list_workers() -> Call[m.Workers]:
+    return Call("GET", "/v1/workers", m.Workers)
 
 
 def list_tasks(task: str | None) -> Call[m.TasksPage]:
     return Call("GET", "/v1/tasks", m.TasksPage, params={"task": task})
 
 
-def list_limits() -> Call[a.Limits]:
-    return Call("GET", "/v1/limits", a.Limits)
+def list_limits() -> Call[m.Limits]:
+    return Call("GET", "/v1/limits", m.Limits)
 
 
-def set_limit(scope: str, name: str, limit: m.LimitRequest) -> Call[a.LimitSet]:
+def set_limit(scope: str, name: str, limit: m.LimitRequest) -> Call[m.LimitSet]:
     path = {"task": f"/v1/limits/tasks/{_seg(name)}",
             "resource": f"/v1/limits/resources/{_seg(name)}",
             "tenant": f"/v1/tenants/{_seg(name)}/limits"}[scope]
-    return Call("PUT", path, a.LimitSet, body=_json(limit))
+    return Call("PUT", path, m.LimitSet, body=_json(limit))
 
 
 def list_tenants(page_size: int) -> Paged[m.TenantView, CursorPage[m.TenantView]]:
@@ -432,8 +431,8 @@ def create_tenant(name: str, weight: int) -> Call[m.TenantCreatedView]:
 
 # API keys (a tenant's, with an operator's key) and the audit trail
 
-def list_keys() -> Call[a.Keys]:
-    return Call("GET", "/v1/keys", a.Keys)
+def list_keys() -> Call[m.Keys]:
+    return Call("GET", "/v1/keys", m.Keys)
 
 
 def issue_key(name: str, role: str, pools: Sequence[str]) -> Call[m.IssuedKeyView]:

@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 
 import httpx
 
-from ostinato.client import answers as a
 from ostinato.client import calls as c
 from ostinato.client import config
 from ostinato.client import transport as t
@@ -119,7 +118,7 @@ class Jobs(_Resource):
         `idempotency_key` again returns the first job."""
         return self._c.send(c.create_job(job, fields))
 
-    def create_many(self, jobs: Sequence[m.JobRequest | Mapping[str, Any]]) -> a.JobBatch:
+    def create_many(self, jobs: Sequence[m.JobRequest | Mapping[str, Any]]) -> m.JobBatch:
         """Up to 1,000 jobs in one transaction: all or none."""
         return self._c.send(c.create_jobs(jobs))
 
@@ -134,10 +133,10 @@ class Jobs(_Resource):
         """Stop the job creating runs; runs already created go on."""
         self._c.send(c.delete_job(job_id))
 
-    def pause(self, job_id: Id, *, reason: str | None = None) -> a.JobStatus:
+    def pause(self, job_id: Id, *, reason: str | None = None) -> m.JobStatus:
         return self._c.send(c.pause_job(job_id, reason))
 
-    def resume(self, job_id: Id, *, misfire: str | None = None) -> a.JobStatus:
+    def resume(self, job_id: Id, *, misfire: str | None = None) -> m.JobStatus:
         """`misfire` (run_once, catch_up, skip) decides the slots missed while paused."""
         return self._c.send(c.resume_job(job_id, misfire))
 
@@ -230,7 +229,7 @@ class Runs(_Resource):
         the iteration reaches them (a long workflow has thousands of events)."""
         return self._c.iterate(c.run_events(run_id, page_size))
 
-    def logs(self, run_id: Id) -> a.RunLogs:
+    def logs(self, run_id: Id) -> m.RunLogs:
         return self._c.send(c.run_logs(run_id))
 
     def steps(self, run_id: Id, *, inline_outputs: bool = False,
@@ -244,7 +243,7 @@ class Runs(_Resource):
                         page_size: int = PAGE) -> Iterator[m.SetAsideStepView]:
         return self._c.iterate(c.set_aside_steps(run_id, page_size))
 
-    def cancel(self, run_id: Id) -> a.Cancelled:
+    def cancel(self, run_id: Id) -> m.Cancelled:
         """At once if it waits; a running run is asked to stop at its next safe point."""
         return self._c.send(c.cancel_run(run_id))
 
@@ -257,10 +256,10 @@ class Runs(_Resource):
                ) -> m.SignalAccepted:
         return self._c.send(c.signal_run(run_id, name, payload, idempotency_key, reason))
 
-    def pause(self, run_id: Id, *, reason: str | None = None) -> a.RunPaused:
+    def pause(self, run_id: Id, *, reason: str | None = None) -> m.RunPaused:
         return self._c.send(c.pause_run(run_id, reason, resume=False))
 
-    def resume(self, run_id: Id, *, reason: str | None = None) -> a.RunPaused:
+    def resume(self, run_id: Id, *, reason: str | None = None) -> m.RunPaused:
         return self._c.send(c.pause_run(run_id, reason, resume=True))
 
     def pause_matching(self, *, task: str | None = None, job_id: Id | None = None,
@@ -294,7 +293,7 @@ class DeadLetters(_Resource):
         """Newest first; filters: job_id, error_type, triage_state, older_than ("1h")."""
         return self._c.iterate(c.list_dead_letters(filters, page_size))
 
-    def counts(self, **filters: Any) -> a.DeadLetterCounts:
+    def counts(self, **filters: Any) -> m.DeadLetterCounts:
         """How many match the filters, by error type and triage state (one small request)."""
         return self._c.send(c.list_dead_letters(filters, 1).first).counts
 
@@ -302,7 +301,7 @@ class DeadLetters(_Resource):
         """With its payload and full attempt history."""
         return self._c.send(c.get_dead_letter(run_id))
 
-    def triage(self, run_id: Id, state: str, *, comment: str | None = None) -> a.Triaged:
+    def triage(self, run_id: Id, state: str, *, comment: str | None = None) -> m.Triaged:
         return self._c.send(c.triage(run_id, state, comment))
 
     def replay(self, run_id: Id, *, payload: Any = UNSET,
@@ -312,7 +311,7 @@ class DeadLetters(_Resource):
         return self._c.send(c.replay(run_id, payload, request_key))
 
     def replay_matching(self, request_key: str, *, limit: int = 100,
-                        **filters: Any) -> a.BulkReplayed:
+                        **filters: Any) -> m.BulkReplayed:
         return self._c.send(c.replay_matching(request_key, filters, limit))
 
 
@@ -320,16 +319,16 @@ class Pools(_Resource):
     def list(self) -> list[m.PoolView]:
         return self._c.send(c.list_pools()).items
 
-    def pause(self, pool: str, *, reason: str | None = None) -> a.PoolPaused:
+    def pause(self, pool: str, *, reason: str | None = None) -> m.PoolPaused:
         """With the admin key: for every tenant; with a tenant's key: its own queue."""
         return self._c.send(c.pause_pool(pool, reason, resume=False))
 
-    def resume(self, pool: str) -> a.PoolPaused:
+    def resume(self, pool: str) -> m.PoolPaused:
         return self._c.send(c.pause_pool(pool, None, resume=True))
 
 
 class Workers(_Resource):
-    def list(self) -> list[a.WorkerView]:
+    def list(self) -> list[m.WorkerView]:
         return self._c.send(c.list_workers()).items
 
 
@@ -343,7 +342,7 @@ class Limits(_Resource):
     def list(self) -> list[m.LimitView]:
         return self._c.send(c.list_limits()).items
 
-    def set(self, scope: str, name: str, limit: m.LimitRequest) -> a.LimitSet:
+    def set(self, scope: str, name: str, limit: m.LimitRequest) -> m.LimitSet:
         """`scope`: task, resource, or tenant (admin key; `name` is the tenant id)."""
         return self._c.send(c.set_limit(scope, name, limit))
 

@@ -4,8 +4,8 @@ One home for both sides (the `ostinato.wire` package): services/api decodes requ
 encodes answers with them (and the OpenAPI document, schemas/openapi.json, is generated from
 them), and `ostinato.client` decodes the same answers into the same types. Changing a field
 here changes the API, so follow msgspec's evolution rules: new fields get defaults, a field's
-type never changes. Answers the API serves as plain objects are typed for the client in
-`ostinato.client.answers`.
+type never changes. Every answer has its Struct here, envelopes and short statuses too, so the
+document names each one.
 
 This module imports only msgspec, the run states and the pure schedule, retry and DAG specs, so
 that importing the client loads no server code (an import-linter contract).
@@ -104,6 +104,18 @@ class JobBatchItem(msgspec.Struct, kw_only=True):
     id: uuid.UUID
     created: bool
     next_run_at: datetime | None
+
+
+class JobBatch(msgspec.Struct, kw_only=True):
+    """POST /v1/jobs/batch: one item per requested job, in order."""
+
+    items: list[JobBatchItem]
+
+
+class JobStatus(msgspec.Struct, kw_only=True):
+    """POST /v1/jobs/{id}/pause and /resume: the job's status after the call."""
+
+    status: str
 
 
 class JobView(msgspec.Struct, kw_only=True):
@@ -279,6 +291,31 @@ class EventsPage(msgspec.Struct, kw_only=True):
     next_after: int | None = None  # pass as `after` for the next page; None: the last page
 
 
+class RunLogLine(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One line of a run's log, as the worker reported it (`fields` omitted when empty)."""
+
+    t: float  # seconds since the attempt started, on the worker's monotonic clock
+    level: str
+    message: str
+    fields: dict[str, Any] = {}
+
+
+class RunLogs(msgspec.Struct, kw_only=True):
+    """GET /v1/runs/{id}/logs: the log lines of the run's latest reported attempt."""
+
+    run_id: uuid.UUID
+    attempt: int
+    items: list[RunLogLine]
+
+
+class Cancelled(msgspec.Struct, kw_only=True):
+    """POST /v1/runs/{id}/cancel: `cancel` is `done` (it was waiting) or `requested` (a running
+    run stops at its next safe point)."""
+
+    state: str
+    cancel: str
+
+
 class PauseRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     reason: Annotated[str, msgspec.Meta(max_length=500)] = "paused by user"
 
@@ -317,6 +354,10 @@ class CalendarView(msgspec.Struct, kw_only=True):
     updated_at: datetime
 
 
+class Calendars(msgspec.Struct, kw_only=True):
+    items: list[CalendarView]
+
+
 # Alert sinks and alerts (docs/ALERTS.md)
 
 HeaderName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9-]{1,100}$")]
@@ -351,6 +392,14 @@ class AlertView(msgspec.Struct, kw_only=True):
     annotations: dict[str, str]
     starts_at: datetime
     ends_at: datetime | None = None
+
+
+class AlertSinks(msgspec.Struct, kw_only=True):
+    items: list[AlertSinkView]
+
+
+class Alerts(msgspec.Struct, kw_only=True):
+    items: list[AlertView]
 
 
 # Per-job health and tenant usage (docs/ALERTS.md, "Health and usage")
@@ -461,6 +510,13 @@ class PauseMatchingRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=T
 
 class PauseChanged(msgspec.Struct, kw_only=True):
     changed: int  # runs paused (or resumed) by this call; already so: not counted
+
+
+class RunPaused(msgspec.Struct, kw_only=True):
+    """POST /v1/runs/{id}/pause and /resume."""
+
+    paused: bool
+    changed: bool  # False: it was already so
 
 
 # Operator interventions (services/api/interventions.py): each body names why, for the audit.
@@ -592,6 +648,28 @@ class DeadLetterView(msgspec.Struct, kw_only=True):
     history: list[AttemptView] | None = None
 
 
+class DeadLetterCounts(msgspec.Struct, kw_only=True):
+    total: int
+    by_error_type: dict[str, int]
+    by_triage_state: dict[str, int]
+
+
+class DeadLetterPage(msgspec.Struct, kw_only=True):
+    items: list[DeadLetterView]
+    counts: DeadLetterCounts  # of every dead letter matching the filter, not just this page
+    next_cursor: str | None = None
+
+
+class Triaged(msgspec.Struct, kw_only=True):
+    triage_state: str
+
+
+class BulkReplayed(msgspec.Struct, kw_only=True):
+    matched: int
+    replayed: int
+    already_replayed: int
+
+
 class LimitRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """A fair-dispatch limit; an omitted field means no limit of that kind (docs/FAIRNESS.md)."""
 
@@ -618,6 +696,18 @@ class LimitView(msgspec.Struct, kw_only=True):
     updated_at: datetime
 
 
+class Limits(msgspec.Struct, kw_only=True):
+    items: list[LimitView]
+
+
+class LimitSet(msgspec.Struct, kw_only=True):
+    """PUT of a limit: which one was set."""
+
+    scope: str
+    name: str
+    status: str
+
+
 class PoolPauseRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     reason: Annotated[str, msgspec.Meta(max_length=500)] | None = None
 
@@ -635,6 +725,30 @@ class PoolView(msgspec.Struct, kw_only=True):
     shared_slots: int  # slots of live shared workers (admin key)
     own_slots: int  # slots of the caller's own live workers (every tenant's, for the admin)
     classes: dict[str, ClassLoad]
+
+
+class Pools(msgspec.Struct, kw_only=True):
+    items: list[PoolView]
+
+
+class PoolPaused(msgspec.Struct, kw_only=True):
+    pool: str
+    scope: str  # "every tenant" (admin key) or "this tenant's queue"
+    status: str  # paused | active
+    changed: bool
+
+
+class WorkerView(msgspec.Struct, kw_only=True):
+    worker_id: str
+    shared: bool  # started with the admin key: serves every tenant
+    pools: list[str]
+    slots: int
+    seen_at: datetime
+    versions: dict[str, str] = {}  # task -> the handler version this worker serves
+
+
+class Workers(msgspec.Struct, kw_only=True):
+    items: list[WorkerView]
 
 
 # The tasks view (GET /v1/tasks)
@@ -707,6 +821,12 @@ class KeyView(msgspec.Struct):
     active: bool  # authenticates now
     revoked_at: datetime | None  # in the future during a rotation's grace period
     last_used_at: datetime | None  # to the minute
+
+
+class Keys(msgspec.Struct, kw_only=True):
+    """GET /v1/keys."""
+
+    keys: list[KeyView]
 
 
 class IssuedKeyView(msgspec.Struct):
