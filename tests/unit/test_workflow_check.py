@@ -5,7 +5,6 @@ resuming the run would do. The command itself runs over a mock of the public API
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import io
 import json
@@ -17,9 +16,13 @@ from typing import Any
 
 import httpx
 import pytest
+import typer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ostinato.cli import main
+from ostinato.cli import workflows as workflows_cli
+from ostinato.client import AsyncClient, Client
 from ostinato.sdk import (
     ChildFailedError,
     NonDeterminismError,
@@ -41,7 +44,6 @@ from ostinato.sdk.check import (
     CheckError,
     ListHistory,
     Verdict,
-    check_command,
     load_workflows,
     replay,
 )
@@ -598,6 +600,13 @@ def test_the_module_level_workflows_are_collected(tmp_path: Path) -> None:
         load_workflows("json")
 
 
+# The other fields of the API's RunView and StepView (the typed client decodes whole answers)
+RUN_VIEW = {"job_id": str(uuid.uuid4()), "pool": "default", "priority": "normal",
+            "due_at": None, "trigger": "schedule", "fencing_token": 1, "worker_id": None,
+            "timestamps": {}, "last_error": None, "updated_at": "2026-12-01T09:00:00Z"}
+STEP_VIEW = {"duration_ms": 1.0, "recorded_at": "2026-12-01T09:00:01Z"}
+
+
 class FakeApi:
     """`GET /v1/runs`, `/v1/runs/{id}` and `/v1/runs/{id}/steps` over a few runs."""
 
@@ -613,9 +622,10 @@ class FakeApi:
         self.runs[run_id] = {"id": run_id, "task": task_name, "state": state,
                              "steps_done": len(steps), "scheduled_for": "2026-12-01T09:00:00Z",
                              "attempt": 1, "cancel_requested": False, "payload": payload,
-                             "current_step": None, "wait_reason": None, **fields}
+                             "current_step": None, "wait_reason": None, **RUN_VIEW, **fields}
         self.steps[run_id] = [{"seq": i, "name": n, "succeeded": True, "output": {"id": i},
-                               "attempt": 1, "tries": 1} for i, n in enumerate(steps)]
+                               "attempt": 1, "tries": 1, **STEP_VIEW}
+                              for i, n in enumerate(steps)]
         return run_id
 
     def handler(self, request: httpx.Request) -> httpx.Response:
@@ -638,23 +648,23 @@ class FakeApi:
 
 
 def command(api: FakeApi, module: Path, *extra: str, key: str | None = None,
-            transport: httpx.BaseTransport | None = None) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("module")
-    for flag in ("--api", "--key"):
-        parser.add_argument(flag)
-    parser.add_argument("--task", action="append", default=[])
-    for flag in ("--json", "--all", "--strict", "--all-versions"):
-        parser.add_argument(flag, action="store_true")
-    parser.add_argument("--timeout", type=float, default=10.0)
-    args = parser.parse_args([str(module), "--key", key or api.key, *extra])
+            transport: httpx.AsyncBaseTransport | None = None) -> tuple[int, str, str]:
+    """`ostinato workflows check MODULE --key KEY EXTRA...`: its flags read by the verb's own
+    parser, run over the typed client talking to `api`."""
+    verb = typer.main.get_command(workflows_cli.app)
+    if isinstance(verb, typer.core.TyperGroup):
+        verb = verb.commands["check"]
+    params = verb.make_context("check", [str(module), "--key", key or api.key, *extra]).params
     out, err = io.StringIO(), io.StringIO()
 
-    def client(url: str, key: str) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"},
-                                 transport=transport or httpx.MockTransport(api.handler))
+    def client() -> AsyncClient:
+        return AsyncClient("http://api.test", params["key"],
+                           transport=transport or httpx.MockTransport(api.handler))
 
-    code = check_command(args, out=out, err=err, client_factory=client)
+    code = workflows_cli.run_check(
+        client, params["module"], task=params["task"] or [], as_json=params["as_json"],
+        show_all=params["show_all"], all_versions=params["all_versions"],
+        strict=params["strict"], timeout=params["timeout"], out=out, err=err)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -767,3 +777,36 @@ def test_runs_pinned_to_another_version_are_named_apart_and_not_counted(
                            "--all-versions")
     assert code == 1 and out.rstrip().endswith("2 would meet a non-determinism error")
     assert "not affected" not in out
+
+
+def test_the_client_reads_one_page_of_steps_from_a_position() -> None:
+    api = FakeApi()
+    run = api.add("billing.invoice", "running", ["charge", "receipt", "audit"])
+    with Client("http://api.test", api.key, transport=httpx.MockTransport(api.handler)) as client:
+        page = client.runs.steps_page(run, after=0, limit=1, inline_outputs=True)
+    assert [(s.seq, s.name) for s in page.items] == [(1, "receipt")] and page.steps_done == 3
+    assert "after=0" in api.requests[-1] and "limit=1" in api.requests[-1]
+
+
+def test_the_check_is_a_cli_verb_connected_like_the_other_user_commands(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`ostinato workflows check` takes the root --api-url and --api-key and a profile, as every
+    user command does (it once read only its own --api and --key and the environment)."""
+    for name in ("OSTINATO_API_URL", "OSTINATO_API_KEY", "OSTINATO_PROFILE", "OSTINATO_TENANT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OSTINATO_CONFIG", str(tmp_path / "absent.toml"))
+    module = str(module_file(tmp_path))
+    nowhere = "http://127.0.0.1:1"  # nothing listens on port 1: refused
+
+    code = main(["--api-url", nowhere, "--api-key", "ost_k", "workflows", "check", module])
+    assert code == 2 and f"cannot reach the API at {nowhere}" in capsys.readouterr().err
+
+    config = tmp_path / "config.toml"
+    config.write_text(f'[profiles.ci]\napi_url = "{nowhere}"\napi_key = "ost_k"\n')
+    monkeypatch.setenv("OSTINATO_CONFIG", str(config))
+    code = main(["--profile", "ci", "workflows", "check", module])
+    assert code == 2 and f"cannot reach the API at {nowhere}" in capsys.readouterr().err
+
+    code = main(["workflows", "check", module])
+    assert code == 2 and "no API key: pass --key" in capsys.readouterr().err

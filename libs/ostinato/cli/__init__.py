@@ -5,14 +5,15 @@
              RESOURCE VERB
 
 Resources: jobs, schedules, runs, dead-letters, pools, workers, tasks, tenants, keys, audit, dags,
-dag-runs, alert-sinks, alerts, usage. The connection is resolved as flag > OSTINATO_API_URL /
-OSTINATO_API_KEY / OSTINATO_TENANT > the profile file (`ostinato.client.config`); `--tenant` lets
-the admin key act for that tenant. Exit codes: 0 done, 1 the API
-refused or failed (or a bulk verb partly failed, or was declined), 2 bad usage. Shell
-completion: `ostinato --install-completion` (typer's).
+dag-runs, alert-sinks, alerts, usage, workflows (the pre-deploy check). The connection is
+resolved as flag > OSTINATO_API_URL / OSTINATO_API_KEY / OSTINATO_TENANT > the profile file
+(`ostinato.client.config`); `--tenant` lets the admin key act for that tenant. Exit codes: 0
+done, 1 the API refused or failed (or a bulk verb partly failed, or was declined), 2 bad
+usage. Shell completion: `ostinato --install-completion` (typer's).
 
 Built with typer + rich. The user commands import only the client (an import-linter
-contract), so everything they do an API user could do with `ostinato.client` too.
+contract), so everything they do an API user could do with `ostinato.client` too;
+`workflows check` also runs the SDK's replay (`ostinato.sdk.check`) on the runs it reads.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ostinato.cli import (
     runs,
     schedules,
     security,
+    workflows,
 )
 from ostinato.cli.context import Globals, Output, RootGroup
 
@@ -80,6 +82,7 @@ app.add_typer(dags.runs_app, name="dag-runs")
 app.add_typer(alerts.sinks, name="alert-sinks")
 app.add_typer(alerts.alerts, name="alerts")
 app.command("usage")(alerts.usage)
+app.add_typer(workflows.app, name="workflows")
 admin.register(app)
 
 

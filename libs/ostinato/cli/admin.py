@@ -1,18 +1,16 @@
 """The administrative commands: migrate, topics, kafka-users, rebuild-projections, schemas,
-schema-dump, demo, workflows check. They work on PostgreSQL, Kafka and the SDK directly,
+schema-dump, demo. They work on PostgreSQL, Kafka and the services' settings directly,
 configured by the same `OSTINATO_*` variables as the services, and are the one module of the CLI
 allowed to (an import-linter contract names it); every import is inside the command, so `--help`
 and the user commands load none of it.
 
 Their arguments are those of the argparse CLI they replaced (Makefile, infra/ and the tests
-call them): `schemas --check`, `schema-dump --check`, `demo --out FILE`, `workflows check
-MODULE [--api URL] [--key KEY] [--task NAME]... [--json] [--all] [--all-versions] [--strict]
-[--timeout SECONDS]`.
+call them): `schemas --check`, `schema-dump --check`, `demo --out FILE`. (`workflows check`
+is a user command, `ostinato.cli.workflows`, on the public API through the client.)
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
@@ -147,42 +145,6 @@ def demo(out: Annotated[Path | None, typer.Option(
     print(text, end="")
 
 
-workflows = typer.Typer(help="Workflow tools (the pre-deploy check).", no_args_is_help=True)
-
-
-@workflows.command()
-def check(
-    module: Annotated[str, typer.Argument(help=(
-        "the new code: an importable module (myapp.workflows) or a .py file; its "
-        "module-level @workflow tasks are checked"))],
-    api: Annotated[str | None, typer.Option(metavar="URL", help=(
-        "the Ostinato API (default: $OSTINATO_API_URL, else http://127.0.0.1:8080)"))] = None,
-    key: Annotated[str | None, typer.Option(help="a tenant API key (default: "
-                                                 "$OSTINATO_API_KEY)")] = None,
-    task: Annotated[list[str] | None, typer.Option(metavar="NAME", help=(
-        "check only this workflow (repeatable)"))] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print the results as JSON")] = False,
-    show_all: Annotated[bool, typer.Option("--all", help=(
-        "list compatible runs too (default: only the others)"))] = False,
-    all_versions: Annotated[bool, typer.Option("--all-versions", help=(
-        "also fail on runs pinned to another handler version than the new code's (by "
-        "default they stay with their own version's workers and are only listed)"))] = False,
-    strict: Annotated[bool, typer.Option(help=(
-        "exit 1 on warnings too (ends_early, raises, unchecked)"))] = False,
-    timeout: Annotated[float, typer.Option(metavar="SECONDS", help=(
-        "longest replay of one run"))] = 10.0,
-) -> None:
-    """Replay the recorded steps of every in-flight run of the module's workflows against
-    their new code (no step runs) and list each run that would meet a non-determinism error.
-    Exit 0: all compatible; 1: some incompatible; 2: usage or connection error."""
-    from ostinato.sdk.check import check_command
-
-    args = argparse.Namespace(module=module, api=api, key=key, task=list(task or []),
-                              json=as_json, all=show_all, all_versions=all_versions,
-                              strict=strict, timeout=timeout)
-    _exit(check_command(args))
-
-
 def register(app: typer.Typer) -> None:
     """Add the admin commands to the root app, under their historical names."""
     panel = "Administration (database, Kafka, schemas)"
@@ -193,4 +155,3 @@ def register(app: typer.Typer) -> None:
     app.command(rich_help_panel=panel)(schemas)
     app.command("schema-dump", rich_help_panel=panel)(schema_dump)
     app.command(rich_help_panel=panel)(demo)
-    app.add_typer(workflows, name="workflows", rich_help_panel=panel)

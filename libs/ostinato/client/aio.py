@@ -238,6 +238,10 @@ class Runs(_Resource):
               page_size: int = PAGE) -> AsyncIterator[m.StepView]:
         return self._c.iterate(c.run_steps(run_id, inline_outputs, page_size))
 
+    async def steps_page(self, run_id: Id, *, after: int = -1, limit: int = PAGE,
+                         inline_outputs: bool = False) -> m.StepsPage:
+        return await self._c.send(c.run_steps_page(run_id, after, limit, inline_outputs))
+
     def children(self, run_id: Id, *, page_size: int = PAGE) -> AsyncIterator[m.ChildView]:
         return self._c.iterate(c.run_children(run_id, page_size))
 

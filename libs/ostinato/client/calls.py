@@ -254,6 +254,17 @@ def get_run(run_id: Id) -> Call[m.RunView]:
     return Call("GET", f"/v1/runs/{run_id}", m.RunView)
 
 
+class RunShown(m.RunView, kw_only=True):
+    """`GET /v1/runs/{id}` read so that an API which does not show runs' payloads (older than
+    the pre-deploy check) is told apart from a null payload: `payload` is UNSET then."""
+
+    payload: Any = _UNSET
+
+
+def get_run_shown(run_id: Id) -> Call[RunShown]:
+    return Call("GET", f"/v1/runs/{run_id}", RunShown)
+
+
 def _timeline(path: str, page_size: int) -> Paged[m.EventView, m.EventsPage]:
     """A run's or a DAG run's timeline, a page at a time after the last version read."""
     first: Call[m.EventsPage] = Call("GET", path, m.EventsPage, params={"limit": page_size})
@@ -269,11 +280,17 @@ def run_logs(run_id: Id) -> Call[m.RunLogs]:
     return Call("GET", f"/v1/runs/{run_id}/logs", m.RunLogs)
 
 
+def run_steps_page(run_id: Id, after: int | None, limit: int,
+                   inline_outputs: bool) -> Call[m.StepsPage]:
+    """One page of a run's recorded steps, from position `after + 1` (None: from the first)."""
+    return Call("GET", f"/v1/runs/{run_id}/steps", m.StepsPage,
+                params={"after": after, "limit": limit,
+                        "inline_outputs": inline_outputs or None})
+
+
 def run_steps(run_id: Id, inline_outputs: bool,
               page_size: int) -> Paged[m.StepView, m.StepsPage]:
-    first: Call[m.StepsPage] = Call(
-        "GET", f"/v1/runs/{run_id}/steps", m.StepsPage,
-        params={"limit": page_size, "inline_outputs": inline_outputs or None})
+    first = run_steps_page(run_id, None, page_size, inline_outputs)
     return Paged(first, lambda p: p.items,
                  lambda p: None if p.next_after is None else {"after": p.next_after})
 

@@ -236,6 +236,12 @@ class Runs(_Resource):
               page_size: int = PAGE) -> Iterator[m.StepView]:
         return self._c.iterate(c.run_steps(run_id, inline_outputs, page_size))
 
+    def steps_page(self, run_id: Id, *, after: int = -1, limit: int = PAGE,
+                   inline_outputs: bool = False) -> m.StepsPage:
+        """One page of the recorded steps from position `after + 1` (-1: from the first), for
+        reading at a position rather than from the start (`steps` iterates them all)."""
+        return self._c.send(c.run_steps_page(run_id, after, limit, inline_outputs))
+
     def children(self, run_id: Id, *, page_size: int = PAGE) -> Iterator[m.ChildView]:
         return self._c.iterate(c.run_children(run_id, page_size))
 

@@ -18,6 +18,10 @@ running, and an unrecorded one stops the replay before running. The code *betwee
 run, as it would on a worker: it should not do I/O (the determinism rules say so too), and a
 replay that does not end within ``timeout`` seconds is reported as unchecked.
 
+The runs and their histories are read through ``Runs``: the command
+(``ostinato.cli.workflows``) gives it the public API through the typed client
+(``ostinato.client``), so this module holds the replay and the report, and no HTTP.
+
 Outcomes (``Verdict.result``):
 
 - ``compatible``: the code replays every recorded position (and, for a suspended run, meets the
@@ -36,7 +40,6 @@ Outcomes (``Verdict.result``):
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import importlib
 import importlib.util
@@ -46,18 +49,21 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import IO, Any, Final, Protocol
 
+import msgspec
+
 from ostinato.domain.states import FINAL, RunState
 from ostinato.domain.workflow import StepId
 from ostinato.sdk.context import RunContext, use_context
 from ostinato.sdk.tasks import Task
 from ostinato.sdk.workflow import NonDeterminismError, StepFailedError
+from ostinato.wire.api import RunView
 from ostinato.wire.worker import MAX_STEPS_PAGE, BatchItemResult, StepItem, StepRecord
 
 __all__ = [
@@ -70,10 +76,15 @@ __all__ = [
     "History",
     "ListHistory",
     "RunCheck",
+    "Runs",
+    "Unreadable",
     "Verdict",
-    "check_command",
+    "check_runs",
+    "exit_code",
+    "in_flight",
     "load_workflows",
     "replay",
+    "report",
 ]
 
 COMPATIBLE: Final = "compatible"
@@ -83,7 +94,6 @@ RAISES: Final = "raises"
 UNCHECKED: Final = "unchecked"
 WARNINGS: Final = frozenset({ENDS_EARLY, RAISES, UNCHECKED})
 
-DEFAULT_API_URL: Final = "http://127.0.0.1:8080"  # the api's default (runtime.settings)
 DEFAULT_TIMEOUT: Final = 10.0  # seconds one run's replay may take
 IN_FLIGHT: Final = tuple(s.value for s in RunState if s not in FINAL)
 WAIT_REASONS: Final = frozenset({"timer", "signal", "child", "fan_out"})  # "paused" waits on none
@@ -370,67 +380,55 @@ def load_workflows(target: str, names: Iterable[str] = ()) -> dict[str, Task]:
     return found
 
 
-# -- reading runs through the public API --------------------------------------------------------
+# -- reading runs -------------------------------------------------------------------------------
 
-class _ApiError(Exception):
-    """One request failed in a way that concerns one run only (e.g. 404, 5xx)."""
+class Unreadable(Exception):
+    """One read failed in a way that concerns one run only (e.g. 404, 5xx): that run is
+    reported unchecked and the check goes on. A failure that concerns every run (the API
+    unreachable, the key refused) is a `CheckError` and ends the check."""
 
 
-class _Api:
-    """The few calls of the public API the check needs, tenant-scoped by the key."""
+class Runs(Protocol):
+    """Where the check reads runs: the public API through the typed client
+    (``ostinato.cli.workflows``), tenant-scoped by its key. Each read raises ``Unreadable`` or
+    ``CheckError`` as above."""
 
-    def __init__(self, client: Any) -> None:
-        self._client = client
+    def listed(self, state: str) -> AsyncIterator[RunView]:
+        """The runs in ``state`` (``GET /v1/runs``, without their payloads)."""
+        ...
 
-    async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
-        import httpx
+    async def shown(self, run_id: str) -> RunView:
+        """One run with its payload (``GET /v1/runs/{id}``); ``payload`` is ``msgspec.UNSET``
+        when the API does not show payloads."""
+        ...
 
+    async def steps(self, run_id: str, after: int, limit: int) -> list[StepRecord]:
+        """Its recorded steps from ``after + 1``, large outputs put back, as a resuming
+        workflow reads them."""
+        ...
+
+
+async def in_flight(runs: Runs, tasks: Iterable[str]) -> list[RunView]:
+    """The runs of ``tasks`` in a state that is not final (``GET /v1/runs`` has no task
+    filter: every in-flight run is listed, one state at a time, and filtered here); a run that
+    moves between states while it is listed is kept once."""
+    wanted = set(tasks)
+    seen: dict[str, RunView] = {}
+    for state in IN_FLIGHT:
         try:
-            r = await self._client.get(path, params=params)
-        except httpx.HTTPError as exc:
-            raise CheckError(f"cannot reach the API at {self._client.base_url}: "
-                             f"{type(exc).__name__}: {exc}") from exc
-        if r.status_code in (401, 403):
-            raise CheckError(f"the API refused the key ({r.status_code}): {_detail(r)}")
-        if r.status_code != 200:
-            raise _ApiError(f"GET {path}: {r.status_code} {_detail(r)}")
-        try:
-            return r.json()
-        except ValueError as exc:
-            raise CheckError(f"GET {path}: the answer is not JSON (is {self._client.base_url} "
-                             "the Ostinato API?)") from exc
-
-    async def in_flight(self, tasks: Iterable[str]) -> list[dict[str, Any]]:
-        """The tenant's runs of ``tasks`` in a state that is not final (``GET /v1/runs`` has
-        no task filter: every in-flight run is listed, one state at a time, and filtered
-        here); a run that moves between states while it is listed is kept once."""
-        wanted = set(tasks)
-        seen: dict[str, dict[str, Any]] = {}
-        for state in IN_FLIGHT:
-            cursor: str | None = None
-            while True:
-                params: dict[str, Any] = {"state": state, "limit": 500}
-                if cursor:
-                    params["cursor"] = cursor
-                try:
-                    page = await self.get("/v1/runs", params)
-                except _ApiError as exc:
-                    raise CheckError(f"cannot list the runs: {exc}") from exc
-                for item in page.get("items", []):
-                    if item.get("task") in wanted:
-                        seen.setdefault(str(item["id"]), item)
-                cursor = page.get("next_cursor")
-                if not cursor:
-                    break
-        return list(seen.values())
+            async for run in runs.listed(state):
+                if run.task in wanted:
+                    seen.setdefault(str(run.id), run)
+        except Unreadable as exc:
+            raise CheckError(f"cannot list the runs: {exc}") from exc
+    return list(seen.values())
 
 
-class _ApiHistory:
-    """A run's recorded steps read from ``GET /v1/runs/{id}/steps`` a page at a time, large
-    outputs put back (``inline_outputs``), as a resuming workflow reads them."""
+class _RunHistory:
+    """A run's recorded steps read from ``runs`` a page at a time."""
 
-    def __init__(self, api: _Api, run_id: str, steps_done: int) -> None:
-        self._api = api
+    def __init__(self, runs: Runs, run_id: str, steps_done: int) -> None:
+        self._runs = runs
         self._run_id = run_id
         self._steps_done = steps_done
 
@@ -439,11 +437,7 @@ class _ApiHistory:
         return self._steps_done
 
     async def page(self, after: int, limit: int) -> list[StepRecord]:
-        body = await self._api.get(f"/v1/runs/{self._run_id}/steps", {
-            "after": after, "limit": min(limit, MAX_STEPS_PAGE), "inline_outputs": "true"})
-        return [StepRecord(seq=s["seq"], name=s["name"], succeeded=s["succeeded"],
-                           output=s.get("output"), error_type=s.get("error_type"),
-                           message=s.get("message")) for s in body.get("items", [])]
+        return await self._runs.steps(self._run_id, after, min(limit, MAX_STEPS_PAGE))
 
 
 def _first(group: BaseException) -> BaseException:
@@ -452,29 +446,11 @@ def _first(group: BaseException) -> BaseException:
     return group
 
 
-def _detail(r: Any) -> str:
-    try:
-        body = r.json()
-    except ValueError:
-        return r.text[:200]
-    return str(body.get("detail") or body.get("title") or body)[:300] \
-        if isinstance(body, dict) else str(body)[:300]
-
-
-def _pending(run: Mapping[str, Any]) -> str | None:
+def _pending(run: RunView) -> str | None:
     """The wait a suspended run waits on: its name will be recorded at its next position."""
-    if run.get("state") == RunState.SUSPENDED and run.get("wait_reason") in WAIT_REASONS:
-        return run.get("current_step") or None
+    if run.state == RunState.SUSPENDED and run.wait_reason in WAIT_REASONS:
+        return run.current_step or None
     return None
-
-
-def _instant(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -490,34 +466,33 @@ class RunCheck:
     resumed_here: bool = True
 
 
-async def _check_run(api: _Api, task: Task, listed: Mapping[str, Any],
+async def _check_run(runs: Runs, task: Task, listed: RunView,
                      timeout: float) -> RunCheck:  # noqa: ASYNC109
-    run_id = str(listed["id"])
-    state = str(listed.get("state"))
-    pinned = str(listed["task_version"]) if listed.get("pinned") else None
+    run_id = str(listed.id)
+    state = listed.state
+    pinned = listed.task_version if listed.pinned else None
     here = pinned is None or pinned == task.served_version
 
     def done(verdict: Verdict) -> RunCheck:
         return RunCheck(run_id, task.name, state, verdict, pinned, here)
 
-    if not listed.get("steps_done") and _pending(listed) is None:
+    if not listed.steps_done and _pending(listed) is None:
         return done(Verdict(COMPATIBLE, seq=0, detail="nothing recorded yet"))
     try:
-        run = await api.get(f"/v1/runs/{run_id}")
-    except _ApiError as exc:
+        run = await runs.shown(run_id)
+    except Unreadable as exc:
         return done(Verdict(UNCHECKED, detail=str(exc)))
-    if "payload" not in run:
+    if run.payload is msgspec.UNSET:
         raise CheckError("the API does not show runs' payloads (GET /v1/runs/{id} has no "
                          "`payload`): upgrade the API to use the pre-deploy check")
-    state = str(run.get("state", state))
-    history = _ApiHistory(api, run_id, int(run.get("steps_done") or 0))
+    state = run.state
+    history = _RunHistory(runs, run_id, run.steps_done)
     try:
-        verdict = await replay(task, run["payload"], history, pending=_pending(run),
-                               run_id=run_id, scheduled_for=_instant(run.get("scheduled_for")),
-                               attempt=max(1, int(run.get("attempt") or 1)),
-                               cancel_requested=bool(run.get("cancel_requested")),
-                               timeout=timeout)
-    except (_ApiError, LookupError) as exc:
+        verdict = await replay(task, run.payload, history, pending=_pending(run),
+                               run_id=run_id, scheduled_for=run.scheduled_for,
+                               attempt=max(1, run.attempt),
+                               cancel_requested=run.cancel_requested, timeout=timeout)
+    except (Unreadable, LookupError) as exc:
         verdict = Verdict(UNCHECKED, detail=f"its history could not be read: {exc}")
     return done(verdict)
 
@@ -548,13 +523,13 @@ class _Progress:
         print(f"checked {self.done}/{self.total} runs", file=self._stream, flush=True)
 
 
-async def check_runs(api: _Api, workflows: Mapping[str, Task], *,
+async def check_runs(runs: Runs, workflows: Mapping[str, Task], *,
                      timeout: float = DEFAULT_TIMEOUT, concurrency: int = 8,  # noqa: ASYNC109
                      progress: IO[str] | None = None) -> list[RunCheck]:
     """Check every in-flight run of ``workflows``; a few runs at a time."""
-    listed = await api.in_flight(workflows)
+    listed = await in_flight(runs, workflows)
     meter = _Progress(len(listed), progress or sys.stderr)
-    queue: asyncio.Queue[Mapping[str, Any]] = asyncio.Queue()
+    queue: asyncio.Queue[RunView] = asyncio.Queue()
     for item in listed:
         queue.put_nowait(item)
     results: list[RunCheck] = []
@@ -562,7 +537,7 @@ async def check_runs(api: _Api, workflows: Mapping[str, Task], *,
     async def work() -> None:
         while not queue.empty():
             item = queue.get_nowait()
-            results.append(await _check_run(api, workflows[item["task"]], item, timeout))
+            results.append(await _check_run(runs, workflows[item.task], item, timeout))
             meter.step()
 
     try:
@@ -579,36 +554,24 @@ async def check_runs(api: _Api, workflows: Mapping[str, Task], *,
     return sorted(results, key=lambda c: (c.task, order[c.verdict.result], c.run_id))
 
 
-# -- the command --------------------------------------------------------------------------------
+# -- the report ---------------------------------------------------------------------------------
 
-def check_command(args: argparse.Namespace, *, out: IO[str] | None = None,
-                  err: IO[str] | None = None,
-                  client_factory: Callable[[str, str], Any] | None = None) -> int:
-    """Run ``ostinato workflows check``: 0 no run this code would resume is incompatible
-    (``--strict``: nor has a warning; runs pinned to another version are listed apart and do
-    not count unless ``--all-versions``), 1 some is, 2 usage or connection errors (a message,
-    no traceback)."""
-    out = out or sys.stdout
-    err = err or sys.stderr
-    try:
-        key = args.key or os.environ.get("OSTINATO_API_KEY")
-        if not key:
-            raise CheckError("no API key: pass --key or set OSTINATO_API_KEY")
-        if args.timeout <= 0:
-            raise CheckError("--timeout must be positive")
-        api_url = (args.api or os.environ.get("OSTINATO_API_URL") or DEFAULT_API_URL).rstrip("/")
-        workflows = load_workflows(args.module, args.task)
-        checks = asyncio.run(_run(api_url, key, workflows, args.timeout, err, client_factory))
-    except CheckError as exc:
-        print(f"ostinato workflows check: {exc}", file=err)
-        return 2
-    if args.json:
-        _print_json(checks, workflows, out, all_versions=args.all_versions)
+def report(checks: Sequence[RunCheck], workflows: Mapping[str, Task], out: IO[str], *,
+           as_json: bool = False, show_all: bool = False, all_versions: bool = False) -> None:
+    """Print the results: a table of the runs that are not compatible (``show_all``: every
+    run) and a summary, or (``as_json``) one JSON document."""
+    if as_json:
+        _print_json(checks, workflows, out, all_versions=all_versions)
     else:
-        _print_table(checks, workflows, out, show_all=args.all, all_versions=args.all_versions)
-    failing = {INCOMPATIBLE} | (WARNINGS if args.strict else set())
-    return 1 if any(c.verdict.result in failing for c in _counted(checks, args.all_versions)
-                    ) else 0
+        _print_table(checks, workflows, out, show_all=show_all, all_versions=all_versions)
+
+
+def exit_code(checks: Sequence[RunCheck], *, strict: bool = False,
+              all_versions: bool = False) -> int:
+    """0: no run this code would resume is incompatible (``strict``: nor has a warning; runs
+    pinned to another version do not count unless ``all_versions``); 1: some is."""
+    failing = {INCOMPATIBLE} | (WARNINGS if strict else set())
+    return 1 if any(c.verdict.result in failing for c in _counted(checks, all_versions)) else 0
 
 
 def _counted(checks: Sequence[RunCheck], all_versions: bool) -> list[RunCheck]:
@@ -625,23 +588,6 @@ def _elsewhere(checks: Sequence[RunCheck], all_versions: bool) -> dict[str, list
         if not (c.resumed_here or all_versions):
             by_version.setdefault(c.pinned_version or "-", []).append(c)
     return dict(sorted(by_version.items()))
-
-
-async def _run(api_url: str, key: str, workflows: Mapping[str, Task], limit_seconds: float,
-               err: IO[str],
-               client_factory: Callable[[str, str], Any] | None) -> list[RunCheck]:
-    import httpx
-
-    def default(url: str, token: str) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=url, timeout=30.0,
-                                 headers={"Authorization": f"Bearer {token}"})
-
-    try:
-        client = (client_factory or default)(api_url, key)
-    except (httpx.InvalidURL, httpx.UnsupportedProtocol, ValueError) as exc:
-        raise CheckError(f"bad API URL {api_url!r}: {exc}") from exc
-    async with client:
-        return await check_runs(_Api(client), workflows, timeout=limit_seconds, progress=err)
 
 
 def _summary(checks: Sequence[RunCheck], workflows: Mapping[str, Task]) -> dict[str, int]:
