@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
+
+from aiokafka.errors import KafkaError
+
+from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
 from ostinato.operations import work
-from ostinato.runtime.duties import Duty
+from ostinato.runtime.duties import Duty, outbox_relay
 from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service, run_service, run_until_stopped
 from services.api.app import create_app
@@ -16,6 +21,11 @@ async def amain() -> None:
     await service.connect_database()
     store = EventStore(service.clock, service.settings.topics)
     pool, batch = service.pool, service.settings.operation_batch_size
+    # Its own outbox relay (added first: stopped last, it publishes what the others appended),
+    # connected at its first tick so that the HTTP API serves while the broker is away.
+    producer = service.make_producer()
+    service.add_duty(outbox_relay(OutboxRelay(pool, producer, service.settings.topics),
+                                  connect=lambda: service.connect_producer(producer)))
     # Bulk operations (POST /v1/operations): a batch per tick, resumed after a restart.
     operations = service.add_duty(Duty(
         "operations", 1.0, lambda now: work.work_once(pool, store, service.clock, batch),
@@ -25,21 +35,15 @@ async def amain() -> None:
     await server.start()
     service.log.info("listening", url=f"http://{service.settings.api_host}:{server.port}",
                      openapi=f"http://{service.settings.api_host}:{server.port}/schema")
-    # No duties of its own: the other services' relays publish the api's outbox rows. With
-    # Kafka submission on, it consumes the tenants' submit topics (docs/KAFKA.md).
-    tasks = []
-    ingest = None
+    # With Kafka submission on, the `kafka_ingest` duty consumes the tenants' submit topics
+    # (docs/KAFKA.md); stopped first, it commits what it settled.
     if service.settings.kafka_tenant_bootstrap:
-        ingest = SubmitIngest(service.pool, store, service.clock, service.settings)
-        tasks.append(ingest.run())
+        service.add_duty(SubmitIngest(service.pool, store, service.clock,
+                                      service.settings).duty())
 
-    async def stop() -> None:
-        await server.stop()
-        if ingest is not None:
-            ingest.stop()
-            await ingest.close()
-
-    await run_until_stopped(service, tasks, on_stop=stop)
+    await run_until_stopped(service, on_stop=server.stop)
+    with suppress(KafkaError):
+        await producer.stop()
 
 
 def main() -> None:

@@ -14,11 +14,13 @@
 - Nothing a tenant produces stalls the ingest: each message is settled as a job or as exactly one
   rejection (`problem_of` decides which errors are the message's fault: all but an outage of the
   database or broker, so an error no check foresaw rejects its message as the API's 500 would).
-  Only an outage is retried, per partition: that partition is sought back to the message and
-  paused for a backoff while the others go on, and the offsets of every partition are committed
-  up to the messages settled, after each poll. A message that keeps failing "transiently" while
-  the database answers is rejected after `TRIES_BEFORE_PROBE` tries. A rejection published but
-  not yet committed is remembered, so a redelivery (a rebalance) does not publish it twice.
+  The ingest is a settler under the one consumer loop (`ostinato.bus.consumer`), run as the
+  api's `kafka_ingest` duty: only an outage is retried, per partition (sought back to the
+  message and paused for a backoff while the others go on), and the offsets of every partition
+  are committed up to the messages settled, after each poll. A message that keeps failing
+  "transiently" while the database answers is rejected after the loop's
+  `TRIES_BEFORE_GIVING_UP` tries (`give_up`). A rejection published but not yet committed is
+  remembered, so a redelivery (a rebalance) does not publish it twice.
 - It reads the submit topics of the tenants in the database whose topic exists (`SubmitTopics`),
   never a pattern: a pattern makes the client read the metadata of every topic on the broker at
   each refresh, which on a broker shared with other applications costs more than the ingest
@@ -33,8 +35,8 @@ import hashlib
 import re
 import time
 import uuid
+from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -45,14 +47,15 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from ostinato import jobs
-from ostinato.bus.consumer import LAG_EVERY_SECONDS, report_lag
+from ostinato.bus.consumer import Batch, ConsumerLoop, Settler, Unsettled
 from ostinato.bus.kafka import make_producer
 from ostinato.bus.topics import Topics, tenant_key
 from ostinato.clock import Clock
-from ostinato.db.sqlstate import is_transient, is_unavailable
+from ostinato.db.sqlstate import is_unavailable
 from ostinato.domain import roles
 from ostinato.domain.errors import PROBLEM_BASE, OstinatoError
 from ostinato.eventlog.store import EventStore
+from ostinato.runtime.duties import Duty, DutyRunner, kafka_consumer
 from ostinato.runtime.problems import UNSTORABLE_TEXT
 from ostinato.runtime.settings import Settings
 from ostinato.stores import tenants as tenant_store
@@ -71,10 +74,6 @@ MAX_MESSAGE_BYTES = 4 << 20  # as the API's body limit
 # A rejection repeats the message unless that would make it longer than this (far below the
 # broker's default 1 MB a message); a longer one gives the message's size and SHA-256 instead.
 REJECTION_MAX_BYTES = 512 << 10
-RETRY_FIRST_SECONDS, RETRY_MOST_SECONDS = 0.5, 5.0  # a partition's backoff after an outage
-# Transient failures of one message before the database is asked whether it answers: if it
-# does, the failure is the message's own (e.g. a statement timeout) and it is rejected.
-TRIES_BEFORE_PROBE = 10
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 _decoder = msgspec.json.Decoder(JobRequest)
 
@@ -156,20 +155,6 @@ def rejection(topic: str, record: ConsumerRecord, problem: dict[str, Any]) -> by
     return encoded
 
 
-def backoff(tries: int) -> float:
-    """Seconds a partition waits before its failed message is tried again (tries >= 1)."""
-    return min(RETRY_FIRST_SECONDS * 2 ** min(tries - 1, 16), RETRY_MOST_SECONDS)
-
-
-@dataclass(slots=True)
-class _Retry:
-    """A partition whose message at `offset` failed transiently `tries` times in a row."""
-
-    offset: int
-    tries: int
-    resume_at: float
-
-
 def _traceparent(record: ConsumerRecord) -> str | None:
     for name, value in record.headers or ():
         if name.lower() == "traceparent":
@@ -207,15 +192,16 @@ class SubmitTopics:
         return bool(there)
 
 
-class SubmitIngest:
-    """The consumer of every tenant's submit topic, run by the api service."""
+class SubmitIngest(Settler):
+    """The consumer of every tenant's submit topic, run by the api service as its
+    `kafka_ingest` duty (`duty()`): a settler under the one consumer loop
+    (`ostinato.bus.consumer`), which polls, retries a partition after an outage and commits."""
 
     def __init__(self, pool: asyncpg.Pool, store: EventStore, clock: Clock,
                  settings: Settings) -> None:
         self.pool, self.store, self.clock, self.settings = pool, store, clock, settings
         self.topics: Topics = settings.topics
         self.group = f"{settings.topic_prefix}ostinato.ingest"
-        self._lag_at = float("-inf")
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=settings.kafka_bootstrap,
             group_id=self.group,
@@ -223,6 +209,9 @@ class SubmitIngest:
             isolation_level="read_committed", max_poll_records=200,
             **settings.kafka_auth.options(),
         )
+        self.loop = ConsumerLoop(self.consumer, self, group=self.group,
+                                 lag_labels={SUBMIT_TOPICS}, label=lambda _topic: SUBMIT_TOPICS,
+                                 max_records=200, poll_timeout_ms=200)
         self.admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap,
                                          client_id="ostinato-ingest",
                                          **settings.kafka_auth.options())
@@ -230,134 +219,92 @@ class SubmitIngest:
         self._followed_at = float("-inf")
         self.producer = make_producer(settings.kafka_bootstrap, "ostinato-ingest",
                                       settings.kafka_auth)
-        self._stopping = asyncio.Event()
+        self.started = self._closed = False
+        self._runner: DutyRunner | None = None
         self._known: set[uuid.UUID] = set()
-        self._settled: dict[TopicPartition, int] = {}  # the next offset to commit, by partition
-        self._retrying: dict[TopicPartition, _Retry] = {}
         # (topic, partition, offset) of rejections published and not committed yet
         self._published: set[tuple[str, int, int]] = set()
 
+    def duty(self) -> Duty:
+        """The ingest as a duty (`duty:kafka_ingest` on /readyz): a poll per tick; the broker
+        away at the start or during a poll is retried by the runner (the HTTP API works
+        meanwhile)."""
+        return kafka_consumer("kafka_ingest", self)
+
     async def start(self) -> None:
-        """Connect, retrying while the broker is away (the HTTP API works meanwhile)."""
-        delay = 0.5
-        while not self._stopping.is_set():
-            try:
-                await self.producer.start()
-                await self.admin.start()
-                await self.consumer.start()
-                return
-            except KafkaError as exc:
-                log.warning("kafka ingest waits for the broker", error=repr(exc))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        """Connect (the duty's first tick, again at each tick while the broker is away)."""
+        await self.producer.start()
+        await self.admin.start()
+        await self.consumer.start()
+        self.started = True
+
+    async def run(self) -> None:
+        """Run the duty until `stop()` (the api service runs `duty()` among its own)."""
+        self._runner = DutyRunner(self.duty(), self.clock)
+        await self._runner.run()
 
     def stop(self) -> None:
-        self._stopping.set()
+        if self._runner is not None:
+            self._runner.stop()
 
     async def close(self) -> None:
+        """Commit what is settled and disconnect (once)."""
+        if self._closed:
+            return
+        self._closed = True
         with suppress(KafkaError):
-            await self.consumer.stop()
+            await self.loop.close()
         with suppress(KafkaError):
             await self.admin.close()
         with suppress(KafkaError):
             await self.producer.stop()
 
-    async def run(self) -> None:
-        await self.start()
-        while not self._stopping.is_set():
-            try:
-                if time.monotonic() - self._followed_at >= FOLLOW_EVERY_SECONDS:
-                    self._followed_at = time.monotonic()
-                    await self.follow_tenants()
-                if not self.submit_topics.reading:
-                    await asyncio.sleep(0.2)
-                    continue
-                self._resume_due()
-                batches = await self.consumer.getmany(timeout_ms=200, max_records=200)
-                if time.monotonic() - self._lag_at >= LAG_EVERY_SECONDS:
-                    self._lag_at = time.monotonic()
-                    await self.report_lag()
-                for tp, records in batches.items():
-                    await self.settle_partition(tp, records)
-                await self.commit()
-            except Exception as exc:  # following tenants, polling, lag: no message is half-done
-                log.warning("kafka ingest waits", error=repr(exc),
-                            exc_info=not (isinstance(exc, KafkaError) or is_transient(exc)))
-                await asyncio.sleep(1.0)
+    async def poll_once(self) -> int:
+        """One tick: connect if not yet, follow new tenants' topics every
+        FOLLOW_EVERY_SECONDS, then one poll of the loop (messages fetched)."""
+        if not self.started:
+            await self.start()
+        if time.monotonic() - self._followed_at >= FOLLOW_EVERY_SECONDS:
+            self._followed_at = time.monotonic()
+            await self.follow_tenants()
+        if not self.submit_topics.reading:
+            await asyncio.sleep(0.2)
+            return 0
+        return await self.loop.poll_once()
 
-    async def settle_partition(self, tp: TopicPartition, records: list[ConsumerRecord]) -> None:
-        """Settle one partition's messages in order, each as a job or a rejection; on an outage
-        the partition is sought back to the message that met it and paused for a backoff,
-        while the other partitions go on."""
-        for record in records:
-            try:
-                await self.handle(record)
-            except Exception as exc:  # handle() rejects what is the message's fault: an outage
-                retry = self._retrying.get(tp)
-                tries = 1 + (retry.tries if retry and retry.offset == record.offset else 0)
-                if not await self._give_up(record, exc, tries):
-                    self._retry_later(tp, record, exc, tries)
-                    return
-            self._retrying.pop(tp, None)
-            self._settled[tp] = record.offset + 1
+    async def settle(self, batch: Batch) -> dict[TopicPartition, Unsettled]:
+        """Settle each partition's messages in order, each as a job or a rejection; a
+        partition stops at the message that met an outage (the loop retries it alone)."""
+        unsettled: dict[TopicPartition, Unsettled] = {}
+        for tp, records in batch.items():
+            for record in records:
+                try:
+                    await self.handle(record)
+                except Exception as exc:  # handle() rejects what is the message's fault
+                    unsettled[tp] = Unsettled(record, exc)
+                    break
+        return unsettled
 
-    async def _give_up(self, record: ConsumerRecord, exc: Exception, tries: int) -> bool:
-        """After TRIES_BEFORE_PROBE transient failures of one message while the database
+    async def give_up(self, record: ConsumerRecord, error: BaseException, tries: int) -> bool:
+        """After TRIES_BEFORE_GIVING_UP transient failures of one message while the database
         answers, the failure is the message's: reject it (True when rejected)."""
-        if tries < TRIES_BEFORE_PROBE or isinstance(exc, KafkaError):
+        if isinstance(error, KafkaError):
             return False
-        try:
-            async with self.pool.acquire() as conn:
-                await conn.fetchval("SELECT 1")
-            tenant = self.topics.submit_tenant(record.topic)
-            assert tenant is not None  # handle() dropped messages on topics of no tenant
-            await self._reject(uuid.UUID(tenant), record, _problem(
-                503, "service-unavailable", "Service unavailable",
-                f"the message failed {tries} times with a transient error ({type(exc).__name__})"
-                " while the database answered"))
-        except Exception as probe:
-            log.warning("kafka ingest still cannot settle a message", error=repr(probe))
-            return False
+        async with self.pool.acquire() as conn:
+            await conn.fetchval("SELECT 1")
+        tenant = self.topics.submit_tenant(record.topic)
+        assert tenant is not None  # handle() dropped messages on topics of no tenant
+        await self._reject(uuid.UUID(tenant), record, _problem(
+            503, "service-unavailable", "Service unavailable",
+            f"the message failed {tries} times with a transient error ({type(error).__name__})"
+            " while the database answered"))
         log.error("kafka submission rejected after repeated transient failures",
                   partition=record.partition, offset=record.offset, tries=tries,
-                  error=repr(exc))
+                  error=repr(error))
         return True
 
-    def _retry_later(self, tp: TopicPartition, record: ConsumerRecord, exc: Exception,
-                     tries: int) -> None:
-        delay = backoff(tries)
-        self._retrying[tp] = _Retry(record.offset, tries, time.monotonic() + delay)
-        with suppress(KafkaError):  # the partition was revoked meanwhile: its next owner has it
-            self.consumer.seek(tp, record.offset)
-            self.consumer.pause(tp)
-        log.warning("kafka submission will be retried", topic=record.topic,
-                    partition=record.partition, offset=record.offset, tries=tries,
-                    retry_in=delay, error=repr(exc))
-
-    def _resume_due(self) -> None:
-        """Resume the partitions whose backoff is over (forget those no longer assigned)."""
-        assigned, now = self.consumer.assignment(), time.monotonic()
-        for tp, retry in list(self._retrying.items()):
-            if tp not in assigned:
-                del self._retrying[tp]
-            elif retry.resume_at <= now and tp in self.consumer.paused():
-                self.consumer.resume(tp)
-
-    async def commit(self) -> None:
-        """Commit each assigned partition's offset past the messages settled on it; a failed
-        commit is tried again after the next poll (the messages stay settled)."""
-        assigned = self.consumer.assignment()
-        offsets = {tp: n for tp, n in self._settled.items() if tp in assigned}
-        if not offsets:
-            self._settled.clear()
-            return
-        try:
-            await self.consumer.commit(offsets)
-        except KafkaError as exc:
-            self._settled = offsets
-            log.warning("kafka ingest offsets not committed yet", error=repr(exc))
-            return
-        self._settled.clear()
+    def committed(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Forget the rejections published below the offsets committed."""
         self._published = {(t, p, o) for t, p, o in self._published
                            if o >= offsets.get(TopicPartition(t, p), 0)}
         if len(self._published) > 100_000:  # partitions revoked for good: forget them
@@ -375,10 +322,9 @@ class SubmitIngest:
 
     async def report_lag(self) -> dict[str, int]:
         """Set `ostinato_consumer_lag_messages{consumer=<group>, topic="ostinato.submit"}`: the
-        messages of every tenant's submit topic assigned here not consumed yet, as the batch
-        consumers do (`ostinato.bus.consumer.report_lag`)."""
-        return await report_lag(self.consumer, self.group, {SUBMIT_TOPICS},
-                                lambda _topic: SUBMIT_TOPICS)
+        messages of every tenant's submit topic assigned here not consumed yet, as every
+        consumer under the one loop does (`ostinato.bus.consumer.report_lag`)."""
+        return await self.loop.report_lag()
 
     async def handle(self, record: ConsumerRecord) -> str:
         """One message: `accepted`, `duplicate`, `rejected` or `dropped` (the metric's label).

@@ -15,6 +15,7 @@ import pytest
 from aiokafka import ConsumerRecord
 from aiokafka.errors import KafkaConnectionError, RequestTimedOutError
 
+from ostinato.bus.consumer import RETRY_MOST_SECONDS, backoff
 from ostinato.domain.errors import IdempotencyConflict, UnstorableText
 from ostinato.domain.text import fields_holding_nul
 from ostinato.jobs.submit import unstorable_fields
@@ -23,9 +24,7 @@ from ostinato.schedules import ScheduleSpec
 from ostinato.wire.api import JobRequest
 from services.api.ingest import (
     REJECTION_MAX_BYTES,
-    RETRY_MOST_SECONDS,
     Rejected,
-    backoff,
     decode_request,
     problem_of,
     rejection,

@@ -157,11 +157,11 @@ def tenant_acls(topic: str) -> list[Acl]:
 
 
 def service_acls(topics: Topics, service: str) -> list[Acl]:
-    """What each service needs, and no more. Every service's outbox relay may publish any
-    logged event (the api has no relay: the others publish its rows), so each writes every run
-    topic, and creates a missing one at start (a pool added to OSTINATO_POOLS). Reading: the
-    dispatcher its two wake-up topics in its group, the gateway the ready queues (no group), the
-    api the tenants' submit topics in the ingest group. Managing tenants' users and ACLs (ALTER
+    """What each service needs, and no more. Every service's outbox relay (the api's too) may
+    publish any logged event, so each writes every run topic, and creates a missing one at
+    start (a pool added to OSTINATO_POOLS). Reading: the dispatcher its two wake-up topics in
+    its group, the gateway the ready queues (no group), the api the tenants' submit topics in
+    the ingest group. Managing tenants' users and ACLs (ALTER
     on the cluster) and their topics is the api's alone."""
     runs = f"{topics.prefix}ostinato.runs."
     acls = [Acl(TOPIC, runs, op, PREFIXED) for op in (WRITE, DESCRIBE, CREATE)]
