@@ -1,5 +1,8 @@
-"""The one writer of `RunScheduled`: how a job's row becomes a run.
+"""The one writer of `RunScheduled`: how a job's row (or a parent run) becomes a run.
 
+`scheduled` is the event's one constructor: every run is created through it, a job's
+occurrence (`run_for`, below), a workflow's child (`ostinato.runs.children`), a fan-out's
+chunk and completion runs (`ostinato.runs.fanout`) and a DAG node's run (`ostinato.runs.dags`).
 `run_for` builds the event with the job's task, pool, payload (with the payload schema version
 it was validated against at submission) and its retry, timeout and queue-wait settings as they
 were when the run was created (a later change to the job does not change runs already made);
@@ -76,6 +79,28 @@ class JobSettings(Protocol):
     def payload_version(self) -> int | None: ...
 
 
+def scheduled(*, job_id: uuid.UUID, task: str, pool: str, priority: str,
+              payload_ref: uuid.UUID, scheduled_for: datetime, trigger: str, due_at: datetime,
+              retry: dict[str, Any] | None, timeout_seconds: float | None = None,
+              queue_wait_seconds: float | None = None, on_queue_wait: str | None = None,
+              replay_of: uuid.UUID | None = None, concurrency_key: str | None = None,
+              resource: str | None = None, payload_version: int | None = None,
+              parent_run_id: uuid.UUID | None = None, fan_out_index: int | None = None,
+              fan_out_seq: int | None = None, dag_run_id: uuid.UUID | None = None,
+              dag_node: str | None = None) -> ev.RunScheduled:
+    """The one constructor of `RunScheduled` (a run's first event): what the run is (task,
+    pool, priority, payload), when it is due, with which retry policy, and where it comes from
+    (`trigger`, and the parent run, fan-out position or DAG node that made it)."""
+    return ev.RunScheduled(
+        job_id=job_id, task=task, pool=pool, priority=priority, payload_ref=payload_ref,
+        scheduled_for=scheduled_for, trigger=trigger, due_at=due_at, retry=retry,
+        timeout_seconds=timeout_seconds, queue_wait_seconds=queue_wait_seconds,
+        on_queue_wait=on_queue_wait, replay_of=replay_of, concurrency_key=concurrency_key,
+        resource=resource, payload_version=payload_version, parent_run_id=parent_run_id,
+        fan_out_index=fan_out_index, fan_out_seq=fan_out_seq, dag_run_id=dag_run_id,
+        dag_node=dag_node)
+
+
 def run_for(job: JobSettings, slot: datetime, *, trigger: str = "schedule",
             due_at: datetime | None = None, run_id: uuid.UUID | None = None,
             replay_of: uuid.UUID | None = None,
@@ -84,7 +109,7 @@ def run_for(job: JobSettings, slot: datetime, *, trigger: str = "schedule",
     run keeps the job's payload version: the version its payload was validated against, even
     when a newer schema of the task has been registered since (a queued run is never read with
     a meaning its submitter did not check)."""
-    return run_id or run_id_for(job.id, slot), ev.RunScheduled(
+    return run_id or run_id_for(job.id, slot), scheduled(
         job_id=job.id, task=job.task, pool=job.pool, priority=job.priority,
         payload_ref=payload_ref or job.payload_ref, scheduled_for=slot, trigger=trigger,
         due_at=due_at or slot, retry=job.retry_policy, timeout_seconds=job.timeout_seconds,

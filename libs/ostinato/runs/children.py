@@ -36,6 +36,7 @@ from ostinato.domain.errors import InvalidInput
 from ostinato.domain.ids import new_id
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
+from ostinato.jobs import materialise
 from ostinato.policy import retry
 from ostinato.runs import fanout
 from ostinato.runs.rules import ChildRules, settings
@@ -91,7 +92,7 @@ def child_started(parent: LockedRun, head: StreamHead, seq: int, name: str,
         raise InvalidInput("; ".join(f"{e['field']}: {e['message']}" for e in errors), errors)
     child_id = child_run_id(parent.id, seq)
     payload_ref = new_id()
-    scheduled = ev.RunScheduled(
+    scheduled = materialise.scheduled(
         job_id=parent.job_id, task=request.task, pool=pool, priority=priority,
         payload_ref=payload_ref, scheduled_for=parent.scheduled_for, trigger="child",
         due_at=now, retry=retry.to_document(policy), timeout_seconds=request.timeout_seconds,

@@ -38,6 +38,7 @@ from ostinato.domain.errors import Conflict, InvalidInput, InvalidState, NotFoun
 from ostinato.domain.ids import new_id
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore, put_blobs
+from ostinato.jobs import materialise
 from ostinato.policy import retry
 from ostinato.runs.commands import cancel_run
 from ostinato.stores import dags as dag_store
@@ -162,7 +163,7 @@ class _Writer:
         pool = spec.pool or DEFAULT_POOL
         policy = (retry.parse_retry(spec.retry) if spec.retry is not None
                   else (self.rules.pool_retry or {}).get(pool, retry.DEFAULT))
-        self.events.append(StreamHead(run_id, run.tenant_id).next(ev.RunScheduled(
+        self.events.append(StreamHead(run_id, run.tenant_id).next(materialise.scheduled(
             job_id=run.job_id or run.dag_id, task=spec.task, pool=pool,
             priority=spec.priority or DEFAULT_PRIORITY, payload_ref=payload_ref,
             scheduled_for=run.scheduled_for or run.due_at, trigger="dag", due_at=self.now,

@@ -32,6 +32,7 @@ from ostinato.domain import workflow as wf
 from ostinato.domain.errors import InvalidInput
 from ostinato.domain.states import FINAL, RunState
 from ostinato.eventlog.records import NewEvent, StreamHead
+from ostinato.jobs import materialise
 from ostinato.policy import retry
 from ostinato.runs.rules import ChildRules, settings
 from ostinato.stores.fan_outs import FanOutRow
@@ -80,7 +81,7 @@ class Moves:
 def chunk_scheduled(parent: LockedRun, spec: ChunkSpec, seq: int, index: int, now: datetime,
                     actor: str) -> NewEvent:
     """Pure: chunk `index`'s run, on its own (derived) stream."""
-    scheduled = ev.RunScheduled(
+    scheduled = materialise.scheduled(
         job_id=parent.job_id, task=spec.task, pool=spec.pool, priority=spec.priority,
         payload_ref=fo.chunk_payload_ref(parent.id, seq, index),
         scheduled_for=parent.scheduled_for, trigger="fan_out", due_at=now, retry=spec.retry,
@@ -182,7 +183,7 @@ def progressed(parent: LockedRun, head: StreamHead, fan: FanOutRow, ended: Seque
         moves.payloads.append((ref, parent.tenant_id, _json.encode({
             "parent_run_id": str(parent.id), "total": w.total, "succeeded": w.succeeded,
             "failed": w.failed, "failures": failures})))
-        moves.events.append(StreamHead(completion, parent.tenant_id).next(ev.RunScheduled(
+        moves.events.append(StreamHead(completion, parent.tenant_id).next(materialise.scheduled(
             job_id=parent.job_id, task=fan.on_complete, pool=fan.pool, priority=fan.priority,
             payload_ref=ref, scheduled_for=parent.scheduled_for, trigger="fan_out_complete",
             due_at=now, retry=spec.retry, parent_run_id=parent.id, fan_out_seq=fan.seq),
