@@ -18,7 +18,7 @@ the offsets of the messages settled. The one error policy:
   messages staying settled.
 
 A crash before the commit redelivers what was settled; settlers are idempotent (the ledger, an
-idempotency key). `BatchConsumer` is the settler of logged events' wake-ups: it decodes each
+idempotency key). `BatchConsumer` reads logged events' wake-ups: its settler decodes each
 message's envelope and hands the whole batch to one handler (one transaction). Every
 `LAG_EVERY_SECONDS` the loop sets `ostinato_consumer_lag_messages{consumer, topic}`: per topic
 label, the high watermarks its fetches saw minus its positions, over the partitions assigned
