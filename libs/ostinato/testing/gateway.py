@@ -2,12 +2,13 @@
 users' own handlers) without the services: `FakeGateway` serves a run queue with long-poll
 claims and per-item batch results, decoding every request with the same strict protocol Structs
 the real gateway uses (so it is not a mock of a database or broker); `running` runs a `Worker`
-against it for the length of a `with` block.
+against it for the length of a `with` block (docs/TESTING.md).
 
     gw = FakeGateway()
     run_id = await gw.add("echo", {"n": 41})
     async with running(gw, [echo]):
-        await eventually(lambda: run_id in gw.completions())
+        while run_id not in gw.completions():  # under a hang guard (asyncio.timeout)
+            await asyncio.sleep(0.01)
     assert gw.completions()[run_id].output == {"n": 42}
 """
 
