@@ -23,7 +23,9 @@ from ostinato.wire.api import (
     BackfillSlotView,
     BackfillView,
     CalendarRequest,
+    Calendars,
     CalendarView,
+    JobStatus,
     PauseRequest,
     PreviewRequest,
     ResumeRequest,
@@ -49,26 +51,26 @@ async def _status(tenant: TenantScope, job_id: uuid.UUID) -> dict[str, str] | No
       opt=audited("job.pause", "job", "job_id"))
 async def pause(
     job_id: FromPath[uuid.UUID], tenant: Tenant, data: JSONBody[PauseRequest | None] = None,
-) -> dict[str, str]:
+) -> JobStatus:
     """Stop creating runs. Slots that pass while paused are decided when the job resumes."""
     tenant.audit.before = await _status(tenant, job_id)
     await jobs.pause_job(tenant.conn, tenant.store, tenant_id=tenant.tenant_id, job_id=job_id,
                          actor=tenant.actor, reason=(data or PauseRequest()).reason)
     tenant.audit.after = await _status(tenant, job_id)
-    return {"status": "paused"}
+    return JobStatus(status="paused")
 
 
 @post("/v1/jobs/{job_id:uuid}/resume", status_code=200, tags=["jobs"],
       opt=audited("job.resume", "job", "job_id"))
 async def resume(
     job_id: FromPath[uuid.UUID], tenant: Tenant, data: JSONBody[ResumeRequest | None] = None,
-) -> dict[str, str]:
+) -> JobStatus:
     """Resume; `misfire` (run_once, catch_up, skip) decides the slots missed while paused."""
     tenant.audit.before = await _status(tenant, job_id)
     await jobs.resume_job(tenant.conn, tenant.store, tenant_id=tenant.tenant_id, job_id=job_id,
                           actor=tenant.actor, misfire=(data or ResumeRequest()).misfire)
     tenant.audit.after = await _status(tenant, job_id)
-    return {"status": "active"}
+    return JobStatus(status="active")
 
 
 @post("/v1/jobs/{job_id:uuid}/trigger", status_code=201, tags=["jobs"],
@@ -194,9 +196,9 @@ async def get_calendar(name: CalendarName, tenant: Tenant) -> CalendarView:
 
 
 @get("/v1/calendars", tags=["calendars"])
-async def list_calendars(tenant: Tenant) -> dict[str, list[CalendarView]]:
-    return {"items": [_calendar_view(r)
-                      for r in await calendar_store.all_of(tenant.conn, tenant.tenant_id)]}
+async def list_calendars(tenant: Tenant) -> Calendars:
+    return Calendars(items=[_calendar_view(r)
+                            for r in await calendar_store.all_of(tenant.conn, tenant.tenant_id)])
 
 
 ROUTES = [

@@ -34,6 +34,7 @@ from ostinato.wire.api import (
     EventsPage,
     EventView,
     FanOutView,
+    JobBatch,
     JobBatchItem,
     JobBatchRequest,
     JobRequest,
@@ -186,7 +187,7 @@ async def create_job(data: JSONBody[JobRequest], tenant: Tenant) -> Response[Job
       opt=audited("job.create_batch", "job", action=roles.SUBMIT))
 async def create_jobs(
     data: JSONBody[JobBatchRequest], tenant: Tenant
-) -> dict[str, list[JobBatchItem]]:
+) -> JobBatch:
     """Register up to 1,000 jobs in one transaction: all or none. Items whose
     `idempotency_key` names an existing job return it with `created: false`."""
     settings = tenant.settings
@@ -198,9 +199,9 @@ async def create_jobs(
     )
     tenant.audit.after = {"created": [str(d.id) for d in done if d.created],
                           "existing": [str(d.id) for d in done if not d.created]}
-    return {
-        "items": [JobBatchItem(id=d.id, created=d.created, next_run_at=d.next_run_at) for d in done]
-    }
+    return JobBatch(
+        items=[JobBatchItem(id=d.id, created=d.created, next_run_at=d.next_run_at) for d in done]
+    )
 
 
 @get("/v1/jobs", tags=["jobs"])
