@@ -1,5 +1,7 @@
-"""Recording workflow steps (`ostinato.domain.workflow`) and reading them back, for the attempt
-that holds the run's lease.
+"""Recording workflow steps and reading them back, for the attempt that holds the run's lease.
+The rules are the step model's (`ostinato.domain.workflow`: `judge`, `timer_wait`,
+`signal_wait`, `child_plan`, `fan_out_plan`); this module turns its verdicts into events and
+answers.
 
 Per step, on the run row locked in the request's transaction:
 
@@ -43,16 +45,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import msgspec
 
 from ostinato.domain import events as ev
 from ostinato.domain import fanout as fo
+from ostinato.domain import workflow as wf
 from ostinato.domain.errors import InvalidInput
 from ostinato.domain.ids import new_id
 from ostinato.domain.states import FINAL, RunState
-from ostinato.domain.workflow import INLINE_OUTPUT_BYTES
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.runs import children as kids
 from ostinato.runs import fanout
@@ -104,26 +106,37 @@ def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
             done.results.append(_answer(item, 404, "no such run for this tenant"))
             continue
         head = heads[rid]
-        if row.fencing_token != item.fencing_token or head.state is not RunState.RUNNING:
+        kind = kind_of(item)
+        verdict = wf.judge(wf.RunAt(row.fencing_token, head.state is RunState.RUNNING,
+                                    next_seq[rid], row.paused, row.cancel_requested),
+                           wf.Report(item.seq, item.fencing_token, kind, item.deadline), now)
+        if verdict is wf.Verdict.STALE:
             event: ev.Event = ev.StaleWriteRejected(
                 operation="step", presented_token=item.fencing_token,
                 current_token=row.fencing_token, worker_id=worker_id)
             done.results.append(_answer(item, 409, "stale fencing token: this attempt lost its "
                                         f"lease (the run's token is {row.fencing_token})"))
-        elif item.seq < next_seq[rid]:
+        elif verdict is wf.Verdict.REPEAT:
             done.results.append(_answer(item, 200))  # already recorded
             continue
-        elif item.deadline is not None and now is not None and item.deadline <= now:
+        elif verdict is wf.Verdict.DEADLINE_PASSED:
+            assert item.deadline is not None
             done.results.append(p.BatchItemResult(  # the workflow fails; nothing recorded
                 run_id=item.run_id, kind="step", status=200, deadline_passed=True,
                 detail=f"the workflow's deadline {item.deadline.isoformat()} has passed"))
             continue
-        elif item.seq > next_seq[rid]:
+        elif verdict is wf.Verdict.GAP:
             done.results.append(_answer(item, 422, f"step {item.seq} reported before step "
                                         f"{next_seq[rid]}"))
             continue
-        elif row.paused:
-            _paused_step(row, head, item, actor, done)
+        elif verdict is wf.Verdict.PAUSE:
+            _paused_step(row, head, item, kind, actor, done)
+            continue
+        elif verdict is wf.Verdict.NOT_STARTED:
+            what = "fan-out" if kind is wf.StepKind.FAN_OUT else "child"
+            done.results.append(p.BatchItemResult(
+                run_id=item.run_id, kind="step", status=200, cancel_requested=True,
+                detail=f"the run's cancel was requested: no {what} is started"))
             continue
         elif item.fan_out is not None:
             assert now is not None, "a fan-out needs the database clock"
@@ -138,12 +151,14 @@ def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
                 next_seq[rid] = item.seq + 1
             continue
         elif item.wait is not None:
-            if (problem := _bad_wait(item.wait)) is not None:
+            w = item.wait
+            if (problem := wf.bad_wait(w.kind, until=w.until, seconds=w.seconds,
+                                       signal=w.signal)) is not None:
                 done.results.append(_answer(item, 422, problem))
                 continue
             assert now is not None, "a wait needs the database clock"
-            event, result = _wait_event(row, item, item.wait, now, (pending or {}).get(
-                (rid, item.wait.signal or "")))
+            event, result = _wait_event(row, item, w, now, (pending or {}).get(
+                (rid, w.signal or "")))
             done.results.append(result)
             if isinstance(event, ev.RunSuspended):
                 done.finished.append(rid)
@@ -158,19 +173,26 @@ def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
     return done
 
 
-def _paused_step(row: LockedRun, head: StreamHead, item: p.StepItem, actor: str,
-                 done: RecordedSteps) -> None:
+def kind_of(item: p.StepItem) -> wf.StepKind:
+    """The step model's kind of a reported step."""
+    return wf.kind_of(wait=item.wait.kind if item.wait else None,
+                      child_awaited=item.child.wait if item.child else None,
+                      fan_out=item.fan_out is not None, name=item.name)
+
+
+def _paused_step(row: LockedRun, head: StreamHead, item: p.StepItem, kind: wf.StepKind,
+                 actor: str, done: RecordedSteps) -> None:
     """A paused run (`ostinato.runs.pausing`): a finished step is recorded, then the run is
     suspended (reason paused) instead of starting what comes next; a wait or a child, not
     started yet, is not recorded."""
     seq = item.seq
-    if item.wait is None and item.child is None and item.fan_out is None:
+    if wf.paused_records_first(kind):
         done.events.append(head.next(_step_event(row, item, done.blobs), actor,
                                      epoch=item.fencing_token, traceparent=row.traceparent))
         seq += 1
     done.events.append(head.next(ev.RunSuspended(
-        attempt=row.attempt, fencing_token=item.fencing_token, seq=seq, name="paused",
-        reason="paused"), actor, epoch=item.fencing_token, traceparent=row.traceparent))
+        attempt=row.attempt, fencing_token=item.fencing_token, seq=seq, name=wf.PAUSED,
+        reason=wf.PAUSED), actor, epoch=item.fencing_token, traceparent=row.traceparent))
     done.finished.append(row.id)
     done.results.append(_suspended(item))
 
@@ -178,16 +200,13 @@ def _paused_step(row: LockedRun, head: StreamHead, item: p.StepItem, actor: str,
 def _child_step(row: LockedRun, head: StreamHead, item: p.StepItem, spec: p.ChildSpec,
                 children: Children, now: datetime, actor: str, done: RecordedSteps) -> bool:
     """Record a child step into `done`; True when its position is recorded now."""
-    if row.cancel_requested:
-        done.results.append(p.BatchItemResult(
-            run_id=item.run_id, kind="step", status=200, cancel_requested=True,
-            detail="the run's cancel was requested: no child is started"))
-        return False
     seq, name, epoch = item.seq, item.name, item.fencing_token
     child_id = kids.child_run_id(row.id, seq)
     existing = children.existing.get(child_id)
+    plan = wf.child_plan(awaited=spec.wait, exists=existing is not None,
+                         final=existing is not None and RunState(existing.state) in FINAL)
     events: list[NewEvent] = []
-    if existing is None:
+    if plan.create:
         request = kids.ChildRequest(task=spec.task, payload=spec.payload, pool=spec.pool,
                                     priority=spec.priority, retry=spec.retry,
                                     timeout_seconds=spec.timeout_seconds, awaited=spec.wait)
@@ -199,12 +218,13 @@ def _child_step(row: LockedRun, head: StreamHead, item: p.StepItem, spec: p.Chil
             return False
         events += start.events
         done.payloads += start.payloads
-    elif not spec.wait:
+    elif plan.start_again:
         events.append(head.next(ev.ChildStarted(seq=seq, name=name, child_run_id=child_id,
                                                 task=spec.task, awaited=False,
                                                 attempt=row.attempt),
                                 actor, epoch=epoch, traceparent=row.traceparent))
-    if spec.wait and existing is not None and RunState(existing.state) in FINAL:
+    if plan.then == "finished":
+        assert existing is not None
         outcome = kids.finished(existing, seq, name, children.outputs.get(child_id),
                                 done.blobs)
         events.append(head.next(outcome, actor, epoch=epoch, traceparent=row.traceparent))
@@ -212,7 +232,7 @@ def _child_step(row: LockedRun, head: StreamHead, item: p.StepItem, spec: p.Chil
         done.results.append(_resumed(item, _child_record(outcome,
                                                          children.outputs.get(child_id))))
         return True
-    if spec.wait:
+    if plan.then == "suspend":
         events.append(head.next(ev.RunSuspended(
             attempt=row.attempt, fencing_token=epoch, seq=seq, name=name, reason="child",
             deadline_at=item.deadline, child_run_id=child_id), actor, epoch=epoch,
@@ -233,13 +253,10 @@ def _fan_out_step(row: LockedRun, head: StreamHead, item: p.StepItem, spec: p.Fa
     until its chunks are final; True when the position is recorded now. One started already is
     not started again: still going on (the run re-executed meanwhile), the run is suspended
     again; over (its record set aside by an operator), its record is appended again."""
-    if row.cancel_requested:
-        done.results.append(p.BatchItemResult(
-            run_id=item.run_id, kind="step", status=200, cancel_requested=True,
-            detail="the run's cancel was requested: no fan-out is started"))
-        return False
     existing = children.fan_outs.get((row.id, item.seq))
-    if existing is not None and existing.state != "running":
+    plan = wf.fan_out_plan(None if existing is None else existing.state)
+    if plan == "record_again":
+        assert existing is not None
         again = fanout.recorded_again(row, head, existing, actor, item.fencing_token)
         done.events.append(again)
         e = again.event
@@ -249,7 +266,7 @@ def _fan_out_step(row: LockedRun, head: StreamHead, item: p.StepItem, spec: p.Fa
             seq=e.seq, name=e.name, succeeded=ok, output=fo.summary(e) if ok else None,
             error_type=e.error_type, message=e.message)))
         return True
-    if existing is not None:
+    if plan == "suspend":
         done.events.append(fanout.suspended(row, head, item.seq, item.name, actor,
                                             item.fencing_token, item.deadline))
     else:
@@ -285,7 +302,7 @@ def _step_event(row: LockedRun, item: p.StepItem,
                              duration_ms=item.duration_ms)
     encoded = _json.encode(item.output)
     output, output_ref = item.output, None
-    if len(encoded) > INLINE_OUTPUT_BYTES:
+    if len(encoded) > wf.INLINE_OUTPUT_BYTES:
         output, output_ref = None, new_id()
         blobs.append((output_ref, row.tenant_id, encoded))
     return ev.StepCompleted(seq=item.seq, name=item.name, attempt=row.attempt,
@@ -294,44 +311,36 @@ def _step_event(row: LockedRun, item: p.StepItem,
                             duration_ms=item.duration_ms, compensable=item.compensable)
 
 
-def _bad_wait(wait: p.WaitSpec) -> str | None:
-    if wait.kind == "timer" and (wait.until is None) == (wait.seconds is None):
-        return "a timer wait needs exactly one of until and seconds"
-    if wait.kind == "signal" and not wait.signal:
-        return "a signal wait needs the signal's name"
-    return None
-
-
 def _wait_event(row: LockedRun, item: p.StepItem, wait: p.WaitSpec, now: datetime,
                 signal: PendingSignal | None) -> tuple[ev.Event, p.BatchItemResult]:
     seq, name, attempt = item.seq, item.name, row.attempt
     if wait.kind == "timer":
-        due = wait.until or now + timedelta(seconds=wait.seconds or 0.0)
-        if due <= now:
-            return (ev.TimerFired(seq=seq, attempt=attempt, name=name, due_at=due),
-                    _resumed(item, p.StepRecord(seq=seq, name=name, succeeded=True,
-                                                output={"due_at": due.isoformat()})))
+        decided = wf.timer_wait(wait.until, wait.seconds, now)
+    else:
+        decided = wf.signal_wait(signal is not None, wait.timeout_seconds, now)
+    if isinstance(decided, wf.Suspends):
         return (ev.RunSuspended(attempt=attempt, fencing_token=item.fencing_token, seq=seq,
-                                name=name, reason="timer", wake_at=due,
-                                deadline_at=item.deadline),
+                                name=name, reason=decided.reason,
+                                signal=wait.signal if wait.kind == "signal" else None,
+                                wake_at=decided.wake_at, deadline_at=item.deadline),
                 _suspended(item))
-    if signal is not None:
+    if decided.event == "TimerFired":
+        assert decided.due is not None
+        return (ev.TimerFired(seq=seq, attempt=attempt, name=name, due_at=decided.due),
+                _resumed(item, p.StepRecord(seq=seq, name=name, succeeded=True,
+                                            output={"due_at": decided.due.isoformat()})))
+    if decided.event == "SignalDelivered":
+        assert signal is not None
         return (ev.SignalDelivered(seq=seq, attempt=attempt, name=name,
                                    signal_id=signal.signal_id, payload_ref=signal.payload_ref,
                                    payload=None if signal.payload_ref else signal.payload),
                 _resumed(item, p.StepRecord(seq=seq, name=name, succeeded=True,
                                             output=signal.payload)))
-    if wait.timeout_seconds == 0:
-        return (ev.SignalTimedOut(seq=seq, attempt=attempt, name=name, deadline=now),
-                _resumed(item, p.StepRecord(seq=seq, name=name, succeeded=False,
-                                            error_type="signal_timeout",
-                                            message=f"no signal {wait.signal!r}")))
-    deadline = None if wait.timeout_seconds is None else now + timedelta(
-        seconds=wait.timeout_seconds)
-    return (ev.RunSuspended(attempt=attempt, fencing_token=item.fencing_token, seq=seq,
-                            name=name, reason="signal", signal=wait.signal, wake_at=deadline,
-                            deadline_at=item.deadline),
-            _suspended(item))
+    assert decided.due is not None
+    return (ev.SignalTimedOut(seq=seq, attempt=attempt, name=name, deadline=decided.due),
+            _resumed(item, p.StepRecord(seq=seq, name=name, succeeded=False,
+                                        error_type="signal_timeout",
+                                        message=f"no signal {wait.signal!r}")))
 
 
 def _resumed(item: p.StepItem, record: p.StepRecord) -> p.BatchItemResult:

@@ -32,6 +32,7 @@ from typing import Any
 
 import msgspec
 
+from ostinato.domain import workflow as wf
 from ostinato.sdk.context import RunContext, use_context
 from ostinato.sdk.tasks import Handler, Task, decode_payload, registry
 from ostinato.wire.worker import BatchItemResult, ChildSpec, ErrorInfo, StepItem, StepRecord
@@ -40,14 +41,18 @@ __all__ = ["HandlerEnvironment", "MemoryJournal"]
 
 
 class MemoryJournal:
-    """A run's workflow steps kept in memory, fenced like the gateway fences them: a step from an
-    attempt older than the newest one seen is answered 409 and not recorded.
+    """A run's workflow steps kept in memory, judged by the gateway's own rules (the step model,
+    `ostinato.domain.workflow`): a step from an attempt older than the newest one seen, or sent
+    while the run is suspended, is answered 409 and not recorded; a resent position 200; a
+    position beyond the next 422.
 
     Waits behave as on the gateway, with `now` as the database clock: a due timer or a signal
     already sent resumes at once; otherwise the run is `suspended` (the workflow unwinds) until
     the test calls `advance_to` (timers, signal timeouts) or `send_signal`, then runs the next
     attempt. Children are recorded in `children` (the ChildSpec by workflow position, its run
-    id `child-<seq>`); a waited-for child suspends the run until `finish_child`."""
+    id `child-<seq>`); a waited-for child suspends the run until `finish_child`. `events` lists
+    what the gateway and the scheduler would append to the run's stream, as (event type,
+    position, step name). A fan-out is not modelled: its report is kept as a plain step."""
 
     def __init__(self, now: datetime | None = None) -> None:
         self.steps: list[StepItem] = []
@@ -57,57 +62,79 @@ class MemoryJournal:
         self.suspended: tuple[StepItem, datetime | None] | None = None  # the wait, its due time
         self.signals: dict[str, list[Any]] = {}
         self.children: dict[int, ChildSpec] = {}
+        self.events: list[tuple[str, int | None, str | None]] = []
 
     def record(self, item: StepItem) -> asyncio.Future[BatchItemResult]:
         fut: asyncio.Future[BatchItemResult] = asyncio.get_running_loop().create_future()
-        status, result = 200, None
-        if item.fencing_token < self.newest_token or self.suspended is not None:
-            status = 409
-        elif item.seq < len(self.steps):  # a repeat of a recorded step: the same answer
-            status = 200 if self.steps[item.seq].name == item.name else 409
-        elif item.seq > len(self.steps):
-            status = 422
-        elif item.deadline is not None and item.deadline <= self.now:
-            result = BatchItemResult(run_id=item.run_id, kind="step", status=200,
+        fut.set_result(self._record(item))
+        return fut
+
+    def _record(self, item: StepItem) -> BatchItemResult:
+        kind = wf.kind_of(wait=item.wait.kind if item.wait else None,
+                          child_awaited=item.child.wait if item.child else None,
+                          fan_out=item.fan_out is not None, name=item.name)
+        run = wf.RunAt(self.newest_token, self.suspended is None, len(self.steps))
+        verdict = wf.judge(run, wf.Report(item.seq, item.fencing_token, kind, item.deadline),
+                           self.now)
+        answer = BatchItemResult(run_id=item.run_id, kind="step",
+                                 status=wf.STATUS.get(verdict, 200))
+        if verdict is wf.Verdict.STALE:
+            self.events.append(("StaleWriteRejected", None, None))
+        elif verdict is wf.Verdict.DEADLINE_PASSED:
+            answer = BatchItemResult(run_id=item.run_id, kind="step", status=200,
                                      deadline_passed=True)
+        elif verdict is not wf.Verdict.RECORD:
+            pass  # a repeat or a gap (no pause, no cancel here): the answer alone
         elif item.child is not None:
+            plan = wf.child_plan(awaited=item.child.wait, exists=item.seq in self.children,
+                                 final=False)
             self.children[item.seq] = item.child
-            if item.child.wait:
-                self.suspended = (item, None)
-                result = BatchItemResult(run_id=item.run_id, kind="step", status=200,
-                                         suspended=True)
+            if plan.create or plan.start_again:
+                self.events.append(("ChildStarted", item.seq, item.name))
+            if plan.then == "suspend":
+                answer = self._suspend(item, None)
             else:
-                result = self._resolve(item, f"child-{item.seq}")
+                answer = self._resolve(item, f"child-{item.seq}", event=None)
         elif item.wait is not None:
-            result = self._wait(item, item.wait)
+            answer = self._wait(item, item.wait)
         else:
             self.steps.append(item)
-        fut.set_result(result or BatchItemResult(run_id=item.run_id, kind="step", status=status))
-        return fut
+            if item.fan_out is None:
+                self.events.append(("StepFailed" if item.error else "StepCompleted", item.seq,
+                                    item.name))
+        return answer
 
     def _wait(self, item: StepItem, wait: Any) -> BatchItemResult:
         if wait.kind == "timer":
-            due = wait.until or self.now + timedelta(seconds=wait.seconds or 0)
-            if due <= self.now:
-                return self._resolve(item, {"due_at": due.isoformat()})
-            self.suspended = (item, due)
-        elif self.signals.get(wait.signal):
-            return self._resolve(item, self.signals[wait.signal].pop(0))
-        elif wait.timeout_seconds == 0:
-            return self._resolve(item, None, timed_out=True)
+            decided = wf.timer_wait(wait.until, wait.seconds, self.now)
         else:
-            self.suspended = (item, None if wait.timeout_seconds is None
-                              else self.now + timedelta(seconds=wait.timeout_seconds))
+            decided = wf.signal_wait(bool(self.signals.get(wait.signal)),
+                                     wait.timeout_seconds, self.now)
+        if isinstance(decided, wf.Suspends):
+            return self._suspend(item, decided.wake_at)
+        if decided.event == "TimerFired":
+            assert decided.due is not None
+            return self._resolve(item, {"due_at": decided.due.isoformat()}, event="TimerFired")
+        if decided.event == "SignalDelivered":
+            return self._resolve(item, self.signals[wait.signal].pop(0),
+                                 event="SignalDelivered")
+        return self._resolve(item, None, timed_out=True, event="SignalTimedOut")
+
+    def _suspend(self, item: StepItem, due: datetime | None) -> BatchItemResult:
+        self.suspended = (item, due)
+        self.events.append(("RunSuspended", item.seq, item.name))
         return BatchItemResult(run_id=item.run_id, kind="step", status=200, suspended=True)
 
     def _resolve(self, item: StepItem, output: Any, *, timed_out: bool = False,
-                 error: ErrorInfo | None = None) -> BatchItemResult:
+                 error: ErrorInfo | None = None, event: str | None) -> BatchItemResult:
         if timed_out:
             error = ErrorInfo(type="signal_timeout", message="no signal", retryable=False)
         recorded = StepItem(run_id=item.run_id, fencing_token=item.fencing_token, seq=item.seq,
                             name=item.name, output=output, error=error, wait=item.wait)
         self.steps.append(recorded)
         self.suspended = None
+        if event is not None:
+            self.events.append((event, item.seq, item.name))
         return BatchItemResult(run_id=item.run_id, kind="step", status=200, step=StepRecord(
             seq=item.seq, name=item.name, succeeded=error is None, output=output,
             error_type=error.type if error else None, message=error.message if error else None))
@@ -125,30 +152,43 @@ class MemoryJournal:
             raise AssertionError("the run does not wait for a child")
         error = None if error_type is None else ErrorInfo(type=error_type, message=message,
                                                           retryable=False)
-        self._resolve(self.suspended[0], None if error else output, error=error)
+        self._resolve(self.suspended[0], None if error else output, error=error,
+                      event="ChildFinished")
+        self.events.append(("RunWoken", None, None))
 
     def advance_to(self, instant: datetime) -> None:
-        """The database clock moves on: a suspended timer or signal wait due by then ends; one
-        whose workflow deadline came first is woken with nothing recorded (it then fails)."""
+        """The database clock moves on, as the scheduler's wake poll sees it: a suspended timer
+        or signal wait due by then ends; one whose workflow deadline came first is woken with
+        nothing recorded (it then fails)."""
         self.now = instant
-        if self.suspended is not None and self.suspended[0].deadline is not None \
-                and self.suspended[0].deadline <= instant \
-                and (self.suspended[1] is None or self.suspended[1] > instant):
+        if self.suspended is None:
+            return
+        item, due = self.suspended
+        wait_due = due is not None and due <= instant
+        if not wait_due and (item.deadline is None or item.deadline > instant):
+            return
+        event, _cause = wf.wake(item.wait.kind if item.wait else "child", wait_due)
+        if event is None:
             self.suspended = None
-        elif self.suspended is not None and self.suspended[1] is not None \
-                and self.suspended[1] <= instant:
-            item, due = self.suspended
-            assert item.wait is not None and due is not None
-            if item.wait.kind == "timer":
-                self._resolve(item, {"due_at": due.isoformat()})
-            else:
-                self._resolve(item, None, timed_out=True)
+        elif event == "TimerFired":
+            assert due is not None
+            self._resolve(item, {"due_at": due.isoformat()}, event=event)
+        else:
+            self._resolve(item, None, timed_out=True, event=event)
+        self.events.append(("RunWoken", None, None))
 
     def send_signal(self, name: str, payload: Any = None) -> None:
         """A signal arrives: it ends a wait for it, or is kept for the next one."""
-        if self.suspended is not None and self.suspended[0].wait is not None \
-                and self.suspended[0].wait.signal == name:
-            self._resolve(self.suspended[0], payload)
+        self.events.append(("SignalReceived", None, None))
+        waiting = self.suspended is not None and self.suspended[0].wait is not None \
+            and wf.waits_on(state="suspended", wait_reason=self.suspended[0].wait.kind,
+                            waited=self.suspended[0].wait.signal, reason="signal", what=name)
+        delivered, woken = wf.ended_wait(waiting, paused=False)
+        if delivered:
+            assert self.suspended is not None
+            self._resolve(self.suspended[0], payload, event="SignalDelivered")
+            if woken:
+                self.events.append(("RunWoken", None, None))
         else:
             self.signals.setdefault(name, []).append(payload)
 
