@@ -179,7 +179,7 @@ class MemoryJournal:
 
     def send_signal(self, name: str, payload: Any = None) -> None:
         """A signal arrives: it ends a wait for it, or is kept for the next one."""
-        self.events.append(("SignalReceived", None, None))
+        self.events.append(("SignalReceived", None, name))
         waiting = self.suspended is not None and self.suspended[0].wait is not None \
             and wf.waits_on(state="suspended", wait_reason=self.suspended[0].wait.kind,
                             waited=self.suspended[0].wait.signal, reason="signal", what=name)
