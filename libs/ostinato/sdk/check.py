@@ -59,7 +59,7 @@ from typing import IO, Any, Final, Protocol
 import msgspec
 
 from ostinato.domain.states import FINAL, RunState
-from ostinato.domain.workflow import StepId
+from ostinato.domain.workflow import StepCounter, StepId
 from ostinato.sdk.context import RunContext, use_context
 from ostinato.sdk.tasks import Task
 from ostinato.sdk.workflow import NonDeterminismError, StepFailedError
@@ -166,7 +166,7 @@ class _ReplayJournal:
         self.pending = pending  # the wait a suspended run waits on, at position `end`
         self._page: dict[int, StepRecord] = {}  # one page of the history held at a time
         self.reached = -1  # the furthest position the code asked for and got
-        self.names: Counter[str] = Counter()  # the names of positions 0..reached
+        self.ids = StepCounter()  # the step ids of positions 0..reached (the SDK's counter)
         self.frontier: int | None = None  # the first position the code met unrecorded
         self.error: BaseException | None = None  # the history could not be read
 
@@ -188,12 +188,13 @@ class _ReplayJournal:
             raise _Stop(seq)
         if seq > self.reached:  # positions are asked for in order, each once
             self.reached = seq
-            self.names[record.name] += 1
+            self.ids.next(record.name)
         return [record]
 
     def recorded_id(self, seq: int, record: StepRecord) -> StepId:
         """The id of the recorded step at ``seq``, the position after ``reached``."""
-        return StepId(record.name, self.names[record.name] + (seq > self.reached))
+        return (self.ids.would_be(record.name) if seq > self.reached
+                else self.ids.last(record.name))
 
     async def at(self, seq: int) -> StepRecord | None:
         """The record at ``seq`` (the pending wait at ``end``); None: not recorded."""
