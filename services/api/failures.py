@@ -20,11 +20,17 @@ from ostinato.stores import runs as run_store
 from ostinato.stores.dead_letters import DeadLetterRow
 from ostinato.wire.api import (
     AttemptView,
+    BulkReplayed,
     BulkReplayRequest,
+    Cancelled,
+    DeadLetterCounts,
+    DeadLetterPage,
     DeadLetterView,
     ReplayRequest,
     Rerun,
     RetryRunRequest,
+    RunLogs,
+    Triaged,
     TriageRequest,
 )
 from services.api.auditing import audited
@@ -36,7 +42,7 @@ Limit = Annotated[int, QueryParameter(ge=1, le=500)]
 
 @post("/v1/runs/{run_id:uuid}/cancel", status_code=200, tags=["runs"],
       opt=audited("run.cancel", "run", "run_id"))
-async def cancel(run_id: FromPath[uuid.UUID], tenant: Tenant) -> dict[str, str]:
+async def cancel(run_id: FromPath[uuid.UUID], tenant: Tenant) -> Cancelled:
     """A waiting run is cancelled at once; a running one is asked to stop at its next safe
     point (it ends `cancelled`; a result that still arrives is kept and ignored). A waiting
     workflow with compensations to run is asked to stop as well (a suspended one is woken):
@@ -44,7 +50,7 @@ async def cancel(run_id: FromPath[uuid.UUID], tenant: Tenant) -> dict[str, str]:
     state = await runs.cancel_run(tenant.conn, tenant.store, tenant_id=tenant.tenant_id,
                                   run_id=run_id, actor=tenant.actor)
     tenant.audit.after = {"state": state}
-    return {"state": state, "cancel": "done" if state == "cancelled" else "requested"}
+    return Cancelled(state=state, cancel="done" if state == "cancelled" else "requested")
 
 
 @post("/v1/runs/{run_id:uuid}/retry", status_code=201, tags=["runs"],
@@ -63,16 +69,16 @@ async def retry_run(
 
 
 @get("/v1/runs/{run_id:uuid}/logs", tags=["runs"])
-async def run_logs(run_id: FromPath[uuid.UUID], tenant: Tenant) -> dict:
+async def run_logs(run_id: FromPath[uuid.UUID], tenant: Tenant) -> RunLogs:
     """The log lines the handler emitted during the run's latest reported attempt."""
     run = await run_store.by_id(tenant.conn, tenant.tenant_id, run_id)
     if run is None:
         raise NotFound(f"no run {run_id}")
-    lines: Any = []
+    lines: Any = []  # the stored lines as the gateway wrote them (RunLogLine's shape), as-is
     if run.logs_ref is not None:
         logs = await get_blobs(tenant.conn, [run.logs_ref], tenant.tenant_id)
         lines = logs.get(run.logs_ref, [])
-    return {"run_id": str(run_id), "attempt": run.attempt, "items": lines}
+    return RunLogs(run_id=run_id, attempt=run.attempt, items=lines)
 
 
 def _letter(row: DeadLetterRow, payload: Any = None,
@@ -142,7 +148,7 @@ async def list_dead_letters(
     older_than: FromQuery[str | None] = None,
     limit: Limit = 50,
     cursor: FromQuery[str | None] = None,
-) -> dict[str, Any]:
+) -> DeadLetterPage:
     """Dead letters, newest first, filtered by job, error type, triage state and age
     (`older_than=1h`), with counts by error type and triage state."""
     where = _filter(job_id, error_type, triage_state, older_than, tenant.clock.now())
@@ -156,17 +162,12 @@ async def list_dead_letters(
     for c in counts:
         by_type[c.error_type or "none"] = by_type.get(c.error_type or "none", 0) + c.n
         by_state[c.triage_state] = by_state.get(c.triage_state, 0) + c.n
-    return {
-        "items": [msgspec.to_builtins(_letter(r)) for r in rows],
-        "counts": {
-            "total": sum(by_state.values()),
-            "by_error_type": by_type,
-            "by_triage_state": by_state,
-        },
-        "next_cursor": encode_cursor(rows[-1].dead_lettered_at, rows[-1].run_id)
-        if more
-        else None,
-    }
+    return DeadLetterPage(
+        items=[_letter(r) for r in rows],
+        counts=DeadLetterCounts(total=sum(by_state.values()), by_error_type=by_type,
+                                by_triage_state=by_state),
+        next_cursor=encode_cursor(rows[-1].dead_lettered_at, rows[-1].run_id) if more else None,
+    )
 
 
 @get("/v1/dead-letters/{run_id:uuid}", tags=["dead letters"])
@@ -184,13 +185,13 @@ async def get_dead_letter(run_id: FromPath[uuid.UUID], tenant: Tenant) -> DeadLe
       opt=audited("dead_letter.triage", "run", "run_id"))
 async def triage(
     run_id: FromPath[uuid.UUID], data: JSONBody[TriageRequest], tenant: Tenant
-) -> dict[str, str]:
+) -> Triaged:
     old = await letters.by_id(tenant.conn, tenant.tenant_id, run_id)
     tenant.audit.before = None if old is None else {"triage_state": old.triage_state}
     tenant.audit.after = {"triage_state": data.state}
     await runs.triage(tenant.conn, tenant.store, tenant_id=tenant.tenant_id, run_id=run_id,
                       state=data.state, comment=data.comment, actor=tenant.actor)
-    return {"triage_state": data.state}
+    return Triaged(triage_state=data.state)
 
 
 @post("/v1/dead-letters/{run_id:uuid}/replay", status_code=201, tags=["dead letters"],
@@ -217,7 +218,7 @@ async def replay(
 
 @post("/v1/dead-letters/replay", status_code=200, tags=["dead letters"],
       opt=audited("dead_letter.replay_many", "run"))
-async def bulk_replay(data: JSONBody[BulkReplayRequest], tenant: Tenant) -> dict[str, int]:
+async def bulk_replay(data: JSONBody[BulkReplayRequest], tenant: Tenant) -> BulkReplayed:
     """Replay every dead letter matching the filter (up to `limit`); repeating the same
     `request_key` replays nothing twice."""
     where = letters.Filter(job_id=data.job_id, error_type=data.error_type,
@@ -228,7 +229,7 @@ async def bulk_replay(data: JSONBody[BulkReplayRequest], tenant: Tenant) -> dict
         run_ids=[r.run_id for r in rows], actor=tenant.actor, request_key=data.request_key)
     tenant.audit.after = {"matched": len(rows), "replayed": created,
                           "already_replayed": existing}
-    return {"matched": len(rows), "replayed": created, "already_replayed": existing}
+    return BulkReplayed(matched=len(rows), replayed=created, already_replayed=existing)
 
 
 ROUTES = [

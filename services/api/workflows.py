@@ -21,6 +21,7 @@ from ostinato.wire.api import (
     ChildView,
     PauseChanged,
     PauseMatchingRequest,
+    RunPaused,
     RunPauseRequest,
     SignalAccepted,
     StepsPage,
@@ -76,7 +77,7 @@ async def run_children(run_id: FromPath[uuid.UUID], tenant: Tenant,
 @post("/v1/runs/{run_id:uuid}/pause", status_code=200, tags=["runs"],
       opt=audited("run.pause", "run", "run_id"))
 async def pause(run_id: FromPath[uuid.UUID], tenant: Tenant,
-                data: JSONBody[RunPauseRequest | None] = None) -> dict[str, Any]:
+                data: JSONBody[RunPauseRequest | None] = None) -> RunPaused:
     """Pause a running or suspended workflow run: it starts no next step, its timer is frozen
     (the time left is kept), and a signal or a child's end that comes meanwhile is recorded but
     wakes nothing until the run is resumed. Recorded with the caller and the `reason`."""
@@ -84,20 +85,20 @@ async def pause(run_id: FromPath[uuid.UUID], tenant: Tenant,
                                    tenant_id=tenant.tenant_id, run_id=run_id,
                                    actor=tenant.actor, reason=(data or RunPauseRequest()).reason)
     tenant.audit.before, tenant.audit.after = {"paused": not changed}, {"paused": True}
-    return {"paused": True, "changed": changed}
+    return RunPaused(paused=True, changed=changed)
 
 
 @post("/v1/runs/{run_id:uuid}/resume", status_code=200, tags=["runs"],
       opt=audited("run.resume", "run", "run_id"))
 async def resume(run_id: FromPath[uuid.UUID], tenant: Tenant,
-                 data: JSONBody[RunPauseRequest | None] = None) -> dict[str, Any]:
+                 data: JSONBody[RunPauseRequest | None] = None) -> RunPaused:
     """Resume a paused run where it stopped: a frozen timer gets the time it had left, and a
     run whose wait completed meanwhile (or that the pause suspended) is woken."""
     changed = await runs.resume_run(tenant.conn, tenant.store, tenant.clock,
                                     tenant_id=tenant.tenant_id, run_id=run_id,
                                     actor=tenant.actor, reason=(data or RunPauseRequest()).reason)
     tenant.audit.before, tenant.audit.after = {"paused": changed}, {"paused": False}
-    return {"paused": False, "changed": changed}
+    return RunPaused(paused=False, changed=changed)
 
 
 @post("/v1/runs/pause", status_code=200, tags=["runs"],
