@@ -3,16 +3,23 @@ manifests on the project's machines: so the security that matters is checked her
 them. The broker has the local broker's listeners, SASL and authorizer
 (`infra/kafka/server.properties`); the migrate Job creates both database roles and the services'
 Kafka users; every service connects as its own Kafka user with its password from the Secret.
-(PyYAML comes with litestar.)"""
+Every manifest is valid against the Kubernetes schemas `kubernetes-validate` bundles (offline),
+and every service is highly available: two or more replicas, a PodDisruptionBudget, spread over
+nodes, probes and a grace period that cover the drain (issue 39). (PyYAML comes with litestar.)"""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
+import kubernetes_validate
+import pytest
 import yaml
 
 from ostinato.bus import access
 from ostinato.bus.topics import Topics
+from ostinato.runtime.ops import HttpServer
+from ostinato.runtime.service import STOP_SECONDS
 from tests.helpers.lab.cluster import ROOT
 
 K8S = ROOT / "infra" / "k8s"
@@ -126,3 +133,89 @@ def test_the_migrate_job_creates_both_database_roles_and_the_kafka_users() -> No
     for service, file in SERVICE_FILES.items():
         assert secrets[f"KAFKA_{service.upper()}_PASSWORD"] == f"kafka-{file}-password"
     assert "postgres-password" not in secrets.values()  # only the init container has it
+
+
+# The oldest Kubernetes release the manifests promise to fit (policy/v1 PDBs since 1.21; the
+# bundled schemas start at 1.25). Strict: a misspelt or misplaced field is an error.
+K8S_VERSION = "1.30"
+# Kinds outside the core schemas: kustomize's own file and KEDA's example (not applied by -k).
+NOT_CORE = {("kustomization.yaml", "Kustomization"), ("keda-workers.yaml", "ScaledObject")}
+
+
+def manifests() -> list[tuple[str, dict[str, Any]]]:
+    return [(path.name, doc) for path in sorted(K8S.rglob("*.yaml"))
+            for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+@pytest.mark.parametrize(("file", "doc"), manifests(),
+                         ids=lambda v: v if isinstance(v, str) else v["kind"])
+def test_every_manifest_is_valid_against_the_kubernetes_schemas(file: str,
+                                                                doc: dict[str, Any]) -> None:
+    if (file, doc["kind"]) in NOT_CORE:
+        with pytest.raises(kubernetes_validate.SchemaNotFoundError):
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+        return
+    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_the_schema_check_refuses_a_broken_deployment() -> None:
+    """The check above would catch a real mistake: a misspelt field, a string count."""
+    deployment = of_kind("api.yaml", "Deployment")
+    for broken in ({**deployment, "spec": {**deployment["spec"], "replica": 2}},
+                   {**deployment, "spec": {**deployment["spec"], "replicas": "two"}}):
+        with pytest.raises(kubernetes_validate.ValidationError):
+            kubernetes_validate.validate(broken, K8S_VERSION, strict=True)
+
+
+def drain_seconds() -> float:
+    """What a service's stop takes at most: in-flight requests, then the duties' last ticks."""
+    graceful = inspect.signature(HttpServer).parameters["graceful_timeout"].default
+    return graceful + STOP_SECONDS
+
+
+def test_every_deployment_is_one_of_the_services_or_jaeger() -> None:
+    """A new service's Deployment must be added to SERVICE_FILES, and so to the HA checks."""
+    deployments = {doc["metadata"]["name"] for _, doc in manifests()
+                   if doc["kind"] == "Deployment"}
+    assert deployments == set(SERVICE_FILES.values()) | {"jaeger"}
+
+
+@pytest.mark.parametrize("file", sorted(SERVICE_FILES.values()))
+def test_every_service_runs_two_or_more_instances_spread_over_nodes(file: str) -> None:
+    deployment = of_kind(f"{file}.yaml", "Deployment")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["replicas"] >= 2
+    rolling = deployment["spec"]["strategy"]["rollingUpdate"]
+    assert rolling["maxUnavailable"] == 0  # a rolling restart never takes one below its count
+    [term] = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == labels
+
+
+@pytest.mark.parametrize("file", sorted(SERVICE_FILES.values()))
+def test_every_service_has_a_disruption_budget_selecting_its_pods(file: str) -> None:
+    deployment = of_kind(f"{file}.yaml", "Deployment")
+    [pdb] = [doc for _, doc in manifests() if doc["kind"] == "PodDisruptionBudget"
+             and doc["spec"]["selector"] == deployment["spec"]["selector"]]
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["minAvailable"] < deployment["spec"]["replicas"]  # a drain can proceed
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+@pytest.mark.parametrize("file", sorted(SERVICE_FILES.values()))
+def test_every_services_probes_and_grace_period_cover_the_drain(file: str) -> None:
+    pod = of_kind(f"{file}.yaml", "Deployment")["spec"]["template"]["spec"]
+    c = container(f"{file}.yaml")
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/livez"  # never restarted for a dependency
+    assert c["startupProbe"]["httpGet"]["path"] == "/livez"
+    port = c["ports"][0]["name"]
+    assert {c[p]["httpGet"]["port"] for p in ("readinessProbe", "livenessProbe")} == {port}
+    command = c["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[0] == "sleep"
+    pre_stop = float(command[1])
+    # The grace period counts from the preStop hook's start: the hook, then the whole drain.
+    assert pod["terminationGracePeriodSeconds"] >= pre_stop + drain_seconds()
+
