@@ -12,7 +12,7 @@ from litestar.params import JSONBody, PathParameter, QueryParameter
 
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.stores import alerts as alert_store
-from ostinato.wire.api import AlertSinkRequest, AlertSinkView, AlertView
+from ostinato.wire.api import Alerts, AlertSinkRequest, AlertSinks, AlertSinkView, AlertView
 from services.api.auditing import audited
 from services.api.scope import Tenant
 
@@ -56,9 +56,9 @@ async def put_sink(name: SinkName, data: JSONBody[AlertSinkRequest],
 
 
 @get("/v1/alert-sinks", tags=["alerts"])
-async def list_sinks(tenant: Tenant) -> dict[str, list[AlertSinkView]]:
-    return {"items": [_view(r) for r in await alert_store.sinks_of(tenant.conn,
-                                                                   tenant.tenant_id)]}
+async def list_sinks(tenant: Tenant) -> AlertSinks:
+    return AlertSinks(items=[_view(r) for r in await alert_store.sinks_of(tenant.conn,
+                                                                          tenant.tenant_id)])
 
 
 @delete("/v1/alert-sinks/{name:str}", status_code=204, tags=["alerts"],
@@ -71,12 +71,12 @@ async def delete_sink(name: SinkName, tenant: Tenant) -> None:
 
 
 @get("/v1/alerts", tags=["alerts"])
-async def list_alerts(tenant: Tenant, limit: Limit = 200) -> dict[str, list[AlertView]]:
+async def list_alerts(tenant: Tenant, limit: Limit = 200) -> Alerts:
     """The tenant's alerts: firing first, then resolved, newest first."""
     rows = await alert_store.alerts_of(tenant.conn, tenant.tenant_id, limit)
-    return {"items": [AlertView(key=r.alert_key, rule=r.rule, status=r.status, owner=r.owner,
-                                labels=r.labels, annotations=r.annotations,
-                                starts_at=r.starts_at, ends_at=r.ends_at) for r in rows]}
+    return Alerts(items=[AlertView(key=r.alert_key, rule=r.rule, status=r.status, owner=r.owner,
+                                   labels=r.labels, annotations=r.annotations,
+                                   starts_at=r.starts_at, ends_at=r.ends_at) for r in rows])
 
 
 ROUTES = [put_sink, list_sinks, delete_sink, list_alerts]
