@@ -43,9 +43,10 @@ async def grant(settings: Settings, tenant_id: uuid.UUID) -> KafkaAccessView:
     password = new_password()
     try:
         auth = settings.kafka_auth
+        replicas = settings.kafka_replication_factor
         await ensure_topics(settings.kafka_bootstrap, [submit], settings.kafka_submit_partitions,
-                            auth)
-        await ensure_topics(settings.kafka_bootstrap, [rejects], 1, auth)
+                            auth, replicas)
+        await ensure_topics(settings.kafka_bootstrap, [rejects], 1, auth, replicas)
         await grant_tenant(settings.kafka_bootstrap, tenant_id=tenant_id, topic=submit,
                            password=password, auth=auth)
     except (KafkaError, KafkaAccessError, OSError) as exc:

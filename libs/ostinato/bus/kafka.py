@@ -79,9 +79,21 @@ def make_producer(bootstrap: str, client_id: str,
     )
 
 
+def topic_configs(replication_factor: int) -> dict[str, str]:
+    """A new topic's configuration for its replication factor: with three replicas or more, a
+    write is acknowledged (our producers send acks=all) only once two replicas have it, so a
+    broker that dies right after acknowledging loses nothing, and one broker may be down
+    without stopping writes. Fewer replicas keep the broker's default (1)."""
+    if replication_factor < 1:
+        raise ValueError("the replication factor must be at least 1")
+    return {"min.insync.replicas": "2"} if replication_factor >= 3 else {}
+
+
 async def ensure_topics(bootstrap: str, names: Sequence[str], partitions: int,
-                        auth: KafkaAuth = NO_AUTH) -> list[str]:
-    """Create missing topics (auto-creation is off on our brokers); return those created."""
+                        auth: KafkaAuth = NO_AUTH, replication_factor: int = 1) -> list[str]:
+    """Create missing topics (auto-creation is off on our brokers) with `replication_factor`
+    replicas (`topic_configs`); return those created. Existing topics are left as they are."""
+    configs = topic_configs(replication_factor)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="ostinato-admin",
                                 **auth.options())
     await admin.start()
@@ -91,7 +103,9 @@ async def ensure_topics(bootstrap: str, names: Sequence[str], partitions: int,
         if missing:
             try:
                 await admin.create_topics(
-                    [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in missing]
+                    [NewTopic(n, num_partitions=partitions,
+                              replication_factor=replication_factor, topic_configs=configs)
+                     for n in missing]
                 )
             except TopicAlreadyExistsError:
                 pass
@@ -100,7 +114,7 @@ async def ensure_topics(bootstrap: str, names: Sequence[str], partitions: int,
                 if set(missing) <= set(await admin.list_topics()):
                     break
                 await asyncio.sleep(0.1)
-            log.info("topics created", topics=missing)
+            log.info("topics created", topics=missing, replication_factor=replication_factor)
         return missing
     finally:
         await admin.close()

@@ -47,7 +47,7 @@ def topics() -> None:
 
     s = _settings()
     created = asyncio.run(ensure_topics(s.kafka_bootstrap, s.topics.all(), s.topic_partitions,
-                                        s.kafka_auth))
+                                        s.kafka_auth, s.kafka_replication_factor))
     print(f"topics: {', '.join(s.topics.all())} (created now: {len(created)})")
 
 

@@ -110,7 +110,8 @@ class Service:
         does not answer)."""
         await producer.start()
         await ensure_topics(self.settings.kafka_bootstrap, self.settings.topics.all(),
-                            self.settings.topic_partitions, self.settings.kafka_auth)
+                            self.settings.topic_partitions, self.settings.kafka_auth,
+                            self.settings.kafka_replication_factor)
 
     async def start_producer(self, *, attempts: int = 60) -> AIOKafkaProducer:
         """Start an idempotent producer, waiting for the broker; create missing topics."""

@@ -36,6 +36,9 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # it. Empty: no Kafka submission (no tenant users, topics or ingest), as in most tests.
     kafka_tenant_bootstrap: str = ""
     kafka_submit_partitions: int = 3  # of each tenant's submit topic
+    # Replicas of each topic the services create (3 in the HA profile's three-broker cluster,
+    # with min.insync.replicas 2: ostinato.bus.kafka.topic_configs); at most the broker count.
+    kafka_replication_factor: int = 1
     topic_prefix: str = ""
     pools: str = "default"
     topic_partitions: int = 12
@@ -63,6 +66,10 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # live without writes while it waits; keep it above a third of the lease TTL too (a busy
     # worker only heartbeats).
     worker_ttl_seconds: float = MAX_CLAIM_WAIT_SECONDS + 5.0
+    # A worker that pings (the SDK: every second while it holds runs) and has been silent this
+    # long (or three of its pings, if longer) is dead: the reconciler takes its runs back at
+    # once, fenced as a lease expiry (policy/liveness.py).
+    worker_dead_after_seconds: float = 3.0
     reconcile_interval_seconds: float = 10.0
     stuck_after_seconds: float = 300.0
     # A workflow suspended this long waiting for a signal, a child or its resume (paused) is
@@ -103,8 +110,12 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
         if not (self.api_rate_per_second >= 0 and self.api_burst >= 1):
             raise ValueError("OSTINATO_API_RATE_PER_SECOND must be >= 0 and "
                              "OSTINATO_API_BURST >= 1")
+        if self.kafka_replication_factor < 1:
+            raise ValueError("OSTINATO_KAFKA_REPLICATION_FACTOR must be >= 1")
         if self.lease_ttl_seconds <= 0:
             raise ValueError("OSTINATO_LEASE_TTL_SECONDS must be positive")
+        if self.worker_dead_after_seconds <= 0:
+            raise ValueError("OSTINATO_WORKER_DEAD_AFTER_SECONDS must be positive")
         if self.worker_ttl_seconds <= MAX_CLAIM_WAIT_SECONDS:
             raise ValueError("OSTINATO_WORKER_TTL_SECONDS must exceed the longest claim wait "
                              f"({MAX_CLAIM_WAIT_SECONDS:g} s)")
