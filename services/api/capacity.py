@@ -29,9 +29,15 @@ from ostinato.wire.api import (
     ApiRateRequest,
     ClassLoad,
     LimitRequest,
+    Limits,
+    LimitSet,
     LimitView,
+    PoolPaused,
     PoolPauseRequest,
+    Pools,
     PoolView,
+    Workers,
+    WorkerView,
 )
 from ostinato.workers import registry
 from services.api import auditing
@@ -49,12 +55,12 @@ def _known_pool(request: Request, pool: str) -> None:
 
 
 @get("/v1/pools", tags=["pools"])
-async def list_pools(request: Request, caller: Caller) -> dict[str, list[PoolView]]:
+async def list_pools(request: Request, caller: Caller) -> Pools:
     """Each pool's capacity, pauses and load per priority class: the caller's own runs (every
     tenant's, for the admin)."""
     s = app_state(request)
     async with s.pool.acquire() as conn:
-        return {"items": await pool_views(conn, s, caller.tenant_id)}
+        return Pools(items=await pool_views(conn, s, caller.tenant_id))
 
 
 async def pool_views(conn: asyncpg.Connection, s: Any,
@@ -94,7 +100,7 @@ async def pool_views(conn: asyncpg.Connection, s: Any,
 
 
 async def _pause(request: Request, pool: str, caller: Principal, paused: bool,
-                 reason: str | None) -> dict[str, str | bool]:
+                 reason: str | None) -> PoolPaused:
     _known_pool(request, pool)
     s = app_state(request)
     async with s.pool.acquire() as conn, \
@@ -105,21 +111,21 @@ async def _pause(request: Request, pool: str, caller: Principal, paused: bool,
         audit.after = {"paused": paused}
         audit.detail = reason or ""
     scope = "every tenant" if caller.tenant_id is None else "this tenant's queue"
-    return {"pool": pool, "scope": scope, "status": "paused" if paused else "active",
-            "changed": changed}
+    return PoolPaused(pool=pool, scope=scope, status="paused" if paused else "active",
+                      changed=changed)
 
 
 @post("/v1/pools/{pool:str}/pause", status_code=200, tags=["pools"],
       opt=audited("pool.pause", "pool", "pool"))
 async def pause_pool(request: Request, pool: PoolName, caller: Caller,
-                     data: JSONBody[PoolPauseRequest | None] = None) -> dict[str, str | bool]:
+                     data: JSONBody[PoolPauseRequest | None] = None) -> PoolPaused:
     """Stop dispatching into the pool; waiting runs stay waiting, running ones finish."""
     return await _pause(request, pool, caller, True, (data or PoolPauseRequest()).reason)
 
 
 @post("/v1/pools/{pool:str}/resume", status_code=200, tags=["pools"],
       opt=audited("pool.resume", "pool", "pool"))
-async def resume_pool(request: Request, pool: PoolName, caller: Caller) -> dict[str, str | bool]:
+async def resume_pool(request: Request, pool: PoolName, caller: Caller) -> PoolPaused:
     return await _pause(request, pool, caller, False, None)
 
 
@@ -132,7 +138,7 @@ def _limit_doc(row: limits.LimitRow | None) -> dict[str, object] | None:
 
 async def record_limit(conn: asyncpg.Connection, store: EventStore, tenant_id: uuid.UUID,
                        scope: str, name: str, data: LimitRequest, actor: str,
-                       audit: Audit) -> dict[str, str]:
+                       audit: Audit) -> LimitSet:
     """Set a limit; its audit row gets the limit before and after (the routes below and the
     web UI's tenants page)."""
     audit.target_id = f"{scope}:{name}" if name else scope
@@ -142,7 +148,7 @@ async def record_limit(conn: asyncpg.Connection, store: EventStore, tenant_id: u
                         weight=data.weight)
     await controls.set_limit(conn, store, tenant_id=tenant_id, limit=limit, actor=actor)
     audit.after = _limit_doc(await _limit_of(conn, tenant_id, scope, name))
-    return {"scope": scope, "name": name, "status": "set"}
+    return LimitSet(scope=scope, name=name, status="set")
 
 
 async def _limit_of(conn: asyncpg.Connection, tenant_id: uuid.UUID, scope: str,
@@ -154,7 +160,7 @@ async def _limit_of(conn: asyncpg.Connection, tenant_id: uuid.UUID, scope: str,
 @put("/v1/tenants/{tenant_id:uuid}/limits", status_code=200, tags=["limits"],
      opt=audited("limit.set", "limit", action=roles.ADMINISTER))
 async def put_tenant_limits(request: Request, tenant_id: FromPath[uuid.UUID],
-                            data: JSONBody[LimitRequest], caller: Caller) -> dict[str, str]:
+                            data: JSONBody[LimitRequest], caller: Caller) -> LimitSet:
     """The tenant's weight, concurrency limit and rate limit (admin key)."""
     require_admin(caller)
     s = app_state(request)
@@ -166,7 +172,7 @@ async def put_tenant_limits(request: Request, tenant_id: FromPath[uuid.UUID],
 @put("/v1/tenants/{tenant_id:uuid}/limits/api", status_code=200, tags=["limits"],
      opt=audited("limit.set", "limit", action=roles.ADMINISTER))
 async def put_tenant_api_rate(request: Request, tenant_id: FromPath[uuid.UUID],
-                              data: JSONBody[ApiRateRequest], caller: Caller) -> dict[str, str]:
+                              data: JSONBody[ApiRateRequest], caller: Caller) -> LimitSet:
     """Requests per second per API key of the tenant at each api process (admin key); a
     request over it is a 429 with Retry-After. Takes effect within 10 s."""
     require_admin(caller)
@@ -180,7 +186,7 @@ async def put_tenant_api_rate(request: Request, tenant_id: FromPath[uuid.UUID],
 @put("/v1/limits/tasks/{task:str}", status_code=200, tags=["limits"],
      opt=audited("limit.set", "limit"))
 async def put_task_limit(task: LimitName, data: JSONBody[LimitRequest],
-                         tenant: Tenant) -> dict[str, str]:
+                         tenant: Tenant) -> LimitSet:
     """At most `max_concurrency` runs of this job type of the tenant at a time."""
     return await record_limit(tenant.conn, tenant.store, tenant.tenant_id, "task", task, data,
                               tenant.actor, tenant.audit)
@@ -189,7 +195,7 @@ async def put_task_limit(task: LimitName, data: JSONBody[LimitRequest],
 @put("/v1/limits/resources/{name:str}", status_code=200, tags=["limits"],
      opt=audited("limit.set", "limit"))
 async def put_resource_limit(name: LimitName, data: JSONBody[LimitRequest],
-                             tenant: Tenant) -> dict[str, str]:
+                             tenant: Tenant) -> LimitSet:
     """A token bucket for a named external resource: jobs with `resource: name` start at most
     `rate_per_second` a second, with bursts up to `burst`."""
     return await record_limit(tenant.conn, tenant.store, tenant.tenant_id, "resource", name,
@@ -197,22 +203,22 @@ async def put_resource_limit(name: LimitName, data: JSONBody[LimitRequest],
 
 
 @get("/v1/workers", tags=["pools"])
-async def list_workers(request: Request, caller: Caller) -> dict[str, list[dict[str, object]]]:
+async def list_workers(request: Request, caller: Caller) -> Workers:
     """Live and recently seen workers: the caller's own and the shared ones (all, for the
     admin), with the pools they serve, their declared slots and the version of each task they
     serve."""
     async with app_state(request).pool.acquire() as conn:
         workers = await registry.list_workers(conn, caller.tenant_id)
-    return {"items": [{"worker_id": w.worker_id, "shared": w.tenant_id is None,
-                       "pools": w.pools, "slots": w.slots, "seen_at": w.seen_at.isoformat(),
-                       "versions": w.versions or {}}
-                      for w in workers]}
+    return Workers(items=[WorkerView(worker_id=w.worker_id, shared=w.tenant_id is None,
+                                     pools=w.pools, slots=w.slots, seen_at=w.seen_at,
+                                     versions=w.versions or {})
+                          for w in workers])
 
 
 @get("/v1/limits", tags=["limits"])
-async def list_limits(tenant: Tenant) -> dict[str, list[LimitView]]:
-    return {"items": [LimitView(**msgspec.structs.asdict(r))
-                      for r in await limits.of_tenant(tenant.conn, tenant.tenant_id)]}
+async def list_limits(tenant: Tenant) -> Limits:
+    return Limits(items=[LimitView(**msgspec.structs.asdict(r))
+                         for r in await limits.of_tenant(tenant.conn, tenant.tenant_id)])
 
 
 ROUTES = [list_pools, pause_pool, resume_pool, list_workers, put_tenant_limits,
