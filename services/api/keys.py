@@ -17,6 +17,7 @@ from ostinato.stores import api_keys
 from ostinato.wire.api import (
     IssuedKeyView,
     KeyRequest,
+    Keys,
     KeyView,
     RotatedKeyView,
     RotateRequest,
@@ -58,11 +59,11 @@ async def issue_key(data: JSONBody[KeyRequest], tenant: Tenant) -> IssuedKeyView
 
 
 @get("/v1/keys", tags=["keys"], opt=KEYS)
-async def list_keys(tenant: Tenant) -> dict[str, list[KeyView]]:
+async def list_keys(tenant: Tenant) -> Keys:
     """The tenant's keys, newest first, revoked ones too (never a secret or a hash)."""
     now = tenant.clock.now()
     rows = await api_keys.list_keys(tenant.conn, tenant.tenant_id)
-    return {"keys": [_view(r, now) for r in rows]}
+    return Keys(keys=[_view(r, now) for r in rows])
 
 
 @get("/v1/keys/{key_id:uuid}", tags=["keys"], opt=KEYS)
