@@ -26,7 +26,7 @@ from ostinato.jobs.payloads import compile_schema
 from ostinato.runtime.problems import problem
 from ostinato.stores import task_schemas
 from ostinato.telemetry.logging import get_logger
-from ostinato.wire import worker as r
+from ostinato.wire import worker as p
 
 log = get_logger("ostinato.gateway")
 SCHEMAS_REFUSED = Counter("ostinato_task_schemas_refused_total",
@@ -44,7 +44,7 @@ def _refused(request: Request, status: int, code: str, title: str,
 
 
 async def register_tasks(request: Request, tenant_id: uuid.UUID | None,
-                         data: r.RegisterTasksRequest) -> Response[bytes]:
+                         data: p.RegisterTasksRequest) -> Response[bytes]:
     """Register the payload schemas of the worker's tasks in its scope (`tenant_id`, None: the
     shared one), all or none: 422 for a schema that cannot be used, 409 when a (task,
     payload_version) is registered already with another schema."""
@@ -63,9 +63,9 @@ async def register_tasks(request: Request, tenant_id: uuid.UUID | None,
             continue
         seen[(item.task, version)] = i
         text = _json.encode(item.payload_schema).decode()
-        if len(text) > r.MAX_SCHEMA_BYTES:
+        if len(text) > p.MAX_SCHEMA_BYTES:
             errors.append({"field": f"{field}.payload_schema",
-                           "message": f"larger than {r.MAX_SCHEMA_BYTES} bytes"})
+                           "message": f"larger than {p.MAX_SCHEMA_BYTES} bytes"})
             continue
         try:
             compile_schema(item.payload_schema)
@@ -102,7 +102,7 @@ async def register_tasks(request: Request, tenant_id: uuid.UUID | None,
     if created:
         log.info("task schemas registered", worker_id=data.worker_id, scope=scope,
                  schemas={s.task: s.payload_version for s in created})
-    body = r.RegisterTasksResponse(scope=scope, schemas=[
-        r.RegisteredSchema(task=s.task, payload_version=s.payload_version, created=s.created)
+    body = p.RegisterTasksResponse(scope=scope, schemas=[
+        p.RegisteredSchema(task=s.task, payload_version=s.payload_version, created=s.created)
         for s in held])
     return Response(_json.encode(body), status_code=200, media_type="application/json")
