@@ -9,6 +9,9 @@ import uuid
 import asyncpg
 import pytest
 
+from ostinato.db.health import WRITES
+from ostinato.db.pool import create_pool
+
 
 async def test_service_connections_never_jit_compile(pool) -> None:
     # A cached plan made on small tables can carry an estimate past jit_above_cost once they
@@ -56,3 +59,27 @@ async def test_every_builtin_container_is_still_an_array_and_nothing_else_is(poo
         for not_an_array in (values, "12", b"12", (i for i in (1, 2))):
             with pytest.raises((TypeError, asyncpg.DataError)):
                 await conn.fetchval("SELECT $1::int[]", not_an_array)
+
+
+async def test_a_connection_that_met_a_read_only_server_is_replaced_on_release(db_url) -> None:
+    # After a failover a pooled connection may sit on a node that now refuses writes (25006);
+    # kept, it would answer every request it serves with a 503. Closed on release, the next
+    # one is opened by the multi-host URL's rule on the writable primary. Here the session
+    # turns read-only on its own (the pool keeps session state: no RESET ALL on release).
+    p = await create_pool(db_url, min_size=1, max_size=1)
+    try:
+        async with p.acquire() as conn:
+            first = await conn.fetchval("SELECT pg_backend_pid()")
+            await conn.execute("SET default_transaction_read_only = on")
+            with pytest.raises(asyncpg.ReadOnlySQLTransactionError):
+                await conn.execute("CREATE TEMP TABLE t (x int)")
+        async with p.acquire() as conn:
+            assert await conn.fetchval("SELECT pg_backend_pid()") != first
+            assert await conn.fetchval("SHOW default_transaction_read_only") == "off"
+        async with p.acquire() as conn:  # an ordinary one is kept, as before
+            again = await conn.fetchval("SELECT pg_backend_pid()")
+        async with p.acquire() as conn:
+            assert await conn.fetchval("SELECT pg_backend_pid()") == again
+    finally:
+        await p.close()
+        WRITES.clear()  # the refusal was this test's own: /readyz of this process is not hit

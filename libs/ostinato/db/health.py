@@ -94,11 +94,12 @@ WRITES = WriteHealth()  # one per process: every pool's connections report here
 def _tracked(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     """`method` of asyncpg.Connection, reporting a refused write to `WRITES` as it raises."""
 
-    async def tracked(self: asyncpg.Connection, *args: Any, **kwargs: Any) -> Any:
+    async def tracked(self: TrackedConnection, *args: Any, **kwargs: Any) -> Any:
         try:
             return await method(self, *args, **kwargs)
         except asyncpg.PostgresError as exc:
-            WRITES.note(exc)
+            if WRITES.note(exc) and exc.sqlstate == READ_ONLY:
+                self.read_only_seen = True
             raise
 
     tracked.__name__ = method.__name__
@@ -111,9 +112,18 @@ class TrackedConnection(asyncpg.Connection):
     `ostinato.db.pool.create_pool`). The public statement methods are wrapped, COMMIT (sent by
     `execute`) among them; none calls another, so an error is reported once. Costs one
     coroutine frame a statement (a few hundred ns against the tens of µs of asyncpg's own
-    work), and nothing more unless it fails."""
+    work), and nothing more unless it fails.
 
-    __slots__ = ()
+    A connection that met a read-only server (25006: a primary demoted to a standby after a
+    failover, or one set read-only) says so in `read_only_seen`; the pool closes it on release
+    (`ostinato.db.pool`) so that the next one is opened by the multi-host URL's rule
+    (target_session_attrs=read-write): on the writable primary, wherever it is now."""
+
+    __slots__ = ("read_only_seen",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.read_only_seen = False
 
     execute = _tracked(asyncpg.Connection.execute)
     executemany = _tracked(asyncpg.Connection.executemany)

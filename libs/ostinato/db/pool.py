@@ -51,7 +51,11 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     """Release without asyncpg's default reset query (advisory unlock, CLOSE ALL, UNLISTEN,
     RESET ALL): a round trip on every release, for session state this code never creates
     (locks are transaction-scoped, no LISTEN, no session SET). An open transaction is still
-    rolled back by asyncpg before this runs."""
+    rolled back by asyncpg before this runs. A connection that met a read-only server is
+    closed instead (`TrackedConnection.read_only_seen`): kept, it would refuse every write
+    after a failover; a new one finds the primary through the multi-host URL."""
+    if getattr(conn, "read_only_seen", False):
+        conn.terminate()  # the pool opens a new one on the next acquire
 
 
 async def create_pool(
@@ -61,7 +65,13 @@ async def create_pool(
     cost the scheduler 0.1-0.25 ms of PostgreSQL per idle poll, five polls 20 times a second.
     The one statement whose generic plan is wrong, the due poll, asks for its own custom plan
     (`ostinato.stores.jobs.claim_due`). Its connections report refused writes (disk full,
-    read-only) to `ostinato.db.health.WRITES`, which /readyz reads."""
+    read-only) to `ostinato.db.health.WRITES`, which /readyz reads.
+
+    `dsn` may name several servers, `postgresql://u@h1:p1,h2:p2/db?target_session_attrs=
+    read-write` (asyncpg tries them in order and keeps the first that takes writes): the HA
+    profile's primary and standby, either of which may be the primary after a failover
+    (infra/README.md "HA PostgreSQL"). Connections to a node that died are lost and replaced;
+    one to a node that became read-only is closed on release (`_keep_session`)."""
     pool = await asyncpg.create_pool(
         dsn,
         min_size=min_size,

@@ -199,6 +199,7 @@ class Service:
                     "SELECT current_setting('transaction_read_only')")
             if read_only == "on":
                 WRITES.record(READ_ONLY, "the server is read-only (transaction_read_only is on)")
+                self._drop_probe_conn()  # the next probe connects anew: to the primary, if HA
             return True
         except TimeoutError:
             self._drop_probe_conn()
