@@ -14,52 +14,21 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=infra/env.sh
 . "$ROOT/infra/env.sh"
 
-PG_MAJOR=${OSTINATO_PG_MAJOR:-15}
-PGBIN=/usr/lib/postgresql/$PG_MAJOR/bin
 PORT=$OSTINATO_PG_PORT
 START_TIMEOUT=${OSTINATO_PG_START_TIMEOUT:-60}
 
 # shellcheck source=infra/lib.sh
 . "$ROOT/infra/lib.sh"
+# shellcheck source=infra/postgres/common.sh
+. "$ROOT/infra/postgres/common.sh"   # PGBIN, pg_install, as_pg, pg_own, pg_base, ensure_role_and_db
 
 # --- binaries -----------------------------------------------------------------
-if [ ! -x "$PGBIN/postgres" ] || [ ! -x "$PGBIN/psql" ]; then
-  [ "$(id -u)" -eq 0 ] || die "PostgreSQL $PG_MAJOR not found in $PGBIN (install postgresql-$PG_MAJOR)"
-  log "installing postgresql-$PG_MAJOR with apt-get (one-off)"
-  # Do not let the Debian package create and start its own 'main' cluster on :5432.
-  if [ ! -e /etc/postgresql-common/createcluster.conf ]; then
-    mkdir -p /etc/postgresql-common
-    echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.conf
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends \
-    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
-    "postgresql-$PG_MAJOR" >/dev/null
-  [ -x "$PGBIN/postgres" ] || die "postgresql-$PG_MAJOR installed but $PGBIN/postgres is missing"
-fi
-
-# Run a command as the postgres OS user (PostgreSQL refuses to run as root).
-if [ "$(id -u)" -eq 0 ]; then
-  id postgres >/dev/null 2>&1 || die "OS user 'postgres' does not exist"
-  as_pg() { (cd / && runuser -u postgres -- "$@"); }
-else
-  as_pg() { "$@"; }
-fi
-# chown to postgres (no-op when not root: then everything runs as the caller)
-pg_own() { if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$@"; fi; }
+pg_install "postgresql-$PG_MAJOR:$PGBIN/postgres"
 
 # --- locations ----------------------------------------------------------------
 STATE="$ROOT/.cache/pg"
 HASH=$(printf '%s' "$ROOT" | sha256sum | cut -c1-12)
-mkdir -p "$STATE"
-chmod 0755 "$STATE"
-if as_pg test -x "$STATE" && as_pg test -r "$STATE"; then
-  BASE="$STATE"
-else
-  # The repo sits under a directory the postgres user cannot traverse.
-  BASE="/var/lib/ostinato/$HASH"
-fi
+BASE=$(pg_base "$STATE")  # /var/lib/ostinato/$HASH if postgres cannot traverse the checkout
 PGDATA="$BASE/data"
 LOGDIR="$BASE/log"
 SOCKDIR="$BASE/run"
@@ -69,48 +38,6 @@ if [ $(( ${#SOCKDIR} + 21 )) -gt 100 ]; then
 fi
 LOGFILE="$LOGDIR/postgres.log"
 INIT_MARK="$BASE/initialized"
-
-PSQL=("$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT")
-
-# Three roles (docs: README.md "Database roles"; the grants are in migration 0025_roles.sql):
-#   ostinato        SUPERUSER: administration and the tests' fixtures (create/drop databases)
-#                   only; no service connects with it.
-#   ostinato_owner  owns the database, its schema objects and every table: migrations
-#                   (`ostinato migrate`), `rebuild-projections`, `schema-dump` (CREATEDB here for
-#                   its scratch database only; not in infra/k8s).
-#   ostinato_app    what the services connect as (OSTINATO_DATABASE_URL): owns nothing, no
-#                   attribute, only the table privileges 0025 grants.
-# Idempotent, and it repairs an older data directory where `ostinato` owned everything: the
-# database and the objects `ostinato` owns in it are reassigned to ostinato_owner.
-ensure_role_and_db() {
-  "${PSQL[@]}" -U postgres -d postgres <<'SQL'
-DO $$
-BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ostinato') THEN
-    CREATE ROLE ostinato SUPERUSER LOGIN;
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ostinato_owner') THEN
-    CREATE ROLE ostinato_owner LOGIN;
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ostinato_app') THEN
-    CREATE ROLE ostinato_app LOGIN;
-  END IF;
-END
-$$;
-ALTER ROLE ostinato_owner LOGIN NOSUPERUSER NOCREATEROLE CREATEDB NOREPLICATION NOBYPASSRLS;
-ALTER ROLE ostinato_app LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB NOREPLICATION NOBYPASSRLS;
-SELECT 'CREATE DATABASE ostinato OWNER ostinato_owner'
- WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'ostinato') \gexec
-ALTER DATABASE ostinato OWNER TO ostinato_owner;
-SQL
-  # An older checkout's tables belong to `ostinato`: hand them to the owner (once; REASSIGN
-  # also moves the databases `ostinato` owns, e.g. leftover test databases: harmless).
-  "${PSQL[@]}" -U postgres -d ostinato <<'SQL'
-SELECT 'REASSIGN OWNED BY ostinato TO ostinato_owner'
- WHERE EXISTS (SELECT 1 FROM pg_class WHERE relowner = 'ostinato'::regrole
-                                        AND relnamespace = 'public'::regnamespace) \gexec
-SQL
-}
 
 # ensure_supervisor: the supervisor of this checkout's server is running (its own pid file,
 # found by the data folder on its command line), else start it, out of the caller's session.
@@ -132,14 +59,12 @@ ours_running() {
   [ -f "$PGDATA/PG_VERSION" ] && as_pg "$PGBIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1
 }
 
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
 # --- already running? -----------------------------------------------------------
 # (a server that is still starting, or dying after a crash, gets START_TIMEOUT to settle)
 deadline=$(( $(date +%s) + START_TIMEOUT ))
 while ours_running; do
   if "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -t 2; then
-    ensure_role_and_db
+    ensure_role_and_db "$PORT"
     log "postgres already running on 127.0.0.1:$PORT (data $PGDATA)"
     ensure_supervisor
     exit 0
@@ -153,9 +78,9 @@ done
 if port_open "$PORT"; then
   # Something else owns the port: reuse it if it is a PostgreSQL we can use.
   if "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -t 5 \
-     && "${PSQL[@]}" -U ostinato -d ostinato -tAc 'SELECT 1' >/dev/null 2>&1; then
+     && "$PGBIN/psql" -X -q -h 127.0.0.1 -p "$PORT" -U ostinato -d ostinato -tAc 'SELECT 1' >/dev/null 2>&1; then
     log "postgres on 127.0.0.1:$PORT was not started by this checkout ($ROOT); reusing it"
-    ensure_role_and_db   # another clone's server, maybe from before the roles
+    ensure_role_and_db "$PORT"   # another clone's server, maybe from before the roles
     exit 0
   fi
   die "port 127.0.0.1:$PORT is taken by another process that is not a usable PostgreSQL (role/db ostinato); free it or set OSTINATO_PG_PORT"
@@ -241,6 +166,6 @@ until "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -t 
   fi
   sleep 0.5
 done
-ensure_role_and_db
+ensure_role_and_db "$PORT"
 ensure_supervisor
 log "postgres ready on 127.0.0.1:$PORT in $(( $(date +%s) - t0 ))s (socket $SOCKDIR, data $PGDATA, url $OSTINATO_DATABASE_URL)"

@@ -140,8 +140,8 @@ def checkout() -> Iterator[Path]:
         pytest.skip(f"no PostgreSQL binaries in {PGBIN}")
     root = Path(tempfile.mkdtemp(prefix="ostinato-checkout-", dir="/tmp"))
     root.chmod(0o755)
-    for name in ("env.sh", "lib.sh", "postgres/up.sh", "postgres/down.sh",
-                 "postgres/supervise.sh"):
+    for name in ("env.sh", "lib.sh", "postgres/common.sh", "postgres/up.sh",
+                 "postgres/down.sh", "postgres/supervise.sh"):
         (root / "infra" / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / "infra" / name, root / "infra" / name)
     try:
