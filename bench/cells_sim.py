@@ -1,6 +1,6 @@
 """Cells on paper: a seeded discrete-event simulation of 100x today's load spread over cells
 (docs/SCALING.md). No servers: every cost a run puts on a resource is a figure measured on this
-machine by the benchmarks (COSTS' sources below), every size of a cell an assumption named here.
+machine by the benchmarks (`SOURCES` names each), every size of a cell an assumption named here.
 
     .venv/bin/python -m bench.cells_sim [--quick] [--load 100] [--tenants 10000] [--skew 0.9]
         [--pg-cores 16] [--wal-mb-s 400] [--lanes 1] [--target 0.7] [--seconds 2] [--seed 39]
