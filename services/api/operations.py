@@ -6,7 +6,7 @@ The work itself is the api's `operations` duty (`ostinato.operations.work`, docs
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
@@ -50,7 +50,7 @@ def wake(request: Request) -> None:
 @post("/v1/operations", status_code=202, tags=["operations"],
       opt=audited("operation.start", "operation", action=roles.OPERATE))
 async def create_operation(request: Request, data: JSONBody[OperationRequest],
-                           tenant: Tenant) -> Response[Any]:
+                           tenant: Tenant) -> Response[OperationView | OperationCountView]:
     """Act on every item the filter selects, with no page cap: cancel or retry runs, replay
     dead letters, pause jobs. The selection is frozen now (`total`); the api works through it
     in batches (`GET /v1/operations/{id}` shows progress), each item with its single-item

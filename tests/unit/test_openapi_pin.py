@@ -43,3 +43,31 @@ def test_the_document_declares_the_bearer_key_every_route_needs() -> None:
     overrides = [path for path, ops in doc["paths"].items() for op in ops.values()
                  if isinstance(op, dict) and "security" in op]
     assert overrides == []  # no route opts out
+
+
+def _refs(schema: dict) -> list[str]:
+    """The component names a response schema is made of: itself, or each branch of a union."""
+    if "$ref" in schema:
+        return [schema["$ref"]]
+    branches = schema.get("oneOf", schema.get("anyOf", []))
+    return [r for b in branches for r in _refs(b)] if branches else []
+
+
+def test_every_json_answer_is_a_named_wire_type() -> None:
+    """Each 2xx JSON answer of the API is a Struct of `ostinato.wire.api` (a component of the
+    document), never an anonymous object built as a dict: the client decodes the same types."""
+    doc = json.loads(document())
+    components = doc["components"]["schemas"]
+    anonymous = []
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            if not isinstance(op, dict):
+                continue
+            for status, answer in op.get("responses", {}).items():
+                schema = answer.get("content", {}).get("application/json", {}).get("schema")
+                if not status.startswith("2") or schema is None:
+                    continue
+                refs = _refs(schema)
+                if not refs or any(r.rsplit("/", 1)[-1] not in components for r in refs):
+                    anonymous.append(f"{method.upper()} {path} {status}")
+    assert anonymous == []
