@@ -46,11 +46,14 @@ def after_failure(run: LockedRun, failure: ev.Event, *, error_type: str, message
                                         job_id=run.job_id)]
 
 
-def lease_expired(run: LockedRun, *, now: datetime, worker_id: str) -> list[ev.Event]:
+def lease_expired(run: LockedRun, *, now: datetime, worker_id: str,
+                  cause: str = "lease_expired") -> list[ev.Event]:
+    """The attempt's lease taken back (`policy.liveness.abandoned` says why) and what follows."""
     failure = ev.LeaseExpired(attempt=run.attempt, fencing_token=run.fencing_token,
-                              worker_id=worker_id, expired_at=now)
+                              worker_id=worker_id, expired_at=now, cause=cause)
+    silent = "missed its heartbeats" if cause == "missed_heartbeats" else "stopped heartbeating"
     return after_failure(run, failure, error_type="lease_expired",
-                         message=f"worker {worker_id} stopped heartbeating",
+                         message=f"worker {worker_id} {silent}",
                          classification="retryable", now=now, by="reconciler",
                          reason="lease_expired")
 

@@ -781,7 +781,9 @@ CREATE TABLE public.workers (
     seen_at timestamp with time zone NOT NULL,
     versions jsonb,
     payload_versions jsonb,
+    liveness_seconds real,
     CONSTRAINT workers_check CHECK ((scope = COALESCE((tenant_id)::text, '*'::text))),
+    CONSTRAINT workers_liveness_seconds_check CHECK ((liveness_seconds > (0)::double precision)),
     CONSTRAINT workers_slots_check CHECK ((slots > 0))
 );
 

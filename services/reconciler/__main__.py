@@ -28,6 +28,7 @@ async def amain() -> None:
         suspended_alert_after=timedelta(seconds=settings.suspended_alert_after_seconds),
         unserved_alert_after=timedelta(seconds=settings.unserved_alert_after_seconds),
         worker_ttl=timedelta(seconds=settings.worker_ttl_seconds),
+        worker_dead_after=timedelta(seconds=settings.worker_dead_after_seconds),
         missed_grace=timedelta(seconds=settings.missed_grace_seconds),
         gap_window=timedelta(seconds=settings.gap_window_seconds),
         output_retention=timedelta(days=settings.output_retention_days),

@@ -25,7 +25,7 @@ from ostinato.stores.runs import StuckThresholds
 from services.reconciler.checks.alerts import deliver_alerts, evaluate_alerts
 from services.reconciler.checks.deadlines import check_deadlines
 from services.reconciler.checks.gaps import check_gaps
-from services.reconciler.checks.leases import expire_leases
+from services.reconciler.checks.leases import DEAD_AFTER, LeaseWatch
 from services.reconciler.checks.ledger import LedgerSweep
 from services.reconciler.checks.overdue import check_overdue
 from services.reconciler.checks.pipeline import check_once
@@ -49,6 +49,7 @@ class ReconcileConfig:
     suspended_alert_after: timedelta = timedelta(days=1)  # a signal, child or paused wait
     unserved_alert_after: timedelta = timedelta(minutes=5)  # a pinned version nobody serves
     worker_ttl: timedelta = timedelta(seconds=35)  # a worker seen within this is live
+    worker_dead_after: timedelta = DEAD_AFTER  # a pinging worker silent this long is dead
     missed_grace: timedelta = timedelta(seconds=30)  # due this long without a decision: overdue
     gap_window: timedelta = timedelta(hours=24)  # how far back gaps (and the ledger) look
     ledger_max_slots: int = 5_000  # per job and pass: the newest, when the window holds more
@@ -61,7 +62,7 @@ class ReconcileConfig:
 def fast_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
                 config: ReconcileConfig) -> dict[str, Check]:
     return {
-        "leases": lambda: expire_leases(pool, store, clock),
+        "leases": LeaseWatch(pool, store, clock, dead_after=config.worker_dead_after),
         "timeouts": lambda: expire_timeouts(pool, store, clock),
         "queue_waits": lambda: expire_queue_waits(pool, store, clock),
         "overdue": lambda: check_overdue(pool, store, clock, grace=config.missed_grace),

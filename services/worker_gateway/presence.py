@@ -2,8 +2,11 @@
 
 A claim upserts the worker with its pools and declared slots (`ClaimRequest.slots`, else
 `max_runs`); a batch or single-run report refreshes `seen_at` only. Writes are throttled in
-memory to one per second per (worker, scope) and gateway process, so a busy worker costs at most
-one small upsert a second, whatever its request rate.
+memory to one per half second per (worker, scope) and gateway process, so a busy worker costs at
+most two small upserts a second, whatever its request rate, while every one of the SDK's pings
+(one a second while it holds runs) lands: the reconciler judges a pinging worker silent for
+`OSTINATO_WORKER_DEAD_AFTER_SECONDS` dead (`ostinato.policy.liveness`), so `seen_at` must not
+trail the last ping by more than about a second.
 
 Liveness while blocked in a long poll: nothing is written during the wait. The registry's TTL
 (`OSTINATO_WORKER_TTL_SECONDS`) is longer than the longest claim wait instead, so the touch at
@@ -23,7 +26,7 @@ from ostinato.telemetry.logging import get_logger
 from ostinato.wire import worker as p
 from ostinato.workers import registry
 
-MIN_INTERVAL_SECONDS = 1.0
+MIN_INTERVAL_SECONDS = 0.5  # half the SDK's ping interval: every ping is recorded
 FORGET_AFTER = timedelta(hours=1)  # registry rows of workers gone this long are deleted
 _HOUSEKEEPING_SECONDS = 60.0
 log = get_logger("ostinato.gateway")
@@ -57,7 +60,8 @@ class WorkerPresence:
         async with self.pool.acquire() as conn:
             await registry.touch(conn, req.worker_id, tenant_id, req.pools, slots,
                                  self.clock.db_now(), versions=req.versions,
-                                 payload_versions=req.payload_versions)
+                                 payload_versions=req.payload_versions,
+                                 liveness_seconds=req.liveness_seconds)
             await self._housekeeping(conn)
 
     async def reported(self, tenant_id: uuid.UUID | None, worker_id: str) -> None:

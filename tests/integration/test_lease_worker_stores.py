@@ -18,7 +18,7 @@ ROW_OF = {
     (attempts, "grant_leases"): attempts.GrantedLease,
     (attempts, "extend_leases_if_token"): attempts.ExtendedLease,
     (attempts, "current_tokens"): attempts.LeaseToken,
-    (attempts, "expired_leases"): attempts.ExpiredLease,
+    (attempts, "abandoned_leases"): attempts.WatchedLease,
     (attempts, "busy_slots"): attempts.BusySlots,
     (attempts, "stuck_leases"): attempts.StuckLeases,
     (shard, "renew_shards_if_epoch"): shard.ShardEpoch,

@@ -293,13 +293,16 @@ class AttemptTimedOut(Event, tag="AttemptTimedOut"):
 
 
 class LeaseExpired(Event, tag="LeaseExpired"):
-    """The worker stopped heartbeating (killed, partitioned, paused): the attempt failed."""
+    """The worker stopped heartbeating (killed, partitioned, paused): the attempt failed and
+    its token is revoked. `cause`: `lease_expired` (the lease ran out) or `missed_heartbeats`
+    (a worker that pings was silent for seconds: taken back before its lease ran out)."""
 
     stream_type: ClassVar[str] = "run"
     attempt: int
     fencing_token: int
     worker_id: str
     expired_at: datetime
+    cause: str = "lease_expired"  # absent in events written before issue 39
 
 
 class LeaseReleased(Event, tag="LeaseReleased"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import msgspec
@@ -41,15 +41,6 @@ class LeaseToken(msgspec.Struct, frozen=True):
     run_id: uuid.UUID
     fencing_token: int
     worker_id: str
-
-
-class ExpiredLease(msgspec.Struct, frozen=True):
-    """A lease past its expiry, locked for the reconciler that found it."""
-
-    run_id: uuid.UUID
-    worker_id: str
-    lease_token: int
-    expires_at: datetime
 
 
 async def grant_leases(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID],
@@ -111,8 +102,27 @@ async def stuck_leases(conn: asyncpg.Connection, now: datetime | None, after: ti
     return many(StuckLeases, await conn.fetch(Q["stuck_leases"], now, after, limit))
 
 
-async def expired_leases(conn: asyncpg.Connection, now: datetime | None,
-                         limit: int) -> list[ExpiredLease]:
-    """Leases past their expiry by the database clock, oldest first, locked (SKIP LOCKED) in the
-    caller's transaction so one reconciler handles each."""
-    return many(ExpiredLease, await conn.fetch(Q["expired_leases"], now, limit))
+class WatchedLease(msgspec.Struct, frozen=True):
+    """A lease the reconciler may take back, with what `policy.liveness.abandoned` judges by:
+    its expiry, its worker's last ping and ping interval (None: undeclared or unregistered),
+    and the database's `now` of the pass."""
+
+    run_id: uuid.UUID
+    worker_id: str
+    lease_token: int
+    expires_at: datetime
+    seen_at: datetime | None
+    liveness_seconds: float | None
+    now: datetime
+
+
+async def abandoned_leases(conn: asyncpg.Connection, now: datetime | None,
+                           watching_since: datetime | None, dead_after: timedelta,
+                           limit: int) -> list[WatchedLease]:
+    """The expired leases, and those of pinging workers silent for `dead_after` (or 3 pings)
+    counted from `watching_since` (None: none yet), oldest expiry first, locked (SKIP LOCKED)
+    in the caller's transaction so one reconciler handles each."""
+    return many(WatchedLease, await conn.fetch(
+        Q["abandoned_leases"], now,
+        datetime.max.replace(tzinfo=UTC) if watching_since is None else watching_since,
+        dead_after, limit))

@@ -321,12 +321,19 @@ class Custody:
     """The runs a worker holds leases on, kept alive by heartbeats until their handlers end.
 
     Periodic heartbeats go out every ``lease_ttl/3`` for every run in custody (they share one
-    batch request). Answers are applied here: 200 renews the lease (and relays cancel requests),
-    409/404 mark the context lease-lost so no outcome is reported for it.
+    batch request), and in between a ping every ``liveness_seconds`` (one small request for
+    the whole worker, not a write per run): the gateway records it, and a worker silent for a
+    few seconds is judged dead and its runs are taken back (``ostinato.policy.liveness``).
+    Answers are applied here: 200 renews the lease (and relays cancel requests), 409/404 mark
+    the context lease-lost so no outcome is reported for it.
     """
 
-    def __init__(self, send_heartbeat: SendHeartbeat) -> None:
+    def __init__(self, send_heartbeat: SendHeartbeat, *,
+                 ping: Callable[[], None] | None = None,
+                 liveness_seconds: float | None = None) -> None:
         self._send = send_heartbeat
+        self._ping = ping
+        self._liveness = liveness_seconds if ping is not None else None
         self._runs: dict[str, RunContext] = {}
         self._nonempty = asyncio.Event()
 
@@ -347,11 +354,20 @@ class Custody:
                 self._nonempty.clear()
 
     async def heartbeat_loop(self) -> None:
-        """Heartbeat every run in custody each ``min(lease_ttl)/3`` seconds, forever."""
+        """Heartbeat every run in custody each ``min(lease_ttl)/3`` seconds, and ping every
+        ``liveness_seconds`` in between, forever."""
         while True:
             await self._nonempty.wait()
             ttl = min((c.lease_ttl_seconds for c in self._runs.values()), default=3.0)
-            await asyncio.sleep(ttl / 3)
+            due = time.monotonic() + ttl / 3
+            while self._liveness is not None and self._ping is not None \
+                    and due - time.monotonic() > self._liveness:
+                self._ping()
+                await asyncio.sleep(self._liveness)
+                if not self._runs:
+                    break
+            else:
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
             for ctx in list(self._runs.values()):
                 if not ctx.is_lease_lost():
                     self._send(ctx.run_id, ctx.fencing_token)

@@ -11,6 +11,10 @@ a lone workflow would pay the linger on every step. A pending step makes the bat
 when a request is already in flight the step (and whatever else is pending) rides the next one,
 so under load steps still share batches.
 
+A ping (``ping()``: the worker says it is alive, one a second while it holds runs) makes a
+batch due like a heartbeat and rides whatever request goes next; alone, it is an empty batch,
+sent once and never retried (the next ping follows within a second).
+
 Releases (a run given back at shutdown) travel in the same requests as outcomes. Captured logs
 make outcomes large, so a request also stops taking outcomes once it carries ``max_log_bytes``
 (4 MiB) of log lines; one outcome always fits, whatever its size.
@@ -106,6 +110,7 @@ class Reporter:
         self._outcomes: deque[_Outcome] = deque()
         self._heartbeats: dict[_HbKey, asyncio.Future[BatchItemResult]] = {}
         self._steps: deque[_Awaited] = deque()
+        self._ping = False  # a ping is pending
         self._inflight: list[_Outcome] = []
         self._first_at: float | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -171,6 +176,13 @@ class Reporter:
         self._wake.set()  # no linger: the workflow waits for this answer
         return fut
 
+    def ping(self) -> None:
+        """Say the worker is alive in the next request (an empty batch if nothing else goes)."""
+        if self._closing or self._ping:
+            return
+        self._ping = True
+        self._enqueued()
+
     @property
     def pending(self) -> int:
         """Outcomes not yet answered by the gateway (queued or in flight)."""
@@ -206,7 +218,7 @@ class Reporter:
             self._wake.set()
 
     def _count(self) -> int:
-        return len(self._outcomes) + len(self._heartbeats) + len(self._steps)
+        return len(self._outcomes) + len(self._heartbeats) + len(self._steps) + self._ping
 
     # -- flusher ----------------------------------------------------------------------------
 
@@ -222,8 +234,9 @@ class Reporter:
             await self._wake.wait()
             self._wake.clear()
             while self._due(time.monotonic()):
+                ping = self._ping
                 outcomes, heartbeats = self._take()
-                await self._deliver(outcomes, heartbeats)
+                await self._deliver(outcomes, heartbeats, ping=ping)
             if self._closing and not self._count():
                 return
             self._rearm()
@@ -241,6 +254,7 @@ class Reporter:
         self._timer = asyncio.get_running_loop().call_later(delay, self._wake.set)
 
     def _take(self) -> tuple[list[_Outcome], list[_Awaited]]:
+        self._ping = False  # whatever request goes next carries it
         outcomes: list[_Outcome] = []
         log_bytes = 0
         while self._outcomes and len(outcomes) < self._max_items:
@@ -266,13 +280,16 @@ class Reporter:
         self,
         outcomes: list[_Outcome],
         heartbeats: list[_Awaited],
+        *,
+        ping: bool = False,
     ) -> None:
         """Send until the gateway answered for every item; never drops an unanswered one.
-        `heartbeats`: the awaited items, heartbeats and workflow steps."""
+        `heartbeats`: the awaited items, heartbeats and workflow steps; `ping`: send even
+        with no item (once: a lone ping is not retried)."""
         self._inflight = outcomes
         failures = 0
         try:
-            while outcomes or heartbeats:
+            while outcomes or heartbeats or ping:
                 request = BatchRequest(
                     worker_id=self._worker_id,
                     heartbeats=[i for i, _ in heartbeats if isinstance(i, HeartbeatItem)],
@@ -286,6 +303,9 @@ class Reporter:
                 try:
                     response = await self._transport(request)
                 except Exception as exc:  # a 503 asks to wait (`retry_after`): at least that
+                    if not (outcomes or heartbeats):
+                        log.debug("ping.failed", error=repr(exc))
+                        return
                     failures += 1
                     delay = max(self._backoff(failures), retry_after_of(exc))
                     log.warning(
@@ -294,6 +314,7 @@ class Reporter:
                     )
                     await asyncio.sleep(delay)
                     continue
+                ping = False
                 outcomes, heartbeats = self._dispatch(request, response, sent_at, heartbeats)
                 self._inflight = outcomes
                 if outcomes or heartbeats:

@@ -86,6 +86,11 @@ _batch_decoder = msgspec.json.Decoder(BatchResponse)
 _steps_decoder = msgspec.json.Decoder(StepsResponse)
 _problem_decoder = msgspec.json.Decoder(Problem)
 _FATAL_CLAIM_STATUSES = frozenset({400, 401, 403, 404, 422})
+# While it holds runs the worker pings this often (an empty batch when nothing else goes): the
+# gateway records it, and a worker silent for OSTINATO_WORKER_DEAD_AFTER_SECONDS is judged dead
+# and its runs are taken back in seconds rather than at the end of their leases. None: no
+# pings, the leases alone decide (as with SDKs before issue 39).
+LIVENESS_SECONDS = 1.0
 
 
 class Worker:
@@ -104,11 +109,14 @@ class Worker:
         shutdown_grace_seconds: float = 30.0,
         capture_logs: bool = True,
         http_client: httpx.AsyncClient | None = None,
+        liveness_seconds: float | None = LIVENESS_SECONDS,
     ) -> None:
         if not 1 <= concurrency <= MAX_CLAIM_RUNS:
             raise ValueError(f"concurrency must be in 1..{MAX_CLAIM_RUNS}")
         if not 0 <= claim_wait_seconds <= MAX_CLAIM_WAIT_SECONDS:
             raise ValueError(f"claim_wait_seconds must be in 0..{MAX_CLAIM_WAIT_SECONDS}")
+        if liveness_seconds is not None and not 0 < liveness_seconds <= 60:
+            raise ValueError("liveness_seconds must be in (0, 60] or None")
         if shutdown_grace_seconds < 0 or not pools:
             raise ValueError("shutdown_grace_seconds must be >= 0 and pools non-empty")
         self._handlers = registry(handlers)
@@ -127,7 +135,10 @@ class Worker:
         self._http11 = _Http11.for_url(self._base) if http_client is None else None
         self._client = http_client or (
             None if self._http11 else httpx.AsyncClient(timeout=httpx.Timeout(30.0)))
-        self._custody = Custody(lambda run_id, token: self._reporter.heartbeat(run_id, token))
+        self._liveness = liveness_seconds
+        self._custody = Custody(lambda run_id, token: self._reporter.heartbeat(run_id, token),
+                                ping=lambda: self._reporter.ping(),
+                                liveness_seconds=liveness_seconds)
         self._reporter = Reporter(
             self._send_batch, worker_id=self.worker_id, on_heartbeat=self._custody.on_heartbeat
         )
@@ -260,7 +271,7 @@ class Worker:
             worker_id=self.worker_id, pools=self._pools, max_runs=max_runs,
             wait_seconds=self._claim_wait, tasks=sorted(self._handlers), slots=self._concurrency,
             versions=self._versions, workflows=self._workflows,
-            payload_versions=self._payload_versions,
+            payload_versions=self._payload_versions, liveness_seconds=self._liveness,
         )
         content = await self._post(CLAIM_PATH, _encoder.encode(request), self._claim_wait + 10)
         return _claim_decoder.decode(content).runs

@@ -154,6 +154,10 @@ class ClaimRequest(_Request):
     # under another version of the task's schema is not given to this worker (absent: any).
     payload_versions: dict[str, Annotated[list[Annotated[int, msgspec.Meta(ge=1, le=INT32_MAX)]],
                                           msgspec.Meta(min_length=1)]] | None = None
+    # How often this worker says it is alive while it holds runs (a batch, empty if need be):
+    # silent for max(OSTINATO_WORKER_DEAD_AFTER_SECONDS, 3 of these) it is judged dead and its
+    # runs are taken back at once (docs/ARCHITECTURE.md §4b). None: judged by its leases only.
+    liveness_seconds: Annotated[float, msgspec.Meta(gt=0, le=60)] | None = None
 
 
 class ErrorInfo(_Request):

@@ -58,13 +58,14 @@ class ServedVersion(msgspec.Struct, frozen=True):
 async def touch(conn: asyncpg.Connection, worker_id: str, tenant_id: uuid.UUID | None,
                 pools: Sequence[str], slots: int, now: datetime | None, *,
                 versions: Mapping[str, str] | None = None,
-                payload_versions: Mapping[str, Sequence[int]] | None = None) -> None:
-    """Record that the worker is alive with these pools, slots and served versions (one
-    upsert)."""
+                payload_versions: Mapping[str, Sequence[int]] | None = None,
+                liveness_seconds: float | None = None) -> None:
+    """Record that the worker is alive with these pools, slots and served versions, and how
+    often it pings while it holds runs (None: it does not; one upsert)."""
     await conn.execute(Q["touch_worker"], worker_id, tenant_id, list(pools), slots, now,
                        None if versions is None else dict(versions),
                        None if payload_versions is None else
-                       {t: list(vs) for t, vs in payload_versions.items()})
+                       {t: list(vs) for t, vs in payload_versions.items()}, liveness_seconds)
 
 
 async def seen(conn: asyncpg.Connection, worker_id: str, tenant_id: uuid.UUID | None,

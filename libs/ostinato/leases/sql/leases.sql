@@ -35,15 +35,39 @@ WHERE run_id = ANY($1::uuid[]) AND tenant_id = $2;
 -- A final outcome ends the lease.
 DELETE FROM attempt_leases WHERE run_id = ANY($1::uuid[]);
 
--- name: expired_leases
--- Reconciler: leases past their expiry by the database clock, locked so one reconciler
--- handles each.
-SELECT run_id, worker_id, fencing_token AS lease_token, expires_at
-FROM attempt_leases
-WHERE expires_at < coalesce($1::timestamptz, now())
-ORDER BY expires_at
-LIMIT $2
-FOR UPDATE SKIP LOCKED;
+-- name: abandoned_leases
+-- Reconciler: the leases `policy.liveness.abandoned` may take back at $1 (the database clock for
+-- NULL), each with what it judges by, locked so one reconciler handles each: the expired ones
+-- (by the expiry index, oldest first, at most $4), and those of workers that declare a ping
+-- interval and have been silent since before max($3, 3 pings) before $1, counted from $2 (the
+-- detector's watch start; 'infinity': not watching yet). `seen_at`: the worker's last ping
+-- under any of its scopes that covers the lease's tenant (NULL: not registered).
+WITH clock AS (SELECT coalesce($1::timestamptz, now()) AS now),
+candidates AS (
+    (SELECT l.run_id, l.expires_at FROM attempt_leases l, clock c
+     WHERE l.expires_at < c.now ORDER BY l.expires_at LIMIT $4)
+    UNION
+    SELECT l.run_id, l.expires_at
+    FROM workers w
+    JOIN attempt_leases l ON l.worker_id = w.worker_id
+                         AND (w.tenant_id IS NULL OR w.tenant_id = l.tenant_id), clock c
+    WHERE w.liveness_seconds IS NOT NULL
+      AND greatest(w.seen_at, $2::timestamptz)
+          < c.now - greatest($3::interval, make_interval(secs => 3 * w.liveness_seconds))
+)
+SELECT l.run_id, l.worker_id, l.fencing_token AS lease_token, l.expires_at, s.seen_at,
+       s.liveness_seconds, c.now
+FROM attempt_leases l
+JOIN (SELECT DISTINCT run_id, expires_at FROM candidates ORDER BY expires_at LIMIT $4) AS x
+    USING (run_id)
+CROSS JOIN clock c
+LEFT JOIN LATERAL (
+    SELECT max(w.seen_at) AS seen_at, max(w.liveness_seconds)::float8 AS liveness_seconds
+    FROM workers w
+    WHERE w.worker_id = l.worker_id AND (w.tenant_id IS NULL OR w.tenant_id = l.tenant_id)
+) AS s ON true
+ORDER BY l.expires_at
+FOR UPDATE OF l SKIP LOCKED;
 
 -- name: busy_slots
 -- Reconciler gauges: attempts holding a lease now (expired ones not reclaimed yet included),

@@ -4,14 +4,16 @@
 
 -- name: touch_worker
 -- A claim: the worker is alive and declares its pools, slots, the version of each task it
--- serves and the payload versions it accepts (insert or replace).
+-- serves, the payload versions it accepts and how often it pings while it holds runs (insert
+-- or replace).
 INSERT INTO workers (worker_id, scope, tenant_id, pools, slots, seen_at, versions,
-                     payload_versions)
+                     payload_versions, liveness_seconds)
 VALUES ($1, coalesce($2::uuid::text, '*'), $2::uuid, $3::text[], $4, coalesce($5::timestamptz, now()),
-        $6::jsonb, $7::jsonb)
+        $6::jsonb, $7::jsonb, $8::real)
 ON CONFLICT (worker_id, scope) DO UPDATE
     SET pools = excluded.pools, slots = excluded.slots, seen_at = excluded.seen_at,
-        versions = excluded.versions, payload_versions = excluded.payload_versions;
+        versions = excluded.versions, payload_versions = excluded.payload_versions,
+        liveness_seconds = excluded.liveness_seconds;
 
 -- name: worker_seen
 -- A heartbeat: the worker is alive; pools and slots are only known from its claims, so a worker
