@@ -26,6 +26,21 @@ def test_a_database_that_cannot_serve_now_is_a_503(exc: Exception) -> None:
     assert is_unavailable(exc) and status_of(exc) == 503
 
 
+def test_a_group_of_connection_errors_is_a_503_and_a_group_with_a_bug_a_500() -> None:
+    # Litestar raises what a request's dependencies raise on cleanup as one group: the
+    # primary killed mid-transaction cut the statement and then the transaction's exit.
+    cut = [asyncpg.InterfaceError("cannot call Transaction.__aexit__(): the underlying "
+                                  "connection is closed"),
+           asyncpg.ConnectionDoesNotExistError("terminating connection due to unexpected "
+                                               "postmaster exit")]
+    group = ExceptionGroup("Exceptions occurred during cleanup of dependencies", cut)
+    assert is_unavailable(group) and status_of(group) == 503
+    nested = ExceptionGroup("outer", [group, TimeoutError()])
+    assert is_unavailable(nested) and status_of(nested) == 503
+    with_bug = ExceptionGroup("cleanup", [*cut, ValueError("a bug")])
+    assert not is_unavailable(with_bug) and status_of(with_bug) == 500
+
+
 @pytest.mark.parametrize("exc", [
     ValueError("a bug"),
     asyncpg.UndefinedTableError('relation "jobz" does not exist'),

@@ -58,6 +58,10 @@ def is_unavailable(exc: BaseException) -> bool:
     """Whether `exc` says the database cannot serve now, not that the request was wrong: a
     transient error (`is_transient`: connection refused or lost, shutting down, starting up,
     out of connections or disk, a pool's acquire timing out) or a server refusing writes
-    (read-only 25006 after a failover, I/O error 58030). The API answers these 503."""
+    (read-only 25006 after a failover, I/O error 58030). The API answers these 503. A group
+    (Litestar gathers what a request's dependencies raise on cleanup: a transaction's exit on
+    a connection the primary's death cut, as a failover does) is one when all it holds are."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(is_unavailable(e) for e in exc.exceptions)
     code = getattr(exc, "sqlstate", None)
     return is_transient(exc) or code in (READ_ONLY, IO_ERROR)
