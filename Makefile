@@ -88,6 +88,7 @@ unit: deps
 lint: deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-logo
+	$(PY) tests/helpers/lint_test_imports.py
 
 # Re-pin dependencies after editing pyproject.toml (no index URL is written into the file).
 lock:

@@ -5,11 +5,8 @@ migrated template, so tests never see each other's rows."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
-import uuid
 from collections.abc import AsyncIterator
-from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
@@ -17,68 +14,29 @@ import pytest
 from ostinato.db.migrate import migrate
 from ostinato.db.pool import create_pool
 from ostinato.telemetry import metrics
+from tests.helpers.env import (
+    KAFKA_BOOTSTRAP,
+    TOPIC_PREFIXES,
+    admin_connection,
+    drop_database,
+    fresh_database,
+    new_topic_prefix,
+    owner_role,
+    owner_url_for,
+    slots_out_of_step,
+    url_for,
+)
 
 # One test process labels thousands of tenants; tests read per-tenant series by tenant id, so
 # the cap (metrics.tenant_label) is lifted here (its own unit test sets it low).
 metrics.TENANT_LABEL_CAP = 1_000_000
 
-# Three roles (README.md "Database roles"). DATABASE_URL is the administrative (superuser) URL
-# the fixtures create and drop databases with, and `url_for` gives it for a test database: a
-# test's own SQL may do anything. The migrations run as the owner (`owner_url_for`); the
-# services the tests start as processes connect as the app role (`app_url_for`), like in
-# production.
-DATABASE_URL = os.environ.get("OSTINATO_ADMIN_DATABASE_URL",
-                              "postgresql://ostinato@127.0.0.1:15432/ostinato")
-OWNER_URL = os.environ.get("OSTINATO_OWNER_DATABASE_URL",
-                           "postgresql://ostinato_owner@127.0.0.1:15432/ostinato")
-APP_URL = os.environ.get("OSTINATO_DATABASE_URL",
-                         "postgresql://ostinato_app@127.0.0.1:15432/ostinato")
-KAFKA_BOOTSTRAP = os.environ.get("OSTINATO_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
-# The broker's SASL/SCRAM listeners for tenants' producers and for the services (docs/KAFKA.md)
-TENANT_BOOTSTRAP = os.environ.get("OSTINATO_KAFKA_TENANT_BOOTSTRAP", "127.0.0.1:9094")
-SERVICE_BOOTSTRAP = os.environ.get("OSTINATO_KAFKA_SERVICE_BOOTSTRAP", "127.0.0.1:9095")
 TEMPLATE = f"ostinato_test_template_{os.getpid()}"
-_counter = itertools.count()
-
-
-def _on(url: str, database: str) -> str:
-    base, _, _ = url.rpartition("/")
-    return f"{base}/{database}"
-
-
-def url_for(database: str) -> str:
-    """`database` as the administrator (superuser): for the tests' own SQL."""
-    return _on(DATABASE_URL, database)
-
-
-def owner_url_for(database: str) -> str:
-    """`database` as the owner of its tables: what migrations run as."""
-    return _on(OWNER_URL, database)
-
-
-def app_url_for(database: str) -> str:
-    """`database` as the services' least-privilege role."""
-    return _on(APP_URL, database)
-
-
-def owner_url_of(url: str) -> str:
-    """The database of `url` (any role's) as its owner, e.g. for a test's worker that keeps
-    its own tables (effects) in the services' database: the app role cannot create tables."""
-    return owner_url_for(urlsplit(url).path.lstrip("/"))
-
-
-def owner_role() -> str:
-    """The owner role's name (the user of OSTINATO_OWNER_DATABASE_URL)."""
-    return urlsplit(OWNER_URL).username or "ostinato_owner"
-
-
-async def _admin() -> asyncpg.Connection:
-    return await asyncpg.connect(DATABASE_URL)
 
 
 @pytest.fixture(scope="session")
 async def template_db() -> AsyncIterator[str]:
-    conn = await _admin()
+    conn = await admin_connection()
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
         await conn.execute(f'CREATE DATABASE "{TEMPLATE}" OWNER "{owner_role()}"')
@@ -86,43 +44,6 @@ async def template_db() -> AsyncIterator[str]:
         yield TEMPLATE
     finally:
         await conn.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
-        await conn.close()
-
-
-async def fresh_database(template: str) -> str:
-    name = f"ostinato_t_{os.getpid()}_{next(_counter)}"
-    conn = await _admin()
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await conn.execute(
-            f'CREATE DATABASE "{name}" OWNER "{owner_role()}" TEMPLATE "{template}"')
-    finally:
-        await conn.close()
-    return name
-
-
-async def drop_database(name: str) -> None:
-    conn = await _admin()
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
-
-
-async def slots_out_of_step(url: str) -> list[str]:
-    """Runs whose dispatch slot (run_slots) disagrees with their state: run_slots must hold
-    exactly the queued and running runs, whatever path moved them."""
-    conn = await asyncpg.connect(url)
-    try:
-        rows = await conn.fetch(
-            "(SELECT run_id AS id, 'slot without a queued or running run' AS why FROM run_slots "
-            " EXCEPT SELECT id, 'slot without a queued or running run' FROM runs "
-            " WHERE state IN ('queued', 'running')) "
-            "UNION ALL (SELECT id, 'queued or running run without a slot' FROM runs "
-            " WHERE state IN ('queued', 'running') EXCEPT SELECT run_id, "
-            " 'queued or running run without a slot' FROM run_slots)")
-        return [f"{r['id']}: {r['why']}" for r in rows]
-    finally:
         await conn.close()
 
 
@@ -145,16 +66,6 @@ async def pool(db_url: str) -> AsyncIterator[asyncpg.Pool]:
     await p.close()
 
 
-_PREFIXES: list[str] = []  # handed out in this session; their topics go at its end
-
-
-def new_topic_prefix() -> str:
-    """A fresh topic prefix, whose topics are deleted when the test session ends."""
-    prefix = f"t{uuid.uuid4().hex[:10]}."
-    _PREFIXES.append(prefix)
-    return prefix
-
-
 @pytest.fixture
 def topic_prefix() -> str:
     """A fresh prefix per test: its Kafka topics start empty."""
@@ -164,13 +75,13 @@ def topic_prefix() -> str:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Delete the session's topics, so that a broker shared by many runs (a developer's) does not
     gather thousands of them: each costs the broker at start and in every full metadata read."""
-    if not _PREFIXES:
+    if not TOPIC_PREFIXES:
         return
     from ostinato.bus.kafka import delete_topics_with_prefixes
 
     async def delete() -> None:
         async with asyncio.timeout(60):
-            await delete_topics_with_prefixes(KAFKA_BOOTSTRAP, _PREFIXES)
+            await delete_topics_with_prefixes(KAFKA_BOOTSTRAP, TOPIC_PREFIXES)
 
     try:
         asyncio.run(delete())

@@ -15,8 +15,7 @@ import httpx
 import pytest
 
 from ostinato.sdk import Worker, task
-from tests.e2e.services import running_cluster
-from tests.e2e.test_failures_e2e import eventually, tenant_key
+from tests.helpers.e2e import eventually, running_cluster, tenant_key
 from tests.helpers.lab.cluster import Cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]

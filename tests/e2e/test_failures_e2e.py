@@ -7,17 +7,16 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import httpx
 import pytest
 
 from ostinato.sdk import PermanentError, Worker, current, task
-from tests.conftest import owner_url_of
-from tests.e2e.services import running_cluster
+from tests.helpers.e2e import eventually, running_cluster, tenant_key
+from tests.helpers.env import owner_url_of
 from tests.helpers.lab.cluster import Cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -37,24 +36,6 @@ def start_worker(log: Path, *args: str) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen([sys.executable, str(HERE / "crashing_worker.py"), *args],
                                 stdout=out, stderr=subprocess.STDOUT)
-
-
-async def tenant_key(c: Cluster) -> str:
-    async with httpx.AsyncClient(base_url=c.api_url) as api:
-        r = await api.post("/v1/tenants", json={"name": "acme"},
-                           headers={"Authorization": f"Bearer {c.admin_key}"})
-        return r.json()["api_key"]
-
-
-async def eventually(api: httpx.AsyncClient, path: str, key: str,
-                     done: Callable[[dict], bool], seconds: float = 45) -> dict[str, Any]:
-    deadline = asyncio.get_running_loop().time() + seconds
-    while True:
-        body = (await api.get(path, headers={"Authorization": f"Bearer {key}"})).json()
-        if done(body):
-            return body
-        assert asyncio.get_running_loop().time() < deadline, f"{path}: {body}"
-        await asyncio.sleep(0.2)
 
 
 async def test_an_effect_is_applied_once_although_its_attempt_crashed_before_reporting(

@@ -25,7 +25,7 @@ import pytest
 
 from ostinato.eventlog.store import read_all_after
 from ostinato.sdk import Worker, task
-from tests.e2e.services import running_cluster
+from tests.helpers.e2e import running_cluster
 from tests.helpers.lab.cluster import Cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]

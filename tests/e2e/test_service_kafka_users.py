@@ -18,8 +18,8 @@ from ostinato.bus import access
 from ostinato.bus.kafka import ensure_topics
 from ostinato.bus.topics import Topics
 from ostinato.sdk import Worker, task
-from tests.conftest import KAFKA_BOOTSTRAP, SERVICE_BOOTSTRAP, TENANT_BOOTSTRAP
-from tests.e2e.services import running_cluster
+from tests.helpers.e2e import running_cluster
+from tests.helpers.env import KAFKA_BOOTSTRAP, SERVICE_BOOTSTRAP, TENANT_BOOTSTRAP
 from tests.helpers.lab.cluster import Cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from ostinato.sdk import Worker, current, task
-from tests.e2e.services import running_cluster
+from tests.helpers.e2e import running_cluster
 from tests.helpers.lab.cluster import Cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]

@@ -1,4 +1,5 @@
-"""The admin's pages of the web UI in a real headless Chromium, on the fixtures of `test_ui.py`
+"""The admin's pages of the web UI in a real headless Chromium, on the fixtures of
+`tests/helpers/ui.py`
 (the five services as processes): the admin key logs in to the tenants page, creates a tenant
 (its key shown once), sets its weight, limits and API rate, and acts for a tenant (its pages, its
 actions audited with the admin as actor); a tenant operator's session is offered none of it and
@@ -11,12 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e import test_ui
-from tests.e2e.test_ui import Tab, World
+from tests.helpers import ui
+from tests.helpers.ui import Tab, World
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
-# test_ui's fixtures, for this module: its own cluster, browser and a fresh tab per test
-world, browser, tab = test_ui.world, test_ui.browser, test_ui.tab
+# the UI fixtures, for this module: its own cluster, browser and a fresh tab per test
+world, browser, tab = ui.world, ui.browser, ui.tab
 
 
 async def admin_get(world: World, path: str, tenant: str | None = None) -> Any:
@@ -148,11 +149,11 @@ async def test_the_admin_acts_for_a_tenant_and_its_actions_name_the_admin(
     await tab.goto(f"/ui/jobs/{world.cron_job}")
     await tab.page.click("div.actions button:text('Pause')")
     await tab.text("p.flash").get_by_text("Job paused").wait_for()
-    job = await test_ui.api_get(world, f"/v1/jobs/{world.cron_job}")  # acme's own key
+    job = await ui.api_get(world, f"/v1/jobs/{world.cron_job}")  # acme's own key
     assert job["status"] == "paused"
-    events = (await test_ui.api_get(world, f"/v1/jobs/{world.cron_job}/events"))["items"]
+    events = (await ui.api_get(world, f"/v1/jobs/{world.cron_job}/events"))["items"]
     assert [e["actor"] for e in events if e["type"] == "JobPaused"] == ["admin"]
-    rows = (await test_ui.api_get(
+    rows = (await ui.api_get(
         world, f"/v1/audit?action=job.pause&target_id={world.cron_job}"))["items"]
     assert [(a["outcome"], a["actor"], a["role"], a["key_id"]) for a in rows] == [
         ("done", "admin", "admin", None)]
@@ -164,7 +165,7 @@ async def test_the_admin_acts_for_a_tenant_and_its_actions_name_the_admin(
     await tab.page.wait_for_url("**/ui/tenants")
     assert await tab.text("div.acting").count() == 0
     assert await tab.text("nav a").all_inner_texts() == ["Tenants"]
-    rows = (await test_ui.api_get(world, "/v1/audit?target_kind=tenant"))["items"]
+    rows = (await ui.api_get(world, "/v1/audit?target_kind=tenant"))["items"]
     acme = (await tenants(world))["acme"]["id"]
     assert [(a["action"], a["outcome"], a["actor"], a["target_id"]) for a in rows
             if a["actor"] == "admin"] == [
@@ -193,10 +194,10 @@ async def test_a_tenant_operator_is_offered_no_tenants_page_and_refused_it(
         assert r.status == 403, path
     assert await tenants(world) == before
     assert (await tab.goto(f"/ui/runs/{world.other_run}")).status == 404  # still acme's only
-    rows = (await test_ui.api_get(world, "/v1/audit?action=tenant.create"))["items"]
+    rows = (await ui.api_get(world, "/v1/audit?action=tenant.create"))["items"]
     assert [(a["outcome"], a["actor"], a["status"], a["target_id"]) for a in rows] == [
         ("refused", "tenant:acme", 403, ""),  # the form above
         ("done", "admin", 201, before["acme"]["id"])]  # acme's own creation, by the fixture
-    rows = (await test_ui.api_get(world, "/v1/audit?action=limit.set"))["items"]
+    rows = (await ui.api_get(world, "/v1/audit?action=limit.set"))["items"]
     assert [(a["outcome"], a["status"]) for a in rows if a["actor"] == "tenant:acme"] == [
         ("refused", 403)]

@@ -1,5 +1,5 @@
 """The backfill form of a job's page in a real headless Chromium, on the fixtures of
-`test_ui.py` (the five services as processes): 'Preview' lists the slots in local and UTC time
+`helpers/ui.py` (the five services as processes): 'Preview' lists the slots in local and UTC time
 across a DST change and changes nothing; 'Backfill N slots' (CSRF-checked, audited) then creates
 exactly those runs."""
 
@@ -8,12 +8,12 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.e2e import test_ui
-from tests.e2e.test_ui import Tab, World, api_get
+from tests.helpers import ui
+from tests.helpers.ui import Tab, World, api_get
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
-# test_ui's fixtures, for this module: its own cluster, browser and a fresh tab per test
-world, browser, tab = test_ui.world, test_ui.browser, test_ui.tab
+# the UI fixtures, for this module: its own cluster, browser and a fresh tab per test
+world, browser, tab = ui.world, ui.browser, ui.tab
 
 
 async def test_a_backfill_is_previewed_slot_by_slot_then_confirmed(tab: Tab, world: World) -> None:

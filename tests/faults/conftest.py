@@ -10,10 +10,12 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from ostinato.db.migrate import migrate
-from tests.conftest import (
+from ostinato.db.pool import create_pool
+from tests.helpers.env import (
     DATABASE_URL,
     KAFKA_BOOTSTRAP,
     app_url_for,
@@ -87,3 +89,25 @@ async def lab(template_db: str, topic_prefix: str, tmp_path: Path) -> AsyncItera
                 if srv in lab.stopped_servers:
                     await asyncio.to_thread(server, srv, "up")
             await drop_database(name)
+
+
+@pytest.fixture
+async def cluster(template_db: str, topic_prefix: str,
+                  tmp_path: Path) -> AsyncIterator[tuple[Cluster, asyncpg.Pool]]:
+    """The scheduler fault tests' cluster (test_schedulers, test_clock_skew): fast polls, 2 s shard
+    leases, and a pool on its database as the administrator for the test's own SQL."""
+    name = await fresh_database(template_db)
+    c = Cluster(database_url=app_url_for(name), kafka_bootstrap=KAFKA_BOOTSTRAP,
+                topic_prefix=topic_prefix, log_dir=tmp_path / "logs",
+                extra_env={"OSTINATO_SCHEDULER_POLL_SECONDS": "0.05",
+                           "OSTINATO_SCHEDULER_BATCH_SIZE": "50",
+                           "OSTINATO_RECONCILE_INTERVAL_SECONDS": "0.5",
+                           "OSTINATO_MISSED_GRACE_SECONDS": "2",
+                           "OSTINATO_SHARD_LEASE_TTL_SECONDS": "2"})
+    pool = await create_pool(url_for(name), max_size=4)  # the test's own SQL: as admin
+    try:
+        yield c, pool
+    finally:
+        await asyncio.to_thread(c.stop)
+        await pool.close()
+        await drop_database(name)

@@ -23,12 +23,11 @@ from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
 from ostinato.schedules import ScheduleSpec
 from ostinato.tenancy import create_tenant
-from tests.faults.test_schedulers import cluster, coverage, db_now, every_job_past
 from tests.helpers.lab.cluster import Cluster
 from tests.helpers.lab.processes import scheduler_owner
+from tests.helpers.schedulers import coverage, db_now, every_job_past
 from tests.helpers.waiting import until
 
-__all__ = ["cluster"]  # the fixture, shared with test_schedulers
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 SKEW = timedelta(minutes=5)
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import asyncpg
 import httpx
@@ -21,39 +19,17 @@ import pytest
 
 from ostinato.bus.topics import Topics
 from ostinato.clock import SystemClock
-from ostinato.db.pool import create_pool
 from ostinato.eventlog.store import EventStore, read_stream
 from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
-from ostinato.schedules import ScheduleSpec, expected_slots, from_document
-from ostinato.stores import jobs as job_store
+from ostinato.schedules import ScheduleSpec
 from ostinato.tenancy import create_tenant
-from tests.conftest import KAFKA_BOOTSTRAP, app_url_for, drop_database, fresh_database, url_for
 from tests.helpers.lab.cluster import Cluster
 from tests.helpers.lab.invariants import occurrences_scheduled_twice
+from tests.helpers.schedulers import coverage, db_now, every_job_past
 from tests.helpers.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
-
-
-@pytest.fixture
-async def cluster(template_db: str, topic_prefix: str,
-                  tmp_path: Path) -> AsyncIterator[tuple[Cluster, asyncpg.Pool]]:
-    name = await fresh_database(template_db)
-    c = Cluster(database_url=app_url_for(name), kafka_bootstrap=KAFKA_BOOTSTRAP,
-                topic_prefix=topic_prefix, log_dir=tmp_path / "logs",
-                extra_env={"OSTINATO_SCHEDULER_POLL_SECONDS": "0.05",
-                           "OSTINATO_SCHEDULER_BATCH_SIZE": "50",
-                           "OSTINATO_RECONCILE_INTERVAL_SECONDS": "0.5",
-                           "OSTINATO_MISSED_GRACE_SECONDS": "2",
-                           "OSTINATO_SHARD_LEASE_TTL_SECONDS": "2"})
-    pool = await create_pool(url_for(name), max_size=4)  # the test's own SQL: as admin
-    try:
-        yield c, pool
-    finally:
-        await asyncio.to_thread(c.stop)
-        await pool.close()
-        await drop_database(name)
 
 
 async def every_second_jobs(pool: asyncpg.Pool, count: int, start: datetime,
@@ -70,30 +46,6 @@ async def every_second_jobs(pool: asyncpg.Pool, count: int, start: datetime,
                 pools=("default",), max_payload_bytes=1024, actor="test")
             jobs.append(row)
     return tenant, jobs
-
-
-async def coverage(pool: asyncpg.Pool, job_id: object, start: datetime
-                   ) -> tuple[list[datetime], list[datetime], list[tuple[datetime, datetime]]]:
-    """(expected slots before the job's next slot, runs, recorded skips) of one job, read in one
-    snapshot (schedulers may still be firing)."""
-    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
-        job = await conn.fetchrow("SELECT schedule, next_slot, tenant_id FROM jobs WHERE id = $1",
-                                  job_id)
-        runs = [r["scheduled_for"] for r in await conn.fetch(
-            "SELECT scheduled_for FROM runs WHERE job_id = $1 ORDER BY 1", job_id)]
-        skips = [(r.first_slot, r.last_slot) for r in await job_store.skips_between(
-            conn, job_id, start, job["next_slot"])]
-    expected = expected_slots(from_document(job["schedule"]), start, job["next_slot"])
-    return expected, runs, skips
-
-
-async def db_now(pool: asyncpg.Pool) -> datetime:
-    return await pool.fetchval("SELECT clock_timestamp()")
-
-
-async def every_job_past(pool: asyncpg.Pool, instant: datetime) -> bool:
-    """Every job's next slot is after `instant`: each slot due by then was fired (or skipped)."""
-    return bool(await pool.fetchval("SELECT bool_and(next_slot > $1) FROM jobs", instant))
 
 
 async def test_schedulers_killed_and_restarted_give_each_occurrence_exactly_one_run(

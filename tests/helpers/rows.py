@@ -7,8 +7,11 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
 import msgspec
 
+from ostinato.domain.lifecycle import Run
+from ostinato.domain.states import RunState
 from ostinato.stores.runs import LockedRun
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
@@ -24,3 +27,15 @@ def locked_run(**columns: Any) -> LockedRun:
             "version": 3, "failures": 0, "cancel_requested": False, "steps_done": 2,
             "compensable": False, "paused": False}
     return LockedRun(**(row | columns))
+
+
+ROW = """
+SELECT state, version, attempt, fencing_token, worker_id, pool, cancel_requested, failures,
+       retry_at IS NOT NULL AS retry_pending, output_ref, logs_ref,
+       last_error->>'type' AS last_error_type, steps_done, wait_reason AS waiting_for,
+       parent_notified, compensable, paused, task_version, pinned, stuck_version
+FROM runs WHERE id = $1"""
+
+
+def _as_run(row: asyncpg.Record) -> Run:
+    return Run(**{**dict(row), "state": RunState(row["state"])})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import asyncpg
 import httpx
@@ -16,11 +15,12 @@ from services.api.app import create_app
 from services.worker_gateway.app import create_app as create_gateway_app
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.wakeups import ReadySignals
-
-from .helpers import Receiver, served_api, store
-
-ADMIN = "test-admin-key"
-GATEWAY_BASE = "http://gateway.test"
+from tests.helpers.api import ADMIN, GATEWAY_BASE
+from tests.helpers.env import (
+    app_url_for,
+)
+from tests.helpers.integration import Receiver, served_api, store
+from tests.helpers.privileges import database
 
 
 @pytest.fixture
@@ -59,28 +59,6 @@ async def api_url(pool: asyncpg.Pool, db_url: str) -> AsyncIterator[str]:
         yield url
 
 
-def auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-async def tenant(client: httpx.AsyncClient, name: str) -> str:
-    r = await client.post("/v1/tenants", json={"name": name}, headers=auth(ADMIN))
-    assert r.status_code == 201, r.text
-    assert r.json()["api_key"].startswith("ost_")
-    return r.json()["api_key"]
-
-
-def assert_problem(r: Any, status: int, field: str | None = None) -> dict[str, Any]:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"].startswith("application/problem+json")
-    body = r.json()
-    assert body["status"] == status and body["type"].startswith("https://")
-    assert body["title"] and body["detail"]
-    if field is not None:
-        assert field in [e["field"] for e in body["errors"]], body
-    return body
-
-
 @pytest.fixture
 async def receiver() -> AsyncIterator[Receiver]:
     r = Receiver()
@@ -90,3 +68,11 @@ async def receiver() -> AsyncIterator[Receiver]:
     finally:
         if r.server is not None and r.server.started:
             await r.stop()
+
+
+@pytest.fixture
+async def app(db_url: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection to the test's database as the services' role."""
+    conn = await asyncpg.connect(app_url_for(database(db_url)))
+    yield conn
+    await conn.close()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import asyncpg
 import httpx
@@ -29,9 +28,9 @@ from services.reconciler.checks.alerts import deliver_alerts, evaluate_alerts
 from services.reconciler.checks.deadlines import check_deadlines
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome
-
-from .conftest import assert_problem, auth
-from .helpers import Receiver, dispatch, new_tenant, store
+from tests.helpers.alerts import owned_job, put_sink, run_once
+from tests.helpers.api import assert_problem, auth
+from tests.helpers.integration import Receiver, dispatch, new_tenant, store
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -40,38 +39,6 @@ T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 @pytest.fixture
 def api_clock() -> Clock:
     return FakeClock(T0)
-
-
-async def owned_job(pool: asyncpg.Pool, clock: Clock, tenant: uuid.UUID, owner: str | None,
-                    name: str = "invoice", **fields: Any) -> JobRow:
-    async with pool.acquire() as conn:
-        row, _ = await submit_job(
-            conn, store(clock), clock, tenant_id=tenant,
-            request=JobRequest(name=name, schedule=ScheduleSpec(at=clock.now()), owner=owner,
-                               retry=RetrySpec(max_attempts=1), **fields),
-            pools=("default",), max_payload_bytes=1024, actor="test")
-    return row
-
-
-async def run_once(pool: asyncpg.Pool, clock: Clock, tenant: uuid.UUID, *,
-                   succeed: bool) -> uuid.UUID:
-    """The due run of the tenant, claimed and reported (a failure is permanent)."""
-    assert len(await fire_due(pool, store(clock), clock)) == 1
-    assert await dispatch(pool, clock) == 1
-    attempts = Attempts(pool, store(clock), clock, lease_ttl_seconds=30)
-    [claimed] = await attempts.claim(tenant, p.ClaimRequest(worker_id="w1", max_runs=1))
-    error = None if succeed else p.ErrorInfo(type="Boom", message="boom", retryable=False)
-    [result] = await attempts.record(tenant, "w1", [Outcome(
-        uuid.UUID(claimed.run_id), claimed.run_id, claimed.fencing_token,
-        "complete" if succeed else "fail", output=1, error=error)])
-    assert result.status == 200
-    return uuid.UUID(claimed.run_id)
-
-
-async def put_sink(client: httpx.AsyncClient, key: str, name: str, **body: Any) -> dict:
-    r = await client.put(f"/v1/alert-sinks/{name}", json=body, headers=auth(key))
-    assert r.status_code == 200, r.text
-    return r.json()
 
 
 def pending() -> float:

@@ -11,8 +11,8 @@ import asyncpg
 import httpx
 import pytest
 
-from .conftest import ADMIN, assert_problem, auth, tenant
-from .helpers import dispatch, store
+from tests.helpers.api import ADMIN, assert_problem, auth, tenant
+from tests.helpers.integration import dispatch, store
 
 pytestmark = pytest.mark.integration
 async def test_tenants_need_the_admin_key(client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:

@@ -13,9 +13,8 @@ import pytest
 
 from ostinato.clock import SystemClock
 from services.scheduler.tick import fire_due
-
-from .conftest import assert_problem, auth, tenant
-from .helpers import drive_one_run, new_tenant, store
+from tests.helpers.api import assert_problem, auth, tenant
+from tests.helpers.integration import drive_one_run, new_tenant, store
 
 pytestmark = pytest.mark.integration
 

@@ -20,9 +20,8 @@ from ostinato.runtime.settings import Settings
 from services.worker_gateway.app import create_app as create_gateway_app
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.wakeups import ReadySignals
-
-from .conftest import ADMIN, assert_problem, auth, tenant
-from .helpers import store
+from tests.helpers.api import ADMIN, assert_problem, auth, tenant
+from tests.helpers.integration import store
 
 pytestmark = pytest.mark.integration
 

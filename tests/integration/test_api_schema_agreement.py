@@ -13,7 +13,7 @@ import fastjsonschema
 import httpx
 import pytest
 
-from .conftest import auth, tenant
+from tests.helpers.api import auth, tenant
 
 pytestmark = pytest.mark.integration
 

@@ -20,11 +20,9 @@ from litestar.routes import HTTPRoute
 
 from ostinato.client import AsyncClient
 from ostinato.runtime.problems import UNSTORABLE
-
-from .conftest import ADMIN, assert_problem, auth, tenant
-from .test_cli import cli, new_key
-from .test_db_privileges import APP_ROLE, app, refused  # noqa: F401 (the `app` fixture)
-from .test_keys import issue
+from tests.helpers.api import ADMIN, assert_problem, auth, issue, tenant
+from tests.helpers.cli import cli, new_key
+from tests.helpers.privileges import APP_ROLE, refused
 
 pytestmark = pytest.mark.integration
 
@@ -321,7 +319,7 @@ async def test_get_audit_is_tenant_scoped_filters_and_pages(
 
 
 async def test_the_services_role_cannot_rewrite_or_erase_the_audit_trail(
-        client: httpx.AsyncClient, pool: asyncpg.Pool, app: asyncpg.Connection) -> None:  # noqa: F811
+        client: httpx.AsyncClient, pool: asyncpg.Pool, app: asyncpg.Connection) -> None:
     await tenant(client, "audit-h")
     before = await app.fetch("SELECT * FROM audit ORDER BY id")
     assert before  # the tenant's creation

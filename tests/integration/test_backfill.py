@@ -20,10 +20,9 @@ from ostinato.schedules import ScheduleSpec
 from ostinato.stores import dags as dag_store
 from ostinato.stores import runs
 from services.scheduler.tick import fire_due
-
-from .conftest import assert_problem, auth
-from .helpers import new_tenant, store
-from .test_dags import advance, node
+from tests.helpers.api import assert_problem, auth
+from tests.helpers.dags import advance, node
+from tests.helpers.integration import new_tenant, store
 
 pytestmark = pytest.mark.integration
 

@@ -18,9 +18,8 @@ from ostinato.clock import SystemClock
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore, read_stream
 from services.scheduler.tick import fire_due
-from tests.conftest import KAFKA_BOOTSTRAP, new_topic_prefix
-
-from .helpers import dispatch, new_job, new_tenant, pool_logging_statements
+from tests.helpers.env import KAFKA_BOOTSTRAP, new_topic_prefix
+from tests.helpers.integration import dispatch, new_job, new_tenant, pool_logging_statements
 
 pytestmark = pytest.mark.integration
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

@@ -22,9 +22,8 @@ from ostinato.wire import worker as p
 from services.reconciler.checks.pipeline import check_once
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts
-from tests.conftest import KAFKA_BOOTSTRAP
-
-from .helpers import dispatch, new_job, new_tenant, store
+from tests.helpers.env import KAFKA_BOOTSTRAP
+from tests.helpers.integration import dispatch, new_job, new_tenant, store
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

@@ -18,49 +18,17 @@ from prometheus_client import REGISTRY
 
 from ostinato.clock import FakeClock, SystemClock
 from ostinato.domain import events as ev
-from ostinato.eventlog.store import EventStore
 from ostinato.leases import attempts as attempt_leases
-from ostinato.runs.children import child_run_id, notify_parents
+from ostinato.runs.children import child_run_id
 from ostinato.sdk import ChildFailedError, PermanentError, Worker, WorkflowContext, task, workflow
 from ostinato.stores import runs
 from services.reconciler.checks import pipeline
+from tests.helpers.api import GATEWAY_BASE, auth
+from tests.helpers.integration import new_tenant, queued_workflow_run, run_row, store
 from tests.helpers.waiting import until
-
-from .conftest import GATEWAY_BASE, auth
-from .helpers import dispatch, new_tenant, store
-from .test_workflows import claimed_run, events_of, queued_workflow_run, run_row, send_steps
+from tests.helpers.workflows import claimed_run, drive, events_of, kinds, send_steps, tell_parents
 
 pytestmark = pytest.mark.integration
-
-
-async def tell_parents(pool: asyncpg.Pool, event_store: EventStore | None = None) -> int:
-    async with pool.acquire() as conn:
-        return await notify_parents(conn, event_store or store(), batch_size=500,
-                                    actor="scheduler")
-
-
-async def drive(pool: asyncpg.Pool, gw: httpx.AsyncClient, key: str, tasks: list[Any],
-                tenant_id: uuid.UUID, run_id: uuid.UUID, state: str) -> None:
-    """Run an SDK worker with `tasks`, doing the dispatcher's and the scheduler's part (dispatch,
-    tell parents) between looks, until the run reaches `state`."""
-    worker = Worker(GATEWAY_BASE, key, tasks, http_client=gw, claim_wait_seconds=0.2,
-                    shutdown_grace_seconds=0)
-    running = asyncio.create_task(worker.run())
-    try:
-        async def reached() -> bool:
-            await dispatch(pool)
-            await tell_parents(pool)
-            async with pool.acquire() as conn:
-                row = await runs.by_id(conn, tenant_id, run_id)  # a child: maybe not yet
-            return row is not None and row.state == state
-        await until(reached, within=600, what=f"run {run_id} {state}")  # a hang guard only
-    finally:
-        await worker.stop()
-        await running
-
-
-def kinds(events: list[Any]) -> list[str]:
-    return [type(e).__name__ for e in events]
 
 
 async def test_a_child_runs_once_and_its_output_becomes_the_parents_step(

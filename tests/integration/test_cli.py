@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,32 +15,10 @@ import pytest
 
 from ostinato.client import AsyncClient
 from ostinato.clock import SystemClock
-
-from .conftest import ADMIN
+from tests.helpers.api import ADMIN
+from tests.helpers.cli import cli, new_key
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
-
-
-async def new_key(api_url: str) -> str:
-    async with AsyncClient(api_url, ADMIN) as admin:
-        return (await admin.tenants.create(f"t-{uuid.uuid4().hex[:8]}")).api_key
-
-
-async def cli(home: Path, *args: str, env: dict[str, str] | None = None,
-              stdin: str = "") -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of `python -m ostinato ARGS`."""
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("OSTINATO_API", "OSTINATO_PROFILE", "OSTINATO_CONFIG",
-                                 "XDG_CONFIG"))}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ostinato", *args, cwd=ROOT,
-        env={**base, "HOME": str(home), "NO_COLOR": "1", **(env or {})},
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 120)  # a hang guard
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 async def test_a_job_created_through_the_client_is_listed_by_the_cli(
@@ -215,9 +191,7 @@ async def test_a_bulk_verb_over_more_than_a_page_runs_as_a_tracked_operation(
     run of POST /v1/operations, asks, starts one operation and follows it to the end (the
     api's duty, run here beside the in-process api), instead of 150 calls of its own."""
     from ostinato.operations import work
-
-    from .helpers import store
-    from .test_operations import runs_of
+    from tests.helpers.integration import runs_of, store
 
     async with AsyncClient(api_url, ADMIN) as admin:
         created = await admin.tenants.create(f"t-{uuid.uuid4().hex[:8]}")
@@ -414,10 +388,9 @@ async def test_runs_and_dead_letters_verbs_on_a_failed_workflow_run(
     import msgspec
 
     from ostinato.wire import worker as p
-
-    from .conftest import auth
-    from .helpers import new_tenant
-    from .test_workflows import claimed_run, send_steps
+    from tests.helpers.api import auth
+    from tests.helpers.integration import new_tenant
+    from tests.helpers.workflows import claimed_run, send_steps
 
     tenant_id, key = await new_tenant(pool)
     env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": key}
@@ -489,8 +462,7 @@ async def test_runs_list_filters_by_priority_class_and_error_type(
     from ostinato.wire import worker as p
     from services.worker_gateway.attempts import Attempts
     from services.worker_gateway.reports import Outcome
-
-    from .helpers import dispatch, store
+    from tests.helpers.integration import dispatch, store
 
     async with AsyncClient(api_url, ADMIN) as admin:
         created = await admin.tenants.create(f"t-{uuid.uuid4().hex[:8]}")

@@ -18,9 +18,8 @@ import pytest
 from ostinato.client import ApiError, ApiUnreachable, AsyncClient, Client
 from ostinato.schedules import ScheduleSpec
 from ostinato.wire.api import JobRequest, JobView, LimitRequest, RunView
-
-from .conftest import ADMIN
-from .test_dead_letters_api import dead_letters
+from tests.helpers.api import ADMIN
+from tests.helpers.integration import dead_letters
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from ostinato.bus import consumer as bus
 from ostinato.bus.consumer import Batch, ConsumerLoop, Settler, Unsettled
 from ostinato.bus.kafka import ensure_topics
 from ostinato.runtime.duties import DutyRunner, kafka_consumer
-from tests.conftest import KAFKA_BOOTSTRAP
+from tests.helpers.env import KAFKA_BOOTSTRAP
 
 pytestmark = pytest.mark.integration
 ENOUGH = 60.0  # a give-up, never a bound on how fast anything is

@@ -34,23 +34,15 @@ from ostinato.stores import runs
 from ostinato.wire.api import JobRequest
 from services.reconciler.checks.gaps import check_gaps
 from services.scheduler.tick import fire_due, release_retries
+from tests.helpers.api import GATEWAY_BASE, assert_problem, auth
+from tests.helpers.cli import cli, new_key
+from tests.helpers.dags import advance, node
+from tests.helpers.integration import dispatch, new_tenant, store
 from tests.helpers.waiting import until
-
-from .conftest import GATEWAY_BASE, assert_problem, auth
-from .helpers import dispatch, new_tenant, store
-from .test_cli import cli, new_key
 
 pytestmark = pytest.mark.integration
 
 FINAL = ("succeeded", "failed", "cancelled")
-
-
-async def advance(pool: asyncpg.Pool, now: datetime | None = None) -> int:
-    """The scheduler's `advance_dags` duty, once."""
-    async with pool.acquire() as conn:
-        return await dag_runs.advance_due(conn, store(), now=now or datetime.now(UTC),
-                                          batch_size=100, actor="scheduler",
-                                          rules=dag_runs.Rules())
 
 
 async def define(client: httpx.AsyncClient, key: str, name: str, nodes: list[dict[str, Any]],
@@ -104,10 +96,6 @@ async def drive(pool: asyncpg.Pool, gw: httpx.AsyncClient, client: httpx.AsyncCl
     finally:
         await worker.stop()
         await running
-
-
-def node(key: str, task_name: str = "dag.step", **extra: Any) -> dict[str, Any]:
-    return {"key": key, "task": task_name, "payload": {"key": key}, **extra}
 
 
 def recorder(seen: list[dict[str, Any]], name: str = "dag.step",

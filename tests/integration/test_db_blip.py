@@ -28,12 +28,11 @@ from services.scheduler.tick import fire_due
 from services.worker_gateway.app import create_app as create_gateway_app
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.wakeups import ReadySignals
-from tests.conftest import DATABASE_URL
+from tests.helpers.api import ADMIN, auth, tenant
+from tests.helpers.env import DATABASE_URL
+from tests.helpers.integration import dispatch, new_job, new_tenant, served_api, store
 from tests.helpers.lab.outage import PgRelay
 from tests.helpers.waiting import until
-
-from .conftest import ADMIN, auth, tenant
-from .helpers import dispatch, new_job, new_tenant, served_api, store
 
 pytestmark = pytest.mark.integration
 SERVICE_UNAVAILABLE = "https://ostinato.dev/problems/service-unavailable"

@@ -5,7 +5,7 @@ Each refusal is PostgreSQL's own, SQLSTATE 42501 (insufficient_privilege), check
 same clone of the migrated template the other tests use. That the app role CAN do everything
 the services do is shown here for one run end to end through the scheduler's, dispatcher's and
 gateway's code, and by the whole e2e and fault suites, whose services connect as this role
-(tests/e2e/services.py, tests/faults/conftest.py)."""
+(tests/helpers/e2e.py, tests/faults/conftest.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -23,8 +22,7 @@ from ostinato.db.migrate import migrate
 from ostinato.db.pool import _init_connection, create_pool
 from ostinato.eventlog.rebuild import rebuild
 from ostinato.runtime.settings import Settings
-from tests.conftest import (
-    APP_URL,
+from tests.helpers.env import (
     OWNER_URL,
     app_url_for,
     drop_database,
@@ -32,12 +30,11 @@ from tests.conftest import (
     owner_url_for,
     url_for,
 )
-
-from .helpers import drive_one_run
+from tests.helpers.integration import drive_one_run
+from tests.helpers.privileges import APP_ROLE, database, refused
 
 pytestmark = pytest.mark.integration
 
-APP_ROLE = urlsplit(APP_URL).username
 OWNER_ROLE = urlsplit(OWNER_URL).username
 DML = ("SELECT", "INSERT", "UPDATE", "DELETE")
 NEVER = ("TRUNCATE", "REFERENCES", "TRIGGER")
@@ -64,35 +61,10 @@ def expected_privileges(table: str) -> set[str]:
     return set(DML)
 
 
-def database(url: str) -> str:
-    return urlsplit(url).path.lstrip("/")
-
-
-@pytest.fixture
-async def app(db_url: str) -> AsyncIterator[asyncpg.Connection]:
-    """A connection to the test's database as the services' role."""
-    conn = await asyncpg.connect(app_url_for(database(db_url)))
-    yield conn
-    await conn.close()
-
-
 async def tables(conn: asyncpg.Connection) -> list[str]:
     return [r["relname"] for r in await conn.fetch(
         "SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace"
         " AND relkind IN ('r', 'p') ORDER BY relname")]
-
-
-async def refused(conn: asyncpg.Connection, statement: str) -> str | None:
-    """None if `statement` is refused with insufficient_privilege (rolled back either way),
-    else what happened instead."""
-    try:
-        async with conn.transaction():
-            await conn.execute(statement)
-    except asyncpg.InsufficientPrivilegeError:
-        return None
-    except asyncpg.PostgresError as exc:
-        return f"{statement}: {exc.sqlstate} {exc}"
-    return f"{statement}: succeeded"
 
 
 def test_the_services_default_to_the_app_role() -> None:

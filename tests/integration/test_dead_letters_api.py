@@ -11,41 +11,11 @@ import asyncpg
 import httpx
 import pytest
 
-from ostinato.clock import SystemClock
 from ostinato.eventlog.store import read_stream
-from ostinato.wire import worker as p
-from services.scheduler.tick import fire_due
-from services.worker_gateway.attempts import Attempts
-from services.worker_gateway.reports import Outcome
-
-from .conftest import assert_problem, auth, tenant
-from .helpers import dispatch, store
+from tests.helpers.api import assert_problem, auth, tenant
+from tests.helpers.integration import dead_letters
 
 pytestmark = pytest.mark.integration
-
-
-async def dead_letters(client: httpx.AsyncClient, pool: asyncpg.Pool, key: str,
-                       errors: list[str]) -> list[str]:
-    """Jobs whose single attempt fails permanently with each error type; their run ids."""
-    for i, _ in enumerate(errors):
-        r = await client.post("/v1/jobs", json={"name": f"j{i}", "payload": {"n": i}},
-                              headers=auth(key))
-        assert r.status_code == 201
-    await fire_due(pool, store(), SystemClock())
-    await dispatch(pool)
-    attempts = Attempts(pool, store(), SystemClock(), lease_ttl_seconds=30)
-    me = (await client.get("/v1/runs", headers=auth(key))).json()["items"]
-    assert len(me) == len(errors)
-    async with pool.acquire() as conn:
-        tenant_id = await conn.fetchval("SELECT tenant_id FROM runs WHERE id = $1",
-                                        uuid.UUID(me[0]["id"]))
-    claimed = await attempts.claim(tenant_id, p.ClaimRequest(worker_id="w", max_runs=100))
-    by_payload = sorted(claimed, key=lambda c: c.payload["n"])
-    await attempts.record(tenant_id, "w", [
-        Outcome(uuid.UUID(c.run_id), c.run_id, c.fencing_token, "fail", error=p.ErrorInfo(
-            type=kind, message=f"{kind} happened", retryable=False, classified=True))
-        for c, kind in zip(by_payload, errors, strict=True)])
-    return [c.run_id for c in by_payload]
 
 
 async def test_the_dead_letter_queue_end_to_end(client: httpx.AsyncClient,

@@ -28,8 +28,7 @@ from ostinato.wire import worker as p
 from services.reconciler.checks.deadlines import check_deadlines
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome
-
-from .helpers import dispatch, new_tenant, store
+from tests.helpers.integration import dispatch, new_tenant, store
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

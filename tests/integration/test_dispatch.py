@@ -28,9 +28,8 @@ from services.dispatcher.dispatcher import Dispatcher, fixed_capacity, live_work
 from services.dispatcher.snapshot import CapacitySource
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome
-
-from .conftest import ADMIN, assert_problem, auth, tenant
-from .helpers import new_tenant, pool_logging_statements, store
+from tests.helpers.api import ADMIN, assert_problem, auth, tenant
+from tests.helpers.integration import new_tenant, pool_logging_statements, store
 
 pytestmark = pytest.mark.integration
 

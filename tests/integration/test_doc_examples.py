@@ -52,8 +52,8 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.conftest import DATABASE_URL, TENANT_BOOTSTRAP, new_topic_prefix, url_for
-from tests.e2e.services import running_cluster
+from tests.helpers.e2e import running_cluster
+from tests.helpers.env import DATABASE_URL, TENANT_BOOTSTRAP, new_topic_prefix, url_for
 from tests.helpers.lab.cluster import Cluster
 from tests.helpers.waiting import until
 

@@ -13,9 +13,8 @@ import pytest
 
 from ostinato.clock import DatabaseClock
 from ostinato.eventlog.records import StreamHead
+from tests.helpers.integration import new_tenant, store
 from tests.helpers.run_stories import scheduled
-
-from .helpers import new_tenant, store
 
 pytestmark = pytest.mark.integration
 

@@ -20,9 +20,8 @@ from ostinato.eventlog.readmodels import snapshot
 from ostinato.eventlog.rebuild import rebuild
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import read_stream
+from tests.helpers.integration import drive_one_run, new_job, new_tenant, store
 from tests.helpers.run_stories import scheduled
-
-from .helpers import drive_one_run, new_job, new_tenant, store
 
 pytestmark = pytest.mark.integration
 

@@ -27,8 +27,7 @@ from services.reconciler.checks.timeouts import expire_timeouts
 from services.scheduler.tick import fire_due, release_retries
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.reports import Outcome
-
-from .helpers import dispatch, new_tenant, store
+from tests.helpers.integration import dispatch, new_tenant, store
 
 pytestmark = pytest.mark.integration
 RETRY = RetrySpec(max_attempts=3, initial_delay="10s", multiplier=2.0, jitter="none")

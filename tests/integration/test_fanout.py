@@ -26,11 +26,16 @@ from services.dispatcher.dispatcher import Dispatcher, fixed_capacity
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.reports import Outcome
-
-from .conftest import auth
-from .helpers import dispatch, new_job, new_tenant, store
-from .test_child_workflows import drive, tell_parents
-from .test_workflows import events_of, queued_workflow_run, run_row, send_steps
+from tests.helpers.api import auth
+from tests.helpers.integration import (
+    dispatch,
+    new_job,
+    new_tenant,
+    queued_workflow_run,
+    run_row,
+    store,
+)
+from tests.helpers.workflows import drive, events_of, send_steps, tell_parents
 
 pytestmark = pytest.mark.integration
 

@@ -15,9 +15,8 @@ from ostinato.stores.runs import Q as RUNS
 from ostinato.wire import worker as p
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome
+from tests.helpers.integration import TOPICS, dispatch, drive_one_run, new_job, new_tenant, store
 from tests.helpers.outbox import drain_outbox
-
-from .helpers import TOPICS, dispatch, drive_one_run, new_job, new_tenant, store
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,6 @@ serving its version comes back."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -20,16 +19,13 @@ from prometheus_client import REGISTRY
 from ostinato.clock import SystemClock
 from ostinato.domain import events as ev
 from ostinato.policy.fairness import DEFAULT_CLASSES
-from ostinato.runs.signals import send_signal
-from ostinato.sdk import Worker, WorkflowContext, workflow
+from ostinato.sdk import WorkflowContext, workflow
 from ostinato.stores.runs import StuckThresholds
 from services.dispatcher.dispatcher import Dispatcher, fixed_capacity, live_versions
 from services.reconciler.checks.stuck import mark_stuck
-from tests.helpers.waiting import until
-
-from .conftest import GATEWAY_BASE, auth
-from .helpers import dispatch, new_tenant, store
-from .test_workflows import events_of, queued_workflow_run, run_row
+from tests.helpers.api import auth
+from tests.helpers.integration import dispatch, new_tenant, queued_workflow_run, run_row, store
+from tests.helpers.workflows import events_of, signal, state_of, work
 
 pytestmark = pytest.mark.integration
 TTL = timedelta(seconds=35)
@@ -44,34 +40,6 @@ def billing(task: str, version: int, calls: list[str]) -> Any:
         return version
 
     return flow
-
-
-async def work(gw: httpx.AsyncClient, key: str, tasks: list[Any], reached: Any,
-               what: str, between: Any = None) -> None:
-    """An SDK worker with `tasks` until `reached()` holds (`between()` each look)."""
-    worker = Worker(GATEWAY_BASE, key, tasks, http_client=gw, claim_wait_seconds=0.2,
-                    shutdown_grace_seconds=0)
-    running = asyncio.create_task(worker.run())
-    try:
-        async def look() -> bool:
-            if between is not None:
-                await between()
-            return bool(await reached())
-        await until(look, within=600, what=what)  # a hang guard only
-    finally:
-        await worker.stop()
-        await running
-
-
-async def state_of(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: uuid.UUID) -> str:
-    return (await run_row(pool, tenant_id, run_id)).state
-
-
-async def signal(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: uuid.UUID) -> None:
-    async with pool.acquire() as conn:
-        await send_signal(conn, store(), tenant_id=tenant_id, run_id=run_id, name="go",
-                          payload=None, actor="test", idempotency_key=None,
-                          max_payload_bytes=1000)
 
 
 async def suspended_on_v2(pool: asyncpg.Pool, gw: httpx.AsyncClient, key: str,

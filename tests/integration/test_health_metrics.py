@@ -40,12 +40,11 @@ from services.reconciler.checks.overdue import check_overdue
 from services.reconciler.checks.pipeline import check_once
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome
-from tests.conftest import KAFKA_BOOTSTRAP
-
-from .conftest import auth
-from .helpers import Receiver, dispatch, new_tenant, store
-from .test_alerts import owned_job, put_sink, run_once
-from .test_kafka_submit import settings
+from tests.helpers.alerts import owned_job, put_sink, run_once
+from tests.helpers.api import auth
+from tests.helpers.env import KAFKA_BOOTSTRAP
+from tests.helpers.integration import Receiver, dispatch, new_tenant, store
+from tests.helpers.integration import kafka_settings as settings
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

@@ -28,13 +28,9 @@ from ostinato.policy.retry import RetrySpec
 from ostinato.sdk import PermanentError, RetryableError, WorkflowContext, workflow
 from ostinato.stores import runs, steps
 from services.scheduler.tick import fire_due, wake_suspended
-
-from .conftest import assert_problem, auth
-from .helpers import dispatch, new_tenant, store
-from .test_child_workflows import drive, kinds
-from .test_pausing import napper
-from .test_sagas import saga, step_names
-from .test_workflows import claimed_run, events_of, queued_workflow_run, run_row
+from tests.helpers.api import assert_problem, auth
+from tests.helpers.integration import dispatch, new_tenant, queued_workflow_run, run_row, store
+from tests.helpers.workflows import claimed_run, drive, events_of, kinds, napper, saga, step_names
 
 pytestmark = pytest.mark.integration
 
@@ -471,9 +467,8 @@ async def test_a_run_dead_lettered_twice_projects_its_fold_and_one_letter(
         pool: asyncpg.Pool) -> None:
     from ostinato.domain.lifecycle import fold
     from ostinato.eventlog.records import StreamHead
+    from tests.helpers.rows import ROW, _as_run
     from tests.helpers.run_stories import T0, scheduled
-
-    from .test_run_fold import ROW, _as_run
 
     tenant_id, _ = await new_tenant(pool)
 

@@ -27,9 +27,8 @@ from ostinato.wire import worker as p
 from services.reconciler.checks.deadlines import check_deadlines
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome
-
-from .conftest import assert_problem, auth
-from .helpers import dispatch, new_tenant, store
+from tests.helpers.api import assert_problem, auth
+from tests.helpers.integration import dispatch, new_tenant, store
 
 pytestmark = pytest.mark.integration
 # Near the real time: blobs are dated by the database's own now() (payload and output bytes).
@@ -43,7 +42,6 @@ def api_clock() -> Clock:
 
 def sample(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
-
 
 
 async def three_slots_health(client: httpx.AsyncClient, job_id: uuid.UUID, key: str,

@@ -24,7 +24,7 @@ from aiokafka.errors import (
 from ostinato.bus import access
 from ostinato.bus.kafka import KafkaAuth, ensure_topics
 from ostinato.bus.topics import Topics
-from tests.conftest import KAFKA_BOOTSTRAP, SERVICE_BOOTSTRAP
+from tests.helpers.env import KAFKA_BOOTSTRAP, SERVICE_BOOTSTRAP
 
 pytestmark = pytest.mark.integration
 ENOUGH = 60.0  # a safety net, never a bound on how fast the broker answers

@@ -37,16 +37,15 @@ from ostinato.eventlog.store import read_stream
 from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
 from ostinato.runtime.service import Service
-from ostinato.runtime.settings import Settings
 from services.api.app import create_app
 from services.api.ingest import REJECTION_MAX_BYTES, SubmitIngest, SubmitTopics
-from tests.conftest import KAFKA_BOOTSTRAP, TENANT_BOOTSTRAP
+from tests.helpers.api import ADMIN, assert_problem, auth
+from tests.helpers.env import KAFKA_BOOTSTRAP
+from tests.helpers.integration import kafka_settings, store
+from tests.helpers.integration import new_tenant as new_tenant_row
 from tests.helpers.waiting import until
 
 from . import job_bodies
-from .conftest import ADMIN, assert_problem, auth
-from .helpers import new_tenant as new_tenant_row
-from .helpers import store
 
 pytestmark = pytest.mark.integration
 ENOUGH = 60.0  # a safety net for a broken ingest, never a bound on how fast it is
@@ -57,19 +56,13 @@ FUZZ = settings(max_examples=int(os.environ.get("OSTINATO_INGEST_FUZZ_EXAMPLES",
                                        HealthCheck.too_slow])
 
 
-def settings(db_url: str, prefix: str) -> Settings:
-    return Settings(database_url=db_url, admin_key=ADMIN, kafka_bootstrap=KAFKA_BOOTSTRAP,
-                    kafka_tenant_bootstrap=TENANT_BOOTSTRAP, topic_prefix=prefix,
-                    kafka_submit_partitions=1)
-
-
 @asynccontextmanager
 async def running_api(pool: asyncpg.Pool, db_url: str, topic_prefix: str,
                       ingest_pool: asyncpg.Pool | None = None,
                       ) -> AsyncIterator[tuple[httpx.AsyncClient, SubmitIngest]]:
     """The api in-process with Kafka submission on, and its ingest consumer running (on
     `ingest_pool` if given)."""
-    s = settings(db_url, topic_prefix)
+    s = kafka_settings(db_url, topic_prefix)
     service = Service("api", s)
     service.pool = pool
     ingest = SubmitIngest(ingest_pool or pool, store(), SystemClock(), s)

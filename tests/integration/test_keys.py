@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import asyncpg
 import httpx
@@ -24,9 +23,8 @@ from ostinato.wire import worker as p
 from services.worker_gateway.app import create_app as create_gateway_app
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.wakeups import ReadySignals
-
-from .conftest import ADMIN, assert_problem, auth, tenant
-from .helpers import store
+from tests.helpers.api import ADMIN, assert_problem, auth, issue, tenant
+from tests.helpers.integration import store
 
 pytestmark = pytest.mark.integration
 
@@ -34,14 +32,6 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def api_clock() -> Clock:
     return FakeClock(datetime.now(UTC))
-
-
-async def issue(client: httpx.AsyncClient, key: str, role: str, name: str | None = None,
-                **extra: Any) -> dict[str, Any]:
-    r = await client.post("/v1/keys", json={"name": name or role, "role": role, **extra},
-                          headers=auth(key))
-    assert r.status_code == 201, r.text
-    return r.json()
 
 
 async def test_a_key_is_shown_once_listed_without_its_secret_and_notes_its_last_use(

@@ -35,10 +35,9 @@ from services.reconciler.checks.deadlines import check_deadlines
 from services.reconciler.checks.ledger import check_ledger
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome
+from tests.helpers.api import assert_problem, auth
+from tests.helpers.integration import TOPICS, dispatch, new_tenant, store
 from tests.helpers.outbox import drain_outbox
-
-from .conftest import assert_problem, auth
-from .helpers import TOPICS, dispatch, new_tenant, store
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

@@ -35,8 +35,7 @@ from services.reconciler.checks.alerts import read_signals
 from services.reconciler.checks.ledger import check_ledger
 from services.reconciler.checks.overdue import check_overdue
 from services.scheduler.tick import fire_due
-
-from .helpers import new_tenant, store
+from tests.helpers.integration import new_tenant, store
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

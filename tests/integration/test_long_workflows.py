@@ -21,10 +21,9 @@ from ostinato.clock import FakeClock
 from ostinato.sdk import WorkflowContext, workflow
 from ostinato.wire import worker as p
 from services.scheduler.tick import release_retries
-
-from .conftest import auth
-from .helpers import dispatch, new_tenant, store
-from .test_workflows import claimed_run, run_row, send_steps, work_until
+from tests.helpers.api import auth
+from tests.helpers.integration import dispatch, new_tenant, run_row, store
+from tests.helpers.workflows import claimed_run, send_steps, work_until
 
 pytestmark = pytest.mark.integration
 

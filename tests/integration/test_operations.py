@@ -16,31 +16,15 @@ import httpx
 import pytest
 
 from ostinato.clock import SystemClock
-from ostinato.jobs import submit_jobs
-from ostinato.jobs.request import JobRequest
 from ostinato.operations import work
 from ostinato.wire import worker as p
-from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts
-from tests.conftest import KAFKA_BOOTSTRAP, app_url_for
+from tests.helpers.api import assert_problem, auth, tenant
+from tests.helpers.env import KAFKA_BOOTSTRAP, app_url_for
+from tests.helpers.integration import dispatch, runs_of, store
 from tests.helpers.lab.cluster import Cluster
 
-from .conftest import assert_problem, auth, tenant
-from .helpers import dispatch, store
-
 pytestmark = pytest.mark.integration
-
-
-async def runs_of(pool: asyncpg.Pool, tenant_id: uuid.UUID, task: str, n: int) -> None:
-    """`n` scheduled runs of `task` (one-off jobs due now, fired by the scheduler's code)."""
-    async with pool.acquire() as conn:
-        for start in range(0, n, 500):
-            await submit_jobs(conn, store(), SystemClock(), tenant_id=tenant_id, requests=[
-                JobRequest(name=f"{task}-{i}", task=task)
-                for i in range(start, min(n, start + 500))],
-                pools=("default",), max_payload_bytes=1 << 20, actor="test")
-    while await fire_due(pool, store(), SystemClock(), batch_size=500):
-        pass
 
 
 async def tenant_id_of(pool: asyncpg.Pool, name: str) -> uuid.UUID:

@@ -17,9 +17,8 @@ from ostinato.stores.runs import Q as RUNS
 from ostinato.telemetry import metrics
 from services.dispatcher.fence import EpochFence
 from services.scheduler.tick import fire_due
+from tests.helpers.integration import TOPICS, dispatch, new_job, new_tenant, store
 from tests.helpers.outbox import drain_outbox
-
-from .helpers import TOPICS, dispatch, new_job, new_tenant, store
 
 pytestmark = pytest.mark.integration
 

@@ -18,11 +18,9 @@ from ostinato.clock import Clock, FakeClock
 from ostinato.domain import events as ev
 from ostinato.sdk import WorkflowContext, workflow
 from services.scheduler.tick import wake_suspended
-
-from .conftest import assert_problem, auth
-from .helpers import dispatch, new_tenant, store
-from .test_child_workflows import drive, kinds
-from .test_workflows import events_of, queued_workflow_run, run_row
+from tests.helpers.api import assert_problem, auth
+from tests.helpers.integration import dispatch, new_tenant, queued_workflow_run, run_row, store
+from tests.helpers.workflows import drive, events_of, kinds, napper
 
 pytestmark = pytest.mark.integration
 
@@ -30,17 +28,6 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def api_clock() -> Clock:
     return FakeClock(datetime.now(UTC))
-
-
-def napper(ran: list[str]) -> object:
-    @workflow("ops.nap")
-    async def nap(ctx: WorkflowContext, payload: None) -> str:
-        await ctx.step("before", ran.append, "before")
-        await ctx.sleep(timedelta(hours=1))
-        await ctx.step("after", ran.append, "after")
-        return "rested"
-
-    return nap
 
 
 async def test_a_paused_timer_is_frozen_and_gets_the_time_it_had_left_on_resume(

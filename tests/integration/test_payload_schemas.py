@@ -26,11 +26,10 @@ from ostinato.sdk import GatewayError, Task, Worker, task
 from ostinato.stores import runs, task_schemas
 from ostinato.wire.worker import TASKS_PATH
 from services.scheduler.tick import fire_due
+from tests.helpers.api import ADMIN, GATEWAY_BASE, assert_problem, auth
+from tests.helpers.integration import dispatch, new_tenant, run_row, store
 from tests.helpers.waiting import until
-
-from .conftest import ADMIN, GATEWAY_BASE, assert_problem, auth
-from .helpers import dispatch, new_tenant, store
-from .test_workflows import events_of, run_row
+from tests.helpers.workflows import events_of
 
 pytestmark = pytest.mark.integration
 TASK = "billing.charge"

@@ -9,7 +9,7 @@ import pytest
 
 from ostinato.db.migrate import migrate
 from ostinato.db.schema_dump import SCHEMA_FILE, dump_schema
-from tests.conftest import drop_database, fresh_database, owner_url_for, url_for
+from tests.helpers.env import drop_database, fresh_database, owner_url_for, url_for
 
 pytestmark = pytest.mark.integration
 

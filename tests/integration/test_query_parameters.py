@@ -17,9 +17,8 @@ from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from services.api.app import create_app
 from services.scheduler.tick import fire_due
-
-from .conftest import ADMIN, assert_problem, auth, tenant
-from .helpers import store
+from tests.helpers.api import ADMIN, assert_problem, auth, tenant
+from tests.helpers.integration import store
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,7 @@ import httpx
 import pytest
 
 from ostinato.clock import Clock, FakeClock
-
-from .conftest import ADMIN, assert_problem, auth, tenant
-from .test_keys import issue
+from tests.helpers.api import ADMIN, assert_problem, auth, issue, tenant
 
 pytestmark = pytest.mark.integration
 

@@ -28,11 +28,10 @@ from ostinato.runtime.ops import Degraded, readyz_answer
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from ostinato.telemetry import metrics
-from tests.conftest import app_url_for, drop_database, fresh_database, url_for
+from tests.helpers.api import ADMIN
+from tests.helpers.env import app_url_for, drop_database, fresh_database, url_for
 from tests.helpers.lab.cluster import Cluster, free_port
 from tests.helpers.lab.outage import PgRelay
-
-from .conftest import ADMIN
 
 pytestmark = pytest.mark.integration
 

@@ -23,9 +23,8 @@ from ostinato.stores.jobs import JobRow
 from services.reconciler.checks.gaps import check_gaps
 from services.reconciler.checks.overdue import check_overdue
 from services.scheduler.tick import fire_due
+from tests.helpers.integration import TOPICS, dispatch, new_tenant, store
 from tests.helpers.outbox import drain_outbox
-
-from .helpers import TOPICS, dispatch, new_tenant, store
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday

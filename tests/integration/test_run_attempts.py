@@ -18,11 +18,17 @@ import pytest
 from ostinato.clock import FakeClock
 from ostinato.sdk import RetryableError, Worker, WorkflowContext, workflow
 from services.scheduler.tick import release_retries, wake_suspended
+from tests.helpers.api import GATEWAY_BASE, auth
+from tests.helpers.cli import cli
+from tests.helpers.integration import (
+    dispatch,
+    login,
+    new_tenant,
+    queued_workflow_run,
+    run_row,
+    store,
+)
 from tests.helpers.waiting import until
-
-from .conftest import GATEWAY_BASE, auth
-from .helpers import dispatch, login, new_tenant, queued_workflow_run, run_row, store
-from .test_cli import cli
 
 pytestmark = pytest.mark.integration
 SLEEPS, FAILURES = 3, 2

@@ -9,10 +9,8 @@ import pytest
 
 from ostinato.clock import SystemClock
 from services.scheduler.tick import fire_due
-
-from .conftest import assert_problem, auth, tenant
-from .helpers import dispatch, store
-from .test_dead_letters_api import dead_letters
+from tests.helpers.api import assert_problem, auth, tenant
+from tests.helpers.integration import dead_letters, dispatch, store
 
 pytestmark = pytest.mark.integration
 

@@ -13,28 +13,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ostinato.domain import events as ev
-from ostinato.domain.lifecycle import Run, fold
-from ostinato.domain.states import RunState
+from ostinato.domain.lifecycle import fold
 from ostinato.eventlog.readmodels import snapshot
 from ostinato.eventlog.rebuild import rebuild
 from ostinato.eventlog.records import StreamHead
+from tests.helpers.integration import new_tenant, store
+from tests.helpers.rows import ROW, _as_run
 from tests.helpers.run_stories import T0, run_stories, scheduled
 
-from .helpers import new_tenant, store
-
 pytestmark = pytest.mark.integration
-
-ROW = """
-SELECT state, version, attempt, fencing_token, worker_id, pool, cancel_requested, failures,
-       retry_at IS NOT NULL AS retry_pending, output_ref, logs_ref,
-       last_error->>'type' AS last_error_type, steps_done, wait_reason AS waiting_for,
-       parent_notified, compensable, paused, task_version, pinned, stuck_version
-FROM runs WHERE id = $1"""
-
-
-def _as_run(row: asyncpg.Record) -> Run:
-    return Run(**{**dict(row), "state": RunState(row["state"])})
-
 
 def _fan_out(seq: int) -> ev.FanOutStarted:
     return ev.FanOutStarted(seq=seq, name="fan_out:t", task="t", total=4, max_concurrency=2,
@@ -60,6 +47,8 @@ FAN_OUTS_AGAIN = [_fanning(_fan_out(0)),
 
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
 @given(events=run_stories(), cuts=st.lists(st.integers(1, 4), min_size=1, max_size=15))
 @example(events=FAN_OUTS_AGAIN[0], cuts=[1])
 @example(events=FAN_OUTS_AGAIN[1], cuts=[4])
@@ -80,6 +69,8 @@ async def test_the_projected_run_is_the_fold_of_its_stream(
 
 @settings(max_examples=8, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
 @given(stories=st.lists(run_stories(), min_size=1, max_size=10))
 @example(stories=FAN_OUTS_AGAIN)
 async def test_a_rebuild_gives_every_run_its_fold_again(

@@ -6,56 +6,16 @@ even though its cancel was requested."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
-
 import asyncpg
 import httpx
 import pytest
 
 from ostinato.domain import events as ev
-from ostinato.sdk import PermanentError, WorkflowContext, workflow
-from ostinato.stores import steps
-
-from .conftest import auth
-from .helpers import new_tenant
-from .test_child_workflows import drive, kinds
-from .test_workflows import events_of, queued_workflow_run, run_row
+from tests.helpers.api import auth
+from tests.helpers.integration import new_tenant, queued_workflow_run, run_row
+from tests.helpers.workflows import drive, events_of, kinds, saga, step_names
 
 pytestmark = pytest.mark.integration
-
-
-def saga(calls: list[str], *, fail: bool = False, sleep: bool = False,
-         undo_fails: bool = False) -> Any:
-    def book(what: str) -> str:
-        calls.append(f"book {what}")
-        return what
-
-    def undo(what: str) -> None:
-        calls.append(f"undo {what}")
-        if undo_fails and what == "car":
-            raise PermanentError("the car is gone", type="not_found")
-
-    def pay() -> None:
-        calls.append("pay")
-        if fail:
-            raise PermanentError("card declined", type="card_declined")
-
-    @workflow("travel.saga")
-    async def trip(ctx: WorkflowContext, payload: None) -> str:
-        await ctx.step("hotel", book, "hotel", compensate=undo, compensate_retries=1)
-        await ctx.step("car", book, "car", compensate=undo, compensate_retries=1)
-        if sleep:
-            await ctx.sleep(timedelta(days=1))
-        await ctx.step("pay", pay)
-        return "booked"
-
-    return trip
-
-
-async def step_names(pool: asyncpg.Pool, tenant_id: Any, run_id: Any) -> list[str]:
-    async with pool.acquire() as conn:
-        return [s.name for s in await steps.page(conn, tenant_id, run_id, after=-1, limit=100)]
 
 
 async def test_a_failed_saga_compensates_in_reverse_and_ends_with_its_own_error(

@@ -16,8 +16,7 @@ from ostinato.jobs import submit_job
 from ostinato.jobs.request import JobRequest
 from ostinato.schedules import ScheduleSpec
 from services.scheduler.tick import fire_due
-
-from .helpers import new_tenant, pool_logging_statements, store
+from tests.helpers.integration import new_tenant, pool_logging_statements, store
 
 pytestmark = pytest.mark.integration
 N = 1000

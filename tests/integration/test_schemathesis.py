@@ -35,9 +35,8 @@ from services.scheduler.tick import fire_due
 from services.worker_gateway.app import create_app as create_gateway_app
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.wakeups import ReadySignals
-
-from .conftest import ADMIN, auth
-from .helpers import dispatch, new_job, new_tenant, store
+from tests.helpers.api import ADMIN, auth
+from tests.helpers.integration import dispatch, new_job, new_tenant, store
 
 pytestmark = pytest.mark.integration
 

@@ -29,9 +29,8 @@ from services.scheduler.tick import fire_due
 from services.worker_gateway.app import create_app
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.wakeups import ReadySignals
-
-from .conftest import ADMIN, auth
-from .helpers import new_job, new_tenant, store
+from tests.helpers.api import ADMIN, auth
+from tests.helpers.integration import new_job, new_tenant, store
 
 pytestmark = pytest.mark.integration
 

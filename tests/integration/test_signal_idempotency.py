@@ -14,10 +14,8 @@ import pytest
 from ostinato.domain.errors import IdempotencyConflict
 from ostinato.domain.workflow import INLINE_OUTPUT_BYTES
 from ostinato.runs.signals import send_signal
-
-from .conftest import assert_problem, auth
-from .helpers import new_tenant, store
-from .test_workflows import queued_workflow_run
+from tests.helpers.api import assert_problem, auth
+from tests.helpers.integration import new_tenant, queued_workflow_run, store
 
 pytestmark = pytest.mark.integration
 

@@ -25,9 +25,8 @@ from ostinato.eventlog.records import StreamHead
 from ostinato.stores import alerts as alert_store
 from services.reconciler.checks.retention import expire_start_lags
 from services.reconciler.loop import ReconcileConfig, start_lag_retention_duty
+from tests.helpers.integration import new_tenant, store
 from tests.helpers.run_stories import scheduled
-
-from .helpers import new_tenant, store
 
 pytestmark = pytest.mark.integration
 T = datetime(2026, 3, 2, 9, 0, 30, tzinfo=UTC)  # runs start half a minute into 09:00

@@ -20,12 +20,8 @@ from ostinato.runs.signals import send_signal
 from ostinato.sdk import PermanentError, WorkflowContext, task, workflow
 from ostinato.stores.runs import StuckThresholds
 from services.reconciler.checks.stuck import mark_stuck
-
-from .helpers import dispatch, new_tenant, store
-from .test_child_workflows import drive
-from .test_handler_versions import signal, state_of, work
-from .test_sagas import saga
-from .test_workflows import events_of, queued_workflow_run
+from tests.helpers.integration import dispatch, new_tenant, queued_workflow_run, store
+from tests.helpers.workflows import drive, events_of, saga, signal, state_of, work
 
 pytestmark = pytest.mark.integration
 NOW = timedelta(0)  # thresholds of zero: anything in the state counts at once

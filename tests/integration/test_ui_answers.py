@@ -12,13 +12,10 @@ import asyncpg
 import httpx
 import pytest
 
-from .conftest import auth, tenant
-from .helpers import login
-from .test_keys import issue
+from tests.helpers.api import auth, issue, tenant
+from tests.helpers.integration import login
 
 pytestmark = pytest.mark.integration
-
-
 
 
 async def a_run(client: httpx.AsyncClient, key: str) -> str:

@@ -12,8 +12,7 @@ from prometheus_client import REGISTRY
 
 from ostinato.clock import SystemClock
 from services.reconciler.checks import pipeline
-
-from .helpers import new_job, new_tenant
+from tests.helpers.integration import new_job, new_tenant
 
 pytestmark = pytest.mark.integration
 

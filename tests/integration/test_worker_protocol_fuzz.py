@@ -21,9 +21,8 @@ from hypothesis import strategies as st
 from ostinato.clock import SystemClock
 from ostinato.wire import worker as p
 from services.scheduler.tick import fire_due
-
-from .conftest import assert_problem, auth
-from .helpers import dispatch, new_job, new_tenant, store
+from tests.helpers.api import assert_problem, auth
+from tests.helpers.integration import dispatch, new_job, new_tenant, store
 
 pytestmark = pytest.mark.integration
 

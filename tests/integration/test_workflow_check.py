@@ -20,10 +20,9 @@ import httpx
 import pytest
 
 from ostinato.sdk import WorkflowContext, workflow
-
-from .conftest import auth
-from .helpers import new_tenant, queued_workflow_run, run_row
-from .test_workflows import work_until
+from tests.helpers.api import auth
+from tests.helpers.integration import new_tenant, queued_workflow_run, run_row
+from tests.helpers.workflows import work_until
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,10 +14,8 @@ import pytest
 
 from ostinato.domain import events as ev
 from ostinato.sdk import WorkflowContext, workflow
-
-from .helpers import new_tenant
-from .test_child_workflows import drive
-from .test_workflows import events_of, queued_workflow_run
+from tests.helpers.integration import new_tenant, queued_workflow_run
+from tests.helpers.workflows import drive, events_of
 
 pytestmark = pytest.mark.integration
 

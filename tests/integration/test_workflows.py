@@ -35,29 +35,12 @@ from services.scheduler.tick import fire_due, release_retries, wake_suspended
 from services.worker_gateway.app import create_app
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.wakeups import ReadySignals
+from tests.helpers.api import ADMIN, GATEWAY_BASE, assert_problem, auth
+from tests.helpers.integration import dispatch, new_tenant, queued_workflow_run, run_row, store
 from tests.helpers.waiting import until
-
-from .conftest import ADMIN, GATEWAY_BASE, assert_problem, auth
-from .helpers import dispatch, new_tenant, queued_workflow_run, run_row, store
+from tests.helpers.workflows import claimed_run, events_of, send_steps, work_until
 
 pytestmark = pytest.mark.integration
-
-
-
-
-async def work_until(pool: asyncpg.Pool, gw: httpx.AsyncClient, key: str, task: Any,
-                     tenant_id: uuid.UUID, run_id: uuid.UUID, state: str) -> None:
-    """Run an SDK worker with `task` until the run reaches `state`."""
-    worker = Worker(GATEWAY_BASE, key, [task], http_client=gw, claim_wait_seconds=0.2,
-                    shutdown_grace_seconds=0)
-    running = asyncio.create_task(worker.run())
-    try:
-        async def reached() -> bool:
-            return (await run_row(pool, tenant_id, run_id)).state == state
-        await until(reached, within=600, what=f"run {run_id} {state}")  # a hang guard only
-    finally:
-        await worker.stop()
-        await running
 
 
 async def test_a_failed_workflow_resumes_on_its_retry_without_rerunning_its_first_step(
@@ -103,22 +86,6 @@ async def test_a_failed_workflow_resumes_on_its_retry_without_rerunning_its_firs
         (0, "charge", {"charged": 7}), (1, "receipt", "sent 7")]
     row = await run_row(pool, tenant_id, run_id)
     assert row.steps_done == 2 and row.attempt == 2
-
-
-async def claimed_run(pool: asyncpg.Pool, gw: httpx.AsyncClient, tenant_id: uuid.UUID,
-                      key: str) -> p.ClaimedRun:
-    await queued_workflow_run(pool, tenant_id, "wf.raw")
-    r = await gw.post(p.CLAIM_PATH, json={"worker_id": "w1", "max_runs": 1}, headers=auth(key))
-    assert r.status_code == 200, r.text
-    [run] = msgspec.json.decode(r.content, type=p.ClaimResponse).runs
-    return run
-
-
-async def send_steps(gw: httpx.AsyncClient, key: str,
-                     items: list[dict[str, Any]]) -> list[p.BatchItemResult]:
-    r = await gw.post(p.BATCH_PATH, json={"worker_id": "w1", "steps": items}, headers=auth(key))
-    assert r.status_code == 200, r.text
-    return msgspec.json.decode(r.content, type=p.BatchResponse).results
 
 
 async def test_step_reports_are_fenced_repeats_are_idempotent_and_gaps_refused(
@@ -197,11 +164,6 @@ async def test_the_step_events_fold_into_the_runs_row(pool: asyncpg.Pool,
 
 
 # -- timers and signals ----------------------------------------------------------------------
-
-async def events_of(pool: asyncpg.Pool, tenant_id: uuid.UUID, run_id: uuid.UUID) -> list[Any]:
-    async with pool.acquire() as conn:
-        return [r.event for r in await read_stream(conn, run_id, tenant_id)]
-
 
 async def test_a_sleeping_workflow_frees_its_worker_and_wakes_at_its_due_time(
         pool: asyncpg.Pool, gateway: httpx.AsyncClient) -> None:

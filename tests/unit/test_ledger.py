@@ -21,7 +21,7 @@ from ostinato.schedules import ScheduleSpec, parse_schedule, to_document
 from ostinato.schedules import expected_slots as scheduler_slots
 from ostinato.schedules.cronexpr import CronSyntaxError
 from ostinato.schedules.cronexpr import compile_cron as compile_scheduler_cron
-from tests.unit.test_schedules_oracle import EXAMPLES, POLICY, ZONES, cron_exprs, windows
+from tests.helpers.schedules import EXAMPLES, POLICY, ZONES, cron_exprs, windows
 
 EPOCH = datetime(1990, 1, 1, tzinfo=UTC)
 

@@ -12,7 +12,7 @@ as processes, faults, load, end-of-run checks) and the other helpers of the proj
 live in tests/helpers/ (a source checkout only) and are no part of this surface.
 
 Nothing here imports `services` (an import-linter contract): helpers that drive service code
-stay with the tests (tests/integration/helpers.py).
+stay with the tests (tests/helpers/integration.py).
 """
 
 from ostinato.sdk.errors import Suspended

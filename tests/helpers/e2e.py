@@ -4,14 +4,16 @@ per test module."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
+import httpx
 
-from tests.conftest import (
+from tests.helpers.env import (
     APP_URL,
     KAFKA_BOOTSTRAP,
     app_url_for,
@@ -59,3 +61,21 @@ async def running_cluster(template_db: str, topic_prefix: str, log_dir: Path, *,
     assert not out_of_step, out_of_step
     if clean_exit:
         assert codes == {s: 0 for s in codes}, f"unclean exits: {codes}"
+
+
+async def tenant_key(c: Cluster) -> str:
+    async with httpx.AsyncClient(base_url=c.api_url) as api:
+        r = await api.post("/v1/tenants", json={"name": "acme"},
+                           headers={"Authorization": f"Bearer {c.admin_key}"})
+        return r.json()["api_key"]
+
+
+async def eventually(api: httpx.AsyncClient, path: str, key: str,
+                     done: Callable[[dict], bool], seconds: float = 45) -> dict[str, Any]:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        body = (await api.get(path, headers={"Authorization": f"Bearer {key}"})).json()
+        if done(body):
+            return body
+        assert asyncio.get_running_loop().time() < deadline, f"{path}: {body}"
+        await asyncio.sleep(0.2)

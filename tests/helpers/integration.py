@@ -1,8 +1,7 @@
 """Building blocks for integration tests: a tenant, jobs, a dispatcher decision, one run driven
 through the code each service runs (`drive_one_run`), an alert webhook receiver (`Receiver`).
-Helpers that need service code live here rather than in `ostinato.testing`, which may not
-import `services` (an import-linter contract); the ones that do not are in `ostinato.testing`
-(e.g. `outbox.drain_outbox`).
+The other helpers are beside it in tests/helpers/ (e.g. `outbox.drain_outbox`, the fault lab in
+`lab/`); `ostinato.testing`, the harness users get, may not import `services`.
 
 The tests still read and set up rows with inline SQL in many places (asserting what a table
 holds, or arranging a state no public call makes); the stores are the way to move them to."""
@@ -24,7 +23,7 @@ from ostinato.bus.topics import Topics
 from ostinato.clock import Clock, SystemClock
 from ostinato.db.pool import create_pool
 from ostinato.eventlog.store import EventStore
-from ostinato.jobs import submit_job
+from ostinato.jobs import submit_job, submit_jobs
 from ostinato.jobs.request import JobRequest
 from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service
@@ -37,6 +36,8 @@ from ostinato.wire import worker as p
 from services.api.app import create_app
 from services.scheduler.tick import fire_due
 from services.worker_gateway.attempts import Attempts, Outcome
+from tests.helpers.api import ADMIN, auth
+from tests.helpers.env import KAFKA_BOOTSTRAP, TENANT_BOOTSTRAP
 
 TOPICS = Topics()
 
@@ -216,3 +217,45 @@ async def login(client: httpx.AsyncClient, key: str) -> str:
     found = CSRF.search(page.text)
     assert found, page.text
     return found.group(1)
+
+
+async def dead_letters(client: httpx.AsyncClient, pool: asyncpg.Pool, key: str,
+                       errors: list[str]) -> list[str]:
+    """Jobs whose single attempt fails permanently with each error type; their run ids."""
+    for i, _ in enumerate(errors):
+        r = await client.post("/v1/jobs", json={"name": f"j{i}", "payload": {"n": i}},
+                              headers=auth(key))
+        assert r.status_code == 201
+    await fire_due(pool, store(), SystemClock())
+    await dispatch(pool)
+    attempts = Attempts(pool, store(), SystemClock(), lease_ttl_seconds=30)
+    me = (await client.get("/v1/runs", headers=auth(key))).json()["items"]
+    assert len(me) == len(errors)
+    async with pool.acquire() as conn:
+        tenant_id = await conn.fetchval("SELECT tenant_id FROM runs WHERE id = $1",
+                                        uuid.UUID(me[0]["id"]))
+    claimed = await attempts.claim(tenant_id, p.ClaimRequest(worker_id="w", max_runs=100))
+    by_payload = sorted(claimed, key=lambda c: c.payload["n"])
+    await attempts.record(tenant_id, "w", [
+        Outcome(uuid.UUID(c.run_id), c.run_id, c.fencing_token, "fail", error=p.ErrorInfo(
+            type=kind, message=f"{kind} happened", retryable=False, classified=True))
+        for c, kind in zip(by_payload, errors, strict=True)])
+    return [c.run_id for c in by_payload]
+
+
+async def runs_of(pool: asyncpg.Pool, tenant_id: uuid.UUID, task: str, n: int) -> None:
+    """`n` scheduled runs of `task` (one-off jobs due now, fired by the scheduler's code)."""
+    async with pool.acquire() as conn:
+        for start in range(0, n, 500):
+            await submit_jobs(conn, store(), SystemClock(), tenant_id=tenant_id, requests=[
+                JobRequest(name=f"{task}-{i}", task=task)
+                for i in range(start, min(n, start + 500))],
+                pools=("default",), max_payload_bytes=1 << 20, actor="test")
+    while await fire_due(pool, store(), SystemClock(), batch_size=500):
+        pass
+
+
+def kafka_settings(db_url: str, prefix: str) -> Settings:
+    return Settings(database_url=db_url, admin_key=ADMIN, kafka_bootstrap=KAFKA_BOOTSTRAP,
+                    kafka_tenant_bootstrap=TENANT_BOOTSTRAP, topic_prefix=prefix,
+                    kafka_submit_partitions=1)
