@@ -1,7 +1,14 @@
 """Tracing: opt-in OTLP export plus W3C context propagation through Kafka headers and run events.
 
 Without an endpoint nothing is installed and the API's no-op tracer stays in place: spans cost a
-contextvar read and no export or log happens. Propagation still works then, because the no-op
+contextvar read and no export or log happens.
+
+A stop never waits on the collector for long: `shutdown_tracing` flushes what is buffered for
+at most `OSTINATO_OTLP_SHUTDOWN_SECONDS` (2 s), then tells the exporter to stop (its retries
+end) and returns, dropping what was not sent; the export runs on a daemon thread, so the
+process exits at once. Measured before (bench/restart.py): with the collector absent, the
+exporter's retries (up to its 10 s export timeout, and 30 s for the processor's join) held every
+SIGTERM of a service that long. Propagation still works then, because the no-op
 tracer hands the extracted remote context through, so a trace survives a hop through a service
 that does not export. Runs fire long after submission, so a run's creation `traceparent` is stored
 on its event and turned back into a context by `context_from_traceparent` when the run is due.
@@ -9,7 +16,9 @@ on its event and turned back into a context by `context_from_traceparent` when t
 
 from __future__ import annotations
 
+import atexit
 import os
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cache
@@ -53,6 +62,8 @@ KafkaHeaders = Sequence[tuple[str, bytes | None]]
 
 _W3C = TraceContextTextMapPropagator()
 _provider: Any = None  # the SDK TracerProvider we installed, if any
+_exporter: Any = None  # and its span exporter
+SHUTDOWN_SECONDS = 2.0  # OSTINATO_OTLP_SHUTDOWN_SECONDS' default
 
 
 def _truthy(name: str) -> bool:
@@ -110,18 +121,43 @@ def init_tracing(service: str) -> None:
         )
     else:  # the exporter reads the standard variables itself (and appends /v1/traces)
         exporter = OTLPSpanExporter()
-    provider = TracerProvider(resource=resource)
+    # Not the SDK's own exit hook, which waits on an absent collector: ours is bounded.
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
-    _provider = provider
+    _provider, _exporter = provider, exporter
+    atexit.register(shutdown_tracing)
 
 
-def shutdown_tracing() -> None:
-    """Flush buffered spans before the process exits; a no-op when tracing is off."""
-    global _provider
-    if _provider is not None:
-        _provider.shutdown()
-        _provider = None
+def shutdown_seconds() -> float:
+    """How long a stop waits for buffered spans to reach the collector
+    (`OSTINATO_OTLP_SHUTDOWN_SECONDS`, 2 by default; a bad value is the default)."""
+    try:
+        value = float(os.environ.get("OSTINATO_OTLP_SHUTDOWN_SECONDS", SHUTDOWN_SECONDS))
+    except ValueError:
+        return SHUTDOWN_SECONDS
+    return value if value >= 0 else SHUTDOWN_SECONDS
+
+
+def shutdown_tracing(timeout_seconds: float | None = None) -> bool:
+    """Flush buffered spans, waiting at most `timeout_seconds` (`shutdown_seconds()`); True
+    when the flush ended in time (or tracing is off). Past the bound the exporter is told to
+    stop retrying and the spans left are dropped: a stop never waits on a collector that does
+    not answer (the module docstring)."""
+    global _provider, _exporter
+    provider, exporter = _provider, _exporter
+    _provider = _exporter = None
+    if provider is None:
+        return True
+    flush = threading.Thread(target=provider.shutdown, name="ostinato-trace-shutdown",
+                             daemon=True)
+    flush.start()
+    flush.join(shutdown_seconds() if timeout_seconds is None else timeout_seconds)
+    if not flush.is_alive():
+        return True
+    if exporter is not None:
+        exporter.shutdown()  # ends its retries; a request in flight is abandoned with the thread
+    return False
 
 
 def tracer(name: str = "ostinato") -> trace.Tracer:
