@@ -259,3 +259,14 @@ def kafka_settings(db_url: str, prefix: str) -> Settings:
     return Settings(database_url=db_url, admin_key=ADMIN, kafka_bootstrap=KAFKA_BOOTSTRAP,
                     kafka_tenant_bootstrap=TENANT_BOOTSTRAP, topic_prefix=prefix,
                     kafka_submit_partitions=1)
+
+
+async def tenant_id_of(pool: asyncpg.Pool, name: str) -> uuid.UUID:
+    """The id of the tenant named `name`."""
+    async with pool.acquire() as conn:
+        return await conn.fetchval("SELECT id FROM tenants WHERE name = $1", name)
+
+
+async def event_count(db: asyncpg.Pool | asyncpg.Connection) -> int:
+    """How many events the log holds (every tenant's): to show that something appended none."""
+    return await db.fetchval("SELECT count(*) FROM events")

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.helpers.api import ADMIN, assert_problem, auth, tenant
-from tests.helpers.integration import dispatch, store
+from tests.helpers.integration import dispatch, event_count, store
 
 pytestmark = pytest.mark.integration
 async def test_tenants_need_the_admin_key(client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
@@ -52,11 +52,11 @@ async def test_bad_job_input_is_a_problem_naming_the_field_and_writes_nothing(
         field: str) -> None:
     key = await tenant(client, "acme")
     async with pool.acquire() as conn:
-        before = await conn.fetchval("SELECT count(*) FROM events")
+        before = await event_count(conn)
         blobs = await conn.fetchval("SELECT count(*) FROM blobs")
     assert_problem(await client.post("/v1/jobs", json=body, headers=auth(key)), status, field)
     async with pool.acquire() as conn:
-        assert await conn.fetchval("SELECT count(*) FROM events") == before
+        assert await event_count(conn) == before
         assert await conn.fetchval("SELECT count(*) FROM blobs") == blobs
 
 
@@ -223,7 +223,7 @@ async def test_batch_submission_is_all_or_nothing_and_idempotent(client: httpx.A
     assert not any(i["created"] for i in again)
 
     async with pool.acquire() as conn:
-        before = await conn.fetchval("SELECT count(*) FROM events")
+        before = await event_count(conn)
     bad = [{"name": "ok"}, {"name": "bad", "schedule": {"cron": "nope"}},
            {"name": "worse", "pool": "mars"}]
     body = assert_problem(await client.post("/v1/jobs/batch", json={"jobs": bad},
@@ -233,6 +233,6 @@ async def test_batch_submission_is_all_or_nothing_and_idempotent(client: httpx.A
     assert_problem(await client.post("/v1/jobs/batch", json={"jobs": []}, headers=auth(key)),
                    422, "jobs")
     async with pool.acquire() as conn:
-        assert await conn.fetchval("SELECT count(*) FROM events") == before
+        assert await event_count(conn) == before
     listed = (await client.get("/v1/jobs", params={"limit": 100}, headers=auth(key))).json()
     assert len(listed["items"]) == 3

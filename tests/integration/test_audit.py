@@ -22,14 +22,10 @@ from ostinato.client import AsyncClient
 from ostinato.runtime.problems import UNSTORABLE
 from tests.helpers.api import ADMIN, assert_problem, auth, issue, tenant
 from tests.helpers.cli import cli, new_key
+from tests.helpers.integration import event_count, tenant_id_of
 from tests.helpers.privileges import APP_ROLE, refused
 
 pytestmark = pytest.mark.integration
-
-
-async def tenant_id_of(pool: asyncpg.Pool, name: str) -> uuid.UUID:
-    async with pool.acquire() as conn:
-        return await conn.fetchval("SELECT id FROM tenants WHERE name = $1", name)
 
 
 async def rows(pool: asyncpg.Pool, request_id: str) -> list[asyncpg.Record]:
@@ -205,7 +201,7 @@ async def test_a_failed_action_leaves_one_rejected_row_and_nothing_else(
     r, _ = await call("POST", f"/v1/jobs/{job}/trigger")
     run = r.json()["run_id"]
     async with pool.acquire() as conn:
-        events = await conn.fetchval("SELECT count(*) FROM events")
+        events = await event_count(conn)
 
     r, rid = await call("POST", f"/v1/runs/{run}/pause", {"reason": "x"})  # not a workflow step
     assert r.status_code == 409, r.text
@@ -232,7 +228,7 @@ async def test_a_failed_action_leaves_one_rejected_row_and_nothing_else(
     row = await one_row(pool, rid, action="key.issue", status=422, outcome="rejected")
     assert "nul\ufffdpool" in row["detail"]
     async with pool.acquire() as conn:
-        assert await conn.fetchval("SELECT count(*) FROM events") == events  # nothing else
+        assert await event_count(conn) == events  # nothing else
 
 
 async def test_a_refused_role_is_recorded_and_changes_nothing(

@@ -30,7 +30,7 @@ from tests.helpers.env import (
     owner_url_for,
     url_for,
 )
-from tests.helpers.integration import drive_one_run
+from tests.helpers.integration import drive_one_run, event_count
 from tests.helpers.privileges import APP_ROLE, database, refused
 
 pytestmark = pytest.mark.integration
@@ -178,7 +178,7 @@ async def test_the_app_role_runs_a_job_end_to_end(db_url: str) -> None:
         await drive_one_run(app_pool, succeed=False, stale_write=True)
         await drive_one_run(app_pool, succeed=True)
         async with app_pool.acquire() as conn:
-            assert await conn.fetchval("SELECT count(*) FROM events") > 0
+            assert await event_count(conn) > 0
     finally:
         await app_pool.close()
 

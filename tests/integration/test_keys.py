@@ -24,7 +24,7 @@ from services.worker_gateway.app import create_app as create_gateway_app
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.wakeups import ReadySignals
 from tests.helpers.api import ADMIN, assert_problem, auth, issue, tenant
-from tests.helpers.integration import store
+from tests.helpers.integration import event_count, store, tenant_id_of
 
 pytestmark = pytest.mark.integration
 
@@ -111,7 +111,7 @@ async def test_bad_key_requests_are_problems_that_change_nothing(
         client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
     operator = await tenant(client, "keys-d")
     async with pool.acquire() as conn:
-        before = await conn.fetchval("SELECT count(*) FROM events")
+        before = await event_count(conn)
     for body, status, field in [
             ({"name": "x", "role": "root"}, 422, "role"),
             ({"name": "", "role": "viewer"}, 422, "name"),
@@ -123,7 +123,7 @@ async def test_bad_key_requests_are_problems_that_change_nothing(
                                      json={"grace_seconds": 10**9}, headers=auth(operator)), 422)
     assert_problem(await client.delete(f"/v1/keys/{uuid.uuid4()}", headers=auth(operator)), 404)
     async with pool.acquire() as conn:
-        assert await conn.fetchval("SELECT count(*) FROM events") == before
+        assert await event_count(conn) == before
 
 
 async def test_a_tenants_keys_are_invisible_to_another_tenant(client: httpx.AsyncClient) -> None:
@@ -201,7 +201,7 @@ async def _matrix(http: httpx.AsyncClient, app: Litestar, keys: dict[str, dict[s
     routes = await _authenticated(http, app)
     refused = allowed = 0
     async with pool.acquire() as conn:
-        before = await conn.fetchval("SELECT count(*) FROM events")
+        before = await event_count(conn)
     for method, template, action in routes:
         for role, headers in keys.items():
             if not roles.may(role, action):
@@ -210,7 +210,7 @@ async def _matrix(http: httpx.AsyncClient, app: Litestar, keys: dict[str, dict[s
                 assert body["detail"] == roles.refusal(role, action), (role, method, template)
                 refused += 1
     async with pool.acquire() as conn:
-        assert await conn.fetchval("SELECT count(*) FROM events") == before
+        assert await event_count(conn) == before
     for method, template, action in routes:
         for role, headers in keys.items():
             if roles.may(role, action):
@@ -224,8 +224,7 @@ async def _matrix(http: httpx.AsyncClient, app: Litestar, keys: dict[str, dict[s
 async def _keys(client: httpx.AsyncClient, pool: asyncpg.Pool, name: str,
                 admin_header: bool) -> dict[str, dict[str, str]]:
     operator = await tenant(client, name)
-    async with pool.acquire() as conn:
-        tid = await conn.fetchval("SELECT id FROM tenants WHERE name = $1", name)
+    tid = await tenant_id_of(pool, name)
     keys = {roles.OPERATOR: auth(operator),
             roles.ADMIN: {**auth(ADMIN), **({"X-Ostinato-Tenant": str(tid)} if admin_header
                                             else {})}}

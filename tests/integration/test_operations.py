@@ -21,15 +21,10 @@ from ostinato.wire import worker as p
 from services.worker_gateway.attempts import Attempts
 from tests.helpers.api import assert_problem, auth, tenant
 from tests.helpers.env import KAFKA_BOOTSTRAP, app_url_for
-from tests.helpers.integration import dispatch, runs_of, store
+from tests.helpers.integration import dispatch, runs_of, store, tenant_id_of
 from tests.helpers.lab.cluster import Cluster
 
 pytestmark = pytest.mark.integration
-
-
-async def tenant_id_of(pool: asyncpg.Pool, name: str) -> uuid.UUID:
-    async with pool.acquire() as conn:
-        return await conn.fetchval("SELECT id FROM tenants WHERE name = $1", name)
 
 
 async def states(pool: asyncpg.Pool, tenant_id: uuid.UUID) -> dict[tuple[str, str], int]:

@@ -11,6 +11,7 @@ import pytest
 
 from ostinato.clock import Clock, FakeClock
 from tests.helpers.api import ADMIN, assert_problem, auth, issue, tenant
+from tests.helpers.integration import tenant_id_of
 
 pytestmark = pytest.mark.integration
 
@@ -20,15 +21,10 @@ def api_clock() -> Clock:
     return FakeClock(datetime.now(UTC))
 
 
-async def tenant_id(pool: asyncpg.Pool, name: str) -> str:
-    async with pool.acquire() as conn:
-        return str(await conn.fetchval("SELECT id FROM tenants WHERE name = $1", name))
-
-
 async def test_a_key_over_its_tenants_rate_gets_429_and_changes_nothing(
         client: httpx.AsyncClient, pool: asyncpg.Pool, api_clock: FakeClock) -> None:
     key = await tenant(client, "rl-a")
-    tid = await tenant_id(pool, "rl-a")
+    tid = str(await tenant_id_of(pool, "rl-a"))
     r = await client.put(f"/v1/tenants/{tid}/limits/api", json={"rate_per_second": 2, "burst": 3},
                          headers=auth(ADMIN))
     assert r.status_code == 200, r.text
@@ -63,7 +59,7 @@ async def test_a_tenant_rate_is_per_tenant_and_the_default_applies_elsewhere(
         client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
     slow = await tenant(client, "rl-b")
     fast = await tenant(client, "rl-c")
-    r = await client.put(f"/v1/tenants/{await tenant_id(pool, 'rl-b')}/limits/api",
+    r = await client.put(f"/v1/tenants/{await tenant_id_of(pool, 'rl-b')}/limits/api",
                          json={"rate_per_second": 1}, headers=auth(ADMIN))
     assert r.status_code == 200, r.text
     assert (await client.get("/v1/jobs", headers=auth(slow))).status_code == 200
@@ -76,7 +72,7 @@ async def test_a_tenant_rate_is_per_tenant_and_the_default_applies_elsewhere(
 
 async def test_bad_api_rates_are_refused(client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
     key = await tenant(client, "rl-d")
-    tid = await tenant_id(pool, "rl-d")
+    tid = str(await tenant_id_of(pool, "rl-d"))
     for body in ({"rate_per_second": -1}, {"rate_per_second": 5, "burst": 0},
                  {"rate_per_second": 5, "max_concurrency": 3}, {}):
         assert_problem(await client.put(f"/v1/tenants/{tid}/limits/api", json=body,
