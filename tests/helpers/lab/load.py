@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
 
-__all__ = ["RETRY", "Load", "create_tenant", "fx_job", "submit"]
+__all__ = ["RETRY", "Load", "create_tenant", "fx_job", "submit", "submit_items"]
 
 # The jobs' own policy: a fault may cost a run several attempts (lease expiries, the effects
 # database restarting); it must never cost the run itself.
@@ -53,12 +54,20 @@ async def submit(client: httpx.AsyncClient, jobs: Sequence[Mapping[str, Any]], *
                  within: float = 60, on_error: Any = None) -> list[str]:
     """POST /v1/jobs/batch, retried with the same idempotency keys until accepted (an outage
     answers 5xx or not at all); returns the job ids. A 4xx is a bug: raised at once."""
+    return [str(item["id"]) for item in await submit_items(client, jobs, within=within,
+                                                            on_error=on_error)]
+
+
+async def submit_items(client: httpx.AsyncClient, jobs: Sequence[Mapping[str, Any]], *,
+                       within: float = 60, on_error: Any = None) -> list[dict[str, Any]]:
+    """`submit`, returning the answer's items (`id`, `created`: False when an earlier attempt
+    with the same key had already created the job, e.g. one whose answer an outage cut)."""
     deadline = time.monotonic() + within
     while True:
         try:
             r = await client.post("/v1/jobs/batch", json={"jobs": list(jobs)})
             if r.status_code == 200:
-                return [str(item["id"]) for item in r.json()["items"]]
+                return list(r.json()["items"])
             if r.status_code < 500:
                 raise RuntimeError(f"batch refused: {r.status_code} {r.text[:500]}")
             error: Any = f"HTTP {r.status_code}"
@@ -89,6 +98,10 @@ class Load:
         self.accepted: dict[str, str] = {}  # job idempotency key -> job id
         self.timeline: list[tuple[float, int]] = []  # (monotonic, accepted so far)
         self.failed_requests = 0
+        self.errors: Counter[str] = Counter()  # "HTTP 503", or the exception's type: count
+        # keys whose batch failed at least once and was then answered "already created": the
+        # outage cut the answer to a commit that had happened (in doubt, resolved by the key)
+        self.resolved_in_doubt: dict[str, str] = {}
         self.abandoned: list[str] = []
         self.sent = 0
         self._sem = asyncio.Semaphore(max_in_flight)
@@ -109,19 +122,32 @@ class Load:
     def job_ids(self) -> list[str]:
         return list(self.accepted.values())
 
-    def _failed(self, _error: Any) -> None:
+    def _failed(self, error: Any) -> None:
         self.failed_requests += 1
+        self.errors[error if isinstance(error, str) else type(error).__name__] += 1
 
     async def _send(self, client: httpx.AsyncClient, keys: list[str]) -> None:
+        failed = 0
+
+        def on_error(error: Any) -> None:
+            nonlocal failed
+            failed += 1
+            self._failed(error)
+
         async with self._sem:
             jobs = [fx_job(k, **self.payload) for k in keys]
             try:
-                ids = await submit(client, jobs, within=self.give_up_after,
-                                   on_error=self._failed)
+                items = await submit_items(client, jobs, within=self.give_up_after,
+                                           on_error=on_error)
             except (TimeoutError, RuntimeError):
                 self.abandoned += keys
                 return
+        ids = [str(item["id"]) for item in items]
         self.accepted.update(zip(keys, ids, strict=True))
+        if failed:
+            self.resolved_in_doubt.update(
+                (k, str(item["id"])) for k, item in zip(keys, items, strict=True)
+                if not item["created"])
         self.timeline.append((time.monotonic(), len(self.accepted)))
 
     async def _run(self) -> None:
