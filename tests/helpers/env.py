@@ -30,8 +30,9 @@ _counter = itertools.count()
 
 
 def _on(url: str, database: str) -> str:
-    base, _, _ = url.rpartition("/")
-    return f"{base}/{database}"
+    """`url` on `database`, its query kept (a multi-host URL's target_session_attrs: the HA
+    profile's, infra/README.md "HA PostgreSQL")."""
+    return urlsplit(url)._replace(path=f"/{database}").geturl()
 
 
 def url_for(database: str) -> str:
