@@ -57,6 +57,17 @@ async def one_kill(bench: Bench, db: asyncpg.Connection, round_no: int, runs: in
                    ) -> dict[str, Any]:
     victim = WorkerProc(f"victim{round_no}", bench.cluster.gateway_url, bench.key, bench.url,
                         bench.cluster.log_dir, concurrency=runs, claim_wait_seconds=1)
+    b = WorkerProc("b", bench.cluster.gateway_url, bench.key, bench.url, bench.cluster.log_dir,
+                   concurrency=64, claim_wait_seconds=10)
+    try:
+        return await _round(bench, db, round_no, runs, victim, b)
+    finally:  # whatever happened, no worker outlives its round
+        victim.kill()
+        await asyncio.to_thread(b.stop)
+
+
+async def _round(bench: Bench, db: asyncpg.Connection, round_no: int, runs: int,
+                 victim: WorkerProc, b: WorkerProc) -> dict[str, Any]:
     await asyncio.to_thread(lambda: victim.start().wait_ready())
     async with bench.client() as client:
         job_ids = await submit(client, [fx_job(f"r{round_no}-{i}", sleep=60, slow_attempts=1)
@@ -69,8 +80,6 @@ async def one_kill(bench: Bench, db: asyncpg.Connection, round_no: int, runs: in
         return [r["id"] for r in rows] if len(rows) == runs else None
 
     run_ids = await _until(held, 60, f"round {round_no}: the victim to hold its runs")
-    b = WorkerProc("b", bench.cluster.gateway_url, bench.key, bench.url, bench.cluster.log_dir,
-                   concurrency=64, claim_wait_seconds=10)
     await asyncio.to_thread(lambda: b.start().wait_ready())
     killed_at = await db.fetchval("SELECT clock_timestamp()")
     leases_left = await db.fetchval(
@@ -91,7 +100,6 @@ async def one_kill(bench: Bench, db: asyncpg.Connection, round_no: int, runs: in
                                  "AND state = 'succeeded'", run_ids) == runs
 
     await _until(finished, 60, f"round {round_no}: b to finish the runs")
-    await asyncio.to_thread(b.stop)
     causes = await db.fetch(
         "SELECT data->>'cause' AS cause FROM events WHERE type = 'LeaseExpired' "
         "AND stream_id = ANY($1::uuid[])", run_ids)

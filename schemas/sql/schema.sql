@@ -363,6 +363,16 @@ CREATE TABLE public.fan_outs (
 );
 
 --
+-- Name: gateway_instances; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.gateway_instances (
+    id text NOT NULL,
+    started_at timestamp with time zone NOT NULL,
+    seen_at timestamp with time zone NOT NULL
+);
+
+--
 -- Name: job_pauses; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -952,6 +962,13 @@ ALTER TABLE ONLY public.events
 
 ALTER TABLE ONLY public.fan_outs
     ADD CONSTRAINT fan_outs_pkey PRIMARY KEY (parent_run_id, seq);
+
+--
+-- Name: gateway_instances gateway_instances_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.gateway_instances
+    ADD CONSTRAINT gateway_instances_pkey PRIMARY KEY (id);
 
 --
 -- Name: job_pauses job_pauses_pkey; Type: CONSTRAINT; Schema: public; Owner: -

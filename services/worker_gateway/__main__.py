@@ -12,6 +12,7 @@ from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service, run_service, run_until_stopped
 from services.worker_gateway.app import create_app
 from services.worker_gateway.attempts import Attempts
+from services.worker_gateway.presence import instance_duty
 from services.worker_gateway.wakeups import ReadySignals
 
 
@@ -22,6 +23,7 @@ async def amain() -> None:
     producer = await service.start_producer()
     store = EventStore(service.clock, settings.topics)
     relay = service.add_duty(outbox_relay(OutboxRelay(pool, producer, settings.topics)))
+    service.add_duty(instance_duty(pool, service.clock))
     signals = ReadySignals()
     attempts = Attempts(pool, store, service.clock, lease_ttl_seconds=settings.lease_ttl_seconds,
                         on_finished=relay.wake, child_rules=ChildRules(

@@ -16,12 +16,15 @@ inside the wait loop (a write a second per idle worker, for nothing).
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import asyncpg
 
 from ostinato.clock import Clock
+from ostinato.runtime.duties import Duty
 from ostinato.telemetry.logging import get_logger
 from ostinato.wire import worker as p
 from ostinato.workers import registry
@@ -94,3 +97,24 @@ class WorkerPresence:
         if gone:
             log.info("forgot workers not seen for long", count=gone,
                      after_seconds=FORGET_AFTER.total_seconds())
+
+
+INSTANCE_SECONDS = 1.0  # how often a gateway instance says it is alive
+
+
+def instance_duty(pool: asyncpg.Pool, clock: Clock) -> Duty:
+    """This gateway instance, alive in storage every second and gone at a graceful stop: the
+    reconciler counts a worker's silence only while a gateway was there to hear it, and from
+    the latest start of one (`ostinato.policy.liveness`)."""
+    instance = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+    async def run_once(now: datetime) -> int:
+        async with pool.acquire() as conn:
+            await registry.gateway_seen(conn, instance, clock.db_now())
+        return 0
+
+    async def gone() -> None:
+        async with pool.acquire() as conn:
+            await registry.gateway_gone(conn, instance, clock.db_now())
+
+    return Duty("gateway_instance", INSTANCE_SECONDS, run_once, on_stop=gone)

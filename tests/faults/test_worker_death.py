@@ -98,7 +98,8 @@ async def test_a_frozen_worker_found_dead_is_refused_when_it_wakes(lab: Lab) -> 
     stale token (in the gateway and in the effects database) and applies nothing."""
     await lab.start(env=LONG_LEASES)
     a = await lab.worker("a", concurrency=4, claim_wait_seconds=1)
-    job_ids = await lab.submit([fx_job(f"frozen-{i}", sleep=3, slow_attempts=1)
+    # frozen in the sleep; woken, it asks the gateway (heartbeat) right before the effect
+    job_ids = await lab.submit([fx_job(f"frozen-{i}", sleep=3, heartbeat=True, slow_attempts=1)
                                 for i in range(2)])
 
     async def held_by_a() -> bool:
@@ -127,8 +128,8 @@ async def test_a_frozen_worker_found_dead_is_refused_when_it_wakes(lab: Lab) -> 
             found.append(stale[0])
         return found
 
-    for event in await until(refused, 20, "a's stale writes to be refused"):
-        assert event["actor"] == "worker:a"
+    for event in await until(refused, 30, "a's stale writes to be refused"):
+        assert event["actor"] == "worker:a" and event["data"]["operation"] == "heartbeat"
         assert event["data"]["presented_token"] == 1 < event["data"]["current_token"]
     for job_id in job_ids:
         events = await events_of(lab, (await run_of(lab, job_id))["id"])

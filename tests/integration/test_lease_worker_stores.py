@@ -48,6 +48,8 @@ DML = {
     (registry, "touch_worker"),
     (registry, "worker_seen"),
     (registry, "forget_stale_workers"),
+    (registry, "gateway_seen"),
+    (registry, "gateway_gone"),
 }
 STORES = (attempts, shard, registry)
 

@@ -20,11 +20,14 @@ LEASE_LEFT = NOW + timedelta(seconds=20)  # a lease far from running out
 
 
 def judge(*, expires_at: datetime = LEASE_LEFT, seen_ago: float | None = 0.5,
-          liveness: float | None = 1.0, watching_for: float = 60.0) -> str | None:
+          liveness: float | None = 1.0, watching_for: float = 60.0,
+          gateway_up_for: float | None = 600.0) -> str | None:
     return abandoned(now=NOW, expires_at=expires_at,
                      seen_at=None if seen_ago is None else NOW - timedelta(seconds=seen_ago),
                      liveness_seconds=liveness, dead_after=DEAD_AFTER,
-                     watching_since=NOW - timedelta(seconds=watching_for))
+                     watching_since=NOW - timedelta(seconds=watching_for),
+                     gateways_since=None if gateway_up_for is None
+                     else NOW - timedelta(seconds=gateway_up_for))
 
 
 def test_an_expired_lease_is_taken_back_whatever_its_worker_says() -> None:
@@ -56,6 +59,14 @@ def test_silence_counts_only_while_the_detector_watched() -> None:
     # seen 10 s ago, but the detector has been looking for 2 s only (it just came back)
     assert judge(seen_ago=10.0, watching_for=2.0) is None
     assert judge(seen_ago=10.0, watching_for=3.5) == "missed_heartbeats"
+
+
+def test_silence_counts_only_while_a_gateway_was_there_to_hear_it() -> None:
+    assert judge(seen_ago=10.0, gateway_up_for=None) is None  # no gateway live: nobody pinged
+    assert judge(seen_ago=10.0, gateway_up_for=2.0) is None  # one just (re)started
+    assert judge(seen_ago=10.0, gateway_up_for=3.5) == "missed_heartbeats"
+    # an expired lease needs no witness
+    assert judge(expires_at=NOW - timedelta(seconds=1), gateway_up_for=None) == "lease_expired"
 
 
 def test_the_watch_starts_at_the_first_pass_and_again_after_a_gap_in_passes() -> None:

@@ -105,7 +105,8 @@ async def stuck_leases(conn: asyncpg.Connection, now: datetime | None, after: ti
 class WatchedLease(msgspec.Struct, frozen=True):
     """A lease the reconciler may take back, with what `policy.liveness.abandoned` judges by:
     its expiry, its worker's last ping and ping interval (None: undeclared or unregistered),
-    and the database's `now` of the pass."""
+    the latest start of a live gateway instance (None: none live) and the database's `now` of
+    the pass."""
 
     run_id: uuid.UUID
     worker_id: str
@@ -113,6 +114,7 @@ class WatchedLease(msgspec.Struct, frozen=True):
     expires_at: datetime
     seen_at: datetime | None
     liveness_seconds: float | None
+    gateways_since: datetime | None
     now: datetime
 
 
@@ -120,8 +122,9 @@ async def abandoned_leases(conn: asyncpg.Connection, now: datetime | None,
                            watching_since: datetime | None, dead_after: timedelta,
                            limit: int) -> list[WatchedLease]:
     """The expired leases, and those of pinging workers silent for `dead_after` (or 3 pings)
-    counted from `watching_since` (None: none yet), oldest expiry first, locked (SKIP LOCKED)
-    in the caller's transaction so one reconciler handles each."""
+    counted from `watching_since` (None: none yet) and from the latest start of a live gateway
+    instance, oldest expiry first, locked (SKIP LOCKED) in the caller's transaction so one
+    reconciler handles each."""
     return many(WatchedLease, await conn.fetch(
         Q["abandoned_leases"], now,
         datetime.max.replace(tzinfo=UTC) if watching_since is None else watching_since,

@@ -10,9 +10,11 @@ storage), so a worker that was only partitioned or frozen and comes back is refu
 
 Every instant is the database's (`workers.seen_at`, the lease's expiry and the pass's `now`
 come from one clock), and liveness is a row in storage that every gateway instance refreshes,
-so a worker may talk to any gateway. Silence is counted only from `watching_since`: after a
-gap in the detector's own passes (the database or the reconciler down) no worker could have
-been seen, so the count starts again rather than blaming every worker at once.
+so a worker may talk to any gateway. Silence is counted only while the worker could have been
+heard: from `watching_since` (after a gap in the detector's own passes, the database or the
+reconciler down, the count starts again) and from `gateways_since`, the latest start of a live
+gateway instance (a gateway restart starts it again; with no gateway live nobody is judged), so
+an outage or a rolling restart of the platform never passes for every worker's death.
 """
 
 from __future__ import annotations
@@ -42,13 +44,17 @@ def watch_start(since: datetime | None, last_pass: datetime | None, now: datetim
 
 def abandoned(*, now: datetime, expires_at: datetime, seen_at: datetime | None,
               liveness_seconds: float | None, dead_after: timedelta,
-              watching_since: datetime) -> Cause | None:
+              watching_since: datetime, gateways_since: datetime | None) -> Cause | None:
     """Why an attempt's lease is to be taken back at `now`, or None while its worker may still
-    be working: the lease ran out, or its pinging worker has been silent too long."""
+    be working: the lease ran out, or its pinging worker has been silent too long while the
+    detector watched and a gateway was there to hear it."""
     if expires_at < now:
         return "lease_expired"
     if seen_at is None or liveness_seconds is None:
         return None  # the worker declares no pings (an older SDK): its lease decides
-    if now - max(seen_at, watching_since) > silence_limit(liveness_seconds, dead_after):
+    if gateways_since is None:
+        return None  # no gateway instance live: nobody could ping
+    heard_from = max(seen_at, watching_since, gateways_since)
+    if now - heard_from > silence_limit(liveness_seconds, dead_after):
         return "missed_heartbeats"
     return None

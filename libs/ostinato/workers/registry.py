@@ -145,3 +145,14 @@ async def unserved(conn: asyncpg.Connection, now: datetime | None, after: timede
     """Per (tenant, pool): runs due more than `after` ago, still waiting, with no live worker
     (seen within `ttl`) of the tenant or shared in their pool."""
     return many(UnservedPool, await conn.fetch(Q["unserved_pools"], now, after, ttl, limit))
+
+
+async def gateway_seen(conn: asyncpg.Connection, instance: str, now: datetime | None) -> None:
+    """A worker-gateway instance says it is alive: the reconciler judges a worker's silence
+    only while a gateway was there to hear it (`leases.abandoned_leases`)."""
+    await conn.execute(Q["gateway_seen"], instance, now)
+
+
+async def gateway_gone(conn: asyncpg.Connection, instance: str, now: datetime | None) -> None:
+    """A worker-gateway instance stopping gracefully (and rows of long-gone ones)."""
+    await conn.execute(Q["gateway_gone"], instance, now)

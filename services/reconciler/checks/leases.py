@@ -49,7 +49,7 @@ class LeaseWatch:
             causes = {lease.run_id: cause for lease in leases if (cause := liveness.abandoned(
                 now=lease.now, expires_at=lease.expires_at, seen_at=lease.seen_at,
                 liveness_seconds=lease.liveness_seconds, dead_after=self.dead_after,
-                watching_since=since)) is not None}
+                watching_since=since, gateways_since=lease.gateways_since)) is not None}
             if not causes:
                 return 0
             rows = {r.id: r for r in await runs.lock(conn, list(causes))}

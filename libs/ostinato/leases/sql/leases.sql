@@ -40,9 +40,15 @@ DELETE FROM attempt_leases WHERE run_id = ANY($1::uuid[]);
 -- NULL), each with what it judges by, locked so one reconciler handles each: the expired ones
 -- (by the expiry index, oldest first, at most $4), and those of workers that declare a ping
 -- interval and have been silent since before max($3, 3 pings) before $1, counted from $2 (the
--- detector's watch start; 'infinity': not watching yet). `seen_at`: the worker's last ping
--- under any of its scopes that covers the lease's tenant (NULL: not registered).
+-- detector's watch start; 'infinity': not watching yet) and from the latest start of a live
+-- gateway instance (seen within $3; none live: nobody is judged silent). `seen_at`: the
+-- worker's last ping under any of its scopes that covers the lease's tenant (NULL: not
+-- registered).
 WITH clock AS (SELECT coalesce($1::timestamptz, now()) AS now),
+gateways AS (
+    SELECT max(g.started_at) AS since FROM gateway_instances g, clock c
+    WHERE g.seen_at > c.now - $3::interval
+),
 candidates AS (
     (SELECT l.run_id, l.expires_at FROM attempt_leases l, clock c
      WHERE l.expires_at < c.now ORDER BY l.expires_at LIMIT $4)
@@ -50,17 +56,19 @@ candidates AS (
     SELECT l.run_id, l.expires_at
     FROM workers w
     JOIN attempt_leases l ON l.worker_id = w.worker_id
-                         AND (w.tenant_id IS NULL OR w.tenant_id = l.tenant_id), clock c
-    WHERE w.liveness_seconds IS NOT NULL
-      AND greatest(w.seen_at, $2::timestamptz)
+                         AND (w.tenant_id IS NULL OR w.tenant_id = l.tenant_id), clock c,
+         gateways gw
+    WHERE w.liveness_seconds IS NOT NULL AND gw.since IS NOT NULL
+      AND greatest(w.seen_at, $2::timestamptz, gw.since)
           < c.now - greatest($3::interval, make_interval(secs => 3 * w.liveness_seconds))
 )
 SELECT l.run_id, l.worker_id, l.fencing_token AS lease_token, l.expires_at, s.seen_at,
-       s.liveness_seconds, c.now
+       s.liveness_seconds, gw.since AS gateways_since, c.now
 FROM attempt_leases l
 JOIN (SELECT DISTINCT run_id, expires_at FROM candidates ORDER BY expires_at LIMIT $4) AS x
     USING (run_id)
 CROSS JOIN clock c
+CROSS JOIN gateways gw
 LEFT JOIN LATERAL (
     SELECT max(w.seen_at) AS seen_at, max(w.liveness_seconds)::float8 AS liveness_seconds
     FROM workers w

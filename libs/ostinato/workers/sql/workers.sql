@@ -90,3 +90,14 @@ WHERE r.state IN ('scheduled', 'queued')
 GROUP BY r.tenant_id, t.name, r.pool
 ORDER BY r.tenant_id, r.pool
 LIMIT $4;
+
+-- name: gateway_seen
+-- A worker-gateway instance is alive (every second; `started_at` kept from its first call).
+INSERT INTO gateway_instances (id, started_at, seen_at)
+VALUES ($1, coalesce($2::timestamptz, now()), coalesce($2::timestamptz, now()))
+ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at;
+
+-- name: gateway_gone
+-- A worker-gateway instance stopping gracefully; long-gone ones are deleted on the way.
+DELETE FROM gateway_instances
+WHERE id = $1 OR seen_at < coalesce($2::timestamptz, now()) - interval '1 hour';
