@@ -2,6 +2,9 @@
 #   make up     install what is missing, start PostgreSQL, Kafka and the five services + a demo
 #               (Jaeger for traces follows in the background; TRACING=1 waits for it)
 #   make test   install what is missing, start the servers the tests need, run the whole suite
+#   make up HA=1  the HA profile: PostgreSQL primary + synchronous standby, three Kafka brokers
+#               and two instances of each service
+#               (infra/README.md "HA profile"; `make down` stops it too)
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 VENV := .venv
@@ -10,6 +13,10 @@ PY := $(VENV)/bin/python
 # or what the environment already sets, e.g. OSTINATO_PG_PORT).
 WITH_ENV := . infra/env.sh &&
 export UV_PYTHON_DOWNLOADS := never
+# HA=1: every recipe (and infra/env.sh) runs in the HA profile.
+ifneq ($(HA),)
+export OSTINATO_HA := 1
+endif
 
 .PHONY: help deps assets bench-deps up down test unit lint lock infra-up infra-down migrate \
 	topics clean \
@@ -46,7 +53,7 @@ assets:
 # PostgreSQL and Kafka first; Jaeger is only waited for with TRACING=1, otherwise started from
 # the cached binary or built and started in the background (infra/jaeger/background.sh).
 up: deps assets
-	infra/up.sh postgres kafka $(if $(TRACING),jaeger)
+	infra/up.sh $(if $(HA),postgres-ha kafka-ha,postgres kafka) $(if $(TRACING),jaeger)
 	$(WITH_ENV) $(PY) -m ostinato migrate
 	$(WITH_ENV) $(PY) -m ostinato topics
 	$(if $(TRACING),,infra/jaeger/background.sh)

@@ -24,6 +24,18 @@
 : "${OSTINATO_KAFKA_TENANT_BOOTSTRAP:=127.0.0.1:9094}"
 # ... and the services, each as its own SCRAM user (infra/services.sh, `ostinato kafka-users`)
 : "${OSTINATO_KAFKA_SERVICE_BOOTSTRAP:=127.0.0.1:9095}"
+# The HA profile's three Kafka nodes (infra/kafka/cluster.sh, `make up HA=1`): node N's
+# PLAINTEXT listener is the N-th address, its controller the N-th port; state in this folder.
+: "${OSTINATO_KAFKA_HA_BOOTSTRAP:=127.0.0.1:19092,127.0.0.1:19094,127.0.0.1:19096}"
+: "${OSTINATO_KAFKA_HA_CONTROLLER_PORTS:=19093,19095,19097}"
+: "${OSTINATO_KAFKA_HA_DIR:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.cache/kafka-ha}"
+# The HA profile (OSTINATO_HA=1: `make up HA=1`, docs in infra/README.md): the services and
+# `ostinato topics` use the three nodes, and topics get three replicas (min.insync.replicas 2).
+if [ "${OSTINATO_HA:-0}" = 1 ]; then
+  OSTINATO_KAFKA_BOOTSTRAP=$OSTINATO_KAFKA_HA_BOOTSTRAP
+  : "${OSTINATO_KAFKA_REPLICATION_FACTOR:=3}"
+  export OSTINATO_KAFKA_REPLICATION_FACTOR
+fi
 # Redis, for the benchmarks' Celery peer only (infra/redis/up.sh)
 : "${OSTINATO_REDIS_PORT:=16379}"
 # Jaeger (infra/jaeger/up.sh): OTLP/HTTP receiver (give it to services as OSTINATO_OTLP_ENDPOINT)
@@ -34,5 +46,6 @@
 export OSTINATO_CACHE OSTINATO_PG_PORT OSTINATO_DATABASE_URL OSTINATO_OWNER_DATABASE_URL \
        OSTINATO_ADMIN_DATABASE_URL \
        OSTINATO_KAFKA_BOOTSTRAP OSTINATO_KAFKA_CONTROLLER_PORT OSTINATO_KAFKA_TENANT_BOOTSTRAP \
-       OSTINATO_KAFKA_SERVICE_BOOTSTRAP \
+       OSTINATO_KAFKA_SERVICE_BOOTSTRAP OSTINATO_KAFKA_HA_BOOTSTRAP \
+       OSTINATO_KAFKA_HA_CONTROLLER_PORTS OSTINATO_KAFKA_HA_DIR \
        OSTINATO_JAEGER_OTLP OSTINATO_JAEGER_QUERY OSTINATO_REDIS_PORT

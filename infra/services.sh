@@ -3,6 +3,10 @@
 #   infra/services.sh start    # start what is not running, wait until ready, bootstrap the demo
 #   infra/services.sh stop     # SIGTERM each (graceful), SIGKILL after 20 s
 #   infra/services.sh status
+# With OSTINATO_HA=1 (`make up HA=1`, the HA profile) two instances of each service: the second,
+# <name>_2, listens on its first's port + OSTINATO_HA_PORT_OFFSET (10: api 8090, worker-gateway
+# 8091, probes 8092-8094), and all of them use the three-node Kafka cluster
+# (OSTINATO_KAFKA_HA_BOOTSTRAP, PLAINTEXT: no SCRAM users, no tenant Kafka submission).
 # Logs: .cache/logs/<name>.log (JSON lines). Pid files: .cache/run/<name>.pid.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,6 +18,9 @@ unset OSTINATO_OWNER_DATABASE_URL OSTINATO_ADMIN_DATABASE_URL
 RUN="${OSTINATO_RUN_DIR:-$ROOT/.cache/run}"; LOGS="$ROOT/.cache/logs"; mkdir -p "$RUN" "$LOGS"
 PY="$ROOT/.venv/bin/python"
 SERVICES="api scheduler dispatcher worker_gateway reconciler"
+HA_OFFSET=${OSTINATO_HA_PORT_OFFSET:-10}
+# Every instance a stop looks for, whether or not this start is the HA profile's.
+INSTANCES="$SERVICES api_2 scheduler_2 dispatcher_2 worker_gateway_2 reconciler_2"
 
 # The bootstrap admin key: from the environment, else generated once for this checkout.
 if [ -z "${OSTINATO_ADMIN_KEY:-}" ]; then
@@ -69,6 +76,28 @@ kafka_users() {
   fi
   "$PY" -m ostinato kafka-users --file "$USERS_FILE" | sed 's/^/[services] /'
 }
+port_of() {  # service [offset]: its configured port (+ offset)
+  local v
+  case "$1" in
+    api) v=${OSTINATO_API_PORT:-8080} ;;
+    worker_gateway) v=${OSTINATO_GATEWAY_PORT:-8081} ;;
+    scheduler) v=${OSTINATO_SCHEDULER_PORT:-8082} ;;
+    dispatcher) v=${OSTINATO_DISPATCHER_PORT:-8083} ;;
+    reconciler) v=${OSTINATO_RECONCILER_PORT:-8084} ;;
+  esac
+  echo $(( v + ${2:-0} ))
+}
+port_var() {  # service: the variable naming its port
+  case "$1" in
+    api) echo OSTINATO_API_PORT ;;
+    worker_gateway) echo OSTINATO_GATEWAY_PORT ;;
+    *) echo "OSTINATO_$(echo "$1" | tr '[:lower:]' '[:upper:]')_PORT" ;;
+  esac
+}
+start_second() {  # service: the HA profile's second instance, <service>_2, on port + offset
+  local s=$1
+  start_one "${s}_2" env "$(port_var "$s")=$(port_of "$s" "$HA_OFFSET")" "$PY" -m "services.$s"
+}
 start_service() {  # name: as its own Kafka user when kafka_users set them up
   local s=$1
   if [ "$USE_USERS" = 1 ]; then
@@ -85,29 +114,44 @@ start_service() {  # name: as its own Kafka user when kafka_users set them up
 case "${1:-}" in
   start)
     USE_USERS=0
-    if kafka_users; then USE_USERS=1; fi
+    if [ "${OSTINATO_HA:-0}" = 1 ]; then
+      # infra/env.sh pointed OSTINATO_KAFKA_BOOTSTRAP at the three nodes (PLAINTEXT only)
+      export OSTINATO_KAFKA_TENANT_BOOTSTRAP=
+      echo "[services] HA profile: two instances of each service on $OSTINATO_KAFKA_BOOTSTRAP (replication factor ${OSTINATO_KAFKA_REPLICATION_FACTOR:-1})"
+    elif kafka_users; then USE_USERS=1; fi
     for s in $SERVICES; do start_service "$s"; done
-    wait_ready api "http://127.0.0.1:${OSTINATO_API_PORT:-8080}/readyz"
-    wait_ready worker_gateway "http://127.0.0.1:${OSTINATO_GATEWAY_PORT:-8081}/readyz"
-    wait_ready scheduler "http://127.0.0.1:${OSTINATO_SCHEDULER_PORT:-8082}/readyz"
-    wait_ready dispatcher "http://127.0.0.1:${OSTINATO_DISPATCHER_PORT:-8083}/readyz"
-    wait_ready reconciler "http://127.0.0.1:${OSTINATO_RECONCILER_PORT:-8084}/readyz"
+    if [ "${OSTINATO_HA:-0}" = 1 ]; then
+      for s in $SERVICES; do start_second "$s"; done
+    fi
+    for s in api worker_gateway scheduler dispatcher reconciler; do
+      wait_ready "$s" "http://127.0.0.1:$(port_of "$s")/readyz"
+      if [ "${OSTINATO_HA:-0}" = 1 ]; then
+        wait_ready "${s}_2" "http://127.0.0.1:$(port_of "$s" "$HA_OFFSET")/readyz"
+      fi
+    done
     if [ ! -s "$ROOT/.cache/demo.json" ]; then
       "$PY" -m ostinato demo --out "$ROOT/.cache/demo.json" > /dev/null
     fi
     # The demo worker talks to the gateway started above, on its configured port.
     OSTINATO_DEMO_FILE="$ROOT/.cache/demo.json" OSTINATO_GATEWAY_URL="$GATEWAY_URL" \
       start_one demo_worker "$PY" -m ostinato.demo worker
-    "$PY" - "$ROOT/.cache/demo.json" "$GATEWAY_URL" <<'PYEOF'
+    SECOND=""
+    if [ "${OSTINATO_HA:-0}" = 1 ]; then
+      SECOND="http://127.0.0.1:$(port_of api "$HA_OFFSET") http://127.0.0.1:$(port_of worker_gateway "$HA_OFFSET")"
+    fi
+    # shellcheck disable=SC2086  # SECOND: none or two words
+    "$PY" - "$ROOT/.cache/demo.json" "$GATEWAY_URL" $SECOND <<'PYEOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 gateway = sys.argv[2]
+second = (f"  second api    {sys.argv[3]}   second worker-gateway {sys.argv[4]} (HA profile)\n"
+          if len(sys.argv) > 4 else "")
 print(f"""
 Ostinato is up.
   web UI        {d['api']}/ui   (log in with the demo API key below)
   API           {d['api']}   (OpenAPI: {d['openapi']}, Swagger UI: {d['openapi']}/swagger)
   worker-gateway {gateway}
-  traces        http://127.0.0.1:16686/api/traces?service=ostinato-api (Jaeger query API)
+{second}  traces        http://127.0.0.1:16686/api/traces?service=ostinato-api (Jaeger query API)
   demo tenant   {d['tenant']} ({d['tenant_id']})
   demo API key  {d['api_key']}
   try:          curl -H 'Authorization: Bearer {d['api_key']}' {d['api']}/v1/runs
@@ -117,10 +161,10 @@ Ostinato is up.
 PYEOF
     ;;
   stop)
-    for s in demo_worker $SERVICES; do
+    for s in demo_worker $INSTANCES; do
       if alive "$s"; then kill -TERM "$(cat "$RUN/$s.pid")"; fi
     done
-    for s in demo_worker $SERVICES; do
+    for s in demo_worker $INSTANCES; do
       if [ -f "$RUN/$s.pid" ]; then
         pid=$(cat "$RUN/$s.pid")
         for _ in $(seq 1 40); do alive "$s" || break; sleep 0.5; done
@@ -130,7 +174,8 @@ PYEOF
     done
     ;;
   status)
-    for s in $SERVICES demo_worker; do
+    for s in $INSTANCES demo_worker; do
+      case "$s" in *_2) [ -f "$RUN/$s.pid" ] || continue ;; esac
       if alive "$s"; then echo "$s: running (pid $(cat "$RUN/$s.pid"))"; else echo "$s: stopped"; fi
     done
     ;;

@@ -84,6 +84,8 @@ fetch_jars() {
   ) 9>"$OSTINATO_CACHE/.kafka-$KAFKA_VERSION.lock"
 }
 if [ ! -f "$LIBS/kafka_2.13-$KAFKA_VERSION.jar" ]; then fetch_jars; fi
+# infra/kafka/cluster.sh (the HA profile's three brokers) reuses this fetch and nothing else.
+[ "${OSTINATO_KAFKA_FETCH_ONLY:-0}" = 1 ] && exit 0
 
 LOG4J="-Dlog4j2.configurationFile=$ROOT/infra/kafka/log4j2.properties"
 # Short-lived command-line tools: small heap, fast start, logs to stderr.
