@@ -59,7 +59,7 @@ from typing import IO, Any, Final, Protocol
 import msgspec
 
 from ostinato.domain.states import FINAL, RunState
-from ostinato.domain.workflow import StepCounter, StepId
+from ostinato.domain.workflow import WAIT_REASONS, StepCounter, StepId
 from ostinato.sdk.context import RunContext, use_context
 from ostinato.sdk.tasks import Task
 from ostinato.sdk.workflow import NonDeterminismError, StepFailedError
@@ -96,7 +96,6 @@ WARNINGS: Final = frozenset({ENDS_EARLY, RAISES, UNCHECKED})
 
 DEFAULT_TIMEOUT: Final = 10.0  # seconds one run's replay may take
 IN_FLIGHT: Final = tuple(s.value for s in RunState if s not in FINAL)
-WAIT_REASONS: Final = frozenset({"timer", "signal", "child", "fan_out"})  # "paused" waits on none
 # Every position is read through the journal, never judged unrecorded by `steps_done` alone:
 # a position judged unrecorded would run its step function.
 _READ_EVERY_POSITION: Final = 1 << 62
