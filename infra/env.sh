@@ -17,6 +17,26 @@
 : "${OSTINATO_DATABASE_URL:=postgresql://ostinato_app@127.0.0.1:${OSTINATO_PG_PORT}/ostinato}"
 : "${OSTINATO_OWNER_DATABASE_URL:=postgresql://ostinato_owner@127.0.0.1:${OSTINATO_PG_PORT}/ostinato}"
 : "${OSTINATO_ADMIN_DATABASE_URL:=postgresql://ostinato@127.0.0.1:${OSTINATO_PG_PORT}/ostinato}"
+# The HA profile's PostgreSQL (infra/postgres/ha-up.sh, `make up HA=1`): a pg_auto_failover
+# monitor and two nodes, a primary and a synchronous standby (either may be primary after a
+# failover); state in this folder. The services find the writable one through a multi-host
+# URL (target_session_attrs=read-write): OSTINATO_PG_HA_DATABASE_URL and its owner and admin
+# twins, which the HA profile gives them as OSTINATO_DATABASE_URL and so on.
+: "${OSTINATO_PG_HA_MONITOR_PORT:=15440}"
+: "${OSTINATO_PG_HA_PORTS:=15441,15442}"
+: "${OSTINATO_PG_HA_DIR:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.cache/pg-ha}"
+_ostinato_pg_ha_hosts="127.0.0.1:${OSTINATO_PG_HA_PORTS//,/,127.0.0.1:}"
+: "${OSTINATO_PG_HA_DATABASE_URL:=postgresql://ostinato_app@${_ostinato_pg_ha_hosts}/ostinato?target_session_attrs=read-write}"
+: "${OSTINATO_PG_HA_OWNER_DATABASE_URL:=postgresql://ostinato_owner@${_ostinato_pg_ha_hosts}/ostinato?target_session_attrs=read-write}"
+: "${OSTINATO_PG_HA_ADMIN_DATABASE_URL:=postgresql://ostinato@${_ostinato_pg_ha_hosts}/ostinato?target_session_attrs=read-write}"
+unset _ostinato_pg_ha_hosts
+if [ "${OSTINATO_HA:-0}" = 1 ]; then  # the HA profile: services, migrations, tests use it
+  OSTINATO_DATABASE_URL=$OSTINATO_PG_HA_DATABASE_URL
+  OSTINATO_OWNER_DATABASE_URL=$OSTINATO_PG_HA_OWNER_DATABASE_URL
+  OSTINATO_ADMIN_DATABASE_URL=$OSTINATO_PG_HA_ADMIN_DATABASE_URL
+fi
+export OSTINATO_PG_HA_MONITOR_PORT OSTINATO_PG_HA_PORTS OSTINATO_PG_HA_DIR \
+       OSTINATO_PG_HA_DATABASE_URL OSTINATO_PG_HA_OWNER_DATABASE_URL OSTINATO_PG_HA_ADMIN_DATABASE_URL
 # Kafka (infra/kafka/up.sh); the broker listens on this host:port (127.0.0.1 only)
 : "${OSTINATO_KAFKA_BOOTSTRAP:=127.0.0.1:9092}"
 : "${OSTINATO_KAFKA_CONTROLLER_PORT:=9093}"
