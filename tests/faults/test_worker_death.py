@@ -21,6 +21,7 @@ import pytest
 from tests.helpers.lab.invariants import verify, wait_settled
 from tests.helpers.lab.lab import Lab
 from tests.helpers.lab.load import RETRY, fx_job
+from tests.helpers.lab.processes import WorkerProc
 from tests.helpers.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(120)]
@@ -56,7 +57,12 @@ def the_release(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 async def test_a_worker_killed_mid_step_is_found_dead_and_resumed_before_its_lease_ends(
         lab: Lab) -> None:
+    """Two gateway instances: the victim talks to one, the worker taking over to the other
+    (liveness is a row in storage, not a gateway's memory)."""
     await lab.start(env=LONG_LEASES)
+    await asyncio.to_thread(lab.cluster.spawn, "gateway2", "worker_gateway")
+    await until(lambda: lab.db.fetchval("SELECT count(*) = 2 FROM gateway_instances"), 10,
+                "both gateway instances to say they are alive")
     a = await lab.worker("a", concurrency=2, claim_wait_seconds=1)
     [job_id] = await lab.submit([{
         "name": "inside", "task": "wf", "idempotency_key": "inside", "retry": RETRY,
@@ -67,7 +73,10 @@ async def test_a_worker_killed_mid_step_is_found_dead_and_resumed_before_its_lea
         return run.get("state") == "running" and run["steps_done"] == 1
 
     await until(inside_step_1, 30, "the workflow to record step 0 and enter step 1 on a")
-    b = await lab.worker("b", concurrency=2, claim_wait_seconds=1)
+    b = lab.workers["b"] = WorkerProc(
+        "b", f"http://127.0.0.1:{lab.cluster.ports['gateway2']}", lab.api_key, lab.effects_url,
+        lab.cluster.log_dir, concurrency=2, claim_wait_seconds=1)
+    await asyncio.to_thread(lambda: b.start().wait_ready())
     run = await run_of(lab, job_id)
     deadline = await lease_deadline(lab, run["id"])
     a.kill()
