@@ -103,9 +103,10 @@ INSTANCE_SECONDS = 1.0  # how often a gateway instance says it is alive
 
 
 def instance_duty(pool: asyncpg.Pool, clock: Clock) -> Duty:
-    """This gateway instance, alive in storage every second and gone at a graceful stop: the
-    reconciler counts a worker's silence only while a gateway was there to hear it, and from
-    the latest start of one (`ostinato.policy.liveness`)."""
+    """This gateway instance, alive in storage every second; a graceful stop counts as a
+    restart (`registry.gateway_gone`). The reconciler counts a worker's silence only while a
+    gateway was there to hear it, and from the latest start of one
+    (`ostinato.policy.liveness`), so a rolling restart is not taken for its workers' death."""
     instance = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
     async def run_once(now: datetime) -> int:

@@ -113,3 +113,25 @@ async def test_the_gateway_writes_a_worker_at_most_twice_a_second(pool: asyncpg.
     async with pool.acquire() as conn:
         [w] = await registry.list_workers(conn, tenant)
     assert w.slots == 7
+
+
+async def test_a_gateway_stopping_counts_as_a_restart_until_it_is_no_longer_live(
+        pool: asyncpg.Pool) -> None:
+    """What the reconciler's `abandoned_leases` reads: the latest start of a live instance."""
+    latest = ("SELECT max(started_at) FROM gateway_instances "
+              "WHERE seen_at > $1::timestamptz - interval '3 seconds'")
+    async with pool.acquire() as conn:
+        await registry.gateway_seen(conn, "g1", T0)
+        await registry.gateway_seen(conn, "g2", T0 + timedelta(seconds=5))
+        await registry.gateway_seen(conn, "g1", T0 + timedelta(seconds=60))
+        await registry.gateway_seen(conn, "g2", T0 + timedelta(seconds=60))
+        assert await conn.fetchval(latest, T0 + timedelta(seconds=61)) == T0 + timedelta(
+            seconds=5)  # seen again, not started again
+        await registry.gateway_gone(conn, "g1", T0 + timedelta(seconds=62))
+        assert await conn.fetchval(latest, T0 + timedelta(seconds=63)) == T0 + timedelta(
+            seconds=62)  # its workers' silence counts from its stop
+        await registry.gateway_seen(conn, "g2", T0 + timedelta(seconds=66))
+        assert await conn.fetchval(latest, T0 + timedelta(seconds=66)) == T0 + timedelta(
+            seconds=5)  # g1 gone for good: g2's start again
+        await registry.gateway_gone(conn, "g2", T0 + timedelta(hours=2))  # g1 an hour gone
+        assert await conn.fetchval("SELECT array_agg(id) FROM gateway_instances") == ["g2"]

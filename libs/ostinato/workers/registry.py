@@ -154,5 +154,7 @@ async def gateway_seen(conn: asyncpg.Connection, instance: str, now: datetime | 
 
 
 async def gateway_gone(conn: asyncpg.Connection, instance: str, now: datetime | None) -> None:
-    """A worker-gateway instance stopping gracefully (and rows of long-gone ones)."""
+    """A worker-gateway instance stopping gracefully: counted as a restart now, so its workers'
+    silence while it is away (a rolling restart) starts counting only then (rows of instances
+    gone for an hour are deleted)."""
     await conn.execute(Q["gateway_gone"], instance, now)

@@ -98,6 +98,13 @@ VALUES ($1, coalesce($2::timestamptz, now()), coalesce($2::timestamptz, now()))
 ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at;
 
 -- name: gateway_gone
--- A worker-gateway instance stopping gracefully; long-gone ones are deleted on the way.
-DELETE FROM gateway_instances
-WHERE id = $1 OR seen_at < coalesce($2::timestamptz, now()) - interval '1 hour';
+-- A worker-gateway instance stopping gracefully: its row counts as a (re)start now, so the
+-- workers that talked to it have OSTINATO_WORKER_DEAD_AFTER_SECONDS to reach it again (or
+-- another) before their silence counts; then it is no longer live. Rows of instances gone for
+-- an hour are deleted on the way.
+WITH gone AS (
+    DELETE FROM gateway_instances WHERE seen_at < coalesce($2::timestamptz, now()) - interval '1 hour'
+)
+UPDATE gateway_instances
+SET started_at = coalesce($2::timestamptz, now()), seen_at = coalesce($2::timestamptz, now())
+WHERE id = $1;
