@@ -39,22 +39,11 @@ from tests.helpers.lab.database import Db
 from tests.helpers.lab.invariants import verify, wait_settled
 from tests.helpers.lab.lab import FAULT_ENV, Lab
 from tests.helpers.lab.load import Load
+from tests.helpers.waiting import until
 
 
 def say(message: str) -> None:
     print(f"[kafka_ha] {message}", flush=True)
-
-
-async def poll(probe: Any, within: float, what: str, every: float = 0.2) -> Any:
-    """`await probe()` until truthy; raise after `within` s (a hang guard, not a target)."""
-    deadline = time.monotonic() + within
-    while True:
-        found = await probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"gave up after {within:.0f}s waiting for {what}")
-        await asyncio.sleep(every)
 
 
 class Scenario:
@@ -84,14 +73,14 @@ class Scenario:
             leader = (await self.trio.partitions(self.due))[partition]["leader"]
             return leader if leader not in (victim, -1) else 0
 
-        leader = await poll(new_leader, 120, "a new leader")
+        leader = await until(new_leader, 120, "a new leader")
         elected = time.monotonic() - killed
 
         async def first_after() -> bool:
             later = list(load.accepted.values())[accepted:]
             return bool(later) and await self.succeeded(later) > 0
 
-        await poll(first_after, 180, "a job accepted after the kill to run")
+        await until(first_after, 180, "a job accepted after the kill to run")
         first_run = time.monotonic() - killed
         written = (await self.trio.end_offsets(self.due))[partition] - offset
         await asyncio.sleep(max(0.0, down_for - (time.monotonic() - killed)))
@@ -102,7 +91,7 @@ class Scenario:
         async def in_sync() -> bool:
             return victim in (await self.trio.partitions(self.due))[partition]["isr"]
 
-        await poll(in_sync, 180, f"broker {victim} back in sync")
+        await until(in_sync, 180, f"broker {victim} back in sync")
         rejoined = time.monotonic() - restarted
         say(f"{name}: new leader {leader} after {elected:.1f}s, first run after {first_run:.1f}s,"
             f" {written} messages written to the partition while down, down {down:.0f}s, "
