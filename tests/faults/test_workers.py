@@ -72,7 +72,9 @@ async def settle_and_verify(lab: Lab, job_ids: list[str], seconds: float = 30) -
 async def test_worker_killed_mid_run_is_retried_on_another_worker_after_lease_expiry(
         lab: Lab) -> None:
     await lab.start()
-    a = await lab.worker("a", concurrency=16, claim_wait_seconds=1)
+    # a sends no liveness pings, so its lease is what ends its attempts (a pinging worker's are
+    # taken back sooner, for missed heartbeats: tests/faults/test_worker_death.py)
+    a = await lab.worker("a", concurrency=16, claim_wait_seconds=1, pings=False)
     # Half the runs are killed before their effect, half after it (before the outcome).
     # Only the first attempt is slow (slow_attempts=1): the retry runs at once.
     jobs = [fx_job(f"before-{i}", sleep=30, slow_attempts=1) for i in range(6)] + \
@@ -96,6 +98,7 @@ async def test_worker_killed_mid_run_is_retried_on_another_worker_after_lease_ex
         # the expiry revoked token 1 (the run's token became 2): b's claim got a higher one
         assert started[0]["epoch"] == 1 and started[1]["epoch"] > 2
         expired, retry = events[3], events[4]
+        assert expired["data"]["cause"] == "lease_expired", expired
         # By the database clock: a's lease ran out after the kill (it heartbeated until then),
         # and only once past the deadline its claim was given (heartbeats only extend it)...
         assert killed_at < expired["recorded_at"], "a's lease expired before it was killed"

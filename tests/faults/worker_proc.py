@@ -171,6 +171,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         default=float(env("OSTINATO_WORKER_SLEEP_MAX_SECONDS", "0")))
     parser.add_argument("--claim-wait", type=float,
                         default=float(env("OSTINATO_WORKER_CLAIM_WAIT_SECONDS", "10")))
+    parser.add_argument("--no-pings", dest="pings", action="store_false",
+                        default=env("OSTINATO_WORKER_PINGS", "1") != "0",
+                        help="send no liveness pings: only the lease tells the worker died")
     parser.add_argument("--log-level", default=env("OSTINATO_LOG_LEVEL", "info"))
     args = parser.parse_args(argv)
     missing = [n for n in ("gateway", "key", "effects_db") if not getattr(args, n)]
@@ -243,7 +246,8 @@ async def amain(args: argparse.Namespace) -> None:
 
     worker = Worker(args.gateway, args.key, [fx, wf, fan], concurrency=args.concurrency,
                     worker_id=worker_id, claim_wait_seconds=args.claim_wait,
-                    shutdown_grace_seconds=args.grace, capture_logs=False)
+                    shutdown_grace_seconds=args.grace, capture_logs=False,
+                    **({} if args.pings else {"liveness_seconds": None}))
     print(f"worker_proc ready {worker_id}", flush=True)
     try:
         await worker.run_until_signal()

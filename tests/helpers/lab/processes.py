@@ -43,6 +43,7 @@ class WorkerProc:
     sleep_seconds: float = 0.0
     sleep_max_seconds: float = 0.0  # above sleep_seconds: each run sleeps a random time between
     claim_wait_seconds: float = 10.0
+    pings: bool = True  # False: no liveness pings (an SDK before issue 39): only its lease ends it
     proc: subprocess.Popen[bytes] | None = None
     _log_offset: int = 0
 
@@ -70,7 +71,8 @@ class WorkerProc:
                "OSTINATO_WORKER_GRACE_SECONDS": str(self.grace_seconds),
                "OSTINATO_WORKER_SLEEP_SECONDS": str(self.sleep_seconds),
                "OSTINATO_WORKER_SLEEP_MAX_SECONDS": str(self.sleep_max_seconds),
-               "OSTINATO_WORKER_CLAIM_WAIT_SECONDS": str(self.claim_wait_seconds)}
+               "OSTINATO_WORKER_CLAIM_WAIT_SECONDS": str(self.claim_wait_seconds),
+               "OSTINATO_WORKER_PINGS": "1" if self.pings else "0"}
         self.proc = subprocess.Popen([sys.executable, str(WORKER_SCRIPT)], cwd=ROOT, env=env,
                                      stdout=log, stderr=subprocess.STDOUT)
         log.close()
