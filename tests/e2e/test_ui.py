@@ -12,9 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.helpers import ui
 from tests.helpers.ui import XSS_NAME, Tab, World, api_get, one_run, until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+# the UI fixtures, for this module: its own cluster, browser and a fresh tab per test
+world, browser, tab = ui.world, ui.browser, ui.tab
 
 
 async def test_login_refuses_a_wrong_key_and_accepts_the_tenants(tab: Tab, world: World) -> None:
