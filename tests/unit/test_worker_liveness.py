@@ -7,6 +7,9 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
+import pytest
+
 from ostinato.policy.liveness import abandoned, silence_limit, watch_start
 from ostinato.sdk import current
 from ostinato.sdk.reporter import Reporter
@@ -144,3 +147,19 @@ async def test_a_ping_rides_with_pending_items_and_alone_is_sent_once_never_retr
     await asyncio.sleep(0.05)
     assert len(requests) == 2
     assert await reporter.close(1.0) == []
+
+
+@pytest.mark.parametrize("interval", [5e-324, 0.0, 0.0005, 60.5])
+def test_a_claim_declaring_a_ping_interval_out_of_range_is_refused_by_its_type(
+        interval: float) -> None:
+    """A subnormal interval used to pass `> 0` and round to 0 in the `real` column, whose CHECK
+    then refused the INSERT: a 500 where the worker sent bad input."""
+    body = {"worker_id": "w", "pools": ["default"], "liveness_seconds": interval}
+    with pytest.raises(msgspec.ValidationError, match="liveness_seconds"):
+        msgspec.json.decode(msgspec.json.encode(body), type=p.ClaimRequest)
+
+
+def test_a_claim_declaring_a_ping_interval_in_range_is_accepted() -> None:
+    body = {"worker_id": "w", "pools": ["default"], "liveness_seconds": p.MIN_LIVENESS_SECONDS}
+    claim = msgspec.json.decode(msgspec.json.encode(body), type=p.ClaimRequest)
+    assert claim.liveness_seconds == p.MIN_LIVENESS_SECONDS

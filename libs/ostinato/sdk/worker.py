@@ -62,6 +62,7 @@ from ostinato.wire.worker import (
     GOODBYE_PATH,
     MAX_CLAIM_RUNS,
     MAX_CLAIM_WAIT_SECONDS,
+    MIN_LIVENESS_SECONDS,
     BatchItemResult,
     BatchRequest,
     BatchResponse,
@@ -115,8 +116,8 @@ class Worker:
             raise ValueError(f"concurrency must be in 1..{MAX_CLAIM_RUNS}")
         if not 0 <= claim_wait_seconds <= MAX_CLAIM_WAIT_SECONDS:
             raise ValueError(f"claim_wait_seconds must be in 0..{MAX_CLAIM_WAIT_SECONDS}")
-        if liveness_seconds is not None and not 0 < liveness_seconds <= 60:
-            raise ValueError("liveness_seconds must be in (0, 60] or None")
+        if liveness_seconds is not None and not MIN_LIVENESS_SECONDS <= liveness_seconds <= 60:
+            raise ValueError(f"liveness_seconds must be in {MIN_LIVENESS_SECONDS}..60 or None")
         if shutdown_grace_seconds < 0 or not pools:
             raise ValueError("shutdown_grace_seconds must be >= 0 and pools non-empty")
         self._handlers = registry(handlers)

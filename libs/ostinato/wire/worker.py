@@ -51,6 +51,7 @@ __all__ = [
     "MAX_STEPS_PAGE",
     "MAX_STEP_NAME_CHARS",
     "MAX_TASKS",
+    "MIN_LIVENESS_SECONDS",
     "TASKS_PATH",
     "BatchItemResult",
     "BatchRequest",
@@ -92,6 +93,7 @@ GOODBYE_PATH: Final = "/v1/worker/goodbye"
 TASKS_PATH: Final = "/v1/worker/tasks"
 MAX_CLAIM_RUNS: Final = 1000
 MAX_CLAIM_WAIT_SECONDS: Final = 30.0
+MIN_LIVENESS_SECONDS: Final = 0.001  # the finest ping interval a worker may declare
 MAX_BATCH_ITEMS: Final = 1000  # per list (heartbeats, completions, failures, releases)
 MAX_ERROR_MESSAGE_CHARS: Final = 4096
 MAX_ERROR_TYPE_CHARS: Final = 256
@@ -157,7 +159,9 @@ class ClaimRequest(_Request):
     # How often this worker says it is alive while it holds runs (a batch, empty if need be):
     # silent for max(OSTINATO_WORKER_DEAD_AFTER_SECONDS, 3 of these) it is judged dead and its
     # runs are taken back at once (docs/ARCHITECTURE.md §4b). None: judged by its leases only.
-    liveness_seconds: Annotated[float, msgspec.Meta(gt=0, le=60)] | None = None
+    # At least MIN_LIVENESS_SECONDS (1 ms): a subnormal interval would round to 0 in the
+    # column, whose CHECK refuses it (a 422 here, not a refused INSERT).
+    liveness_seconds: Annotated[float, msgspec.Meta(ge=MIN_LIVENESS_SECONDS, le=60)] | None = None
 
 
 class ErrorInfo(_Request):
