@@ -40,7 +40,6 @@ from ostinato.telemetry.logging import RateLimitedLogger, get_logger
 
 FIRST_BACKOFF = 0.1
 MAX_BACKOFF = 5.0
-log = get_logger("ostinato.duties")
 Wait = Callable[[asyncio.Event, float], Awaitable[None]]
 _ALONE = contextlib.nullcontext()
 
@@ -93,6 +92,10 @@ class DutyRunner:
         self._errors = 0  # consecutive failed ticks
         self._seconds = metrics.DUTY_TICK_SECONDS.labels(duty=duty.name)
         self._failures = RateLimitedLogger("ostinato.duties", clock=self.clock.monotonic)
+        # the runner's own logger, like `_failures`'s: bound at its first line, not at the first
+        # line of any duty in the process (the module's would be cached then, by the logging
+        # configuration of that moment)
+        self._log = get_logger("ostinato.duties")
 
     @property
     def name(self) -> str:
@@ -128,7 +131,7 @@ class DutyRunner:
             try:
                 await self.duty.on_stop()
             except Exception as exc:
-                log.warning("duty stop failed", duty=self.name, error=repr(exc))
+                self._log.warning("duty stop failed", duty=self.name, error=repr(exc))
 
     async def tick(self) -> int | None:
         """One `run_once` under the error policy: the count it returned, or None if it raised."""
@@ -148,13 +151,13 @@ class DutyRunner:
 
     def _succeeded(self, count: int, seconds: float) -> None:
         if self._errors:
-            log.info("duty recovered", duty=self.name, failed_ticks=self._errors,
+            self._log.info("duty recovered", duty=self.name, failed_ticks=self._errors,
                      error=self.failing)
             self._errors, self._backoff, self.failing = 0, FIRST_BACKOFF, None
         if count:
-            log.info("duty tick", duty=self.name, count=count, seconds=round(seconds, 4))
+            self._log.info("duty tick", duty=self.name, count=count, seconds=round(seconds, 4))
         else:
-            log.debug("duty tick", duty=self.name, count=0)
+            self._log.debug("duty tick", duty=self.name, count=0)
 
     def _failed(self, exc: Exception) -> None:
         self._errors += 1
