@@ -31,7 +31,8 @@ async def amain() -> None:
         "operations", 1.0, lambda now: work.work_once(pool, store, service.clock, batch),
         batch=batch))
     app = create_app(service, store, wake_operations=operations.wake)
-    server = HttpServer(app, service.settings.api_host, service.settings.api_port)
+    server = HttpServer(app, service.settings.api_host, service.settings.api_port,
+                        drain_seconds=service.settings.drain_seconds)
     await server.start()
     service.log.info("listening", url=f"http://{service.settings.api_host}:{server.port}",
                      openapi=f"http://{service.settings.api_host}:{server.port}/schema")

@@ -108,6 +108,8 @@ def create_app(service: Service, store: EventStore,
         state=State({"pool": service.pool, "store": store, "clock": service.clock,
                      "wake_operations": wake_operations,
                      "settings": service.settings,
+                     # set at SIGTERM: a long poll answers at once (the drain, ops.Drain)
+                     "stopping": service.stopping,
                      "rate_limits": KeyRateLimits(service.clock, Rate(
                          service.settings.api_rate_per_second, service.settings.api_burst))}),
         request_max_body_size=MAX_BODY_BYTES,  # a chunked body is cut off there too

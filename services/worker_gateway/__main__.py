@@ -38,12 +38,14 @@ async def amain() -> None:
     await consumer.start()
     service.add_duty(kafka_consumer("kafka_consumer", consumer))
     server = HttpServer(create_app(service, attempts, signals), settings.gateway_host,
-                        settings.gateway_port)
+                        settings.gateway_port, drain_seconds=settings.drain_seconds)
     await server.start()
     service.log.info("listening", url=f"http://{settings.gateway_host}:{server.port}")
 
     async def stop() -> None:
-        await server.stop()  # in-flight reports finish; the relay, stopped next, publishes them
+        # The drain (long polls answered at once, new requests a 503 with Retry-After, the
+        # reports in flight finished); the relay, stopped next, publishes what they appended.
+        await server.stop()
 
     await run_until_stopped(service, on_stop=stop)
     await producer.stop()

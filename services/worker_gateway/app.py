@@ -164,6 +164,9 @@ async def claim(
     # The body is read: the next ASGI message is the client hanging up. A worker that went away
     # (killed, or stopping and abandoning its poll) must not be leased anything.
     gone = asyncio.ensure_future(request.receive())
+    # A gateway told to stop answers its long polls at once (empty): the drain (ops.Drain)
+    # then sends the workers' next claims elsewhere instead of holding them to the end.
+    stopping = asyncio.ensure_future(state.stopping.wait())
     try:
         while not gone.done():
             runs = await _attempts(request).claim(scope, data)
@@ -172,11 +175,12 @@ async def claim(
                 return p.ClaimResponse(runs=runs)
             ready = asyncio.ensure_future(
                 state.signals.wait(scope, min(remaining, FALLBACK_POLL_SECONDS)))
-            await asyncio.wait([ready, gone], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait([ready, gone, stopping], return_when=asyncio.FIRST_COMPLETED)
             ready.cancel()
         return p.ClaimResponse(runs=[])
     finally:
         gone.cancel()
+        stopping.cancel()
 
 
 @post(p.BATCH_PATH, status_code=200, tags=["worker"])

@@ -18,8 +18,9 @@ import yaml
 
 from ostinato.bus import access
 from ostinato.bus.topics import Topics
-from ostinato.runtime.ops import HttpServer
+from ostinato.runtime.ops import DRAIN_GRACE_SECONDS, HttpServer
 from ostinato.runtime.service import STOP_SECONDS
+from ostinato.telemetry import tracing
 from tests.helpers.lab.cluster import ROOT
 
 K8S = ROOT / "infra" / "k8s"
@@ -168,9 +169,13 @@ def test_the_schema_check_refuses_a_broken_deployment() -> None:
 
 
 def drain_seconds() -> float:
-    """What a service's stop takes at most: in-flight requests, then the duties' last ticks."""
+    """What a service's stop takes at most: the drain (OSTINATO_DRAIN_SECONDS from the
+    ConfigMap, then up to DRAIN_GRACE_SECONDS for requests in flight), uvicorn's graceful
+    timeout, the duties' last ticks, then the tracing exporter's flush."""
+    config = of_kind("config.yaml", "ConfigMap")["data"]
+    drain = float(config["OSTINATO_DRAIN_SECONDS"]) + DRAIN_GRACE_SECONDS
     graceful = inspect.signature(HttpServer).parameters["graceful_timeout"].default
-    return graceful + STOP_SECONDS
+    return drain + graceful + STOP_SECONDS + tracing.SHUTDOWN_SECONDS
 
 
 def test_every_deployment_is_one_of_the_services_or_jaeger() -> None:

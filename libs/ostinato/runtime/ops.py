@@ -33,6 +33,7 @@ from ostinato.telemetry.tracing import tracing_enabled
 __all__ = [
     "BodyLimit",
     "Degraded",
+    "Drain",
     "HttpMetricsMiddleware",
     "HttpServer",
     "instrument_http",
@@ -137,6 +138,86 @@ class BodyLimit:
             (b"content-type", b"application/problem+json"),
             (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
+
+
+DRAIN_GRACE_SECONDS = 5.0  # after the drain period, how long requests in flight may still take
+DRAIN_RETRY_AFTER_SECONDS = 1  # another instance (or this one restarted) serves by then
+
+
+class Drain:
+    """ASGI middleware for an orderly stop (issue 39): after `begin()` (SIGTERM), /readyz is a
+    503 at once, so a load balancer stops sending here; a new request gets a 503
+    `service-unavailable` problem with `Retry-After` and `Connection: close`, so the client
+    retries on a new connection, which the balancer sends to another instance; requests
+    already in flight run to their end (their answers close the connection too). /livez and
+    /metrics keep answering: a draining process is alive. Nothing a 503 refused was done, so
+    the client and the SDK send it again (`ostinato.client.transport`)."""
+
+    def __init__(self, app: ASGIApp, retry_after_seconds: int = DRAIN_RETRY_AFTER_SECONDS) -> None:
+        self.app = app
+        self.retry_after = retry_after_seconds
+        self.draining = False
+        self.in_flight = 0
+        self.refused = 0  # new requests answered 503 while draining
+        self._idle = asyncio.Event()  # set while nothing is in flight
+        self._idle.set()
+
+    def begin(self) -> None:
+        self.draining = True
+
+    async def drain(self, seconds: float, grace: float = DRAIN_GRACE_SECONDS) -> int:
+        """`begin()`, refuse new requests for `seconds`, then wait up to `grace` more for
+        those in flight; returns how many are still running (uvicorn's own graceful
+        shutdown then gives them its timeout before cancelling them)."""
+        self.begin()
+        await asyncio.sleep(seconds)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), grace)
+        _log.info("http.drained", refused=self.refused, still_in_flight=self.in_flight,
+                  drain_seconds=seconds)
+        return self.in_flight
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if self.draining and path == "/readyz":
+            await _send_json(send, 503, b"application/json", msgspec.json.encode({
+                "status": "not ready", "checks": {"draining": False},
+                "reasons": {"draining": "stopping: draining requests"}}))
+            return
+        if self.draining and path not in OPS_PATHS:
+            self.refused += 1
+            await _send_json(send, 503, b"application/problem+json", msgspec.json.encode({
+                "type": PROBLEM_BASE + "service-unavailable", "title": "Service unavailable",
+                "status": 503, "detail": f"this instance is stopping; retry after "
+                f"{self.retry_after} s (another instance serves it)", "instance": path,
+                "retry_after_seconds": self.retry_after}),
+                [(b"retry-after", str(self.retry_after).encode()), (b"connection", b"close")])
+            return
+
+        async def closing(message: Message) -> None:
+            if message["type"] == "http.response.start" and self.draining:
+                message["headers"] = [*message.get("headers", ()), (b"connection", b"close")]
+            await send(message)
+
+        self.in_flight += 1
+        self._idle.clear()
+        try:
+            await self.app(scope, receive, closing)
+        finally:
+            self.in_flight -= 1
+            if not self.in_flight:
+                self._idle.set()
+
+
+async def _send_json(send: Send, status: int, content_type: bytes, body: bytes,
+                     headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", content_type), (b"content-length", str(len(body)).encode()),
+        *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _content_length(scope: Scope) -> int | None:
@@ -292,11 +373,14 @@ class HttpServer:
     """uvicorn in the current event loop: `await start()`, later `await stop()`."""
 
     def __init__(
-        self, app: ASGIApp | Litestar, host: str, port: int, *, graceful_timeout: float = 5.0
+        self, app: ASGIApp | Litestar, host: str, port: int, *, graceful_timeout: float = 5.0,
+        drain_seconds: float = 0.0,
     ) -> None:
         self.host = host
+        self.drain = Drain(app)  # `stop()` drains first (`drain_seconds`; 0: readyz 503 only)
+        self.drain_seconds = drain_seconds
         self._config = uvicorn.Config(
-            app,
+            self.drain,
             host=host,
             port=port,
             lifespan="on",
@@ -339,9 +423,13 @@ class HttpServer:
             ) from None
 
     async def stop(self) -> None:
-        """Stop accepting, let in-flight requests finish (bounded), run lifespan shutdown."""
+        """Drain (`Drain.drain`: /readyz 503, new requests a 503 with Retry-After for
+        `drain_seconds`, those in flight let finish), then stop accepting, let what is still
+        in flight finish (bounded), run lifespan shutdown."""
         if self._task is None:
             return
+        if self.started:
+            await self.drain.drain(self.drain_seconds)
         self._server.should_exit = True  # uvicorn's main loop checks this every 0.1 s
         try:
             await self._task

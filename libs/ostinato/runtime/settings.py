@@ -99,6 +99,10 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # Items of a bulk operation (POST /v1/operations) acted on per transaction by the api.
     operation_batch_size: int = 200
     db_pool_size: int = 10
+    # At SIGTERM the api and the worker-gateway drain (ostinato.runtime.ops.Drain): /readyz is a
+    # 503 at once and new requests get a 503 problem with Retry-After for this long while the
+    # ones in flight finish (up to DRAIN_GRACE_SECONDS more), then the port closes.
+    drain_seconds: float = 1.0
     log_level: str = "info"
 
     def __post_init__(self) -> None:
@@ -112,6 +116,8 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
                              "OSTINATO_API_BURST >= 1")
         if self.kafka_replication_factor < 1:
             raise ValueError("OSTINATO_KAFKA_REPLICATION_FACTOR must be >= 1")
+        if not 0 <= self.drain_seconds <= 60:
+            raise ValueError("OSTINATO_DRAIN_SECONDS must be in 0..60")
         if self.lease_ttl_seconds <= 0:
             raise ValueError("OSTINATO_LEASE_TTL_SECONDS must be positive")
         if self.worker_dead_after_seconds <= 0:
