@@ -87,6 +87,11 @@ _batch_decoder = msgspec.json.Decoder(BatchResponse)
 _steps_decoder = msgspec.json.Decoder(StepsResponse)
 _problem_decoder = msgspec.json.Decoder(Problem)
 _FATAL_CLAIM_STATUSES = frozenset({400, 401, 403, 404, 422})
+# Reading a run's recorded steps (a workflow resuming) is sent again after a 503 (a gateway
+# draining, its database away) or a connection lost before an answer, this many times.
+_PAGE_RETRIES = 8
+_RETRIED_TRANSPORT = (httpx.ConnectError, httpx.ReadError, httpx.WriteError,
+                      httpx.RemoteProtocolError)
 # While it holds runs the worker pings this often (an empty batch when nothing else goes): the
 # gateway records it, and a worker silent for OSTINATO_WORKER_DEAD_AFTER_SECONDS is judged dead
 # and its runs are taken back in seconds rather than at the end of their leases. None: no
@@ -304,17 +309,34 @@ class Worker:
     def record(self, item: StepItem) -> asyncio.Future[BatchItemResult]:
         return self._reporter.step(item)
 
+    def started(self, ctx: RunContext, seq: int, name: str) -> None:
+        self._reporter.started(ctx.run_id, ctx.fencing_token, seq, name)
+
     async def page(self, ctx: RunContext, after: int, limit: int) -> list[StepRecord]:
         body = _encoder.encode(StepsRequest(fencing_token=ctx.fencing_token, after=after,
                                             limit=limit))
-        try:
-            content = await self._post(run_path(ctx.run_id, "steps"), body, 30.0)
-        except GatewayError as exc:
-            if exc.status in (404, 409):
-                ctx.mark_lease_lost()
-                raise LeaseLost(ctx.run_id) from exc
-            raise
-        return _steps_decoder.decode(content).steps
+        failures = 0
+        while True:
+            try:
+                content = await self._post(run_path(ctx.run_id, "steps"), body, 30.0)
+            except GatewayError as exc:
+                if exc.status in (404, 409):
+                    ctx.mark_lease_lost()
+                    raise LeaseLost(ctx.run_id) from exc
+                if exc.status != 503 or failures >= _PAGE_RETRIES:
+                    raise
+                failures += 1
+                delay = max(backoff_delay(failures), retry_after_of(exc))
+            except _RETRIED_TRANSPORT:  # a gateway restarting: a read, safe to repeat
+                if failures >= _PAGE_RETRIES:
+                    raise
+                failures += 1
+                delay = backoff_delay(failures)
+            else:
+                return _steps_decoder.decode(content).steps
+            log.warning("steps.retry", run_id=ctx.run_id, attempt=failures,
+                        delay_s=round(delay, 3))
+            await asyncio.sleep(delay)
 
     # -- HTTP ----------------------------------------------------------------------------------
 
