@@ -38,6 +38,7 @@ from services.api import (
     kafka_access,
     keys,
     operations,
+    results,
     tasks,
     ui,
     usage,
@@ -66,6 +67,9 @@ def swagger_ui() -> SwaggerRenderPlugin:
 
 def create_app(service: Service, store: EventStore,
                wake_operations: Callable[[], None] | None = None) -> Litestar:
+    # The run-end listener of GET /v1/runs/{id}/result (started by its first waiter).
+    run_ends = results.RunEnds(results.connector(service.settings.database_url),
+                               stopping=service.stopping)
     app = Litestar(
         route_handlers=[
             *ROUTES,
@@ -85,6 +89,7 @@ def create_app(service: Service, store: EventStore,
             *alert_sinks.ROUTES,
             *job_health.ROUTES,
             *usage.ROUTES,
+            *results.ROUTES,
             *ui.routes(),  # the web UI under /ui (docs/UI.md)
             *ops_route_handlers(lambda: service.readiness(kafka=True)),
             create_static_files_router(SWAGGER_ASSETS, [SWAGGER_UI_DIR], name="swagger-assets"),
@@ -106,13 +111,14 @@ def create_app(service: Service, store: EventStore,
         ),
         logging_config=None,  # logging is configured once, by telemetry.logging
         state=State({"pool": service.pool, "store": store, "clock": service.clock,
-                     "wake_operations": wake_operations,
+                     "wake_operations": wake_operations, "run_ends": run_ends,
                      "settings": service.settings,
                      # set at SIGTERM: a long poll answers at once (the drain, ops.Drain)
                      "stopping": service.stopping,
                      "rate_limits": KeyRateLimits(service.clock, Rate(
                          service.settings.api_rate_per_second, service.settings.api_burst))}),
         request_max_body_size=MAX_BODY_BYTES,  # a chunked body is cut off there too
+        on_shutdown=[run_ends.close],
     )
     instrument_http(app)
     apply_contract(app)

@@ -47,7 +47,7 @@ from ostinato.wire.api import (
     TenantView,
 )
 from ostinato.workers import registry
-from services.api import auditing, kafka_access
+from services.api import auditing, kafka_access, results
 from services.api.auditing import audited
 from services.api.ratelimit import limited_principal
 from services.api.scope import Tenant, tenant_scope
@@ -97,6 +97,7 @@ def job_view(job: JobRow, payload: Any = None) -> JobView:
         payload_version=job.payload_version,
         complete_within_seconds=job.complete_within_seconds,
         max_staleness_seconds=job.max_staleness_seconds, owner=job.owner,
+        next_run_id=results.next_run_id(job.id, job.task, job.next_slot),
     )
 
 

@@ -13,7 +13,9 @@ API service imports them from too), so a field means the same on both sides. Res
 `schedules`, `calendars`, `runs`, `dead_letters`, `pools`, `workers`, `tasks`, `limits`,
 `tenants`, `dags`, `dag_runs`. Lists are lazy iterators over the API's cursor pages. Every
 error is an `ApiError` carrying the RFC 9457 problem (`status`, `type`, `title`, `detail`,
-field `errors`); nothing is retried behind the caller's back, since most calls are not
+field `errors`); a run awaited with `client.runs.start(...).result(timeout=)` raises
+`RunFailedError`, `RunCancelledError` or `RunTimeoutError` (`ostinato.client.handles`); nothing
+is retried behind the caller's back, since most calls are not
 idempotent without a key.
 
 The client imports no server code (database, bus, event log, stores, services): an
@@ -22,8 +24,18 @@ import-linter contract in pyproject.toml.
 
 from ostinato.client.aio import AsyncClient
 from ostinato.client.config import ConfigError, Connection, resolve
-from ostinato.client.errors import ApiError, ApiUnreachable, Problem
+from ostinato.client.errors import (
+    ApiError,
+    ApiUnreachable,
+    Problem,
+    RunCancelledError,
+    RunError,
+    RunFailedError,
+    RunTimeoutError,
+)
+from ostinato.client.handles import AsyncRunHandle, RunHandle
 from ostinato.client.sync import Client
 
-__all__ = ["ApiError", "ApiUnreachable", "AsyncClient", "Client", "ConfigError", "Connection",
-           "Problem", "resolve"]
+__all__ = ["ApiError", "ApiUnreachable", "AsyncClient", "AsyncRunHandle", "Client", "ConfigError",
+           "Connection", "Problem", "RunCancelledError", "RunError", "RunFailedError", "RunHandle",
+           "RunTimeoutError", "resolve"]

@@ -19,6 +19,7 @@ from ostinato.client import calls as c
 from ostinato.client import config
 from ostinato.client import transport as t
 from ostinato.client.calls import Id
+from ostinato.client.handles import AsyncRunHandle
 from ostinato.wire import api as m
 
 T = TypeVar("T")
@@ -216,6 +217,16 @@ class Usage(_Resource):
 
 
 class Runs(_Resource):
+    async def start(self, task: str, payload: Any = None, /, **fields: Any) -> AsyncRunHandle:
+        """A run of `task` now (a one-off job: `fields` as `jobs.create`'s, e.g. `pool=`,
+        `priority=`, `retry=`, `idempotency_key=`); `await handle.result(timeout=)`."""
+        job = await self._c.send(c.start_run(task, payload, fields))
+        return AsyncRunHandle(self._c.send, job.next_run_id or job.id, job.id)
+
+    def get_handle(self, run_id: Id) -> AsyncRunHandle:
+        """A handle on any run (task, workflow or DAG run) by id."""
+        return AsyncRunHandle(self._c.send, run_id)
+
     def list(self, *, job_id: Id | None = None, state: str | None = None,
              priority: str | None = None, error_type: str | None = None,
              page_size: int = PAGE) -> AsyncIterator[m.RunView]:

@@ -46,6 +46,7 @@ class Call(Generic[T]):
     body: bytes | None = None
     headers: Mapping[str, str] | None = None
     idempotent: bool = False  # sending it again changes nothing more: safe to retry
+    timeout: float | None = None  # seconds for this call's answer (a long poll's), not the client's
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +253,24 @@ def list_runs(job_id: Id | None, state: str | None, page_size: int, priority: st
 
 def get_run(run_id: Id) -> Call[m.RunView]:
     return Call("GET", f"/v1/runs/{run_id}", m.RunView)
+
+
+# Start and await (GET /v1/runs/{id}/result, a long poll; ostinato.client.handles)
+
+RESULT_SLACK = 15.0  # seconds the HTTP answer may take beyond the long poll's wait
+
+
+def run_result(run_id: Id, wait: float, job_id: Id | None = None) -> Call[m.RunResult]:
+    """The run's answer once it ends, else after `wait` seconds (`done` false)."""
+    return Call("GET", f"/v1/runs/{run_id}/result", m.RunResult,
+                params={"wait": f"{wait:.3f}".rstrip("0").rstrip("."), "job_id": job_id},
+                timeout=wait + RESULT_SLACK)
+
+
+def start_run(task: str, payload: Any, fields: Mapping[str, Any]) -> Call[m.JobView]:
+    """A run of `task` now: a one-off job without a schedule (POST /v1/jobs), whose
+    `next_run_id` is the run's id; keyed, so a retry starts one run."""
+    return create_job(None, {"name": task, "task": task, "payload": payload, **fields})
 
 
 class RunShown(m.RunView, kw_only=True):

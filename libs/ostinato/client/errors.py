@@ -84,3 +84,48 @@ def _phrase(status: int) -> str:
         return HTTPStatus(status).phrase
     except ValueError:
         return f"HTTP {status}"
+
+
+class RunError(Exception):
+    """A run awaited with `handle.result()` ended without succeeding: `result` is the API's
+    answer (`state`, the final `error`: `type`, `message`, ...). Catch `RunFailedError` or
+    `RunCancelledError`, or this for both."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+        error = result.error or {}
+        super().__init__(f"run {result.run_id} {result.state}: "
+                         f"{error.get('type', result.state)}: {error.get('message', '')}".rstrip(
+                             ": "))
+
+    @property
+    def run_id(self) -> Any:
+        return self.result.run_id
+
+    @property
+    def state(self) -> str:
+        return str(self.result.state)
+
+    @property
+    def error(self) -> dict[str, Any]:
+        return dict(self.result.error or {})
+
+
+class RunFailedError(RunError):
+    """The run failed for good: dead-lettered (a DAG run: `failed`)."""
+
+
+class RunCancelledError(RunError):
+    """The run was cancelled."""
+
+
+class RunTimeoutError(TimeoutError):
+    """`handle.result(timeout=)` ran out before the run ended (the run goes on); `result` is
+    the last answer (`state`), None if none came."""
+
+    def __init__(self, run_id: Any, timeout: float, result: Any = None) -> None:
+        self.run_id = run_id
+        self.timeout = timeout
+        self.result = result
+        state = f" (still {result.state})" if result is not None else ""
+        super().__init__(f"run {run_id} did not end within {timeout:g}s{state}")

@@ -19,6 +19,7 @@ from ostinato.client import calls as c
 from ostinato.client import config
 from ostinato.client import transport as t
 from ostinato.client.calls import Id
+from ostinato.client.handles import RunHandle
 from ostinato.wire import api as m
 
 T = TypeVar("T")
@@ -214,6 +215,18 @@ class Usage(_Resource):
 
 
 class Runs(_Resource):
+    def start(self, task: str, payload: Any = None, /, **fields: Any) -> RunHandle:
+        """A run of `task` now: a one-off job without a schedule (`fields` as `jobs.create`'s,
+        e.g. `pool=`, `priority=`, `retry=`, `idempotency_key=`). `handle.result(timeout=)`
+        returns its output or raises RunFailedError / RunCancelledError / RunTimeoutError
+        (`ostinato.client.handles`)."""
+        job = self._c.send(c.start_run(task, payload, fields))
+        return RunHandle(self._c.send, job.next_run_id or job.id, job.id)
+
+    def get_handle(self, run_id: Id) -> RunHandle:
+        """A handle on any run (task, workflow or DAG run) by id, to await its end."""
+        return RunHandle(self._c.send, run_id)
+
     def list(self, *, job_id: Id | None = None, state: str | None = None,
              priority: str | None = None, error_type: str | None = None,
              page_size: int = PAGE) -> Iterator[m.RunView]:

@@ -65,6 +65,8 @@ def headers(key: str | None, extra: dict[str, str] | None,
 
 def request_args(call: Call[Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"params": query(call.params)}
+    if call.timeout is not None:
+        out["timeout"] = call.timeout
     heads = dict(call.headers or {})
     if call.body is not None:
         out["content"] = call.body

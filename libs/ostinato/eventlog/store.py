@@ -16,7 +16,7 @@ from ostinato.clock import Clock
 from ostinato.db.queries import load
 from ostinato.domain.errors import VersionConflict
 from ostinato.domain.events import encode_event, event_type
-from ostinato.eventlog import outbox, readmodels
+from ostinato.eventlog import ended, outbox, readmodels
 from ostinato.eventlog.records import NewEvent, RecordedEvent
 from ostinato.telemetry import metrics
 
@@ -56,6 +56,7 @@ class EventStore:
                 [e.traceparent for e in events],
                 occurred_at,
                 *outbox.messages(self.topics, events, occurred_at),
+                ended.notices(events),
             )
         except asyncpg.UniqueViolationError as exc:
             if exc.constraint_name == "events_pkey":

@@ -139,6 +139,9 @@ class JobView(msgspec.Struct, kw_only=True):
     complete_within_seconds: float | None = None
     max_staleness_seconds: float | None = None
     owner: str | None = None
+    # The id the run (a DAG job's: the DAG run) of its next occurrence gets, known before the
+    # scheduler creates it: await it with GET /v1/runs/{id}/result?job_id=<this job>.
+    next_run_id: uuid.UUID | None = None
 
 
 class StateTimes(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -306,6 +309,21 @@ class RunLogs(msgspec.Struct, kw_only=True):
     run_id: uuid.UUID
     attempt: int
     items: list[RunLogLine]
+
+
+class RunResult(msgspec.Struct, kw_only=True):
+    """GET /v1/runs/{id}/result (a long poll): `done` false when the wait ended before the run
+    did (ask again); when done, `state` is final: `succeeded` with `output`, or `dead_lettered`
+    / `failed` (a DAG run) / `cancelled` with the final `error` (`type`, `message`, ...). `kind`
+    is `run` (a task or workflow run) or `dag_run`."""
+
+    run_id: uuid.UUID
+    kind: Literal["run", "dag_run"] = "run"
+    done: bool
+    state: str
+    output: Any = None
+    error: dict[str, Any] | None = None
+    finished_at: datetime | None = None
 
 
 class Cancelled(msgspec.Struct, kw_only=True):

@@ -6,16 +6,22 @@
 -- The outbox row of the events' messages ($12..$15, built by eventlog/outbox.py `messages`;
 -- none when no event travels) goes in with them, in the same statement: one round trip, and a
 -- conflict writes neither.
+-- $16: the run-end notices (eventlog/ended.py; none unless the append ends a run), sent with
+-- pg_notify in the same statement, so PostgreSQL delivers them at commit and never otherwise.
+-- `ended` is one row whatever it notifies (count), joined to make it run.
 WITH queued AS (
     INSERT INTO outbox (topics, keys, payloads, headers)
     SELECT $12::text[], $13::bytea[], $14::bytea[], $15::text[]
     WHERE cardinality($12::text[]) > 0
+), ended AS (
+    SELECT count(pg_notify('ostinato_run_ended', n)) AS notified FROM unnest($16::text[]) AS n
 )
 INSERT INTO events (stream_id, version, stream_type, tenant_id, event_id, type, data, actor,
                     epoch, traceparent, occurred_at, recorded_at)
 SELECT s, v, st, t, e, ty, d::json, a, ep, tp, $11::timestamptz, clock_timestamp()
 FROM unnest($1::uuid[], $2::int[], $3::text[], $4::uuid[], $5::uuid[], $6::text[], $7::text[],
             $8::text[], $9::bigint[], $10::text[]) AS x(s, v, st, t, e, ty, d, a, ep, tp)
+     CROSS JOIN ended
 RETURNING seq, recorded_at, event_id;
 
 -- name: read_stream
