@@ -1312,6 +1312,18 @@ CREATE INDEX operations_running ON public.operations USING btree (created_at, id
 CREATE INDEX run_signals_pending ON public.run_signals USING btree (run_id, name, received_at) WHERE (delivered_seq IS NULL);
 
 --
+-- Name: run_steps_replies; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX run_steps_replies ON public.run_steps USING btree (run_id, name) WHERE ("left"(name, 6) = 'reply:'::text);
+
+--
+-- Name: run_steps_state; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX run_steps_state ON public.run_steps USING btree (run_id, name, seq DESC) WHERE ("left"(name, 4) = 'set:'::text);
+
+--
 -- Name: runs_children; Type: INDEX; Schema: public; Owner: -
 --
 

@@ -14,6 +14,7 @@ from ostinato import runs
 from ostinato.domain import roles
 from ostinato.domain.errors import InvalidInput, NotFound, PayloadTooLarge
 from ostinato.eventlog.store import get_blobs
+from ostinato.runs import updates as run_updates
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
 from ostinato.wire.api import (
@@ -23,15 +24,22 @@ from ostinato.wire.api import (
     PauseMatchingRequest,
     RunPaused,
     RunPauseRequest,
+    RunStateView,
     SignalAccepted,
+    StateValue,
     StepsPage,
     StepView,
+    UpdateError,
+    UpdateRequest,
+    UpdateView,
 )
 from services.api.auditing import audited
 from services.api.scope import Tenant
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
 After = Annotated[int, QueryParameter(ge=-1, le=2**31 - 1)]
+Wait = Annotated[float, QueryParameter(ge=0, le=run_updates.MAX_WAIT_SECONDS)]
+StateName = Annotated[str, QueryParameter(min_length=1, max_length=200)]
 MAX_IDEMPOTENCY_KEY_CHARS = 256
 
 
@@ -154,6 +162,60 @@ async def send_signal(request: Request, run_id: FromPath[uuid.UUID], name: FromP
                     status_code=202 if sent.created else 200)
 
 
+@get("/v1/runs/{run_id:uuid}/state", tags=["runs"])
+async def run_state(run_id: FromPath[uuid.UUID], tenant: Tenant,
+                    name: FromQuery[StateName | None] = None,
+                    wait: FromQuery[Wait] = 0.0) -> RunStateView:
+    """The latest value of each name the workflow published (`ctx.set`), while it runs and
+    after; `name`: that one only; with `wait` (seconds, up to 60): answers once `name` is
+    published or the run is final, else after `wait` (without it: `values` lacks the name)."""
+    state, rows = await run_updates.state(tenant.conn, tenant.tenant_id, run_id, name=name,
+                                          wait=wait if name is not None else 0.0)
+    return RunStateView(run_id=run_id, run_state=state, values={
+        r.name: StateValue(value=r.value, seq=r.seq, set_at=r.set_at) for r in rows})
+
+
+@post("/v1/runs/{run_id:uuid}/updates", status_code=202, tags=["runs"],
+      opt=audited("run.update", "run", "run_id", action=roles.SUBMIT))
+async def send_update(run_id: FromPath[uuid.UUID], data: JSONBody[UpdateRequest],
+                      tenant: Tenant) -> Response[UpdateView]:
+    """Send an update to a running workflow: its `ctx.next_update` / `ctx.handle_update` wait
+    takes it (at once if it waits, and the run is woken) and answers it. Durable like a signal;
+    the same `idempotency_key` again returns the same update (200, `created` false). A final
+    run answers 409. The answer is awaited with `GET .../updates/{update_id}?wait=` (this
+    route's audited transaction must end for the workflow to see the update)."""
+    sent = await run_updates.send_update(
+        tenant.conn, tenant.store, tenant_id=tenant.tenant_id, run_id=run_id, name=data.name,
+        payload=data.payload, actor=tenant.actor, idempotency_key=data.idempotency_key)
+    tenant.audit.status, tenant.audit.detail = (202 if sent.created else 200), \
+        f"update {data.name}"
+    tenant.audit.after = {"update": data.name, "update_id": str(sent.update_id)}
+    found = await run_updates.outcome(tenant.conn, tenant.tenant_id, run_id, sent.update_id)
+    return Response(_update_view(run_id, found, sent.created),
+                    status_code=202 if sent.created else 200)
+
+
+@get("/v1/runs/{run_id:uuid}/updates/{update_id:uuid}", tags=["runs"])
+async def get_update(run_id: FromPath[uuid.UUID], update_id: FromPath[uuid.UUID],
+                     tenant: Tenant, wait: FromQuery[Wait] = 0.0) -> UpdateView:
+    """Where an update stands; `wait` (seconds, up to 60): once it is answered or the run
+    ended, else as it stands after `wait`."""
+    found = await run_updates.await_outcome(tenant.conn, tenant.tenant_id, run_id, update_id,
+                                            wait)
+    return _update_view(run_id, found, True)
+
+
+def _update_view(run_id: uuid.UUID, found: run_updates.UpdateOutcome,
+                 created: bool) -> UpdateView:
+    answer = found.answer or {}
+    error = answer.get("error") if isinstance(answer.get("error"), dict) else None
+    return UpdateView(update_id=found.update_id, run_id=run_id, name=found.name,
+                      state=str(found.state), taken=found.taken, created=created,
+                      output=answer.get("output"),
+                      error=None if error is None else UpdateError(
+                          type=str(error.get("type", "")), message=str(error.get("message", ""))))
+
+
 async def _payload(request: Request, max_bytes: int) -> Any:
     body = await request.body()
     if len(body) > max_bytes:
@@ -167,4 +229,5 @@ async def _payload(request: Request, max_bytes: int) -> Any:
                            errors=[{"field": "body", "message": "invalid JSON"}]) from exc
 
 
-ROUTES = [run_steps, run_children, pause, resume, pause_matching, resume_matching, send_signal]
+ROUTES = [run_steps, run_children, pause, resume, pause_matching, resume_matching, send_signal,
+          run_state, send_update, get_update]

@@ -36,6 +36,10 @@ outcome is the position's record at once.
 A paused run's step is recorded and the run suspended (reason paused, its lease released, the
 answer `suspended`); a paused run's wait or child is not recorded, the run suspended likewise.
 
+A published value (`ctx.set`, a step named `set:<name>`) or an update's answer
+(`reply:<update id>`) over `MAX_STATE_BYTES` gets 413 and nothing; both stay inline, so the
+state and the answers are read without the blob store.
+
 Any item past the workflow's deadline (`StepItem.deadline`, by the database clock) records
 nothing; the answer says `deadline_passed` and the workflow fails (`workflow_timed_out`).
 """
@@ -165,6 +169,10 @@ def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
             else:
                 next_seq[rid] = item.seq + 1
         else:
+            if kind in (wf.StepKind.STATE, wf.StepKind.REPLY) and (problem := wf.too_large(
+                    len(_json.encode(item.output)), f"the {kind} value")) is not None:
+                done.results.append(_answer(item, 413, problem))  # kept inline, never a blob
+                continue
             event = _step_event(row, item, done.blobs)
             next_seq[rid] = item.seq + 1
             done.results.append(_answer(item, 200))

@@ -44,6 +44,8 @@ def test_every_kind_has_one_row_and_the_rows_agree_with_what_they_name() -> None
 @pytest.mark.parametrize(("fields", "kind"), [
     ({}, StepKind.STEP),
     ({"name": "patch:fee-v2"}, StepKind.PATCH),
+    ({"name": "set:progress"}, StepKind.STATE),
+    ({"name": "reply:0b1c"}, StepKind.REPLY),
     ({"wait": "timer"}, StepKind.TIMER),
     ({"wait": "signal"}, StepKind.SIGNAL),
     ({"child_awaited": True}, StepKind.CHILD),
@@ -110,8 +112,11 @@ def test_the_statuses_are_409_for_stale_422_for_a_gap_and_200_otherwise() -> Non
 
 
 def test_a_paused_run_records_only_a_finished_step_before_it_is_suspended() -> None:
-    assert {k for k in StepKind if wf.paused_records_first(k)} == {StepKind.STEP,
-                                                                   StepKind.PATCH}
+    # a published value and an update's answer are finished records too (issue 40 item 3)
+    records_first = {StepKind.STEP, StepKind.PATCH, StepKind.STATE, StepKind.REPLY}
+    if hasattr(StepKind, "ATTRIBUTES"):  # ctx.upsert_attributes (issue 40 item 4)
+        records_first.add(StepKind.ATTRIBUTES)
+    assert {k for k in StepKind if wf.paused_records_first(k)} == records_first
 
 
 # -- the kinds at their position -----------------------------------------------------------------

@@ -159,6 +159,8 @@ class StepKind(StrEnum):
     CHILD = "child"  # ctx.child: a child run, waited for
     START_CHILD = "start_child"  # ctx.start_child: a child run, not waited for
     FAN_OUT = "fan_out"  # ctx.fan_out: chunk runs in a window, waited for
+    STATE = "state"  # ctx.set: a named value published, recorded as a step named `set:<name>`
+    REPLY = "reply"  # an update's answer, recorded as a step named `reply:<update id>`
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +182,8 @@ KINDS: Final[Mapping[StepKind, KindRule]] = {
     StepKind.CHILD: KindRule(("ChildFinished",), "child", True, ("child",)),
     StepKind.START_CHILD: KindRule(("ChildStarted",), None, True, ()),
     StepKind.FAN_OUT: KindRule(("FanOutCompleted",), "fan_out", True, ("fan_out",)),
+    StepKind.STATE: KindRule(("StepCompleted",), None, False, ()),
+    StepKind.REPLY: KindRule(("StepCompleted",), None, False, ()),
 }
 PAUSED: Final = "paused"  # RunSuspended's reason for a paused run: no wait, its resume wakes it
 WAIT_REASONS: Final = frozenset(r.suspends for r in KINDS.values() if r.suspends)
@@ -195,7 +199,67 @@ def kind_of(*, wait: str | None = None, child_awaited: bool | None = None,
         return StepKind.CHILD if child_awaited else StepKind.START_CHILD
     if wait is not None:
         return StepKind.TIMER if wait == "timer" else StepKind.SIGNAL
+    if name.startswith(STATE_PREFIX):
+        return StepKind.STATE
+    if name.startswith(REPLY_PREFIX):
+        return StepKind.REPLY
     return StepKind.PATCH if name.startswith(PATCH_PREFIX) else StepKind.STEP
+
+
+# -- published state and updates ------------------------------------------------------------
+# `ctx.set(name, value)` takes a position like any step and records the value there (a step
+# named `set:<name>`): replayed, a set already recorded is not sent again, and the latest
+# value of each name is the one at the highest position. An update is a request delivered on
+# the reserved signal channel `UPDATE_SIGNAL` (durable, idempotent, woken like a signal); the
+# workflow takes it at a wait of its choosing (`ctx.next_update`) and its answer takes a
+# position named `reply:<update id>`.
+
+STATE_PREFIX: Final = "set:"
+REPLY_PREFIX: Final = "reply:"
+UPDATE_SIGNAL: Final = "$update"  # signal names starting with "$" are the engine's own
+MAX_STATE_NAME_CHARS: Final = 200
+MAX_STATE_BYTES: Final = INLINE_OUTPUT_BYTES  # a value or an answer, encoded JSON
+
+
+def state_step(name: str) -> str:
+    """The step name a published value `name` is recorded under."""
+    return f"{STATE_PREFIX}{name}"
+
+
+def reply_step(update_id: object) -> str:
+    """The step name the answer to update `update_id` is recorded under."""
+    return f"{REPLY_PREFIX}{update_id}"
+
+
+def bad_state_name(name: str) -> str | None:
+    """Why a state (or update) name is refused; None: it is well formed."""
+    if not name or len(name) > MAX_STATE_NAME_CHARS:
+        return f"a name has 1 to {MAX_STATE_NAME_CHARS} characters"
+    return None
+
+
+def too_large(size: int, what: str) -> str | None:
+    """Why a value of `size` encoded bytes is refused (413); None: it fits."""
+    if size > MAX_STATE_BYTES:
+        return f"{what} is {size} bytes encoded; the limit is {MAX_STATE_BYTES}"
+    return None
+
+
+class UpdateState(StrEnum):
+    PENDING = "pending"  # not answered yet, the run not final
+    COMPLETED = "completed"  # answered with an output
+    REJECTED = "rejected"  # answered with an error (an unknown name, a handler's failure)
+    ABANDONED = "abandoned"  # the run ended without answering it
+
+
+def update_state(answer: Mapping[str, Any] | None, run_final: bool) -> UpdateState:
+    """Where an update stands: its recorded answer (`{"ok": bool, ...}`) if any, and whether
+    its run is final."""
+    if answer is not None:
+        return UpdateState.COMPLETED if answer.get("ok") else UpdateState.REJECTED
+    return UpdateState.ABANDONED if run_final else UpdateState.PENDING
+
+
 
 
 # -- the server side: what a step report means -----------------------------------------------

@@ -62,9 +62,14 @@ def signal_id_for(run_id: uuid.UUID, name: str, idempotency_key: str | None) -> 
 async def send_signal(conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID,
                       run_id: uuid.UUID, name: str, payload: Any, actor: str,
                       idempotency_key: str | None, max_payload_bytes: int,
-                      reason: str | None = None) -> SignalSent:
+                      reason: str | None = None, engine: bool = False) -> SignalSent:
     """`reason`: why the sender sent it, recorded on `SignalReceived` (an operator delivering
-    a signal on the run's behalf: docs/WORKFLOWS.md, "Operator interventions")."""
+    a signal on the run's behalf: docs/WORKFLOWS.md, "Operator interventions"). Names starting
+    with "$" are the engine's own channels (`engine`: updates, `ostinato.runs.updates`)."""
+    if name.startswith("$") and not engine:
+        raise InvalidInput('signal names starting with "$" are reserved (updates travel on '
+                           f"{wf.UPDATE_SIGNAL!r}: POST /v1/runs/{{id}}/updates)",
+                           errors=[{"field": "name", "message": "reserved signal name"}])
     if reason is not None and not 0 < len(reason) <= MAX_SIGNAL_REASON_CHARS:
         raise InvalidInput(f"a reason has 1 to {MAX_SIGNAL_REASON_CHARS} characters",
                            errors=[{"field": "reason", "message": "invalid reason"}])

@@ -62,19 +62,25 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
 
 from ostinato.domain.workflow import (
+    UPDATE_SIGNAL,
     Diverged,
     Execute,
     RecordedStep,
     StepCounter,
+    bad_state_name,
     decide,
     decide_patch,
     patch_step,
+    reply_step,
+    state_step,
+    too_large,
 )
 from ostinato.sdk.context import RunContext, current
 from ostinato.sdk.errors import (
@@ -99,8 +105,9 @@ from ostinato.wire.worker import (
 )
 
 __all__ = ["ChildFailedError", "CompensationFailed", "FanOutFailedError", "NonDeterminismError",
-           "SignalTimeout",
-           "StepFailedError", "WorkflowContext", "WorkflowTimedOut", "workflow"]
+           "SignalTimeout", "StateTooLarge",
+           "StepFailedError", "Update", "UpdateTimeout", "WorkflowContext", "WorkflowTimedOut",
+           "workflow"]
 
 _encoder = msgspec.json.Encoder()
 WorkflowFn = Callable[["WorkflowContext", Any], Awaitable[Any]]
@@ -165,6 +172,32 @@ class SignalTimeout(OstinatoWorkerError):
     def __init__(self, name: str) -> None:
         super().__init__(f"no signal {name!r} arrived before the timeout")
         self.name = name
+
+
+class UpdateTimeout(SignalTimeout):
+    """``next_update`` ended by its timeout: no update came in time."""
+
+    def __init__(self) -> None:
+        super().__init__(UPDATE_SIGNAL)
+        self.args = ("no update arrived before the timeout",)
+
+
+class StateTooLarge(ValueError):
+    """A value for ``ctx.set`` or an update's answer larger than ``MAX_STATE_BYTES`` encoded
+    (the API and the gateway answer 413 to the same)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """A request delivered to the running workflow (``POST /v1/runs/{id}/updates``): its id
+    (derived from the caller's idempotency key), its name and its payload (decoded JSON)."""
+
+    id: str
+    name: str
+    payload: Any
+
+
+UpdateHandler = Callable[[Any], Any]
 
 
 class _History:
@@ -301,6 +334,90 @@ class WorkflowContext:
             await self._record(seq, patch_step(patch_id), msgspec.Raw(b"true"), None, 1,
                                time.monotonic())
         return True
+
+    async def set(self, name: str, value: Any) -> None:
+        """Publish ``value`` (JSON, at most ``MAX_STATE_BYTES`` encoded) as the run's state
+        ``name``: clients read the latest value of each name while the run goes on and after
+        (``GET /v1/runs/{id}/state``, ``client.runs.state``). It takes a position like a step
+        (``set:<name>``): a set already recorded is not sent again on replay, so a set must
+        come at the same place on every execution, like a step."""
+        if (problem := bad_state_name(name)) is not None:
+            raise ValueError(f"state name: {problem}")
+        await self._put(state_step(name), value, f"state {name!r}")
+
+    async def next_update(self, *, timeout: timedelta | float | None = None,  # noqa: ASYNC109
+                          ) -> Update:
+        """The oldest update sent to the run that no earlier wait took (one sent before this
+        wait too); the run is suspended (no worker held) until one comes. Answer it with
+        ``reply`` (the caller awaits the answer). With ``timeout`` (seconds or a timedelta) and
+        no update by then: ``UpdateTimeout``. Durable like ``wait_for_signal``: a taken update
+        is recorded, so a crash before the answer replays it to the next attempt."""
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        record = await self._wait("update", WaitSpec(
+            kind="signal", signal=UPDATE_SIGNAL,
+            timeout_seconds=None if seconds is None else max(0.0, float(seconds))))
+        if not record.succeeded:
+            raise UpdateTimeout
+        envelope = record.output or {}
+        return Update(id=str(envelope.get("id")), name=str(envelope.get("name")),
+                      payload=envelope.get("payload"))
+
+    async def reply(self, update: Update, output: Any = None, *,
+                    error: BaseException | None = None) -> None:
+        """Answer ``update`` with ``output`` (JSON), or refuse it with ``error`` (the caller
+        gets its type and message). Recorded at a position (``reply:<update id>``): answered
+        once, whatever happens to the run afterwards."""
+        if error is None:
+            answer: dict[str, Any] = {"ok": True, "name": update.name, "output": output}
+        else:
+            info = error_info(error) if isinstance(error, Exception) else None
+            answer = {"ok": False, "name": update.name, "error": {
+                "type": info.type if info else type(error).__name__,
+                "message": info.message if info else str(error)}}
+        await self._put(reply_step(update.id), answer, f"the answer to update {update.name!r}")
+
+    async def handle_update(self, handlers: dict[str, UpdateHandler], *,
+                            timeout: timedelta | float | None = None,  # noqa: ASYNC109
+                            ) -> Update:
+        """Take the next update (``next_update``), run the handler registered for its name
+        with its payload (async or plain; it may call ``ctx.step``) and answer it with what
+        the handler returns; returns the update. A name with no handler is refused
+        (``unknown_update``), and so is one whose handler raised (its error)."""
+        update = await self.next_update(timeout=timeout)
+        handler = handlers.get(update.name)
+        if handler is None:
+            known = ", ".join(sorted(handlers)) or "none"
+            await self.reply(update, error=PermanentError(
+                f"this workflow handles no update {update.name!r} (it handles: {known})",
+                type="unknown_update"))
+            return update
+        try:
+            output = handler(update.payload)
+            if inspect.isawaitable(output):
+                output = await output
+        except (GatewayError, NonDeterminismError, WorkflowTimedOut, Throttled):
+            raise
+        except Exception as exc:
+            await self.reply(update, error=exc)
+            return update
+        await self.reply(update, output)
+        return update
+
+    async def _put(self, step_name: str, value: Any, what: str) -> None:
+        """Record ``value`` at the next position under ``step_name`` (a set, an answer);
+        replayed, nothing is sent."""
+        try:
+            encoded = _encoder.encode(value)
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise TypeError(f"{what} must be JSON: {exc}") from exc
+        if (problem := too_large(len(encoded), what)) is not None:
+            raise StateTooLarge(problem)
+        seq = self._counter.seq
+        decision = decide(self._counter, step_name, await self._at_boundary(seq))
+        if isinstance(decision, Diverged):
+            raise NonDeterminismError(decision)
+        if isinstance(decision, Execute):
+            await self._record(seq, step_name, msgspec.Raw(encoded), None, 1, time.monotonic())
 
     async def child(self, task: str | Task, payload: Any = None, *, name: str | None = None,
                     pool: str | None = None, priority: str | None = None,

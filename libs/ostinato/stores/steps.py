@@ -61,6 +61,26 @@ async def at(conn: asyncpg.Connection, tenant_id: uuid.UUID, run_id: uuid.UUID,
     return found[0] if found and found[0].seq == seq else None
 
 
+class StateRow(msgspec.Struct, frozen=True):
+    name: str
+    value: Any
+    seq: int
+    set_at: datetime
+
+
+async def state(conn: asyncpg.Connection, tenant_id: uuid.UUID, run_id: uuid.UUID,
+                name: str | None = None) -> list[StateRow]:
+    """The latest value of each name the workflow published (`ctx.set`), or of `name` alone."""
+    return many(StateRow, await conn.fetch(Q["state_of_run"], run_id, tenant_id, name))
+
+
+async def reply(conn: asyncpg.Connection, tenant_id: uuid.UUID, run_id: uuid.UUID,
+                step_name: str) -> Any:
+    """The answer recorded under `step_name` (`reply:<update id>`); None: not answered yet."""
+    row = await conn.fetchrow(Q["reply_of_run"], run_id, tenant_id, step_name)
+    return None if row is None else row["output"]
+
+
 async def set_aside_page(conn: asyncpg.Connection, tenant_id: uuid.UUID, run_id: uuid.UUID, *,
                          after: tuple[int, int], limit: int) -> list[SetAsideStepRow]:
     """Set-aside records after the (set_aside_version, seq) cursor `after`, in order."""

@@ -271,6 +271,50 @@ class SignalAccepted(msgspec.Struct, kw_only=True):
     created: bool  # False: this idempotency key was used before; nothing new was recorded
 
 
+class UpdateRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """An update to a running workflow (`POST /v1/runs/{id}/updates`): the workflow's handler
+    for `name` answers it; the same `idempotency_key` names the same update (and answer)."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    payload: Any = None
+    idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=256)] | None = None
+
+
+class UpdateError(msgspec.Struct, kw_only=True):
+    type: str
+    message: str
+
+
+class UpdateView(msgspec.Struct, kw_only=True):
+    """Where an update stands: `pending` (not answered, the run not final), `completed`
+    (`output`), `rejected` (`error`: an unknown name, a handler's failure), `abandoned` (the
+    run ended without answering it)."""
+
+    update_id: uuid.UUID
+    run_id: uuid.UUID
+    name: str
+    state: str
+    taken: bool  # a `ctx.next_update` wait of the workflow took it
+    created: bool = True  # False: this idempotency key was used before; nothing new was sent
+    output: Any = None
+    error: UpdateError | None = None
+
+
+class StateValue(msgspec.Struct, kw_only=True):
+    value: Any
+    seq: int  # the position that recorded it (the latest set of its name)
+    set_at: datetime
+
+
+class RunStateView(msgspec.Struct, kw_only=True):
+    """The latest value of each name a workflow published (`ctx.set`), while it runs and
+    after; `run_state`: the run's lifecycle state when read."""
+
+    run_id: uuid.UUID
+    run_state: str
+    values: dict[str, StateValue]
+
+
 class EventView(msgspec.Struct, kw_only=True):
     seq: int
     version: int

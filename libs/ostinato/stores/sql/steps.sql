@@ -29,3 +29,19 @@ JOIN run_steps kept ON kept.run_id = comp.run_id AND kept.seq < $2
 WHERE comp.run_id = $1 AND comp.seq >= $2 AND comp.succeeded
   AND comp.name LIKE 'compensate:%'
 ORDER BY kept.name;
+
+-- name: state_of_run
+-- The latest value of each name a workflow published (`ctx.set`: steps named `set:<name>`),
+-- through the partial index run_steps_state; $3 NULL: every name, else that one.
+SELECT DISTINCT ON (name) substr(name, 5) AS name, output AS value, seq, recorded_at AS set_at
+FROM run_steps
+WHERE run_id = $1 AND tenant_id = $2 AND left(name, 4) = 'set:'
+  AND ($3::text IS NULL OR name = 'set:' || $3::text)
+ORDER BY name, seq DESC;
+
+-- name: reply_of_run
+-- The recorded answer to one update (a step named `reply:<update id>`), through the partial
+-- index run_steps_replies.
+SELECT output, seq, recorded_at
+FROM run_steps
+WHERE run_id = $1 AND tenant_id = $2 AND left(name, 6) = 'reply:' AND name = $3;
