@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import time
@@ -97,6 +98,22 @@ _RETRIED_TRANSPORT = (httpx.ConnectError, httpx.ReadError, httpx.WriteError,
 # and its runs are taken back in seconds rather than at the end of their leases. None: no
 # pings, the leases alone decide (as with SDKs before issue 39).
 LIVENESS_SECONDS = 1.0
+# During a rolling upgrade the gateway behind the address may be the previous release, whose
+# requests forbid unknown fields: a claim refused for an optional field it does not know (a
+# 400/422 naming it) is sent again at once without it, and the field is left out for this long
+# before it is offered again (that gateway may have been upgraded meanwhile). docs/UPGRADES.md.
+REFUSED_FIELD_SECONDS = 60.0
+_UNKNOWN_FIELD = re.compile(r"unknown field `([A-Za-z_][A-Za-z0-9_]*)`")
+_CLAIM_OPTIONAL = {f.name: f.default for f in msgspec.structs.fields(ClaimRequest)
+                   if f.default is not msgspec.NODEFAULT}
+
+
+def refused_field(exc: GatewayError, optional: Mapping[str, object]) -> str | None:
+    """The optional request field an older gateway refused as unknown, else None."""
+    if exc.status not in (400, 422):
+        return None
+    found = _UNKNOWN_FIELD.search(f"{exc.title} {exc.detail or ''}")
+    return found.group(1) if found and found.group(1) in optional else None
 
 
 class Worker:
@@ -142,6 +159,7 @@ class Worker:
         self._client = http_client or (
             None if self._http11 else httpx.AsyncClient(timeout=httpx.Timeout(30.0)))
         self._liveness = liveness_seconds
+        self._refused: dict[str, float] = {}  # claim field -> when a gateway refused it
         self._custody = Custody(lambda run_id, token: self._reporter.heartbeat(run_id, token),
                                 ping=lambda: self._reporter.ping(),
                                 liveness_seconds=liveness_seconds)
@@ -279,8 +297,25 @@ class Worker:
             versions=self._versions, workflows=self._workflows,
             payload_versions=self._payload_versions, liveness_seconds=self._liveness,
         )
-        content = await self._post(CLAIM_PATH, _encoder.encode(request), self._claim_wait + 10)
-        return _claim_decoder.decode(content).runs
+        tried: set[str] = set()  # fields refused while sending this claim
+        while True:
+            now = time.monotonic()
+            left_out = {f: _CLAIM_OPTIONAL[f] for f, at in self._refused.items()
+                        if f in tried or now - at < REFUSED_FIELD_SECONDS}
+            sent = msgspec.structs.replace(request, **left_out) if left_out else request
+            try:
+                content = await self._post(CLAIM_PATH, _encoder.encode(sent),
+                                           self._claim_wait + 10)
+            except GatewayError as exc:
+                field = refused_field(exc, _CLAIM_OPTIONAL)
+                if field is None or field in left_out:
+                    raise
+                self._refused[field] = now
+                tried.add(field)
+                log.warning("claim.field_refused", field=field, again_in_s=REFUSED_FIELD_SECONDS,
+                            reason="the gateway predates it (a rolling upgrade)")
+                continue
+            return _claim_decoder.decode(content).runs
 
     def _accept(self, run: ClaimedRun, sent_at: float) -> None:
         handler = self._handlers.get(run.task)
