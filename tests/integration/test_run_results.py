@@ -5,9 +5,11 @@ listener per api process), over real HTTP and a real SDK worker on the in-proces
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -30,6 +32,7 @@ from services.api.app import create_app
 from services.api.results import RunEnds
 from services.scheduler.tick import fire_due
 from tests.helpers.api import ADMIN, assert_problem, auth
+from tests.helpers.cli import cli
 from tests.helpers.integration import dispatch, new_tenant, run_row, store
 from tests.helpers.waiting import until
 from tests.helpers.workflows import work
@@ -225,3 +228,43 @@ async def test_the_api_stopping_answers_every_long_poll_at_once_with_not_done(
         api.service.stopping.set()  # SIGTERM: the drain begins
         answers = await asyncio.gather(*polls)
     assert [(r.status_code, r.json()["done"]) for r in answers] == [(200, False)] * 3
+
+
+async def test_the_cli_starts_awaits_and_exits_by_how_the_run_ended(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient, api: Api, tmp_path: Path) -> None:
+    _, key = await new_tenant(pool)
+    env = {"OSTINATO_API_URL": api.url, "OSTINATO_API_KEY": key}
+
+    async def run_waiting(*args: str) -> tuple[int, str, str]:
+        """The CLI awaiting a run while an SDK worker (and the scheduler's part) serves."""
+        proc = asyncio.create_task(cli(tmp_path, *args, env=env))
+        await work(gateway, key, [double, refuse], lambda: _true(proc.done()), "the CLI",
+                   between=lambda: schedule_and_dispatch(pool))
+        return await proc
+
+    code, out, err = await run_waiting("run", "rr.double", "--payload", '{"n": 4}', "--wait",
+                                       "-o", "json")
+    assert code == 0, err
+    assert (json.loads(out)["state"], json.loads(out)["output"]) == ("succeeded", 8)
+
+    code, out, err = await run_waiting("-o", "json", "run", "rr.refuse", "--wait")
+    assert code == 3, err
+    assert json.loads(out)["error"]["type"] == "unknown_customer"
+
+    code, out, err = await cli(tmp_path, "-o", "json", "run", "rr.double", env=env)
+    assert code == 0, err
+    started = json.loads(out)
+    await fire_due(pool, store(), SystemClock())
+    code, out, err = await cli(tmp_path, "-o", "json", "runs", "wait", started["run_id"],
+                               "--timeout", "0.2", env=env)
+    assert (code, json.loads(out)["done"], json.loads(out)["state"]) == (5, False, "scheduled")
+    async with AsyncClient(api.url, key) as client:
+        await client.runs.cancel(started["run_id"])
+    code, out, err = await cli(tmp_path, "-o", "json", "runs", "wait", started["run_id"],
+                               env=env)
+    assert (code, json.loads(out)["state"]) == (4, "cancelled")
+
+    _, other = await new_tenant(pool)
+    code, out, err = await cli(tmp_path, "runs", "wait", started["run_id"],
+                               env={**env, "OSTINATO_API_KEY": other})
+    assert code == 1 and "404" in err and out == ""

@@ -5,11 +5,13 @@
              RESOURCE VERB
 
 Resources: jobs, schedules, runs, dead-letters, pools, workers, tasks, tenants, keys, audit, dags,
-dag-runs, alert-sinks, alerts, usage, workflows (the pre-deploy check). The connection is
+dag-runs, alert-sinks, alerts, usage, workflows (the pre-deploy check); and `run TASK [--wait]`,
+which starts a run now (`runs wait ID` awaits any run). The connection is
 resolved as flag > OSTINATO_API_URL / OSTINATO_API_KEY / OSTINATO_TENANT > the profile file
 (`ostinato.client.config`); `--tenant` lets the admin key act for that tenant. Exit codes: 0
 done, 1 the API refused or failed (or a bulk verb partly failed, or was declined), 2 bad
-usage. Shell completion: `ostinato --install-completion` (typer's).
+usage; an await (`run --wait`, `runs wait`): 3 the run failed, 4 cancelled, 5 timed out.
+Shell completion: `ostinato --install-completion` (typer's).
 
 Built with typer + rich. The user commands import only the client (an import-linter
 contract), so everything they do an API user could do with `ostinato.client` too;
@@ -26,6 +28,7 @@ import typer
 from ostinato.cli import (
     admin,
     alerts,
+    awaiting,
     capacity,
     dags,
     dead_letters,
@@ -83,6 +86,7 @@ app.add_typer(alerts.sinks, name="alert-sinks")
 app.add_typer(alerts.alerts, name="alerts")
 app.command("usage")(alerts.usage)
 app.add_typer(workflows.app, name="workflows")
+app.command("run")(awaiting.run)  # start a run now; --wait: exit by how it ended
 admin.register(app)
 
 

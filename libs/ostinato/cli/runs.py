@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ostinato.cli import bulk
+from ostinato.cli import awaiting, bulk
 from ostinato.cli.common import first, need_selection
 from ostinato.cli.context import DryRunOpt, LimitOpt, OutputOpt, YesOpt, state
 from ostinato.cli.output import Column, emit, emit_many
@@ -204,3 +204,6 @@ def signal(ctx: typer.Context, run_id: str, name: str,
     g = state(ctx)
     emit(g.output_for(output), g.client().runs.signal(
         run_id, name, value, idempotency_key=idempotency_key, reason=reason))
+
+
+app.command("wait")(awaiting.wait)  # start and await: ostinato.cli.awaiting
