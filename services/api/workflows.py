@@ -3,18 +3,26 @@ sent to it. Tenant-scoped through `scope.TenantScope`, over `ostinato.runs` and 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
 
+import asyncpg
 import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from ostinato import runs
 from ostinato.domain import roles
+from ostinato.domain import workflow as wf
 from ostinato.domain.errors import InvalidInput, NotFound, PayloadTooLarge
+from ostinato.domain.roles import Principal
+from ostinato.domain.states import FINAL
 from ostinato.eventlog.store import get_blobs
 from ostinato.runs import updates as run_updates
+from ostinato.runtime.auth import Caller
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
 from ostinato.wire.api import (
@@ -33,12 +41,15 @@ from ostinato.wire.api import (
     UpdateRequest,
     UpdateView,
 )
+from services.api import scope
 from services.api.auditing import audited
+from services.api.results import RunEnds, parse_wait
 from services.api.scope import Tenant
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
 After = Annotated[int, QueryParameter(ge=-1, le=2**31 - 1)]
-Wait = Annotated[float, QueryParameter(ge=0, le=run_updates.MAX_WAIT_SECONDS)]
+T = TypeVar("T")
+_FINAL = frozenset(s.value for s in FINAL)
 StateName = Annotated[str, QueryParameter(min_length=1, max_length=200)]
 MAX_IDEMPOTENCY_KEY_CHARS = 256
 
@@ -163,16 +174,22 @@ async def send_signal(request: Request, run_id: FromPath[uuid.UUID], name: FromP
 
 
 @get("/v1/runs/{run_id:uuid}/state", tags=["runs"])
-async def run_state(run_id: FromPath[uuid.UUID], tenant: Tenant,
+async def run_state(request: Request, run_id: FromPath[uuid.UUID], caller: Caller,
                     name: FromQuery[StateName | None] = None,
-                    wait: FromQuery[Wait] = 0.0) -> RunStateView:
+                    wait: FromQuery[str | None] = None) -> RunStateView:
     """The latest value of each name the workflow published (`ctx.set`), while it runs and
-    after; `name`: that one only; with `wait` (seconds, up to 60): answers once `name` is
-    published or the run is final, else after `wait` (without it: `values` lacks the name)."""
-    state, rows = await run_updates.state(tenant.conn, tenant.tenant_id, run_id, name=name,
-                                          wait=wait if name is not None else 0.0)
-    return RunStateView(run_id=run_id, run_state=state, values={
-        r.name: StateValue(value=r.value, seq=r.seq, set_at=r.set_at) for r in rows})
+    after; `name`: that one only. With `name` and `wait` (a duration, "30s", at most "60s"):
+    answers once `name` is published or the run is final, else after `wait` without it. The
+    wait holds no connection: it is woken by the run's news (`ostinato.eventlog.ended`)."""
+    seconds = parse_wait(wait) if wait is not None else 0.0  # checked even without a name
+
+    async def read(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> RunStateView:
+        state, rows = await run_updates.state(conn, tenant_id, run_id, name=name)
+        return RunStateView(run_id=run_id, run_state=state, values={
+            r.name: StateValue(value=r.value, seq=r.seq, set_at=r.set_at) for r in rows})
+
+    return await _awaited(request, caller, run_id, seconds if name is not None else 0.0, read,
+                          lambda v: bool(v.values) or v.run_state in _FINAL)
 
 
 @post("/v1/runs/{run_id:uuid}/updates", status_code=202, tags=["runs"],
@@ -196,13 +213,50 @@ async def send_update(run_id: FromPath[uuid.UUID], data: JSONBody[UpdateRequest]
 
 
 @get("/v1/runs/{run_id:uuid}/updates/{update_id:uuid}", tags=["runs"])
-async def get_update(run_id: FromPath[uuid.UUID], update_id: FromPath[uuid.UUID],
-                     tenant: Tenant, wait: FromQuery[Wait] = 0.0) -> UpdateView:
-    """Where an update stands; `wait` (seconds, up to 60): once it is answered or the run
-    ended, else as it stands after `wait`."""
-    found = await run_updates.await_outcome(tenant.conn, tenant.tenant_id, run_id, update_id,
-                                            wait)
-    return _update_view(run_id, found, True)
+async def get_update(request: Request, run_id: FromPath[uuid.UUID],
+                     update_id: FromPath[uuid.UUID], caller: Caller,
+                     wait: FromQuery[str | None] = None) -> UpdateView:
+    """Where an update stands; `wait` (a duration, "30s", at most "60s"; none: at once):
+    answers once it is answered or its run ended, else as it stands after `wait`. The wait
+    holds no connection: it is woken by the run's news (`ostinato.eventlog.ended`)."""
+    seconds = parse_wait(wait) if wait is not None else 0.0
+
+    async def read(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> UpdateView:
+        found = await run_updates.outcome(conn, tenant_id, run_id, update_id)
+        return _update_view(run_id, found, True)
+
+    return await _awaited(request, caller, run_id, seconds, read,
+                          lambda v: v.state != wf.UpdateState.PENDING)
+
+
+async def _awaited(request: Request, caller: Principal, run_id: uuid.UUID, seconds: float,
+                   read: Callable[[asyncpg.Connection, uuid.UUID], Awaitable[T]],
+                   done: Callable[[T], bool]) -> T:
+    """`read()` once `done`, else as it stands after `seconds`: watched on the api's run-end
+    listener (`results.RunEnds`) before each read, so news after a read wakes the wait, and
+    a pooled connection held only while reading (as `GET /v1/runs/{id}/result`)."""
+    state = request.app.state
+    ends: RunEnds = state.run_ends
+    pool: asyncpg.Pool = state.pool
+    tenant_id = await scope.tenant_of(request, caller)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    fut = ends.watch(run_id) if seconds > 0 else None
+    try:
+        while True:
+            async with pool.acquire() as conn:
+                answer = await read(conn, tenant_id)
+            left = deadline - loop.time()
+            if fut is None or done(answer) or left <= 0 or ends.closed:
+                return answer
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(fut), left)
+            if not fut.done() or ends.closed:
+                return answer
+            fut = ends.watch(run_id)  # woken: watch again before reading
+    finally:
+        if fut is not None:
+            ends.forget(run_id, fut)
 
 
 def _update_view(run_id: uuid.UUID, found: run_updates.UpdateOutcome,

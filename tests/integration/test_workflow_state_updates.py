@@ -8,17 +8,34 @@ refuses updates; other tenants see nothing and bad input changes nothing."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 import httpx
 import pytest
 
+from ostinato.client import (
+    ApiError,
+    AsyncClient,
+    Client,
+    UpdateRejectedError,
+    UpdateTimeoutError,
+)
 from ostinato.domain.workflow import MAX_STATE_BYTES
+from ostinato.runtime.ops import HttpServer
+from ostinato.runtime.service import Service
+from ostinato.runtime.settings import Settings
 from ostinato.sdk import StateTooLarge, WorkflowContext, workflow
-from tests.helpers.api import assert_problem, auth
-from tests.helpers.integration import dispatch, new_tenant, queued_workflow_run
+from services.api.app import create_app
+from services.api.results import RunEnds
+from tests.helpers.api import ADMIN, assert_problem, auth
+from tests.helpers.cli import cli
+from tests.helpers.integration import dispatch, new_tenant, queued_workflow_run, store
 from tests.helpers.workflows import (
     claimed_run,
     drive,
@@ -209,3 +226,92 @@ async def test_an_update_left_unanswered_by_a_run_that_ended_is_abandoned(
     r = await client.get(f"/v1/runs/{run_id}/updates/{r.json()['update_id']}",
                          params={"wait": 60}, headers=auth(key))
     assert r.json()["state"] == "abandoned" and r.json()["taken"] is False
+
+
+@dataclass
+class Api:
+    url: str
+    ends: RunEnds
+
+
+@pytest.fixture
+async def api(pool: asyncpg.Pool, db_url: str) -> AsyncIterator[Api]:
+    """The public API served over real HTTP, for the clients and the CLI."""
+    service = Service("api", Settings(database_url=db_url, admin_key=ADMIN))
+    service.pool = pool
+    app = create_app(service, store())
+    server = HttpServer(app, "127.0.0.1", 0)
+    await server.start()
+    try:
+        yield Api(f"http://127.0.0.1:{server.port}", app.state.run_ends)
+    finally:
+        await server.stop()
+
+
+def basket_workflow() -> Any:
+    @workflow("shop.basket")
+    async def basket(ctx: WorkflowContext, payload: None) -> list[str]:
+        items: list[str] = []
+
+        async def add_item(p: dict[str, Any]) -> dict[str, Any]:
+            items.append(p["sku"])
+            await ctx.set("basket", items)  # published from a handler
+            return {"items": list(items)}
+
+        while len(items) < 2:
+            await ctx.handle_update({"add_item": add_item})
+        return items
+
+    return basket
+
+
+async def test_clients_and_the_cli_send_updates_await_answers_and_read_state(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient, api: Api, tmp_path: Path) -> None:
+    tenant_id, key = await new_tenant(pool)
+    basket = basket_workflow()
+    run_id = await queued_workflow_run(pool, tenant_id, "shop.basket")
+    await work_until(pool, gateway, key, basket, tenant_id, run_id, "suspended")
+    worker = asyncio.create_task(drive(pool, gateway, key, [basket], tenant_id, run_id,
+                                       "succeeded"))
+    env = {"OSTINATO_API_URL": api.url, "OSTINATO_API_KEY": key}
+    async with AsyncClient(api.url, key) as client:
+        assert await client.runs.update(run_id, "add_item", {"sku": "a"}, timeout=60) == {
+            "items": ["a"]}
+        assert api.ends.notices >= 1  # the answer's notice woke the long poll
+        with pytest.raises(UpdateRejectedError) as refused:
+            await client.runs.update(run_id, "clear", None, timeout=60)
+        assert refused.value.error_type == "unknown_update" and refused.value.state == "rejected"
+        view = await client.runs.state(run_id, "basket")
+        assert view.values["basket"].value == ["a"]
+
+        code, out, err = await cli(tmp_path, "runs", "update", str(run_id), "add_item",
+                                   "--payload", '{"sku": "b"}', "-o", "json", env=env)
+        assert code == 0, err
+        assert json.loads(out)["state"] == "completed"
+        assert json.loads(out)["output"] == {"items": ["a", "b"]}
+        await worker
+        code, out, err = await cli(tmp_path, "runs", "state", str(run_id), "-o", "json",
+                                   env=env)
+        assert code == 0, err
+        body = json.loads(out)
+        assert body["run_state"] == "succeeded" and body["values"]["basket"]["value"] == [
+            "a", "b"]
+        code, out, err = await cli(tmp_path, "runs", "update", str(run_id), "add_item",
+                                   env=env)
+        assert code == 1 and "takes no updates" in err  # a final run: the 409 problem
+
+        # a run no worker takes: the caller's timeout, then the update is still pending
+        idle = await queued_workflow_run(pool, tenant_id, "shop.basket")
+        with pytest.raises(UpdateTimeoutError) as late:
+            await client.runs.update(idle, "add_item", {"sku": "c"}, timeout=0.2)
+        outcome = await client.runs.update_outcome(idle, late.value.update_id)
+        assert outcome.state == "pending" and outcome.taken is False
+        code, out, err = await cli(tmp_path, "runs", "update", str(idle), "add_item",
+                                   "--timeout", "0", env=env)
+        assert code == 5, (out, err)
+    with Client(api.url, key) as sync:  # the sync client, in a thread: the API serves here
+        view = await asyncio.to_thread(sync.runs.state, run_id)
+        assert view.values["basket"].value == ["a", "b"]
+        with pytest.raises(ApiError) as final:
+            await asyncio.to_thread(sync.runs.update, run_id, "add_item", {"sku": "d"})
+        assert final.value.status == 409

@@ -1,19 +1,29 @@
-"""`ostinato runs ...`: list and inspect runs, their timelines, logs and steps; cancel, retry
-and signal them (one by id, or many by filter)."""
+"""`ostinato runs ...`: list and inspect runs, their timelines, logs, steps and published state;
+cancel, retry, signal and update them (one by id, or many by filter)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from typing import Annotated, Any
 
+import msgspec
 import typer
 
 from ostinato.cli import awaiting, bulk
 from ostinato.cli.common import first, need_selection
-from ostinato.cli.context import DryRunOpt, LimitOpt, OutputOpt, YesOpt, state
+from ostinato.cli.context import (
+    DryRunOpt,
+    LimitOpt,
+    Output,
+    OutputOpt,
+    YesOpt,
+    state,
+    stderr,
+)
 from ostinato.cli.output import Column, emit, emit_many
 from ostinato.cli.parse import json_value
-from ostinato.client import Client
+from ostinato.client import Client, UpdateTimeoutError
+from ostinato.client.updates import final_view as update_view
 from ostinato.wire.api import FINAL_STATES, RUN_STATES, RunView
 
 app = typer.Typer(help="Runs: one occurrence of a job, with its attempts and timeline.",
@@ -204,6 +214,51 @@ def signal(ctx: typer.Context, run_id: str, name: str,
     g = state(ctx)
     emit(g.output_for(output), g.client().runs.signal(
         run_id, name, value, idempotency_key=idempotency_key, reason=reason))
+
+
+@app.command("state")
+def run_state(ctx: typer.Context, run_id: str,
+              name: Annotated[str | None, typer.Option(
+                  help="only this published name")] = None,
+              wait: Annotated[float, typer.Option(
+                  help="with --name: seconds to wait for it to be published (at most 60)",
+                  min=0, max=60)] = 0.0,
+              output: OutputOpt = None) -> None:
+    """The latest value of each name a workflow run published (ctx.set), while it runs and
+    after."""
+    g = state(ctx)
+    view = g.client().runs.state(run_id, name, wait=wait)
+    out = g.output_for(output)
+    if out is not Output.table:
+        emit(out, view)
+        return
+    emit_many(out, sorted(view.values.items()), [
+        ("NAME", lambda kv: kv[0]), ("VALUE", lambda kv: msgspec.json.encode(kv[1].value).decode()),
+        ("SEQ", lambda kv: kv[1].seq), ("SET AT", lambda kv: kv[1].set_at)])
+
+
+@app.command("update")
+def run_update(ctx: typer.Context, run_id: str, name: str,
+               payload: Annotated[str | None, typer.Option(
+                   help="the update's payload, JSON (@path, - for stdin); default null")] = None,
+               timeout: Annotated[float, typer.Option(
+                   help="seconds to wait for the workflow's answer", min=0)] = 30.0,
+               idempotency_key: Annotated[str | None, typer.Option(
+                   help="the same key again names the same update (and answer)")] = None,
+               output: OutputOpt = None) -> None:
+    """Send update NAME to a running workflow and print its answer. Exit 0 answered, 3
+    refused by the workflow or left unanswered by a run that ended, 5 --timeout ran out."""
+    value: Any = None if payload is None else json_value(payload, "--payload")
+    g = state(ctx)
+    client = g.client()
+    try:
+        view = update_view(client.send, run_id, name, value, timeout, idempotency_key)
+    except UpdateTimeoutError as exc:
+        stderr().print(f"error: {exc}", markup=False)
+        raise typer.Exit(5) from None
+    emit(g.output_for(output), view)
+    if view.state != "completed":
+        raise typer.Exit(3)
 
 
 app.command("wait")(awaiting.wait)  # start and await: ostinato.cli.awaiting

@@ -14,7 +14,9 @@ API service imports them from too), so a field means the same on both sides. Res
 `tenants`, `dags`, `dag_runs`. Lists are lazy iterators over the API's cursor pages. Every
 error is an `ApiError` carrying the RFC 9457 problem (`status`, `type`, `title`, `detail`,
 field `errors`); a run awaited with `client.runs.start(...).result(timeout=)` raises
-`RunFailedError`, `RunCancelledError` or `RunTimeoutError` (`ostinato.client.handles`); nothing
+`RunFailedError`, `RunCancelledError` or `RunTimeoutError` (`ostinato.client.handles`); an
+update awaited with `client.runs.update(...)` raises `UpdateRejectedError` or
+`UpdateTimeoutError` (`ostinato.client.updates`); nothing
 is retried behind the caller's back, since most calls are not
 idempotent without a key.
 
@@ -32,10 +34,12 @@ from ostinato.client.errors import (
     RunError,
     RunFailedError,
     RunTimeoutError,
+    UpdateRejectedError,
+    UpdateTimeoutError,
 )
 from ostinato.client.handles import AsyncRunHandle, RunHandle
 from ostinato.client.sync import Client
 
 __all__ = ["ApiError", "ApiUnreachable", "AsyncClient", "AsyncRunHandle", "Client", "ConfigError",
            "Connection", "Problem", "RunCancelledError", "RunError", "RunFailedError", "RunHandle",
-           "RunTimeoutError", "resolve"]
+           "RunTimeoutError", "UpdateRejectedError", "UpdateTimeoutError", "resolve"]

@@ -348,6 +348,32 @@ def signal_run(run_id: Id, name: str, payload: Any, idempotency_key: str | None,
                 idempotent=True)
 
 
+def run_state(run_id: Id, name: str | None, wait: float) -> Call[m.RunStateView]:
+    """The latest published values (`ctx.set`); with `name` and `wait`: once it is published
+    or the run ended, else after `wait` seconds without it."""
+    params: dict[str, Any] = {"name": name}
+    if name is not None and wait > 0:
+        params["wait"] = f"{wait:.3f}".rstrip("0").rstrip(".")
+    return Call("GET", f"/v1/runs/{run_id}/state", m.RunStateView, params=params,
+                timeout=wait + RESULT_SLACK if wait > 0 else None)
+
+
+def send_update(run_id: Id, name: str, payload: Any,
+                idempotency_key: str | None) -> Call[m.UpdateView]:
+    """An update to a running workflow; keyed (one made up if none), so a retry sends one."""
+    body = _json({"name": name, "payload": payload,
+                  "idempotency_key": idempotency_key or new_key()})
+    return Call("POST", f"/v1/runs/{run_id}/updates", m.UpdateView, body=body,
+                idempotent=True)
+
+
+def update_outcome(run_id: Id, update_id: Id, wait: float) -> Call[m.UpdateView]:
+    """Where an update stands, once answered (or its run ended), else after `wait` seconds."""
+    return Call("GET", f"/v1/runs/{run_id}/updates/{update_id}", m.UpdateView,
+                params={"wait": f"{wait:.3f}".rstrip("0").rstrip(".") or "0"},
+                timeout=wait + RESULT_SLACK)
+
+
 def pause_run(run_id: Id, reason: str | None, resume: bool) -> Call[m.RunPaused]:
     verb = "resume" if resume else "pause"
     body = _json({"reason": reason}) if reason else None

@@ -129,3 +129,34 @@ class RunTimeoutError(TimeoutError):
         self.result = result
         state = f" (still {result.state})" if result is not None else ""
         super().__init__(f"run {run_id} did not end within {timeout:g}s{state}")
+
+
+class UpdateRejectedError(Exception):
+    """An update sent with `client.runs.update` was refused by the workflow (`state`
+    rejected: its `error_type`, e.g. `unknown_update`, and `message`), or its run ended
+    without answering it (`state` abandoned). `view` is the API's answer."""
+
+    def __init__(self, view: Any) -> None:
+        self.view = view
+        error = view.error
+        self.error_type = error.type if error is not None else str(view.state)
+        self.message = error.message if error is not None else \
+            f"run {view.run_id} ended without answering update {view.name!r}"
+        super().__init__(f"update {view.name!r} {view.state}: {self.error_type}: "
+                         f"{self.message}")
+
+    @property
+    def state(self) -> str:
+        return str(self.view.state)
+
+
+class UpdateTimeoutError(TimeoutError):
+    """`client.runs.update(timeout=)` ran out before the workflow answered (the update stays
+    delivered and may still be answered: `update_id`, `client.runs.update_outcome`)."""
+
+    def __init__(self, run_id: Any, update_id: Any, timeout: float) -> None:
+        self.run_id = run_id
+        self.update_id = update_id
+        self.timeout = timeout
+        super().__init__(f"update {update_id} of run {run_id} was not answered within "
+                         f"{timeout:g}s")

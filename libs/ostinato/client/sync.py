@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import httpx
 
 from ostinato.client import calls as c
-from ostinato.client import config
+from ostinato.client import config, updates
 from ostinato.client import transport as t
 from ostinato.client.calls import Id
 from ostinato.client.handles import RunHandle
@@ -274,6 +274,28 @@ class Runs(_Resource):
                idempotency_key: str | None = None, reason: str | None = None
                ) -> m.SignalAccepted:
         return self._c.send(c.signal_run(run_id, name, payload, idempotency_key, reason))
+
+    def state(self, run_id: Id, name: str | None = None, *,
+              wait: float = 0.0) -> m.RunStateView:
+        """The latest value of each name the workflow published (`ctx.set`), while it runs
+        and after; `name` alone with `wait` (seconds, at most 60): once it is published or
+        the run ended, else after `wait` without it (`view.values.get(name)` is None)."""
+        return self._c.send(c.run_state(run_id, name, wait))
+
+    def update(self, run_id: Id, name: str, payload: Any = None, *,
+               timeout: float | None = 30.0,
+               idempotency_key: str | None = None) -> Any:
+        """Send update `name` to a running workflow and return its answer (the workflow's
+        `ctx.handle_update` / `ctx.reply`): UpdateRejectedError (`error_type`, e.g.
+        `unknown_update`; or the run ended unanswered), UpdateTimeoutError after `timeout`
+        seconds (None: as long as it takes), ApiError 409 for a final run. The same
+        `idempotency_key` names the same update, and returns the same answer."""
+        return updates.update(self._c.send, run_id, name, payload, timeout, idempotency_key)
+
+    def update_outcome(self, run_id: Id, update_id: Id, *,
+                       wait: float = 0.0) -> m.UpdateView:
+        """Where an update stands (`state`: pending, completed, rejected, abandoned)."""
+        return self._c.send(c.update_outcome(run_id, update_id, wait))
 
     def pause(self, run_id: Id, *, reason: str | None = None) -> m.RunPaused:
         return self._c.send(c.pause_run(run_id, reason, resume=False))

@@ -10,17 +10,15 @@ idempotency key (a key is made when none is given), so the same key names the sa
 returns the same answer. The workflow's answer is a recorded position (`reply:<update id>`).
 A final run takes no updates (409); a payload over `MAX_STATE_BYTES` is a 413.
 
-Waiting (`wait` seconds) is a bounded poll inside the server for now (every `POLL_SECONDS`,
-never past `MAX_WAIT_SECONDS`), holding the request's connection meanwhile.
+The reads here answer as things stand; the api's routes wait for news (a value published, an
+answer recorded, the run's end) on the run-end listener (`ostinato.eventlog.ended.wakes`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import asyncpg
 import msgspec
@@ -35,10 +33,7 @@ from ostinato.stores import runs as run_store
 from ostinato.stores import signals
 from ostinato.stores import steps as step_store
 
-MAX_WAIT_SECONDS = 60.0
-POLL_SECONDS = 0.2
 _json = msgspec.json.Encoder()
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,37 +98,13 @@ async def outcome(conn: asyncpg.Connection, tenant_id: uuid.UUID, run_id: uuid.U
                          answer if isinstance(answer, dict) else None)
 
 
-async def await_outcome(conn: asyncpg.Connection, tenant_id: uuid.UUID, run_id: uuid.UUID,
-                        update_id: uuid.UUID, wait: float) -> UpdateOutcome:
-    """The update's outcome once it is no longer pending, or as it stands after `wait`."""
-    return await _poll(lambda: outcome(conn, tenant_id, run_id, update_id),
-                       lambda o: o.state is not wf.UpdateState.PENDING, wait)
-
-
 async def state(conn: asyncpg.Connection, tenant_id: uuid.UUID, run_id: uuid.UUID, *,
-                name: str | None = None,
-                wait: float = 0.0) -> tuple[str, list[step_store.StateRow]]:
-    """(the run's lifecycle state, the latest published values); with `name` and `wait`, waits
-    until that name is published or the run is final, or `wait` seconds passed."""
+                name: str | None = None) -> tuple[str, list[step_store.StateRow]]:
+    """(the run's lifecycle state, the latest published values: of `name` alone if given)."""
     if name is not None and (problem := wf.bad_state_name(name)) is not None:
         raise InvalidInput(f"a state name: {problem}",
                            errors=[{"field": "name", "message": "invalid state name"}])
-
-    async def read() -> tuple[str, list[step_store.StateRow]]:
-        run = await run_store.by_id(conn, tenant_id, run_id)
-        if run is None:
-            raise NotFound(f"no run {run_id}")
-        return run.state, await step_store.state(conn, tenant_id, run_id, name)
-
-    return await _poll(read, lambda r: name is None or bool(r[1])
-                       or RunState(r[0]) in FINAL, wait)
-
-
-async def _poll(read: Callable[[], Awaitable[T]], done: Callable[[T], bool], wait: float) -> T:
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + min(max(wait, 0.0), MAX_WAIT_SECONDS)
-    while True:
-        found = await read()
-        if done(found) or loop.time() >= give_up:
-            return found
-        await asyncio.sleep(min(POLL_SECONDS, max(0.0, give_up - loop.time())))
+    run = await run_store.by_id(conn, tenant_id, run_id)
+    if run is None:
+        raise NotFound(f"no run {run_id}")
+    return run.state, await step_store.state(conn, tenant_id, run_id, name)
