@@ -211,6 +211,11 @@ async def test_previous_release_and_main_share_a_database_and_topics_through_an_
                 await until(lambda p=phase: ended(p, "flow"), GIVE_UP,
                             f"phase {phase}'s workflows to succeed")
             assert all(p.poll() is None for p in procs.values()), "a worker exited"
+            for version, api in apis.items():  # the registry either gateway wrote, read by both
+                seen = (await api.get("/v1/workers", headers=auth)).json()["items"]
+                assert {w["worker_id"] for w in seen} == {"old", "new"}, (version, seen)
+                # an instant's spelling tells which release answered (isoformat before, Z now)
+                assert {w["seen_at"][-6:] == "+00:00" for w in seen} == {version == "old"}, seen
 
         # each worker ran the code of its own release
         assert Path(sdk_of(log_dir, "old")).is_relative_to(old_tree)

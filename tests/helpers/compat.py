@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -89,6 +90,8 @@ def previous_tree(commit: str | None = None) -> Path:
             except RuntimeError:
                 pass
             git("worktree", "remove", "--force", str(tree))
+        elif tree.exists():
+            shutil.rmtree(tree)  # a folder left without its worktree registration
         git("worktree", "prune")
         git("worktree", "add", "--detach", str(tree), commit)
     return tree
