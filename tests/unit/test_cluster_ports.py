@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from tests.helpers.lab.cluster import SERVICES, Cluster, free_ports
+from tests.helpers.lab.cluster import SERVICES, Cluster, free_ports, instance_alias, service_of
 
 
 def test_a_clusters_services_get_distinct_ports_that_are_free() -> None:
@@ -18,3 +18,17 @@ def test_a_clusters_services_get_distinct_ports_that_are_free() -> None:
     for port in cluster.ports.values():
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))  # released: a service can bind it
+
+
+def test_a_cluster_of_two_instances_names_every_one_and_their_balancers() -> None:
+    # issue 39: the second instance of each service has its own port from the start, so a
+    # balancer in front of the api and of the gateway names it before it joins.
+    cluster = Cluster(database_url="", kafka_bootstrap="", topic_prefix="", log_dir=None,  # type: ignore[arg-type]
+                      instances=2)
+    assert set(cluster.ports) == set(SERVICES) | {instance_alias(s, 2) for s in SERVICES}
+    assert set(cluster.front_ports) == {"api", "worker_gateway"}
+    every = [*cluster.ports.values(), *cluster.front_ports.values()]
+    assert len(set(every)) == 12
+    assert cluster.aliases("scheduler") == ["scheduler", "scheduler-2"]
+    assert [service_of(a) for a in ("worker_gateway-2", "scheduler-3", "api")] == \
+        ["worker_gateway", "scheduler", "api"]
