@@ -69,6 +69,7 @@ def create_app(service: Service, store: EventStore,
                wake_operations: Callable[[], None] | None = None) -> Litestar:
     # The run-end listener of GET /v1/runs/{id}/result (started by its first waiter).
     run_ends = results.RunEnds(results.connector(service.settings.database_url),
+                               results.reader(lambda: service.pool),
                                stopping=service.stopping)
     app = Litestar(
         route_handlers=[

@@ -31,6 +31,7 @@ from litestar import Request, get
 from litestar.params import FromPath, FromQuery
 
 from ostinato.dags import targets
+from ostinato.db.queries import load
 from ostinato.domain.durations import parse_duration
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.domain.ids import run_id_for
@@ -41,11 +42,13 @@ from ostinato.runtime.auth import Caller
 from ostinato.stores import dags as dag_store
 from ostinato.stores import jobs as job_store
 from ostinato.stores import runs as run_store
+from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 from ostinato.wire.api import RunResult
 from services.api import scope
 
 log = get_logger("ostinato.results")
+Q = load("services.api", "results.sql")
 
 MAX_WAIT = timedelta(seconds=60)  # a longer wait is refused: proxies cut idle requests
 DEFAULT_WAIT = timedelta(seconds=30)
@@ -56,42 +59,56 @@ _FINAL_RUN = frozenset(s.value for s in FINAL)
 _SECONDS = re.compile(r"^\d+(\.\d+)?$")
 
 Connect = Callable[[], Awaitable[asyncpg.Connection]]
+Waiter = asyncio.Future[RunResult | None]
+
+
+Reader = Callable[[list[uuid.UUID]], Awaitable[dict[uuid.UUID, tuple[uuid.UUID, RunResult]]]]
+DELIVERY_BATCH = 1000  # run ids read in one statement when notices wake their waiters
 
 
 class RunEnds:
-    """One listener per api process, and the waiters of each run id (in memory). Started by
-    its first waiter; `close()` on stop."""
+    """One listener per api process, and the waiters of each run id (in memory), each with its
+    tenant. A notice naming awaited runs is answered by ONE read for all of them (`read`: the
+    final answers of those ids, with their tenants), handed to each waiter of that tenant; a
+    notice naming no awaited run costs nothing. Started by its first waiter; `close()` on stop."""
 
-    def __init__(self, connect: Connect, stopping: asyncio.Event | None = None) -> None:
+    def __init__(self, connect: Connect, read: Reader,
+                 stopping: asyncio.Event | None = None) -> None:
         """`stopping`: set at SIGTERM (`Service.stopping`): every waiter answers then."""
         self._connect = connect
+        self._read = read
         self._stopping = stopping
-        self._waiters: dict[uuid.UUID, set[asyncio.Future[None]]] = {}
+        self._waiters: dict[uuid.UUID, dict[Waiter, uuid.UUID]] = {}
+        self._pending: set[uuid.UUID] = set()  # ended (or to read again), not yet delivered
+        self._delivery: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._stop_task: asyncio.Task[None] | None = None
         self._closed = False
         self.connects = 0  # how often the listener (re)connected (tests, logs)
         self.notices = 0
+        self.reads = 0  # statements of deliveries (tests, the bench)
 
-    def watch(self, run_id: uuid.UUID) -> asyncio.Future[None]:
-        """Register a waiter for `run_id` (before reading its state): the future is done when
-        a notice names the run, when the listener (re)connects, or on `wake_all`."""
+    def watch(self, run_id: uuid.UUID, tenant_id: uuid.UUID) -> Waiter:
+        """Register a waiter for `run_id` (before reading its state): the future is done with
+        the run's final answer when a notice names it, with None when the waiter must read for
+        itself (a delivery failed) or the api stops (`closed`)."""
         if self._task is None and not self.closed:
             loop = asyncio.get_running_loop()
             self._task = loop.create_task(self._listen(), name="run-ends-listener")
             if self._stopping is not None:
                 self._stop_task = loop.create_task(self._stop_on(self._stopping))
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut: Waiter = asyncio.get_running_loop().create_future()
         if self.closed:
             fut.set_result(None)
         else:
-            self._waiters.setdefault(run_id, set()).add(fut)
+            self._waiters.setdefault(run_id, {})[fut] = tenant_id
+            metrics.RESULT_WAITERS.inc()
         return fut
 
-    def forget(self, run_id: uuid.UUID, fut: asyncio.Future[None]) -> None:
+    def forget(self, run_id: uuid.UUID, fut: Waiter) -> None:
         waiting = self._waiters.get(run_id)
-        if waiting is not None:
-            waiting.discard(fut)
+        if waiting is not None and waiting.pop(fut, None) is not None:
+            metrics.RESULT_WAITERS.dec()
             if not waiting:
                 del self._waiters[run_id]
 
@@ -99,26 +116,55 @@ class RunEnds:
     def waiting(self) -> int:
         return sum(len(w) for w in self._waiters.values())
 
-    def wake(self, run_ids: list[uuid.UUID]) -> int:
-        """Wake the waiters of these runs (they read their answer); how many were woken."""
-        woken = 0
-        for run_id in run_ids:
-            for fut in self._waiters.pop(run_id, ()):
-                if not fut.done():
-                    fut.set_result(None)
-                    woken += 1
-        return woken
+    def _settle(self, run_id: uuid.UUID, answer: tuple[uuid.UUID, RunResult] | None) -> int:
+        """Hand `answer` to the run's waiters of its tenant (None: to every waiter, to read
+        for itself); how many were answered."""
+        waiting = self._waiters.get(run_id)
+        if not waiting:
+            return 0
+        done = [f for f, t in waiting.items() if answer is None or t == answer[0]]
+        for fut in done:
+            del waiting[fut]
+            if not fut.done():
+                fut.set_result(None if answer is None else answer[1])
+        if not waiting:
+            del self._waiters[run_id]
+        metrics.RESULT_WAITERS.dec(len(done))
+        return len(done)
+
+    def ended(self, run_ids: list[uuid.UUID]) -> None:
+        """These runs ended (a notice), or may have (a reconnect): read the answers of the
+        awaited ones, in one statement per DELIVERY_BATCH ids, and hand them out."""
+        self._pending.update(r for r in run_ids if r in self._waiters)
+        if self._pending and (self._delivery is None or self._delivery.done()):
+            self._delivery = asyncio.get_running_loop().create_task(self._deliver())
+
+    async def _deliver(self) -> None:
+        while self._pending:
+            batch = [self._pending.pop() for _ in range(min(DELIVERY_BATCH, len(self._pending)))]
+            try:
+                self.reads += 1
+                answers = await self._read(batch)
+            except Exception as exc:  # the database away: each waiter reads for itself
+                log.warning("run-end delivery failed", error=f"{type(exc).__name__}: {exc}",
+                            runs=len(batch))
+                answers = None
+            for run_id in batch:
+                if answers is None:
+                    self._settle(run_id, None)
+                elif run_id in answers:
+                    self._settle(run_id, answers[run_id])
 
     def wake_all(self) -> int:
-        """Wake every waiter: after a (re)connect they read again; on drain they answer
-        `done: false` at once (the drain's hook, with `close`)."""
-        return self.wake(list(self._waiters))
+        """Answer every waiter at once, each with what it read last (`done: false`): the
+        api's drain (with `close`)."""
+        return sum(self._settle(run_id, None) for run_id in list(self._waiters))
 
     async def close(self) -> None:
         """Stop listening and answer every waiter now; later waiters answer at once."""
         self._closed = True
         self.wake_all()
-        for task in (self._task, self._stop_task):
+        for task in (self._task, self._stop_task, self._delivery):
             if task is not None and task is not asyncio.current_task():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -135,7 +181,8 @@ class RunEnds:
 
     def _on_notice(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         self.notices += 1
-        self.wake(ended.parse(payload))
+        metrics.RUN_END_NOTICES.labels(kind="notice").inc()
+        self.ended(ended.parse(payload))
 
     async def _listen(self) -> None:
         pause = RECONNECT_SECONDS[0]
@@ -144,12 +191,13 @@ class RunEnds:
             try:
                 conn = await self._connect()
                 lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                conn.add_termination_listener(functools.partial(_settle, lost))
+                conn.add_termination_listener(functools.partial(_resolve, lost))
                 await conn.add_listener(ended.CHANNEL, self._on_notice)
                 self.connects += 1
+                metrics.RUN_END_NOTICES.labels(kind="reconnects").inc()
                 log.info("run-end listener connected", connects=self.connects,
                          waiting=self.waiting)
-                self.wake_all()  # whatever ended while not listening: read again
+                self.ended(list(self._waiters))  # what ended while not listening
                 pause = RECONNECT_SECONDS[0]
                 while not lost.done():
                     await asyncio.wait([lost], timeout=PING_SECONDS)
@@ -171,7 +219,7 @@ class RunEnds:
             pause = min(pause * 2, RECONNECT_SECONDS[1])
 
 
-def _settle(fut: asyncio.Future[None], *_: object) -> None:
+def _resolve(fut: asyncio.Future[None], *_: object) -> None:
     if not fut.done():
         fut.set_result(None)
 
@@ -205,6 +253,28 @@ def next_run_id(job_id: uuid.UUID, task: str, next_slot: datetime | None) -> uui
         else run_id_for(job_id, next_slot)
 
 
+def run_answer(run_id: uuid.UUID, state: str, *, output: Any = None, last_error: Any = None,
+               finished_at: datetime | None = None) -> RunResult:
+    """A run's answer from its row: final or not, the output of a success, the final error."""
+    done = state in _FINAL_RUN
+    error = None if not done or state == "succeeded" else \
+        (dict(last_error) if isinstance(last_error, dict) else
+         {"type": state, "message": f"the run was {state.replace('_', ' ')}"})
+    return RunResult(run_id=run_id, kind="run", done=done, state=state,
+                     output=output if state == "succeeded" else None, error=error,
+                     finished_at=finished_at if done else None)
+
+
+def dag_run_answer(run_id: uuid.UUID, state: str,
+                   finished_at: datetime | None = None) -> RunResult:
+    done = state in DAG_FINAL
+    error = None if not done or state == "succeeded" else \
+        {"type": f"dag_{state}",
+         "message": f"the DAG run {state}; its nodes: GET /v1/dag-runs/{run_id}"}
+    return RunResult(run_id=run_id, kind="dag_run", done=done, state=state, error=error,
+                     finished_at=finished_at if done else None)
+
+
 async def read_result(conn: asyncpg.Connection, tenant_id: uuid.UUID, run_id: uuid.UUID,
                       job_id: uuid.UUID | None) -> RunResult:
     """The run's (or DAG run's) answer as it stands; NotFound unless the tenant has it, or
@@ -213,27 +283,46 @@ async def read_result(conn: asyncpg.Connection, tenant_id: uuid.UUID, run_id: uu
     job = await job_store.by_id(conn, tenant_id, job_id) if job_id is not None else None
     run = await run_store.by_id(conn, tenant_id, run_id)
     if run is not None:
-        done = run.state in _FINAL_RUN
         output = None
-        if done and run.state == "succeeded" and run.output_ref is not None:
+        if run.state == "succeeded" and run.output_ref is not None:
             output = (await get_blobs(conn, [run.output_ref], tenant_id)).get(run.output_ref)
-        error = None if not done or run.state == "succeeded" else \
-            (dict(run.last_error) if isinstance(run.last_error, dict) else
-             {"type": run.state, "message": f"the run was {run.state.replace('_', ' ')}"})
-        return RunResult(run_id=run_id, kind="run", done=done, state=run.state, output=output,
-                         error=error, finished_at=run.finished_at if done else None)
+        return run_answer(run_id, run.state, output=output, last_error=run.last_error,
+                          finished_at=run.finished_at)
     dag_run = await dag_store.run_by_id(conn, tenant_id, run_id)
     if dag_run is not None:
-        done = dag_run.state in DAG_FINAL
-        error = None if not done or dag_run.state == "succeeded" else \
-            {"type": f"dag_{dag_run.state}",
-             "message": f"the DAG run {dag_run.state}; its nodes: GET /v1/dag-runs/{run_id}"}
-        return RunResult(run_id=run_id, kind="dag_run", done=done, state=dag_run.state,
-                         error=error, finished_at=dag_run.finished_at if done else None)
+        return dag_run_answer(run_id, dag_run.state, dag_run.finished_at)
     if job is not None and next_run_id(job.id, job.task, job.next_slot) == run_id:
         kind = "dag_run" if job.task.startswith(targets.DAG_TASK_PREFIX) else "run"
         return RunResult(run_id=run_id, kind=kind, done=False, state="scheduled")
     raise NotFound(f"no run {run_id}")
+
+
+def reader(pool_of: Callable[[], asyncpg.Pool]) -> Reader:
+    """How `RunEnds` reads the answers of runs that ended: final ones only, with their
+    tenants, one statement for the runs, one for DAG runs among the rest, one for the outputs
+    per tenant."""
+    async def read(run_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[uuid.UUID, RunResult]]:
+        out: dict[uuid.UUID, tuple[uuid.UUID, RunResult]] = {}
+        async with pool_of().acquire() as conn:
+            rows = await conn.fetch(Q["ended_runs"], run_ids)
+            refs: dict[uuid.UUID, list[uuid.UUID]] = {}
+            for r in rows:
+                if r["state"] == "succeeded" and r["output_ref"] is not None:
+                    refs.setdefault(r["tenant_id"], []).append(r["output_ref"])
+            outputs: dict[uuid.UUID, Any] = {}
+            for tenant_id, tenant_refs in refs.items():
+                outputs.update(await get_blobs(conn, tenant_refs, tenant_id))
+            for r in rows:
+                out[r["id"]] = (r["tenant_id"], run_answer(
+                    r["id"], r["state"], output=outputs.get(r["output_ref"]),
+                    last_error=r["last_error"], finished_at=r["finished_at"]))
+            rest = [i for i in run_ids if i not in out]
+            if rest:
+                for r in await conn.fetch(Q["ended_dag_runs"], rest):
+                    out[r["id"]] = (r["tenant_id"],
+                                    dag_run_answer(r["id"], r["state"], r["finished_at"]))
+        return out
+    return read
 
 
 @get("/v1/runs/{run_id:uuid}/result", tags=["runs"])
@@ -251,7 +340,7 @@ async def run_result(request: Request, run_id: FromPath[uuid.UUID], caller: Call
     ends: RunEnds = state.run_ends
     pool: asyncpg.Pool = state.pool
     tenant_id = await scope.tenant_of(request, caller)
-    fut = ends.watch(run_id)  # before the read: an end after it is a notice we hear
+    fut = ends.watch(run_id, tenant_id)  # before the read: an end after it is a notice we hear
     try:
         deadline = asyncio.get_running_loop().time() + seconds
         while True:
@@ -264,8 +353,10 @@ async def run_result(request: Request, run_id: FromPath[uuid.UUID], caller: Call
                 await asyncio.wait_for(asyncio.shield(fut), left)
             if not fut.done() or ends.closed:  # the wait ran out, or the api stops
                 return answer
-                return answer
-            fut = ends.watch(run_id)  # woken: watch again before reading
+            delivered = fut.result()
+            if delivered is not None:  # the run's end, read once for all its waiters
+                return delivered
+            fut = ends.watch(run_id, tenant_id)  # to read for itself: watch again first
     finally:
         ends.forget(run_id, fut)
 

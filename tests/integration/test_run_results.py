@@ -141,18 +141,21 @@ async def test_a_dead_lettered_run_raises_its_final_error_to_sync_and_async_wait
                 assert failed.value.error["message"] == "no such customer"
 
 
-async def test_a_cancelled_run_raises_cancelled_to_its_waiter(
+async def test_a_cancelled_runs_waiters_are_all_answered_by_one_read(
         pool: asyncpg.Pool, api: Api) -> None:
     _, key = await new_tenant(pool)
     async with AsyncClient(api.url, key) as client:
         handle = await client.runs.start("rr.double", {"n": 1})
         await fire_due(pool, store(), SystemClock())  # it exists (scheduled) and waits
-        waiter = asyncio.create_task(handle.result())
-        await waiting_for(api.ends, 1)
+        waiters = [asyncio.create_task(handle.result()) for _ in range(5)]
+        await waiting_for(api.ends, 5)
+        reads = api.ends.reads
         assert (await client.runs.cancel(handle.run_id)).state == "cancelled"
-        with pytest.raises(RunCancelledError) as cancelled:
-            await waiter
-        assert cancelled.value.state == "cancelled"
+        for waiter in waiters:
+            with pytest.raises(RunCancelledError) as cancelled:
+                await waiter
+            assert cancelled.value.state == "cancelled"
+        assert api.ends.reads == reads + 1  # one statement for the five, none of their own
 
 
 async def test_a_wait_that_ends_first_answers_not_done_and_the_handle_times_out(

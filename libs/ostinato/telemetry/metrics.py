@@ -52,6 +52,7 @@ __all__ = [
     "POOL_BUSY_SLOTS",
     "POOL_SLOTS",
     "POOL_UTILISATION",
+    "RESULT_WAITERS",
     "RETRIES_SCHEDULED",
     "RUNS_CLAIMED",
     "RUNS_COMPLETED",
@@ -59,6 +60,7 @@ __all__ = [
     "RUNS_QUEUED",
     "RUNS_STUCK",
     "RUN_DURATION",
+    "RUN_END_NOTICES",
     "SCHEDULER_TICK_SECONDS",
     "SCHEDULE_LAG",
     "SHARD_EPOCH",
@@ -148,6 +150,17 @@ RUNS_CREATED = Counter(
 )
 RUNS_QUEUED = Counter("ostinato_runs_queued_total", "Runs put on a ready queue for workers.")
 RUNS_CLAIMED = Counter("ostinato_runs_claimed_total", "Run attempts claimed by a worker lease.")
+RESULT_WAITERS = Gauge(
+    "ostinato_result_waiters",
+    "Long polls of GET /v1/runs/{id}/result waiting in this api process for a run's end (they "
+    "hold no database connection)."
+)
+RUN_END_NOTICES = Counter(
+    "ostinato_run_end_notices_total",
+    "Run-end notices (PostgreSQL NOTIFY, one per append that ends runs) this api process's "
+    "listener received, and `reconnects`: how often it (re)connected (each reads the state of "
+    "every awaited run again, in one statement per 1,000).", ["kind"]
+)
 WORKFLOW_SUSPENSIONS = Counter(
     "ostinato_workflow_suspensions_total",
     "Workflow runs suspended (leaving their worker), by what they wait for.", ["reason"]
