@@ -9,7 +9,6 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 import asyncpg
-import msgspec
 from litestar import Request, Response, delete, get, post
 from litestar.di import Provide
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
@@ -17,6 +16,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 from ostinato import jobs, tenancy
 from ostinato.domain import roles
 from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.domain.events import event_data
 from ostinato.domain.states import RunState
 from ostinato.eventlog.records import RecordedEvent
 from ostinato.eventlog.store import get_blobs, read_stream_page
@@ -326,7 +326,7 @@ def fan_out_view(fan: FanOutRow) -> FanOutView:
 def event_view(r: RecordedEvent) -> EventView:
     return EventView(seq=r.seq, version=r.version, event_id=r.event_id, type=r.type,
                      occurred_at=r.occurred_at, recorded_at=r.recorded_at, actor=r.actor,
-                     epoch=r.epoch, data=msgspec.to_builtins(r.event))
+                     epoch=r.epoch, data=event_data(r.event))
 
 
 async def timeline_page(conn: asyncpg.Connection, stream_id: uuid.UUID, tenant_id: uuid.UUID,

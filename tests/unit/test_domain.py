@@ -143,7 +143,8 @@ def test_every_event_round_trips_through_the_codec() -> None:
         for sub in todo.pop().__subclasses__():
             todo.append(sub)
             every.add(sub)
-    assert every == set(ev.CATALOGUE)  # no event left out of the catalogue (or the decoder)
+    # no event left out of the catalogue (or the decoder); UnknownEvent holds the others
+    assert every - {ev.UnknownEvent} == set(ev.CATALOGUE)
     for sample in samples:
         assert ev.decode_event(ev.encode_event(sample)) == sample
         assert json.loads(ev.encode_event(sample))["type"] == ev.event_type(sample)

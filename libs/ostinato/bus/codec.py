@@ -7,7 +7,7 @@ from datetime import datetime
 
 import msgspec
 
-from ostinato.domain.events import AnyEvent
+from ostinato.domain.events import AnyEvent, decode_event
 
 
 class Envelope(msgspec.Struct, frozen=True, kw_only=True):
@@ -28,8 +28,24 @@ class Envelope(msgspec.Struct, frozen=True, kw_only=True):
     coalesced: int = 1
 
 
+class _Opaque(msgspec.Struct, frozen=True, kw_only=True):
+    """An envelope read with its event left raw: for an event type this release lacks."""
+
+    event_id: uuid.UUID
+    stream_id: uuid.UUID
+    version: int
+    tenant_id: uuid.UUID
+    occurred_at: datetime
+    actor: str
+    epoch: int | None = None
+    traceparent: str | None = None
+    event: msgspec.Raw
+    coalesced: int = 1
+
+
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Envelope)
+_opaque = msgspec.json.Decoder(_Opaque)
 
 HEADER_EVENT_ID = "ostinato-event-id"
 HEADER_TYPE = "ostinato-type"
@@ -41,4 +57,11 @@ def encode(envelope: Envelope) -> bytes:
 
 
 def decode(value: bytes) -> Envelope:
-    return _decoder.decode(value)
+    """The envelope; one carrying an event of a type this release does not know (a newer
+    release published it) holds it as `UnknownEvent`: still a wake-up, never dropped."""
+    try:
+        return _decoder.decode(value)
+    except msgspec.ValidationError:
+        raw = _opaque.decode(value)
+        return Envelope(**{f: getattr(raw, f) for f in raw.__struct_fields__ if f != "event"},
+                        event=decode_event(raw.event))  # type: ignore[arg-type]

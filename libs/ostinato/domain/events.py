@@ -825,6 +825,18 @@ class DagRunFinished(Event, tag="DagRunFinished"):
     counts: dict[str, int] = msgspec.field(default_factory=dict)
 
 
+class UnknownEvent(Event):
+    """An event of a type this release does not know, written by a newer one during a rolling
+    upgrade (docs/UPGRADES.md): kept opaque instead of refused, so the stream still reads.
+    `type_name` is its `type` as written, `data` its document as written (`type` included);
+    the log row around it gives its stream, version, actor and time. Not in the catalogue:
+    nothing of this release writes one, and every fold ignores it (`is_unknown`)."""
+
+    type_name: str
+    data: dict[str, Any]
+    stream_type: str = "unknown"  # as the log row says, when known (an append in a test)
+
+
 CATALOGUE: tuple[type[Event], ...] = (
     TenantCreated,
     ApiKeyIssued,
@@ -973,16 +985,45 @@ _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(AnyEvent)
 
 
+_TAGS = frozenset(kind.__struct_config__.tag for kind in CATALOGUE)
+
+
 def encode_event(event: Event) -> bytes:
+    if type(event) is UnknownEvent:
+        return _encoder.encode(event.data)  # as it was written
     return _encoder.encode(event)
 
 
 def decode_event(data: bytes | str) -> Event:
-    return _decoder.decode(data)
+    """The event `data` holds; one of a type the catalogue lacks is an `UnknownEvent` (a newer
+    release wrote it), never an error. A known type with a bad field still raises."""
+    try:
+        return _decoder.decode(data)
+    except msgspec.ValidationError:
+        document = msgspec.json.decode(data)
+        kind = document.get("type") if isinstance(document, dict) else None
+        if isinstance(kind, str) and kind not in _TAGS:
+            return UnknownEvent(type_name=kind, data=document)
+        raise
+
+
+def is_unknown(event: Event) -> bool:
+    """An event of a type this release does not know: folds ignore it (docs/UPGRADES.md)."""
+    return type(event) is UnknownEvent
 
 
 def event_type(event: Event) -> str:
+    if type(event) is UnknownEvent:
+        return event.type_name
     return type(event).__struct_config__.tag  # type: ignore[return-value]
+
+
+def event_data(event: Event) -> dict[str, Any]:
+    """The event as its JSON document (`type` included): what timelines show, for an event of
+    an unknown type its document as written."""
+    if type(event) is UnknownEvent:
+        return event.data
+    return msgspec.to_builtins(event)  # type: ignore[no-any-return]
 
 
 def json_schema() -> dict[str, Any]:

@@ -90,8 +90,12 @@ class UnexpectedRunEvent(Exception):
 
 
 def advance(current: RunState | None, event: ev.Event) -> RunState | None:
-    """The run's state after `event`; raises UnexpectedRunEvent when the table forbids it."""
+    """The run's state after `event`; raises UnexpectedRunEvent when the table forbids it.
+    An event of a type this release does not know (a newer release's) leaves the state as it
+    is: a new event type is one the previous release may ignore (docs/UPGRADES.md)."""
     move = RUN_EVENTS.get(type(event))
+    if move is None and ev.is_unknown(event):
+        return current
     if move is None or current not in move.after:
         raise UnexpectedRunEvent(current, event)
     return current if move.to is None else move.to

@@ -14,7 +14,7 @@ import msgspec
 from ostinato.db.queries import load
 from ostinato.domain import events as ev
 from ostinato.domain import fanout
-from ostinato.eventlog.records import RecordedEvent
+from ostinato.eventlog.records import RecordedEvent, ignoring
 from ostinato.leases.shard import shard_of
 
 Q = {**load("ostinato.eventlog", "readmodels.sql"), **load("ostinato.eventlog", "controls.sql"),
@@ -369,6 +369,14 @@ def _version_only(r: RecordedEvent, e: ev.Event) -> tuple[str, Args]:
     return "project_version_only", (r.stream_id, r.version)
 
 
+def _unknown(r: RecordedEvent, e: ev.Event) -> tuple[str, Args]:
+    """An event of a type this release does not know (a newer release's): only its stream's
+    version moves, so this release's next append to the stream follows it."""
+    ignoring(e, "projections", stream_id=r.stream_id, version=r.version)
+    return "project_unknown", (r.stream_id, r.version, r.stream_type)
+
+
+
 PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]]] = {
     ev.TenantCreated: _tenant_created,
     ev.ApiKeyIssued: _api_key_issued,
@@ -500,7 +508,7 @@ async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> 
     for r, k in zip(recorded, _rounds(recorded), strict=True):
         while len(rounds) <= k:
             rounds.append(defaultdict(list))
-        name, args = PROJECTORS[type(r.event)](r, r.event)
+        name, args = PROJECTORS.get(type(r.event), _unknown)(r, r.event)
         rounds[k][name].append(args)
     moved = [r.stream_id for r in recorded
              if r.stream_type == "run" and type(r.event) not in SLOT_UNCHANGED]

@@ -9,10 +9,14 @@ from typing import Any
 
 import msgspec
 
-from ostinato.domain.events import Event, decode_event
+from ostinato.domain.events import Event, decode_event, event_type
 from ostinato.domain.ids import new_id
 from ostinato.domain.lifecycle import advance
 from ostinato.domain.states import RunState
+from ostinato.telemetry.logging import get_logger
+
+log = get_logger("ostinato.eventlog")
+_IGNORED: set[tuple[str, str]] = set()
 
 
 class NewEvent(msgspec.Struct, frozen=True):
@@ -97,3 +101,15 @@ class RecordedEvent(msgspec.Struct, frozen=True):
             occurred_at=r["occurred_at"],  # type: ignore[index]
             recorded_at=r["recorded_at"],  # type: ignore[index]
         )
+
+
+def ignoring(event: Event, reader: str, **ids: object) -> None:
+    """`reader` (a fold) passes over an event of a type this release does not know, written by
+    a newer release: a structured warning the first time per type and reader in this process,
+    so an upgrade left half-done shows in the logs without a line per event."""
+    kind = event_type(event)
+    if (kind, reader) not in _IGNORED:
+        _IGNORED.add((kind, reader))
+        log.warning("event of an unknown type ignored", event_type=kind, reader=reader,
+                    hint="written by a newer release (docs/UPGRADES.md)",
+                    **{k: str(v) for k, v in ids.items()})

@@ -46,7 +46,7 @@ class EventStore:
                 Q["append_events"],
                 [e.stream_id for e in events],
                 [e.version for e in events],
-                [type(e.event).stream_type for e in events],
+                [e.event.stream_type for e in events],
                 [e.tenant_id for e in events],
                 [e.event_id for e in events],
                 [event_type(e.event) for e in events],
@@ -68,7 +68,7 @@ class EventStore:
         recorded = [
             RecordedEvent(
                 seq=by_id[e.event_id]["seq"], event_id=e.event_id, stream_id=e.stream_id,
-                stream_type=type(e.event).stream_type, version=e.version,
+                stream_type=e.event.stream_type, version=e.version,
                 tenant_id=e.tenant_id, type=event_type(e.event), event=e.event, actor=e.actor,
                 epoch=e.epoch, traceparent=e.traceparent, occurred_at=occurred_at,
                 recorded_at=by_id[e.event_id]["recorded_at"],

@@ -10,13 +10,13 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, QueryParameter
 
 from ostinato import jobs, schedules
 from ostinato.domain import roles
 from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.domain.events import event_data
 from ostinato.eventlog.store import get_blobs, read_stream_page
 from ostinato.schedules.zones import load_zone
 from ostinato.stores import jobs as job_store
@@ -160,7 +160,7 @@ async def job_page(job_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
         fmt("<section><h2>Timeline (event log)</h2>{t}</section>", t=html.table(
             ["version", "event", "occurred", "actor", "data"],
             [[r.version, r.type, when(r.occurred_at), r.actor,
-              html.pre_json(msgspec.to_builtins(r.event))] for r in events], "No events.",
+              html.pre_json(event_data(r.event))] for r in events], "No events.",
             "events")),
     ])
     return ui.page(f"Job {job.name}", body, "jobs")

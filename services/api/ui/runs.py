@@ -9,7 +9,6 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, QueryParameter
 
@@ -234,7 +233,7 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
     events = html.table(
         ["version", "event", "occurred", "actor", "epoch", "data"],
         [[r.version, r.type, when(r.occurred_at), r.actor, r.epoch,
-          html.pre_json(msgspec.to_builtins(r.event))] for r in stream],
+          html.pre_json(ev.event_data(r.event))] for r in stream],
         "No events.", "events")
     parts = [
         fmt("<section><h2>Summary</h2>{s}</section>", s=summary),

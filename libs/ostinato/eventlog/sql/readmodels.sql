@@ -288,6 +288,18 @@ UPDATE runs SET version = $3, updated_at = $2 WHERE id = $1;
 -- Events that change no read-model column but the stream version (e.g. StaleWriteRejected)
 UPDATE runs SET version = $2 WHERE id = $1;
 
+-- name: project_unknown
+-- An event of a type this release does not know (a newer release wrote it): its stream's
+-- version only, in the read model of its stream type ($3).
+WITH runs_ AS (UPDATE runs SET version = $2 WHERE id = $1 AND $3::text = 'run'),
+     jobs_ AS (UPDATE jobs SET version = $2 WHERE id = $1 AND $3::text = 'job'),
+     dag_runs_ AS (UPDATE dag_runs SET version = $2 WHERE id = $1 AND $3::text = 'dag_run'),
+     dags_ AS (UPDATE dags SET stream_version = $2 WHERE id = $1 AND $3::text = 'dag'),
+     tenants_ AS (UPDATE tenants SET version = $2 WHERE id = $1 AND $3::text = 'tenant'),
+     calendars_ AS (UPDATE calendars SET version = $2 WHERE id = $1 AND $3::text = 'calendar'),
+     pools_ AS (UPDATE pool_controls SET version = $2 WHERE id = $1 AND $3::text = 'pool')
+SELECT 1;
+
 -- name: project_step_recorded
 -- StepCompleted / StepFailed (and the other records of a position): the step's row, and the
 -- run's version, steps done and whether it has a compensation to run (no indexed column
