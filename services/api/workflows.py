@@ -25,6 +25,7 @@ from ostinato.runs import updates as run_updates
 from ostinato.runtime.auth import Caller
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
+from ostinato.stores.runs import RunRow
 from ostinato.wire.api import (
     ChildrenPage,
     ChildView,
@@ -44,6 +45,7 @@ from ostinato.wire.api import (
 from services.api import scope
 from services.api.auditing import audited
 from services.api.results import RunEnds, parse_wait
+from services.api.running import running_item, running_step
 from services.api.scope import Tenant
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
@@ -61,7 +63,8 @@ async def run_steps(run_id: FromPath[uuid.UUID], tenant: Tenant,
     """A workflow run's recorded steps (steps, timers, signal waits) in order, from position
     `after + 1`, with the run attempt that recorded each, its tries, duration, error and output
     (large outputs by reference; `inline_outputs=true`: put back in `output` as well, as a
-    resuming workflow reads them, e.g. for `ostinato workflows check`)."""
+    resuming workflow reads them, e.g. for `ostinato workflows check`). The last page of a
+    running workflow ends with the step it is executing, `state` running."""
     run = await run_store.by_id(tenant.conn, tenant.tenant_id, run_id)
     if run is None:
         raise NotFound(f"no run {run_id}")
@@ -75,8 +78,15 @@ async def run_steps(run_id: FromPath[uuid.UUID], tenant: Tenant,
                         tries=s.tries, duration_ms=s.duration_ms, recorded_at=s.recorded_at,
                         output=blobs.get(s.output_ref, s.output) if s.output_ref else s.output,
                         output_ref=s.output_ref, error_type=s.error_type,
-                        message=s.message) for s in page],
+                        message=s.message, state="succeeded" if s.succeeded else "failed")
+               for s in page] + await _running(tenant, run, after, last=len(page) < limit),
         next_after=page[-1].seq if len(page) == limit else None)
+
+
+async def _running(tenant: Tenant, run: RunRow, after: int, *, last: bool) -> list[StepView]:
+    """The executing step, on the last page after `after` (none: an empty list)."""
+    step = await running_step(tenant.conn, tenant.tenant_id, run) if last else None
+    return [running_item(step, run.attempt)] if step is not None and step.seq > after else []
 
 
 @get("/v1/runs/{run_id:uuid}/children", tags=["runs"])

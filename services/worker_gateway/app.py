@@ -195,6 +195,7 @@ async def batch(
     outcomes = [_outcome(i) for i in [*data.completions, *data.failures, *data.releases]]
     results += await attempts.record(scope, data.worker_id, outcomes)
     results += await attempts.steps(scope, data.worker_id, data.steps)
+    await attempts.steps_started(scope, data.started)  # after the steps: a report ends one
     return p.BatchResponse(results=results)
 
 

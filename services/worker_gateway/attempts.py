@@ -115,7 +115,7 @@ class Attempts:
                 timeout_seconds=r.timeout_seconds, steps_done=r.steps_done,
                 cancel_requested=r.cancel_requested,
                 final_attempt=retry.retries_exhausted(r.retry_policy, r.failures),
-                payload_version=r.payload_version,
+                payload_version=r.payload_version, step_starts=True,
             )
             for r, token in zip(rows, tokens, strict=True)
         ]
@@ -145,6 +145,20 @@ class Attempts:
             else:
                 results.append(_failed_item(item.run_id, "heartbeat", stale.get(rid)))
         return results
+
+    async def steps_started(self, tenant_id: uuid.UUID | None,
+                            items: Sequence[p.StepStartedItem]) -> None:
+        """Workflow steps that began executing: kept on their leases (fenced by token) as the
+        runs' running steps; one statement for the batch, none without items. No result: an
+        item about an unknown run or an older attempt writes nothing."""
+        known = [(i, rid) for i in items if (rid := parse_run_id(i.run_id)) is not None]
+        if not known:
+            return
+        async with self.pool.acquire() as conn:
+            await attempt_leases.step_started(
+                conn, [rid for _, rid in known], [i.fencing_token for i, _ in known],
+                [i.seq for i, _ in known], [i.name for i, _ in known],
+                [i.age_ms for i, _ in known], self.clock.db_now(), tenant_id)
 
     async def record(self, tenant_id: uuid.UUID | None, worker_id: str,
                      items: Sequence[Outcome]) -> list[p.BatchItemResult]:

@@ -102,7 +102,8 @@ def list_runs(ctx: typer.Context, job: JobOpt = None, state_: StatesOpt = None,
 @app.command()
 def get(ctx: typer.Context, run_id: str, output: OutputOpt = None) -> None:
     """One run: state, timestamps per transition, attempt (retry_attempt of max_attempts,
-    failures) and executions, output, last error, why it waits."""
+    failures) and executions, output, last error, why it waits, the step a workflow is in
+    (running_step: position, name, since when)."""
     g = state(ctx)
     emit(g.output_for(output), g.client().runs.get(run_id))
 
@@ -129,10 +130,12 @@ def logs(ctx: typer.Context, run_id: str, output: OutputOpt = None) -> None:
 @app.command()
 def steps(ctx: typer.Context, run_id: str, limit: LimitOpt = None,
           output: OutputOpt = None) -> None:
-    """A workflow run's recorded steps, timers and signal waits, in order."""
+    """A workflow run's recorded steps, timers and signal waits, in order; a running
+    workflow's last is the step it is executing (STATE running, since STARTED)."""
     g = state(ctx)
     emit_many(g.output_for(output), first(g.client().runs.steps(run_id), limit), [
-        ("SEQ", lambda s: s.seq), ("NAME", lambda s: s.name), ("OK", lambda s: s.succeeded),
+        ("SEQ", lambda s: s.seq), ("NAME", lambda s: s.name), ("STATE", lambda s: s.state),
+        ("STARTED", lambda s: s.started_at), ("OK", lambda s: s.succeeded),
         ("ATTEMPT", lambda s: s.attempt), ("TRIES", lambda s: s.tries),
         ("MS", lambda s: f"{s.duration_ms:.1f}"), ("ERROR", lambda s: s.error_type)])
 

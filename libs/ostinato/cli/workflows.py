@@ -66,7 +66,8 @@ class ClientRuns:
         except ApiError as exc:
             raise self._sorted(exc, f"GET /v1/runs/{run_id}/steps") from exc
         return [StepRecord(seq=s.seq, name=s.name, succeeded=s.succeeded, output=s.output,
-                           error_type=s.error_type, message=s.message) for s in page.items]
+                           error_type=s.error_type, message=s.message) for s in page.items
+                if s.state != "running"]  # the executing step is not recorded yet
 
     def _sorted(self, exc: ApiError, request: str) -> Exception:
         if isinstance(exc, ApiUnreachable):

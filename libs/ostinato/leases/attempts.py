@@ -67,6 +67,33 @@ async def current_tokens(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID],
     return many(LeaseToken, await conn.fetch(Q["current_tokens"], run_ids, tenant_id))
 
 
+async def step_started(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID],
+                       tokens: Sequence[int], seqs: Sequence[int], names: Sequence[str],
+                       ages_ms: Sequence[float], now: datetime | None,
+                       tenant_id: uuid.UUID | None) -> None:
+    """Workflow steps that began executing, kept on their attempts' leases (fenced by token,
+    in one statement): what `running_steps` shows while the step runs."""
+    await conn.execute(Q["step_started"], run_ids, tokens, seqs, names, ages_ms, now, tenant_id)
+
+
+class RunningStep(msgspec.Struct, frozen=True):
+    """The step a running workflow is executing: its position, name and since when (the
+    database clock)."""
+
+    run_id: uuid.UUID
+    seq: int
+    name: str
+    since: datetime
+
+
+async def running_steps(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                        run_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, RunningStep]:
+    """The executing step of each of these runs that has one (running, its attempt said so,
+    at a position not recorded yet)."""
+    rows = many(RunningStep, await conn.fetch(Q["running_steps"], run_ids, tenant_id))
+    return {r.run_id: r for r in rows}
+
+
 async def release_leases(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID]) -> None:
     """End the leases of runs that reached an outcome (or were repaired)."""
     await conn.execute(Q["release_leases"], run_ids)

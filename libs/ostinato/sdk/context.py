@@ -48,6 +48,9 @@ class StepJournal(Protocol):
 
     def record(self, item: StepItem) -> asyncio.Future[BatchItemResult]: ...
 
+    def started(self, ctx: RunContext, seq: int, name: str) -> None:
+        """Step ``seq`` began executing (shown as the run's running step; best effort)."""
+
     async def page(self, ctx: RunContext, after: int, limit: int) -> list[StepRecord]: ...
 
 
@@ -72,6 +75,7 @@ class RunContext:
         "_lease_expires_at",
         "_lease_lost",
         "_loop",
+        "_step_starts",
         "attempt",
         "fencing_token",
         "final_attempt",
@@ -106,6 +110,7 @@ class RunContext:
         journal: StepJournal | None = None,
         cancel_requested: bool = False,
         final_attempt: bool = False,
+        step_starts: bool = False,
     ) -> None:
         self.run_id = run_id
         self.job_id = job_id
@@ -121,6 +126,7 @@ class RunContext:
         # A retryable failure now would dead-letter the run: a workflow compensates first.
         self.final_attempt = final_attempt
         self._journal = journal
+        self._step_starts = step_starts  # the gateway takes step starts (ClaimedRun.step_starts)
         self._lease_expires_at = lease_expires_at
         # Monotonic instant by which the lease has surely not yet expired on the gateway:
         # (time the claim/heartbeat request was *sent*) + ttl is a lower bound of the expiry.
@@ -161,6 +167,7 @@ class RunContext:
             journal=journal,
             cancel_requested=run.cancel_requested,
             final_attempt=run.final_attempt,
+            step_starts=run.step_starts,
         )
 
     @property
@@ -242,6 +249,12 @@ class RunContext:
     async def record_step(self, item: StepItem) -> BatchItemResult:
         """Record a workflow step's outcome; the answer says whether the lease still holds."""
         return await self._step_journal().record(item)
+
+    def step_started(self, seq: int, name: str) -> None:
+        """A workflow step began executing: said in the worker's next request (no request of
+        its own), where the gateway takes it (`GET /v1/runs/{id}` shows it until recorded)."""
+        if self._step_starts and self._journal is not None:
+            self._journal.started(self, seq, name)
 
     async def steps_page(self, *, after: int, limit: int) -> list[StepRecord]:
         """The run's recorded steps after position ``after``, in order."""

@@ -15,6 +15,11 @@ A ping (``ping()``: the worker says it is alive, one a second while it holds run
 batch due like a heartbeat and rides whatever request goes next; alone, it is an empty batch,
 sent once and never retried (the next ping follows within a second).
 
+A step start (``started()``: a workflow step began executing) makes nothing due: it rides the
+next request that goes anyway (another run's outcome, a heartbeat, the ping at the latest), so
+showing a running step costs no round trip. The step's own report supersedes a start not sent
+yet (the step is over); a start lost with a lone ping is kept for the next request.
+
 Releases (a run given back at shutdown) travel in the same requests as outcomes. Captured logs
 make outcomes large, so a request also stops taking outcomes once it carries ``max_log_bytes``
 (4 MiB) of log lines; one outcome always fits, whatever its size.
@@ -56,6 +61,7 @@ from ostinato.wire.worker import (
     LogLine,
     ReleaseItem,
     StepItem,
+    StepStartedItem,
 )
 
 __all__ = ["BatchTransport", "HeartbeatCallback", "Reporter", "backoff_delay"]
@@ -111,6 +117,8 @@ class Reporter:
         self._heartbeats: dict[_HbKey, asyncio.Future[BatchItemResult]] = {}
         self._steps: deque[_Awaited] = deque()
         self._ping = False  # a ping is pending
+        # run id -> (token, seq, name, monotonic start): step starts riding the next request
+        self._started: dict[str, tuple[int, int, str, float]] = {}
         self._inflight: list[_Outcome] = []
         self._first_at: float | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -171,10 +179,18 @@ class Reporter:
         if self._closing:
             fut.cancel()
             return fut
+        start = self._started.get(item.run_id)
+        if start is not None and start[1] <= item.seq:
+            del self._started[item.run_id]  # not sent yet, and already over
         self._steps.append((item, fut))
         self._enqueued()
         self._wake.set()  # no linger: the workflow waits for this answer
         return fut
+
+    def started(self, run_id: str, fencing_token: int, seq: int, name: str) -> None:
+        """Say in the next request that a workflow step began (no request of its own)."""
+        if not self._closing:
+            self._started[run_id] = (fencing_token, seq, name, time.monotonic())
 
     def ping(self) -> None:
         """Say the worker is alive in the next request (an empty batch if nothing else goes)."""
@@ -236,7 +252,8 @@ class Reporter:
             while self._due(time.monotonic()):
                 ping = self._ping
                 outcomes, heartbeats = self._take()
-                await self._deliver(outcomes, heartbeats, ping=ping)
+                started, self._started = self._started, {}
+                await self._deliver(outcomes, heartbeats, ping=ping, started=started)
             if self._closing and not self._count():
                 return
             self._rearm()
@@ -282,10 +299,13 @@ class Reporter:
         heartbeats: list[_Awaited],
         *,
         ping: bool = False,
+        started: dict[str, tuple[int, int, str, float]] | None = None,
     ) -> None:
         """Send until the gateway answered for every item; never drops an unanswered one.
         `heartbeats`: the awaited items, heartbeats and workflow steps; `ping`: send even
-        with no item (once: a lone ping is not retried)."""
+        with no item (once: a lone ping is not retried); `started`: step starts riding along
+        (no answer; a lone ping's that failed are kept for the next request)."""
+        started = started or {}
         self._inflight = outcomes
         failures = 0
         try:
@@ -297,6 +317,10 @@ class Reporter:
                     failures=[o for o in outcomes if isinstance(o, FailureItem)],
                     releases=[o for o in outcomes if isinstance(o, ReleaseItem)],
                     steps=[i for i, _ in heartbeats if isinstance(i, StepItem)],
+                    started=[StepStartedItem(run_id=run_id, fencing_token=token, seq=seq,
+                                             name=name, age_ms=round(
+                                                 (time.monotonic() - since) * 1000, 3))
+                             for run_id, (token, seq, name, since) in started.items()],
                 )
                 sent_at = time.monotonic()
                 self.requests_sent += 1
@@ -305,7 +329,10 @@ class Reporter:
                 except Exception as exc:  # a 503 asks to wait (`retry_after`): at least that
                     if not (outcomes or heartbeats):
                         log.debug("ping.failed", error=repr(exc))
+                        for run_id, start in started.items():  # ride the next request
+                            self._started.setdefault(run_id, start)
                         return
+                    started = {}  # advisory: the retry goes without (an older gateway refuses)
                     failures += 1
                     delay = max(self._backoff(failures), retry_after_of(exc))
                     log.warning(
@@ -314,7 +341,7 @@ class Reporter:
                     )
                     await asyncio.sleep(delay)
                     continue
-                ping = False
+                ping, started = False, {}
                 outcomes, heartbeats = self._dispatch(request, response, sent_at, heartbeats)
                 self._inflight = outcomes
                 if outcomes or heartbeats:

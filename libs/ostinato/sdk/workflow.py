@@ -252,6 +252,7 @@ class WorkflowContext:
             raise StepFailedError(name, recorded.error_type or "step_failed",
                                   recorded.message or "")
         started = time.monotonic()
+        self.run.step_started(seq, name)  # GET /v1/runs/{id} shows it running until recorded
         tries = 0
         while True:
             tries += 1

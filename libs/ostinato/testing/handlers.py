@@ -52,7 +52,9 @@ class MemoryJournal:
     attempt. Children are recorded in `children` (the ChildSpec by workflow position, its run
     id `child-<seq>`); a waited-for child suspends the run until `finish_child`. `events` lists
     what the gateway and the scheduler would append to the run's stream, as (event type,
-    position, step name). A fan-out is not modelled: its report is kept as a plain step."""
+    position, step name). A fan-out is not modelled: its report is kept as a plain step.
+    `running` is the step executing now, as `GET /v1/runs/{id}` would show it ((position,
+    name), None between steps)."""
 
     def __init__(self, now: datetime | None = None) -> None:
         self.steps: list[StepItem] = []
@@ -63,6 +65,16 @@ class MemoryJournal:
         self.signals: dict[str, list[Any]] = {}
         self.children: dict[int, ChildSpec] = {}
         self.events: list[tuple[str, int | None, str | None]] = []
+        self._started: tuple[int, str] | None = None
+
+    @property
+    def running(self) -> tuple[int, str] | None:
+        """The step that began and is not recorded yet (the gateway's rule for a running step)."""
+        start = self._started
+        return start if start is not None and start[0] >= len(self.steps) else None
+
+    def started(self, ctx: Any, seq: int, name: str) -> None:
+        self._started = (seq, name)
 
     def record(self, item: StepItem) -> asyncio.Future[BatchItemResult]:
         fut: asyncio.Future[BatchItemResult] = asyncio.get_running_loop().create_future()
@@ -229,6 +241,7 @@ class HandlerEnvironment:
             lease_ttl_seconds=lease_ttl_seconds, heartbeat_hook=self._heartbeat,
             timeout_seconds=timeout_seconds, steps_done=len(self.journal.steps),
             journal=self.journal, final_attempt=final_attempt, cancel_requested=cancel_requested,
+            step_starts=True,
         )
         self.heartbeats = 0
         self._cancel_after: int | None = None

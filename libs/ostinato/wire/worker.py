@@ -80,6 +80,7 @@ __all__ = [
     "ReleaseRequest",
     "StepItem",
     "StepRecord",
+    "StepStartedItem",
     "StepsRequest",
     "StepsResponse",
     "TaskDefinition",
@@ -286,10 +287,25 @@ class StepItem(_Request):
     deadline: AwareDatetime | None = None
 
 
+class StepStartedItem(_Request):
+    """A workflow step began executing (``ostinato.sdk.workflow``): shown as the run's running
+    step until its outcome is recorded. Rides whatever request the worker sends next (its
+    liveness ping at the latest), never a request of its own; only to a gateway whose claim
+    said ``step_starts``. ``age_ms``: how long ago it began by the worker's monotonic clock
+    (the gateway dates it by the database clock). Advisory: no result, never retried."""
+
+    run_id: RunId
+    fencing_token: FencingToken
+    seq: Annotated[int, msgspec.Meta(ge=0, le=INT32_MAX)]
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_STEP_NAME_CHARS)]
+    age_ms: Annotated[float, msgspec.Meta(ge=0, le=MAX_SPAN_SECONDS * 1000)] = 0.0
+
+
 class BatchRequest(_Request):
     """Heartbeats and outcomes for many runs in one round trip (one result per item).
 
-    Results come in the order heartbeats, completions, failures, releases, steps.
+    Results come in the order heartbeats, completions, failures, releases, steps; ``started``
+    items get none.
     """
 
     worker_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
@@ -298,6 +314,7 @@ class BatchRequest(_Request):
     failures: Annotated[list[FailureItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
     releases: Annotated[list[ReleaseItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
     steps: Annotated[list[StepItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
+    started: Annotated[list[StepStartedItem], msgspec.Meta(max_length=MAX_BATCH_ITEMS)] = []
 
 
 class StepsRequest(_Request):
@@ -363,6 +380,9 @@ class ClaimedRun(_Response):
     # a workflow runs its compensations before it fails so.
     final_attempt: bool = False
     payload_version: int | None = None  # the task's payload schema version at submission
+    # The gateway takes `BatchRequest.started` (an older one refuses a field it does not know):
+    # the SDK says when a step starts only then.
+    step_starts: bool = False
 
 
 class ClaimResponse(_Response):

@@ -24,6 +24,7 @@ from ostinato.stores import steps as step_store
 from ostinato.stores.runs import RunRow
 from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
+from services.api.running import running_step
 from services.api.ui import html, operations
 from services.api.ui.html import Safe, badge, fmt, join, link, short, when
 from services.api.ui.operations import offers
@@ -206,6 +207,7 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
     reason = await run_store.waiting_reason(ui.conn, run)
     dag_node = await dag_store.node_of_run(ui.conn, ui.tenant_id, run_id)
     stream = await read_stream_page(ui.conn, run_id, ui.tenant_id, 0, MAX_EVENTS)
+    running = await running_step(ui.conn, ui.tenant_id, run)  # the step a workflow executes
     summary = html.kv([
         ("state", join([badge(run.state), " (paused)" if run.paused else ""])),
         ("job", link(f"/ui/jobs/{run.job_id}", run.job_id)),
@@ -220,7 +222,9 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
         ("queued", _opt(run.queued_at)), ("started", _opt(run.started_at)),
         ("finished", _opt(run.finished_at)), ("retry at", _opt(run.retry_at)),
         ("cancel requested", "yes" if run.cancel_requested else None),
-        ("current step", run.wait_name if run.state == RunState.SUSPENDED else None),
+        ("current step", run.wait_name if run.state == RunState.SUSPENDED else
+         fmt("{n} <span class=\"muted\">(step {q}, running since {t})</span>", n=running.name,
+             q=running.seq, t=when(running.since)) if running is not None else None),
         ("waiting reason", reason),
         ("last error", html.pre_json(run.last_error) if run.last_error else None),
         ("replay of", link(f"/ui/runs/{run.replay_of}", run.replay_of) if run.replay_of else None),
@@ -248,7 +252,7 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
     parts.append(fmt("<section><h2>Logs (execution {n})</h2>{t}</section>", n=run.attempt,
                      t=log_table(blobs.get(run.logs_ref) if run.logs_ref else None)))
     steps = await step_store.page(ui.conn, ui.tenant_id, run_id, after=-1, limit=200)
-    if steps or run.steps_done:
+    if steps or run.steps_done or running is not None:
         parts.append(fmt("<section><h2>Workflow steps ({n})</h2>{t}</section>",
                          n=run.steps_done, t=html.table(
                              ["#", "step", "outcome", "attempt", "tries", "ms", "recorded",
@@ -257,7 +261,12 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
                                s.attempt, s.tries, f"{s.duration_ms:.1f}", when(s.recorded_at),
                                html.pre_json(s.output) if s.succeeded else
                                fmt("{t}: {m}", t=s.error_type, m=s.message)]
-                              for s in steps])))
+                              for s in steps] + ([[running.seq, running.name, badge("running"),
+                                                   run.attempt, "", "",
+                                                   fmt("running since {t}", t=when(running.since)),
+                                                   ""]]
+                                                 if running is not None and len(steps) < 200
+                                                 else []))))
     timers, signals, started = workflow_waits(stream)
     if timers:
         parts.append(fmt("<section><h2>Timers</h2>{t}</section>", t=html.table(

@@ -14,7 +14,8 @@ SELECT r, t, f, $4, coalesce($5::timestamptz, now()) + $6::interval
 FROM unnest($1::uuid[], $2::uuid[], $3::bigint[]) AS x(r, t, f)
 ON CONFLICT (run_id) DO UPDATE
     SET tenant_id = excluded.tenant_id, fencing_token = excluded.fencing_token,
-        worker_id = excluded.worker_id, expires_at = excluded.expires_at
+        worker_id = excluded.worker_id, expires_at = excluded.expires_at,
+        step_seq = NULL, step_name = NULL, step_started_at = NULL
 RETURNING run_id, expires_at, run_id IN (SELECT run_id FROM live) AS was_live;
 
 -- name: extend_leases_if_token
@@ -25,6 +26,29 @@ SET expires_at = coalesce($4::timestamptz, now()) + $5::interval
 FROM unnest($1::uuid[], $2::bigint[]) AS x(r, f)
 WHERE l.run_id = x.r AND l.fencing_token = x.f AND ($3::uuid IS NULL OR l.tenant_id = $3::uuid)
 RETURNING l.run_id, l.expires_at;
+
+-- name: step_started
+-- A workflow's step began executing (the SDK says so in its next batch): kept on the attempt's
+-- lease under its current token (a stale token writes nothing), since the database clock ($6;
+-- NULL: now()) less the step's age in ms ($5, by the worker's monotonic clock: no host's wall
+-- clock is trusted), never moving back to an earlier position. $7: the worker's tenant, or
+-- NULL for a shared worker.
+UPDATE attempt_leases AS l
+SET step_seq = x.s, step_name = x.n,
+    step_started_at = coalesce($6::timestamptz, now()) - make_interval(secs => x.ms / 1000.0)
+FROM unnest($1::uuid[], $2::bigint[], $3::int[], $4::text[], $5::float8[]) AS x(r, f, s, n, ms)
+WHERE l.run_id = x.r AND l.fencing_token = x.f AND ($7::uuid IS NULL OR l.tenant_id = $7::uuid)
+  AND (l.step_seq IS NULL OR l.step_seq <= x.s);
+
+-- name: running_steps
+-- The step each of a tenant's running workflow runs is executing: the one its attempt said
+-- it began, at a position the run has not recorded yet (a recorded one is done).
+SELECT l.run_id, l.step_seq AS seq, l.step_name AS name, l.step_started_at AS since
+FROM attempt_leases l
+JOIN runs r ON r.id = l.run_id AND r.tenant_id = l.tenant_id
+WHERE l.run_id = ANY($1::uuid[]) AND l.tenant_id = $2 AND l.step_seq IS NOT NULL
+  AND r.state = 'running' AND r.fencing_token = l.fencing_token
+  AND l.step_seq >= r.steps_done;
 
 -- name: current_tokens
 -- The current token of each leased run (to tell a stale writer from an unknown run).
