@@ -376,6 +376,28 @@ CREATE TABLE public.gateway_instances (
 );
 
 --
+-- Name: job_attributes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_attributes (
+    job_id uuid NOT NULL,
+    tenant_id uuid NOT NULL,
+    attributes jsonb NOT NULL
+);
+
+--
+-- Name: job_definitions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_definitions (
+    job_id uuid NOT NULL,
+    tenant_id uuid NOT NULL,
+    definition_version integer NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT job_definitions_definition_version_check CHECK ((definition_version >= 1))
+);
+
+--
 -- Name: job_pauses; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -559,6 +581,29 @@ CREATE TABLE public.pool_controls (
 );
 
 --
+-- Name: run_attribute_numbers; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_attribute_numbers (
+    run_id uuid NOT NULL,
+    name text NOT NULL,
+    tenant_id uuid NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    num numeric NOT NULL
+);
+
+--
+-- Name: run_attributes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_attributes (
+    run_id uuid NOT NULL,
+    tenant_id uuid NOT NULL,
+    scheduled_for timestamp with time zone NOT NULL,
+    attributes jsonb NOT NULL
+);
+
+--
 -- Name: run_signals; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -710,6 +755,19 @@ CREATE TABLE public.schema_migrations (
     version integer NOT NULL,
     name text NOT NULL,
     applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: search_attributes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.search_attributes (
+    tenant_id uuid NOT NULL,
+    name text NOT NULL,
+    type text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    actor text NOT NULL,
+    CONSTRAINT search_attributes_type_check CHECK ((type = ANY (ARRAY['keyword'::text, 'text'::text, 'int'::text, 'float'::text, 'bool'::text, 'datetime'::text])))
 );
 
 --
@@ -974,6 +1032,20 @@ ALTER TABLE ONLY public.gateway_instances
     ADD CONSTRAINT gateway_instances_pkey PRIMARY KEY (id);
 
 --
+-- Name: job_attributes job_attributes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_attributes
+    ADD CONSTRAINT job_attributes_pkey PRIMARY KEY (job_id);
+
+--
+-- Name: job_definitions job_definitions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_definitions
+    ADD CONSTRAINT job_definitions_pkey PRIMARY KEY (job_id);
+
+--
 -- Name: job_pauses job_pauses_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1037,6 +1109,20 @@ ALTER TABLE ONLY public.pool_controls
     ADD CONSTRAINT pool_controls_pkey PRIMARY KEY (id);
 
 --
+-- Name: run_attribute_numbers run_attribute_numbers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_attribute_numbers
+    ADD CONSTRAINT run_attribute_numbers_pkey PRIMARY KEY (run_id, name);
+
+--
+-- Name: run_attributes run_attributes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_attributes
+    ADD CONSTRAINT run_attributes_pkey PRIMARY KEY (run_id);
+
+--
 -- Name: run_signals run_signals_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1084,6 +1170,13 @@ ALTER TABLE ONLY public.scheduler_instances
 
 ALTER TABLE ONLY public.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+--
+-- Name: search_attributes search_attributes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.search_attributes
+    ADD CONSTRAINT search_attributes_pkey PRIMARY KEY (tenant_id, name);
 
 --
 -- Name: shard_leases shard_leases_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1307,6 +1400,24 @@ CREATE INDEX operations_of_tenant ON public.operations USING btree (tenant_id, c
 --
 
 CREATE INDEX operations_running ON public.operations USING btree (created_at, id) WHERE (state = 'running'::text);
+
+--
+-- Name: run_attribute_numbers_value; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX run_attribute_numbers_value ON public.run_attribute_numbers USING btree (tenant_id, name, num);
+
+--
+-- Name: run_attributes_tenant_time; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX run_attributes_tenant_time ON public.run_attributes USING btree (tenant_id, scheduled_for DESC, run_id);
+
+--
+-- Name: run_attributes_values; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX run_attributes_values ON public.run_attributes USING gin (attributes jsonb_path_ops);
 
 --
 -- Name: run_signals_pending; Type: INDEX; Schema: public; Owner: -

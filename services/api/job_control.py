@@ -7,12 +7,19 @@ import uuid
 from datetime import timedelta
 from typing import Annotated, Any
 
-from litestar import Response, get, post, put
-from litestar.params import FromPath, JSONBody, PathParameter, QueryParameter
+from litestar import Response, get, patch, post, put
+from litestar.params import (
+    FromPath,
+    HeaderParameter,
+    JSONBody,
+    PathParameter,
+    QueryParameter,
+)
 
 from ostinato import calendars, jobs, schedules
 from ostinato.domain import roles
 from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.jobs import edit
 from ostinato.jobs.submit import calendar_errors
 from ostinato.schedules.zones import load_zone
 from ostinato.stores import calendars as calendar_store
@@ -26,6 +33,8 @@ from ostinato.wire.api import (
     Calendars,
     CalendarView,
     JobStatus,
+    JobUpdateRequest,
+    JobUpdateView,
     PauseRequest,
     PreviewRequest,
     ResumeRequest,
@@ -35,6 +44,7 @@ from ostinato.wire.api import (
     UpcomingView,
 )
 from services.api.auditing import audited
+from services.api.routes import definition, job_view
 from services.api.scope import Tenant, TenantScope
 
 EPSILON = timedelta(microseconds=1)
@@ -132,6 +142,56 @@ async def preview(data: JSONBody[PreviewRequest], tenant: Tenant) -> UpcomingVie
     return _upcoming(s, PREVIEW_JOB_ID, schedules.next_occurrence(s, None), data.count)
 
 
+IfMatch = Annotated[str | None, HeaderParameter(
+    name="If-Match", required=False,
+    description="The job's version as its ETag gives it (GET /v1/jobs/{id}), e.g. \"3\": the "
+                "edit applies only to that version (else 412). Without it the edit applies to "
+                "whatever version is current.")]
+DryRun = Annotated[bool, QueryParameter(
+    description="Answer the change and the upcoming occurrences before and after it; change "
+                "nothing (as `dry_run: true` in the body).")]
+
+
+def _job_upcoming(job: job_store.JobRow, count: int) -> UpcomingView:
+    first = job.next_slot if job.status in ("active", "paused") else None
+    return _upcoming(schedules.from_document(job.schedule), job.id, first, count)
+
+
+@patch("/v1/jobs/{job_id:uuid}", status_code=200, tags=["jobs"],
+       opt=audited("job.update", "job", "job_id"))
+async def update(
+    job_id: FromPath[uuid.UUID], tenant: Tenant, data: JSONBody[JobUpdateRequest],
+    if_match: IfMatch = None, dry_run: DryRun = False,
+) -> Response[JobUpdateView]:
+    """Edit the job in place: same id and history, one JobUpdated event (with `reason`), the
+    definition `version` one more (the answer's ETag). A new schedule owns the occurrences from
+    `switch_at` on; runs already created keep their settings unless `apply_to_scheduled`
+    (docs/SCHEDULES.md, "Editing a job"). `dry_run` answers the same and changes nothing."""
+    settings = tenant.settings
+    done = await edit.update_job(
+        tenant.conn, tenant.store, tenant.clock, tenant_id=tenant.tenant_id, job_id=job_id,
+        patch=data, actor=tenant.actor, pools=settings.pool_names,
+        classes=[c.name for c in settings.classes], max_payload_bytes=settings.max_payload_bytes,
+        if_match=edit.parse_if_match(if_match), dry_run=dry_run, pool_retry=settings.pool_retry)
+    if done.dry_run:
+        tenant.audit.detail = f"dry run: would change {', '.join(done.changed) or 'nothing'}"
+    elif done.changed:
+        tenant.audit.before = {**definition(done.before), "version": done.version_before}
+        tenant.audit.after = {**definition(done.after), "version": done.version,
+                              "changed": done.changed, "reason": data.reason,
+                              "runs_amended": done.runs_amended}
+    else:
+        tenant.audit.detail = "nothing changed: the settings sent are the job's"
+    view = JobUpdateView(
+        job=job_view(done.after, done.payload, done.version if not done.dry_run
+                     else done.version_before),
+        version=done.version_before if done.dry_run else done.version, changed=done.changed,
+        dry_run=done.dry_run, upcoming_before=_job_upcoming(done.before, data.preview_count),
+        upcoming_after=_job_upcoming(done.after, data.preview_count), switch_at=done.switch_at,
+        runs_amended=done.runs_amended)
+    return Response(view, headers={"ETag": edit.etag(view.version)})
+
+
 def backfill_view(done: jobs.Backfill) -> BackfillView:
     """The answer of a backfill or its dry run: counts and every slot in UTC and local time."""
     tz = load_zone(done.timezone)
@@ -202,6 +262,7 @@ async def list_calendars(tenant: Tenant) -> Calendars:
 
 
 ROUTES = [
+    update,
     pause,
     resume,
     trigger,

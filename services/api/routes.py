@@ -14,7 +14,7 @@ from litestar.di import Provide
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from ostinato import jobs, tenancy
-from ostinato.domain import roles
+from ostinato.domain import attributes, roles
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.domain.events import event_data
 from ostinato.domain.states import RunState
@@ -22,7 +22,9 @@ from ostinato.eventlog.records import RecordedEvent
 from ostinato.eventlog.store import get_blobs, read_stream_page
 from ostinato.policy import retry
 from ostinato.runtime.auth import Caller, require_admin
+from ostinato.stores import attributes as attribute_store
 from ostinato.stores import fan_outs as fan_store
+from ostinato.stores import job_edits
 from ostinato.stores import jobs as job_store
 from ostinato.stores import runs as run_store
 from ostinato.stores import tenants as tenant_store
@@ -88,7 +90,8 @@ def decode_cursor(cursor: str | None) -> tuple[datetime | None, uuid.UUID | None
         ) from exc
 
 
-def job_view(job: JobRow, payload: Any = None) -> JobView:
+def job_view(job: JobRow, payload: Any = None, version: int | None = None) -> JobView:
+    """`version`: the job's definition version (`stores.job_edits`), its ETag."""
     return JobView(
         id=job.id, name=job.name, task=job.task, status=job.status, schedule=job.schedule,
         pool=job.pool, priority=job.priority, next_run_at=job.next_run_at,
@@ -97,14 +100,17 @@ def job_view(job: JobRow, payload: Any = None) -> JobView:
         created_at=job.created_at, updated_at=job.updated_at, payload=payload,
         payload_version=job.payload_version,
         complete_within_seconds=job.complete_within_seconds,
-        max_staleness_seconds=job.max_staleness_seconds, owner=job.owner,
+        max_staleness_seconds=job.max_staleness_seconds, owner=job.owner, version=version,
+        retry=job.retry_policy, timeout_seconds=job.timeout_seconds,
+        queue_wait_seconds=job.queue_wait_seconds, on_queue_wait=job.on_queue_wait,
+        concurrency_key=job.concurrency_key, resource=job.resource,
         next_run_id=results.next_run_id(job.id, job.task, job.next_slot),
     )
 
 
 def run_view(run: RunRow, output: Any = None, waiting_reason: str | None = None,
-             payload: Any = None) -> RunView:
-    return RunView(
+             payload: Any = None, attrs: dict[str, Any] | None = None) -> RunView:
+    return RunView(attributes=attrs,
         id=run.id, job_id=run.job_id, task=run.task, pool=run.pool, priority=run.priority,
         state=run.state, scheduled_for=run.scheduled_for, due_at=run.due_at,
         trigger=run.trigger, attempt=run.attempt, fencing_token=run.fencing_token,
@@ -182,7 +188,8 @@ async def create_job(data: JSONBody[JobRequest], tenant: Tenant) -> Response[Job
     )
     tenant.audit.target_id, tenant.audit.status = str(job.id), 201 if created else 200
     tenant.audit.after = definition(job) if created else None
-    return Response(job_view(job, data.payload), status_code=201 if created else 200)
+    version = 1 if created else await job_edits.definition_version(tenant.conn, job.id)
+    return Response(job_view(job, data.payload, version), status_code=201 if created else 200)
 
 
 @post("/v1/jobs/batch", status_code=200, tags=["jobs"],
@@ -218,19 +225,24 @@ async def list_jobs(
                                 after=decode_cursor(cursor), limit=limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
+    versions = await job_edits.definition_versions(tenant.conn, [r.id for r in rows])
     return Page(
-        items=[job_view(r) for r in rows],
+        items=[job_view(r, version=versions[r.id]) for r in rows],
         next_cursor=encode_cursor(rows[-1].created_at, rows[-1].id) if more else None,
     )
 
 
 @get("/v1/jobs/{job_id:uuid}", tags=["jobs"])
-async def get_job(job_id: FromPath[uuid.UUID], tenant: Tenant) -> JobView:
+async def get_job(job_id: FromPath[uuid.UUID], tenant: Tenant) -> Response[JobView]:
+    """The job, with its definition `version` also as the ETag: send it back as If-Match to
+    PATCH only the version you read."""
     job = await job_store.by_id(tenant.conn, tenant.tenant_id, job_id)
     if job is None:
         raise NotFound(f"no job {job_id}")
     payloads = await get_blobs(tenant.conn, [job.payload_ref], tenant.tenant_id)
-    return job_view(job, payloads.get(job.payload_ref))
+    version = await job_edits.definition_version(tenant.conn, job_id)
+    return Response(job_view(job, payloads.get(job.payload_ref), version),
+                    headers={"ETag": f'"{version}"'})
 
 
 @delete("/v1/jobs/{job_id:uuid}", status_code=204, tags=["jobs"],
@@ -258,6 +270,10 @@ async def list_runs(
         description="Only runs scheduled for this instant or later (RFC 3339).")] = None,
     until: Annotated[datetime | None, QueryParameter(
         description="Only runs scheduled for before this instant (RFC 3339).")] = None,
+    where: Annotated[list[str] | None, QueryParameter(
+        max_items=10, description="Searchable attributes, ANDed (docs/SEARCH_ATTRIBUTES.md): "
+        "`name=value`, `name!=value`, `name>value` (>=, <, <=), `name~part`; each name "
+        "declared with PUT /v1/search-attributes/{name}, e.g. `where=customer=acme`.")] = None,
     limit: Limit = 50,
     cursor: FromQuery[str | None] = None,
 ) -> Page:
@@ -275,16 +291,25 @@ async def list_runs(
     if priority is not None and priority not in classes:
         raise InvalidInput(f"unknown priority class {priority!r}", errors=[
             {"field": "priority", "message": f"one of {', '.join(classes)}"}])
+    attrs_filter = None
+    if where:
+        if error_type is not None:
+            raise InvalidInput("where and error_type cannot be combined", errors=[
+                {"field": "where", "message": "not with error_type"}])
+        attrs_filter = attributes.parse_where(
+            where, await attribute_store.types_of(tenant.conn, tenant.tenant_id))
     rows = await run_store.page(tenant.conn, tenant.tenant_id, job_id=job_id, state=run_state,
                                 after=decode_cursor(cursor), limit=limit + 1,
                                 priority=priority, error_type=error_type, task=task,
-                                pool=pool, since=since, until=until)
+                                pool=pool, since=since, until=until, where=attrs_filter)
     more = len(rows) > limit
     rows = rows[:limit]
     outputs = await get_blobs(tenant.conn, [r.output_ref for r in rows if r.output_ref],
                               tenant.tenant_id)  # one read for the page, as GET /v1/runs/{id}
+    attrs = await attribute_store.of_runs(tenant.conn, tenant.tenant_id, [r.id for r in rows])
     return Page(
-        items=[run_view(r, outputs.get(r.output_ref) if r.output_ref else None) for r in rows],
+        items=[run_view(r, outputs.get(r.output_ref) if r.output_ref else None,
+                        attrs=attrs.get(r.id)) for r in rows],
         next_cursor=encode_cursor(rows[-1].scheduled_for, rows[-1].id) if more else None,
     )
 
@@ -303,7 +328,9 @@ async def get_run(run_id: FromPath[uuid.UUID], tenant: Tenant) -> RunView:
         if not await registry.serves(tenant.conn, run.tenant_id, run.pool, run.task,
                                      run.task_version, tenant.clock.db_now(), ttl):
             reason = registry.unserved_reason(run.task, run.task_version, run.pool)
-    view = run_view(run, output, reason, blobs.get(run.payload_ref))
+    view = run_view(run, output, reason, blobs.get(run.payload_ref),
+                    (await attribute_store.of_runs(tenant.conn, tenant.tenant_id,
+                                                   [run.id])).get(run.id))
     view.running_step = await running_step(tenant.conn, tenant.tenant_id, run)
     if view.running_step is not None:
         view.current_step = view.running_step.name

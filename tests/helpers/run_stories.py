@@ -67,6 +67,10 @@ def _event(kind: type[ev.Event], run: Run, draw: st.DrawFn) -> ev.Event:
                                      failures=draw(st.integers(0, 5)))
         case ev.RetryDue:
             return ev.RetryDue(pool="default")
+        case ev.RunAmended:
+            return ev.RunAmended(job_id=uuid.uuid4(), definition_version=2,
+                                 payload_ref=uuid.uuid4(), priority="bulk",
+                                 pool=draw(st.sampled_from(["default", "etl"])))
         case ev.RunRepublished:
             return ev.RunRepublished(reason="lost in transit")
         case ev.RunDeadLettered:
@@ -86,6 +90,10 @@ def _event(kind: type[ev.Event], run: Run, draw: st.DrawFn) -> ev.Event:
         case ev.StaleWriteRejected:
             return ev.StaleWriteRejected(operation="complete", presented_token=max(0, token - 1),
                                          current_token=token, worker_id="worker-b")
+        case ev.AttributesUpserted:
+            return ev.AttributesUpserted(seq=run.steps_done, name="attributes:upsert",
+                                         attempt=attempt, fencing_token=token,
+                                         attributes={"stage": draw(st.sampled_from(["a", "b"]))})
         case ev.StepCompleted:
             return ev.StepCompleted(seq=run.steps_done, name=draw(st.sampled_from(["a", "b"])),
                                     attempt=attempt, fencing_token=token,

@@ -27,12 +27,13 @@ from ostinato.clock import SystemClock
 from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
-from ostinato.sdk import PermanentError, task
+from ostinato.sdk import PermanentError, WorkflowContext, task, workflow
 from services.api.app import create_app
 from services.api.results import RunEnds
 from services.scheduler.tick import fire_due
 from tests.helpers.api import ADMIN, assert_problem, auth
 from tests.helpers.cli import cli
+from tests.helpers.dags import advance
 from tests.helpers.integration import dispatch, new_tenant, run_row, store
 from tests.helpers.waiting import until
 from tests.helpers.workflows import work
@@ -271,3 +272,40 @@ async def test_the_cli_starts_awaits_and_exits_by_how_the_run_ended(
     code, out, err = await cli(tmp_path, "runs", "wait", started["run_id"],
                                env={**env, "OSTINATO_API_KEY": other})
     assert code == 1 and "404" in err and out == ""
+
+
+@workflow("rr.flow")
+async def flow(ctx: WorkflowContext, payload: dict[str, int]) -> int:
+    doubled = await ctx.step("double", lambda n: n * 2, payload["n"])
+    return int(await ctx.step("inc", lambda n: n + 1, doubled))
+
+
+@task("rr.node")
+async def node_task(payload: dict[str, Any]) -> str:
+    if payload["input"]["key"] == "b":
+        raise PermanentError("node b refused", type="told_to_fail")
+    return str(payload["input"]["key"])
+
+
+async def test_workflow_and_dag_runs_are_awaited_the_same_way(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient, api: Api) -> None:
+    _, key = await new_tenant(pool)
+    async with AsyncClient(api.url, key) as client:
+        wf = await client.runs.start("rr.flow", {"n": 20})
+        dag = await client.dags.define({
+            "name": "await-me", "edges": [{"from": "a", "to": "b"}],
+            "nodes": [{"key": k, "task": "rr.node", "payload": {"key": k}} for k in "ab"]})
+        dag_handle = await client.runs.start(f"dag:{dag.id}")
+        waiters = [asyncio.create_task(wf.result()), asyncio.create_task(dag_handle.wait())]
+
+        async def between() -> None:
+            await schedule_and_dispatch(pool)
+            await advance(pool)
+        await work(gateway, key, [flow, node_task], lambda: _true(all(w.done() for w in waiters)),
+                   "the workflow and the DAG run", between=between)
+        assert await waiters[0] == 41
+        answer = await waiters[1]
+        assert (answer.kind, answer.state, answer.error["type"]) == (
+            "dag_run", "failed", "dag_failed")
+        with pytest.raises(RunFailedError):
+            await dag_handle.result(timeout=5)

@@ -18,6 +18,7 @@ from ostinato.stores import (
     deadlines,
     fan_outs,
     health,
+    job_edits,
     jobs,
     ledger,
     limits,
@@ -33,6 +34,7 @@ from ostinato.stores import (
 pytestmark = pytest.mark.integration
 
 ROW_OF = {
+    (job_edits, "lock_scheduled_runs"): job_edits.WaitingRun,
     (runs, "run_by_id"): runs.RunRow,
     (runs, "list_runs"): runs.RunRow,
     (runs, "list_runs_filtered"): runs.RunRow,
@@ -166,13 +168,14 @@ SCALAR = {
     (runs, "any_retry_due"), (runs, "any_dispatchable"), (runs, "any_wakeup_due"),
     (runs, "any_finished_child"),
     (dags, "any_dag_work"),
+    (job_edits, "definition_versions"),
 }
 
 
 def test_every_store_query_is_accounted_for() -> None:
     stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps, signals,
               task_schemas, ledger, api_keys, audit, operations, fan_outs, dags, deadlines,
-              alerts, health, usage)
+              alerts, health, usage, job_edits)
     named = {(store, name) for store in stores for name in store.Q}
     assert named == set(ROW_OF) | SCALAR
 

@@ -148,6 +148,21 @@ def get_job(job_id: Id) -> Call[m.JobView]:
     return Call("GET", f"/v1/jobs/{job_id}", m.JobView)
 
 
+def update_job(job_id: Id, changes: Any, fields: Mapping[str, Any], if_match: int | str | None,
+               dry_run: bool) -> Call[m.JobUpdateView]:
+    """PATCH the job: a `JobUpdateRequest` or a mapping of its fields, plus keyword fields.
+    `if_match`: the version read (an int, or the ETag as given). Retried after a 503 or a lost
+    connection only without `if_match` (the same settings again change nothing; with it, a
+    retry of an edit that did land would meet its own new version: a 412)."""
+    body = _body(changes, {**fields, **({"dry_run": True} if dry_run else {})})
+    headers = None
+    if if_match is not None:
+        tag = str(if_match)
+        headers = {"If-Match": tag if tag.startswith(('"', "W/", "*")) else f'"{tag}"'}
+    return Call("PATCH", f"/v1/jobs/{job_id}", m.JobUpdateView, body=body, headers=headers,
+                idempotent=if_match is None)
+
+
 def delete_job(job_id: Id) -> Call[None]:
     return Call("DELETE", f"/v1/jobs/{job_id}", None)
 
@@ -242,11 +257,12 @@ def usage(start: datetime | None, end: datetime | None,
 # Runs
 
 def list_runs(job_id: Id | None, state: str | None, page_size: int, priority: str | None = None,
-              error_type: str | None = None) -> Paged[m.RunView, CursorPage[m.RunView]]:
+              error_type: str | None = None, where: Sequence[str] | None = None,
+              ) -> Paged[m.RunView, CursorPage[m.RunView]]:
     first: Call[CursorPage[m.RunView]] = Call(
         "GET", "/v1/runs", CursorPage[m.RunView],
         params={"job_id": job_id, "state": state, "priority": priority,
-                "error_type": error_type, "limit": page_size})
+                "error_type": error_type, "where": list(where or []), "limit": page_size})
     return Paged(first, lambda p: p.items,
                  lambda p: {"cursor": p.next_cursor} if p.next_cursor else None)
 
@@ -522,6 +538,21 @@ def list_audit(filters: Mapping[str, Any], since: datetime | None, until: dateti
     first: Call[m.AuditPage] = Call("GET", "/v1/audit", m.AuditPage, params=params)
     return Paged(first, lambda p: p.items,
                  lambda p: {"cursor": p.next_cursor} if p.next_cursor else None)
+
+
+# Searchable attributes (docs/SEARCH_ATTRIBUTES.md)
+
+def declare_attribute(name: str, type_: str) -> Call[m.SearchAttributeView]:
+    return Call("PUT", f"/v1/search-attributes/{_seg(name)}", m.SearchAttributeView,
+                body=_json({"type": type_}), idempotent=True)
+
+
+def list_attributes() -> Call[m.SearchAttributeList]:
+    return Call("GET", "/v1/search-attributes", m.SearchAttributeList)
+
+
+def remove_attribute(name: str) -> Call[None]:
+    return Call("DELETE", f"/v1/search-attributes/{_seg(name)}", None)
 
 
 # Bulk operations by query (POST /v1/operations)

@@ -61,6 +61,7 @@ class Client:
         self.keys = Keys(self)
         self.audit = Audit(self)
         self.operations = Operations(self)
+        self.search_attributes = SearchAttributes(self)
         self.dags = Dags(self)
         self.dag_runs = DagRuns(self)
 
@@ -129,6 +130,17 @@ class Jobs(_Resource):
 
     def get(self, job_id: Id) -> m.JobView:
         return self._c.send(c.get_job(job_id))
+
+    def update(self, job_id: Id,
+               changes: m.JobUpdateRequest | Mapping[str, Any] | None = None, /, *,
+               if_match: int | str | None = None, dry_run: bool = False,
+               **fields: Any) -> m.JobUpdateView:
+        """Edit the job in place (`schedule=`, `payload=`, `pool=`, `priority=`, `retry=`,
+        `timeout=`, `owner=`, ... and `reason=`, `apply_to_scheduled=`): same id and
+        history, its `version` one more. `if_match`: the version you read (`get(id).version`);
+        a stale one raises the 412 problem. `dry_run`: the upcoming occurrences before and
+        after, nothing changed."""
+        return self._c.send(c.update_job(job_id, changes, fields, if_match, dry_run))
 
     def delete(self, job_id: Id) -> None:
         """Stop the job creating runs; runs already created go on."""
@@ -229,10 +241,12 @@ class Runs(_Resource):
 
     def list(self, *, job_id: Id | None = None, state: str | None = None,
              priority: str | None = None, error_type: str | None = None,
-             page_size: int = PAGE) -> Iterator[m.RunView]:
+             where: Sequence[str] | None = None, page_size: int = PAGE) -> Iterator[m.RunView]:
         """Latest occurrence first, every page (lazily); `priority`: a class, `error_type`:
-        the last attempt's error type."""
-        return self._c.iterate(c.list_runs(job_id, state, page_size, priority, error_type))
+        the last attempt's error type; `where`: searchable attributes, e.g.
+        `["customer=acme", "amount>100"]` (docs/SEARCH_ATTRIBUTES.md)."""
+        return self._c.iterate(c.list_runs(job_id, state, page_size, priority, error_type,
+                                           where))
 
     def get(self, run_id: Id) -> m.RunView:
         return self._c.send(c.get_run(run_id))
@@ -423,6 +437,22 @@ class Audit(_Resource):
         """Control actions, newest first (operator or admin key). Filters: action, key_id,
         target_kind, target_id, request_id; `since` inclusive, `until` exclusive."""
         return self._c.iterate(c.list_audit(filters, since, until, page_size))
+
+
+class SearchAttributes(_Resource):
+    """The tenant's declared searchable attributes (docs/SEARCH_ATTRIBUTES.md): jobs
+    (`attributes=` at creation) and workflows (`ctx.upsert_attributes`) set values of declared
+    names only; `runs.list(where=...)` and operations filter by them."""
+
+    def declare(self, name: str, type: str) -> m.SearchAttributeView:
+        """`type`: keyword, text, int, float, bool or datetime; a repeat changes nothing."""
+        return self._c.send(c.declare_attribute(name, type))
+
+    def list(self) -> m.SearchAttributeList:
+        return self._c.send(c.list_attributes())
+
+    def remove(self, name: str) -> None:
+        self._c.send(c.remove_attribute(name))
 
 
 class Operations(_Resource):

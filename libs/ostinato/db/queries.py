@@ -46,6 +46,7 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.workers", "workers.sql"),
     ("ostinato.stores", "runs.sql"),
     ("ostinato.stores", "jobs.sql"),
+    ("ostinato.stores", "job_edits.sql"),
     ("ostinato.stores", "dead_letters.sql"),
     ("ostinato.stores", "calendars.sql"),
     ("ostinato.stores", "limits.sql"),

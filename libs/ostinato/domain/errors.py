@@ -98,6 +98,15 @@ class InvalidState(Conflict):
 
 
 
+class PreconditionFailed(OstinatoError):
+    """An If-Match naming another version than the current one (an edit made meanwhile by
+    someone else): read the resource again and decide on its current version."""
+
+    code = "precondition-failed"
+    status = 412
+    title = "The resource changed since the version you named"
+
+
 class RateLimited(OstinatoError):
     """A key sent more requests than its tenant's API rate: retry after `retry_after_seconds`
     (also the `Retry-After` header, in whole seconds)."""

@@ -88,6 +88,8 @@ class JobCreated(Event, tag="JobCreated"):
     complete_within_seconds: float | None = None  # a run must have succeeded by slot + this
     max_staleness_seconds: float | None = None  # a recurring job's last success is never older
     owner: str | None = None  # the team alerts about the job are routed to
+    # searchable attributes (`ostinato.domain.attributes`), as stored; its runs inherit them
+    attributes: dict[str, Any] | None = None
 
 
 class OccurrenceFired(Event, tag="OccurrenceFired"):
@@ -197,6 +199,38 @@ class JobResumed(Event, tag="JobResumed"):
     misfire: str | None = None
 
 
+class JobUpdated(Event, tag="JobUpdated"):
+    """The job was edited in place (PATCH /v1/jobs/{id}): every editable setting as it is now
+    (changed or not, so the projection sets them plainly), the fields that changed, the new
+    definition version (1 at creation, one more per edit: the API's ETag) and why. A changed
+    schedule takes over at `next_slot` (`ostinato.jobs.edit`); runs already created keep
+    their settings, except the `runs_amended` still waiting to be dispatched when the edit
+    asked `apply_to_scheduled` (each gets `RunAmended`)."""
+
+    stream_type: ClassVar[str] = "job"
+    definition_version: int
+    changed: list[str]
+    schedule: dict[str, Any]
+    payload_ref: uuid.UUID
+    pool: str
+    priority: str
+    next_run_at: datetime | None
+    next_slot: datetime | None
+    retry: dict[str, Any] | None = None
+    timeout_seconds: float | None = None
+    queue_wait_seconds: float | None = None
+    on_queue_wait: str | None = None
+    concurrency_key: str | None = None
+    resource: str | None = None
+    payload_version: int | None = None
+    complete_within_seconds: float | None = None
+    max_staleness_seconds: float | None = None
+    owner: str | None = None
+    reason: str | None = None
+    apply_to_scheduled: bool = False
+    runs_amended: int = 0
+
+
 class BackfillRequested(Event, tag="BackfillRequested"):
     stream_type: ClassVar[str] = "job"
     start: datetime
@@ -241,6 +275,26 @@ class RunScheduled(Event, tag="RunScheduled"):
     payload_version: int | None = None
     dag_run_id: uuid.UUID | None = None  # a DAG node's run (trigger "dag"): its DAG run
     dag_node: str | None = None  # ... and its node key
+    attributes: dict[str, Any] | None = None  # searchable attributes, as stored (its job's)
+
+
+class RunAmended(Event, tag="RunAmended"):
+    """A run still waiting to be dispatched (state `scheduled`) takes its job's settings after
+    an edit asked `apply_to_scheduled` (`JobUpdated`, same transaction): what it runs with."""
+
+    stream_type: ClassVar[str] = "run"
+    job_id: uuid.UUID
+    definition_version: int
+    payload_ref: uuid.UUID
+    pool: str
+    priority: str
+    retry: dict[str, Any] | None = None
+    timeout_seconds: float | None = None
+    queue_wait_seconds: float | None = None
+    on_queue_wait: str | None = None
+    concurrency_key: str | None = None
+    resource: str | None = None
+    payload_version: int | None = None
 
 
 class RunQueued(Event, tag="RunQueued"):
@@ -425,6 +479,19 @@ class StepFailed(Event, tag="StepFailed"):
     message: str
     tries: int = 1
     duration_ms: float = 0.0
+
+
+class AttributesUpserted(Event, tag="AttributesUpserted"):
+    """A workflow set searchable attributes (`ctx.upsert_attributes`, step kind `attributes`):
+    recorded at its position like a step, so a later execution replays it without appending;
+    the names given replace the run's values of those names, the others stay."""
+
+    stream_type: ClassVar[str] = "run"
+    seq: int
+    name: str
+    attempt: int
+    fencing_token: int
+    attributes: dict[str, Any]  # as stored (`ostinato.domain.attributes.normalise`)
 
 
 class RunSuspended(Event, tag="RunSuspended"):
@@ -853,12 +920,14 @@ CATALOGUE: tuple[type[Event], ...] = (
     CompletionOverdue,
     JobPaused,
     JobResumed,
+    JobUpdated,
     BackfillRequested,
     JobDeleted,
     CalendarDefined,
     PoolPaused,
     PoolResumed,
     RunScheduled,
+    RunAmended,
     RunQueued,
     RunStarted,
     RunSucceeded,
@@ -878,6 +947,7 @@ CATALOGUE: tuple[type[Event], ...] = (
     StaleWriteRejected,
     StepCompleted,
     StepFailed,
+    AttributesUpserted,
     RunSuspended,
     RunWoken,
     TimerFired,
@@ -925,12 +995,14 @@ AnyEvent = (
     | CompletionOverdue
     | JobPaused
     | JobResumed
+    | JobUpdated
     | BackfillRequested
     | JobDeleted
     | CalendarDefined
     | PoolPaused
     | PoolResumed
     | RunScheduled
+    | RunAmended
     | RunQueued
     | RunStarted
     | RunSucceeded
@@ -950,6 +1022,7 @@ AnyEvent = (
     | StaleWriteRejected
     | StepCompleted
     | StepFailed
+    | AttributesUpserted
     | RunSuspended
     | RunWoken
     | TimerFired

@@ -37,6 +37,7 @@ class Move:
 RUN_EVENTS: Mapping[type[ev.Event], Move] = {
     ev.RunScheduled: Move(frozenset({None}), S.SCHEDULED),
     ev.RunQueued: Move(frozenset({S.SCHEDULED, S.RETRY_SCHEDULED}), S.QUEUED),
+    ev.RunAmended: Move(frozenset({S.SCHEDULED})),  # a job edit, before the run's dispatch
     ev.RunStarted: Move(frozenset({S.QUEUED}), S.RUNNING),
     ev.RunSucceeded: Move(frozenset({S.RUNNING}), S.SUCCEEDED),
     ev.RunFailed: Move(frozenset({S.RUNNING}), S.FAILED),
@@ -55,6 +56,7 @@ RUN_EVENTS: Mapping[type[ev.Event], Move] = {
     ev.StaleWriteRejected: Move(frozenset(ANY)),
     ev.StepCompleted: Move(frozenset({S.RUNNING})),
     ev.StepFailed: Move(frozenset({S.RUNNING})),
+    ev.AttributesUpserted: Move(frozenset({S.RUNNING})),
     ev.RunSuspended: Move(frozenset({S.RUNNING}), S.SUSPENDED),
     ev.RunWoken: Move(frozenset({S.SUSPENDED}), S.SCHEDULED),
     ev.TimerFired: Move(frozenset({S.RUNNING, S.SUSPENDED})),
@@ -145,6 +147,8 @@ def step(run: Run, event: ev.Event) -> Run:
             return replace(r, pool=pool)
         case ev.RunQueued(pool=pool):
             return replace(r, pool=pool)
+        case ev.RunAmended(pool=pool):
+            return replace(r, pool=pool)
         case ev.RunStarted(attempt=attempt, fencing_token=token, worker_id=worker,
                            task_version=version, pinned=pinned):
             return replace(r, attempt=attempt, fencing_token=token, worker_id=worker,
@@ -177,7 +181,7 @@ def step(run: Run, event: ev.Event) -> Run:
         case (ev.StepCompleted(seq=seq) | ev.StepFailed(seq=seq) | ev.TimerFired(seq=seq)
               | ev.SignalDelivered(seq=seq) | ev.SignalTimedOut(seq=seq)
               | ev.ChildStarted(seq=seq, awaited=False) | ev.ChildFinished(seq=seq)
-              | ev.FanOutCompleted(seq=seq)):
+              | ev.FanOutCompleted(seq=seq) | ev.AttributesUpserted(seq=seq)):
             return replace(r, steps_done=max(r.steps_done, seq + 1))
         case ev.ParentNotified():
             return replace(r, parent_notified=True)

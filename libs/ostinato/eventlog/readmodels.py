@@ -70,6 +70,26 @@ def _job_resumed(r: RecordedEvent, e: ev.JobResumed) -> tuple[str, Args]:
     return "project_job_resumed", (r.stream_id, r.occurred_at, r.version, e.misfire)
 
 
+def _job_updated(r: RecordedEvent, e: ev.JobUpdated) -> tuple[str, Args]:
+    return "project_job_updated", (
+        r.stream_id, r.tenant_id, e.definition_version, r.occurred_at,
+        _json.encode(e.schedule).decode(), e.schedule.get("kind", "at"),
+        e.schedule.get("calendar"), e.schedule.get("overlap", "allow"), e.payload_ref, e.pool,
+        e.priority, e.next_run_at, e.next_slot, _json_or_none(e.retry), e.timeout_seconds,
+        e.queue_wait_seconds, e.on_queue_wait, e.concurrency_key, e.resource,
+        e.payload_version, e.complete_within_seconds, e.max_staleness_seconds, e.owner,
+        r.version,
+    )
+
+
+def _run_amended(r: RecordedEvent, e: ev.RunAmended) -> tuple[str, Args]:
+    return "project_run_amended", (
+        r.stream_id, e.payload_ref, e.pool, e.priority, _json_or_none(e.retry),
+        e.timeout_seconds, e.queue_wait_seconds, e.on_queue_wait, e.concurrency_key,
+        e.resource, e.payload_version, r.occurred_at, r.version,
+    )
+
+
 def _job_version_only(r: RecordedEvent, e: ev.Event) -> tuple[str, Args]:
     return "project_job_version_only", (r.stream_id, r.version)
 
@@ -215,6 +235,12 @@ def _step_recorded(r: RecordedEvent, e: ev.StepCompleted | ev.StepFailed) -> tup
                          duration_ms=e.duration_ms, compensable=e.compensable)
     return _step_row(r, e.seq, e.name, False, error_type=e.error_type, message=e.message,
                      attempt=e.attempt, tries=e.tries, duration_ms=e.duration_ms)
+
+
+def _attributes_upserted(r: RecordedEvent, e: ev.AttributesUpserted) -> tuple[str, Args]:
+    """The position's row (its record: the values set) and the run's attributes merged."""
+    _, step = _step_row(r, e.seq, e.name, True, e.attributes, attempt=e.attempt)
+    return "project_attributes_upserted", (*step, e.attributes)
 
 
 def _timer_fired(r: RecordedEvent, e: ev.TimerFired) -> tuple[str, Args]:
@@ -376,7 +402,6 @@ def _unknown(r: RecordedEvent, e: ev.Event) -> tuple[str, Args]:
     return "project_unknown", (r.stream_id, r.version, r.stream_type)
 
 
-
 PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]]] = {
     ev.TenantCreated: _tenant_created,
     ev.ApiKeyIssued: _api_key_issued,
@@ -395,10 +420,12 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.CompletionOverdue: _completion_overdue,
     ev.JobPaused: _job_paused,
     ev.JobResumed: _job_resumed,
+    ev.JobUpdated: _job_updated,
     ev.BackfillRequested: _job_version_only,
     ev.JobDeleted: _job_deleted,
     ev.CalendarDefined: _calendar_defined,
     ev.RunScheduled: _run_scheduled,
+    ev.RunAmended: _run_amended,
     ev.RunQueued: _run_queued,
     ev.RunStarted: _run_started,
     ev.RunSucceeded: _run_succeeded,
@@ -418,6 +445,7 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.StaleWriteRejected: _version_only,
     ev.StepCompleted: _step_recorded,
     ev.StepFailed: _step_recorded,
+    ev.AttributesUpserted: _attributes_upserted,
     ev.RunSuspended: _suspended,
     ev.RunWoken: _woken,
     ev.TimerFired: _timer_fired,
@@ -458,7 +486,9 @@ COLUMNAR = frozenset({"project_job_created", "project_occurrence_fired", "projec
 
 # Run events after which a run holds a dispatch slot exactly when it held one before (scheduled
 # stays slot-less, queued → running keeps it); after any other, run_slots follows the run.
-SLOT_UNCHANGED = frozenset({ev.RunScheduled, ev.RunStarted, ev.StepCompleted, ev.StepFailed,
+SLOT_UNCHANGED = frozenset({ev.RunScheduled, ev.RunAmended, ev.RunStarted, ev.StepCompleted,
+                            ev.StepFailed,
+                            ev.AttributesUpserted,
                             ev.TimerFired, ev.SignalReceived, ev.SignalDelivered,
                             ev.SignalTimedOut, ev.ChildStarted, ev.ChildFinished,
                             ev.ParentNotified, ev.RunPaused, ev.RunResumed,
@@ -472,6 +502,18 @@ SLOT_UNCHANGED = frozenset({ev.RunScheduled, ev.RunStarted, ev.StepCompleted, ev
 # it (+ 1). Live, they apply in commit order; `apply` keeps their order in a batch (a rebuild's
 # page is one), so the streak is the same live and rebuilt.
 STREAK: dict[type[ev.Event], int] = {ev.RunSucceeded: 0, ev.RunDeadLettered: 1}
+
+
+def _attributes_of(r: RecordedEvent) -> tuple[str, Args] | None:
+    """A created job's or run's searchable attributes, written beside its row (after it, in
+    the same round) only when some are set: nothing more for a job or run without any."""
+    e = r.event
+    if isinstance(e, ev.RunScheduled) and e.attributes:
+        return "project_run_attributes", (r.stream_id, r.tenant_id, e.scheduled_for,
+                                          e.attributes)
+    if isinstance(e, ev.JobCreated) and e.attributes:
+        return "project_job_attributes", (r.stream_id, r.tenant_id, e.attributes)
+    return None
 
 
 def _rounds(recorded: Sequence[RecordedEvent]) -> list[int]:
@@ -510,6 +552,8 @@ async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> 
             rounds.append(defaultdict(list))
         name, args = PROJECTORS.get(type(r.event), _unknown)(r, r.event)
         rounds[k][name].append(args)
+        if (also := _attributes_of(r)) is not None:
+            rounds[k][also[0]].append(also[1])
     moved = [r.stream_id for r in recorded
              if r.stream_type == "run" and type(r.event) not in SLOT_UNCHANGED]
     for statements in rounds:
@@ -528,8 +572,10 @@ async def snapshot(conn: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:
     """All read-model rows, for comparing live and rebuilt state."""
     return {
         table: [dict(r) for r in await conn.fetch(Q[f"snapshot_{table}"])]
-        for table in ("tenants", "api_keys", "jobs", "runs", "occurrence_skips", "job_pauses",
+        for table in ("tenants", "api_keys", "jobs", "job_definitions", "runs",
+                      "occurrence_skips", "job_pauses",
                       "calendars", "dead_letters", "limits", "pool_controls", "run_slots",
                       "run_steps", "run_signals", "run_steps_set_aside", "fan_outs", "dags",
-                      "dag_versions", "dag_runs", "dag_run_nodes", "start_lag_minutes")
+                      "dag_versions", "dag_runs", "dag_run_nodes", "start_lag_minutes",
+                      "run_attributes", "run_attribute_numbers", "job_attributes")
     }

@@ -55,6 +55,7 @@ REASONS = {
     404: "No such resource for this tenant",
     409: "Conflicts with the current state: a stale fencing token, an idempotency key reused "
          "with another request, a run not in a state that allows this",
+    412: "If-Match names another version than the current one: read it again",
     413: "The body is longer than the API accepts",
     422: "A field or parameter is invalid or unknown; `errors` names each one",
     429: "Over this key's request rate; `Retry-After` says when to try again",
@@ -80,6 +81,8 @@ def error_statuses(*, authenticated: bool, method: str, has_body: bool,
         statuses.add(409)
     if has_body or method in ("POST", "PUT", "PATCH"):
         statuses.add(413)
+    if method == "PATCH":  # an edit takes If-Match (the version its ETag gave)
+        statuses.add(412)
     return sorted(statuses)
 
 

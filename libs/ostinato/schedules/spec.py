@@ -65,3 +65,25 @@ class ScheduleSpec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omi
         "Previous run still going: allow, skip the new occurrence, or queue it.")] = "allow"
     auto_pause_after: Annotated[Annotated[int, msgspec.Meta(ge=1, le=1000)] | None, _doc(
         "Pause the job (with an alert) after this many consecutive failed runs (1..1000).")] = None
+
+
+SPEC_FIELDS = ("at", "cron", "every", "timezone", "end_at", "dst_gap", "dst_fold", "misfire",
+               "misfire_grace", "max_lateness", "catch_up_max", "jitter", "calendar", "overlap",
+               "auto_pause_after")
+
+
+def edited_spec(document: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """The schedule an edit sends when only some of it changes (the CLI's flags, the UI's
+    form): a job's stored schedule document as a request (`ScheduleSpec` fields), `changes`
+    on top (None: unchanged). A new `cron`/`every`/`at` replaces the other two (and resets
+    `dst_fold` to its default unless given); an unchanged `every` keeps its phase (its anchor
+    is sent as `start_at`). Pure."""
+    spec = {k: document[k] for k in SPEC_FIELDS if document.get(k) is not None}
+    if any(changes.get(k) is not None for k in ("at", "cron", "every")):
+        for k in ("at", "cron", "every", "dst_fold"):
+            spec.pop(k, None)
+    spec.update({k: v for k, v in changes.items() if v is not None})
+    if ("start_at" not in spec and spec.get("every") is not None
+            and spec.get("every") == document.get("every") and document.get("anchor")):
+        spec["start_at"] = document["anchor"]
+    return spec

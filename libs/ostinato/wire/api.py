@@ -56,6 +56,9 @@ class JobRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     complete_within: str | None = None
     max_staleness: str | None = None
     owner: TeamName | None = None  # the team its alerts go to (PUT /v1/alert-sinks/{name})
+    # searchable attributes, each declared by the tenant (PUT /v1/search-attributes/{name});
+    # its runs inherit them (docs/SEARCH_ATTRIBUTES.md)
+    attributes: Annotated[dict[str, Any], msgspec.Meta(max_length=50)] | None = None
 
 
 class TenantRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -142,6 +145,65 @@ class JobView(msgspec.Struct, kw_only=True):
     # The id the run (a DAG job's: the DAG run) of its next occurrence gets, known before the
     # scheduler creates it: await it with GET /v1/runs/{id}/result?job_id=<this job>.
     next_run_id: uuid.UUID | None = None
+    attributes: dict[str, Any] | None = None  # its searchable attributes, as stored
+    # The job's definition version: 1 at creation, one more per edit (PATCH). Also its ETag;
+    # send it back as If-Match to edit only the version you read.
+    version: int | None = None
+    # The rest of its settings, as an edit (PATCH) sees them
+    retry: dict[str, Any] | None = None
+    timeout_seconds: float | None = None
+    queue_wait_seconds: float | None = None
+    on_queue_wait: str | None = None
+    concurrency_key: str | None = None
+    resource: str | None = None
+
+
+Unset = msgspec.UnsetType
+Reason = Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
+Key = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
+class JobUpdateRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """PATCH /v1/jobs/{id}: the settings to change; a field left out keeps its value, `null`
+    clears an optional one (`retry: null` is the pool's default policy). `schedule` is replaced
+    whole (docs/SCHEDULES.md, "Editing a schedule"). Name and task cannot change. `reason` goes
+    into the JobUpdated event and the audit trail; `apply_to_scheduled` gives the runs still
+    waiting to be dispatched the new payload, pool, priority and limits (otherwise runs already
+    created keep theirs); `dry_run` answers the change and the upcoming occurrences before and
+    after it, and changes nothing."""
+
+    schedule: ScheduleSpec | Unset = msgspec.UNSET
+    payload: Any = msgspec.UNSET
+    pool: PoolName | Unset = msgspec.UNSET
+    priority: ResourceName | Unset = msgspec.UNSET
+    retry: RetrySpec | Unset | None = msgspec.UNSET
+    timeout: str | Unset | None = msgspec.UNSET
+    queue_wait_timeout: str | Unset | None = msgspec.UNSET
+    on_queue_wait: Literal["dead_letter", "skip"] | Unset = msgspec.UNSET
+    concurrency_key: Key | Unset | None = msgspec.UNSET
+    resource: ResourceName | Unset | None = msgspec.UNSET
+    complete_within: str | Unset | None = msgspec.UNSET
+    max_staleness: str | Unset | None = msgspec.UNSET
+    owner: TeamName | Unset | None = msgspec.UNSET
+    reason: Reason | None = None
+    apply_to_scheduled: bool = False
+    dry_run: bool = False
+    preview_count: Annotated[int, msgspec.Meta(ge=1, le=100)] = 5
+
+
+class JobUpdateView(msgspec.Struct, kw_only=True):
+    """The answer of PATCH /v1/jobs/{id}: the job after the edit (with `dry_run`: as it would
+    be), the fields that changed, its upcoming occurrences before and after, and how many runs
+    still waiting to be dispatched took the new settings (`apply_to_scheduled`)."""
+
+    job: JobView
+    version: int  # the definition version after the edit (dry run: unchanged)
+    changed: list[str]
+    dry_run: bool
+    upcoming_before: UpcomingView
+    upcoming_after: UpcomingView
+    switch_at: datetime | None = None  # a new schedule's occurrences count from this instant
+    runs_amended: int = 0
 
 
 class StateTimes(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -229,6 +291,7 @@ class RunView(msgspec.Struct, kw_only=True):
     dag_node: str | None = None
     # a running workflow's executing step (GET /v1/runs/{id} only; docs/WORKFLOW_STEPS.md)
     running_step: RunningStepView | None = None
+    attributes: dict[str, Any] | None = None  # its searchable attributes, as stored
 
 
 class RunningStepView(msgspec.Struct, kw_only=True):
@@ -967,6 +1030,8 @@ class OperationFilter(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, 
     until: Annotated[datetime, msgspec.Meta(tz=True)] | None = None
     error_type: Annotated[str, msgspec.Meta(max_length=200)] | None = None
     triage_state: Literal["new", "acknowledged", "fixed", "wont_fix"] | None = None
+    # cancel and retry: searchable attributes, as GET /v1/runs?where= (e.g. "customer=acme")
+    where: Annotated[list[str], msgspec.Meta(max_length=10)] | None = None
 
 
 class OperationRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -1101,3 +1166,25 @@ class DagRunChanged(msgspec.Struct, kw_only=True):
     key: str | None = None  # retry: the node re-run, its new run and what was reset
     run_id: uuid.UUID | None = None
     reset: list[str] | None = None
+
+
+# -- searchable attributes (docs/SEARCH_ATTRIBUTES.md) -----------------------------------------
+
+class SearchAttributeRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """PUT /v1/search-attributes/{name}: declare a name for jobs and runs of the tenant."""
+
+    type: Literal["keyword", "text", "int", "float", "bool", "datetime"]
+
+
+class SearchAttributeView(msgspec.Struct, kw_only=True):
+    name: str
+    type: str
+    created_at: datetime
+    actor: str
+
+
+class SearchAttributeList(msgspec.Struct, kw_only=True):
+    """GET /v1/search-attributes: the tenant's declarations and how many it may have."""
+
+    items: list[SearchAttributeView]
+    cap: int

@@ -2,7 +2,9 @@
 zone, pause/resume and trigger-now forms), and one job (its upcoming occurrences with local and
 UTC times, its skipped occurrences with their reasons, its latest runs, its timeline, and a
 backfill previewed slot by slot before it is confirmed). Reads and commands are the ones behind
-/v1/jobs, /upcoming, /skips, /events, /pause, /resume, /trigger, /backfill."""
+/v1/jobs, /upcoming, /skips, /events, /pause, /resume, /trigger, /backfill, and the edit form
+(PATCH /v1/jobs/{id}): previewed first (its upcoming occurrences before and after), then saved
+against the version it was read at."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
+import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, QueryParameter
 
@@ -18,11 +21,15 @@ from ostinato.domain import roles
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.domain.events import event_data
 from ostinato.eventlog.store import get_blobs, read_stream_page
+from ostinato.jobs import edit
+from ostinato.schedules.spec import edited_spec
 from ostinato.schedules.zones import load_zone
+from ostinato.stores import job_edits
 from ostinato.stores import jobs as job_store
 from ostinato.stores import runs as run_store
 from ostinato.stores.jobs import JobRow
 from ostinato.telemetry import tracing
+from ostinato.wire.api import JobUpdateRequest
 from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
 from services.api.ui import html, operations
@@ -153,6 +160,8 @@ async def job_page(job_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
             ["first slot", "last slot", "slots", "reason"],
             [[when(k.first_slot, zone), when(k.last_slot, zone), k.slots, k.reason]
              for k in skips], "Nothing was skipped.", "skips")),
+        edit_form(ui, job, await job_edits.definition_version(ui.conn, job.id),
+                  payloads.get(job.payload_ref)),
         backfill_form(ui, job),
         fmt("<section><h2>Latest runs</h2>{t}<p>{more}</p></section>",
             t=html.table(RUN_HEADERS, run_rows(recent), "No runs yet.", "runs"),
@@ -280,4 +289,127 @@ async def trigger(request: Request, job_id: FromPath[uuid.UUID], ui: Ui) -> Resp
     return redirect(f"/ui/runs/{done.run_id}")
 
 
-ROUTES = [jobs_page, job_page, pause, resume, trigger, backfill_preview, backfill]
+# The edit form's fields: (name, label, the job's current value as text)
+def _edit_values(job: JobRow, payload: Any) -> list[tuple[str, str, str]]:
+    d = job.schedule
+    text = msgspec.json.encode(payload).decode() if payload is not None else ""
+    return [("cron", "cron", d.get("cron") or ""), ("every", "every", d.get("every") or ""),
+            ("at", "at (RFC 3339)", d.get("at") or ""),
+            ("timezone", "time zone", d.get("timezone") or "UTC"),
+            ("misfire", "misfire", d.get("misfire") or ""), ("pool", "pool", job.pool),
+            ("priority", "class", job.priority),
+            ("timeout", "timeout", schedules.format_duration(timedelta(
+                seconds=job.timeout_seconds)) if job.timeout_seconds else ""),
+            ("owner", "owner", job.owner or ""), ("payload", "payload (JSON)", text)]
+
+
+def edit_form(ui: UiScope, job: JobRow, version: int, payload: Any,
+              given: dict[str, Any] | None = None) -> Safe:
+    """The job's editable settings, filled with its current values (or those just sent), and
+    'Preview': the change is answered before it is made (PATCH with dry_run)."""
+    if job.status == "deleted" or not roles.may(ui.session.role, roles.OPERATE):
+        return Safe("")
+    given = given or {}
+    fields = [fmt('<label>{label} <input name="{name}" value="{value}" size="{size}"></label>',
+                  label=label, name=name, value=given.get(name, value),
+                  size=60 if name == "payload" else 16)
+              for name, label, value in _edit_values(job, payload)]
+    checked = Safe(" checked") if given.get("apply_to_scheduled") else Safe("")
+    return fmt('<section><h2>Edit</h2><form method="post" action="/ui/jobs/{id}/edit" '
+               'class="filters" id="edit">{csrf}{version}{fields} <label>reason <input '
+               'name="reason" value="{reason}"></label> <label><input type="checkbox" '
+               'name="apply_to_scheduled" value="1"{checked}> runs not yet dispatched too'
+               '</label> <button type="submit" name="do" value="preview">Preview</button>'
+               '</form></section>', id=job.id, csrf=html.hidden("_csrf", ui.csrf),
+               version=html.hidden("version", given.get("version", version)),
+               fields=join(fields, " "), reason=given.get("reason", ""), checked=checked)
+
+
+def _patch_from(form: dict[str, Any], job: JobRow, payload: Any) -> JobUpdateRequest:
+    """The form's changes as a PATCH body: a field still holding the job's value is left out;
+    the schedule fields are merged into the job's schedule as read."""
+    current = {name: value for name, _, value in _edit_values(job, payload)}
+    changed = {k: (form.get(k) or "").strip() for k in current
+               if k in form and (form.get(k) or "").strip() != current[k]}
+    body: dict[str, Any] = {}
+    schedule = {k: changed.get(k) or None for k in ("cron", "every", "at", "timezone",
+                                                     "misfire") if k in changed}
+    if schedule:
+        body["schedule"] = edited_spec(job.schedule, schedule)
+    for k in ("pool", "priority", "timeout", "owner"):  # blank clears timeout and owner
+        if k in changed and (changed[k] or k in ("timeout", "owner")):
+            body[k] = changed[k] or None
+    if "payload" in changed:
+        try:
+            body["payload"] = msgspec.json.decode(changed["payload"] or "null")
+        except msgspec.DecodeError as exc:
+            raise InvalidInput("payload is not JSON", errors=[
+                {"field": "payload", "message": str(exc)}]) from None
+    if form.get("reason"):
+        body["reason"] = form["reason"]
+    body["apply_to_scheduled"] = bool(form.get("apply_to_scheduled"))
+    try:
+        return msgspec.convert(body, JobUpdateRequest)
+    except msgspec.ValidationError as exc:
+        raise InvalidInput(str(exc), errors=[{"field": "", "message": str(exc)}]) from None
+
+
+@post("/jobs/{job_id:uuid}/edit", include_in_schema=False, status_code=200,
+      opt=audited("job.update", "job", "job_id"))
+async def edit_job(request: Request, job_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
+    """'Preview' answers the dry run (upcoming occurrences before and after) with a 'Save'
+    button carrying the same form; 'Save' edits the version the form was read at (a 412 when
+    someone edited the job since)."""
+    form = await checked_form(request, ui)
+    job = await _job(ui, job_id)
+    payload = (await get_blobs(ui.conn, [job.payload_ref], ui.tenant_id)).get(job.payload_ref)
+    patch = _patch_from(form, job, payload)
+    settings = ui.settings
+    save = form.get("do") == "save"
+    done = await edit.update_job(
+        ui.conn, ui.store, ui.clock, tenant_id=ui.tenant_id, job_id=job_id, patch=patch,
+        actor=ui.actor, pools=settings.pool_names, classes=[c.name for c in settings.classes],
+        max_payload_bytes=settings.max_payload_bytes, pool_retry=settings.pool_retry,
+        if_match=edit.parse_if_match(form.get("version")), dry_run=not save)
+    if save:
+        ui.audit.after = {"changed": done.changed, "version": done.version,
+                          "reason": patch.reason, "runs_amended": done.runs_amended}
+        ui.session.flash = (f"Job edited: {', '.join(done.changed) or 'nothing changed'} "
+                            f"(version {done.version}).")
+        return redirect(f"/ui/jobs/{job_id}")
+    ui.audit.detail = f"dry run: would change {', '.join(done.changed) or 'nothing'}"
+    zone = zone_of(job)
+
+    def rows(j: JobRow) -> list[list[Any]]:
+        if j.status not in ("active", "paused") or j.next_slot is None:
+            return []
+        s = schedules.from_document(j.schedule)
+        return [[slot.astimezone(s.tz).isoformat(), when(slot)]
+                for slot, _ in schedules.preview(s, j.id, j.next_slot - EPSILON, UPCOMING)]
+
+    fields = {k: v for k, v in form.items() if k not in ("_csrf", "do")}
+    save_button = html.post_button(f"/ui/jobs/{job_id}/edit", "Save", ui.csrf,
+                                   fields={**fields, "do": "save"}) if done.changed else Safe(
+        '<p class="muted">Nothing to change: these are the job\'s settings.</p>')
+    after_zone = str(done.after.schedule.get("timezone") or "UTC")
+    body = join([
+        fmt('<p>{link}</p>', link=link(f"/ui/jobs/{job_id}", f"← job {job.name}")),
+        fmt('<section><h2>Preview</h2><p class="muted">Dry run: nothing was changed. Would '
+            'change: {changed}{switch}. Runs already created keep their settings{apply}.</p>'
+            '<div class="actions">{save}</div></section>',
+            changed=", ".join(done.changed) or "nothing",
+            switch=fmt("; the new schedule counts from {at}", at=when(done.switch_at, zone))
+            if done.switch_at else Safe(""),
+            apply=Safe(", except those not yet dispatched") if patch.apply_to_scheduled
+            else Safe(""), save=save_button),
+        fmt("<section><h2>Upcoming before</h2>{t}</section>", t=html.table(
+            [f"local ({zone})", "slot (UTC)"], rows(done.before), "None.", "upcoming-before")),
+        fmt("<section><h2>Upcoming after</h2>{t}</section>", t=html.table(
+            [f"local ({after_zone})", "slot (UTC)"], rows(done.after), "None.",
+            "upcoming-after")),
+        edit_form(ui, job, done.version_before, payload, given=fields),
+    ])
+    return ui.page(f"Edit {job.name}", body, "jobs")
+
+
+ROUTES = [jobs_page, job_page, pause, resume, trigger, backfill_preview, backfill, edit_job]

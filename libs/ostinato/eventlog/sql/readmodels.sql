@@ -119,6 +119,40 @@ UPDATE jobs SET status = 'active', paused_at = NULL, resume_policy = $4, updated
                 version = $3
 WHERE id = $1;
 
+-- name: project_job_updated
+-- JobUpdated: the job's editable settings as the edit left them (the schedule's derived
+-- columns with it), and its definition version. A job done (no next occurrence) is active
+-- again when the new schedule has one; paused stays paused.
+WITH definition AS (
+    INSERT INTO job_definitions (job_id, tenant_id, definition_version, updated_at)
+    VALUES ($1, $2, $3, $4)
+    ON CONFLICT (job_id) DO UPDATE SET definition_version = excluded.definition_version,
+                                       updated_at = excluded.updated_at
+)
+UPDATE jobs SET schedule = $5::text::json, kind = $6, calendar = $7, overlap = $8, payload_ref = $9,
+                pool = $10, priority = $11, next_run_at = $12, next_slot = $13,
+                retry_policy = $14::text::json, timeout_seconds = $15, queue_wait_seconds = $16,
+                on_queue_wait = $17, concurrency_key = $18, resource = $19,
+                payload_version = $20, complete_within_seconds = $21,
+                max_staleness_seconds = $22, owner = $23,
+                status = CASE WHEN $12::timestamptz IS NULL AND status = 'active' THEN 'completed'
+                              WHEN $12::timestamptz IS NOT NULL AND status = 'completed'
+                              THEN 'active' ELSE status END,
+                updated_at = $4, version = $24
+WHERE id = $1;
+
+-- name: project_run_amended
+-- RunAmended: a run not yet dispatched takes its job's edited settings
+UPDATE runs SET payload_ref = $2, pool = $3, priority = $4, retry_policy = $5::text::json,
+                timeout_seconds = $6, queue_wait_seconds = $7, on_queue_wait = $8,
+                concurrency_key = $9, resource = $10, payload_version = $11, updated_at = $12,
+                version = $13
+WHERE id = $1;
+
+-- name: snapshot_job_definitions
+-- For the rebuild-equality check.
+SELECT * FROM job_definitions ORDER BY job_id;
+
 -- name: project_job_version_only
 -- Job events that change nothing else (OccurrenceMissed, BackfillRequested)
 UPDATE jobs SET version = $2 WHERE id = $1;
@@ -312,6 +346,63 @@ WITH step AS (
 UPDATE runs SET version = $14, steps_done = greatest(steps_done, $2 + 1),
                 compensable = compensable OR $15
 WHERE id = $1;
+
+-- name: project_attributes_upserted
+-- AttributesUpserted: the position's row as project_step_recorded writes it ($16 the values
+-- set, as stored), and the run's attributes with those names replaced (migration 0043).
+WITH step AS (
+    INSERT INTO run_steps (run_id, seq, tenant_id, name, succeeded, output, output_ref,
+                           error_type, message, attempt, tries, duration_ms, recorded_at)
+    VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9, $10, $11, $12, $13)
+), attrs AS (
+    INSERT INTO run_attributes (run_id, tenant_id, scheduled_for, attributes)
+    SELECT id, tenant_id, scheduled_for, $16::jsonb FROM runs WHERE id = $1
+    ON CONFLICT (run_id) DO UPDATE SET attributes = run_attributes.attributes || EXCLUDED.attributes
+), not_numbers AS (
+    DELETE FROM run_attribute_numbers
+    WHERE run_id = $1 AND name IN (SELECT key FROM jsonb_each($16::jsonb)
+                                   WHERE jsonb_typeof(value) <> 'number')
+), numbers AS (
+    INSERT INTO run_attribute_numbers (run_id, name, tenant_id, scheduled_for, num)
+    SELECT r.id, e.key, r.tenant_id, r.scheduled_for, (e.value #>> '{}')::numeric
+    FROM runs r, jsonb_each($16::jsonb) AS e
+    WHERE r.id = $1 AND jsonb_typeof(e.value) = 'number'
+    ON CONFLICT (run_id, name) DO UPDATE SET num = EXCLUDED.num
+)
+UPDATE runs SET version = $14, steps_done = greatest(steps_done, $2 + 1),
+                compensable = compensable OR $15
+WHERE id = $1;
+
+-- name: project_run_attributes
+-- RunScheduled with searchable attributes (its job's): the run's row of run_attributes, and
+-- one of run_attribute_numbers per number among them.
+WITH attrs AS (
+    INSERT INTO run_attributes (run_id, tenant_id, scheduled_for, attributes)
+    VALUES ($1, $2, $3, $4::jsonb)
+    ON CONFLICT (run_id) DO NOTHING
+    RETURNING run_id
+)
+INSERT INTO run_attribute_numbers (run_id, name, tenant_id, scheduled_for, num)
+SELECT attrs.run_id, e.key, $2, $3, (e.value #>> '{}')::numeric
+FROM attrs, jsonb_each($4::jsonb) AS e
+WHERE jsonb_typeof(e.value) = 'number';
+
+-- name: project_job_attributes
+-- JobCreated with searchable attributes: the job's row of job_attributes.
+INSERT INTO job_attributes (job_id, tenant_id, attributes) VALUES ($1, $2, $3::jsonb)
+ON CONFLICT (job_id) DO NOTHING;
+
+-- name: snapshot_run_attributes
+-- For the rebuild-equality check.
+SELECT * FROM run_attributes ORDER BY run_id;
+
+-- name: snapshot_run_attribute_numbers
+-- For the rebuild-equality check.
+SELECT * FROM run_attribute_numbers ORDER BY run_id, name;
+
+-- name: snapshot_job_attributes
+-- For the rebuild-equality check.
+SELECT * FROM job_attributes ORDER BY job_id;
 
 -- name: project_run_suspended
 -- RunSuspended: the attempt ends (its slot is freed by sync_run_slots); what it waits for.
@@ -509,9 +600,10 @@ WHERE id = $1;
 
 -- name: truncate_read_models
 -- Before a rebuild: read models only, never the log.
-TRUNCATE api_keys, runs, jobs, tenants, occurrence_skips, job_pauses, calendars, dead_letters,
+TRUNCATE api_keys, runs, jobs, job_definitions, tenants, occurrence_skips, job_pauses, calendars, dead_letters,
          limits, pool_controls, run_slots, run_steps, run_signals, run_steps_set_aside,
-         fan_outs, dags, dag_versions, dag_runs, dag_run_nodes, start_lag_minutes;
+         fan_outs, dags, dag_versions, dag_runs, dag_run_nodes, start_lag_minutes,
+         run_attributes, run_attribute_numbers, job_attributes;
 
 -- name: snapshot_start_lag_minutes
 -- For the rebuild-equality check (a rebuild brings back minutes the retention deleted live).
