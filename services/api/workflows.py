@@ -44,7 +44,8 @@ from ostinato.wire.api import (
 )
 from services.api import scope
 from services.api.auditing import audited
-from services.api.results import RunEnds, parse_wait
+from services.api.news import news_of
+from services.api.results import parse_wait
 from services.api.running import running_item, running_step
 from services.api.scope import Tenant
 
@@ -190,7 +191,7 @@ async def run_state(request: Request, run_id: FromPath[uuid.UUID], caller: Calle
     """The latest value of each name the workflow published (`ctx.set`), while it runs and
     after; `name`: that one only. With `name` and `wait` (a duration, "30s", at most "60s"):
     answers once `name` is published or the run is final, else after `wait` without it. The
-    wait holds no connection: it is woken by the run's news (`ostinato.eventlog.ended`)."""
+    wait holds no connection: it is woken by the run's news (`services.api.news`)."""
     seconds = parse_wait(wait) if wait is not None else 0.0  # checked even without a name
 
     async def read(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> RunStateView:
@@ -228,7 +229,7 @@ async def get_update(request: Request, run_id: FromPath[uuid.UUID],
                      wait: FromQuery[str | None] = None) -> UpdateView:
     """Where an update stands; `wait` (a duration, "30s", at most "60s"; none: at once):
     answers once it is answered or its run ended, else as it stands after `wait`. The wait
-    holds no connection: it is woken by the run's news (`ostinato.eventlog.ended`)."""
+    holds no connection: it is woken by the run's news (`services.api.news`)."""
     seconds = parse_wait(wait) if wait is not None else 0.0
 
     async def read(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> UpdateView:
@@ -242,31 +243,31 @@ async def get_update(request: Request, run_id: FromPath[uuid.UUID],
 async def _awaited(request: Request, caller: Principal, run_id: uuid.UUID, seconds: float,
                    read: Callable[[asyncpg.Connection, uuid.UUID], Awaitable[T]],
                    done: Callable[[T], bool]) -> T:
-    """`read()` once `done`, else as it stands after `seconds`: watched on the api's run-end
-    listener (`results.RunEnds`) before each read, so news after a read wakes the wait, and
-    a pooled connection held only while reading (as `GET /v1/runs/{id}/result`)."""
+    """`read()` once `done`, else as it stands after `seconds`: watched on the api's news
+    listener (`services.api.news`) before each read, so news after a read wakes the wait; a
+    pooled connection is held only while reading."""
     state = request.app.state
-    ends: RunEnds = state.run_ends
     pool: asyncpg.Pool = state.pool
     tenant_id = await scope.tenant_of(request, caller)
+    news = news_of(state, state.settings.database_url)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
-    fut = ends.watch(run_id) if seconds > 0 else None
+    fut = news.watch(run_id) if seconds > 0 else None
     try:
         while True:
             async with pool.acquire() as conn:
                 answer = await read(conn, tenant_id)
             left = deadline - loop.time()
-            if fut is None or done(answer) or left <= 0 or ends.closed:
+            if fut is None or done(answer) or left <= 0:
                 return answer
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(fut), left)
-            if not fut.done() or ends.closed:
+            if not fut.done():
                 return answer
-            fut = ends.watch(run_id)  # woken: watch again before reading
+            fut = news.watch(run_id)  # woken: watch again before reading
     finally:
         if fut is not None:
-            ends.forget(run_id, fut)
+            news.forget(run_id, fut)
 
 
 def _update_view(run_id: uuid.UUID, found: run_updates.UpdateOutcome,

@@ -382,6 +382,40 @@ async def payload_schemas(user: User) -> None:
     assert run["output"] == {"items": 2} and run["payload_version"] == 2
 
 
+async def cart_updates(user: User) -> None:
+    """docs/WORKFLOWS.md, state and updates: the requests shown there, answered by the
+    example's workflow while it runs."""
+    job = await user.submit("shop.cart", {"size": 2})
+    run = await user.run(job, lambda r: r["state"] == "suspended", f"job {job} waits")
+    url = f"/v1/runs/{run['id']}"
+    r = await user.http.get(f"{url}/state")
+    assert r.json()["values"]["progress"]["value"] == {"items": 0, "open": True}, r.text
+
+    async def update(name: str, payload: Any, key: str) -> dict[str, Any]:
+        r = await user.http.post(f"{url}/updates", json={
+            "name": name, "payload": payload, "idempotency_key": key})
+        assert r.status_code == 202, r.text
+        r = await user.http.get(f"{url}/updates/{r.json()['update_id']}",
+                                params={"wait": "60s"}, timeout=HANG)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    first = await update("add_item", {"sku": "a-1"}, "cart-a-1")
+    assert (first["state"], first["output"]) == ("completed", {"items": ["a-1"]}), first
+    r = await user.http.get(f"{url}/state", params={"name": "progress"})
+    assert r.json()["values"]["progress"]["value"] == {"items": 1, "open": True}, r.text
+    refused = await update("remove_item", {"sku": "a-1"}, "cart-rm")
+    assert refused["error"]["type"] == "unknown_update", refused
+    bad = await update("add_item", {}, "cart-empty")
+    assert bad["error"]["type"] == "invalid_item", bad
+    second = await update("add_item", {"sku": "b-2"}, "cart-b-2")
+    assert second["output"] == {"items": ["a-1", "b-2"]}, second
+    done = await user.final(job, "succeeded")
+    assert done["output"] == {"items": ["a-1", "b-2"]}
+    r = await user.http.get(f"{url}/state")
+    assert r.json()["values"]["progress"]["value"] == {"items": 2, "open": False}, r.text
+
+
 # (file, task) -> what a user does with the worker example that serves the task. A worker
 # example with none of its tasks here is still started, seen live and stopped.
 SCENARIOS: dict[tuple[str, str], Scenario] = {
@@ -395,6 +429,7 @@ SCENARIOS: dict[tuple[str, str], Scenario] = {
     ("docs/WORKFLOWS.md", "travel.trip"): saga,
     ("docs/WORKFLOWS.md", "orders.invoice"): patched,
     ("docs/WORKFLOWS.md", "billing.charge"): payload_schemas,
+    ("docs/WORKFLOWS.md", "shop.cart"): cart_updates,
 }
 
 

@@ -32,10 +32,10 @@ from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from ostinato.sdk import StateTooLarge, WorkflowContext, workflow
 from services.api.app import create_app
-from services.api.results import RunEnds
 from tests.helpers.api import ADMIN, assert_problem, auth
 from tests.helpers.cli import cli
-from tests.helpers.integration import dispatch, new_tenant, queued_workflow_run, store
+from tests.helpers.integration import dispatch, login, new_tenant, queued_workflow_run, store
+from tests.helpers.waiting import until
 from tests.helpers.workflows import (
     claimed_run,
     drive,
@@ -105,8 +105,15 @@ async def test_published_state_is_read_by_name_while_the_run_waits_and_after(
     assert values["progress"]["value"] == {"done": 2, "of": 2}
     assert values["phase"]["value"] == "done" and r.json()["run_state"] == "succeeded"
 
+    # the run page shows the latest values
+    await login(client, key)
+    page = (await client.get(f"/ui/runs/{run_id}")).text
+    assert "Published state" in page and "phase" in page and "&quot;done&quot;" in page
+
     # other tenants see nothing; bad input is refused
     _, other_key = await new_tenant(pool)
+    await login(client, other_key)
+    assert (await client.get(f"/ui/runs/{run_id}")).status_code == 404
     assert_problem(await client.get(f"/v1/runs/{run_id}/state", headers=auth(other_key)), 404)
     assert_problem(await client.get(f"/v1/runs/{uuid.uuid4()}/state", headers=auth(key)), 404)
     assert_problem(await client.get(f"/v1/runs/{run_id}/state", params={"wait": 1000},
@@ -231,7 +238,7 @@ async def test_an_update_left_unanswered_by_a_run_that_ended_is_abandoned(
 @dataclass
 class Api:
     url: str
-    ends: RunEnds
+    state: Any  # the app's state: its news listener (`run_news`) once someone waited
 
 
 @pytest.fixture
@@ -243,9 +250,13 @@ async def api(pool: asyncpg.Pool, db_url: str) -> AsyncIterator[Api]:
     server = HttpServer(app, "127.0.0.1", 0)
     await server.start()
     try:
-        yield Api(f"http://127.0.0.1:{server.port}", app.state.run_ends)
+        yield Api(f"http://127.0.0.1:{server.port}", app.state)
     finally:
         await server.stop()
+
+
+async def _true(value: bool) -> bool:
+    return value
 
 
 def basket_workflow() -> Any:
@@ -277,19 +288,27 @@ async def test_clients_and_the_cli_send_updates_await_answers_and_read_state(
     async with AsyncClient(api.url, key) as client:
         assert await client.runs.update(run_id, "add_item", {"sku": "a"}, timeout=60) == {
             "items": ["a"]}
-        assert api.ends.notices >= 1  # the answer's notice woke the long poll
         with pytest.raises(UpdateRejectedError) as refused:
             await client.runs.update(run_id, "clear", None, timeout=60)
         assert refused.value.error_type == "unknown_update" and refused.value.state == "rejected"
         view = await client.runs.state(run_id, "basket")
         assert view.values["basket"].value == ["a"]
 
+        # a reader waiting for a name never published: answered by the run's end, a notice
+        news = api.state.run_news
+        never = asyncio.create_task(client.runs.state(run_id, "never", wait=60))
+        await until(lambda: _true(news.connects >= 1 and news.waiting >= 1), 60,
+                    "the reader waits on a listening connection")
+        heard = news.notices
         code, out, err = await cli(tmp_path, "runs", "update", str(run_id), "add_item",
                                    "--payload", '{"sku": "b"}', "-o", "json", env=env)
         assert code == 0, err
         assert json.loads(out)["state"] == "completed"
         assert json.loads(out)["output"] == {"items": ["a", "b"]}
         await worker
+        ended = await never
+        assert ended.run_state == "succeeded" and ended.values == {}
+        assert news.notices > heard  # woken by the notice, not by its wait running out
         code, out, err = await cli(tmp_path, "runs", "state", str(run_id), "-o", "json",
                                    env=env)
         assert code == 0, err

@@ -8,8 +8,9 @@ end that did not happen. One notice per append (comma-joined run ids, split belo
 lock PostgreSQL takes to commit a notifying transaction is taken once per batch.
 
 The api listens (services/api/results.py) to wake the long polls of `GET
-/v1/runs/{id}/result`, and of `GET /v1/runs/{id}/state` and `/updates/{id}` (an append that
-records a published value or an update's answer notifies its run too: `wakes`).
+/v1/runs/{id}/result`; and (services/api/news.py) those of `GET /v1/runs/{id}/state` and
+`/updates/{id}`: an append that records a published value or an update's answer notifies its
+run too (`wakes`).
 A notice only wakes: the answer is read from the read models after it,
 so a duplicate, a late or a lost notice (the listener reconnects, then re-checks every waiter)
 costs a read, never a wrong answer.

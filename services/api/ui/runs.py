@@ -267,6 +267,12 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
                                                    ""]]
                                                  if running is not None and len(steps) < 200
                                                  else []))))
+    published = await step_store.state(ui.conn, ui.tenant_id, run_id)
+    if published:  # ctx.set: the latest value of each name (GET /v1/runs/{id}/state)
+        parts.append(fmt("<section><h2>Published state</h2>{t}</section>", t=html.table(
+            ["name", "value", "step", "set"],
+            [[v.name, html.pre_json(v.value), v.seq, when(v.set_at)] for v in published],
+            cls="state")))
     timers, signals, started = workflow_waits(stream)
     if timers:
         parts.append(fmt("<section><h2>Timers</h2>{t}</section>", t=html.table(
