@@ -32,6 +32,11 @@ each step registers a compensation writing a row of `step_effects` with seq `-1 
 dedupe either); step `fail_at` raises a permanent error, so the compensations run; the one of
 step `slow_compensation` sleeps `sleep_in` seconds before its effect on the first attempt.
 
+A fourth task, `upd`, is a workflow that answers `updates` updates named `work` (default 1,
+`ctx.handle_update`); each update's handler runs a step writing a row of `step_effects` (seq:
+the update's rank), after `sleep_in` seconds on the run attempt `slow_attempt` (a kill -9 then
+lands inside the handler, the update taken and recorded, its answer not).
+
 A third task, `fan`, is a workflow that fans out `chunks` runs of `fx` (each chunk's payload
 `{"i": index, "sleep": chunk_sleep}`) with `max_concurrency` `cap` (default 50) and `fx` as its
 completion run (`ctx.fan_out`): every chunk's and the completion's effect is an `effects` row.
@@ -244,7 +249,31 @@ async def amain(args: argparse.Namespace) -> None:
                                     on_complete=fx, retry=p.get("chunk_retry"))
         return {"succeeded": summary["succeeded"], "failed": summary["failed"]}
 
-    worker = Worker(args.gateway, args.key, [fx, wf, fan], concurrency=args.concurrency,
+    @workflow("upd")
+    async def upd(ctx: WorkflowContext, payload: object) -> dict[str, object]:
+        p = payload if isinstance(payload, dict) else {}
+        done: list[int] = []
+
+        async def effect(seq: int) -> int:
+            if current().attempt == int(p.get("slow_attempt", 0)):
+                await asyncio.sleep(float(p.get("sleep_in", 0)))
+            assert effects.pool is not None
+            await effects.pool.execute(
+                "INSERT INTO step_effects (run_id, seq, attempt, worker_id) "
+                "VALUES ($1, $2, $3, $4)", current().run_id, seq, current().attempt, worker_id)
+            return seq
+
+        async def work(body: object) -> dict[str, object]:
+            seq = len(done)
+            await ctx.step(f"work{seq}", effect, seq)
+            done.append(seq)
+            return {"seq": seq, "worker": worker_id}
+
+        while len(done) < int(p.get("updates", 1)):
+            await ctx.handle_update({"work": work})
+        return {"worker": worker_id}
+
+    worker = Worker(args.gateway, args.key, [fx, wf, fan, upd], concurrency=args.concurrency,
                     worker_id=worker_id, claim_wait_seconds=args.claim_wait,
                     shutdown_grace_seconds=args.grace, capture_logs=False,
                     **({} if args.pings else {"liveness_seconds": None}))
