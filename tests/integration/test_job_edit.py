@@ -21,6 +21,8 @@ from ostinato.eventlog.rebuild import rebuild
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from services.api.app import create_app
+from services.reconciler.checks.gaps import check_gaps
+from services.reconciler.checks.ledger import check_ledger
 from services.scheduler.tick import fire_due
 from tests.helpers.api import ADMIN, assert_problem, auth, issue
 from tests.helpers.integration import login, new_tenant, store
@@ -129,12 +131,27 @@ async def test_a_slot_due_but_undecided_at_the_edit_is_the_new_schedules_to_deci
     r = await client.patch(f"/v1/jobs/{drops}", headers=auth(key),
                            json={"schedule": {"cron": "15 * * * *"}})
     assert r.json()["job"]["next_run_at"] == "2026-03-02T09:15:00Z", r.text
+    # a start named in the past does not make the new schedule owe the slots before the edit
+    early = await create(client, key, schedule={"cron": "0 * * * *"})
+    r = await client.patch(f"/v1/jobs/{early}", headers=auth(key), json={"schedule": {
+        "cron": "45 * * * *", "start_at": "2026-03-01T00:00:00Z"}})
+    assert r.json()["job"]["next_run_at"] == "2026-03-02T09:45:00Z", r.text
     assert await fire_at(pool, api_clock, "2026-03-02T09:00:01+00:00") == [
         "2026-03-02T09:00:00+00:00"]
     await fire_at(pool, api_clock, "2026-03-02T09:31:00+00:00")
     assert await slots(client, key, keeps) == [
         "2026-03-02T08:00:00Z", "2026-03-02T09:00:00Z", "2026-03-02T09:30:00Z"]
     assert await slots(client, key, drops) == ["2026-03-02T08:00:00Z", "2026-03-02T09:15:00Z"]
+    # The reconciler agrees: its gap check and its ledger find no slot missing in either job
+    # (the dropped 09:00 is no slot of the new schedule; the old slots are not judged by it).
+    await check_gaps(pool, store(api_clock), api_clock, window=timedelta(days=1),
+                     grace=timedelta(seconds=30))
+    await check_ledger(pool, store(api_clock), api_clock, window=timedelta(days=1),
+                       grace=timedelta(seconds=30))
+    assert await slots(client, key, early) == []
+    for job in (keeps, drops, early):
+        found = {e["type"] for e in await events(client, key, job)}
+        assert not found & {"OccurrenceMissed", "LedgerSlotMissing", "LedgerDisagreement"}, found
 
 
 async def test_if_match_must_name_the_current_version_else_412_and_nothing_changes(
