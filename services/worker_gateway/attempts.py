@@ -23,19 +23,21 @@ import msgspec
 from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.domain.ids import idempotency_key
+from ostinato.domain.workflow import StepKind
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
 from ostinato.leases import attempts as attempt_leases
 from ostinato.outcomes import observe
 from ostinato.policy import retry
 from ostinato.runs import children
+from ostinato.stores import attributes as attribute_store
 from ostinato.stores import fan_outs, runs, signals, steps
 from ostinato.stores.runs import LockedRun
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
 from ostinato.wire import worker as p
 from services.worker_gateway.reports import Outcome, parse_run_id, record_outcomes
-from services.worker_gateway.steps import Children, record_steps, step_records
+from services.worker_gateway.steps import Children, kind_of, record_steps, step_records
 
 _json = msgspec.json.Encoder()
 log = get_logger("ostinato.gateway")
@@ -191,8 +193,13 @@ class Attempts:
                 names = [w.signal for w in waits if w.signal]
                 pending = await signals.pending(conn, list(rows), names) if names else {}
                 pending = await _with_payloads(conn, pending)
+            upserting = {rows[rid].tenant_id for item in items
+                         if kind_of(item) is StepKind.ATTRIBUTES
+                         and (rid := parse_run_id(item.run_id)) in rows}
+            declared = (await attribute_store.types_of_tenants(conn, list(upserting))
+                        if upserting else None)
             done = record_steps(rows, worker_id, items, now, pending,
-                                await self._children(conn, rows, items))
+                                await self._children(conn, rows, items), declared)
             await put_blobs(conn, done.payloads)
             await put_blobs(conn, done.blobs, "step")
             await self._append(conn, done.events, done.finished)

@@ -53,6 +53,7 @@ from datetime import datetime
 
 import msgspec
 
+from ostinato.domain import attributes
 from ostinato.domain import events as ev
 from ostinato.domain import fanout as fo
 from ostinato.domain import workflow as wf
@@ -95,10 +96,12 @@ class Children:
 def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
                  items: Sequence[p.StepItem], now: datetime | None = None,
                  pending: Mapping[tuple[uuid.UUID, str], PendingSignal] | None = None,
-                 children: Children | None = None) -> RecordedSteps:
+                 children: Children | None = None,
+                 declared: Mapping[uuid.UUID, Mapping[str, str]] | None = None,
+                 ) -> RecordedSteps:
     """Pure over the locked rows the worker may see, the database clock `now`, the pending
-    signals of the runs that wait for one and the children asked for: the events and answers
-    for its steps."""
+    signals of the runs that wait for one, the children asked for and the declared search
+    attributes of the runs' tenants: the events and answers for its steps."""
     actor = f"worker:{worker_id}"
     done = RecordedSteps()
     heads = {rid: StreamHead.of(r) for rid, r in rows.items()}
@@ -168,6 +171,20 @@ def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
                 done.finished.append(rid)
             else:
                 next_seq[rid] = item.seq + 1
+        elif kind is wf.StepKind.ATTRIBUTES:
+            try:  # checked against the tenant's declarations: a 422 records nothing
+                if not isinstance(item.output, dict) or not item.output:
+                    raise InvalidInput("attributes: an object of name to value", errors=[])
+                values = attributes.normalise(item.output, (declared or {}).get(
+                    row.tenant_id, {}), where="attributes")
+            except InvalidInput as exc:
+                done.results.append(_answer(item, 422, exc.detail))
+                continue
+            event = ev.AttributesUpserted(seq=item.seq, name=item.name, attempt=row.attempt,
+                                          fencing_token=item.fencing_token,
+                                          attributes=values or {})
+            next_seq[rid] = item.seq + 1
+            done.results.append(_answer(item, 200))
         else:
             if kind in (wf.StepKind.STATE, wf.StepKind.REPLY) and (problem := wf.too_large(
                     len(_json.encode(item.output)), f"the {kind} value")) is not None:

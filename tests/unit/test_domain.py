@@ -92,6 +92,8 @@ def test_every_event_round_trips_through_the_codec() -> None:
                               by="t"),
         ev.StepCompleted(seq=0, name="a", attempt=1, fencing_token=1, output={"n": 1}),
         ev.StepFailed(seq=1, name="b", attempt=1, fencing_token=1, error_type="x", message="m"),
+        ev.AttributesUpserted(seq=2, name="attributes:upsert", attempt=1, fencing_token=1,
+                              attributes={"customer": "acme", "amount": 3}),
         ev.RunSuspended(attempt=1, fencing_token=1, seq=2, name="child:t", reason="child",
                         child_run_id=uuid.uuid4()),
         ev.RunWoken(cause="child"),

@@ -53,15 +53,26 @@ def test_cancel_takes_the_unfinished_states_and_retry_the_rerunnable_ones(state:
                 filters.selection(kind, f)
 
 
+NO_WHERE = (False, {}, [], [], [], None, None, None, None, None)  # no searchable attributes
+
+
 def test_the_defaults_and_the_argument_order_of_the_queries() -> None:
     assert filters.selection("cancel", OperationFilter()) == (
-        list(filters.CANCELLABLE), None, None, None, None, None)
+        list(filters.CANCELLABLE), None, None, None, None, None, *NO_WHERE)
     assert "succeeded" not in filters.CANCELLABLE and "failed" in filters.CANCELLABLE
     assert filters.selection("retry", OperationFilter(task="t")) == (
-        ["dead_lettered"], None, "t", None, None, None)
+        ["dead_lettered"], None, "t", None, None, None, *NO_WHERE)
     assert filters.selection("cancel", OperationFilter(
         states=["queued", "queued", "scheduled"], job_id=JOB, pool="p", since=T0, until=T1)) == (
-        ["queued", "scheduled"], JOB, None, "p", T0, T1)
+        ["queued", "scheduled"], JOB, None, "p", T0, T1, *NO_WHERE)
+    # searchable attributes: parsed against the tenant's declarations into bind parameters
+    assert filters.selection("cancel", OperationFilter(where=["customer=acme", "amount>5"]),
+                             {"customer": "keyword", "amount": "int"})[6:] == (
+        True, {"customer": "acme"}, ["amount"], [">"], [5], "amount", 5, None, None, None)
+    with pytest.raises(InvalidInput):
+        filters.selection("cancel", OperationFilter(where=["customer=acme"]), {})
+    with pytest.raises(InvalidInput):  # dead letters have no attributes
+        filters.selection("replay", OperationFilter(where=["customer=acme"]))
     assert filters.selection("replay", OperationFilter(error_type="e")) == (None, "e", None)
     assert filters.selection("pause", OperationFilter(pool="p")) == ("active", None, "p")
 

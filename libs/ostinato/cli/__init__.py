@@ -5,8 +5,9 @@
              RESOURCE VERB
 
 Resources: jobs, schedules, runs, dead-letters, pools, workers, tasks, tenants, keys, audit, dags,
-dag-runs, alert-sinks, alerts, usage, workflows (the pre-deploy check); and `run TASK [--wait]`,
-which starts a run now (`runs wait ID` awaits any run). The connection is
+dag-runs, alert-sinks, alerts, usage, workflows (the pre-deploy check), attributes (searchable
+ones); and `run TASK [--wait]`, which starts a run now (`runs wait ID` awaits any run). The
+connection is
 resolved as flag > OSTINATO_API_URL / OSTINATO_API_KEY / OSTINATO_TENANT > the profile file
 (`ostinato.client.config`); `--tenant` lets the admin key act for that tenant. Exit codes: 0
 done, 1 the API refused or failed (or a bulk verb partly failed, or was declined), 2 bad
@@ -28,6 +29,7 @@ import typer
 from ostinato.cli import (
     admin,
     alerts,
+    attributes,
     awaiting,
     capacity,
     dags,
@@ -86,6 +88,7 @@ app.add_typer(alerts.sinks, name="alert-sinks")
 app.add_typer(alerts.alerts, name="alerts")
 app.command("usage")(alerts.usage)
 app.add_typer(workflows.app, name="workflows")
+app.add_typer(attributes.app, name="attributes")
 app.command("run")(awaiting.run)  # start a run now; --wait: exit by how it ended
 admin.register(app)
 

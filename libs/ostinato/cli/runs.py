@@ -62,6 +62,9 @@ ErrorTypeOpt = Annotated[str | None, typer.Option(
     "--error-type", help="only runs whose last attempt failed with this error type")]
 Ids = Annotated[list[str] | None, typer.Argument(help="run ids", show_default=False)]
 AllOpt = Annotated[bool, typer.Option("--all", help="every run the filters let through")]
+WhereOpt = Annotated[list[str] | None, typer.Option(
+    "--where", help="a searchable attribute filter, e.g. customer=acme or amount>100 (also "
+    "!=, >=, <, <=, ~ contains); repeatable, ANDed (docs/SEARCH_ATTRIBUTES.md)")]
 
 
 def states(given: Sequence[str] | None) -> list[str | None]:
@@ -80,10 +83,11 @@ def states(given: Sequence[str] | None) -> list[str | None]:
 
 def matching(client: Client, job: str | None, wanted: Sequence[str | None],
              task: str | None, priority: str | None = None,
-             error_type: str | None = None) -> Iterator[RunView]:
+             error_type: str | None = None,
+             where: Sequence[str] | None = None) -> Iterator[RunView]:
     for s in wanted:
         for run in client.runs.list(job_id=job, state=s, priority=priority,
-                                    error_type=error_type):
+                                    error_type=error_type, where=where):
             if task is None or run.task == task:
                 yield run
 
@@ -91,12 +95,13 @@ def matching(client: Client, job: str | None, wanted: Sequence[str | None],
 @app.command("list")
 def list_runs(ctx: typer.Context, job: JobOpt = None, state_: StatesOpt = None,
               task: TaskOpt = None, priority: PriorityOpt = None,
-              error_type: ErrorTypeOpt = None, limit: LimitOpt = None,
-              output: OutputOpt = None) -> None:
+              error_type: ErrorTypeOpt = None, where: WhereOpt = None,
+              limit: LimitOpt = None, output: OutputOpt = None) -> None:
     """Runs, latest occurrence first (per state, when several are asked for)."""
     g = state(ctx)
     emit_many(g.output_for(output), first(matching(g.client(), job, states(state_), task,
-                                                   priority, error_type), limit), COLUMNS)
+                                                   priority, error_type, where), limit),
+              COLUMNS)
 
 
 @app.command()
@@ -142,15 +147,16 @@ def steps(ctx: typer.Context, run_id: str, limit: LimitOpt = None,
 
 def _select(ctx: typer.Context, ids: list[str] | None, job: str | None,
             given: list[str] | None, task: str | None, select_all: bool,
-            default: Sequence[str]) -> tuple[Client, list[RunView]]:
+            default: Sequence[str],
+            where: list[str] | None = None) -> tuple[Client, list[RunView]]:
     ids = ids or []
-    need_selection(ids, any(v for v in (job, given, task)), select_all, "--state, --job or "
-                   "--task")
+    need_selection(ids, any(v for v in (job, given, task, where)), select_all,
+                   "--state, --job or --task (or --where)")
     client = state(ctx).client()
     if ids:
         return client, [client.runs.get(i) for i in ids]
     wanted = states(given) if given else list(default)
-    return client, list(matching(client, job, wanted, task))
+    return client, list(matching(client, job, wanted, task, where=where))
 
 
 def _as_operation(ctx: typer.Context, kind: str, ids: list[str] | None, job: str | None,
@@ -159,11 +165,12 @@ def _as_operation(ctx: typer.Context, kind: str, ids: list[str] | None, job: str
     """A filter matching more than a page: done as a tracked operation (bulk.operation)."""
     if ids:
         return False
-    need_selection([], any(v for v in (job, given, task)), select_all,
-                   "--state, --job or --task")
+    where = how.get("where")
+    need_selection([], any(v for v in (job, given, task, where)), select_all,
+                   "--state, --job or --task (or --where)")
     g = state(ctx)
     wanted = states(given) if given else list(default)
-    filters = {"states": wanted, "job_id": job, "task": task}
+    filters = {"states": wanted, "job_id": job, "task": task, "where": where or None}
     return bulk.operation(g.client(), kind, filters, noun="run", yes=how["yes"],
                           dry_run=how["dry_run"], verb=how["verb"], done=how["done"],
                           output=g.output_for(how["output"]))
@@ -171,16 +178,17 @@ def _as_operation(ctx: typer.Context, kind: str, ids: list[str] | None, job: str
 
 @app.command()
 def cancel(ctx: typer.Context, run_ids: Ids = None, state_: StatesOpt = None,
-           job: JobOpt = None, task: TaskOpt = None, select_all: AllOpt = False,
-           yes: YesOpt = False, dry_run: DryRunOpt = False, output: OutputOpt = None) -> None:
+           job: JobOpt = None, task: TaskOpt = None, where: WhereOpt = None,
+           select_all: AllOpt = False, yes: YesOpt = False, dry_run: DryRunOpt = False,
+           output: OutputOpt = None) -> None:
     """Cancel runs: waiting ones at once, running ones at their next safe point. Filters
     select among unfinished runs unless --state says otherwise."""
     if _as_operation(ctx, "cancel", run_ids, job, state_, task, select_all,
                      ALIASES["unfinished"], verb="cancel", done="cancelled", yes=yes,
-                     dry_run=dry_run, output=output):
+                     dry_run=dry_run, output=output, where=where):
         return
     client, runs = _select(ctx, run_ids, job, state_, task, select_all,
-                           ALIASES["unfinished"])
+                           ALIASES["unfinished"], where)
     bulk.apply(runs, noun="run", verb="cancel", done="cancelled",
                act=lambda r: client.runs.cancel(r.id), key=lambda r: str(r.id),
                output=state(ctx).output_for(output), columns=COLUMNS, yes=yes,
@@ -189,14 +197,17 @@ def cancel(ctx: typer.Context, run_ids: Ids = None, state_: StatesOpt = None,
 
 @app.command()
 def retry(ctx: typer.Context, run_ids: Ids = None, state_: StatesOpt = None,
-          job: JobOpt = None, task: TaskOpt = None, select_all: AllOpt = False,
-          yes: YesOpt = False, dry_run: DryRunOpt = False, output: OutputOpt = None) -> None:
+          job: JobOpt = None, task: TaskOpt = None, where: WhereOpt = None,
+          select_all: AllOpt = False, yes: YesOpt = False, dry_run: DryRunOpt = False,
+          output: OutputOpt = None) -> None:
     """Re-run failed, cancelled or dead-lettered runs as new linked runs. Filters select
     dead-lettered runs unless --state says otherwise."""
     if _as_operation(ctx, "retry", run_ids, job, state_, task, select_all, ("dead_lettered",),
-                     verb="retry", done="retried", yes=yes, dry_run=dry_run, output=output):
+                     verb="retry", done="retried", yes=yes, dry_run=dry_run, output=output,
+                     where=where):
         return
-    client, runs = _select(ctx, run_ids, job, state_, task, select_all, ("dead_lettered",))
+    client, runs = _select(ctx, run_ids, job, state_, task, select_all, ("dead_lettered",),
+                           where)
     bulk.apply(runs, noun="run", verb="retry", done="retried",
                act=lambda r: client.runs.retry(r.id), key=lambda r: str(r.id),
                output=state(ctx).output_for(output), columns=COLUMNS, yes=yes,

@@ -123,6 +123,7 @@ def decide(counter: StepCounter, name: str,
 
 
 PATCH_PREFIX = "patch:"
+ATTRIBUTES_STEP: Final = "attributes:upsert"  # the name ctx.upsert_attributes records under
 
 
 def patch_step(patch_id: str) -> str:
@@ -159,6 +160,8 @@ class StepKind(StrEnum):
     CHILD = "child"  # ctx.child: a child run, waited for
     START_CHILD = "start_child"  # ctx.start_child: a child run, not waited for
     FAN_OUT = "fan_out"  # ctx.fan_out: chunk runs in a window, waited for
+    ATTRIBUTES = "attributes"  # ctx.upsert_attributes: searchable attributes set (a step
+    #   named `attributes:upsert`), recorded as AttributesUpserted
     STATE = "state"  # ctx.set: a named value published, recorded as a step named `set:<name>`
     REPLY = "reply"  # an update's answer, recorded as a step named `reply:<update id>`
 
@@ -182,6 +185,7 @@ KINDS: Final[Mapping[StepKind, KindRule]] = {
     StepKind.CHILD: KindRule(("ChildFinished",), "child", True, ("child",)),
     StepKind.START_CHILD: KindRule(("ChildStarted",), None, True, ()),
     StepKind.FAN_OUT: KindRule(("FanOutCompleted",), "fan_out", True, ("fan_out",)),
+    StepKind.ATTRIBUTES: KindRule(("AttributesUpserted",), None, False, ()),
     StepKind.STATE: KindRule(("StepCompleted",), None, False, ()),
     StepKind.REPLY: KindRule(("StepCompleted",), None, False, ()),
 }
@@ -203,6 +207,8 @@ def kind_of(*, wait: str | None = None, child_awaited: bool | None = None,
         return StepKind.STATE
     if name.startswith(REPLY_PREFIX):
         return StepKind.REPLY
+    if name == ATTRIBUTES_STEP:
+        return StepKind.ATTRIBUTES
     return StepKind.PATCH if name.startswith(PATCH_PREFIX) else StepKind.STEP
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from datetime import datetime, timedelta
+from typing import Any
 
 import asyncpg
 
@@ -16,6 +17,7 @@ from ostinato.domain.errors import InvalidInput, InvalidState, NotFound
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.materialise import dag_of, dag_run_for, run_for
+from ostinato.stores import attributes as attribute_store
 from ostinato.stores import dags as dag_store
 from ostinato.stores import jobs as job_store
 from ostinato.stores import runs as run_store
@@ -95,6 +97,12 @@ async def _job_dag(conn: asyncpg.Connection, job: job_store.JobRow,
     return dag
 
 
+async def _attributes_of(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                         job_id: uuid.UUID) -> dict[str, Any] | None:
+    """The job's searchable attributes, which its runs inherit."""
+    return (await attribute_store.of_jobs(conn, tenant_id, [job_id])).get(job_id)
+
+
 async def trigger_now(
     conn: asyncpg.Connection, store: EventStore, clock: Clock, *, tenant_id: uuid.UUID,
     job_id: uuid.UUID, actor: str, traceparent: str | None = None,
@@ -124,7 +132,8 @@ async def trigger_now(
             await store.append(conn, [StreamHead(dag_run_id, tenant_id).next(
                 started, actor, traceparent=trace)])
             return Triggered(None, dag_run_id, created=True)
-        run_id, run = run_for(job, now, trigger="manual", run_id=given)
+        run_id, run = run_for(job, now, trigger="manual", run_id=given,
+                              attributes=await _attributes_of(conn, tenant_id, job_id))
         if given is not None and await run_store.by_id(conn, tenant_id, run_id) is not None:
             return Triggered(run_id, None, created=False)
         try:
@@ -252,6 +261,7 @@ async def backfill(
             return done
         head = StreamHead(job_id, tenant_id, row.version)
         events: list[NewEvent] = []
+        attrs = await _attributes_of(conn, tenant_id, job_id)
         for p in plan:
             if p.action == "create" and dag is not None:  # the occurrence's own DAG run
                 dag_run_id, started = dag_run_for(job_id, tenant_id, dag, p.slot, p.slot,
@@ -260,7 +270,7 @@ async def backfill(
                 events.append(StreamHead(dag_run_id, tenant_id).next(
                     started, actor, traceparent=job.traceparent))
             elif p.action == "create":
-                run_id, run = run_for(job, p.slot, trigger="backfill")
+                run_id, run = run_for(job, p.slot, trigger="backfill", attributes=attrs)
                 events.append(StreamHead(run_id, tenant_id).next(run, actor,
                                                                   traceparent=job.traceparent))
         for p in plan:

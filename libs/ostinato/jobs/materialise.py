@@ -87,7 +87,8 @@ def scheduled(*, job_id: uuid.UUID, task: str, pool: str, priority: str,
               resource: str | None = None, payload_version: int | None = None,
               parent_run_id: uuid.UUID | None = None, fan_out_index: int | None = None,
               fan_out_seq: int | None = None, dag_run_id: uuid.UUID | None = None,
-              dag_node: str | None = None) -> ev.RunScheduled:
+              dag_node: str | None = None,
+              attributes: dict[str, Any] | None = None) -> ev.RunScheduled:
     """The one constructor of `RunScheduled` (a run's first event): what the run is (task,
     pool, priority, payload), when it is due, with which retry policy, and where it comes from
     (`trigger`, and the parent run, fan-out position or DAG node that made it)."""
@@ -98,13 +99,14 @@ def scheduled(*, job_id: uuid.UUID, task: str, pool: str, priority: str,
         on_queue_wait=on_queue_wait, replay_of=replay_of, concurrency_key=concurrency_key,
         resource=resource, payload_version=payload_version, parent_run_id=parent_run_id,
         fan_out_index=fan_out_index, fan_out_seq=fan_out_seq, dag_run_id=dag_run_id,
-        dag_node=dag_node)
+        dag_node=dag_node, attributes=attributes or None)
 
 
 def run_for(job: JobSettings, slot: datetime, *, trigger: str = "schedule",
             due_at: datetime | None = None, run_id: uuid.UUID | None = None,
             replay_of: uuid.UUID | None = None,
-            payload_ref: uuid.UUID | None = None) -> tuple[uuid.UUID, ev.RunScheduled]:
+            payload_ref: uuid.UUID | None = None,
+            attributes: dict[str, Any] | None = None) -> tuple[uuid.UUID, ev.RunScheduled]:
     """(run id, event) for `slot`; the run id derives from the occurrence unless given. The
     run keeps the job's payload version: the version its payload was validated against, even
     when a newer schema of the task has been registered since (a queued run is never read with
@@ -116,6 +118,9 @@ def run_for(job: JobSettings, slot: datetime, *, trigger: str = "schedule",
         queue_wait_seconds=job.queue_wait_seconds, on_queue_wait=job.on_queue_wait,
         replay_of=replay_of, concurrency_key=job.concurrency_key, resource=job.resource,
         payload_version=job.payload_version,
+        # searchable attributes: given (a manual run's, a re-run's), else the job's (DueJob and
+        # RepairJob carry them; None: it has none)
+        attributes=attributes if attributes is not None else getattr(job, "attributes", None),
     )
 
 

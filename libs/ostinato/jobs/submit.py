@@ -19,6 +19,7 @@ import msgspec
 from ostinato import schedules
 from ostinato.clock import Clock
 from ostinato.dags import targets
+from ostinato.domain import attributes
 from ostinato.domain import events as ev
 from ostinato.domain.errors import (
     IdempotencyConflict,
@@ -33,6 +34,7 @@ from ostinato.eventlog.store import EventStore, put_blobs
 from ostinato.jobs import payloads
 from ostinato.jobs.request import JobRequest
 from ostinato.policy import retry
+from ostinato.stores import attributes as attribute_store
 from ostinato.stores import calendars as calendar_store
 from ostinato.stores import dags as dag_store
 from ostinato.stores import jobs as job_store
@@ -138,6 +140,8 @@ async def submit_jobs(
     known = await calendar_store.existing_names(conn, tenant_id, list(names)) if names else set()
     wanted = {d for d in (_dag_target(r) for r in requests) if isinstance(d, uuid.UUID)}
     dags = await dag_store.existing_ids(conn, tenant_id, list(wanted)) if wanted else set()
+    declared = (await attribute_store.types_of(conn, tenant_id)
+                if any(r.attributes for r in requests) else {})
     now = clock.now()
     errors: list[dict[str, str]] = []
     too_large = False
@@ -196,6 +200,10 @@ async def submit_jobs(
         verdict = verdicts.get(i, payloads.Verdict(None, []))
         item_errors += verdict.errors
         limits["payload_version"] = verdict.payload_version
+        try:  # searchable attributes, checked against the tenant's declarations
+            limits["attributes"] = attributes.normalise(request.attributes, declared)
+        except InvalidInput as exc:
+            item_errors += exc.errors
         if item_errors:
             errors += _prefixed(item_errors, prefix)
             results.append(Submitted(uuid.UUID(int=0), False, None))

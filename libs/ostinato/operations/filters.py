@@ -8,14 +8,16 @@ a filter that silently widened would act on more than the operator meant."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
+from ostinato.domain import attributes
 from ostinato.domain.errors import InvalidInput
 from ostinato.wire.api import FINAL_STATES, RUN_STATES, OperationFilter
 
-RUN_FIELDS = frozenset({"states", "job_id", "task", "pool", "since", "until"})
+RUN_FIELDS = frozenset({"states", "job_id", "task", "pool", "since", "until", "where"})
 FIELDS = {
     "cancel": RUN_FIELDS,
     "retry": RUN_FIELDS,
@@ -38,8 +40,11 @@ def given(f: OperationFilter) -> dict[str, Any]:
     return msgspec.to_builtins(f)
 
 
-def selection(kind: str, f: OperationFilter) -> tuple[Any, ...]:
-    """The query arguments after the tenant id for `kind`'s selection."""
+def selection(kind: str, f: OperationFilter,
+              declared: Mapping[str, str] | None = None) -> tuple[Any, ...]:
+    """The query arguments after the tenant id for `kind`'s selection; `declared`: the
+    tenant's search attributes (name → type), which `where` expressions are parsed against
+    into bind parameters (`ostinato.domain.attributes.parse_where`)."""
     for name in given(f):
         if name not in FIELDS[kind]:
             raise _bad(name, f"not a filter of a {kind} operation (it takes: "
@@ -52,7 +57,9 @@ def selection(kind: str, f: OperationFilter) -> tuple[Any, ...]:
                                      f"{', '.join(STATES_OF[kind])}, not {s!r}")
         if f.since is not None and f.until is not None and f.since >= f.until:
             raise _bad("until", "must be after since")
-        return states, f.job_id, f.task, f.pool, f.since, f.until
+        where = attributes.parse_where(f.where, declared or {})
+        return (states, f.job_id, f.task, f.pool, f.since, f.until, bool(where),
+                *attributes.bind_args(where))
     if kind == "replay":
         return f.job_id, f.error_type, f.triage_state
     return "active", f.task, f.pool  # pause

@@ -23,6 +23,7 @@ from ostinato.domain.errors import InvalidState, NotFound, OstinatoError
 from ostinato.domain.ids import new_id
 from ostinato.eventlog.store import EventStore
 from ostinato.operations import filters
+from ostinato.stores import attributes as attribute_store
 from ostinato.stores import operations as op_store
 from ostinato.stores.operations import Failure, OperationRow
 from ostinato.telemetry import metrics
@@ -33,16 +34,23 @@ BATCH = 200  # items per transaction: a crash repeats at most this much work
 log = get_logger("ostinato.operations")
 
 
+async def _declared(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                    f: OperationFilter) -> dict[str, str]:
+    """The tenant's search attributes, when the filter has `where` expressions to parse."""
+    return await attribute_store.types_of(conn, tenant_id) if f.where else {}
+
+
 async def count(conn: asyncpg.Connection, *, tenant_id: uuid.UUID, kind: str,
                 f: OperationFilter) -> int:
     """How many items the operation would act on now (the dry run)."""
-    return await op_store.count(conn, kind, tenant_id, filters.selection(kind, f))
+    return await op_store.count(conn, kind, tenant_id,
+                                filters.selection(kind, f, await _declared(conn, tenant_id, f)))
 
 
 async def start(conn: asyncpg.Connection, *, tenant_id: uuid.UUID, kind: str, f: OperationFilter,
                 actor: str, now: datetime) -> OperationRow:
     """A new operation over what the filter selects at this moment (frozen)."""
-    args = filters.selection(kind, f)
+    args = filters.selection(kind, f, await _declared(conn, tenant_id, f))
     op_id = new_id()
     async with conn.transaction():
         total = await op_store.create(conn, op_id=op_id, tenant_id=tenant_id, kind=kind,

@@ -26,6 +26,7 @@ from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore, put_blobs
 from ostinato.jobs import payloads
 from ostinato.jobs.materialise import run_for
+from ostinato.stores import attributes as attribute_store
 from ostinato.stores import jobs as job_store
 from ostinato.stores import runs as run_store
 
@@ -168,7 +169,9 @@ async def rerun(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,
                                          pool=run.pool, priority=run.priority,
                                          payload_version=payload_version)
         _, event = run_for(source, clock.now(), trigger=trigger, run_id=new_id,
-                           replay_of=run_id, payload_ref=payload_ref)
+                           replay_of=run_id, payload_ref=payload_ref,  # and its attributes
+                           attributes=(await attribute_store.of_runs(
+                               conn, tenant_id, [run_id])).get(run_id))
         events = [StreamHead(new_id, tenant_id).next(event, actor,
                                                       traceparent=run.traceparent)]
         if run.state == "dead_lettered":

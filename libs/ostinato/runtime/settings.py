@@ -52,6 +52,7 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     reconciler_port: int = 8084
     ops_host: str = "127.0.0.1"
     max_payload_bytes: int = 262_144
+    search_attributes_cap: int = 20  # searchable attributes a tenant may declare
     # Requests per second per API key at the api (a token bucket per key in each api process;
     # burst = its capacity); a tenant's own rate is set with PUT /v1/tenants/{id}/limits/api.
     # 0 turns the default off. The admin key and the worker gateway are not limited.

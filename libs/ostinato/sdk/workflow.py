@@ -61,7 +61,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -69,6 +69,7 @@ from typing import Any
 import msgspec
 
 from ostinato.domain.workflow import (
+    ATTRIBUTES_STEP,
     UPDATE_SIGNAL,
     Diverged,
     Execute,
@@ -419,6 +420,23 @@ class WorkflowContext:
             raise NonDeterminismError(decision)
         if isinstance(decision, Execute):
             await self._record(seq, step_name, msgspec.Raw(encoded), None, 1, time.monotonic())
+
+    async def upsert_attributes(self, values: Mapping[str, Any]) -> None:
+        """Set searchable attributes of this run (each declared by the tenant with
+        ``PUT /v1/search-attributes/{name}``), e.g. ``await ctx.upsert_attributes({"stage":
+        "shipped", "amount": 120})``: the names given replace the run's values, the others
+        stay; ``GET /v1/runs?where=stage=shipped`` finds the run. It takes a position like a
+        step (recorded as ``AttributesUpserted``): replayed, nothing is sent again. An
+        undeclared name or a value of another type: ``GatewayError`` (422), nothing set."""
+        if not values:
+            raise ValueError("upsert_attributes needs at least one name")
+        seq = self._counter.seq
+        decision = decide(self._counter, ATTRIBUTES_STEP, await self._at_boundary(seq))
+        if isinstance(decision, Diverged):
+            raise NonDeterminismError(decision)
+        if isinstance(decision, Execute):
+            await self._record(seq, ATTRIBUTES_STEP, msgspec.Raw(_encoder.encode(dict(values))),
+                               None, 1, time.monotonic())
 
     async def child(self, task: str | Task, payload: Any = None, *, name: str | None = None,
                     pool: str | None = None, priority: str | None = None,

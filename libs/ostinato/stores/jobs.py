@@ -111,6 +111,7 @@ class DueJob(msgspec.Struct, frozen=True):
     concurrency_key: str | None
     resource: str | None
     payload_version: int | None
+    attributes: Any = None  # its searchable attributes (job_attributes), copied to its runs
 
 
 class RecurringJob(msgspec.Struct, frozen=True):
@@ -143,6 +144,7 @@ class RepairJob(msgspec.Struct, frozen=True):
     concurrency_key: str | None
     resource: str | None
     payload_version: int | None
+    attributes: Any = None  # its searchable attributes (job_attributes), copied to its runs
 
 
 class KeyedJob(msgspec.Struct, frozen=True):

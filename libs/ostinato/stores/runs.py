@@ -14,7 +14,9 @@ import asyncpg
 import msgspec
 
 from ostinato.db.queries import load
+from ostinato.domain.attributes import AttributeFilter
 from ostinato.domain.states import RunState
+from ostinato.stores import attributes
 from ostinato.stores.rows import many, one
 
 Q = load("ostinato.stores", "runs.sql")
@@ -92,10 +94,18 @@ async def page(conn: asyncpg.Connection, tenant_id: uuid.UUID, *, job_id: uuid.U
                state: str | None, after: tuple[datetime | None, uuid.UUID | None],
                limit: int, task: str | None = None, pool: str | None = None,
                since: datetime | None = None, until: datetime | None = None,
-               priority: str | None = None, error_type: str | None = None) -> list[RunRow]:
+               priority: str | None = None, error_type: str | None = None,
+               where: AttributeFilter | None = None) -> list[RunRow]:
     """Latest occurrence first, strictly after the (scheduled_for, id) cursor `after`; `task`,
-    `pool`, the priority class, the last attempt's error type (`last_error.type`) and a
-    scheduled-for range [since, until) narrow it further."""
+    `pool`, the priority class, the last attempt's error type (`last_error.type`), a
+    scheduled-for range [since, until) and searchable attributes (`where`, not with an error
+    type) narrow it further."""
+    if where:  # planned for these values: an index that suits one value ruins another
+        async with conn.transaction():
+            await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+            query, args = attributes.list_query(where)
+            return many(RunRow, await conn.fetch(query, tenant_id, job_id, state, task, pool,
+                                                 priority, since, until, *after, limit, *args))
     if (task is None and pool is None and since is None and until is None and priority is None
             and error_type is None):
         return many(RunRow, await conn.fetch(Q["list_runs"], tenant_id, job_id, state, *after,

@@ -13,7 +13,7 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 
-from ostinato.domain import roles
+from ostinato.domain import attributes, roles
 from ostinato.domain.errors import InvalidInput, NotFound, OstinatoError
 from ostinato.operations import filters, work
 from ostinato.stores import operations as op_store
@@ -34,7 +34,7 @@ KINDS = {"cancel": ("Cancel", "run", "/ui/runs"), "retry": ("Re-run", "run", "/u
          "replay": ("Replay", "dead letter", "/ui/dead-letters"),
          "pause": ("Pause", "job", "/ui/jobs")}
 FORM_FIELDS = ("states", "job_id", "task", "pool", "since", "until", "error_type",
-               "triage_state")
+               "triage_state", "where")
 
 
 def may_operate(ui: UiScope) -> bool:
@@ -58,6 +58,8 @@ def filter_of(kind: str, values: dict[str, Any]) -> OperationFilter:
         value = value.strip()
         if name == "states":
             doc[name] = [s for s in value.split(",") if s]
+        elif name == "where":  # searchable attributes: `customer=acme and amount>100`
+            doc[name] = attributes.split_where(value)
         elif name == "job_id":
             doc[name] = _uuid_filter("job", value)
         elif name in ("since", "until"):
@@ -74,7 +76,10 @@ def filter_of(kind: str, values: dict[str, Any]) -> OperationFilter:
 def _form_values(f: OperationFilter) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, value in filters.given(f).items():
-        out[name] = ",".join(value) if isinstance(value, list) else str(value)
+        if name == "where":
+            out[name] = attributes.join_where(value)
+        else:
+            out[name] = ",".join(value) if isinstance(value, list) else str(value)
     return out
 
 

@@ -13,11 +13,13 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, QueryParameter
 
 from ostinato import runs
+from ostinato.domain import attributes
 from ostinato.domain import events as ev
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.domain.states import FINAL, RunState
 from ostinato.eventlog.store import get_blobs, read_stream_page
 from ostinato.policy import retry as retry_policy
+from ostinato.stores import attributes as attribute_store
 from ostinato.stores import dags as dag_store
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
@@ -68,6 +70,7 @@ async def runs_page(request: Request, ui: Ui,
                     pool: FromQuery[str | None] = None, since: FromQuery[str | None] = None,
                     until: FromQuery[str | None] = None, priority: FromQuery[str | None] = None,
                     error_type: FromQuery[str | None] = None,
+                    where: FromQuery[str | None] = None,
                     cursor: FromQuery[str | None] = None) -> Response[str]:
     state = run_state
     if state and state not in RunState.__members__.values():
@@ -81,11 +84,12 @@ async def runs_page(request: Request, ui: Ui,
         ui.conn, ui.tenant_id, job_id=_uuid_filter("job", job_id), state=state or None,
         after=decode_cursor(cursor), limit=PAGE_SIZE + 1, task=task or None, pool=pool or None,
         since=_time_filter("from", since), until=_time_filter("until", until),
-        priority=priority or None, error_type=error_type or None)
+        priority=priority or None, error_type=error_type or None,
+        where=await _where(ui, where, error_type))
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
     query = {"state": state, "job_id": job_id, "task": task, "pool": pool, "since": since,
-             "until": until, "priority": priority, "error_type": error_type}
+             "until": until, "priority": priority, "error_type": error_type, "where": where}
     pager = [link(html.url("/ui/runs", **query), "first page")] if cursor else []
     if more:
         pager.append(link(html.url("/ui/runs", **query, cursor=encode_cursor(
@@ -104,23 +108,38 @@ async def runs_page(request: Request, ui: Ui,
         '<label>pool <input name="pool" value="{pool}" size="10"></label>'
         '<label>priority {priority}</label>'
         '<label>error type <input name="error_type" value="{error_type}" size="12"></label>'
+        '<label title="searchable attributes, e.g. customer=acme and amount&gt;100">where '
+        '<input name="where" value="{where}" size="24" placeholder="customer=acme"></label>'
         '<label>from (UTC) <input type="datetime-local" step="1" name="since" value="{since}">'
         '</label><label>until (UTC) <input type="datetime-local" step="1" name="until" '
         'value="{until}"></label><button type="submit">Filter</button> '
         '<a href="/ui/runs">clear</a></form>',
         state=html.select("state", states, state), job_id=job_id, task=task, pool=pool,
-        since=since, until=until, error_type=error_type, priority=html.select(
+        since=since, until=until, error_type=error_type, where=where, priority=html.select(
             "priority", [("", "any class"), *((c, c) for c in classes)], priority))
     # the live region polls this very page: a later cursor page stays where it is
     source = html.url("/ui/runs", **query, cursor=cursor)
     values = {"states": state, "job_id": job_id, "task": task, "pool": pool, "since": since,
-              "until": until}
+              "until": until, "where": where}
     # a bulk operation's filter has no class or error type: offered only when the list's
     # filters are all ones it can repeat (else its count would not be this list's)
     bulk = Safe("") if priority or error_type else offers(
         [await operations.offer(ui, "cancel", values),
          await operations.offer(ui, "retry", values) if state else Safe("")])
     return ui.page("Runs", join([form, bulk, live(source, content)]), "runs")
+
+
+async def _where(ui: UiScope, text: str | None,
+                 error_type: str | None) -> attributes.AttributeFilter | None:
+    """The where box (`customer=acme and amount>100`) as a typed filter, or None."""
+    exprs = attributes.split_where(text)
+    if not exprs:
+        return None
+    if error_type:
+        raise InvalidInput("where and error type cannot be combined",
+                           errors=[{"field": "where", "message": "not with error type"}])
+    return attributes.parse_where(exprs, await attribute_store.types_of(ui.conn,
+                                                                        ui.tenant_id))
 
 
 def attempt_rows(stream: list[Any]) -> list[list[Any]]:
@@ -207,6 +226,7 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
     reason = await run_store.waiting_reason(ui.conn, run)
     dag_node = await dag_store.node_of_run(ui.conn, ui.tenant_id, run_id)
     stream = await read_stream_page(ui.conn, run_id, ui.tenant_id, 0, MAX_EVENTS)
+    attrs = (await attribute_store.of_runs(ui.conn, ui.tenant_id, [run_id])).get(run_id)
     running = await running_step(ui.conn, ui.tenant_id, run)  # the step a workflow executes
     summary = html.kv([
         ("state", join([badge(run.state), " (paused)" if run.paused else ""])),
@@ -226,6 +246,7 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
          fmt("{n} <span class=\"muted\">(step {q}, running since {t})</span>", n=running.name,
              q=running.seq, t=when(running.since)) if running is not None else None),
         ("waiting reason", reason),
+        ("attributes", html.pre_json(attrs) if attrs else None),
         ("last error", html.pre_json(run.last_error) if run.last_error else None),
         ("replay of", link(f"/ui/runs/{run.replay_of}", run.replay_of) if run.replay_of else None),
         ("parent run", link(f"/ui/runs/{run.parent_run_id}", run.parent_run_id)

@@ -78,7 +78,8 @@ WITH due AS NOT MATERIALIZED (
 SELECT j.id, j.tenant_id, j.task, j.pool, j.priority, j.payload_ref, j.next_run_at, j.next_slot,
        j.schedule, j.traceparent, j.version, j.calendar, j.overlap, j.resume_policy,
        j.consecutive_failures, j.retry_policy, j.timeout_seconds, j.queue_wait_seconds,
-       j.on_queue_wait, j.shard, j.concurrency_key, j.resource, j.payload_version
+       j.on_queue_wait, j.shard, j.concurrency_key, j.resource, j.payload_version,
+       (SELECT a.attributes FROM job_attributes a WHERE a.job_id = j.id) AS attributes
 FROM jobs j
 -- The candidates by primary key. As an array, not a join: the planner takes an array it cannot
 -- see for a few elements, where a join took the CTE's LIMIT (800) for its size and, with
@@ -116,7 +117,8 @@ WHERE first.next_run_at <= coalesce($1::timestamptz, now());
 -- The reconciler locks a job before recording what it found and repaired.
 SELECT id, tenant_id, task, pool, priority, payload_ref, next_run_at, next_slot, version,
        retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait, concurrency_key, resource,
-       payload_version
+       payload_version,
+       (SELECT a.attributes FROM job_attributes a WHERE a.job_id = jobs.id) AS attributes
 FROM jobs WHERE id = $1 FOR UPDATE;
 
 -- name: jobs_by_idempotency_keys

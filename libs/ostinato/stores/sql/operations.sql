@@ -12,7 +12,8 @@ WHERE id = $1;
 
 -- name: count_runs_matching
 -- How many of a tenant's runs a cancel or retry filter selects (the dry run and the count the
--- operator confirms): states $2 (NULL: any), job $3, task $4, pool $5, scheduled_for in [$6, $7).
+-- operator confirms): states $2 (NULL: any), job $3, task $4, pool $5, scheduled_for in [$6, $7),
+-- and with $8 the searchable attributes (list_runs_by_attributes' $12-$20 as $9-$17).
 SELECT count(*) FROM runs
 WHERE tenant_id = $1
   AND ($2::text[] IS NULL OR state = ANY ($2))
@@ -20,19 +21,61 @@ WHERE tenant_id = $1
   AND ($4::text IS NULL OR task = $4)
   AND ($5::text IS NULL OR pool = $5)
   AND ($6::timestamptz IS NULL OR scheduled_for >= $6)
-  AND ($7::timestamptz IS NULL OR scheduled_for < $7);
+  AND ($7::timestamptz IS NULL OR scheduled_for < $7)
+  AND (NOT $8::bool OR EXISTS (
+      SELECT 1 FROM run_attributes a
+      WHERE a.run_id = runs.id AND a.tenant_id = $1 AND a.attributes @> $9::jsonb
+        AND NOT EXISTS (
+            SELECT 1 FROM unnest($10::text[], $11::text[], $12::jsonb[]) AS f (name, op, val)
+            WHERE NOT coalesce(CASE
+                WHEN f.op = '~' THEN strpos(lower(a.attributes ->> f.name), f.val #>> '{}') > 0
+                WHEN jsonb_typeof(a.attributes -> f.name) IS DISTINCT FROM jsonb_typeof(f.val)
+                    THEN false
+                WHEN f.op = '!=' THEN a.attributes -> f.name <> f.val
+                WHEN f.op = '>' THEN a.attributes -> f.name > f.val
+                WHEN f.op = '>=' THEN a.attributes -> f.name >= f.val
+                WHEN f.op = '<' THEN a.attributes -> f.name < f.val
+                WHEN f.op = '<=' THEN a.attributes -> f.name <= f.val
+            END, false))
+        AND ($13::text IS NULL OR EXISTS (
+            SELECT 1 FROM run_attribute_numbers v
+            WHERE v.run_id = a.run_id AND v.tenant_id = $1 AND v.name = $13
+              AND ($14::numeric IS NULL OR v.num > $14) AND ($15::numeric IS NULL OR v.num >= $15)
+              AND ($16::numeric IS NULL OR v.num < $16)
+              AND ($17::numeric IS NULL OR v.num <= $17)))));
 
 -- name: select_run_items
--- Freeze the runs count_runs_matching counts (same arguments, $8 the operation), oldest first.
+-- Freeze the runs count_runs_matching counts (same arguments, $18 the operation), oldest first.
 INSERT INTO operation_items (operation_id, seq, item_id)
-SELECT $8, row_number() OVER (ORDER BY scheduled_for, id), id FROM runs
+SELECT $18, row_number() OVER (ORDER BY scheduled_for, id), id FROM runs
 WHERE tenant_id = $1
   AND ($2::text[] IS NULL OR state = ANY ($2))
   AND ($3::uuid IS NULL OR job_id = $3)
   AND ($4::text IS NULL OR task = $4)
   AND ($5::text IS NULL OR pool = $5)
   AND ($6::timestamptz IS NULL OR scheduled_for >= $6)
-  AND ($7::timestamptz IS NULL OR scheduled_for < $7);
+  AND ($7::timestamptz IS NULL OR scheduled_for < $7)
+  AND (NOT $8::bool OR EXISTS (
+      SELECT 1 FROM run_attributes a
+      WHERE a.run_id = runs.id AND a.tenant_id = $1 AND a.attributes @> $9::jsonb
+        AND NOT EXISTS (
+            SELECT 1 FROM unnest($10::text[], $11::text[], $12::jsonb[]) AS f (name, op, val)
+            WHERE NOT coalesce(CASE
+                WHEN f.op = '~' THEN strpos(lower(a.attributes ->> f.name), f.val #>> '{}') > 0
+                WHEN jsonb_typeof(a.attributes -> f.name) IS DISTINCT FROM jsonb_typeof(f.val)
+                    THEN false
+                WHEN f.op = '!=' THEN a.attributes -> f.name <> f.val
+                WHEN f.op = '>' THEN a.attributes -> f.name > f.val
+                WHEN f.op = '>=' THEN a.attributes -> f.name >= f.val
+                WHEN f.op = '<' THEN a.attributes -> f.name < f.val
+                WHEN f.op = '<=' THEN a.attributes -> f.name <= f.val
+            END, false))
+        AND ($13::text IS NULL OR EXISTS (
+            SELECT 1 FROM run_attribute_numbers v
+            WHERE v.run_id = a.run_id AND v.tenant_id = $1 AND v.name = $13
+              AND ($14::numeric IS NULL OR v.num > $14) AND ($15::numeric IS NULL OR v.num >= $15)
+              AND ($16::numeric IS NULL OR v.num < $16)
+              AND ($17::numeric IS NULL OR v.num <= $17)))));
 
 -- name: count_letters_matching
 -- How many of a tenant's dead letters a replay filter selects: job $2, error type $3, triage $4.
