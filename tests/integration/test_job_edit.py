@@ -18,6 +18,7 @@ import pytest
 from ostinato.clock import Clock, FakeClock
 from ostinato.eventlog.readmodels import snapshot
 from ostinato.eventlog.rebuild import rebuild
+from ostinato.leases.shard import SHARDS, ShardLeases
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
 from services.api.app import create_app
@@ -314,3 +315,39 @@ async def test_the_ui_edit_form_previews_then_saves_the_version_it_read(
                                                             "do": "save"})
     assert stale.status_code == 412 and "version 2" in stale.text
     assert (await client.get(f"/v1/jobs/{job}", headers=auth(key))).json()["version"] == 2
+
+
+async def test_under_shard_leases_the_edit_holds_across_two_schedulers_and_a_takeover(
+        pool: asyncpg.Pool, client: httpx.AsyncClient, api_clock: FakeClock) -> None:
+    """Two scheduler instances share the shards under leases (epochs); jobs are edited between
+    their polls; then one dies and the other takes its shards over. Every job's runs follow the
+    new schedule from the edit on: none missed, none twice, whichever instance fired them."""
+    _, key = await new_tenant(pool)
+    jobs = [await create(client, key, schedule={"cron": "0 * * * *"}) for _ in range(6)]
+    a = ShardLeases(pool, api_clock, "a", ttl=timedelta(seconds=10))
+    b = ShardLeases(pool, api_clock, "b", ttl=timedelta(seconds=10))
+
+    async def tick(instant: str, *alive: ShardLeases) -> int:
+        api_clock.set(datetime.fromisoformat(instant))
+        for leases in (*alive, *alive):  # join, then hand surplus shards back
+            await leases.refresh()
+        fired = 0
+        for leases in alive:
+            fired += len(await fire_due(pool, store(api_clock), api_clock,
+                                        ownership=leases.ownership))
+        return fired
+
+    assert await tick("2026-03-02T09:00:00+00:00", a, b) == len(jobs)
+    assert a.ownership.epochs and b.ownership.epochs  # both hold shards
+    api_clock.set(datetime.fromisoformat("2026-03-02T09:10:00+00:00"))
+    for job in jobs:
+        r = await client.patch(f"/v1/jobs/{job}", headers=auth(key),
+                               json={"schedule": {"cron": "30 * * * *"}})
+        assert r.status_code == 200, r.text
+    assert await tick("2026-03-02T09:30:00+00:00", a, b) == len(jobs)
+    assert await tick("2026-03-02T10:00:00+00:00", a, b) == 0
+    assert await tick("2026-03-02T10:30:00+00:00", b) == len(jobs)  # a died: b took over
+    assert len(b.ownership.epochs) == SHARDS
+    for job in jobs:
+        assert await slots(client, key, job) == [
+            "2026-03-02T09:00:00Z", "2026-03-02T09:30:00Z", "2026-03-02T10:30:00Z"]
