@@ -90,9 +90,11 @@ def decode_cursor(cursor: str | None) -> tuple[datetime | None, uuid.UUID | None
         ) from exc
 
 
-def job_view(job: JobRow, payload: Any = None, version: int | None = None) -> JobView:
-    """`version`: the job's definition version (`stores.job_edits`), its ETag."""
-    return JobView(
+def job_view(job: JobRow, payload: Any = None, version: int | None = None,
+             attrs: dict[str, Any] | None = None) -> JobView:
+    """`version`: the job's definition version (`stores.job_edits`), its ETag; `attrs`: its
+    searchable attributes."""
+    return JobView(attributes=attrs,
         id=job.id, name=job.name, task=job.task, status=job.status, schedule=job.schedule,
         pool=job.pool, priority=job.priority, next_run_at=job.next_run_at,
         next_slot=job.next_slot, last_run_at=job.last_run_at, runs_created=job.runs_created,
@@ -226,8 +228,9 @@ async def list_jobs(
     more = len(rows) > limit
     rows = rows[:limit]
     versions = await job_edits.definition_versions(tenant.conn, [r.id for r in rows])
+    attrs = await attribute_store.of_jobs(tenant.conn, tenant.tenant_id, [r.id for r in rows])
     return Page(
-        items=[job_view(r, version=versions[r.id]) for r in rows],
+        items=[job_view(r, version=versions[r.id], attrs=attrs.get(r.id)) for r in rows],
         next_cursor=encode_cursor(rows[-1].created_at, rows[-1].id) if more else None,
     )
 
@@ -241,7 +244,8 @@ async def get_job(job_id: FromPath[uuid.UUID], tenant: Tenant) -> Response[JobVi
         raise NotFound(f"no job {job_id}")
     payloads = await get_blobs(tenant.conn, [job.payload_ref], tenant.tenant_id)
     version = await job_edits.definition_version(tenant.conn, job_id)
-    return Response(job_view(job, payloads.get(job.payload_ref), version),
+    attrs = await attribute_store.of_jobs(tenant.conn, tenant.tenant_id, [job_id])
+    return Response(job_view(job, payloads.get(job.payload_ref), version, attrs.get(job_id)),
                     headers={"ETag": f'"{version}"'})
 
 

@@ -92,6 +92,11 @@ async def test_declared_attributes_are_set_upserted_filtered_and_bulk_cancelled(
     assert by_job[jobs["big-acme"]]["attributes"] == {  # inherited, the datetime in UTC
         "customer": "acme", "amount": 150, "due": "2026-12-01T08:00:00.000000Z"}
     assert by_job[jobs["plain"]]["attributes"] is None
+    job = (await client.get(f"/v1/jobs/{jobs['small-acme']}", headers=auth(key))).json()
+    assert job["attributes"] == {"customer": "acme", "amount": 50}
+    assert {j["name"]: j["attributes"] for j in (await client.get(
+        "/v1/jobs", headers=auth(key))).json()["items"]}["globex"] == {
+        "customer": "globex", "amount": 500}
 
     acme = await listed(client, key, "customer=acme")
     assert {r["job_id"] for r in acme} == {jobs["big-acme"], jobs["small-acme"]}
