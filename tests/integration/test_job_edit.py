@@ -110,6 +110,10 @@ async def test_the_next_occurrence_follows_the_new_schedule_none_missed_or_doubl
     assert len(updated) == 1 and updated[0]["actor"].startswith("tenant:")
     assert updated[0]["data"]["reason"] == "half past"
     assert updated[0]["data"]["definition_version"] == 2
+    audit = (await client.get("/v1/audit", params={"action": "job.update", "target_id": job},
+                              headers=auth(key))).json()["items"]
+    assert [(a["outcome"], a["after"]["changed"], a["after"]["reason"], a["before"]["version"])
+            for a in audit] == [("done", ["schedule"], "half past", 1)]
     async with pool.acquire() as conn:  # the read models are still a fold of the log
         live = await snapshot(conn)
         await rebuild(conn)
