@@ -30,6 +30,7 @@ import asyncpg
 import httpx
 
 from bench.common import (
+    STATS_LAG_S,
     base_parser,
     bench_cluster,
     cpu_seconds,
@@ -57,6 +58,8 @@ class Waiter:
         self.answered_at: float | None = None
         self.body: dict[str, Any] | None = None
         self.status = 0
+        self.retries = 0  # 503s and dropped connections asked again
+        self.repolls = 0  # waits that ended first, asked again
         self._writer: asyncio.StreamWriter | None = None
         self._reader: asyncio.StreamReader | None = None
 
@@ -69,29 +72,63 @@ class Waiter:
         await self._writer.drain()
 
     async def answer(self) -> None:
-        assert self._reader is not None and self._writer is not None
-        head = await self._reader.readuntil(b"\r\n\r\n")
-        self.answered_at = time.time()
-        lines = head.decode("latin-1").split("\r\n")
-        self.status = int(lines[0].split()[1])
-        length = next(int(line.split(":", 1)[1]) for line in lines
-                      if line.lower().startswith("content-length:"))
-        self.body = json.loads(await self._reader.readexactly(length))
-        self._writer.close()
+        """The answer; a 503 (the shared database out of connections, say) is asked again
+        after its Retry-After, as the client does."""
+        while True:
+            assert self._reader is not None and self._writer is not None
+            try:
+                head = await self._reader.readuntil(b"\r\n\r\n")
+            except (ConnectionError, asyncio.IncompleteReadError):  # dropped: ask again
+                self.retries += 1
+                await asyncio.sleep(1.0)
+                await self.send()
+                continue
+            self.answered_at = time.time()
+            lines = head.decode("latin-1").split("\r\n")
+            self.status = int(lines[0].split()[1])
+            length = next(int(line.split(":", 1)[1]) for line in lines
+                          if line.lower().startswith("content-length:"))
+            self.body = json.loads(await self._reader.readexactly(length))
+            self._writer.close()
+            if self.status == 503:
+                self.retries += 1
+                await asyncio.sleep(1.0)
+            elif self.status == 200 and not self.body.get("done"):
+                self.repolls += 1  # the wait (60 s) ended first: ask again, as the client does
+            else:
+                return
+            await self.send()
 
 
 async def api_waiters(api_url: str) -> float:
-    async with httpx.AsyncClient(base_url=api_url, timeout=30) as http:
-        text = (await http.get("/metrics")).text
+    """The api's `ostinato_result_waiters` (-1 when it did not answer in time: busy)."""
+    try:
+        async with httpx.AsyncClient(base_url=api_url, timeout=60) as http:
+            text = (await http.get("/metrics")).text
+    except httpx.TimeoutException:
+        return -1.0
     for line in text.splitlines():
         if line.startswith("ostinato_result_waiters "):
             return float(line.split()[1])
     return 0.0
 
 
+async def registered(api_url: str, count: int, answers: list[asyncio.Task[None]],
+                     polls: list[Waiter]) -> None:
+    """Until the api has `count` waiters registered (none may be answered meanwhile)."""
+    while await api_waiters(api_url) < count * 0.95:  # a few may be between two polls
+        early = next((i for i, a in enumerate(answers) if a.done()), None)
+        if early is not None:
+            failed = answers[early].exception()
+            raise RuntimeError(f"a waiter was answered before any run ended: "
+                               f"{failed!r} {polls[early].status} {polls[early].body}")
+        await asyncio.sleep(0.5)
+
+
 async def window(bench: Any, seconds: float) -> dict[str, float]:
     """Per second over `seconds`: the api's CPU, PostgreSQL statements (pg_stat_statements,
     every backend of the database: the other services' idle polls too) and commits."""
+    await asyncio.sleep(STATS_LAG_S)  # what ran just before has reached the counters
     api = bench.pid("api")
     cpu0, stmts0, pg0 = cpu_seconds(api), await statement_stats(bench.url), await pg_stats(
         bench.url)
@@ -112,7 +149,8 @@ async def run(runs: int, waiters: int, seconds: float) -> dict[str, Any]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:  # the api process (started below) inherits it too
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    env = {"OSTINATO_API_RATE_PER_SECOND": "1000000", "OSTINATO_API_BURST": "1000000"}
+    env = {"OSTINATO_API_RATE_PER_SECOND": "1000000", "OSTINATO_API_BURST": "1000000",
+           "OSTINATO_DB_POOL_SIZE": "8"}  # waiting holds none; the answers need few
     async with bench_cluster(SCENARIO, env=env, services=(
             "api", "scheduler", "dispatcher", "worker_gateway")) as bench:
         await submit_jobs(bench, runs, lambda i: {"name": f"await-{i}", "task": "noop"},
@@ -132,16 +170,18 @@ async def run(runs: int, waiters: int, seconds: float) -> dict[str, Any]:
         polls = [Waiter(url.hostname or "127.0.0.1", url.port or 80, bench.key,
                         run_ids[i % len(run_ids)]) for i in range(waiters)]
         opened = time.perf_counter()
-        for lo in range(0, waiters, 500):  # the listen backlog is finite
-            await asyncio.gather(*(p.send() for p in polls[lo:lo + 500]))
-        answers = [asyncio.create_task(p.answer()) for p in polls]
-        while (registered := await api_waiters(bench.cluster.api_url)) < waiters:
-            if any(a.done() for a in answers):
-                raise RuntimeError("a waiter was answered before any run ended")
-            await asyncio.sleep(0.5)
-        log(SCENARIO, f"{registered:.0f} waiters registered in "
-                      f"{time.perf_counter() - opened:.1f} s; window ({seconds:g} s)")
+        answers: list[asyncio.Task[None]] = []
+        for lo in range(0, waiters, 1000):  # a thousand at a time: the listen backlog is finite
+            await asyncio.gather(*(p.send() for p in polls[lo:lo + 1000]))
+            answers += [asyncio.create_task(p.answer()) for p in polls[lo:lo + 1000]]
+            await registered(bench.cluster.api_url, len(answers), answers, polls)
+            log(SCENARIO, f"{len(answers)} waiters registered")
+        opening_s = time.perf_counter() - opened
+        log(SCENARIO, f"{waiters} waiters registered in {opening_s:.1f} s; "
+                      f"window ({seconds:g} s)")
+        repolls = sum(p.repolls for p in polls)
         waiting = await window(bench, seconds)
+        waiting["repolls_per_s"] = round((sum(p.repolls for p in polls) - repolls) / seconds, 1)
         assert not any(a.done() for a in answers), "answered while no run ended"
 
         log(SCENARIO, "starting the worker: the runs end, the waiters are answered")
@@ -157,6 +197,8 @@ async def run(runs: int, waiters: int, seconds: float) -> dict[str, Any]:
                 if p.body and p.body.get("finished_at")]
         answered = [p.answered_at for p in polls if p.answered_at is not None]
         return {"runs": runs, "waiters": waiters, "window_s": seconds,
+                "registering_s": round(opening_s, 1),
+                "retried_503": sum(p.retries for p in polls),
                 "idle": idle, "waiting": waiting, "not_done_answers": len(bad),
                 "end_to_answer_ms": distribution(lags),
                 "api_cpu_ms_per_answer": round(answer_cpu_ms, 3),
@@ -181,11 +223,14 @@ async def main() -> None:
     idle, waiting = found["idle"], found["waiting"]
     lag = found["end_to_answer_ms"]
     print(table(f"{waiters:,} clients awaiting {runs:,} runs (long polls, wait={WAIT})", [
+        ("opening and registering the waiters", found["registering_s"],
+         f"s ({found['retried_503']} 503s or drops asked again)"),
         ("api CPU, nobody waiting", idle["api_cpu_percent"], "% of a core"),
         ("api CPU, all waiting", waiting["api_cpu_percent"], "% of a core"),
         ("PostgreSQL statements/s, nobody waiting", idle["statements_per_s"],
          "every service's idle polls"),
-        ("PostgreSQL statements/s, all waiting", waiting["statements_per_s"], ""),
+        ("PostgreSQL statements/s, all waiting", waiting["statements_per_s"],
+         f"with {waiting['repolls_per_s']} polls/s asked again (a wait ends after 60 s)"),
         ("commits/s, nobody waiting / all waiting",
          f"{idle['commits_per_s']} / {waiting['commits_per_s']}", ""),
         ("run end → answer p50", lag.get("p50"), "ms"),
