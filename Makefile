@@ -20,10 +20,10 @@ endif
 
 .PHONY: help deps assets bench-deps up down test unit lint lock infra-up infra-down migrate \
 	topics clean \
-	bench bench-infra chaos
+	bench bench-infra chaos infra-ha-up
 
 help:
-	@echo "make up | down | test | unit | lint | bench [QUICK=1] | chaos | lock | clean"
+	@echo "make up | down | test | unit | lint | bench [QUICK=1] | chaos [HA=1] [QUICK=1] | lock | clean"
 
 # Python environment from the committed, hash-pinned lock file (uv installed with pip if missing).
 deps: $(VENV)/.synced
@@ -85,9 +85,15 @@ bench: bench-deps bench-infra
 	$(WITH_ENV) $(PY) -m bench.run_all $(if $(QUICK),--quick) $(if $(ONLY),--only $(ONLY)) \
 		$(if $(SKIP),--skip $(SKIP)) $(if $(PROFILE),--profile)
 
-# The fault suite under load, one table at the end (bench/results/chaos.json).
-chaos: deps infra-up
-	$(WITH_ENV) $(PY) bench/chaos.py
+# The fault suite under load, two instances of each service, one table at the end
+# (bench/results/chaos.json). HA=1: on the HA profile's servers (PostgreSQL primary + standby,
+# three Kafka brokers) with its faults (the Kafka leader killed, a broker down for a minute, the
+# primary killed, one instance of each service killed); QUICK=1: bench/chaos.py --quick.
+chaos: deps $(if $(HA),infra-ha-up,infra-up)
+	$(WITH_ENV) $(PY) bench/chaos.py $(if $(QUICK),--quick)
+
+infra-ha-up:
+	infra/up.sh postgres-ha kafka-ha
 
 unit: deps
 	$(PY) -m pytest tests/unit

@@ -2,10 +2,12 @@
 fixed rate; prints one table and writes it as JSON to bench/results/chaos.json.
 
     .venv/bin/python -m bench.chaos [--quick] [--rate 200] [--workers 3] [--schedulers 3]
-        [--only worker_sigterm,postgres_freeze] [--skip kafka_restart]
+        [--instances 2] [--ha] [--only worker_sigterm,postgres_freeze] [--skip kafka_restart]
 
-Needs PostgreSQL and Kafka (`infra/up.sh postgres kafka`). Starts the services (three
-schedulers) and worker processes (tests/faults/worker_proc.py: fenced, at-most-once effects in
+Needs PostgreSQL and Kafka (`infra/up.sh postgres kafka`). Starts the services, --instances
+of each (two by default: the api and the worker-gateway behind a TCP balancer in front of both,
+tests/helpers/lab/balancer.py, which the load, the storm and the workers use; three schedulers)
+and worker processes (tests/faults/worker_proc.py: fenced, at-most-once effects in
 the run's database) on a fresh database and topic prefix, with 3 s leases. Jobs are submitted
 through POST /v1/jobs/batch (each batch retried with its idempotency keys until accepted), and
 32 recurring every-1s jobs keep every scheduler shard busy. Faults, in order (names for --only
@@ -23,10 +25,25 @@ and --skip):
   gateway_kill          kill -9 the worker-gateway
   api_kill_under_batch  kill -9 the api at random moments (--api-kills) under a storm of
                         batch submissions retried by idempotency key
+  instance_kill         kill -9 the first instance of every service at once (the second ones
+                        carry on), then start them again
   postgres_restart      restart PostgreSQL
   postgres_freeze       SIGSTOP the postmaster and every server process (--pg-freeze s)
   kafka_freeze          SIGSTOP the Kafka broker (--kafka-freeze s)
   kafka_restart         restart Kafka
+
+--ha (the default when OSTINATO_HA=1: `make chaos HA=1`) runs on the HA profile's servers
+(`infra/up.sh postgres-ha kafka-ha`: pg_auto_failover's primary + synchronous standby through
+the multi-host URL, three KRaft brokers with topics of three replicas) instead of the single
+ones, without the four single-server faults above and with these:
+
+  kafka_leader_kill     kill -9 the leader of the busiest partition of the runs topic; started
+                        again once the load is back (recovery: until a new leader is elected)
+  kafka_broker_down     kill -9 that partition's leader and keep it down --broker-down s (60;
+                        --quick 20), then start it (recovery: throughput back while it is down)
+  postgres_primary_kill kill -9 the primary node (keeper and postgres: the machine lost); the
+                        standby is promoted, the node is started again as its standby
+                        (recovery: throughput back)
 
 The server faults stop or freeze the *shared* servers: other users of them see the outage
 too. A freeze always ends with SIGCONT (a `finally`, plus a detached watchdog should this
@@ -61,6 +78,11 @@ window alone (waits have generous hang guards; what they wait for is an event):
 Then the load stops, everything drains, and the fault suite's end check runs over every run,
 and every idempotency key submitted (load and storm) is checked for exactly one job.
 
+The run ends with one table, a row per fault injected: lost (jobs accepted during the fault
+without a succeeded run), duplicated (effects applied twice, occurrences made twice), missed
+(every-1s slots of the recurring jobs inside the fault's window without a run) and recovery
+seconds (the fault's own measure, below).
+
 Measures: scheduler failover = from the kill to the first RunScheduled of a slot due after it,
 for every recurring job in the victim's shards (the slowest counts); worker lease recovery =
 from kill/SIGSTOP to the run's next RunStarted on another worker; graceful release = from
@@ -94,7 +116,9 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import httpx
@@ -104,7 +128,8 @@ from ostinato import eventloop
 from ostinato.bus.kafka import delete_topics_with_prefixes
 from ostinato.db.migrate import migrate
 from ostinato.telemetry.logging import configure_logging
-from tests.helpers.lab.cluster import Cluster
+from tests.helpers.lab.brokers import KafkaTrio
+from tests.helpers.lab.cluster import SERVICES, Cluster, service_of
 from tests.helpers.lab.database import Db
 from tests.helpers.lab.injection import freeze
 from tests.helpers.lab.invariants import (
@@ -117,6 +142,7 @@ from tests.helpers.lab.invariants import (
 from tests.helpers.lab.lab import FAULT_ENV, Lab
 from tests.helpers.lab.load import Load, fx_job
 from tests.helpers.lab.metrics import metric_total, scrape
+from tests.helpers.lab.pg_ha import PRIMARY_STATES, HaPostgres
 from tests.helpers.lab.processes import (
     WorkerProc,
     frozen,
@@ -137,7 +163,11 @@ COUNTERS = (
 GAUGES = ("ostinato_stuck_runs", "ostinato_outbox_unpublished")
 FAULTS = ("worker_kill", "worker_pause", "worker_sigterm", "worker_partition", "scheduler_kill",
           "scheduler_pause", "dispatcher_kill", "gateway_kill", "api_kill_under_batch",
-          "postgres_restart", "postgres_freeze", "kafka_freeze", "kafka_restart")
+          "instance_kill", "postgres_restart", "postgres_freeze", "kafka_freeze",
+          "kafka_restart", "kafka_leader_kill", "kafka_broker_down", "postgres_primary_kill")
+SINGLE_SERVER = frozenset({"postgres_restart", "postgres_freeze", "kafka_freeze",
+                           "kafka_restart"})  # the shared servers' faults: not with --ha
+HA_ONLY = frozenset({"kafka_leader_kill", "kafka_broker_down", "postgres_primary_kill"})
 # What ends an attempt (its RunStarted) in a run's stream; the worker reports the first four.
 OUTCOMES = frozenset({"RunSucceeded", "RunFailed", "RunCancelled", "RunSuspended"})
 ENDINGS = OUTCOMES | {"LeaseReleased", "LeaseExpired", "AttemptTimedOut"}
@@ -520,6 +550,7 @@ class Chaos:
         self.storms: list[BatchStorm] = []
         self.proxies: list[Partition] = []
         self.not_ready: str | None = None  # the last service services_ready() gave up on
+        self.per_fault: list[dict[str, Any]] = []
 
     @property
     def cluster(self) -> Cluster:
@@ -1003,11 +1034,8 @@ class Chaos:
             fault.detail.setdefault("crashed", []).append(
                 {"service": alias, "exit_code": code, "error": last[0][:400] if last else None})
             log(f"  {alias} exited ({code}); starting it again")
-            service = "scheduler" if alias.startswith("scheduler") else alias
-            if alias == "worker_gateway":
-                await asyncio.to_thread(respawn, self.cluster, alias, service)
-            else:
-                await asyncio.to_thread(self.cluster.spawn, alias, service)
+            # on its port: the balancer (and workers, for the gateway) know it by that
+            await asyncio.to_thread(respawn, self.cluster, alias, service_of(alias))
 
     # -- services and servers ------------------------------------------------------------------
 
@@ -1015,10 +1043,8 @@ class Chaos:
         fault = Fault(f"{alias.replace('worker_gateway', 'gateway')}_kill", time.monotonic())
         self.cluster.kill(alias)
         await asyncio.sleep(1)
-        if alias == "worker_gateway":  # same port: workers know it by its URL
-            await asyncio.to_thread(respawn, self.cluster, alias, alias)
-        else:
-            await asyncio.to_thread(self.cluster.spawn, alias, alias)
+        # same port: workers (and the balancer in front of several instances) know it by it
+        await asyncio.to_thread(respawn, self.cluster, alias, alias)
         restarted = time.monotonic()
         back = await self.rate_back(restarted)
         fault.survived = back is not None and await self.services_ready()
@@ -1041,6 +1067,118 @@ class Chaos:
                         "throughput_back_s": None if back is None else round(back, 2),
                         "outbox_backlog_peak": self.sampler.outbox_peak(fault.started,
                                                                         time.monotonic())}
+        return fault
+
+    async def instance_kill(self) -> Fault:
+        """kill -9 the first instance of every service at once: the other instances carry
+        the load (the balancer sends new connections to them, the surviving schedulers take
+        the shards, the other dispatcher decides). Recovery: throughput back from the kill,
+        with the victims still down; then they are started again on their ports."""
+        fault = Fault("instance_kill", time.monotonic())
+        victims = [s for s in SERVICES if self.cluster.procs[s].poll() is None]
+        for alias in victims:
+            self.cluster.kill(alias)
+        back = await self.rate_back(fault.started, 90)
+        for alias in victims:
+            await asyncio.to_thread(respawn, self.cluster, alias, alias)
+        fault.survived = back is not None and await self.services_ready()
+        fault.detail = {"killed": victims,
+                        "throughput_back_s": None if back is None else round(back, 2),
+                        "recovery_s": None if back is None else round(back, 2)}
+        return fault
+
+    def trio(self) -> KafkaTrio:
+        """The HA profile's three brokers (infra/kafka/cluster.sh, infra/env.sh's ports)."""
+        clients = [int(a.rsplit(":", 1)[1]) for a in KAFKA.split(",")]
+        controllers = [int(p) for p in
+                       os.environ.get("OSTINATO_KAFKA_HA_CONTROLLER_PORTS", "").split(",") if p]
+        return KafkaTrio(state_dir=ROOT / ".cache" / "kafka-ha" if "OSTINATO_KAFKA_HA_DIR"
+                         not in os.environ else Path(os.environ["OSTINATO_KAFKA_HA_DIR"]),
+                         ports=[p for pair in zip(clients, controllers, strict=True)
+                                for p in pair])
+
+    async def kafka_leader(self, name: str, down_for: float) -> Fault:
+        """kill -9 the broker leading the busiest partition of the runs topic, keep it down
+        `down_for` s at least (and until the load is back), start it again and wait until it
+        is back in that partition's in-sync replicas."""
+        trio = self.trio()
+        topic = f"{self.cluster.topic_prefix}ostinato.runs.due"
+        partition, _ = await trio.busiest(topic)
+        victim = (await trio.partitions(topic))[partition]["leader"]
+        fault = Fault(name, time.monotonic())
+        await asyncio.to_thread(trio.kill, victim)
+
+        async def new_leader() -> int:
+            leader = (await trio.partitions(topic))[partition]["leader"]
+            return leader if leader not in (victim, -1) else 0
+
+        leader = await self.until(new_leader, 120)
+        elected = time.monotonic() - fault.started
+        back = await self.rate_back(fault.started, 120)
+        await asyncio.sleep(max(0.0, down_for - (time.monotonic() - fault.started)))
+        down = time.monotonic() - fault.started
+        restarted = time.monotonic()
+        restart_error = None
+        try:  # cluster.sh waits 120 s for every node to answer: a loaded machine may not
+            await asyncio.to_thread(trio.up)
+        except RuntimeError as exc:
+            restart_error = str(exc)[-300:]
+
+        async def in_sync() -> bool:
+            return victim in (await trio.partitions(topic))[partition]["isr"]
+
+        rejoined = await self.until(in_sync, 180)
+        fault.survived = bool(leader) and back is not None and bool(rejoined) \
+            and await self.services_ready(60)
+        recovery = elected if name == "kafka_leader_kill" else back
+        fault.detail = {"broker": victim, "partition": partition, "new_leader": leader,
+                        "new_leader_s": round(elected, 2), "down_s": round(down, 1),
+                        "throughput_back_s": None if back is None else round(back, 2),
+                        "back_in_sync_s": round(time.monotonic() - restarted, 2)
+                        if rejoined else None,
+                        "restart_error": restart_error,
+                        "recovery_s": None if recovery is None else round(recovery, 2)}
+        return fault
+
+    def ha_postgres(self) -> HaPostgres:
+        """The HA profile's pg_auto_failover nodes (infra/postgres/ha-up.sh, infra/env.sh)."""
+        a, b = (int(p) for p in os.environ["OSTINATO_PG_HA_PORTS"].split(","))
+        return HaPostgres(base=Path(os.environ["OSTINATO_PG_HA_DIR"]),
+                          monitor_port=int(os.environ["OSTINATO_PG_HA_MONITOR_PORT"]),
+                          ports=(a, b))
+
+    async def postgres_primary_kill(self) -> Fault:
+        """kill -9 every process of the primary node; the monitor promotes the standby; the
+        services reconnect through the multi-host URL. Then ha-up.sh starts the killed node
+        again (it rejoins as the new primary's standby)."""
+        ha = self.ha_postgres()
+        nodes = await ha.nodes()
+        [primary] = [n for n in nodes.values() if n.reported in PRIMARY_STATES]
+        others = [n for n in nodes.values() if n.name != primary.name]
+        fault = Fault("postgres_primary_kill", time.monotonic())
+        await asyncio.to_thread(ha.kill, primary.name)
+
+        async def promoted() -> bool:
+            try:
+                now = await ha.nodes()
+            except (OSError, asyncpg.PostgresError):
+                return False
+            return any(now[n.name].reported in PRIMARY_STATES for n in others)
+
+        ok = await self.until(promoted, 120)
+        promotion = time.monotonic() - fault.started
+        back = await self.rate_back(fault.started, 120)
+        restart_error = None
+        try:
+            await asyncio.to_thread(ha.up)
+        except Exception as exc:  # reported; the run goes on on one node
+            restart_error = str(exc)[-300:]
+        fault.survived = bool(ok) and back is not None and await self.services_ready(60)
+        fault.detail = {"killed": primary.name, "promoted_s": round(promotion, 2),
+                        "throughput_back_s": None if back is None else round(back, 2),
+                        "restarted_as_standby": restart_error is None,
+                        "restart_error": restart_error,
+                        "recovery_s": None if back is None else round(back, 2)}
         return fault
 
     async def api_kill_under_batch(self) -> Fault:
@@ -1183,7 +1321,7 @@ class Chaos:
         began = time.monotonic()
         log(f"starting services (logs: {self.cluster.log_dir})")
         await self.lab.start(tenant="chaos")
-        for i in range(1, a.schedulers):
+        for i in range(a.instances, a.schedulers):
             await asyncio.to_thread(self.cluster.spawn, f"scheduler-{i + 1}", "scheduler")
         for _ in range(a.workers):
             await self.add_worker()
@@ -1208,7 +1346,11 @@ class Chaos:
             for title, inject in self.plan():
                 log(f"fault: {title}")
                 self.not_ready = None
+                window = (await self.lab.db.now(), len(load.accepted),
+                          sum(len(st.accepted) for st in self.storms))
                 fault = await inject()
+                fault.detail["_window"] = (*window, await self.lab.db.now(), len(load.accepted),
+                                           [j for st in self.storms for j in st.job_ids])
                 if self.not_ready is not None:
                     fault.detail["not_ready"] = self.not_ready
                 await self.supervise(fault)
@@ -1241,9 +1383,41 @@ class Chaos:
             keyed.update(storm.accepted)
             abandoned += storm.abandoned
         keys = await key_check(self.lab.db, keyed, abandoned)
+        self.per_fault = await self.fault_rows(load)
         return self.report(load, verdict, during, began, faults_began, faults_ended,
                            (missing, open_runs), (slots, unaccounted, dup_slots, skipped),
                            (epochs_checked, backwards), keys)
+
+    async def fault_rows(self, load: Load) -> list[dict[str, Any]]:
+        """One row per fault: what went wrong with the work that arrived during it. Lost:
+        jobs accepted in its window (the load's, and its storm's) without a succeeded run;
+        duplicated: their effects applied twice and occurrences made twice; missed: every-1s
+        slots of the recurring jobs inside the window without a run."""
+        ids = load.job_ids
+        recurring = [uuid.UUID(j) for j in self.recurring]
+        rows = []
+        for f in self.faults:
+            t0, n0, s0, t1, n1, storm_ids = f.detail["_window"]
+            window_ids = ids[n0:n1] + storm_ids[s0:]
+            verdict = await verify(self.lab.db, window_ids)
+            missed = int(await self.lab.db.fetchval(
+                "SELECT count(*) FROM unnest($1::uuid[]) AS j(id) CROSS JOIN generate_series("
+                "  date_trunc('second', $2::timestamptz) + interval '1 second', "
+                "  date_trunc('second', $3::timestamptz), interval '1 second') AS s(slot) "
+                "WHERE s.slot >= $4 AND NOT EXISTS (SELECT 1 FROM runs r "
+                "  WHERE r.job_id = j.id AND r.scheduled_for = s.slot)",
+                recurring, t0, t1, self.recurring_start, within=60))
+            twice = int(await self.lab.db.fetchval(
+                "SELECT count(*) FROM (SELECT 1 FROM runs WHERE job_id = ANY($1::uuid[]) "
+                "AND scheduled_for BETWEEN $2 AND $3 GROUP BY job_id, scheduled_for "
+                "HAVING count(*) > 1) d", recurring, t0, t1, within=60))
+            rows.append({
+                "fault": f.kind, "survived": f.survived, "jobs": len(window_ids),
+                "lost": len(set(verdict.jobs_without_run) | set(verdict.jobs_not_succeeded)),
+                "duplicated": len(verdict.duplicate_effect_keys)
+                + len(verdict.duplicate_effect_runs) + verdict.duplicate_occurrences + twice,
+                "missed": missed, "recovery_s": recovery_of(f)})
+        return rows
 
     def plan(self) -> list[tuple[str, Callable[[], Awaitable[Fault]]]]:
         """The faults to inject, in order, after --only / --skip (and --no-kafka)."""
@@ -1263,21 +1437,39 @@ class Chaos:
              lambda: self.service_kill("worker_gateway")),
             ("api_kill_under_batch", f"api kill -9 x{a.api_kills} under batch submission",
              self.api_kill_under_batch),
+            ("instance_kill", "kill -9 the first instance of every service",
+             self.instance_kill),
             ("postgres_restart", "PostgreSQL restart", lambda: self.server_restart("postgres")),
             ("postgres_freeze", f"PostgreSQL SIGSTOP for {a.pg_freeze:g}s",
              lambda: self.server_freeze("postgres")),
             ("kafka_freeze", f"Kafka SIGSTOP for {a.kafka_freeze:g}s",
              lambda: self.server_freeze("kafka")),
             ("kafka_restart", "Kafka restart", lambda: self.server_restart("kafka")),
+            ("kafka_leader_kill", "kill -9 the leader of the busiest runs partition",
+             lambda: self.kafka_leader("kafka_leader_kill", 0)),
+            ("kafka_broker_down", f"a broker down for {a.broker_down:g}s",
+             lambda: self.kafka_leader("kafka_broker_down", a.broker_down)),
+            ("postgres_primary_kill", "kill -9 the PostgreSQL primary",
+             self.postgres_primary_kill),
         ]
         return [(title, inject) for name, title, inject in steps if name in a.selected]
 
     def skipped(self) -> dict[str, str]:
         a = self.args
-        return {name: ("--no-kafka / --quick" if name == "kafka_restart" and a.no_kafka
-                       and a.only is None and name not in a.skip
-                       else "not selected (--only / --skip)")
-                for name in FAULTS if name not in a.selected}
+
+        def why(name: str) -> str:
+            if name in SINGLE_SERVER and a.ha:
+                return "--ha: the single servers' fault"
+            if name in HA_ONLY and not a.ha:
+                return "HA profile only (--ha)"
+            if name == "instance_kill" and a.instances < 2:
+                return "--instances 1"
+            if name == "kafka_restart" and a.no_kafka and a.only is None \
+                    and name not in a.skip:
+                return "--no-kafka / --quick"
+            return "not selected (--only / --skip)"
+
+        return {name: why(name) for name in FAULTS if name not in a.selected}
 
     def report(self, load: Load, verdict: Any, during: float, began: float,
                faults_began: float, faults_ended: float, settled: tuple[int, int],
@@ -1307,6 +1499,10 @@ class Chaos:
         return {
             "scenario": "chaos",
             "quick": self.args.quick,
+            "topology": {"ha": self.args.ha, "instances_of_each_service": self.args.instances,
+                         "kafka": KAFKA, "schedulers": max(self.args.schedulers,
+                                                           self.args.instances)},
+            "per_fault": self.per_fault,
             "load": {"rate_jobs_per_s": self.args.rate, "run_seconds": self.args.run_seconds,
                      "jobs_accepted": len(load.job_ids), "jobs_abandoned": len(load.abandoned),
                      "submit_errors_retried": load.failed_requests,
@@ -1371,6 +1567,40 @@ class Chaos:
             "runtime_s": round(time.monotonic() - began, 1),
             "log_dir": str(self.cluster.log_dir),
         }
+
+
+def recovery_of(f: Fault) -> float | None:
+    """The fault's own recovery measure in seconds (the slowest, where it has several)."""
+    d = f.detail
+
+    def worst(values: Any) -> float | None:
+        found = [float(v) for v in values or [] if v is not None]
+        return round(max(found), 2) if found else None
+
+    if "recovery_s" in d and not isinstance(d["recovery_s"], dict):
+        return d["recovery_s"]
+    by_kind = {
+        "worker_kill": lambda: worst(d.get("_recovery")),
+        "worker_pause": lambda: worst(d.get("_recovery")),
+        "worker_sigterm": lambda: worst([x / 1000 for x in d.get("_queued", [])]),
+        "worker_partition": lambda: worst(d.get("_takeover")),
+        "scheduler_kill": lambda: d.get("failover_s"),
+        "scheduler_pause": lambda: d.get("takeover_s"),
+        "api_kill_under_batch": lambda: worst(d.get("_back")),
+    }
+    return by_kind.get(f.kind, lambda: d.get("throughput_back_s"))()
+
+
+def fault_table(rows: list[dict[str, Any]]) -> str:
+    """The closing table: a row per fault injected."""
+    head = ("fault", "lost", "duplicated", "missed", "recovery s", "survived")
+    body = [(r["fault"], str(r["lost"]), str(r["duplicated"]), str(r["missed"]),
+             "n/a" if r["recovery_s"] is None else f"{r['recovery_s']:g}",
+             "yes" if r["survived"] else "NO") for r in rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([line.format(*head), line.format(*("-" * w for w in widths)),
+                      *(line.format(*b) for b in body)])
 
 
 def table(r: dict[str, Any]) -> str:
@@ -1526,13 +1756,15 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     name = f"ostinato_chaos_{uuid.uuid4().hex[:8]}"
     admin = Db(BASE_URL)
     await admin.execute(f'CREATE DATABASE "{name}"')
-    url = BASE_URL.rpartition("/")[0] + "/" + name
+    # the path replaced, the query kept (the HA URL's target_session_attrs=read-write)
+    url = urlunsplit(urlsplit(BASE_URL)._replace(path=f"/{name}"))
     log_dir = ROOT / ".cache" / "chaos" / time.strftime("%Y%m%d-%H%M%S")
     prefix = f"c{uuid.uuid4().hex[:8]}."
+    ha_env = {"OSTINATO_KAFKA_TENANT_BOOTSTRAP": ""} if args.ha else {}  # PLAINTEXT only
     cluster = Cluster(database_url=url, kafka_bootstrap=KAFKA, topic_prefix=prefix,
-                      log_dir=log_dir,
+                      log_dir=log_dir, instances=args.instances,
                       extra_env={**FAULT_ENV, "OSTINATO_LOG_LEVEL": "warning",
-                                 "OSTINATO_DB_POOL_SIZE": "20"})
+                                 "OSTINATO_DB_POOL_SIZE": "20", **ha_env})
     lab = Lab(cluster=cluster, db=Db(url))
     # SIGTERM (e.g. from make) unwinds like Ctrl-C: the finally blocks stop everything.
     main_task = asyncio.current_task()
@@ -1573,6 +1805,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=64, help="per worker process")
     parser.add_argument("--schedulers", type=int, default=3)
+    parser.add_argument("--instances", type=int, default=2,
+                        help="instances of each service (the api and the gateway behind a "
+                             "balancer)")
+    parser.add_argument("--ha", action=argparse.BooleanOptionalAction,
+                        default=os.environ.get("OSTINATO_HA") == "1",
+                        help="on the HA profile's servers (default: OSTINATO_HA=1, as "
+                             "`make chaos HA=1` sets); its faults instead of the single "
+                             "servers'")
+    parser.add_argument("--broker-down", type=float, default=None,
+                        help="seconds a Kafka broker stays down with --ha (60; --quick: 20)")
     parser.add_argument("--scheduler-kills", type=int, default=3)
     parser.add_argument("--baseline", type=float, default=None, help="seconds of load first")
     parser.add_argument("--settle", type=float, default=None, help="seconds between faults")
@@ -1620,15 +1862,22 @@ def main() -> None:
         args.pg_freeze = 5.0 if args.quick else 20.0
     if args.kafka_freeze is None:
         args.kafka_freeze = 8.0 if args.quick else 30.0
+    if args.broker_down is None:
+        args.broker_down = 20.0 if args.quick else 60.0
     unknown = sorted((set(args.only or []) | set(args.skip)) - set(FAULTS))
     if unknown:
         parser.error(f"unknown fault(s) {', '.join(unknown)}; known: {', '.join(FAULTS)}")
     chosen = args.only if args.only is not None else [
         f for f in FAULTS if not (f == "kafka_restart" and args.no_kafka)]
-    args.selected = [f for f in FAULTS if f in chosen and f not in args.skip]
+    args.selected = [f for f in FAULTS if f in chosen and f not in args.skip
+                     and not (f in SINGLE_SERVER and args.ha)
+                     and not (f in HA_ONLY and not args.ha)
+                     and not (f == "instance_kill" and args.instances < 2)]
     configure_logging("chaos", "warning")
     result = eventloop.run(amain(args))
     print(table(result))
+    print()
+    print(fault_table(result["per_fault"]))
     write_result("chaos", result)
     if failures(result):
         print(f"chaos: FAILED: {'; '.join(failures(result))}", file=sys.stderr)
