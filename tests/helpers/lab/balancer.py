@@ -83,8 +83,14 @@ async def _pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
 
 async def serve(listen: int, backends: list[int]) -> None:
     turn = itertools.cycle(range(len(backends)))
+    open_tasks: set[asyncio.Task[None]] = set()  # held: a pending task only weakly referenced
+    # by its stream protocol may be collected mid-connection
 
     async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            open_tasks.add(task)
+            task.add_done_callback(open_tasks.discard)
         start = next(turn)
         upstream: asyncio.StreamWriter | None = None
         try:

@@ -157,7 +157,7 @@ class Cluster:
         if sig == signal.SIGKILL:
             proc.wait(timeout=10)
 
-    def wait_ready(self, name: str, seconds: float = 180) -> None:
+    def wait_ready(self, name: str, seconds: float = 300) -> None:
         """Until its /readyz answers 200; a give-up deadline only (the api's imports and app
         alone take seconds of CPU, minutes on a machine loaded tenfold past its cores)."""
         deadline = time.monotonic() + seconds

@@ -78,7 +78,7 @@ class WorkerProc:
         log.close()
         return self
 
-    def wait_ready(self, seconds: float = 30) -> WorkerProc:
+    def wait_ready(self, seconds: float = 120) -> WorkerProc:
         deadline = time.monotonic() + seconds
         marker = f"worker_proc ready {self.name}".encode()
         while time.monotonic() < deadline:
