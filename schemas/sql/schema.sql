@@ -734,7 +734,8 @@ CREATE TABLE public.runs (
     pinned boolean DEFAULT false NOT NULL,
     payload_version integer,
     stuck_version integer,
-    completion_overdue boolean DEFAULT false NOT NULL
+    completion_overdue boolean DEFAULT false NOT NULL,
+    workflow_id text
 )
 WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_cost_delay='0');
 
@@ -1532,6 +1533,18 @@ CREATE INDEX runs_waiting ON public.runs USING btree (state, updated_at) WHERE (
 --
 
 CREATE INDEX runs_wake ON public.runs USING btree (LEAST(wake_at, deadline_at)) WHERE ((state = 'suspended'::text) AND ((wake_at IS NOT NULL) OR (deadline_at IS NOT NULL)));
+
+--
+-- Name: runs_workflow_id; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_workflow_id ON public.runs USING btree (tenant_id, workflow_id, scheduled_at DESC) WHERE (workflow_id IS NOT NULL);
+
+--
+-- Name: runs_workflow_id_running; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX runs_workflow_id_running ON public.runs USING btree (tenant_id, task, workflow_id) WHERE ((workflow_id IS NOT NULL) AND (state <> ALL (ARRAY['succeeded'::text, 'dead_lettered'::text, 'cancelled'::text])));
 
 --
 -- Name: workers_seen; Type: INDEX; Schema: public; Owner: -

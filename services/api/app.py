@@ -43,6 +43,7 @@ from services.api import (
     tasks,
     ui,
     usage,
+    workflow_ids,
     workflows,
 )
 from services.api.ratelimit import KeyRateLimits, Rate
@@ -88,6 +89,7 @@ def create_app(service: Service, store: EventStore,
             *audit.ROUTES,
             *operations.ROUTES,
             *search_attributes.ROUTES,
+            *workflow_ids.ROUTES,
             *dags.ROUTES,
             *alert_sinks.ROUTES,
             *job_health.ROUTES,

@@ -276,6 +276,10 @@ class RunScheduled(Event, tag="RunScheduled"):
     dag_run_id: uuid.UUID | None = None  # a DAG node's run (trigger "dag"): its DAG run
     dag_node: str | None = None  # ... and its node key
     attributes: dict[str, Any] | None = None  # searchable attributes, as stored (its job's)
+    # The user's id for a workflow run (signal-with-start, `ostinato.runs.workflow_ids`): unique
+    # per tenant and task while the run is not final. None: started without one (a release
+    # before it reads the event and ignores the field).
+    workflow_id: str | None = None
 
 
 class RunAmended(Event, tag="RunAmended"):

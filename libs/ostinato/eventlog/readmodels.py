@@ -123,6 +123,7 @@ def _run_scheduled(r: RecordedEvent, e: ev.RunScheduled) -> tuple[str, Args]:
         e.scheduled_for, r.occurred_at, r.version, e.trigger, e.due_at, r.traceparent,
         _json_or_none(e.retry), e.timeout_seconds, e.queue_wait_seconds, e.on_queue_wait,
         e.replay_of, e.concurrency_key, e.resource, e.parent_run_id, e.payload_version,
+        e.workflow_id,
     )
 
 

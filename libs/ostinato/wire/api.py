@@ -351,6 +351,41 @@ class SignalAccepted(msgspec.Struct, kw_only=True):
     created: bool  # False: this idempotency key was used before; nothing new was recorded
 
 
+class WorkflowStartRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Start a workflow run under the caller's own id (`POST /v1/workflows/{task}/{id}/start`):
+    `id_reuse_policy` says whether an id whose earlier run ended may be used again
+    (docs/WORKFLOWS.md, "Workflow ids and signal-with-start")."""
+
+    payload: Any = None
+    pool: PoolName = "default"
+    id_reuse_policy: str = "allow_duplicate"
+    idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+
+
+class SignalWithStartRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Signal the running run of a workflow id, starting it with `payload` first if none runs
+    (`POST /v1/workflows/{task}/{id}/signal-with-start`)."""
+
+    signal: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+    signal_payload: Any = None
+    payload: Any = None  # the start's payload, used only when a run is started
+    pool: PoolName = "default"
+    id_reuse_policy: str = "allow_duplicate"
+    idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+
+
+class WorkflowStarted(msgspec.Struct, kw_only=True):
+    """The run a workflow id names; `started`: this call made it; `signal_id`/`delivered`: the
+    signal recorded for it (signal-with-start only)."""
+
+    run_id: uuid.UUID
+    workflow_id: str
+    task: str
+    started: bool
+    signal_id: uuid.UUID | None = None
+    delivered: bool = False
+
+
 class UpdateRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """An update to a running workflow (`POST /v1/runs/{id}/updates`): the workflow's handler
     for `name` answers it; the same `idempotency_key` names the same update (and answer)."""

@@ -173,19 +173,20 @@ UPDATE jobs SET status = 'deleted', next_run_at = NULL, updated_at = $2, version
 INSERT INTO runs (id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, state,
                   attempt, fencing_token, scheduled_at, updated_at, version, trigger, due_at,
                   traceparent, retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait,
-                  replay_of, concurrency_key, resource, parent_run_id, payload_version)
+                  replay_of, concurrency_key, resource, parent_run_id, payload_version,
+                  workflow_id)
 SELECT id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, 'scheduled', 0, 0,
        occurred_at, occurred_at, version, trigger, coalesce(due_at, scheduled_for), traceparent,
        retry_policy::json, timeout_seconds, queue_wait_seconds, on_queue_wait, replay_of,
-       concurrency_key, resource, parent_run_id, payload_version
+       concurrency_key, resource, parent_run_id, payload_version, workflow_id
 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::uuid[],
             $8::timestamptz[], $9::timestamptz[], $10::int[], $11::text[], $12::timestamptz[],
             $13::text[], $14::text[], $15::float8[], $16::float8[], $17::text[], $18::uuid[],
-            $19::text[], $20::text[], $21::uuid[], $22::int[])
+            $19::text[], $20::text[], $21::uuid[], $22::int[], $23::text[])
      AS r(id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, occurred_at,
           version, trigger, due_at, traceparent, retry_policy, timeout_seconds,
           queue_wait_seconds, on_queue_wait, replay_of, concurrency_key, resource,
-          parent_run_id, payload_version);
+          parent_run_id, payload_version, workflow_id);
 
 -- name: project_run_queued
 -- RunQueued (columnar)

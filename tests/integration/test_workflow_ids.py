@@ -1,0 +1,115 @@
+"""Workflow ids and signal-with-start (issue 40 item 3): a run started under the caller's own
+id, signalled by the id (started first when none runs), the id reuse policies after it ends,
+one run for concurrent calls, tenants apart, bad input refused."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from ostinato.sdk import WorkflowContext, workflow
+from tests.helpers.api import assert_problem, auth
+from tests.helpers.integration import dispatch, new_tenant
+from tests.helpers.workflows import work_until
+
+pytestmark = pytest.mark.integration
+
+
+def collector() -> Any:
+    @workflow("carts.collect")
+    async def collect(ctx: WorkflowContext, payload: Any) -> list[Any]:
+        first = await ctx.wait_for_signal("item")
+        second = await ctx.wait_for_signal("item")
+        return [payload, first, second]
+
+    return collect
+
+
+def _sws(client: httpx.AsyncClient, key: str, wid: str, item: Any, **body: Any) -> Any:
+    return client.post(f"/v1/workflows/carts.collect/{wid}/signal-with-start",
+                       json={"signal": "item", "signal_payload": item, **body},
+                       headers=auth(key))
+
+
+async def test_signal_with_start_starts_then_signals_the_same_run_and_policies_after_it_ends(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient, client: httpx.AsyncClient) -> None:
+    tenant_id, key = await new_tenant(pool)
+    wf = collector()
+    r = await _sws(client, key, "cart-7", "apple", payload="start")
+    assert r.status_code == 201, r.text
+    first = r.json()
+    assert first["started"] is True and first["workflow_id"] == "cart-7"
+    run_id = first["run_id"]
+    # a second start while it runs is a 409 naming the run
+    r = await client.post("/v1/workflows/carts.collect/cart-7/start", json={},
+                          headers=auth(key))
+    assert_problem(r, 409)
+    assert run_id in r.text
+    assert await dispatch(pool) == 1
+    await work_until(pool, gateway, key, wf, tenant_id, run_id, "suspended")
+    r = await _sws(client, key, "cart-7", "pear", payload="ignored")
+    assert r.status_code == 200, r.text
+    assert r.json()["run_id"] == run_id and r.json()["started"] is False
+    await dispatch(pool)
+    await work_until(pool, gateway, key, wf, tenant_id, run_id, "succeeded")
+    out = (await client.get(f"/v1/runs/{run_id}/result", headers=auth(key))).json()
+    assert out["output"] == ["start", "apple", "pear"]
+    assert await pool.fetchval("SELECT count(*) FROM runs WHERE workflow_id = 'cart-7'") == 1
+
+    # after it ended (succeeded): each policy's answer
+    assert_problem(await _sws(client, key, "cart-7", "x", id_reuse_policy="reject_duplicate"),
+                   409)
+    assert_problem(await _sws(client, key, "cart-7", "x",
+                              id_reuse_policy="allow_duplicate_failed_only"), 409)
+    r = await _sws(client, key, "cart-7", "x", id_reuse_policy="allow_duplicate")
+    assert r.status_code == 201 and r.json()["run_id"] != run_id
+
+
+async def test_two_concurrent_calls_start_one_run_and_the_same_key_answers_the_same(
+        pool: asyncpg.Pool, client: httpx.AsyncClient) -> None:
+    _, key = await new_tenant(pool)
+    answers = await asyncio.gather(*[_sws(client, key, "race", i) for i in range(6)])
+    assert all(a.status_code in (200, 201) for a in answers), [a.text for a in answers]
+    assert len({a.json()["run_id"] for a in answers}) == 1
+    assert sorted(a.json()["started"] for a in answers) == [False] * 5 + [True]
+    count = await pool.fetchval("SELECT count(*) FROM runs WHERE workflow_id = 'race'")
+    assert count == 1
+    body = {"payload": 1, "idempotency_key": "k1"}
+    a = await client.post("/v1/workflows/carts.collect/keyed/start", json=body,
+                          headers=auth(key))
+    b = await client.post("/v1/workflows/carts.collect/keyed/start", json=body,
+                          headers=auth(key))
+    assert a.status_code == 201 and b.status_code == 200, b.text
+    assert a.json()["run_id"] == b.json()["run_id"]
+
+
+async def test_the_same_workflow_id_in_two_tenants_names_two_runs(
+        pool: asyncpg.Pool, client: httpx.AsyncClient) -> None:
+    _, key_a = await new_tenant(pool)
+    _, key_b = await new_tenant(pool)
+    a = await _sws(client, key_a, "shared", 1)
+    b = await _sws(client, key_b, "shared", 2)
+    assert a.status_code == 201 and b.status_code == 201
+    assert a.json()["run_id"] != b.json()["run_id"]
+    assert_problem(await client.get(f"/v1/runs/{a.json()['run_id']}", headers=auth(key_b)),
+                   404)
+
+
+async def test_bad_input_is_refused_and_changes_nothing(
+        pool: asyncpg.Pool, client: httpx.AsyncClient) -> None:
+    _, key = await new_tenant(pool)
+    assert_problem(await _sws(client, key, "x" * 201, 1), 422)
+    assert_problem(await _sws(client, key, "ok", 1, id_reuse_policy="terminate"), 422)
+    r = await client.post("/v1/workflows/dag:abc/ok/signal-with-start",
+                          json={"signal": "item"}, headers=auth(key))
+    assert_problem(r, 422)
+    r = await client.post("/v1/workflows/carts.collect//signal-with-start",
+                          json={"signal": "item"}, headers=auth(key))
+    assert 400 <= r.status_code < 500
+    assert_problem(await client.post("/v1/workflows/carts.collect/ok/signal-with-start",
+                                      json={"signal": ""}, headers=auth(key)), 422)
+    assert await pool.fetchval("SELECT count(*) FROM runs WHERE workflow_id IS NOT NULL") == 0
