@@ -11,9 +11,14 @@ import asyncpg
 import httpx
 import pytest
 
+from ostinato.client import ApiError, AsyncClient, Client
+from ostinato.runtime.ops import HttpServer
+from ostinato.runtime.service import Service
+from ostinato.runtime.settings import Settings
 from ostinato.sdk import WorkflowContext, workflow
-from tests.helpers.api import assert_problem, auth
-from tests.helpers.integration import dispatch, new_tenant
+from services.api.app import create_app
+from tests.helpers.api import ADMIN, assert_problem, auth
+from tests.helpers.integration import dispatch, new_tenant, store
 from tests.helpers.workflows import work_until
 
 pytestmark = pytest.mark.integration
@@ -113,3 +118,31 @@ async def test_bad_input_is_refused_and_changes_nothing(
     assert_problem(await client.post("/v1/workflows/carts.collect/ok/signal-with-start",
                                       json={"signal": ""}, headers=auth(key)), 422)
     assert await pool.fetchval("SELECT count(*) FROM runs WHERE workflow_id IS NOT NULL") == 0
+
+
+async def test_the_clients_start_and_signal_with_start_by_workflow_id(
+        pool: asyncpg.Pool, db_url: str) -> None:
+    _, key = await new_tenant(pool)
+    service = Service("api", Settings(database_url=db_url, admin_key=ADMIN))
+    service.pool = pool
+    server = HttpServer(create_app(service, store()), "127.0.0.1", 0)
+    await server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}"
+        async with AsyncClient(url, key) as client:
+            first = await client.runs.signal_with_start("carts.collect", "c-1", "item", "a",
+                                                        payload="p")
+            again = await client.runs.signal_with_start("carts.collect", "c-1", "item", "b")
+            assert first.started and not again.started and first.run_id == again.run_id
+            with pytest.raises(ApiError) as refused:
+                await client.runs.start_workflow("carts.collect", "c-1")
+            assert refused.value.status == 409
+
+        def sync_calls() -> Any:
+            with Client(url, key) as sync:
+                return sync.runs.start_workflow("carts.collect", "c-2", {"n": 1})
+
+        started = await asyncio.to_thread(sync_calls)
+        assert started.started and started.workflow_id == "c-2"
+    finally:
+        await server.stop()

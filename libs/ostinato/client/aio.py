@@ -235,6 +235,25 @@ class Runs(_Resource):
         job = await self._c.send(c.start_run(task, payload, fields))
         return AsyncRunHandle(self._c.send, job.next_run_id or job.id, job.id)
 
+    async def start_workflow(self, task: str, workflow_id: str, payload: Any = None, *,
+                             id_reuse_policy: str = "allow_duplicate",
+                             idempotency_key: str | None = None) -> m.WorkflowStarted:
+        """A run of `task` under your own `workflow_id` (409 while one with it runs; an ended
+        one's id is reused per `id_reuse_policy`: docs/WORKFLOWS.md)."""
+        return await self._c.send(c.start_workflow(task, workflow_id, {
+            "payload": payload, "id_reuse_policy": id_reuse_policy,
+            "idempotency_key": idempotency_key}))
+
+    async def signal_with_start(self, task: str, workflow_id: str, signal: str,
+                                signal_payload: Any = None, *, payload: Any = None,
+                                id_reuse_policy: str = "allow_duplicate",
+                                idempotency_key: str | None = None) -> m.WorkflowStarted:
+        """Signal the running run of `workflow_id`, starting it with `payload` first if none
+        runs (`started` says which); two concurrent calls start one run."""
+        return await self._c.send(c.start_workflow(task, workflow_id, {
+            "signal": signal, "signal_payload": signal_payload, "payload": payload,
+            "id_reuse_policy": id_reuse_policy, "idempotency_key": idempotency_key}))
+
     def get_handle(self, run_id: Id) -> AsyncRunHandle:
         """A handle on any run (task, workflow or DAG run) by id."""
         return AsyncRunHandle(self._c.send, run_id)

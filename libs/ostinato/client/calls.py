@@ -289,6 +289,16 @@ def start_run(task: str, payload: Any, fields: Mapping[str, Any]) -> Call[m.JobV
     return create_job(None, {"name": task, "task": task, "payload": payload, **fields})
 
 
+def start_workflow(task: str, workflow_id: str, body: Mapping[str, Any]) -> Call[m.WorkflowStarted]:
+    """A workflow run under the caller's id (POST /v1/workflows/{task}/{id}/start), or with
+    `signal` in `body` signal-with-start; keyed (a new key unless given), so a retry is one
+    call."""
+    route = "signal-with-start" if "signal" in body else "start"
+    keyed = {**body, "idempotency_key": body.get("idempotency_key") or new_key()}
+    return Call("POST", f"/v1/workflows/{_seg(task)}/{_seg(workflow_id)}/{route}",
+                m.WorkflowStarted, body=_json(keyed), idempotent=True)
+
+
 class RunShown(m.RunView, kw_only=True):
     """`GET /v1/runs/{id}` read so that an API which does not show runs' payloads (older than
     the pre-deploy check) is told apart from a null payload: `payload` is UNSET then."""
