@@ -47,6 +47,7 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.stores", "runs.sql"),
     ("ostinato.stores", "jobs.sql"),
     ("ostinato.stores", "job_edits.sql"),
+    ("ostinato.stores", "attributes.sql"),
     ("ostinato.stores", "dead_letters.sql"),
     ("ostinato.stores", "calendars.sql"),
     ("ostinato.stores", "limits.sql"),
