@@ -1,9 +1,13 @@
 """The five services on a fresh database, for end-to-end tests: one helper instead of a copy
-per test module."""
+per test module. Each service runs as two instances (issue 39: no test passes only because one
+process held everything in memory); clients reach the api and workers the gateway through a
+balancer in front of both. OSTINATO_E2E_INSTANCES=1 runs one of each (faster on a small
+machine; the suite's default is 2)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,6 +28,8 @@ from tests.helpers.env import (
 )
 from tests.helpers.lab.cluster import Cluster
 
+E2E_INSTANCES = int(os.environ.get("OSTINATO_E2E_INSTANCES", "2"))
+
 
 async def connected_roles(name: str) -> set[str]:
     """The roles connected to database `name` (other than the connection asking)."""
@@ -40,14 +46,16 @@ async def connected_roles(name: str) -> set[str]:
 async def running_cluster(template_db: str, topic_prefix: str, log_dir: Path, *,
                           env: Mapping[str, str] | None = None,
                           service_env: Mapping[str, dict[str, str]] | None = None,
-                          clean_exit: bool = True) -> AsyncIterator[Cluster]:
-    """Start the services on a database cloned from the template; afterwards stop them, check
-    that the dispatch slots followed every run (as after every integration test), drop the
-    database, and (`clean_exit`) require every service to have exited with 0."""
+                          clean_exit: bool = True,
+                          instances: int = E2E_INSTANCES) -> AsyncIterator[Cluster]:
+    """Start the services (`instances` of each) on a database cloned from the template;
+    afterwards stop them, check that the dispatch slots followed every run (as after every
+    integration test), drop the database, and (`clean_exit`) require every service to have
+    exited with 0."""
     name = await fresh_database(template_db)
     cluster = Cluster(database_url=app_url_for(name), kafka_bootstrap=KAFKA_BOOTSTRAP,
                       topic_prefix=topic_prefix, log_dir=log_dir, extra_env=dict(env or {}),
-                      service_env=dict(service_env or {}))
+                      service_env=dict(service_env or {}), instances=instances)
     try:
         await asyncio.to_thread(cluster.start)
         assert await connected_roles(name) == {urlsplit(APP_URL).username}  # never the owner
