@@ -677,6 +677,19 @@ CREATE TABLE public.run_steps_set_aside (
 );
 
 --
+-- Name: run_workflow_ids; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_workflow_ids (
+    run_id uuid NOT NULL,
+    tenant_id uuid NOT NULL,
+    task text NOT NULL,
+    workflow_id text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    seq bigint NOT NULL
+);
+
+--
 -- Name: runs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -734,8 +747,7 @@ CREATE TABLE public.runs (
     pinned boolean DEFAULT false NOT NULL,
     payload_version integer,
     stuck_version integer,
-    completion_overdue boolean DEFAULT false NOT NULL,
-    workflow_id text
+    completion_overdue boolean DEFAULT false NOT NULL
 )
 WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_cost_delay='0');
 
@@ -1152,6 +1164,13 @@ ALTER TABLE ONLY public.run_steps_set_aside
     ADD CONSTRAINT run_steps_set_aside_pkey PRIMARY KEY (run_id, set_aside_version, seq);
 
 --
+-- Name: run_workflow_ids run_workflow_ids_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_workflow_ids
+    ADD CONSTRAINT run_workflow_ids_pkey PRIMARY KEY (run_id);
+
+--
 -- Name: runs runs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1439,6 +1458,18 @@ CREATE INDEX run_steps_replies ON public.run_steps USING btree (run_id, name) WH
 CREATE INDEX run_steps_state ON public.run_steps USING btree (run_id, name, seq DESC) WHERE ("left"(name, 4) = 'set:'::text);
 
 --
+-- Name: run_workflow_ids_by_id; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX run_workflow_ids_by_id ON public.run_workflow_ids USING btree (tenant_id, task, workflow_id, seq DESC);
+
+--
+-- Name: run_workflow_ids_by_tenant; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX run_workflow_ids_by_tenant ON public.run_workflow_ids USING btree (tenant_id, workflow_id, seq DESC);
+
+--
 -- Name: runs_children; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1533,18 +1564,6 @@ CREATE INDEX runs_waiting ON public.runs USING btree (state, updated_at) WHERE (
 --
 
 CREATE INDEX runs_wake ON public.runs USING btree (LEAST(wake_at, deadline_at)) WHERE ((state = 'suspended'::text) AND ((wake_at IS NOT NULL) OR (deadline_at IS NOT NULL)));
-
---
--- Name: runs_workflow_id; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX runs_workflow_id ON public.runs USING btree (tenant_id, workflow_id, scheduled_at DESC) WHERE (workflow_id IS NOT NULL);
-
---
--- Name: runs_workflow_id_running; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE UNIQUE INDEX runs_workflow_id_running ON public.runs USING btree (tenant_id, task, workflow_id) WHERE ((workflow_id IS NOT NULL) AND (state <> ALL (ARRAY['succeeded'::text, 'dead_lettered'::text, 'cancelled'::text])));
 
 --
 -- Name: workers_seen; Type: INDEX; Schema: public; Owner: -

@@ -3,8 +3,8 @@ signal-with-start, over `ostinato.runs.workflow_ids`.
 
 Their own routes under /v1/workflows/{task}/{workflow_id}, not a field of POST /v1/jobs: the id
 names a run (as Temporal's workflow id does), the run is made in the request's transaction
-(not by the scheduler's next poll) so the unique index answers at once and the response names
-the run, and the job route keeps its one meaning (a job, run by the scheduler)."""
+(not by the scheduler's next poll) under the id's advisory lock, so the response names the
+run, and the job route keeps its one meaning (a job, run by the scheduler)."""
 
 from __future__ import annotations
 

@@ -115,3 +115,61 @@ def refusals(name: str, sql: str) -> list[str]:
     if contract_reason(sql):
         return []
     return [f"{name}: {op}" for op in contract_operations(sql)]
+
+
+# A positional read (`SELECT *` or `SELECT t.*` into a row type, libs/ostinato/stores/rows.py)
+# takes every column the table has, so a column added under a running release shifts or
+# overflows its rows: `added_to_star_tables` finds the tables the previous release reads so.
+# Queries named `snapshot_*` (the rebuild-equality check reads them into dicts) are left out.
+_NAMED = re.compile(r"^--\s*name:\s*(\S+)", re.M)
+_STAR = re.compile(r"\bSELECT\s+(?:DISTINCT\s+)?(?:(\w+)\.)?\*\s*(?:,[^;]*?)?\bFROM\b(.*?)"
+                   r"(?:\bWHERE\b|\bORDER\b|\bGROUP\b|\bLIMIT\b|\bUNION\b|;|\)|$)", re.I | re.S)
+_FROM_ITEM = re.compile(r"(?:\bFROM|\bJOIN|,)\s+(?:ONLY\s+)?([\w.\"]+)(?:\s+(?:AS\s+)?(\w+))?",
+                        re.I)
+_NOT_ALIAS = {"on", "where", "join", "left", "right", "inner", "cross", "full", "using",
+              "order", "group", "limit", "for", "natural", "lateral"}
+
+
+def star_read_tables(sql: str) -> set[str]:
+    """The tables `sql` (a query file) reads with `SELECT *` or `SELECT alias.*`, outside
+    queries named `snapshot_*`."""
+    parts = _NAMED.split(sql)
+    chunks = [parts[0]] + [body for name, body in zip(parts[1::2], parts[2::2], strict=True)
+                           if not name.startswith("snapshot_")]
+    tables: set[str] = set()
+    for chunk in chunks:
+        code = code_of(chunk)
+        for m in _STAR.finditer(code):
+            alias, source = m.group(1), "FROM " + m.group(2)
+            items = [(_bare(t), (a or "").lower()) for t, a in _FROM_ITEM.findall(source)]
+            items = [(t, a if a not in _NOT_ALIAS else "") for t, a in items
+                     if t not in _NOT_ALIAS and t != "("]
+            if alias is None:
+                tables.update(t for t, _ in items)
+            else:
+                tables.update(t for t, a in items if alias.lower() in (a, t))
+    return tables
+
+
+def added_columns(sql: str) -> list[tuple[str, str]]:
+    """Every (table, column) that `sql` (a migration) adds with ALTER TABLE ... ADD COLUMN."""
+    found = []
+    for stmt in (s.strip() for s in code_of(sql).split(";")):
+        flat = " ".join(stmt.split())
+        altered = _ALTER_TABLE.match(flat)
+        if not altered:
+            continue
+        for m in _ADD_COLUMN.finditer(flat):
+            if _bare(m.group(1)) != "constraint":
+                found.append((_bare(altered.group(1)), _bare(m.group(1))))
+    return found
+
+
+def added_to_star_tables(name: str, sql: str, star_tables: set[str]) -> list[str]:
+    """A column migration `name` adds to a table the previous release reads with `SELECT *`
+    (`star_tables`): refused unless the migration is marked `-- contract: <reason>`."""
+    if contract_reason(sql):
+        return []
+    return [f"{name}: ADD COLUMN {col} on {table}, which the previous release reads with "
+            "SELECT * into a positional row (put it in a table of its own)"
+            for table, col in added_columns(sql) if table in star_tables]

@@ -12,6 +12,8 @@ import httpx
 import pytest
 
 from ostinato.client import ApiError, AsyncClient, Client
+from ostinato.eventlog.readmodels import snapshot
+from ostinato.eventlog.rebuild import rebuild
 from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service
 from ostinato.runtime.settings import Settings
@@ -63,7 +65,8 @@ async def test_signal_with_start_starts_then_signals_the_same_run_and_policies_a
     await work_until(pool, gateway, key, wf, tenant_id, run_id, "succeeded")
     out = (await client.get(f"/v1/runs/{run_id}/result", headers=auth(key))).json()
     assert out["output"] == ["start", "apple", "pear"]
-    assert await pool.fetchval("SELECT count(*) FROM runs WHERE workflow_id = 'cart-7'") == 1
+    assert await pool.fetchval(
+        "SELECT count(*) FROM run_workflow_ids WHERE workflow_id = 'cart-7'") == 1
 
     # after it ended (succeeded): each policy's answer
     assert_problem(await _sws(client, key, "cart-7", "x", id_reuse_policy="reject_duplicate"),
@@ -81,8 +84,8 @@ async def test_two_concurrent_calls_start_one_run_and_the_same_key_answers_the_s
     assert all(a.status_code in (200, 201) for a in answers), [a.text for a in answers]
     assert len({a.json()["run_id"] for a in answers}) == 1
     assert sorted(a.json()["started"] for a in answers) == [False] * 5 + [True]
-    count = await pool.fetchval("SELECT count(*) FROM runs WHERE workflow_id = 'race'")
-    assert count == 1
+    assert await pool.fetchval(
+        "SELECT count(*) FROM run_workflow_ids WHERE workflow_id = 'race'") == 1
     body = {"payload": 1, "idempotency_key": "k1"}
     a = await client.post("/v1/workflows/carts.collect/keyed/start", json=body,
                           headers=auth(key))
@@ -90,6 +93,36 @@ async def test_two_concurrent_calls_start_one_run_and_the_same_key_answers_the_s
                           headers=auth(key))
     assert a.status_code == 201 and b.status_code == 200, b.text
     assert a.json()["run_id"] == b.json()["run_id"]
+
+
+async def test_a_dead_lettered_run_reopened_while_its_id_runs_again_is_no_5xx(
+        pool: asyncpg.Pool, client: httpx.AsyncClient) -> None:
+    """G2's question: with the id in a side table there is no unique index for a reopen to hit.
+    The old run is reopened (200); the id then names two running runs and goes to the newest;
+    a rebuild of the read models gives the same run_workflow_ids rows."""
+    _, key = await new_tenant(pool)
+    start = "/v1/workflows/carts.collect/again/start"
+    old = (await client.post(start, json={}, headers=auth(key))).json()["run_id"]
+    r = await client.post(f"/v1/runs/{old}/fail", json={"reason": "test: give up on it"},
+                          headers=auth(key))
+    assert r.status_code == 200 and r.json()["state"] == "dead_lettered", r.text
+    r = await client.post(start, json={}, headers=auth(key))
+    assert r.status_code == 201, r.text
+    new = r.json()["run_id"]
+    r = await client.post(f"/v1/runs/{old}/steps/0/retry", json={"reason": "test: reopen it"},
+                          headers=auth(key))
+    assert r.status_code == 200, r.text
+    assert r.json()["state"] not in ("dead_lettered", "succeeded", "cancelled")
+    r = await _sws(client, key, "again", "x")
+    assert r.status_code == 200 and r.json()["run_id"] == new, r.text
+    r = await client.post(start, json={}, headers=auth(key))
+    assert_problem(r, 409)
+    assert new in r.text
+    async with pool.acquire() as conn:
+        live = await snapshot(conn)
+        assert len([m for m in live["run_workflow_ids"] if m["workflow_id"] == "again"]) == 2
+        await rebuild(conn)
+        assert await snapshot(conn) == live
 
 
 async def test_the_same_workflow_id_in_two_tenants_names_two_runs(
@@ -117,7 +150,7 @@ async def test_bad_input_is_refused_and_changes_nothing(
     assert 400 <= r.status_code < 500
     assert_problem(await client.post("/v1/workflows/carts.collect/ok/signal-with-start",
                                       json={"signal": ""}, headers=auth(key)), 422)
-    assert await pool.fetchval("SELECT count(*) FROM runs WHERE workflow_id IS NOT NULL") == 0
+    assert await pool.fetchval("SELECT count(*) FROM run_workflow_ids") == 0
 
 
 async def test_the_clients_start_and_signal_with_start_by_workflow_id(

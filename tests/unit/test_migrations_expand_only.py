@@ -10,7 +10,13 @@ import pytest
 
 from ostinato.db.migrate import MIGRATIONS_DIR, discover
 from tests.helpers.compat import MIGRATIONS, git, previous_commit, previous_migrations
-from tests.helpers.migration_rules import contract_operations, contract_reason, refusals
+from tests.helpers.migration_rules import (
+    added_to_star_tables,
+    contract_operations,
+    contract_reason,
+    refusals,
+    star_read_tables,
+)
 
 CONTRACT = {
     "drop column": "ALTER TABLE runs DROP COLUMN last_error;",
@@ -76,6 +82,50 @@ def test_migrations_since_the_previous_release_only_expand() -> None:
     assert not wrong, ("contract steps in migrations newer than the previous release "
                        "(docs/UPGRADES.md: expand now, contract a release later, marked "
                        f"'-- contract: <reason>'): {wrong}")
+
+
+STAR_READS = {
+    "select star": ("SELECT * FROM runs WHERE id = $1;", {"runs"}),
+    "an alias's star": ("SELECT r.* FROM run_attributes a JOIN runs r ON r.id = a.run_id;",
+                        {"runs"}),
+    "named columns": ("SELECT id, state FROM runs WHERE id = $1;", set()),
+    "a count": ("SELECT count(*) FROM jobs;", set()),
+    "a snapshot (read into dicts)": ("-- name: snapshot_jobs\nSELECT * FROM jobs ORDER BY id;",
+                                     set()),
+}
+
+
+@pytest.mark.parametrize(("sql", "tables"), STAR_READS.values(), ids=STAR_READS.keys())
+def test_the_tables_a_query_file_reads_with_select_star(sql: str, tables: set[str]) -> None:
+    assert star_read_tables(sql) == tables
+
+
+def test_a_column_added_to_a_table_read_with_select_star_is_refused_unless_marked() -> None:
+    sql = "ALTER TABLE runs ADD COLUMN IF NOT EXISTS workflow_id text;"
+    assert added_to_star_tables("0099_x.sql", sql, {"runs"})
+    assert added_to_star_tables("0099_x.sql", sql, {"jobs"}) == []
+    assert added_to_star_tables("0099_x.sql", "CREATE TABLE run_x (run_id uuid);", {"runs"}) == []
+    marked = f"-- contract: no running release reads runs with SELECT * any more\n{sql}"
+    assert added_to_star_tables("0099_x.sql", marked, {"runs"}) == []
+
+
+def _previous_star_tables(commit: str) -> set[str]:
+    """The tables the previous release's query files read with `SELECT *`."""
+    files = [f for f in git("ls-tree", "-r", "--name-only", commit).split()
+             if f.endswith(".sql") and not f.startswith("schemas/")]
+    return {t for f in files for t in star_read_tables(git("show", f"{commit}:{f}"))}
+
+
+def test_no_column_is_added_to_a_table_the_previous_release_reads_with_select_star() -> None:
+    commit = previous_commit()
+    released = previous_migrations(commit)
+    star = _previous_star_tables(commit)
+    assert "runs" in star  # the reader finds what it is for (stores/sql/runs.sql)
+    newer = [path for _, path in discover() if path.name > released[-1]]
+    wrong = [r for path in newer
+             for r in added_to_star_tables(path.name, path.read_text(), star)]
+    assert not wrong, ("columns added to tables the previous release reads with SELECT * into "
+                       f"positional rows (docs/UPGRADES.md): {wrong}")
 
 
 def test_the_previous_releases_migrations_are_unchanged() -> None:

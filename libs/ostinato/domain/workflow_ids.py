@@ -1,7 +1,7 @@
 """Workflow ids and their reuse policy (signal-with-start, issue 40 item 3): the pure decision
 whether a start by workflow id may make a new run, given what that id already names. Mirrors
-Temporal's WorkflowIdReusePolicy; whatever the policy, a second running run with the same id
-is never made (the partial unique index `runs_workflow_id_running` is the backstop)."""
+Temporal's WorkflowIdReusePolicy; whatever the policy, a start never makes a second running run
+with the same id (decided under an advisory lock in `ostinato.runs.workflow_ids`)."""
 
 from __future__ import annotations
 

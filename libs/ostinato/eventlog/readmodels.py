@@ -123,7 +123,6 @@ def _run_scheduled(r: RecordedEvent, e: ev.RunScheduled) -> tuple[str, Args]:
         e.scheduled_for, r.occurred_at, r.version, e.trigger, e.due_at, r.traceparent,
         _json_or_none(e.retry), e.timeout_seconds, e.queue_wait_seconds, e.on_queue_wait,
         e.replay_of, e.concurrency_key, e.resource, e.parent_run_id, e.payload_version,
-        e.workflow_id,
     )
 
 
@@ -505,9 +504,22 @@ SLOT_UNCHANGED = frozenset({ev.RunScheduled, ev.RunAmended, ev.RunStarted, ev.St
 STREAK: dict[type[ev.Event], int] = {ev.RunSucceeded: 0, ev.RunDeadLettered: 1}
 
 
-def _attributes_of(r: RecordedEvent) -> tuple[str, Args] | None:
-    """A created job's or run's searchable attributes, written beside its row (after it, in
-    the same round) only when some are set: nothing more for a job or run without any."""
+def _side_rows(r: RecordedEvent) -> list[tuple[str, Args]]:
+    """What a created job or run writes beside its row (after it, in the same round), only
+    when it has some: its searchable attributes, a run's workflow id (run_workflow_ids, a side
+    table so `runs` keeps the shape the previous release reads)."""
+    also: list[tuple[str, Args]] = []
+    e = r.event
+    if isinstance(e, ev.RunScheduled) and e.workflow_id is not None:
+        also.append(("project_run_workflow_id", (r.stream_id, r.tenant_id, e.task,
+                                                 e.workflow_id, r.occurred_at, r.seq)))
+    one = _searchable_of(r)
+    if one is not None:
+        also.append(one)
+    return also
+
+
+def _searchable_of(r: RecordedEvent) -> tuple[str, Args] | None:
     e = r.event
     if isinstance(e, ev.RunScheduled) and e.attributes:
         return "project_run_attributes", (r.stream_id, r.tenant_id, e.scheduled_for,
@@ -553,8 +565,8 @@ async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> 
             rounds.append(defaultdict(list))
         name, args = PROJECTORS.get(type(r.event), _unknown)(r, r.event)
         rounds[k][name].append(args)
-        if (also := _attributes_of(r)) is not None:
-            rounds[k][also[0]].append(also[1])
+        for name, args in _side_rows(r):
+            rounds[k][name].append(args)
     moved = [r.stream_id for r in recorded
              if r.stream_type == "run" and type(r.event) not in SLOT_UNCHANGED]
     for statements in rounds:
@@ -578,5 +590,6 @@ async def snapshot(conn: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:
                       "calendars", "dead_letters", "limits", "pool_controls", "run_slots",
                       "run_steps", "run_signals", "run_steps_set_aside", "fan_outs", "dags",
                       "dag_versions", "dag_runs", "dag_run_nodes", "start_lag_minutes",
-                      "run_attributes", "run_attribute_numbers", "job_attributes")
+                      "run_attributes", "run_attribute_numbers", "job_attributes",
+                      "run_workflow_ids")
     }

@@ -1,12 +1,20 @@
 """Starting a workflow run by the user's own workflow id, and signal-with-start (issue 40 item
-3): one transaction finds the id's running run or starts one (under a transaction-scoped
-advisory lock on (tenant, task, id), with the partial unique index `runs_workflow_id_running`
-as the backstop), then records the signal for it.
+3): one transaction finds the id's running run or starts one, then records the signal for it.
+
+Every start by workflow id goes through `start_workflow` (the api's /v1/workflows routes are
+its only callers, and nothing else writes a RunScheduled with a workflow id), and each takes a
+transaction-scoped advisory lock on (tenant, task, id) before it reads the id's runs. So
+"at most one run not final per id" is decided there: under the lock, it reads the id's runs in
+`run_workflow_ids` (the projection of RunScheduled.workflow_id, a side table so that `runs`
+keeps the shape the previous release reads with `SELECT *`) joined to their state, and the run
+it makes is projected there in the same transaction, before the lock is let go. There is no
+unique index to hit: an operator reopening an ended run of an id that runs again (a dead
+letter's replay, `runs reopen`) is not refused by this module; the id then names two running
+runs, and a signal by id goes to the newest (`running_run`).
 
 The run is made here, not by the scheduler's next poll: a one-off job is created and its only
 occurrence fired at once (RunScheduled carrying `workflow_id`, and OccurrenceFired moving the
-job past it, exactly what the scheduler would append), so the unique index decides in the
-caller's transaction and the answer names the run.
+job past it, exactly what the scheduler would append), so the answer names the run.
 """
 
 from __future__ import annotations
@@ -54,16 +62,21 @@ class Signal:
 
 async def running_run(conn: asyncpg.Connection, tenant_id: uuid.UUID, task: str,
                       workflow_id: str) -> uuid.UUID | None:
+    """The id's newest run not final, if any (one, unless an operator reopened an old one)."""
     return await conn.fetchval(
-        "SELECT id FROM runs WHERE tenant_id = $1 AND task = $2 AND workflow_id = $3 "
-        "AND state <> ALL($4::text[])", tenant_id, task, workflow_id, _FINAL)
+        "SELECT m.run_id FROM run_workflow_ids m JOIN runs r ON r.id = m.run_id "
+        "WHERE m.tenant_id = $1 AND m.task = $2 AND m.workflow_id = $3 "
+        "AND r.state <> ALL($4::text[]) ORDER BY m.seq DESC LIMIT 1",
+        tenant_id, task, workflow_id, _FINAL)
 
 
-async def _latest_ended(conn: asyncpg.Connection, tenant_id: uuid.UUID, task: str,
-                        workflow_id: str) -> str | None:
+async def _latest(conn: asyncpg.Connection, tenant_id: uuid.UUID, task: str,
+                  workflow_id: str) -> str | None:
+    """The state of the id's latest run (None: never used): under the lock, in log order."""
     return await conn.fetchval(
-        "SELECT state FROM runs WHERE tenant_id = $1 AND workflow_id = $3 AND task = $2 "
-        "ORDER BY scheduled_at DESC, id DESC LIMIT 1", tenant_id, task, workflow_id)
+        "SELECT r.state FROM run_workflow_ids m JOIN runs r ON r.id = m.run_id "
+        "WHERE m.tenant_id = $1 AND m.task = $2 AND m.workflow_id = $3 "
+        "ORDER BY m.seq DESC LIMIT 1", tenant_id, task, workflow_id)
 
 
 async def start_workflow(
@@ -95,7 +108,7 @@ async def start_workflow(
                 raise InvalidState(f"workflow id {workflow_id!r} of task {task!r} is running "
                                    f"as run {run_id}: a second start is refused")
         if run_id is None:
-            why = wids.refusal(policy, await _latest_ended(conn, tenant_id, task, workflow_id))
+            why = wids.refusal(policy, await _latest(conn, tenant_id, task, workflow_id))
             if why is not None:
                 raise InvalidState(f"workflow id {workflow_id!r} of task {task!r}: {why}")
             run_id = await _start(conn, store, clock, tenant_id=tenant_id, task=task,

@@ -77,7 +77,6 @@ class RunRow(msgspec.Struct, frozen=True):
     payload_version: int | None  # the task's payload schema version at submission
     stuck_version: int | None  # the run's version at its last RunStuck
     completion_overdue: bool  # its completion deadline passed unmet (CompletionOverdue)
-    workflow_id: str | None = None  # the user's id for it (signal-with-start), if any
 
     @property
     def waits_for_dispatch(self) -> bool:

@@ -1,16 +1,23 @@
 -- Workflow ids (issue 40 item 3, signal-with-start): the user's own id for a workflow run,
--- unique per tenant and task while the run is not final. Expand-only: a nullable column
--- (runs without an id, and every run the previous release writes, keep NULL) and indexes.
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS workflow_id text;
+-- at most one run not final per tenant, task and id. A side table of its own, not a column of
+-- `runs`: the previous release reads `SELECT * FROM runs` into a positional row type that
+-- refuses an extra column (docs/UPGRADES.md), so `runs` keeps its shape during the upgrade.
+-- A read model: the projection of RunScheduled's optional workflow_id, written in the
+-- transaction that creates the run (and by a rebuild, the same rows). Runs started without an
+-- id write nothing here.
+CREATE TABLE IF NOT EXISTS run_workflow_ids (
+    run_id uuid PRIMARY KEY,
+    tenant_id uuid NOT NULL,
+    task text NOT NULL,
+    workflow_id text NOT NULL,
+    created_at timestamptz NOT NULL,  -- the RunScheduled's occurred_at
+    seq bigint NOT NULL  -- its position in the log: the order of an id's runs (never ties)
+);
 
--- At most one non-final run per (tenant, task, workflow id): two concurrent starts never make
--- two runs (the second's insert fails here; ostinato.runs.workflow_ids serialises them first).
-CREATE UNIQUE INDEX IF NOT EXISTS runs_workflow_id_running
-    ON runs (tenant_id, task, workflow_id)
-    WHERE workflow_id IS NOT NULL AND state NOT IN ('succeeded', 'dead_lettered', 'cancelled');
-
--- The runs of a workflow id, newest first: the reuse policy's look at the previous run and
--- GET /v1/runs?workflow_id=.
-CREATE INDEX IF NOT EXISTS runs_workflow_id
-    ON runs (tenant_id, workflow_id, scheduled_at DESC)
-    WHERE workflow_id IS NOT NULL;
+-- An id's runs, newest first: whether one still runs and the reuse policy's look at the last
+-- (ostinato.runs.workflow_ids, under its advisory lock), and GET /v1/runs?workflow_id=.
+CREATE INDEX IF NOT EXISTS run_workflow_ids_by_id
+    ON run_workflow_ids (tenant_id, task, workflow_id, seq DESC);
+-- GET /v1/runs?workflow_id= without a task.
+CREATE INDEX IF NOT EXISTS run_workflow_ids_by_tenant
+    ON run_workflow_ids (tenant_id, workflow_id, seq DESC);

@@ -173,20 +173,19 @@ UPDATE jobs SET status = 'deleted', next_run_at = NULL, updated_at = $2, version
 INSERT INTO runs (id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, state,
                   attempt, fencing_token, scheduled_at, updated_at, version, trigger, due_at,
                   traceparent, retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait,
-                  replay_of, concurrency_key, resource, parent_run_id, payload_version,
-                  workflow_id)
+                  replay_of, concurrency_key, resource, parent_run_id, payload_version)
 SELECT id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, 'scheduled', 0, 0,
        occurred_at, occurred_at, version, trigger, coalesce(due_at, scheduled_for), traceparent,
        retry_policy::json, timeout_seconds, queue_wait_seconds, on_queue_wait, replay_of,
-       concurrency_key, resource, parent_run_id, payload_version, workflow_id
+       concurrency_key, resource, parent_run_id, payload_version
 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::uuid[],
             $8::timestamptz[], $9::timestamptz[], $10::int[], $11::text[], $12::timestamptz[],
             $13::text[], $14::text[], $15::float8[], $16::float8[], $17::text[], $18::uuid[],
-            $19::text[], $20::text[], $21::uuid[], $22::int[], $23::text[])
+            $19::text[], $20::text[], $21::uuid[], $22::int[])
      AS r(id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, occurred_at,
           version, trigger, due_at, traceparent, retry_policy, timeout_seconds,
           queue_wait_seconds, on_queue_wait, replay_of, concurrency_key, resource,
-          parent_run_id, payload_version, workflow_id);
+          parent_run_id, payload_version);
 
 -- name: project_run_queued
 -- RunQueued (columnar)
@@ -392,6 +391,16 @@ WHERE jsonb_typeof(e.value) = 'number';
 -- JobCreated with searchable attributes: the job's row of job_attributes.
 INSERT INTO job_attributes (job_id, tenant_id, attributes) VALUES ($1, $2, $3::jsonb)
 ON CONFLICT (job_id) DO NOTHING;
+
+-- name: project_run_workflow_id
+-- RunScheduled with a workflow id (signal-with-start): the run's row of run_workflow_ids.
+INSERT INTO run_workflow_ids (run_id, tenant_id, task, workflow_id, created_at, seq)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (run_id) DO NOTHING;
+
+-- name: snapshot_run_workflow_ids
+-- For the rebuild-equality check.
+SELECT * FROM run_workflow_ids ORDER BY run_id;
 
 -- name: snapshot_run_attributes
 -- For the rebuild-equality check.
@@ -604,7 +613,7 @@ WHERE id = $1;
 TRUNCATE api_keys, runs, jobs, job_definitions, tenants, occurrence_skips, job_pauses, calendars, dead_letters,
          limits, pool_controls, run_slots, run_steps, run_signals, run_steps_set_aside,
          fan_outs, dags, dag_versions, dag_runs, dag_run_nodes, start_lag_minutes,
-         run_attributes, run_attribute_numbers, job_attributes;
+         run_attributes, run_attribute_numbers, job_attributes, run_workflow_ids;
 
 -- name: snapshot_start_lag_minutes
 -- For the rebuild-equality check (a rebuild brings back minutes the retention deleted live).
