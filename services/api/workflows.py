@@ -4,7 +4,6 @@ sent to it. Tenant-scoped through `scope.TenantScope`, over `ostinato.runs` and 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
@@ -245,11 +244,13 @@ async def _awaited(request: Request, caller: Principal, run_id: uuid.UUID, secon
                    done: Callable[[T], bool]) -> T:
     """`read()` once `done`, else as it stands after `seconds`: watched on the api's news
     listener (`services.api.news`) before each read, so news after a read wakes the wait; a
-    pooled connection is held only while reading."""
+    pooled connection is held only while reading. A draining api (SIGTERM: `stopping`) answers
+    at once as things stand, so its clients ask again elsewhere instead of being cut."""
     state = request.app.state
     pool: asyncpg.Pool = state.pool
     tenant_id = await scope.tenant_of(request, caller)
     news = news_of(state, state.settings.database_url)
+    stopping: asyncio.Event = getattr(state, "stopping", None) or asyncio.Event()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     fut = news.watch(run_id) if seconds > 0 else None
@@ -258,10 +259,14 @@ async def _awaited(request: Request, caller: Principal, run_id: uuid.UUID, secon
             async with pool.acquire() as conn:
                 answer = await read(conn, tenant_id)
             left = deadline - loop.time()
-            if fut is None or done(answer) or left <= 0:
+            if fut is None or done(answer) or left <= 0 or stopping.is_set():
                 return answer
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(fut), left)
+            stop = loop.create_task(stopping.wait())
+            try:
+                await asyncio.wait((fut, stop), timeout=left,
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
             if not fut.done():
                 return answer
             fut = news.watch(run_id)  # woken: watch again before reading

@@ -334,3 +334,24 @@ async def test_clients_and_the_cli_send_updates_await_answers_and_read_state(
         with pytest.raises(ApiError) as final:
             await asyncio.to_thread(sync.runs.update, run_id, "add_item", {"sku": "d"})
         assert final.value.status == 409
+
+
+async def test_a_draining_api_answers_state_waits_at_once_as_things_stand(
+        pool: asyncpg.Pool, api: Api) -> None:
+    """SIGTERM (`stopping`) while readers wait for a name never published: each is answered
+    with the values as they stand, not held until its wait ends or cut when the port closes."""
+    tenant_id, key = await new_tenant(pool)
+    run_id = await queued_workflow_run(pool, tenant_id, "reports.build")
+    async with AsyncClient(api.url, key) as client:
+        waits = [asyncio.create_task(client.runs.state(run_id, "never", wait=60))
+                 for _ in range(3)]
+        await until(lambda: _true(getattr(api.state, "run_news", None) is not None
+                                  and api.state.run_news.waiting == 3), 60, "three waiting")
+        assert not any(w.done() for w in waits)
+        api.state.stopping.set()  # the drain begins
+        # a give-up only: undrained, each would hold its 60 s wait (the cap) before answering
+        finished, _ = await asyncio.wait(waits, timeout=50)
+        assert len(finished) == 3, "the waits were held through the drain"
+        answers = [w.result() for w in waits]
+    assert [a.values for a in answers] == [{}, {}, {}]
+    assert api.state.run_news.waiting == 0
