@@ -139,6 +139,7 @@ ROW_OF = {
     (alerts, "alert_ledger_disagreements"): alerts.DisagreementSignal,
     (runs, "list_runs_by_error_type"): runs.RunRow,
     (runs, "start_lag_by_minute"): runs.StartLag,
+    (steps, "state_of_run"): steps.StateRow,
     (tenants, "tenants_page"): tenants.TenantRow,
     (tenants, "tenants_created_since"): tenants.TenantRow,
 }
@@ -169,6 +170,7 @@ SCALAR = {
     (runs, "any_finished_child"),
     (dags, "any_dag_work"),
     (job_edits, "definition_versions"),
+    (steps, "reply_of_run"),
 }
 
 
