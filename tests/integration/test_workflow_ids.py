@@ -5,6 +5,9 @@ one run for concurrent calls, tenants apart, bad input refused."""
 from __future__ import annotations
 
 import asyncio
+import json
+import uuid
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -20,6 +23,7 @@ from ostinato.runtime.settings import Settings
 from ostinato.sdk import WorkflowContext, workflow
 from services.api.app import create_app
 from tests.helpers.api import ADMIN, assert_problem, auth
+from tests.helpers.cli import cli
 from tests.helpers.integration import dispatch, new_tenant, store
 from tests.helpers.workflows import work_until
 
@@ -177,5 +181,56 @@ async def test_the_clients_start_and_signal_with_start_by_workflow_id(
 
         started = await asyncio.to_thread(sync_calls)
         assert started.started and started.workflow_id == "c-2"
+    finally:
+        await server.stop()
+
+
+async def test_the_cli_starts_and_signals_with_start_by_workflow_id(
+        pool: asyncpg.Pool, db_url: str, tmp_path: Path) -> None:
+    """`ostinato workflows start` / `signal-with-start` against a real API: started, the same
+    run signalled, a running id's start refused (exit 1, the 409 naming the run), a
+    reject_duplicate reuse of an ended id refused, a bad policy refused and nothing made."""
+    _, key = await new_tenant(pool)
+    service = Service("api", Settings(database_url=db_url, admin_key=ADMIN))
+    service.pool = pool
+    server = HttpServer(create_app(service, store()), "127.0.0.1", 0)
+    await server.start()
+    env = {"OSTINATO_API_URL": f"http://127.0.0.1:{server.port}", "OSTINATO_API_KEY": key}
+    try:
+        code, out, err = await cli(tmp_path, "workflows", "signal-with-start", "carts.collect",
+                                   "cart-9", "--signal", "item", "--signal-payload", '"apple"',
+                                   "--payload", '{"user": 1}', "-o", "json", env=env)
+        assert code == 0, err
+        first = json.loads(out)
+        assert first["started"] is True and first["workflow_id"] == "cart-9"
+        assert first["delivered"] is False and first["signal_id"]
+        run_id = first["run_id"]
+        code, out, err = await cli(tmp_path, "workflows", "signal-with-start", "carts.collect",
+                                   "cart-9", "--signal", "item", "--signal-payload", '"pear"',
+                                   "-o", "json", env=env)
+        assert code == 0, err
+        assert json.loads(out)["run_id"] == run_id and json.loads(out)["started"] is False
+        assert await pool.fetchval(
+            "SELECT count(*) FROM run_signals WHERE run_id = $1", uuid.UUID(run_id)) == 2
+        code, out, err = await cli(tmp_path, "workflows", "start", "carts.collect", "cart-9",
+                                   env=env)
+        assert code == 1 and "409" in err and run_id in err, (out, err)
+
+        code, out, err = await cli(tmp_path, "workflows", "start", "carts.collect", "once",
+                                   "--payload", "[1, 2]", "--idempotency-key", "k-1",
+                                   "-o", "json", env=env)
+        assert code == 0, err
+        once = json.loads(out)
+        assert once["started"] is True
+        code, out, err = await cli(tmp_path, "workflows", "start", "carts.collect", "once",
+                                   "--payload", "[1, 2]", "--idempotency-key", "k-1",
+                                   "-o", "json", env=env)
+        assert code == 0, err
+        assert json.loads(out)["run_id"] == once["run_id"] and not json.loads(out)["started"]
+        r = await pool.fetchval("SELECT count(*) FROM run_workflow_ids")
+        code, out, err = await cli(tmp_path, "workflows", "start", "carts.collect", "other",
+                                   "--reuse-policy", "terminate", env=env)
+        assert code == 1 and "422" in err and "id_reuse_policy" in err, (out, err)
+        assert await pool.fetchval("SELECT count(*) FROM run_workflow_ids") == r
     finally:
         await server.stop()

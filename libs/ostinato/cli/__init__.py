@@ -5,13 +5,13 @@
              RESOURCE VERB
 
 Resources: jobs, schedules, runs, dead-letters, pools, workers, tasks, tenants, keys, audit, dags,
-dag-runs, alert-sinks, alerts, usage, workflows (the pre-deploy check), attributes (searchable
-ones); and `run TASK [--wait]`, which starts a run now (`runs wait ID` awaits any run). The
-connection is
-resolved as flag > OSTINATO_API_URL / OSTINATO_API_KEY / OSTINATO_TENANT > the profile file
-(`ostinato.client.config`); `--tenant` lets the admin key act for that tenant. Exit codes: 0
-done, 1 the API refused or failed (or a bulk verb partly failed, or was declined), 2 bad
-usage; an await (`run --wait`, `runs wait`): 3 the run failed, 4 cancelled, 5 timed out.
+dag-runs, alert-sinks, alerts, usage, workflows (start by id, signal-with-start, the pre-deploy
+check), attributes (searchable ones); and `run TASK [--wait]`, which starts a run now (`runs wait
+ID` awaits any run). The connection is resolved as flag > OSTINATO_API_URL / OSTINATO_API_KEY /
+OSTINATO_TENANT > the profile file (`ostinato.client.config`); `--tenant` lets the admin key act
+for that tenant. Exit codes: 0 done, 1 the API refused or failed (or a bulk verb partly failed, or
+was declined), 2 bad usage; an await (`run --wait`, `runs wait`): 3 the run failed, 4 cancelled, 5
+timed out.
 Shell completion: `ostinato --install-completion` (typer's).
 
 Built with typer + rich. The user commands import only the client (an import-linter

@@ -1,9 +1,13 @@
-"""`ostinato workflows check`: the pre-deploy check (docs/WORKFLOWS.md, "Pre-deploy check") as
-a verb of the CLI. The replay and the report are the SDK's (`ostinato.sdk.check`); this module
-reads the runs for it through the typed client, connected like every user command (flag >
-environment > profile, `ostinato.client.config`), and turns the outcome into an exit code:
-0 no run this code would resume is incompatible, 1 some is, 2 usage, connection or
-authentication errors (a message on stderr, no traceback).
+"""`ostinato workflows start` and `signal-with-start`: a workflow run under your own id
+(docs/WORKFLOWS.md, "Workflow ids and signal-with-start"), through the typed client; a refusal
+(409 while the id runs, 422) is the problem on stderr and exit 1, as every verb's.
+
+`ostinato workflows check`: the pre-deploy check (docs/WORKFLOWS.md, "Pre-deploy check"). The
+replay and the report are the SDK's (`ostinato.sdk.check`); this module reads the runs for it
+through the typed client, connected like every user command (flag > environment > profile,
+`ostinato.client.config`), and turns the outcome into an exit code: 0 no run this code would
+resume is incompatible, 1 some is, 2 usage, connection or authentication errors (a message on
+stderr, no traceback).
 """
 
 from __future__ import annotations
@@ -11,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import IO, Annotated
+from typing import IO, Annotated, Any
 
 import httpx
 import typer
 
-from ostinato.cli.context import state
+from ostinato.cli.context import OutputOpt, state
+from ostinato.cli.output import emit
+from ostinato.cli.parse import json_value
 from ostinato.client import ApiError, ApiUnreachable, AsyncClient, ConfigError, resolve
 from ostinato.client import calls as c
 from ostinato.sdk.check import (
@@ -35,7 +41,52 @@ from ostinato.wire.worker import StepRecord
 
 LIST_PAGE = 500  # runs a page when listing the in-flight runs
 
-app = typer.Typer(help="Workflow tools (the pre-deploy check).", no_args_is_help=True)
+app = typer.Typer(help=("Workflows: start one under your own id, signal-with-start, the "
+                        "pre-deploy check."), no_args_is_help=True)
+
+PayloadOpt = Annotated[str | None, typer.Option(
+    help="the run's payload, JSON (@path, - for stdin); default null")]
+ReusePolicyOpt = Annotated[str, typer.Option(
+    "--reuse-policy", metavar="POLICY", help=(
+        "when an earlier run with this id has ended: allow_duplicate (start a new one), "
+        "allow_duplicate_failed_only (only if it did not succeed), "
+        "reject_duplicate (never: 409)"))]
+WorkflowKeyOpt = Annotated[str | None, typer.Option(
+    help="the same key again answers the first call (a retry is one call)")]
+
+
+@app.command()
+def start(ctx: typer.Context, task: str, workflow_id: str, payload: PayloadOpt = None,
+          reuse_policy: ReusePolicyOpt = "allow_duplicate",
+          idempotency_key: WorkflowKeyOpt = None, output: OutputOpt = None) -> None:
+    """Start a run of workflow TASK named WORKFLOW_ID. While a run with that id is running
+    this is refused (409, exit 1, naming the run)."""
+    value: Any = None if payload is None else json_value(payload, "--payload")
+    g = state(ctx)
+    emit(g.output_for(output), g.client().runs.start_workflow(
+        task, workflow_id, value, id_reuse_policy=reuse_policy,
+        idempotency_key=idempotency_key))
+
+
+@app.command("signal-with-start")
+def signal_with_start(
+        ctx: typer.Context, task: str, workflow_id: str,
+        signal: Annotated[str, typer.Option(metavar="NAME", help="the signal's name")],
+        signal_payload: Annotated[str | None, typer.Option(
+            help="the signal's payload, JSON (@path, - for stdin); default null")] = None,
+        payload: Annotated[str | None, typer.Option(help=(
+            "the payload of the run if this call starts it, JSON (@path, - for stdin)"))] = None,
+        reuse_policy: ReusePolicyOpt = "allow_duplicate",
+        idempotency_key: WorkflowKeyOpt = None, output: OutputOpt = None) -> None:
+    """Send signal NAME to the running run of WORKFLOW_ID, starting it first (with
+    --payload) if none runs; `started` says which. Two concurrent calls start one run."""
+    given: Any = None if signal_payload is None else json_value(signal_payload,
+                                                                "--signal-payload")
+    value: Any = None if payload is None else json_value(payload, "--payload")
+    g = state(ctx)
+    emit(g.output_for(output), g.client().runs.signal_with_start(
+        task, workflow_id, signal, given, payload=value, id_reuse_policy=reuse_policy,
+        idempotency_key=idempotency_key))
 
 
 class ClientRuns:
