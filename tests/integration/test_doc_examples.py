@@ -416,6 +416,34 @@ async def cart_updates(user: User) -> None:
     assert r.json()["values"]["progress"]["value"] == {"items": 2, "open": False}, r.text
 
 
+async def batch_by_workflow_id(user: User) -> None:
+    """docs/WORKFLOWS.md, workflow ids: signal-with-start starts the batch then signals the
+    same run, a start of the running id is a 409, the reuse policies once it ended."""
+    url = "/v1/workflows/shop.batch/cust-42"
+    order = {"customer": "cust-42", "size": 2}
+    r = await user.http.post(f"{url}/signal-with-start", json={
+        "signal": "line", "signal_payload": {"sku": "a-1"}, "payload": order})
+    assert r.status_code == 201 and r.json()["started"] is True, r.text
+    run_id = r.json()["run_id"]
+    r = await user.http.post(f"{url}/signal-with-start", json={
+        "signal": "line", "signal_payload": {"sku": "b-2"}})
+    assert r.status_code == 200 and r.json()["run_id"] == run_id, r.text
+    assert (await user.http.post(f"{url}/start", json={})).status_code == 409
+    await until(lambda: _succeeded(user, run_id), HANG, f"run {run_id} succeeds")
+    r = await user.http.get(f"/v1/runs/{run_id}")
+    assert r.json()["output"] == {"customer": "cust-42",
+                                  "lines": [{"sku": "a-1"}, {"sku": "b-2"}]}, r.text
+    r = await user.http.post(f"{url}/start", json={"id_reuse_policy": "reject_duplicate"})
+    assert r.status_code == 409, r.text
+    r = await user.http.post(f"{url}/start", json={"payload": {**order, "size": 0}})
+    assert r.status_code == 201 and r.json()["run_id"] != run_id, r.text
+
+
+async def _succeeded(user: User, run_id: str) -> bool:
+    r = await user.http.get(f"/v1/runs/{run_id}")
+    return r.status_code == 200 and r.json()["state"] == "succeeded"
+
+
 # (file, task) -> what a user does with the worker example that serves the task. A worker
 # example with none of its tasks here is still started, seen live and stopped.
 SCENARIOS: dict[tuple[str, str], Scenario] = {
@@ -430,6 +458,7 @@ SCENARIOS: dict[tuple[str, str], Scenario] = {
     ("docs/WORKFLOWS.md", "orders.invoice"): patched,
     ("docs/WORKFLOWS.md", "billing.charge"): payload_schemas,
     ("docs/WORKFLOWS.md", "shop.cart"): cart_updates,
+    ("docs/WORKFLOWS.md", "shop.batch"): batch_by_workflow_id,
 }
 
 
