@@ -276,9 +276,11 @@ class RunScheduled(Event, tag="RunScheduled"):
     dag_run_id: uuid.UUID | None = None  # a DAG node's run (trigger "dag"): its DAG run
     dag_node: str | None = None  # ... and its node key
     attributes: dict[str, Any] | None = None  # searchable attributes, as stored (its job's)
-    # The user's id for a workflow run (signal-with-start, `ostinato.runs.workflow_ids`): unique
-    # per tenant and task while the run is not final. None: started without one (a release
-    # before it reads the event and ignores the field).
+    # The user's id for a workflow run (start by id, signal-with-start): projected to
+    # run_workflow_ids. "At most one run not final per (tenant, task, id)" is decided under an
+    # advisory lock in `ostinato.runs.workflow_ids`, not by a constraint (a reopened old run
+    # can share it; signals go to the newest). None: started without one (a release before it
+    # reads the event and ignores the field).
     workflow_id: str | None = None
 
 
