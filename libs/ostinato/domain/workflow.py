@@ -266,8 +266,6 @@ def update_state(answer: Mapping[str, Any] | None, run_final: bool) -> UpdateSta
     return UpdateState.ABANDONED if run_final else UpdateState.PENDING
 
 
-
-
 # -- the server side: what a step report means -----------------------------------------------
 
 class Verdict(StrEnum):
