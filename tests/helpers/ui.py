@@ -118,7 +118,11 @@ async def one_run(api: httpx.AsyncClient, h: dict[str, str], job_id: str,
 async def world(template_db: str, tmp_path_factory: pytest.TempPathFactory
                 ) -> AsyncIterator[World]:
     logs = tmp_path_factory.mktemp("ui-logs")
-    async with running_cluster(template_db, new_topic_prefix(), logs) as cluster, \
+    # one api instance: the UI's sessions live in the api process's memory
+    # (services/api/ui/sessions.py), so behind the lab's balancer, which spreads connections
+    # without affinity, a browser's next connection may meet the other instance's empty
+    # store (the k8s Service pins a client to one pod: sessionAffinity ClientIP)
+    async with running_cluster(template_db, new_topic_prefix(), logs, instances=1) as cluster, \
             httpx.AsyncClient(base_url=cluster.api_url, timeout=10) as api:
         admin = {"Authorization": f"Bearer {cluster.admin_key}"}
         keys = {}
