@@ -21,6 +21,7 @@ ROW_OF = {
     (attempts, "abandoned_leases"): attempts.WatchedLease,
     (attempts, "busy_slots"): attempts.BusySlots,
     (attempts, "stuck_leases"): attempts.StuckLeases,
+    (attempts, "running_steps"): attempts.RunningStep,
     (shard, "renew_shards_if_epoch"): shard.ShardEpoch,
     (shard, "acquire_shards"): shard.ShardEpoch,
     (shard, "shard_table"): shard.ShardLease,
@@ -42,6 +43,7 @@ SCALAR = {
 # DML whose rows (if it returns any) are not read: only its status or effect counts.
 DML = {
     (attempts, "release_leases"),
+    (attempts, "step_started"),
     (shard, "instance_gone"),
     (shard, "release_shards_if_epoch"),
     (shard, "passed_every_shard"),
