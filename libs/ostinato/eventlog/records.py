@@ -15,7 +15,6 @@ from ostinato.domain.lifecycle import advance
 from ostinato.domain.states import RunState
 from ostinato.telemetry.logging import get_logger
 
-log = get_logger("ostinato.eventlog")
 _IGNORED: set[tuple[str, str]] = set()
 
 
@@ -110,6 +109,9 @@ def ignoring(event: Event, reader: str, **ids: object) -> None:
     kind = event_type(event)
     if (kind, reader) not in _IGNORED:
         _IGNORED.add((kind, reader))
-        log.warning("event of an unknown type ignored", event_type=kind, reader=reader,
+        # a logger bound here, not the module's: that one is cached by whichever logging
+        # configuration its first line met (structlog's cache_logger_on_first_use)
+        get_logger("ostinato.eventlog").warning(
+                    "event of an unknown type ignored", event_type=kind, reader=reader,
                     hint="written by a newer release (docs/UPGRADES.md)",
                     **{k: str(v) for k, v in ids.items()})
