@@ -48,7 +48,18 @@ def git(*args: str, cwd: Path = ROOT) -> str:
 
 
 def require_commit(commit: str) -> None:
-    """Fail with what to do when this clone lacks `commit` (a shallow CI checkout)."""
+    """Fetch `commit` once when this clone lacks it (a shallow checkout with a remote), then
+    fail with what to do if it is still missing."""
+    try:
+        git("cat-file", "-e", f"{commit}^{{commit}}")
+        return
+    except RuntimeError:
+        pass
+    for fetch in (("fetch", "--quiet", "--unshallow"), ("fetch", "--quiet", "origin", commit)):
+        try:
+            git(*fetch)
+        except RuntimeError:
+            continue  # not shallow, no remote, or the remote refuses a bare hash: try the next
     try:
         git("cat-file", "-e", f"{commit}^{{commit}}")
     except RuntimeError as exc:
