@@ -604,6 +604,18 @@ CREATE TABLE public.run_attributes (
 );
 
 --
+-- Name: run_holds; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_holds (
+    run_id uuid NOT NULL,
+    tenant_id uuid NOT NULL,
+    reason text NOT NULL,
+    held_by text NOT NULL,
+    held_at timestamp with time zone NOT NULL
+);
+
+--
 -- Name: run_signals; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -826,6 +838,19 @@ CREATE TABLE public.task_schemas (
     last_seen timestamp with time zone NOT NULL,
     CONSTRAINT task_schemas_check CHECK ((scope = COALESCE((tenant_id)::text, '*'::text))),
     CONSTRAINT task_schemas_payload_version_check CHECK ((payload_version >= 1))
+);
+
+--
+-- Name: tenant_retention; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.tenant_retention (
+    tenant_id uuid NOT NULL,
+    keep_seconds bigint NOT NULL,
+    archive boolean DEFAULT true NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    updated_by text NOT NULL,
+    CONSTRAINT tenant_retention_keep_seconds_check CHECK ((keep_seconds >= 3600))
 );
 
 --
@@ -1136,6 +1161,13 @@ ALTER TABLE ONLY public.run_attributes
     ADD CONSTRAINT run_attributes_pkey PRIMARY KEY (run_id);
 
 --
+-- Name: run_holds run_holds_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_holds
+    ADD CONSTRAINT run_holds_pkey PRIMARY KEY (run_id);
+
+--
 -- Name: run_signals run_signals_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1218,6 +1250,13 @@ ALTER TABLE ONLY public.start_lag_minutes
 
 ALTER TABLE ONLY public.task_schemas
     ADD CONSTRAINT task_schemas_pkey PRIMARY KEY (scope, task, payload_version);
+
+--
+-- Name: tenant_retention tenant_retention_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.tenant_retention
+    ADD CONSTRAINT tenant_retention_pkey PRIMARY KEY (tenant_id);
 
 --
 -- Name: tenants tenants_name_key; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1438,6 +1477,12 @@ CREATE INDEX run_attributes_tenant_time ON public.run_attributes USING btree (te
 --
 
 CREATE INDEX run_attributes_values ON public.run_attributes USING gin (attributes jsonb_path_ops);
+
+--
+-- Name: run_holds_by_tenant; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX run_holds_by_tenant ON public.run_holds USING btree (tenant_id, held_at);
 
 --
 -- Name: run_signals_pending; Type: INDEX; Schema: public; Owner: -
