@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 import msgspec
 
 from ostinato.bus.kafka import KafkaAuth
 from ostinato.bus.topics import POOL_NAME, Topics
 from ostinato.domain.errors import InvalidInput
+from ostinato.objects import parse_object_store_url
 from ostinato.policy.fairness import ClassConfig, parse_classes
 from ostinato.policy.retry import RetryPolicy, RetrySpec, parse_retry
 from ostinato.wire.worker import MAX_CLAIM_WAIT_SECONDS
+
+# The embedded default store (`make up`): the checkout's .cache/objects, or,
+# installed outside a checkout, .cache/objects under the working directory.
+_CHECKOUT = Path(__file__).resolve().parents[3]
+DEFAULT_OBJECT_STORE_URL = (
+    (_CHECKOUT if (_CHECKOUT / "pyproject.toml").is_file() else Path.cwd()) / ".cache" / "objects"
+).as_uri()
 
 
 class Settings(msgspec.Struct, kw_only=True, frozen=True):
@@ -90,6 +99,10 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     alert_no_worker_after_seconds: float = 300.0
     alert_disagreement_window_seconds: float = 86_400.0
     output_retention_days: float = 30.0
+    # Where archived runs (and blobs) are kept (ostinato.objects, docs/RETENTION.md): a local
+    # folder (file:///abs/dir, the embedded default: this checkout's .cache/objects) or an S3
+    # bucket (s3://bucket/prefix?endpoint=...; `make up S3=1`: the local SeaweedFS).
+    object_store_url: str = DEFAULT_OBJECT_STORE_URL
     # Fair dispatch (docs/FAIRNESS.md): classes in priority order, name:reserved_share[:lendable]
     priority_classes: str = "critical:0.1:0.5,default:0.7:1,bulk:0.2:1"
     dispatch_interval_seconds: float = 0.2  # a decision at least this often, besides wake-ups
@@ -140,6 +153,10 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
                 0 <= self.dispatch_prefetch <= 10):
             raise ValueError("OSTINATO_DISPATCH_CANDIDATES must be >= 1, "
                              "OSTINATO_KEY_CONCURRENCY >= 0, OSTINATO_DISPATCH_PREFETCH 0..10")
+        try:
+            parse_object_store_url(self.object_store_url)
+        except ValueError as exc:
+            raise ValueError(f"OSTINATO_OBJECT_STORE_URL: {exc}") from exc
         try:
             self.pool_retry  # noqa: B018 — validated at start, not at the first job
         except (msgspec.DecodeError, msgspec.ValidationError, InvalidInput) as exc:
