@@ -174,6 +174,10 @@ def _event(kind: type[ev.Event], run: Run, draw: st.DrawFn) -> ev.Event:
         case ev.RunMarkedFailed:
             return ev.RunMarkedFailed(error_type="operator_failed", message="m", by="operator",
                                       reason="give up")
+        case ev.RunHeld:
+            return ev.RunHeld(reason="legal hold", by="operator")
+        case ev.RunReleased:
+            return ev.RunReleased(by="operator")
     raise AssertionError(f"no story step for {kind.__name__}")
 
 

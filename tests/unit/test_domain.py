@@ -51,6 +51,7 @@ def test_every_event_round_trips_through_the_codec() -> None:
                         pools=["default"], rotated_from=uuid.uuid4()),
         ev.ApiKeyRevoked(key_id=uuid.uuid4(), effective_at=now, reason="rotated"),
         ev.LimitSet(scope="tenant", name="", max_concurrency=5, rate_per_second=2.5, weight=2.0),
+        ev.RetentionSet(keep_seconds=3600, archive=False, by="admin", reason="tests"),
         ev.PoolPaused(pool="default", scope_tenant_id=None, reason="db maintenance"),
         ev.PoolResumed(pool="default", scope_tenant_id=uuid.uuid4()),
         ev.JobCreated(name="n", task="t", schedule={"at": now.isoformat()},
@@ -143,6 +144,7 @@ def test_every_event_round_trips_through_the_codec() -> None:
         ev.DagRunCancelled(by="ops", reason="not today"),
         ev.DagRunRetriedFromNode(key="a", reset=["a", "b"], by="ops", reason="fixed"),
         ev.DagRunFinished(outcome="succeeded", counts={"succeeded": 2}),
+        ev.RunHeld(reason="legal hold", by="ops"), ev.RunReleased(by="ops", reason="done"),
     ]
     assert {type(s) for s in samples} == set(ev.CATALOGUE)
     every: set[type[ev.Event]] = set()

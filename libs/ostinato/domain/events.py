@@ -61,6 +61,18 @@ class LimitSet(Event, tag="LimitSet"):
     weight: float | None = None  # scope tenant only: its share in weighted fair queueing
 
 
+class RetentionSet(Event, tag="RetentionSet"):
+    """The admin set how long the tenant's finished runs stay in the hot tables after they
+    ended (`keep_seconds`) and whether they are archived to object storage first
+    (docs/RETENTION.md; the rules: `ostinato.domain.retention`)."""
+
+    stream_type: ClassVar[str] = "tenant"
+    keep_seconds: int
+    archive: bool = True
+    by: str = ""
+    reason: str | None = None
+
+
 # -- job streams -------------------------------------------------------------------------------
 
 
@@ -775,6 +787,23 @@ class RunMarkedFailed(Event, tag="RunMarkedFailed"):
     reason: str
 
 
+class RunHeld(Event, tag="RunHeld"):
+    """An operator held the run (any state): it is never archived or removed until released
+    (docs/RETENTION.md). Bookkeeping: the run's state does not change."""
+
+    stream_type: ClassVar[str] = "run"
+    reason: str
+    by: str
+
+
+class RunReleased(Event, tag="RunReleased"):
+    """The hold ends: the run's tenant retention applies to it again."""
+
+    stream_type: ClassVar[str] = "run"
+    by: str
+    reason: str | None = None
+
+
 # -- pool streams (one per pool and scope: every tenant, or one tenant's queue) ----------------
 
 
@@ -915,6 +944,7 @@ CATALOGUE: tuple[type[Event], ...] = (
     ApiKeyIssued,
     ApiKeyRevoked,
     LimitSet,
+    RetentionSet,
     JobCreated,
     OccurrenceFired,
     OccurrencesSkipped,
@@ -975,6 +1005,8 @@ CATALOGUE: tuple[type[Event], ...] = (
     RunReopened,
     RunMarkedSucceeded,
     RunMarkedFailed,
+    RunHeld,
+    RunReleased,
     DagDefined,
     DagRunStarted,
     DagNodeReady,
@@ -990,6 +1022,7 @@ AnyEvent = (
     | ApiKeyIssued
     | ApiKeyRevoked
     | LimitSet
+    | RetentionSet
     | JobCreated
     | OccurrenceFired
     | OccurrencesSkipped
@@ -1050,6 +1083,8 @@ AnyEvent = (
     | RunReopened
     | RunMarkedSucceeded
     | RunMarkedFailed
+    | RunHeld
+    | RunReleased
     | DagDefined
     | DagRunStarted
     | DagNodeReady

@@ -78,6 +78,8 @@ RUN_EVENTS: Mapping[type[ev.Event], Move] = {
     ev.RunReopened: Move(frozenset({S.DEAD_LETTERED}), S.SCHEDULED),
     ev.RunMarkedSucceeded: Move(STOPPED, S.SUCCEEDED),
     ev.RunMarkedFailed: Move(frozenset({S.SUSPENDED, *WAITING})),  # RunDeadLettered follows
+    ev.RunHeld: Move(frozenset(ANY)),  # retention bookkeeping (docs/RETENTION.md)
+    ev.RunReleased: Move(frozenset(ANY)),
 }
 
 

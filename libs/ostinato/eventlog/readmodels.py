@@ -18,7 +18,7 @@ from ostinato.eventlog.records import RecordedEvent, ignoring
 from ostinato.leases.shard import shard_of
 
 Q = {**load("ostinato.eventlog", "readmodels.sql"), **load("ostinato.eventlog", "controls.sql"),
-     **load("ostinato.eventlog", "dags.sql")}
+     **load("ostinato.eventlog", "dags.sql"), **load("ostinato.eventlog", "retention.sql")}
 _json = msgspec.json.Encoder()
 
 Args = tuple[Any, ...]
@@ -209,6 +209,20 @@ def _republished(r: RecordedEvent, e: ev.RunRepublished) -> tuple[str, Args]:
 def _limit_set(r: RecordedEvent, e: ev.LimitSet) -> tuple[str, Args]:
     return "project_limit_set", (r.stream_id, e.scope, e.name, e.max_concurrency,
                                  e.rate_per_second, e.burst, r.occurred_at, e.weight, r.version)
+
+
+def _retention_set(r: RecordedEvent, e: ev.RetentionSet) -> tuple[str, Args]:
+    return "project_retention_set", (r.stream_id, e.keep_seconds, e.archive, r.occurred_at,
+                                     e.by or r.actor, r.version)
+
+
+def _run_held(r: RecordedEvent, e: ev.RunHeld) -> tuple[str, Args]:
+    return "project_run_held", (r.stream_id, r.tenant_id, e.reason, e.by or r.actor,
+                                r.occurred_at, r.version)
+
+
+def _run_released(r: RecordedEvent, e: ev.RunReleased) -> tuple[str, Args]:
+    return "project_run_released", (r.stream_id, r.version)
 
 
 def _pool_control(r: RecordedEvent, e: ev.PoolPaused | ev.PoolResumed) -> tuple[str, Args]:
@@ -407,6 +421,7 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.ApiKeyIssued: _api_key_issued,
     ev.ApiKeyRevoked: _api_key_revoked,
     ev.LimitSet: _limit_set,
+    ev.RetentionSet: _retention_set,
     ev.PoolPaused: _pool_control,
     ev.PoolResumed: _pool_control,
     ev.JobCreated: _job_created,
@@ -467,6 +482,8 @@ PROJECTORS: dict[type[ev.Event], Callable[[RecordedEvent, Any], tuple[str, Args]
     ev.RunReopened: _reopened,
     ev.RunMarkedSucceeded: _marked_succeeded,
     ev.RunMarkedFailed: _marked_failed,
+    ev.RunHeld: _run_held,
+    ev.RunReleased: _run_released,
     ev.DagDefined: _dag_defined,
     ev.DagRunStarted: _dag_run_started,
     ev.DagNodeReady: _dag_node_ready,
@@ -494,7 +511,8 @@ SLOT_UNCHANGED = frozenset({ev.RunScheduled, ev.RunAmended, ev.RunStarted, ev.St
                             ev.ParentNotified, ev.RunPaused, ev.RunResumed,
                             ev.FanOutStarted, ev.FanOutProgressed, ev.FanOutCompleted,
                             ev.RunStuck, ev.StepRetried, ev.StepSkipped, ev.RunRestarted,
-                            ev.RunReopened, ev.RunMarkedFailed})
+                            ev.RunReopened, ev.RunMarkedFailed, ev.RunHeld,
+                            ev.RunReleased})
 
 
 # Run events that also write their job's row, and do not commute across the job's runs: a
@@ -591,5 +609,5 @@ async def snapshot(conn: asyncpg.Connection) -> dict[str, list[dict[str, Any]]]:
                       "run_steps", "run_signals", "run_steps_set_aside", "fan_outs", "dags",
                       "dag_versions", "dag_runs", "dag_run_nodes", "start_lag_minutes",
                       "run_attributes", "run_attribute_numbers", "job_attributes",
-                      "run_workflow_ids")
+                      "run_workflow_ids", "tenant_retention", "run_holds")
     }

@@ -613,7 +613,8 @@ WHERE id = $1;
 TRUNCATE api_keys, runs, jobs, job_definitions, tenants, occurrence_skips, job_pauses, calendars, dead_letters,
          limits, pool_controls, run_slots, run_steps, run_signals, run_steps_set_aside,
          fan_outs, dags, dag_versions, dag_runs, dag_run_nodes, start_lag_minutes,
-         run_attributes, run_attribute_numbers, job_attributes, run_workflow_ids;
+         run_attributes, run_attribute_numbers, job_attributes, run_workflow_ids,
+         tenant_retention, run_holds;
 
 -- name: snapshot_start_lag_minutes
 -- For the rebuild-equality check (a rebuild brings back minutes the retention deleted live).
