@@ -1,0 +1,52 @@
+"""The archive of finished runs (docs/RETENTION.md): the object keys (`keys`) and the archive
+document, one gzip'd JSON object per run and an index object per batch (`document`). Pure: no
+I/O; the archiver duty (services/reconciler/checks/archive.py) writes these objects, the api
+reads them back (V). Kept on the ground floor so both sides share one format."""
+
+from ostinato.archive.document import (
+    FORMAT_VERSION,
+    ArchiveCorrupt,
+    ArchivedBlob,
+    ArchivedEvent,
+    ArchivedRun,
+    ArchivedRunSummary,
+    ArchivedStep,
+    ArchiveIndex,
+    build_indexes,
+    decode_index,
+    decode_run,
+    encode_index,
+    encode_run,
+    summary_of,
+)
+from ostinato.archive.keys import (
+    index_key,
+    index_prefix,
+    parse_index_key,
+    parse_run_key,
+    run_key,
+    tenant_prefix,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "ArchiveCorrupt",
+    "ArchiveIndex",
+    "ArchivedBlob",
+    "ArchivedEvent",
+    "ArchivedRun",
+    "ArchivedRunSummary",
+    "ArchivedStep",
+    "build_indexes",
+    "decode_index",
+    "decode_run",
+    "encode_index",
+    "encode_run",
+    "index_key",
+    "index_prefix",
+    "parse_index_key",
+    "parse_run_key",
+    "run_key",
+    "summary_of",
+    "tenant_prefix",
+]

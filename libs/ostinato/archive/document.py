@@ -1,0 +1,329 @@
+"""The archive documents: a finished run's whole history (`ArchivedRun`, one object per run) and
+a batch's summary rows for listing (`ArchiveIndex`, one object per tenant, day and batch).
+
+The bytes are gzip'd JSON, readable with `zcat | jq`: an envelope
+`{"format": 1, "sha256": "<hex>", "body": {...}}` whose `sha256` is the digest of the body's
+bytes exactly as they stand in the envelope. gzip's CRC catches a torn or flipped object; the
+digest catches a body rewritten by hand or by a faulty tool that re-gzipped it, and the format
+number lets a later release read what an earlier one wrote (or refuse it by name). Decoding
+never answers a half-read document: any fault is `ArchiveCorrupt` saying what is wrong.
+
+Values are JSON: in `ArchivedRun.run` (the `runs` row, column by column, as it stood when
+archived) uuids and timestamps come back as their ISO text; read a typed view of it with
+`msgspec.convert(run, Type, strict=False)`. Events, steps and blobs are typed structs.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import uuid
+import zlib
+from collections.abc import Iterable
+from datetime import date, datetime
+from typing import Any
+
+import msgspec
+
+from ostinato.archive.keys import index_key, parse_index_key, parse_run_key
+
+FORMAT_VERSION = 1
+
+_ENVELOPE_HEAD = b'{"format":%d,"sha256":"%s","body":'
+_GZIP_LEVEL = 6  # level 9 costs about twice the CPU for a few per cent less on JSON this size
+
+
+class ArchiveCorrupt(Exception):
+    """An archive object that cannot be read as what its key says: not gzip, not JSON, a
+    format this release does not read, a checksum that does not match, a body that is not the
+    format's shape, or a tenant or run id that is not its key's. `what` says which."""
+
+    def __init__(self, what: str, *, key: str | None = None) -> None:
+        self.what = what
+        self.key = key
+        super().__init__(f"{key}: {what}" if key else what)
+
+
+class ArchivedEvent(msgspec.Struct, kw_only=True, frozen=True):
+    """One event of the run's stream, every column of `events` but the stream's own (its id is
+    the run id, its type `run`, its tenant the document's)."""
+
+    seq: int
+    version: int
+    type: str
+    data: Any
+    actor: str
+    epoch: int | None
+    traceparent: str | None
+    occurred_at: datetime
+    recorded_at: datetime
+    event_id: uuid.UUID
+
+
+class ArchivedStep(msgspec.Struct, kw_only=True, frozen=True):
+    """A workflow step as `run_steps` held it; a set-aside one (`run_steps_set_aside`, an
+    operator's reset) also carries the version of the event that set it aside and when."""
+
+    seq: int
+    name: str
+    succeeded: bool
+    attempt: int
+    tries: int
+    duration_ms: float
+    recorded_at: datetime
+    output: Any = None
+    output_ref: uuid.UUID | None = None
+    error_type: str | None = None
+    message: str | None = None
+    supplied_by: str | None = None
+    set_aside_version: int | None = None
+    set_aside_at: datetime | None = None
+
+
+class ArchivedBlob(msgspec.Struct, kw_only=True, frozen=True):
+    """A blob the run referenced (its payload, output, captured logs, step outputs)."""
+
+    id: uuid.UUID
+    kind: str
+    data: Any
+    size_bytes: int | None = None
+    created_at: datetime | None = None
+
+
+class ArchivedRun(msgspec.Struct, kw_only=True, frozen=True):
+    """A finished run's whole history: enough to answer GET /v1/runs/{id}, /events and /steps
+    without the hot database, and to re-check it against the log it came from."""
+
+    tenant_id: uuid.UUID
+    run_id: uuid.UUID
+    archived_at: datetime
+    run: dict[str, Any]
+    events: list[ArchivedEvent]
+    steps: list[ArchivedStep] = []
+    set_aside_steps: list[ArchivedStep] = []
+    blobs: list[ArchivedBlob] = []
+    workflow_id: str | None = None
+    attributes: dict[str, Any] = {}
+    format_version: int = FORMAT_VERSION
+
+
+class ArchivedRunSummary(msgspec.Struct, kw_only=True, frozen=True):
+    """A run's row in an index object: what `GET /v1/runs?include=archived` filters and lists
+    without opening the run's own object."""
+
+    id: uuid.UUID
+    job_id: uuid.UUID
+    task: str
+    state: str
+    scheduled_for: datetime
+    created_at: datetime | None
+    ended_at: datetime | None
+    attempts: int
+    workflow_id: str | None = None
+    attributes: dict[str, Any] | None = None
+
+
+class ArchiveIndex(msgspec.Struct, kw_only=True, frozen=True):
+    """One batch's summary rows of one tenant's runs that ended on one day (UTC)."""
+
+    tenant_id: uuid.UUID
+    ended_day: date
+    batch_id: uuid.UUID
+    archived_at: datetime
+    rows: list[ArchivedRunSummary]
+    format_version: int = FORMAT_VERSION
+
+
+class _Envelope(msgspec.Struct, forbid_unknown_fields=True):
+    format: int
+    sha256: str
+    body: msgspec.Raw
+
+
+class _RunColumns(msgspec.Struct):
+    """The columns of a `runs` row a summary reads (the rest are ignored)."""
+
+    id: uuid.UUID
+    job_id: uuid.UUID
+    task: str
+    state: str
+    scheduled_for: datetime
+    attempt: int
+    scheduled_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def _seal(body: bytes) -> bytes:
+    digest = hashlib.sha256(body).hexdigest().encode()
+    document = (_ENVELOPE_HEAD % (FORMAT_VERSION, digest)) + body + b"}"
+    return gzip.compress(document, compresslevel=_GZIP_LEVEL, mtime=0)
+
+
+def _open(data: bytes, key: str | None) -> bytes:
+    """The body's bytes once the gzip, the envelope, the format and the digest are checked."""
+    if not data:
+        raise ArchiveCorrupt("not a gzip object (empty)", key=key)
+    try:
+        document = gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ArchiveCorrupt(f"not a gzip object ({exc})", key=key) from None
+    try:
+        envelope = msgspec.json.decode(document, type=_Envelope)
+    except msgspec.DecodeError as exc:
+        raise ArchiveCorrupt(f"not an archive envelope ({exc})", key=key) from None
+    if envelope.format != FORMAT_VERSION:
+        raise ArchiveCorrupt(
+            f"format version {envelope.format}: this release reads {FORMAT_VERSION}", key=key
+        )
+    body = bytes(envelope.body)
+    if hashlib.sha256(body).hexdigest() != envelope.sha256:
+        raise ArchiveCorrupt("checksum mismatch: the body is not what was archived", key=key)
+    return body
+
+
+def _check_history(run: ArchivedRun) -> str | None:
+    """Why the document is not a whole, ordered history of its run, or None."""
+    if str(run.run.get("id")) != str(run.run_id):
+        return f"the runs row is run {run.run.get('id')}, not {run.run_id}"
+    if run.run.get("tenant_id") is not None and str(run.run["tenant_id"]) != str(run.tenant_id):
+        return f"the runs row is tenant {run.run['tenant_id']}'s, not {run.tenant_id}'s"
+    if not run.events:
+        return "no events: a run's history starts with RunScheduled"
+    for expected, event in enumerate(run.events, start=1):
+        if event.version != expected:
+            return f"events out of order or missing: version {event.version} at position {expected}"
+    for before, after in zip(run.events, run.events[1:], strict=False):
+        if after.seq <= before.seq:
+            return f"events out of log order: seq {after.seq} after {before.seq}"
+    return None
+
+
+def encode_run(run: ArchivedRun) -> bytes:
+    """The object to store at `run_key(run.tenant_id, run.run_id)`. Refuses (ValueError) a
+    document that is not a whole history in order: an archive written from a partial read
+    would be the only copy once the run is removed."""
+    if run.format_version != FORMAT_VERSION:
+        raise ValueError(f"this release writes format {FORMAT_VERSION}, not {run.format_version}")
+    fault = _check_history(run)
+    if fault is not None:
+        raise ValueError(fault)
+    return _seal(_encoder.encode(run))
+
+
+def decode_run(data: bytes, *, key: str | None = None) -> ArchivedRun:
+    """The run archived in `data`. With `key` (where it was read from) the document must be
+    that key's tenant's and run's: an object copied or restored under the wrong key is
+    corrupt, never another tenant's run answered."""
+    expected = None
+    if key is not None:
+        try:
+            expected = parse_run_key(key)
+        except ValueError as exc:
+            raise ArchiveCorrupt(str(exc), key=key) from None
+    body = _open(data, key)
+    try:
+        run = msgspec.json.decode(body, type=ArchivedRun)
+    except msgspec.DecodeError as exc:
+        raise ArchiveCorrupt(f"the body is not an archived run ({exc})", key=key) from None
+    if run.format_version != FORMAT_VERSION:
+        raise ArchiveCorrupt(
+            f"body format version {run.format_version}: the envelope says {FORMAT_VERSION}",
+            key=key,
+        )
+    if expected is not None:
+        tenant_id, run_id = expected
+        if run.tenant_id != tenant_id:
+            raise ArchiveCorrupt(f"tenant {run.tenant_id}, not the key's {tenant_id}", key=key)
+        if run.run_id != run_id:
+            raise ArchiveCorrupt(f"run {run.run_id}, not the key's {run_id}", key=key)
+    fault = _check_history(run)
+    if fault is not None:
+        raise ArchiveCorrupt(fault, key=key)
+    return run
+
+
+def summary_of(run: ArchivedRun) -> ArchivedRunSummary:
+    """The index row of an archived run, read from its `runs` row (typed or JSON values)."""
+    try:
+        columns = msgspec.convert(run.run, _RunColumns, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"run {run.run_id}'s row lacks what an index row needs: {exc}") from None
+    return ArchivedRunSummary(
+        id=columns.id,
+        job_id=columns.job_id,
+        task=columns.task,
+        state=columns.state,
+        scheduled_for=columns.scheduled_for,
+        created_at=columns.scheduled_at,
+        ended_at=columns.finished_at,
+        attempts=columns.attempt,
+        workflow_id=run.workflow_id,
+        attributes=dict(run.attributes) or None,
+    )
+
+
+def build_indexes(
+    batch_id: uuid.UUID, archived_at: datetime, runs: Iterable[ArchivedRun]
+) -> list[tuple[str, ArchiveIndex]]:
+    """A batch's index objects, keyed: one per tenant and day its runs ended (UTC; a run with
+    no end time files under the day it was archived), rows in run order, keys in key order."""
+    groups: dict[tuple[uuid.UUID, date], list[ArchivedRunSummary]] = {}
+    for run in runs:
+        summary = summary_of(run)
+        ended = summary.ended_at or archived_at
+        day = _utc_day(ended)
+        groups.setdefault((run.tenant_id, day), []).append(summary)
+    indexes = [
+        (
+            index_key(tenant_id, day, batch_id),
+            ArchiveIndex(tenant_id=tenant_id, ended_day=day, batch_id=batch_id,
+                         archived_at=archived_at, rows=rows),
+        )
+        for (tenant_id, day), rows in groups.items()
+    ]
+    return sorted(indexes, key=lambda pair: pair[0])
+
+
+def _utc_day(moment: datetime) -> date:
+    """The UTC day of a moment (a naive one is taken as UTC already)."""
+    offset = moment.utcoffset()
+    return (moment - offset).date() if offset else moment.date()
+
+
+def encode_index(index: ArchiveIndex) -> bytes:
+    """The object to store at `index_key(index.tenant_id, index.ended_day, index.batch_id)`."""
+    if index.format_version != FORMAT_VERSION:
+        raise ValueError(f"this release writes format {FORMAT_VERSION}, not {index.format_version}")
+    return _seal(_encoder.encode(index))
+
+
+def decode_index(data: bytes, *, key: str | None = None) -> ArchiveIndex:
+    """The index archived in `data`; with `key`, it must be that key's tenant, day and batch."""
+    expected = None
+    if key is not None:
+        try:
+            expected = parse_index_key(key)
+        except ValueError as exc:
+            raise ArchiveCorrupt(str(exc), key=key) from None
+    body = _open(data, key)
+    try:
+        index = msgspec.json.decode(body, type=ArchiveIndex)
+    except msgspec.DecodeError as exc:
+        raise ArchiveCorrupt(f"the body is not an archive index ({exc})", key=key) from None
+    if index.format_version != FORMAT_VERSION:
+        raise ArchiveCorrupt(
+            f"body format version {index.format_version}: the envelope says {FORMAT_VERSION}",
+            key=key,
+        )
+    if expected is not None:
+        tenant_id, day, batch_id = expected
+        if index.tenant_id != tenant_id:
+            raise ArchiveCorrupt(f"tenant {index.tenant_id}, not the key's {tenant_id}", key=key)
+        if index.ended_day != day:
+            raise ArchiveCorrupt(f"day {index.ended_day}, not the key's {day}", key=key)
+        if index.batch_id != batch_id:
+            raise ArchiveCorrupt(f"batch {index.batch_id}, not the key's {batch_id}", key=key)
+    return index
