@@ -83,6 +83,8 @@ def archived(**overrides: object) -> ArchivedRun:
         "blobs": [ArchivedBlob(id=uuid.UUID(int=9), kind="payload", data={"amount": 12},
                                size_bytes=14, created_at=T0)],
         "workflow_id": "order-17", "attributes": {"region": "eu", "amount": 12},
+        "job": {"id": JOB, "kind": "at", "status": "completed"},
+        "job_events": [event(1, "JobCreated", {"name": "charge"}, seq=3)],
     }
     fields.update(overrides)
     return ArchivedRun(**fields)  # type: ignore[arg-type]
@@ -174,6 +176,8 @@ def test_a_run_round_trips_and_its_runs_row_comes_back_as_json_values():
     assert back.steps == run.steps
     assert back.set_aside_steps == run.set_aside_steps
     assert back.blobs == run.blobs
+    assert back.job_events == run.job_events
+    assert back.job == {"id": str(JOB), "kind": "at", "status": "completed"}
     assert (back.tenant_id, back.run_id, back.archived_at) == (TENANT, RUN, run.archived_at)
     assert (back.workflow_id, back.attributes) == ("order-17", run.attributes)
     assert back.format_version == 1
@@ -225,6 +229,7 @@ def test_a_run_with_only_its_events_round_trips():
     back = decode_run(encode_run(run))
     assert (back.steps, back.set_aside_steps, back.blobs) == ([], [], [])
     assert (back.workflow_id, back.attributes) == (None, {})
+    assert (back.job, back.job_events) == (None, [])
 
 
 # -- what encode refuses: a partial history would be the only copy once removed -----------------

@@ -104,6 +104,11 @@ class ArchivedRun(msgspec.Struct, kw_only=True, frozen=True):
     blobs: list[ArchivedBlob] = []
     workflow_id: str | None = None
     attributes: dict[str, Any] = {}
+    # A one-off job leaves the hot tables with its last run (migration 0046): its `jobs` row
+    # and its stream's events travel in its runs' objects (None / empty for a recurring job,
+    # which stays hot).
+    job: dict[str, Any] | None = None
+    job_events: list[ArchivedEvent] = []
     format_version: int = FORMAT_VERSION
 
 
