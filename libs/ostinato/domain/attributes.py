@@ -129,6 +129,40 @@ class AttributeFilter:
         return bool(self.equals or self.compare)
 
 
+def _json_type(value: Any) -> str | None:
+    """jsonb_typeof of a stored value (a bool is no number here, as in jsonb)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return "string" if isinstance(value, str) else None
+
+
+def _holds(c: Comparison, stored: Any) -> bool:
+    if c.op == "~":
+        return isinstance(stored, str) and c.value in stored.lower()
+    if stored is None or _json_type(stored) != _json_type(c.value):
+        return False
+    if c.op == "!=":
+        return bool(stored != c.value)
+    if isinstance(stored, bool):
+        return False  # booleans have no order (parse_where refuses one; never true)
+    return {">": stored > c.value, ">=": stored >= c.value, "<": stored < c.value,
+            "<=": stored <= c.value}[c.op]
+
+
+def matches(f: AttributeFilter, values: Mapping[str, Any] | None) -> bool:
+    """Whether attributes as stored pass `f`, as the run list's SQL decides it
+    (stores/sql/attributes.sql): for rows read outside the database, such as an archive
+    index's (`GET /v1/runs?include=archived`). A missing attribute, or one of another type,
+    never matches."""
+    got = values or {}
+    for name, value in f.equals.items():
+        if name not in got or _json_type(got[name]) != _json_type(value) or got[name] != value:
+            return False
+    return all(_holds(c, got.get(c.name)) for c in f.compare)
+
+
 def indexed_range(f: AttributeFilter) -> tuple[Any, ...]:
     """(name, >, >=, <, <=) bounds of the first numeric attribute the filter compares (None
     where unbounded; all None: no range), for the btree of run_attribute_numbers: a range that

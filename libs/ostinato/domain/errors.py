@@ -98,6 +98,37 @@ class InvalidState(Conflict):
 
 
 
+class RunArchived(Conflict):
+    """An action on a run that has left the hot database for the archive
+    (docs/RETENTION.md): it can still be read, never changed."""
+
+    code = "run-archived"
+    title = "The run is archived: it can be read, not changed"
+
+
+class ArchiveUnreadable(OstinatoError):
+    """A run's archive object is there but fails its checks (bad gzip, bad JSON, checksum,
+    format, ids not its key's: `ostinato.archive.ArchiveCorrupt`). A 4xx, not a 5xx: the object
+    will not read better on a retry; an operator restores it (docs/RETENTION.md)."""
+
+    code = "archive-unreadable"
+    status = 424
+    title = "The run's archive object cannot be read"
+
+
+class ServiceUnavailable(OstinatoError):
+    """Something this answer needs cannot serve now (the object store down or throttling):
+    a 503 with `Retry-After` (`retry_after_seconds`), which clients retry."""
+
+    code = "service-unavailable"
+    status = 503
+    title = "Service unavailable"
+
+    def __init__(self, detail: str, retry_after_seconds: float = 5.0) -> None:
+        super().__init__(detail, retry_after_seconds=retry_after_seconds)
+        self.retry_after_seconds = retry_after_seconds
+
+
 class PreconditionFailed(OstinatoError):
     """An If-Match naming another version than the current one (an edit made meanwhile by
     someone else): read the resource again and decide on its current version."""

@@ -18,7 +18,12 @@ from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 
 from ostinato.db.sqlstate import is_unavailable
-from ostinato.domain.errors import PROBLEM_BASE, OstinatoError, RateLimited
+from ostinato.domain.errors import (
+    PROBLEM_BASE,
+    OstinatoError,
+    RateLimited,
+    ServiceUnavailable,
+)
 from ostinato.telemetry.logging import RateLimitedLogger
 
 PROBLEM_JSON = "application/problem+json"
@@ -61,7 +66,7 @@ def _field_errors(extra: Any) -> list[dict[str, str]]:
 
 def on_ostinato_error(request: Request, exc: OstinatoError) -> Response[bytes]:
     response = problem(exc.status, exc.problem_type, exc.title, exc.detail, request, **exc.extra)
-    if isinstance(exc, RateLimited):
+    if isinstance(exc, RateLimited | ServiceUnavailable):  # when to ask again
         response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_seconds)))
     return response
 

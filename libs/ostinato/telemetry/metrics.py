@@ -17,6 +17,7 @@ from prometheus_client.exposition import choose_encoder
 
 __all__ = [
     "ALERTS_FIRING",
+    "ARCHIVE_READS",
     "ALERT_DELIVERIES",
     "ALERT_DELIVERIES_PENDING",
     "BLOBS_EXPIRED",
@@ -381,6 +382,15 @@ CONSUMER_LAG = Gauge(
     "assigned partitions), by consumer group and logical topic. Set by each consumer.",
     ["consumer", "topic"]
 )
+# Archived runs read back by the api (docs/RETENTION.md, "Reading an archived run"): outcome
+# read, missing (no object: a 404), unreadable (ArchiveCorrupt: a 424, the alert
+# OstinatoArchiveUnreadable), unavailable (the object store down: a 503).
+ARCHIVE_READS = Counter(
+    "ostinato_archive_reads_total",
+    "Archive objects (a run's, a listing's index) the api read, by outcome.", ["outcome"]
+)
+for _outcome in ("read", "missing", "unreadable", "unavailable"):
+    ARCHIVE_READS.labels(_outcome)  # every series exported from the start, at 0
 DISPATCH_DECISIONS = Counter(
     "ostinato_dispatch_decisions_total", "Fair-dispatch decisions taken (one per round)."
 )
