@@ -6,6 +6,339 @@
 --
 
 --
+-- Name: ostinato_remove_runs(uuid[], integer[], interval); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ostinato_remove_runs(run_ids uuid[], versions integer[], checks_window interval DEFAULT '24:00:00'::interval) RETURNS TABLE(run_id uuid, removed boolean, kept_because text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    at_now      timestamptz := now();
+    locked      uuid[];
+    d_ids       uuid[];
+    d_reasons   text[];
+    d_jobs      uuid[];
+    d_parents   uuid[];
+    d_payloads  uuid[];
+    new_reasons text[];
+    gone        uuid[];
+    jobs_gone   uuid[];
+    blob_ids    uuid[];
+    slot_run    record;
+BEGIN
+    IF run_ids IS NULL OR versions IS NULL
+       OR cardinality(run_ids) <> cardinality(versions) THEN
+        RAISE EXCEPTION 'ostinato_remove_runs: run_ids and versions must pair up'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF cardinality(run_ids) > 1000 THEN
+        RAISE EXCEPTION 'ostinato_remove_runs: at most 1000 runs a call, got %',
+            cardinality(run_ids) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF checks_window IS NULL OR checks_window < interval '0' THEN
+        RAISE EXCEPTION 'ostinato_remove_runs: checks_window must be a non-negative interval'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- Lock in id order (as stores/runs.sql lock_runs does: no deadlock with a writer); a row
+    -- a writer holds is skipped, not waited for. A writer that comes after finds no row.
+    locked := ARRAY(SELECT r.id FROM runs r WHERE r.id = ANY(run_ids)
+                    ORDER BY r.id FOR UPDATE SKIP LOCKED);
+
+    -- Each run's verdict: the first reason it is kept, or NULL.
+    SELECT coalesce(array_agg(f.id ORDER BY f.id), '{}'), array_agg(f.reason ORDER BY f.id),
+           array_agg(f.job_id ORDER BY f.id), array_agg(f.parent_run_id ORDER BY f.id),
+           array_agg(f.payload_ref ORDER BY f.id)
+    INTO d_ids, d_reasons, d_jobs, d_parents, d_payloads
+    FROM (
+        SELECT DISTINCT ON (w.id) w.id, r.job_id, r.parent_run_id, r.payload_ref,
+           CASE
+               WHEN r.id IS NULL AND EXISTS (SELECT 1 FROM runs x WHERE x.id = w.id)
+                   THEN 'busy'
+               WHEN r.id IS NULL THEN 'not_found'
+               -- the log is the truth: its stream's head, not the projection's version
+               WHEN (SELECT max(e.version) FROM events e WHERE e.stream_id = r.id)
+                    IS DISTINCT FROM w.version THEN 'changed'
+               ELSE (ostinato_run_kept(r.id, at_now, checks_window))[1]
+           END AS reason
+        FROM unnest(run_ids, versions) AS w(id, version)
+        LEFT JOIN runs r ON r.id = w.id AND r.id = ANY(locked)
+        ORDER BY w.id
+    ) AS f;
+
+    -- A parent leaves with or after its children: kept while a child stays hot (to a
+    -- fixpoint, for a child kept in this same call).
+    LOOP
+        gone := ARRAY(SELECT x.id FROM unnest(d_ids, d_reasons) AS x(id, reason)
+                      WHERE x.reason IS NULL);
+        new_reasons := ARRAY(
+            SELECT CASE WHEN x.reason IS NULL
+                             AND EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = x.id
+                                           AND c.id <> ALL(gone))
+                        THEN 'child_in_hot_tables' ELSE x.reason END
+            FROM unnest(d_ids, d_reasons) WITH ORDINALITY AS x(id, reason, ord)
+            ORDER BY x.ord);
+        EXIT WHEN new_reasons IS NOT DISTINCT FROM d_reasons;
+        d_reasons := new_reasons;
+    END LOOP;
+
+    IF cardinality(gone) > 0 THEN
+        -- What usage must still count once the events are gone (stores/usage.sql's rules).
+        INSERT INTO usage_carried AS u (tenant_id, hour, runs, attempts, workflow_steps,
+                                        worker_seconds, output_bytes)
+        SELECT e.tenant_id, date_trunc('hour', e.occurred_at, 'UTC'),
+               count(*) FILTER (WHERE e.type = 'RunScheduled'),
+               count(*) FILTER (WHERE e.type = 'RunStarted'),
+               count(*) FILTER (WHERE e.type IN ('StepCompleted', 'StepFailed')),
+               coalesce(sum(extract(epoch FROM fin.occurred_at - e.occurred_at))
+                            FILTER (WHERE e.type = 'RunStarted'), 0),
+               coalesce(sum((e.data ->> 'output_bytes')::bigint)
+                            FILTER (WHERE e.type IN ('RunSucceeded', 'RunCancelled',
+                                                     'RunMarkedSucceeded')), 0)
+        FROM events e
+        LEFT JOIN LATERAL (
+            SELECT f.occurred_at FROM events f
+            WHERE e.type = 'RunStarted' AND f.stream_id = e.stream_id AND f.version > e.version
+              AND f.type IN ('RunSucceeded', 'RunFailed', 'AttemptTimedOut', 'LeaseExpired',
+                             'LeaseReleased', 'RunSuspended', 'RunCancelled')
+            ORDER BY f.version LIMIT 1) AS fin ON true
+        WHERE e.stream_id = ANY(gone)
+          AND e.type IN ('RunScheduled', 'RunStarted', 'StepCompleted', 'StepFailed',
+                         'RunSucceeded', 'RunCancelled', 'RunMarkedSucceeded')
+        GROUP BY 1, 2
+        ON CONFLICT (tenant_id, hour) DO UPDATE SET
+            runs = u.runs + excluded.runs, attempts = u.attempts + excluded.attempts,
+            workflow_steps = u.workflow_steps + excluded.workflow_steps,
+            worker_seconds = u.worker_seconds + excluded.worker_seconds,
+            output_bytes = u.output_bytes + excluded.output_bytes;
+
+        -- The ledger's history: the removed runs' slots of recurring jobs, as ranges (the
+        -- runs the ledger reads: ledger_runs_of_job), in slot order per job.
+        FOR slot_run IN
+            SELECT r.job_id, r.tenant_id, r.scheduled_for, r.state
+            FROM runs r JOIN jobs j ON j.id = r.job_id
+            WHERE r.id = ANY(gone) AND j.kind IN ('cron', 'every')
+              AND r.trigger NOT IN ('manual', 'dag') AND r.parent_run_id IS NULL
+            ORDER BY r.job_id, r.scheduled_for
+        LOOP
+            UPDATE ledger_carried c
+            SET last_slot = slot_run.scheduled_for, runs = c.runs + 1
+            WHERE c.job_id = slot_run.job_id
+              AND c.first_slot = (SELECT max(l.first_slot) FROM ledger_carried l
+                                  WHERE l.job_id = slot_run.job_id
+                                    AND l.first_slot < slot_run.scheduled_for)
+              AND c.state = slot_run.state AND c.last_slot < slot_run.scheduled_for
+              AND NOT EXISTS (SELECT 1 FROM runs h
+                              WHERE h.job_id = slot_run.job_id AND h.parent_run_id IS NULL
+                                AND h.trigger NOT IN ('manual', 'dag')
+                                AND h.scheduled_for > c.last_slot
+                                AND h.scheduled_for < slot_run.scheduled_for
+                                AND h.id <> ALL(gone));
+            IF NOT FOUND THEN
+                INSERT INTO ledger_carried (job_id, first_slot, last_slot, tenant_id, state, runs)
+                VALUES (slot_run.job_id, slot_run.scheduled_for, slot_run.scheduled_for,
+                        slot_run.tenant_id, slot_run.state, 1)
+                ON CONFLICT (job_id, first_slot) DO NOTHING;
+            END IF;
+        END LOOP;
+
+        -- The blobs the runs alone reference: outputs, captured logs, step outputs and signal
+        -- payloads are written for one run (a fresh id each).
+        blob_ids := ARRAY(SELECT DISTINCT b FROM (
+            SELECT r.output_ref AS b FROM runs r WHERE r.id = ANY(gone)
+            UNION ALL SELECT r.logs_ref FROM runs r WHERE r.id = ANY(gone)
+            UNION ALL SELECT s.output_ref FROM run_steps s WHERE s.run_id = ANY(gone)
+            UNION ALL SELECT s.output_ref FROM run_steps_set_aside s WHERE s.run_id = ANY(gone)
+            UNION ALL SELECT g.payload_ref FROM run_signals g WHERE g.run_id = ANY(gone)
+        ) AS refs WHERE b IS NOT NULL);
+
+        PERFORM set_config('ostinato.removing_runs', 'on', true);
+        DELETE FROM events e WHERE e.stream_id = ANY(gone) AND e.stream_type = 'run';
+        PERFORM set_config('ostinato.removing_runs', '', true);
+
+        DELETE FROM run_slots x WHERE x.run_id = ANY(gone);
+        DELETE FROM attempt_leases x WHERE x.run_id = ANY(gone);
+        DELETE FROM run_steps x WHERE x.run_id = ANY(gone);
+        DELETE FROM run_steps_set_aside x WHERE x.run_id = ANY(gone);
+        DELETE FROM run_signals x WHERE x.run_id = ANY(gone);
+        DELETE FROM run_attributes x WHERE x.run_id = ANY(gone);
+        DELETE FROM run_attribute_numbers x WHERE x.run_id = ANY(gone);
+        DELETE FROM run_workflow_ids x WHERE x.run_id = ANY(gone);
+        DELETE FROM run_holds x WHERE x.run_id = ANY(gone);
+        DELETE FROM dispatch_holds x WHERE x.run_id = ANY(gone);
+        DELETE FROM dead_letters x WHERE x.run_id = ANY(gone);
+        DELETE FROM fan_outs x WHERE x.parent_run_id = ANY(gone);
+        DELETE FROM runs x WHERE x.id = ANY(gone);
+
+        -- A one-off job whose runs are all gone goes too, with its stream and side rows. Its
+        -- top-level runs are found through runs_job_slot; its children left before their
+        -- parents (child_in_hot_tables); a DAG job's node runs are not looked for, so a DAG
+        -- job stays.
+        jobs_gone := ARRAY(
+            SELECT j.id FROM jobs j
+            WHERE j.id = ANY(ARRAY(SELECT x.job FROM unnest(d_jobs, d_reasons) AS x(job, reason)
+                                   WHERE x.reason IS NULL))
+              AND j.kind = 'at' AND j.status IN ('completed', 'deleted')
+              AND j.task NOT LIKE 'dag:%'
+              AND NOT EXISTS (SELECT 1 FROM runs r
+                              WHERE r.job_id = j.id AND r.parent_run_id IS NULL
+                                AND r.trigger <> 'dag')
+            ORDER BY j.id
+            FOR UPDATE);
+
+        -- Payloads: a removed run's, unless a job or a remaining run shares it (a job's runs
+        -- share its payload, replays the replayed run's, fan-out children may share theirs);
+        -- and every payload a removed job's stream named.
+        blob_ids := ARRAY(SELECT DISTINCT b FROM (
+            SELECT unnest(blob_ids) AS b
+            UNION ALL
+            SELECT p.payload FROM unnest(d_payloads, d_jobs, d_parents, d_reasons)
+                AS p(payload, job, parent, reason)
+            WHERE p.reason IS NULL
+              AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = p.job
+                                AND j.payload_ref = p.payload AND j.id <> ALL(jobs_gone))
+              AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.job_id = p.job
+                                AND r.parent_run_id IS NULL AND r.trigger <> 'dag'
+                                AND r.payload_ref = p.payload)
+              AND NOT EXISTS (SELECT 1 FROM runs r WHERE p.parent IS NOT NULL
+                                AND r.parent_run_id = p.parent AND r.payload_ref = p.payload)
+            UNION ALL
+            SELECT (e.data ->> 'payload_ref')::uuid FROM events e
+            WHERE e.stream_id = ANY(jobs_gone) AND e.stream_type = 'job'
+              AND e.data ->> 'payload_ref' IS NOT NULL
+            UNION ALL
+            SELECT j.payload_ref FROM jobs j WHERE j.id = ANY(jobs_gone)
+        ) AS refs WHERE b IS NOT NULL);
+
+        IF cardinality(jobs_gone) > 0 THEN
+            PERFORM set_config('ostinato.removing_runs', 'on', true);
+            DELETE FROM events e WHERE e.stream_id = ANY(jobs_gone) AND e.stream_type = 'job';
+            PERFORM set_config('ostinato.removing_runs', '', true);
+            DELETE FROM job_attributes x WHERE x.job_id = ANY(jobs_gone);
+            DELETE FROM job_definitions x WHERE x.job_id = ANY(jobs_gone);
+            DELETE FROM job_pauses x WHERE x.job_id = ANY(jobs_gone);
+            DELETE FROM occurrence_skips x WHERE x.job_id = ANY(jobs_gone);
+            DELETE FROM jobs x WHERE x.id = ANY(jobs_gone);
+        END IF;
+
+        -- payload bytes, which usage counts from `blobs` (stores/usage.sql usage_bytes)
+        INSERT INTO usage_carried AS u (tenant_id, hour, payload_bytes)
+        SELECT b.tenant_id, date_trunc('hour', b.created_at, 'UTC'), sum(b.size_bytes)
+        FROM blobs b WHERE b.id = ANY(blob_ids) AND b.kind = 'payload'
+        GROUP BY 1, 2
+        ON CONFLICT (tenant_id, hour) DO UPDATE SET
+            payload_bytes = u.payload_bytes + excluded.payload_bytes;
+        DELETE FROM blobs b WHERE b.id = ANY(blob_ids);
+    END IF;
+
+    RETURN QUERY SELECT x.id, x.reason IS NULL, x.reason
+                 FROM unnest(d_ids, d_reasons) AS x(id, reason) ORDER BY x.id;
+END
+$$;
+
+--
+-- Name: ostinato_retention_kept(text, timestamp with time zone, boolean, text, timestamp with time zone, boolean, text, boolean, text, timestamp with time zone, timestamp with time zone, boolean, bigint, timestamp with time zone, interval); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ostinato_retention_kept(state text, ended_at timestamp with time zone, held boolean, dead_letter_triage text, triaged_at timestamp with time zone, children_not_final boolean, parent_state text, parent_notified boolean, dag_run_state text, checked_slot timestamp with time zone, deadline timestamp with time zone, latest_success_of_job boolean, keep_seconds bigint, now timestamp with time zone, checks_window interval) RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT array_remove(ARRAY[
+        CASE WHEN NOT final THEN 'not_final' END,
+        CASE WHEN held THEN 'held' END,
+        CASE WHEN dead_letter_triage = 'new'
+                  OR (state = 'dead_lettered' AND dead_letter_triage IS NULL)
+             THEN 'dead_letter_untriaged' END,
+        CASE WHEN children_not_final THEN 'child_not_final' END,
+        CASE WHEN parent_state IS NOT NULL
+                  AND parent_state NOT IN ('succeeded', 'dead_lettered', 'cancelled')
+             THEN 'parent_not_final' END,
+        CASE WHEN NOT parent_notified THEN 'parent_not_told' END,
+        CASE WHEN dag_run_state IS NOT NULL
+                  AND dag_run_state NOT IN ('succeeded', 'failed', 'cancelled')
+             THEN 'dag_run_not_final' END,
+        -- retention runs from the later of the end and a dead letter's triage
+        CASE WHEN final AND now < greatest(ended_at, triaged_at)
+                                  + keep_seconds * interval '1 second'
+             THEN 'inside_retention' END,
+        CASE WHEN checked_slot >= now - checks_window THEN 'slot_in_checks_window' END,
+        CASE WHEN deadline >= now - checks_window THEN 'deadline_in_checks_window' END,
+        CASE WHEN latest_success_of_job THEN 'latest_success_of_job' END
+    ], NULL)
+    FROM (SELECT state IN ('succeeded', 'dead_lettered', 'cancelled')
+                 AND ended_at IS NOT NULL AS final) AS f
+$$;
+
+--
+-- Name: ostinato_run_kept(uuid, timestamp with time zone, interval); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ostinato_run_kept(run uuid, at_now timestamp with time zone, checks_window interval) RETURNS text[]
+    LANGUAGE plpgsql STABLE COST 1000
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    kept text[];
+BEGIN
+    SELECT ostinato_retention_kept(
+               r.state, r.finished_at,
+               EXISTS (SELECT 1 FROM run_holds h WHERE h.run_id = r.id),
+               d.triage_state, d.triaged_at,
+               EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.id
+                         AND c.state NOT IN ('succeeded', 'dead_lettered', 'cancelled')),
+               p.state,
+               r.parent_run_id IS NULL OR r.parent_notified,
+               (SELECT dr.state FROM dag_run_nodes n JOIN dag_runs dr ON dr.id = n.dag_run_id
+                WHERE n.run_id = r.id ORDER BY dr.created_at DESC LIMIT 1),
+               -- a slot the gap check (runs_of_job_between: every run not manual) reads
+               CASE WHEN r.trigger <> 'manual'
+                         AND j.kind IN ('cron', 'every') AND j.status IN ('active', 'paused')
+                    THEN r.scheduled_for END,
+               CASE WHEN r.parent_run_id IS NULL AND r.trigger <> 'dag'
+                    THEN r.scheduled_for + j.complete_within_seconds * interval '1 second'
+               END,
+               -- the latest success of a recurring job, by slot or by end (runs_job_slot):
+               -- what its staleness rule and finding alerts read
+               -- (compared with the job's top-level runs, through the index)
+               r.state = 'succeeded' AND j.kind IN ('cron', 'every') AND j.status <> 'deleted'
+                   AND r.trigger <> 'dag'
+                   AND (NOT EXISTS (
+                            SELECT 1 FROM runs s
+                            WHERE s.job_id = r.job_id AND s.parent_run_id IS NULL
+                              AND s.trigger <> 'dag' AND s.state = 'succeeded'
+                              AND s.scheduled_for > r.scheduled_for)
+                        OR NOT EXISTS (
+                            SELECT 1 FROM runs s
+                            WHERE s.job_id = r.job_id AND s.parent_run_id IS NULL
+                              AND s.trigger <> 'dag' AND s.state = 'succeeded'
+                              AND s.finished_at > r.finished_at)),
+               coalesce(tr.keep_seconds, 2592000), at_now, checks_window)
+           || CASE WHEN r.state = 'dead_lettered' AND j.kind IN ('cron', 'every')
+                        AND j.consecutive_failures > 0
+                        AND NOT EXISTS (
+                            SELECT 1 FROM runs s
+                            WHERE s.job_id = r.job_id AND s.parent_run_id IS NULL
+                              AND s.trigger <> 'dag' AND s.state = 'succeeded'
+                              AND s.finished_at > r.finished_at)
+                   THEN ARRAY['job_failure_streak'] ELSE '{}'::text[] END
+           || CASE WHEN EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = r.id
+                                  AND cardinality(ostinato_run_kept(c.id, at_now,
+                                                                    checks_window)) > 0)
+                   THEN ARRAY['child_in_hot_tables'] ELSE '{}'::text[] END
+    INTO kept
+    FROM runs r
+    LEFT JOIN dead_letters d ON d.run_id = r.id
+    LEFT JOIN runs p ON p.id = r.parent_run_id
+    LEFT JOIN jobs j ON j.id = r.job_id
+    LEFT JOIN tenant_retention tr ON tr.tenant_id = r.tenant_id
+    WHERE r.id = run;
+    RETURN kept;
+END
+$$;
+
+--
 -- Name: refuse_audit_mutation(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -26,6 +359,12 @@ CREATE FUNCTION public.refuse_event_mutation() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
+    IF TG_OP = 'DELETE'
+       AND current_setting('ostinato.removing_runs', true) = 'on'
+       AND current_user = (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = TG_RELID)
+    THEN
+        RETURN OLD;
+    END IF;
     RAISE EXCEPTION 'the run-event log is append-only: % on events is refused', TG_OP
         USING ERRCODE = 'insufficient_privilege';
 END $$;
@@ -121,6 +460,19 @@ CREATE TABLE public.api_keys (
     name text DEFAULT ''::text NOT NULL,
     pools text[] DEFAULT '{}'::text[] NOT NULL,
     revoked_at timestamp with time zone
+);
+
+--
+-- Name: archive_state; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.archive_state (
+    id boolean DEFAULT true NOT NULL,
+    failing_since timestamp with time zone,
+    last_error text,
+    last_success_at timestamp with time zone,
+    updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT archive_state_id_check CHECK (id)
 );
 
 --
@@ -455,6 +807,21 @@ CREATE TABLE public.jobs (
     last_overdue_slot timestamp with time zone
 )
 WITH (autovacuum_vacuum_scale_factor='0.02', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_cost_delay='0');
+
+--
+-- Name: ledger_carried; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.ledger_carried (
+    job_id uuid NOT NULL,
+    first_slot timestamp with time zone NOT NULL,
+    last_slot timestamp with time zone NOT NULL,
+    tenant_id uuid NOT NULL,
+    state text NOT NULL,
+    runs integer NOT NULL,
+    CONSTRAINT ledger_carried_check CHECK ((last_slot >= first_slot)),
+    CONSTRAINT ledger_carried_runs_check CHECK ((runs >= 1))
+);
 
 --
 -- Name: limits; Type: TABLE; Schema: public; Owner: -
@@ -878,6 +1245,21 @@ CREATE TABLE public.token_buckets (
 );
 
 --
+-- Name: usage_carried; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.usage_carried (
+    tenant_id uuid NOT NULL,
+    hour timestamp with time zone NOT NULL,
+    runs bigint DEFAULT 0 NOT NULL,
+    attempts bigint DEFAULT 0 NOT NULL,
+    workflow_steps bigint DEFAULT 0 NOT NULL,
+    worker_seconds double precision DEFAULT 0 NOT NULL,
+    output_bytes bigint DEFAULT 0 NOT NULL,
+    payload_bytes bigint DEFAULT 0 NOT NULL
+);
+
+--
 -- Name: workers; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -949,6 +1331,13 @@ ALTER TABLE ONLY public.api_key_use
 
 ALTER TABLE ONLY public.api_keys
     ADD CONSTRAINT api_keys_pkey PRIMARY KEY (key_hash);
+
+--
+-- Name: archive_state archive_state_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.archive_state
+    ADD CONSTRAINT archive_state_pkey PRIMARY KEY (id);
 
 --
 -- Name: attempt_leases attempt_leases_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1096,6 +1485,13 @@ ALTER TABLE ONLY public.job_pauses
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
+
+--
+-- Name: ledger_carried ledger_carried_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_carried
+    ADD CONSTRAINT ledger_carried_pkey PRIMARY KEY (job_id, first_slot);
 
 --
 -- Name: limits limits_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1278,6 +1674,13 @@ ALTER TABLE ONLY public.tenants
 
 ALTER TABLE ONLY public.token_buckets
     ADD CONSTRAINT token_buckets_pkey PRIMARY KEY (tenant_id, scope, name);
+
+--
+-- Name: usage_carried usage_carried_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_carried
+    ADD CONSTRAINT usage_carried_pkey PRIMARY KEY (tenant_id, hour);
 
 --
 -- Name: workers workers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1531,6 +1934,12 @@ CREATE INDEX runs_children_done ON public.runs USING btree (updated_at) WHERE ((
 --
 
 CREATE INDEX runs_dispatchable ON public.runs USING btree (tenant_id, pool, priority, updated_at, id) WHERE ((state = 'scheduled'::text) OR ((state = 'retry_scheduled'::text) AND (retry_at IS NULL)));
+
+--
+-- Name: runs_ended; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_ended ON public.runs USING btree (tenant_id, finished_at) WHERE (state = ANY (ARRAY['succeeded'::text, 'dead_lettered'::text, 'cancelled'::text]));
 
 --
 -- Name: runs_job_active; Type: INDEX; Schema: public; Owner: -

@@ -44,7 +44,8 @@ APPEND_ONLY = {"events", "occurrence_skips", "run_steps_set_aside",
                "audit", "dag_versions"}  # 0027, 0030
 INSERT_DELETE = {"blobs",  # immutable documents, deleted by retention
                  "operation_items", "operation_failures"}  # an operation's frozen selection
-READ_ONLY = {"schema_migrations"}
+READ_ONLY = {"schema_migrations",
+             "usage_carried", "ledger_carried"}  # 0046: written by the owner's procedure only
 NO_DELETE = {"fan_outs",  # read models only the projector writes and no duty deletes (0029)
              "alert_states"}  # an alert episode is resolved, never deleted
 

@@ -54,6 +54,7 @@ ROW_OF = {
     (limits, "paused_pools"): limits.PausedPool,
     (limits, "lock_pool_control"): limits.PoolControlHead,
     (runs, "lock_runs"): runs.LockedRun,
+    (ledger, "ledger_carried_of_job"): ledger.LedgerCarried,
     (runs, "claim_ready_runs"): runs.ClaimedRun,
     (runs, "claim_ready_runs_any_tenant"): runs.ClaimedRun,
     (runs, "claim_due_retries"): runs.DueRetry,

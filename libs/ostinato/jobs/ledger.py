@@ -15,7 +15,7 @@ import asyncpg
 from ostinato import calendars, ledger
 from ostinato import schedules as scheduler
 from ostinato.leases import shard as shard_leases
-from ostinato.ledger import Context, Entry, RunFact, SkipFact
+from ostinato.ledger import CarriedRange, Context, Entry, RunFact, SkipFact
 from ostinato.stores import jobs as job_store
 from ostinato.stores import ledger as ledger_store
 from ostinato.stores import runs as run_store
@@ -47,6 +47,11 @@ async def job_entries(conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: uu
             for r in await ledger_store.runs_between(conn, tenant_id, job_id, start, end)}
     skips = [SkipFact(k.first_slot, k.last_slot, k.reason)
              for k in await ledger_store.skips_between(conn, tenant_id, job_id, start, end)]
+    carried = [CarriedRange(c.first_slot, c.last_slot, c.state)
+               for c in await ledger_store.carried_between(conn, tenant_id, job_id, start, end)]
+    if carried:  # runs retention removed: their slots read as they did while hot
+        missing = set(await ledger_store.unresolved_missing(conn, tenant_id, job_id, start, end))
+        runs |= ledger.carried_runs(expected, carried, runs, skips, missing)
     waiting_from = None
     if overlap == "queue" and (await run_store.active_counts(conn, [job_id])).get(job_id):
         waiting_from = next_slot  # the scheduler holds its next slot until the run is final

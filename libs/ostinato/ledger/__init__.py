@@ -12,10 +12,12 @@ from ostinato.ledger.cron import LedgerCronError, compile_cron
 from ostinato.ledger.findings import finding_id, unreadable_id
 from ostinato.ledger.outcomes import (
     OUTCOMES,
+    CarriedRange,
     Context,
     Entry,
     RunFact,
     SkipFact,
+    carried_runs,
     classify,
     decided,
 )
@@ -23,6 +25,7 @@ from ostinato.ledger.slots import ExpectedSlot, LedgerSchedule, expected_slots, 
 
 __all__ = [
     "OUTCOMES",
+    "CarriedRange",
     "Context",
     "Entry",
     "ExpectedSlot",
@@ -30,6 +33,7 @@ __all__ = [
     "LedgerSchedule",
     "RunFact",
     "SkipFact",
+    "carried_runs",
     "classify",
     "compile_cron",
     "decided",

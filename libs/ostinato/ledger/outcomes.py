@@ -46,9 +46,20 @@ _BY_DAG_STATE = {"succeeded": "completed", "failed": "failed", "cancelled": "can
 
 @dataclass(frozen=True)
 class RunFact:
-    run_id: uuid.UUID
+    run_id: uuid.UUID | None  # None: a run retention removed (its id is in the archive)
     state: str
     dag: bool = False  # a DAG run (a DAG job's occurrence), `state` a DAG run's state
+
+
+@dataclass(frozen=True)
+class CarriedRange:
+    """Slots of a recurring job whose runs retention removed (migration 0046, `ledger_carried`):
+    every run of the job with a slot in [first, last] ended in `state`, and no run of the job
+    stayed hot between them."""
+
+    first: datetime
+    last: datetime
+    state: str
 
 
 @dataclass(frozen=True)
@@ -126,6 +137,30 @@ def classify(expected: Sequence[ExpectedSlot], runs: Mapping[datetime, RunFact],
             paused=mark.paused, excluded=mark.excluded,
             dag_run_id=run.run_id if run and run.dag else None))
     return entries
+
+
+def carried_runs(expected: Sequence[ExpectedSlot], carried: Sequence[CarriedRange],
+                 runs: Mapping[datetime, RunFact], skips: Sequence[SkipFact],
+                 recorded_missing: set[datetime]) -> dict[datetime, RunFact]:
+    """The runs retention removed, back in the ledger's view: an expected slot inside a carried
+    range that has no run, no skip covering it, was not paused or excluded and was not
+    recorded missing had a run, in the range's state (its id unknown here: None). Between two
+    runs of a range the job's other slots were skipped, paused or missing, and each of those
+    left its own record, so the history reads as it did while the runs were hot."""
+    ordered = sorted(skips, key=lambda k: k.first)
+    starts = [k.first for k in ordered]
+    ranges = sorted(carried, key=lambda c: c.first)
+    firsts = [c.first for c in ranges]
+    out: dict[datetime, RunFact] = {}
+    for mark in expected:
+        slot = mark.slot
+        if slot in runs or mark.paused or mark.excluded or slot in recorded_missing:
+            continue
+        i = bisect.bisect_right(firsts, slot) - 1
+        if i < 0 or slot > ranges[i].last or _skip_of(ordered, starts, slot) is not None:
+            continue
+        out[slot] = RunFact(None, ranges[i].state)
+    return out
 
 
 def _outcome(mark: ExpectedSlot, run: RunFact | None, skip: SkipFact | None,

@@ -63,6 +63,19 @@ async def skips_between(conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: 
                                              end))
 
 
+class LedgerCarried(msgspec.Struct, frozen=True):
+    first_slot: datetime
+    last_slot: datetime
+    state: str
+
+
+async def carried_between(conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: uuid.UUID,
+                          start: datetime, end: datetime) -> list[LedgerCarried]:
+    """The job's removed runs' slots overlapping [start, end), as ranges of one state."""
+    return many(LedgerCarried, await conn.fetch(Q["ledger_carried_of_job"], job_id, tenant_id,
+                                                start, end))
+
+
 async def unresolved_missing(conn: asyncpg.Connection, tenant_id: uuid.UUID,
                              job_id: uuid.UUID, start: datetime, end: datetime) -> list[datetime]:
     """The job's slots in [start, end) recorded missing and not resolved since, ascending."""

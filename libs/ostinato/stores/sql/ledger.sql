@@ -42,3 +42,10 @@ WHERE m.stream_id = $1 AND m.tenant_id = $2 AND m.type = 'LedgerSlotMissing'
                     AND (r.data->>'scheduled_for')::timestamptz
                         = (m.data->>'scheduled_for')::timestamptz)
 ORDER BY 1;
+
+-- name: ledger_carried_of_job
+-- The ledger: a tenant's job's slots whose runs retention removed (migration 0046's
+-- ledger_carried), ranges of one state overlapping [from, to), by first slot.
+SELECT first_slot, last_slot, state FROM ledger_carried
+WHERE job_id = $1 AND tenant_id = $2 AND last_slot >= $3 AND first_slot < $4
+ORDER BY first_slot;
