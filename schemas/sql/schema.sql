@@ -1192,6 +1192,25 @@ CREATE TABLE public.start_lag_minutes (
 WITH (fillfactor='70', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_vacuum_cost_delay='0');
 
 --
+-- Name: storage_state; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.storage_state (
+    id boolean DEFAULT true NOT NULL,
+    level text NOT NULL,
+    used_ratio double precision,
+    database_bytes bigint NOT NULL,
+    total_bytes bigint,
+    free_bytes bigint,
+    source text NOT NULL,
+    alert_ratio double precision NOT NULL,
+    refuse_ratio double precision NOT NULL,
+    measured_at timestamp with time zone NOT NULL,
+    measured_by text NOT NULL,
+    CONSTRAINT storage_state_id_check CHECK (id)
+);
+
+--
 -- Name: task_schemas; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1639,6 +1658,13 @@ ALTER TABLE ONLY public.shard_leases
 
 ALTER TABLE ONLY public.start_lag_minutes
     ADD CONSTRAINT start_lag_minutes_pkey PRIMARY KEY (minute, tenant_id, pool, bucket);
+
+--
+-- Name: storage_state storage_state_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.storage_state
+    ADD CONSTRAINT storage_state_pkey PRIMARY KEY (id);
 
 --
 -- Name: task_schemas task_schemas_pkey; Type: CONSTRAINT; Schema: public; Owner: -
