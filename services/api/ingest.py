@@ -21,6 +21,11 @@
   "transiently" while the database answers is rejected after the loop's
   `TRIES_BEFORE_GIVING_UP` tries (`give_up`). A rejection published but not yet committed is
   remembered, so a redelivery (a rebalance) does not publish it twice.
+- While the database's storage is full (`services.api.storage`), submissions are left pending
+  on their topics, neither created nor rejected: the assigned partitions are paused (the group
+  membership and the lag gauge go on) and resumed once the level falls back; a message fetched
+  meanwhile (a rebalance's) is retried as after an outage and never given up. Kafka keeps them
+  (mind the topic's retention, docs/KAFKA.md), as the HTTP API's clients keep theirs.
 - It reads the submit topics of the tenants in the database whose topic exists (`SubmitTopics`),
   never a pattern: a pattern makes the client read the metadata of every topic on the broker at
   each refresh, which on a broker shared with other applications costs more than the ingest
@@ -53,7 +58,7 @@ from ostinato.bus.topics import Topics, tenant_key
 from ostinato.clock import Clock
 from ostinato.db.sqlstate import is_unavailable
 from ostinato.domain import roles
-from ostinato.domain.errors import PROBLEM_BASE, OstinatoError
+from ostinato.domain.errors import PROBLEM_BASE, OstinatoError, StorageFull
 from ostinato.eventlog.store import EventStore
 from ostinato.runtime.duties import Duty, DutyRunner, kafka_consumer
 from ostinato.runtime.problems import UNSTORABLE_TEXT
@@ -64,6 +69,7 @@ from ostinato.telemetry.logging import get_logger
 from ostinato.wire.api import JobRequest
 from services.api.auditing import record_keyless
 from services.api.routes import definition
+from services.api.storage import StorageGate
 
 log = get_logger("ostinato.ingest")
 # The consumer-lag label of every tenant's submit topic together (no tenant id in a label).
@@ -123,6 +129,8 @@ def problem_of(exc: BaseException) -> dict[str, Any] | None:
     foresaw, the API's 500 (logged by the caller), so that no message is retried for ever."""
     if isinstance(exc, Rejected):
         return exc.problem
+    if isinstance(exc, StorageFull):  # left pending until there is room again
+        return None
     if isinstance(exc, OstinatoError):
         return {**_problem(exc.status, exc.code, exc.title, exc.detail), **exc.extra}
     if isinstance(exc, UNSTORABLE_TEXT):
@@ -198,8 +206,11 @@ class SubmitIngest(Settler):
     (`ostinato.bus.consumer`), which polls, retries a partition after an outage and commits."""
 
     def __init__(self, pool: asyncpg.Pool, store: EventStore, clock: Clock,
-                 settings: Settings) -> None:
+                 settings: Settings, storage: StorageGate | None = None) -> None:
         self.pool, self.store, self.clock, self.settings = pool, store, clock, settings
+        # the api's storage level (one of its own when not shared): full leaves messages pending
+        self.storage = storage or StorageGate(lambda: pool, settings.storage_retry_after_seconds)
+        self._held = False  # the assigned partitions paused for want of storage
         self.topics: Topics = settings.topics
         self.group = f"{settings.topic_prefix}ostinato.ingest"
         self.consumer = AIOKafkaConsumer(
@@ -270,7 +281,24 @@ class SubmitIngest(Settler):
         if not self.submit_topics.reading:
             await asyncio.sleep(0.2)
             return 0
+        await self._hold_while_full()
         return await self.loop.poll_once()
+
+    async def _hold_while_full(self) -> None:
+        """Pause every assigned partition while the storage is full (again at each poll: a
+        rebalance assigns new ones), resume them when it is not (but those waiting out an
+        outage's backoff: the loop resumes them)."""
+        if await self.storage.refusal() is not None:
+            if not self._held:
+                log.warning("storage full: kafka submissions left pending on their topics",
+                            alert="ostinato_new_work_refused")
+            self._held = True
+            self.consumer.pause(*self.consumer.assignment())
+            return
+        if self._held:
+            self._held = False
+            self.consumer.resume(*(self.consumer.assignment() - self.loop.retrying()))
+            log.info("storage back under the refuse watermark: kafka submissions taken again")
 
     async def settle(self, batch: Batch) -> dict[TopicPartition, Unsettled]:
         """Settle each partition's messages in order, each as a job or a rejection; a
@@ -288,7 +316,7 @@ class SubmitIngest(Settler):
     async def give_up(self, record: ConsumerRecord, error: BaseException, tries: int) -> bool:
         """After TRIES_BEFORE_GIVING_UP transient failures of one message while the database
         answers, the failure is the message's: reject it (True when rejected)."""
-        if isinstance(error, KafkaError):
+        if isinstance(error, KafkaError | StorageFull):  # never the message's fault
             return False
         async with self.pool.acquire() as conn:
             await conn.fetchval("SELECT 1")
@@ -337,6 +365,9 @@ class SubmitIngest(Settler):
             return "dropped"
         tenant_id = uuid.UUID(tenant)
         try:
+            refused = await self.storage.refusal()
+            if refused is not None:  # a message fetched before the pause: left pending
+                raise refused
             request = decode_request(record.value)
             if request.idempotency_key is None:
                 request = msgspec.structs.replace(

@@ -149,3 +149,12 @@ class RateLimited(OstinatoError):
     def __init__(self, detail: str, retry_after_seconds: float) -> None:
         super().__init__(detail, retry_after_seconds=round(retry_after_seconds, 3))
         self.retry_after_seconds = retry_after_seconds
+
+
+class StorageFull(ServiceUnavailable):
+    """New work refused while the database's storage is over its refuse watermark (the level
+    the reconciler recorded: docs/RETENTION.md "The disk"). Nothing was written; runs in flight
+    finish, reads and cancels answer. `Retry-After`: when retention may have made room."""
+
+    code = "storage-full"
+    title = "Storage full: new work refused"

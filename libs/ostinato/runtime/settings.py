@@ -18,6 +18,7 @@ from ostinato.domain.errors import InvalidInput
 from ostinato.objects import parse_object_store_url
 from ostinato.policy.fairness import ClassConfig, parse_classes
 from ostinato.policy.retry import RetryPolicy, RetrySpec, parse_retry
+from ostinato.policy.storage import Watermarks
 from ostinato.wire.worker import MAX_CLAIM_WAIT_SECONDS
 
 # The embedded default store (`make up`): the checkout's .cache/objects, or,
@@ -99,6 +100,16 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     alert_no_worker_after_seconds: float = 300.0
     alert_disagreement_window_seconds: float = 86_400.0
     output_retention_days: float = 30.0
+    # Never let the disk decide (docs/RETENTION.md "The disk"): the reconciler measures the
+    # database's storage by a path on its volume (statvfs, where it shares the host: the local
+    # profile sets it) and/or a capacity in bytes its size is compared with (a managed
+    # database); the fuller counts, neither set: unmeasured. At the alert ratio an alert fires;
+    # at the refuse ratio the api refuses new work (503 storage-full, Retry-After).
+    db_volume_path: str = ""
+    db_capacity_bytes: int = 0
+    storage_alert_ratio: float = 0.80
+    storage_refuse_ratio: float = 0.95
+    storage_retry_after_seconds: int = 60
     # Where archived runs (and blobs) are kept (ostinato.objects, docs/RETENTION.md): a local
     # folder (file:///abs/dir, the embedded default: this checkout's .cache/objects) or an S3
     # bucket (s3://bucket/prefix?endpoint=...; `make up S3=1`: the local SeaweedFS).
@@ -146,6 +157,14 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
             raise ValueError("OSTINATO_ALERT_*_SECONDS must be positive and "
                              "OSTINATO_ALERT_LAG_MIN_SAMPLES >= 1")
         try:
+            self.storage_watermarks  # noqa: B018 — validated at start
+        except ValueError as exc:
+            raise ValueError(f"OSTINATO_STORAGE_ALERT_RATIO, OSTINATO_STORAGE_REFUSE_RATIO: "
+                             f"{exc}") from exc
+        if self.db_capacity_bytes < 0 or not 1 <= self.storage_retry_after_seconds <= 3600:
+            raise ValueError("OSTINATO_DB_CAPACITY_BYTES must be >= 0 (0: none) and "
+                             "OSTINATO_STORAGE_RETRY_AFTER_SECONDS in 1..3600")
+        try:
             self.classes  # noqa: B018 — validated at start
         except ValueError as exc:
             raise ValueError(f"OSTINATO_PRIORITY_CLASSES: {exc}") from exc
@@ -170,6 +189,10 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     @property
     def pool_names(self) -> tuple[str, ...]:
         return tuple(p.strip() for p in self.pools.split(",") if p.strip())
+
+    @property
+    def storage_watermarks(self) -> Watermarks:
+        return Watermarks(self.storage_alert_ratio, self.storage_refuse_ratio)
 
     @property
     def classes(self) -> tuple[ClassConfig, ...]:

@@ -26,6 +26,9 @@ __all__ = [
     "COMPLETION_OVERDUE",
     "CONSUMER_BATCH_SECONDS",
     "CONSUMER_LAG",
+    "DATABASE_BYTES",
+    "DATABASE_VOLUME_BYTES",
+    "DATABASE_VOLUME_USED_RATIO",
     "DATABASE_WRITES_FAILING",
     "DATABASE_WRITE_ERRORS",
     "DEAD_LETTERS",
@@ -67,6 +70,8 @@ __all__ = [
     "SHARD_EPOCH",
     "STALE_MESSAGES_DROPPED",
     "STALE_WRITES_REJECTED",
+    "STORAGE_REFUSED",
+    "STORAGE_REFUSING",
     "STUCK_RUNS",
     "TENANT_LABEL_CAP",
     "TIMER_LATENESS",
@@ -391,6 +396,35 @@ ARCHIVE_READS = Counter(
 )
 for _outcome in ("read", "missing", "unreadable", "unavailable"):
     ARCHIVE_READS.labels(_outcome)  # every series exported from the start, at 0
+# Never let the disk decide (docs/RETENTION.md "The disk"): what the reconciler measures and
+# what the api refuses.
+DATABASE_BYTES = Gauge(
+    "ostinato_database_bytes",
+    "The database's size (pg_database_size: relations, indexes, TOAST; not WAL). Set by the "
+    "reconciler."
+)
+DATABASE_VOLUME_BYTES = Gauge(
+    "ostinato_database_volume_bytes",
+    "The database's storage by kind: total (the volume's usable size, or the configured "
+    "capacity) and free (what PostgreSQL may still write). Set by the reconciler; absent while "
+    "neither OSTINATO_DB_VOLUME_PATH nor OSTINATO_DB_CAPACITY_BYTES is set.", ["kind"]
+)
+DATABASE_VOLUME_USED_RATIO = Gauge(
+    "ostinato_database_volume_used_ratio",
+    "Used over total of the database's storage (0 to 1; over 1 when the database outgrew its "
+    "capacity); the alert watermark (0.8) fires OstinatoDatabaseFilling, the refuse watermark "
+    "(0.95) makes the api refuse new work; 0 while unmeasured. Set by the reconciler."
+)
+STORAGE_REFUSING = Gauge(
+    "ostinato_storage_refusing",
+    "1 while the recorded storage level is full (new work refused with 503 storage-full), "
+    "else 0. Set by the reconciler when it records the level and by the api when it reads it."
+)
+STORAGE_REFUSED = Counter(
+    "ostinato_storage_refused_total",
+    "Requests for new work the api refused with 503 storage-full (the storage over the refuse "
+    "watermark). Set by the api."
+)
 DISPATCH_DECISIONS = Counter(
     "ostinato_dispatch_decisions_total", "Fair-dispatch decisions taken (one per round)."
 )
