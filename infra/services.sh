@@ -15,6 +15,15 @@ cd "$ROOT"
 # The services connect as the least-privilege role (OSTINATO_DATABASE_URL: ostinato_app); the
 # owner's and the superuser's URLs are for migrations and administration, not for them.
 unset OSTINATO_OWNER_DATABASE_URL OSTINATO_ADMIN_DATABASE_URL
+# The reconciler measures the free space of the database's volume at a path on it (statvfs;
+# docs/RETENTION.md "The disk"): the local PostgreSQL's folder, where infra/postgres/up.sh
+# keeps it (the checkout's .cache/pg, or /var/lib/ostinato/<hash>). Set it yourself for another
+# server; unset, the reconciler measures the size only and refuses nothing.
+if [ -z "${OSTINATO_DB_VOLUME_PATH:-}" ]; then
+  for base in "$ROOT/.cache/pg" "/var/lib/ostinato/$(printf '%s' "$ROOT" | sha256sum | cut -c1-12)"; do
+    if [ -d "$base/data" ]; then export OSTINATO_DB_VOLUME_PATH=$base; break; fi
+  done
+fi
 RUN="${OSTINATO_RUN_DIR:-$ROOT/.cache/run}"; LOGS="$ROOT/.cache/logs"; mkdir -p "$RUN" "$LOGS"
 PY="$ROOT/.venv/bin/python"
 SERVICES="api scheduler dispatcher worker_gateway reconciler"

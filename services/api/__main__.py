@@ -14,6 +14,7 @@ from ostinato.runtime.ops import HttpServer
 from ostinato.runtime.service import Service, run_service, run_until_stopped
 from services.api.app import create_app
 from services.api.ingest import SubmitIngest
+from services.api.storage import StorageGate
 
 
 async def amain() -> None:
@@ -30,7 +31,10 @@ async def amain() -> None:
     operations = service.add_duty(Duty(
         "operations", 1.0, lambda now: work.work_once(pool, store, service.clock, batch),
         batch=batch))
-    app = create_app(service, store, wake_operations=operations.wake)
+    # The storage level as this process reads it (services.api.storage): the HTTP API and the
+    # Kafka ingest refuse new work through the one gate while the storage is full.
+    storage = StorageGate(lambda: service.pool, service.settings.storage_retry_after_seconds)
+    app = create_app(service, store, wake_operations=operations.wake, storage=storage)
     server = HttpServer(app, service.settings.api_host, service.settings.api_port,
                         drain_seconds=service.settings.drain_seconds)
     await server.start()
@@ -40,7 +44,7 @@ async def amain() -> None:
     # (docs/KAFKA.md); stopped first, it commits what it settled.
     if service.settings.kafka_tenant_bootstrap:
         service.add_duty(SubmitIngest(service.pool, store, service.clock,
-                                      service.settings).duty())
+                                      service.settings, storage).duty())
 
     await run_until_stopped(service, on_stop=server.stop)
     with suppress(KafkaError):

@@ -12,6 +12,7 @@ from ostinato.eventlog.store import EventStore
 from ostinato.runtime.duties import outbox_relay
 from ostinato.runtime.service import Service, run_service, run_until_stopped
 from services.reconciler import loop
+from services.reconciler.checks.storage import StorageConfig
 from services.reconciler.loop import ReconcileConfig
 
 
@@ -40,6 +41,9 @@ async def amain() -> None:
             outbox_after=timedelta(seconds=settings.alert_outbox_after_seconds),
             no_worker_after=timedelta(seconds=settings.alert_no_worker_after_seconds),
             disagreement_window=timedelta(seconds=settings.alert_disagreement_window_seconds)),
+        storage=StorageConfig(volume_path=settings.db_volume_path,
+                              capacity_bytes=settings.db_capacity_bytes,
+                              watermarks=settings.storage_watermarks),
     )
 
     relay = service.add_duty(outbox_relay(OutboxRelay(pool, producer, settings.topics)))

@@ -2,8 +2,8 @@
 timeouts, queue-wait deadlines, overdue jobs: cheap indexed queries whose latency decides
 recovery time) run every `fast_interval`; slow ones (pipeline health, the gap enumeration over
 every recurring schedule, the expected-occurrence ledger, completion deadlines, the retention of
-outputs and of the start-lag histogram) every `interval`. Each is its own duty, so a failing
-check is retried and reported on its own while the others still run."""
+outputs and of the start-lag histogram, the database's storage) every `interval`. Each is its
+own duty, so a failing check is retried and reported on its own while the others still run."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from services.reconciler.checks.retention import (
     expire_outputs,
     expire_start_lags,
 )
+from services.reconciler.checks.storage import NO_STORAGE_MEASURE, StorageConfig, check_storage
 from services.reconciler.checks.stuck import mark_stuck
 from services.reconciler.checks.timeouts import expire_timeouts
 
@@ -57,6 +58,8 @@ class ReconcileConfig:
     output_retention: timedelta = timedelta(days=30)  # outputs and logs kept this long
     alert_delivery_timeout: timedelta = timedelta(seconds=5)  # one webhook POST at most
     alert_thresholds: Thresholds = DEFAULT_THRESHOLDS  # the fleet-state rules' (docs/ALERTS.md)
+    # the database's storage: how it is measured, the watermarks (docs/RETENTION.md "The disk")
+    storage: StorageConfig = NO_STORAGE_MEASURE
 
 
 def fast_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
@@ -84,6 +87,7 @@ def slow_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
         "alerts": lambda: evaluate_alerts(pool, clock, thresholds=config.alert_thresholds,
                                           worker_ttl=config.worker_ttl),
         "retention": lambda: expire_outputs(pool, clock, retention=config.output_retention),
+        "storage": lambda: check_storage(pool, config.storage),
     }
 
 

@@ -44,6 +44,13 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("OstinatoLedgerDisagreement", "warning",
          "job {job}: the scheduler's cron implementation and the independent ledger's disagree "
          "on a slot (GET /v1/jobs/.../ledger)"),
+    Rule("OstinatoDatabaseFilling", "warning",
+         "the database's storage passed its alert watermark (see used, alert_at, refuse_at): "
+         "at the refuse watermark new work is refused until retention makes room"),
+    Rule("OstinatoNewWorkRefused", "critical",
+         "the database's storage passed its refuse watermark: new jobs, runs and workflow "
+         "starts are refused (503 storage-full) until retention makes room; runs in flight "
+         "finish"),
 )}
 IDENTIFYING = ("alertname", "job_id", "kind", "reason", "pool")
 

@@ -38,10 +38,14 @@ from ostinato.alerts.payload import alert_object
 from ostinato.clock import Clock
 from ostinato.eventlog import outbox
 from ostinato.leases import attempts as attempt_leases
+from ostinato.policy.storage import alerting
 from ostinato.stores import alerts as alert_store
+from ostinato.stores import storage as storage_store
+from ostinato.stores import tenants as tenant_store
 from ostinato.stores.alerts import DueDelivery
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
+from services.reconciler.checks.storage import storage_signals
 
 log = get_logger("ostinato.reconciler")
 _json = msgspec.json.Encoder()
@@ -81,13 +85,16 @@ async def read_signals(conn: asyncpg.Connection, now: datetime, *,
     unserved = await workers.unserved(conn, db_now, t.no_worker_after, worker_ttl, SIGNAL_LIMIT)
     disagree = await alert_store.ledger_disagreements(
         conn, alerts.cutoff(now, t.disagreement_window), SIGNAL_LIMIT)
+    stored = await storage_store.read(conn)
+    tenants = await tenant_store.weights(conn) if stored and alerting(stored.level) else []
     for rows, rules in ((letters, ("OstinatoDeadLetter",)),
                         (findings, ("OstinatoCompletionOverdue", "OstinatoOccurrenceOmitted")),
                         (stale, ("OstinatoCompletionOverdue",)), (stuck, ("OstinatoRunStuck",)),
                         (paused, ("OstinatoJobAutoPaused",)), (leases, ("OstinatoLeaseStuck",)),
                         (lags, ("OstinatoLagSLOBreach",)), (backlog, ("OstinatoOutboxBacklog",)),
                         (unserved, ("OstinatoNoWorkerForPool",)),
-                        (disagree, ("OstinatoLedgerDisagreement",))):
+                        (disagree, ("OstinatoLedgerDisagreement",)),
+                        (tenants, ("OstinatoDatabaseFilling", "OstinatoNewWorkRefused"))):
         if len(rows) >= SIGNAL_LIMIT:
             partial.update(rules)
     for d in letters:
@@ -146,6 +153,7 @@ async def read_signals(conn: asyncpg.Connection, now: datetime, *,
                           _job(d.tenant_id, d.tenant, d.job_id, d.job), d.owner,
                           {"disagreements": str(d.n), "last": d.last_at.isoformat(),
                            "runbook": f"GET /v1/jobs/{d.job_id}/ledger"}))
+    out.extend(storage_signals(stored, tenants[:SIGNAL_LIMIT]))
     return out, set(alerts.RULES) - partial
 
 
