@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,11 +13,11 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.static_files import create_static_files_router
 
 from ostinato.eventlog.store import EventStore
+from ostinato.objects import ObjectStore
 from ostinato.runtime.contract import apply_contract
 from ostinato.runtime.instants import check_instants
 from ostinato.runtime.ops import (
     BodyLimit,
-    Check,
     instrument_http,
     ops_route_handlers,
     tracing_middleware,
@@ -28,6 +27,7 @@ from ostinato.runtime.request_ids import RequestIds
 from ostinato.runtime.service import Service
 from services.api import (
     alert_sinks,
+    archived,
     audit,
     capacity,
     dags,
@@ -50,7 +50,6 @@ from services.api import (
 )
 from services.api.ratelimit import KeyRateLimits, Rate
 from services.api.routes import DEPENDENCIES, ROUTES
-from services.api.storage import StorageGate, refuse_new_work_when_full
 
 VERSION = "0.1.0"
 MAX_BODY_BYTES = 4 << 20  # a declared longer body is a 413 before the app reads it
@@ -72,20 +71,14 @@ def swagger_ui() -> SwaggerRenderPlugin:
 
 def create_app(service: Service, store: EventStore,
                wake_operations: Callable[[], None] | None = None,
-               storage: StorageGate | None = None) -> Litestar:
-    """`storage`: the storage level as this process reads it (one made here when not given;
-    the api's Kafka ingest shares the service's)."""
-    gate = storage or StorageGate(lambda: service.pool,
-                                  service.settings.storage_retry_after_seconds)
-
-    async def readiness() -> dict[str, Check]:  # the storage check beside the others
-        checks, storage_ok = await asyncio.gather(service.readiness(kafka=True), gate.check())
-        return {**checks, "storage": storage_ok}
-
+               objects: ObjectStore | None = None) -> Litestar:
+    """`objects`: the object store archived runs are read from (none given: the one
+    OSTINATO_OBJECT_STORE_URL names, opened at its first use and closed with the app)."""
     # The run-end listener of GET /v1/runs/{id}/result (started by its first waiter).
     run_ends = results.RunEnds(results.connector(service.settings.database_url),
                                results.reader(lambda: service.pool),
                                stopping=service.stopping)
+    archive = archived.Archive(service.settings.object_store_url, objects)
     app = Litestar(
         route_handlers=[
             *ROUTES,
@@ -109,13 +102,12 @@ def create_app(service: Service, store: EventStore,
             *usage.ROUTES,
             *results.ROUTES,
             *ui.routes(),  # the web UI under /ui (docs/UI.md)
-            *ops_route_handlers(readiness),
+            *ops_route_handlers(lambda: service.readiness(kafka=True)),
             create_static_files_router(SWAGGER_ASSETS, [SWAGGER_UI_DIR], name="swagger-assets"),
         ],
         dependencies=DEPENDENCIES,
         exception_handlers=ui.with_ui_pages(EXCEPTION_HANDLERS),  # /ui errors: HTML pages
         before_request=check_instants,
-        guards=[refuse_new_work_when_full],  # 503 storage-full while the storage is full
         middleware=tracing_middleware(),
         openapi_config=OpenAPIConfig(
             title="Ostinato API", version=VERSION, path="/schema",
@@ -131,13 +123,13 @@ def create_app(service: Service, store: EventStore,
         logging_config=None,  # logging is configured once, by telemetry.logging
         state=State({"pool": service.pool, "store": store, "clock": service.clock,
                      "wake_operations": wake_operations, "run_ends": run_ends,
-                     "settings": service.settings, "storage": gate,
+                     "settings": service.settings, "archive": archive,
                      # set at SIGTERM: a long poll answers at once (the drain, ops.Drain)
                      "stopping": service.stopping,
                      "rate_limits": KeyRateLimits(service.clock, Rate(
                          service.settings.api_rate_per_second, service.settings.api_burst))}),
         request_max_body_size=MAX_BODY_BYTES,  # a chunked body is cut off there too
-        on_shutdown=[run_ends.close],
+        on_shutdown=[run_ends.close, archive.close],
     )
     instrument_http(app)
     apply_contract(app)

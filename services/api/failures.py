@@ -33,6 +33,7 @@ from ostinato.wire.api import (
     Triaged,
     TriageRequest,
 )
+from services.api.archived import refuses_archived
 from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
 from services.api.scope import Tenant
@@ -42,6 +43,7 @@ Limit = Annotated[int, QueryParameter(ge=1, le=500)]
 
 @post("/v1/runs/{run_id:uuid}/cancel", status_code=200, tags=["runs"],
       opt=audited("run.cancel", "run", "run_id"))
+@refuses_archived
 async def cancel(run_id: FromPath[uuid.UUID], tenant: Tenant) -> Cancelled:
     """A waiting run is cancelled at once; a running one is asked to stop at its next safe
     point (it ends `cancelled`; a result that still arrives is kept and ignored). A waiting
@@ -55,6 +57,7 @@ async def cancel(run_id: FromPath[uuid.UUID], tenant: Tenant) -> Cancelled:
 
 @post("/v1/runs/{run_id:uuid}/retry", status_code=201, tags=["runs"],
       opt=audited("run.retry", "run", "run_id"))
+@refuses_archived
 async def retry_run(
     run_id: FromPath[uuid.UUID], tenant: Tenant, data: JSONBody[RetryRunRequest | None] = None,
 ) -> Response[Rerun]:
@@ -183,6 +186,7 @@ async def get_dead_letter(run_id: FromPath[uuid.UUID], tenant: Tenant) -> DeadLe
 
 @post("/v1/dead-letters/{run_id:uuid}/triage", status_code=200, tags=["dead letters"],
       opt=audited("dead_letter.triage", "run", "run_id"))
+@refuses_archived
 async def triage(
     run_id: FromPath[uuid.UUID], data: JSONBody[TriageRequest], tenant: Tenant
 ) -> Triaged:
@@ -196,6 +200,7 @@ async def triage(
 
 @post("/v1/dead-letters/{run_id:uuid}/replay", status_code=201, tags=["dead letters"],
       opt=audited("dead_letter.replay", "run", "run_id"))
+@refuses_archived
 async def replay(
     run_id: FromPath[uuid.UUID], data: JSONBody[ReplayRequest], tenant: Tenant
 ) -> Response[Rerun]:

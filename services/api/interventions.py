@@ -27,6 +27,7 @@ from ostinato.wire.api import (
     SkipStepRequest,
     SucceedRunRequest,
 )
+from services.api.archived import refuses_archived
 from services.api.auditing import audited
 from services.api.scope import Tenant, TenantScope
 
@@ -44,6 +45,7 @@ def _done(run_id: uuid.UUID, done: Intervened, tenant: TenantScope) -> Intervent
 
 @post("/v1/runs/{run_id:uuid}/steps/{seq:int}/retry", status_code=200, tags=["interventions"],
       opt=audited("run.step_retry", "run", "run_id"))
+@refuses_archived
 async def retry_step(run_id: FromPath[uuid.UUID], seq: FromPath[Seq], tenant: Tenant,
                      data: JSONBody[InterventionRequest]) -> InterventionDone:
     """Retry the failed step at position `seq` in place: its record and later ones are set
@@ -56,6 +58,7 @@ async def retry_step(run_id: FromPath[uuid.UUID], seq: FromPath[Seq], tenant: Te
 
 @post("/v1/runs/{run_id:uuid}/steps/{seq:int}/skip", status_code=200, tags=["interventions"],
       opt=audited("run.step_skip", "run", "run_id"))
+@refuses_archived
 async def skip_step(run_id: FromPath[uuid.UUID], seq: FromPath[Seq], tenant: Tenant,
                     data: JSONBody[SkipStepRequest]) -> InterventionDone:
     """Skip the step at position `seq` (a failed one, or the one where the run stopped) by
@@ -69,6 +72,7 @@ async def skip_step(run_id: FromPath[uuid.UUID], seq: FromPath[Seq], tenant: Ten
 
 @post("/v1/runs/{run_id:uuid}/restart", status_code=200, tags=["interventions"],
       opt=audited("run.restart", "run", "run_id"))
+@refuses_archived
 async def restart(run_id: FromPath[uuid.UUID], tenant: Tenant,
                   data: JSONBody[RestartRequest]) -> InterventionDone:
     """Restart the workflow from position `from_seq`: the records from there on are set aside
@@ -80,6 +84,7 @@ async def restart(run_id: FromPath[uuid.UUID], tenant: Tenant,
 
 @post("/v1/runs/{run_id:uuid}/succeed", status_code=200, tags=["interventions"],
       opt=audited("run.succeed", "run", "run_id"))
+@refuses_archived
 async def succeed(run_id: FromPath[uuid.UUID], tenant: Tenant,
                   data: JSONBody[SucceedRunRequest]) -> InterventionDone:
     """Mark a run that is not running succeeded, with `output` as its output. Nothing runs (no
@@ -92,6 +97,7 @@ async def succeed(run_id: FromPath[uuid.UUID], tenant: Tenant,
 
 @post("/v1/runs/{run_id:uuid}/fail", status_code=200, tags=["interventions"],
       opt=audited("run.fail", "run", "run_id"))
+@refuses_archived
 async def fail(run_id: FromPath[uuid.UUID], tenant: Tenant,
                data: JSONBody[FailRunRequest]) -> InterventionDone:
     """Mark a run that is not running failed for good: dead-lettered (reason operator) with

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import uuid
 from datetime import datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import asyncpg
 from litestar import Request, Response, delete, get, post
@@ -14,6 +14,7 @@ from litestar.di import Provide
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from ostinato import jobs, tenancy
+from ostinato.archive import ArchivedRun
 from ostinato.domain import attributes, roles
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.domain.events import event_data
@@ -49,11 +50,11 @@ from ostinato.wire.api import (
     TenantView,
 )
 from ostinato.workers import registry
-from services.api import auditing, kafka_access, results
+from services.api import archived, auditing, kafka_access, results
 from services.api.auditing import audited
 from services.api.ratelimit import limited_principal
 from services.api.running import running_step
-from services.api.scope import Tenant, tenant_scope
+from services.api.scope import Tenant, TenantScope, tenant_scope
 
 Limit = Annotated[int, QueryParameter(ge=1, le=500)]
 EventsLimit = Annotated[int, QueryParameter(ge=1, le=1000)]  # a page of a timeline
@@ -62,6 +63,14 @@ Priority = Annotated[str | None, QueryParameter(
     pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$",
     description="A configured priority class (OSTINATO_PRIORITY_CLASSES; by default one of "
                 "critical, default, bulk): only runs of that class.")]
+Include = Annotated[Literal["archived"] | None, QueryParameter(
+    description="`archived`: archived runs too (docs/RETENTION.md, \"Reading an archived "
+                "run\"), those that ended in [`ended_after`, `ended_before`) (required, at most "
+                "31 days), after the hot ones.")]
+EndedAt = Annotated[datetime | None, QueryParameter(
+    description="With include=archived: the archived runs that ended in [ended_after, "
+                "ended_before) (RFC 3339).")]
+READS_ARCHIVE = {"reads_archive": True}  # answers archived runs too: 424 archive-unreadable
 ErrorType = Annotated[str | None, QueryParameter(
     min_length=1, max_length=200,
     description="Only runs whose last attempt failed with this error type (`last_error.type`, "
@@ -134,6 +143,27 @@ def run_view(run: RunRow, output: Any = None, waiting_reason: str | None = None,
         wait_reason=run.wait_reason if run.state == RunState.SUSPENDED else None,
         payload=payload, payload_version=run.payload_version,
     )
+
+
+def archived_run_view(found: ArchivedRun, *, listed: bool = False) -> RunView:
+    """An archived run's view, from its `runs` row and documents as archived, by `run_view`
+    (`listed`: as a listing shows it, without its payload)."""
+    row, docs = archived.run_row(found), archived.blobs(found)
+    view = run_view(row, docs.get(row.output_ref) if row.output_ref is not None else None,
+                    payload=None if listed else docs.get(row.payload_ref),
+                    attrs=dict(found.attributes) or None)
+    view.archived, view.archived_at = True, found.archived_at
+    return view if listed else with_dag_node(view)
+
+
+def with_dag_node(view: RunView) -> RunView:
+    """A DAG node's run (trigger dag): its DAG run and node, which its payload names
+    (ostinato.runs.dags)."""
+    if view.trigger == "dag":
+        dag = view.payload.get("dag") if isinstance(view.payload, dict) else None
+        if isinstance(dag, dict) and isinstance(dag.get("dag_run_id"), str):
+            view.dag_run_id, view.dag_node = uuid.UUID(dag["dag_run_id"]), dag.get("node")
+    return view
 
 
 @post("/v1/tenants", status_code=201, tags=["tenants"],
@@ -278,12 +308,19 @@ async def list_runs(
         max_items=10, description="Searchable attributes, ANDed (docs/SEARCH_ATTRIBUTES.md): "
         "`name=value`, `name!=value`, `name>value` (>=, <, <=), `name~part`; each name "
         "declared with PUT /v1/search-attributes/{name}, e.g. `where=customer=acme`.")] = None,
+    include: Include = None,
+    ended_after: EndedAt = None,
+    ended_before: EndedAt = None,
     limit: Limit = 50,
     cursor: FromQuery[str | None] = None,
 ) -> Page:
     """This tenant's runs, latest occurrence first, optionally of one job, in one state, of one
     priority class, task or pool, scheduled for within [`since`, `until`), or whose last
-    attempt failed with one error type. A parameter this route does not take is a 422."""
+    attempt failed with one error type. A parameter this route does not take is a 422.
+    `include=archived`: then the archived runs that ended in [`ended_after`, `ended_before`)
+    (at most 31 days), latest day first, filtered by job, state, task, `since`/`until` and
+    `where` (not by pool, priority class or error type: a 422), each `archived` true; a page
+    may be short and still name a next cursor (docs/RETENTION.md)."""
     if run_state is not None and run_state not in RunState.__members__.values():
         raise InvalidInput(
             f"unknown state {run_state!r}",
@@ -302,6 +339,29 @@ async def list_runs(
                 {"field": "where", "message": "not with error_type"}])
         attrs_filter = attributes.parse_where(
             where, await attribute_store.types_of(tenant.conn, tenant.tenant_id))
+    gone = None
+    if include == "archived":
+        unfit = [n for n, v in (("priority", priority), ("pool", pool),
+                                ("error_type", error_type)) if v is not None]
+        if unfit:
+            raise InvalidInput(f"{', '.join(unfit)} cannot filter archived runs (their index "
+                               "rows do not carry it)", errors=[
+                {"field": n, "message": "not with include=archived"} for n in unfit])
+        gone = archived.summary_filter(ended_after, ended_before, job_id=job_id,
+                                       state=run_state, task=task, since=since, until=until,
+                                       where=attrs_filter or attributes.AttributeFilter())
+    elif ended_after is not None or ended_before is not None:
+        raise InvalidInput("ended_after and ended_before select archived runs: send "
+                           "include=archived", errors=[
+            {"field": "ended_after" if ended_after is not None else "ended_before",
+             "message": "only with include=archived"}])
+    if archived.is_archive_cursor(cursor):
+        if gone is None:
+            raise InvalidInput("this cursor continues an archived listing: send "
+                               "include=archived", errors=[
+                {"field": "cursor", "message": "only with include=archived"}])
+        return await archived_runs_page(tenant, gone, archived.decode_cursor(cursor or ""),
+                                        limit, [])
     rows = await run_store.page(tenant.conn, tenant.tenant_id, job_id=job_id, state=run_state,
                                 after=decode_cursor(cursor), limit=limit + 1,
                                 priority=priority, error_type=error_type, task=task,
@@ -311,18 +371,41 @@ async def list_runs(
     outputs = await get_blobs(tenant.conn, [r.output_ref for r in rows if r.output_ref],
                               tenant.tenant_id)  # one read for the page, as GET /v1/runs/{id}
     attrs = await attribute_store.of_runs(tenant.conn, tenant.tenant_id, [r.id for r in rows])
-    return Page(
-        items=[run_view(r, outputs.get(r.output_ref) if r.output_ref else None,
-                        attrs=attrs.get(r.id)) for r in rows],
-        next_cursor=encode_cursor(rows[-1].scheduled_for, rows[-1].id) if more else None,
-    )
+    items = [run_view(r, outputs.get(r.output_ref) if r.output_ref else None,
+                      attrs=attrs.get(r.id)) for r in rows]
+    if gone is None or more:
+        return Page(items=items, next_cursor=encode_cursor(rows[-1].scheduled_for, rows[-1].id)
+                    if more else None)
+    return await archived_runs_page(tenant, gone, None, limit, items)  # the hot ones are done
 
 
-@get("/v1/runs/{run_id:uuid}", tags=["runs"])
+async def archived_runs_page(tenant: TenantScope, gone: archived.SummaryFilter,
+                             after: archived.ArchiveCursor | None, limit: int,
+                             hot: list[RunView]) -> Page:
+    """The rest of a listing's page (after its `hot` items) from the archive's index objects;
+    each run's view from its own object, as GET /v1/runs/{id} builds it (no payload, as a
+    listing's). A run still hot is the hot part's."""
+    archive = tenant.archive
+    if archive is None or len(hot) == limit:
+        start = archived.ArchiveCursor(gone.days()[0], "", 0)  # from the range's latest day
+        return Page(items=list(hot), next_cursor=archived.encode_cursor(start)
+                    if archive is not None else None)
+    page = await archived.summaries(archive, tenant.tenant_id, gone, after, limit - len(hot))
+    ids = [r.id for r in page.rows]
+    found = await archived.runs_of(archive, tenant.tenant_id, ids,
+                                   skip=await run_store.hot_ids(tenant.conn, tenant.tenant_id,
+                                                                ids))
+    return Page(items=[*hot, *(archived_run_view(r, listed=True) for r in found)],
+                next_cursor=page.next_cursor)
+
+
+@get("/v1/runs/{run_id:uuid}", tags=["runs"], opt=READS_ARCHIVE)
 async def get_run(run_id: FromPath[uuid.UUID], tenant: Tenant) -> RunView:
+    """The run; one that has left the hot database is read from its archive (`archived`
+    true, `archived_at`; docs/RETENTION.md)."""
     run = await run_store.by_id(tenant.conn, tenant.tenant_id, run_id)
     if run is None:
-        raise NotFound(f"no run {run_id}")
+        return archived_run_view(await archived.read(tenant.archive, tenant.tenant_id, run_id))
     refs = [run.payload_ref] if run.output_ref is None else [run.payload_ref, run.output_ref]
     blobs = await get_blobs(tenant.conn, refs, tenant.tenant_id)
     output = blobs.get(run.output_ref) if run.output_ref is not None else None
@@ -341,11 +424,7 @@ async def get_run(run_id: FromPath[uuid.UUID], tenant: Tenant) -> RunView:
     fan = await fan_store.latest(tenant.conn, tenant.tenant_id, run_id)
     if fan is not None:
         view.fan_out = fan_out_view(fan)
-    if run.trigger == "dag":  # its payload names its DAG run and node (ostinato.runs.dags)
-        dag = view.payload.get("dag") if isinstance(view.payload, dict) else None
-        if isinstance(dag, dict) and isinstance(dag.get("dag_run_id"), str):
-            view.dag_run_id, view.dag_node = uuid.UUID(dag["dag_run_id"]), dag.get("node")
-    return view
+    return with_dag_node(view)
 
 
 def fan_out_view(fan: FanOutRow) -> FanOutView:
@@ -373,22 +452,32 @@ async def timeline_page(conn: asyncpg.Connection, stream_id: uuid.UUID, tenant_i
     page = await read_stream_page(conn, stream_id, tenant_id, after, limit + 1)
     if not page and (after == 0 or not await read_stream_page(conn, stream_id, tenant_id, 0, 1)):
         return None
+    return events_page(page, limit)
+
+
+def events_page(page: list[RecordedEvent], limit: int) -> tuple[list[EventView], int | None]:
+    """Up to `limit + 1` events read after a version: the page's views and its `next_after`."""
     more = len(page) > limit
     page = page[:limit]
     return [event_view(r) for r in page], page[-1].version if more else None
 
 
-@get("/v1/runs/{run_id:uuid}/events", tags=["runs"])
+@get("/v1/runs/{run_id:uuid}/events", tags=["runs"], opt=READS_ARCHIVE)
 async def run_events(run_id: FromPath[uuid.UUID], tenant: Tenant,
                      after: FromQuery[AfterVersion] = 0,
                      limit: FromQuery[EventsLimit] = 100) -> EventsPage:
     """The run's timeline, read straight from the append-only log, in version order: the
-    events after version `after`; pass `next_after` back as `after` for the next page."""
+    events after version `after`; pass `next_after` back as `after` for the next page. An
+    archived run's comes from its archive, paged alike (`archived` true)."""
     found = await timeline_page(tenant.conn, run_id, tenant.tenant_id, after, limit)
-    if found is None:
-        raise NotFound(f"no run {run_id}")
-    items, next_after = found
-    return EventsPage(run_id=run_id, items=items, next_after=next_after)
+    if found is not None:
+        items, next_after = found
+        return EventsPage(run_id=run_id, items=items, next_after=next_after)
+    gone = await archived.read(tenant.archive, tenant.tenant_id, run_id)
+    stream = [r for r in archived.recorded_events(gone) if r.version > after]
+    items, next_after = events_page(stream[:limit + 1], limit)
+    return EventsPage(run_id=run_id, items=items, next_after=next_after, archived=True,
+                      archived_at=gone.archived_at)
 
 
 ROUTES = [

@@ -21,6 +21,7 @@ from ostinato.runtime.auth import actor_of, require_tenant
 from ostinato.runtime.settings import Settings
 from ostinato.stores import tenants
 from services.api import auditing
+from services.api.archived import Archive, archive_of
 from services.api.auditing import Audit
 
 
@@ -33,6 +34,7 @@ class TenantScope:
     store: EventStore
     settings: Settings
     audit: Audit  # what a control action adds to its audit row (services.api.auditing)
+    archive: Archive | None = None  # archived runs read back (services.api.archived)
 
 
 ACT_FOR_TENANT = "x-ostinato-tenant"  # the admin key acting on one tenant's resources
@@ -50,7 +52,7 @@ async def tenant_scope(request: Request,
         async with auditing.recorded(conn, request, caller, tenant_id) as audit:
             yield TenantScope(tenant_id=tenant_id, actor=actor_of(caller), conn=conn,
                               clock=state.clock, store=state.store, settings=state.settings,
-                              audit=audit)
+                              audit=audit, archive=archive_of(state))
 
 
 async def tenant_of(request: Request, caller: Principal) -> uuid.UUID:

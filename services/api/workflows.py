@@ -14,6 +14,7 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from ostinato import runs
+from ostinato.archive import ArchivedRun
 from ostinato.domain import roles
 from ostinato.domain import workflow as wf
 from ostinato.domain.errors import InvalidInput, NotFound, PayloadTooLarge
@@ -25,6 +26,7 @@ from ostinato.runtime.auth import Caller
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
 from ostinato.stores.runs import RunRow
+from ostinato.stores.steps import StepRow
 from ostinato.wire.api import (
     ChildrenPage,
     ChildView,
@@ -41,7 +43,8 @@ from ostinato.wire.api import (
     UpdateRequest,
     UpdateView,
 )
-from services.api import scope
+from services.api import archived, scope
+from services.api.archived import refuses_archived
 from services.api.auditing import audited
 from services.api.news import news_of
 from services.api.results import parse_wait
@@ -56,7 +59,7 @@ StateName = Annotated[str, QueryParameter(min_length=1, max_length=200)]
 MAX_IDEMPOTENCY_KEY_CHARS = 256
 
 
-@get("/v1/runs/{run_id:uuid}/steps", tags=["runs"])
+@get("/v1/runs/{run_id:uuid}/steps", tags=["runs"], opt={"reads_archive": True})
 async def run_steps(run_id: FromPath[uuid.UUID], tenant: Tenant,
                     after: FromQuery[After] = -1, limit: FromQuery[Limit] = 100,
                     inline_outputs: FromQuery[bool] = False) -> StepsPage:
@@ -64,23 +67,41 @@ async def run_steps(run_id: FromPath[uuid.UUID], tenant: Tenant,
     `after + 1`, with the run attempt that recorded each, its tries, duration, error and output
     (large outputs by reference; `inline_outputs=true`: put back in `output` as well, as a
     resuming workflow reads them, e.g. for `ostinato workflows check`). The last page of a
-    running workflow ends with the step it is executing, `state` running."""
+    running workflow ends with the step it is executing, `state` running. An archived run's
+    come from its archive (`archived` true)."""
     run = await run_store.by_id(tenant.conn, tenant.tenant_id, run_id)
     if run is None:
-        raise NotFound(f"no run {run_id}")
+        return _archived_steps(await archived.read(tenant.archive, tenant.tenant_id, run_id),
+                               after, limit, inline_outputs)
     page = await step_store.page(tenant.conn, tenant.tenant_id, run_id, after=after,
                                  limit=limit)
     refs = [s.output_ref for s in page if s.output_ref is not None] if inline_outputs else []
     blobs = await get_blobs(tenant.conn, refs, tenant.tenant_id) if refs else {}
     return StepsPage(
         run_id=run_id, steps_done=run.steps_done,
-        items=[StepView(seq=s.seq, name=s.name, succeeded=s.succeeded, attempt=s.attempt,
-                        tries=s.tries, duration_ms=s.duration_ms, recorded_at=s.recorded_at,
-                        output=blobs.get(s.output_ref, s.output) if s.output_ref else s.output,
-                        output_ref=s.output_ref, error_type=s.error_type,
-                        message=s.message, state="succeeded" if s.succeeded else "failed")
-               for s in page] + await _running(tenant, run, after, last=len(page) < limit),
+        items=[_step_view(s, blobs) for s in page]
+              + await _running(tenant, run, after, last=len(page) < limit),
         next_after=page[-1].seq if len(page) == limit else None)
+
+
+def _step_view(s: StepRow, blobs: dict[uuid.UUID, Any]) -> StepView:
+    """A recorded step; its large output put back from `blobs` when they hold it."""
+    return StepView(seq=s.seq, name=s.name, succeeded=s.succeeded, attempt=s.attempt,
+                    tries=s.tries, duration_ms=s.duration_ms, recorded_at=s.recorded_at,
+                    output=blobs.get(s.output_ref, s.output) if s.output_ref else s.output,
+                    output_ref=s.output_ref, error_type=s.error_type, message=s.message,
+                    state="succeeded" if s.succeeded else "failed")
+
+
+def _archived_steps(gone: ArchivedRun, after: int, limit: int,
+                    inline_outputs: bool) -> StepsPage:
+    """A page of an archived run's steps, as the hot run's was paged (nothing runs)."""
+    page = [s for s in archived.step_rows(gone) if s.seq > after][:limit]
+    blobs = archived.blobs(gone) if inline_outputs else {}
+    return StepsPage(run_id=gone.run_id, steps_done=archived.run_row(gone).steps_done,
+                     items=[_step_view(s, blobs) for s in page],
+                     next_after=page[-1].seq if len(page) == limit else None,
+                     archived=True, archived_at=gone.archived_at)
 
 
 async def _running(tenant: Tenant, run: RunRow, after: int, *, last: bool) -> list[StepView]:
@@ -105,6 +126,7 @@ async def run_children(run_id: FromPath[uuid.UUID], tenant: Tenant,
 
 @post("/v1/runs/{run_id:uuid}/pause", status_code=200, tags=["runs"],
       opt=audited("run.pause", "run", "run_id"))
+@refuses_archived
 async def pause(run_id: FromPath[uuid.UUID], tenant: Tenant,
                 data: JSONBody[RunPauseRequest | None] = None) -> RunPaused:
     """Pause a running or suspended workflow run: it starts no next step, its timer is frozen
@@ -119,6 +141,7 @@ async def pause(run_id: FromPath[uuid.UUID], tenant: Tenant,
 
 @post("/v1/runs/{run_id:uuid}/resume", status_code=200, tags=["runs"],
       opt=audited("run.resume", "run", "run_id"))
+@refuses_archived
 async def resume(run_id: FromPath[uuid.UUID], tenant: Tenant,
                  data: JSONBody[RunPauseRequest | None] = None) -> RunPaused:
     """Resume a paused run where it stopped: a frozen timer gets the time it had left, and a
@@ -158,6 +181,7 @@ async def resume_matching(data: JSONBody[PauseMatchingRequest],
 
 @post("/v1/runs/{run_id:uuid}/signals/{name:str}", status_code=202, tags=["runs"],
       opt=audited("run.signal", "run", "run_id", action=roles.SUBMIT))
+@refuses_archived
 async def send_signal(request: Request, run_id: FromPath[uuid.UUID], name: FromPath[str],
                       tenant: Tenant,
                       reason: FromQuery[str | None] = None) -> Response[SignalAccepted]:
@@ -204,6 +228,7 @@ async def run_state(request: Request, run_id: FromPath[uuid.UUID], caller: Calle
 
 @post("/v1/runs/{run_id:uuid}/updates", status_code=202, tags=["runs"],
       opt=audited("run.update", "run", "run_id", action=roles.SUBMIT))
+@refuses_archived
 async def send_update(run_id: FromPath[uuid.UUID], data: JSONBody[UpdateRequest],
                       tenant: Tenant) -> Response[UpdateView]:
     """Send an update to a running workflow: its `ctx.next_update` / `ctx.handle_update` wait

@@ -26,7 +26,6 @@ from ostinato.stores import (
     runs,
     signals,
     steps,
-    storage,
     task_schemas,
     tenants,
     usage,
@@ -144,11 +143,11 @@ ROW_OF = {
     (steps, "state_of_run"): steps.StateRow,
     (tenants, "tenants_page"): tenants.TenantRow,
     (tenants, "tenants_created_since"): tenants.TenantRow,
-    (storage, "storage_state"): storage.StorageRow,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
 SCALAR = {
     (runs, "hold_of_run"), (runs, "waiting_position"), (runs, "cancel_flags"),
+    (runs, "hot_run_ids"),
     (runs, "active_runs_of_jobs"), (runs, "runs_of_job_between"), (runs, "timed_out_runs"),
     (runs, "queue_wait_expired"), (jobs, "oldest_due"), (jobs, "any_due_jobs"),
     (calendars, "calendar_names"),
@@ -174,14 +173,13 @@ SCALAR = {
     (dags, "any_dag_work"),
     (job_edits, "definition_versions"),
     (steps, "reply_of_run"),
-    (storage, "storage_database_size"), (storage, "storage_record"),
 }
 
 
 def test_every_store_query_is_accounted_for() -> None:
     stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps, signals,
               task_schemas, ledger, api_keys, audit, operations, fan_outs, dags, deadlines,
-              alerts, health, usage, job_edits, storage)
+              alerts, health, usage, job_edits)
     named = {(store, name) for store in stores for name in store.Q}
     assert named == set(ROW_OF) | SCALAR
 

@@ -4,6 +4,7 @@ cancel, retry, signal and update them (one by id, or many by filter)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from typing import Annotated, Any
 
 import msgspec
@@ -20,10 +21,11 @@ from ostinato.cli.context import (
     state,
     stderr,
 )
-from ostinato.cli.output import Column, emit, emit_many
-from ostinato.cli.parse import json_value
+from ostinato.cli.output import Column, emit, emit_many, stdout, text
+from ostinato.cli.parse import instant, json_value
 from ostinato.client import Client, UpdateTimeoutError
 from ostinato.client.updates import final_view as update_view
+from ostinato.clock import SystemClock
 from ostinato.wire.api import FINAL_STATES, RUN_STATES, RunView
 
 app = typer.Typer(help="Runs: one occurrence of a job, with its attempts and timeline.",
@@ -84,33 +86,73 @@ def states(given: Sequence[str] | None) -> list[str | None]:
 def matching(client: Client, job: str | None, wanted: Sequence[str | None],
              task: str | None, priority: str | None = None,
              error_type: str | None = None,
-             where: Sequence[str] | None = None) -> Iterator[RunView]:
+             where: Sequence[str] | None = None,
+             archived: tuple[datetime, datetime] | None = None) -> Iterator[RunView]:
+    """`archived`: the archived runs that ended in [start, end) too (after the hot ones)."""
     for s in wanted:
         for run in client.runs.list(job_id=job, state=s, priority=priority,
-                                    error_type=error_type, where=where):
+                                    error_type=error_type, where=where,
+                                    include_archived=archived is not None,
+                                    ended_after=archived[0] if archived else None,
+                                    ended_before=archived[1] if archived else None):
             if task is None or run.task == task:
                 yield run
+
+
+def archived_text(run: RunView) -> str:
+    """`archived <when>` for a run read back from the archive, else `-`."""
+    return f"archived {text(run.archived_at)}" if run.archived else "-"
+
+
+ARCHIVED_COLUMNS: list[Column] = [*COLUMNS, ("ARCHIVED", archived_text)]
 
 
 @app.command("list")
 def list_runs(ctx: typer.Context, job: JobOpt = None, state_: StatesOpt = None,
               task: TaskOpt = None, priority: PriorityOpt = None,
               error_type: ErrorTypeOpt = None, where: WhereOpt = None,
+              include_archived: Annotated[bool, typer.Option(
+                  "--include-archived", help="archived runs too (after the hot ones) that "
+                  "ended in [--ended-after, --ended-before), at most 31 days "
+                  "(docs/RETENTION.md)")] = False,
+              ended_after: Annotated[str | None, typer.Option(
+                  "--ended-after", metavar="INSTANT",
+                  help="with --include-archived: ended at or after (RFC 3339)")] = None,
+              ended_before: Annotated[str | None, typer.Option(
+                  "--ended-before", metavar="INSTANT",
+                  help="with --include-archived: ended before (RFC 3339; default now)")] = None,
               limit: LimitOpt = None, output: OutputOpt = None) -> None:
-    """Runs, latest occurrence first (per state, when several are asked for)."""
+    """Runs, latest occurrence first (per state, when several are asked for); with
+    --include-archived, then the archived ones that ended in the range, latest day first."""
+    span = None
+    if include_archived:
+        if ended_after is None:
+            raise typer.BadParameter("--include-archived takes a range: --ended-after "
+                                     "(and --ended-before, default now)",
+                                     param_hint="--ended-after")
+        span = (instant(ended_after, "--ended-after"),
+                instant(ended_before, "--ended-before") if ended_before else SystemClock().now())
+    elif ended_after or ended_before:
+        raise typer.BadParameter("--ended-after and --ended-before select archived runs: add "
+                                 "--include-archived", param_hint="--include-archived")
     g = state(ctx)
     emit_many(g.output_for(output), first(matching(g.client(), job, states(state_), task,
-                                                   priority, error_type, where), limit),
-              COLUMNS)
+                                                   priority, error_type, where, span), limit),
+              ARCHIVED_COLUMNS if include_archived else COLUMNS)
 
 
 @app.command()
 def get(ctx: typer.Context, run_id: str, output: OutputOpt = None) -> None:
     """One run: state, timestamps per transition, attempt (retry_attempt of max_attempts,
     failures) and executions, output, last error, why it waits, the step a workflow is in
-    (running_step: position, name, since when)."""
+    (running_step: position, name, since when). A run read back from the archive says
+    "archived <when>" first (`-o json`: `archived`, `archived_at`)."""
     g = state(ctx)
-    emit(g.output_for(output), g.client().runs.get(run_id))
+    run = g.client().runs.get(run_id)
+    out = g.output_for(output)
+    if out is Output.table and run.archived:
+        stdout().print(archived_text(run), markup=False)
+    emit(out, run)
 
 
 @app.command()

@@ -258,11 +258,16 @@ def usage(start: datetime | None, end: datetime | None,
 
 def list_runs(job_id: Id | None, state: str | None, page_size: int, priority: str | None = None,
               error_type: str | None = None, where: Sequence[str] | None = None,
+              archived: tuple[datetime | None, datetime | None] | None = None,
+              task: str | None = None,
               ) -> Paged[m.RunView, CursorPage[m.RunView]]:
+    """`archived`: the archived runs that ended in [start, end) as well, after the hot ones."""
     first: Call[CursorPage[m.RunView]] = Call(
         "GET", "/v1/runs", CursorPage[m.RunView],
-        params={"job_id": job_id, "state": state, "priority": priority,
-                "error_type": error_type, "where": list(where or []), "limit": page_size})
+        params={"job_id": job_id, "state": state, "priority": priority, "task": task,
+                "error_type": error_type, "where": list(where or []), "limit": page_size,
+                **({"include": "archived", "ended_after": archived[0],
+                    "ended_before": archived[1]} if archived else {})})
     return Paged(first, lambda p: p.items,
                  lambda p: {"cursor": p.next_cursor} if p.next_cursor else None)
 

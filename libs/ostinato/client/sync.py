@@ -260,12 +260,18 @@ class Runs(_Resource):
 
     def list(self, *, job_id: Id | None = None, state: str | None = None,
              priority: str | None = None, error_type: str | None = None,
-             where: Sequence[str] | None = None, page_size: int = PAGE) -> Iterator[m.RunView]:
+             where: Sequence[str] | None = None, page_size: int = PAGE,
+             task: str | None = None, include_archived: bool = False,
+             ended_after: datetime | None = None,
+             ended_before: datetime | None = None) -> Iterator[m.RunView]:
         """Latest occurrence first, every page (lazily); `priority`: a class, `error_type`:
         the last attempt's error type; `where`: searchable attributes, e.g.
-        `["customer=acme", "amount>100"]` (docs/SEARCH_ATTRIBUTES.md)."""
+        `["customer=acme", "amount>100"]` (docs/SEARCH_ATTRIBUTES.md). `include_archived`:
+        then the archived runs (`archived` true) that ended in [`ended_after`,
+        `ended_before`), at most 31 days (docs/RETENTION.md)."""
+        span = (ended_after, ended_before) if include_archived else None
         return self._c.iterate(c.list_runs(job_id, state, page_size, priority, error_type,
-                                           where))
+                                           where, span, task))
 
     def get(self, run_id: Id) -> m.RunView:
         return self._c.send(c.get_run(run_id))

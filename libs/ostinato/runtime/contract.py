@@ -58,6 +58,8 @@ REASONS = {
     412: "If-Match names another version than the current one: read it again",
     413: "The body is longer than the API accepts",
     422: "A field or parameter is invalid or unknown; `errors` names each one",
+    424: "The run's archive object cannot be read (`archive-unreadable`: corrupt, or not "
+         "the run its key names); docs/RETENTION.md",
     429: "Over this key's request rate; `Retry-After` says when to try again",
     503: "The database cannot serve for a moment (restarting, failing over); `Retry-After` "
          "says when to send it again",
@@ -166,6 +168,8 @@ def document_errors(openapi: OpenAPI, routes: Iterable[Any], *,
                     has_body=operation.request_body is not None,
                     has_parameters=bool(operation.parameters), rate_limited=rate_limited):
                 responses[str(status)] = _problem_response(status)
+            if handler.opt.get("reads_archive"):  # answers archived runs too (their objects)
+                responses["424"] = _problem_response(424)
             success = responses.get(str(handler.status_code))
             if handler.status_code in (201, 202) and "200" not in responses and \
                     isinstance(success, OpenAPIResponse) and answers_own_status(handler):

@@ -90,6 +90,14 @@ async def by_id(conn: asyncpg.Connection, tenant_id: uuid.UUID,
     return one(RunRow, await conn.fetchrow(Q["run_by_id"], run_id, tenant_id))
 
 
+async def hot_ids(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                  run_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    """Those of `run_ids` the tenant's hot tables still hold."""
+    if not run_ids:
+        return set()
+    return {r["id"] for r in await conn.fetch(Q["hot_run_ids"], list(run_ids), tenant_id)}
+
+
 async def page(conn: asyncpg.Connection, tenant_id: uuid.UUID, *, job_id: uuid.UUID | None,
                state: str | None, after: tuple[datetime | None, uuid.UUID | None],
                limit: int, task: str | None = None, pool: str | None = None,

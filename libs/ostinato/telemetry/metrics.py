@@ -17,9 +17,9 @@ from prometheus_client.exposition import choose_encoder
 
 __all__ = [
     "ALERTS_FIRING",
-    "ARCHIVE_READS",
     "ALERT_DELIVERIES",
     "ALERT_DELIVERIES_PENDING",
+    "ARCHIVE_READS",
     "BLOBS_EXPIRED",
     "BUILD_INFO",
     "CLOCK_SKEW",

@@ -292,6 +292,10 @@ class RunView(msgspec.Struct, kw_only=True):
     # a running workflow's executing step (GET /v1/runs/{id} only; docs/WORKFLOW_STEPS.md)
     running_step: RunningStepView | None = None
     attributes: dict[str, Any] | None = None  # its searchable attributes, as stored
+    # read back from the archive (docs/RETENTION.md): the run left the hot database at
+    # `archived_at`; it can be read, not changed (an action on it is a 409 run-archived)
+    archived: bool = False
+    archived_at: datetime | None = None
 
 
 class RunningStepView(msgspec.Struct, kw_only=True):
@@ -328,6 +332,8 @@ class StepsPage(msgspec.Struct, kw_only=True):
     steps_done: int
     items: list[StepView]
     next_after: int | None = None  # pass as `after` for the next page; None: the last page
+    archived: bool = False  # read back from the archive (docs/RETENTION.md), archived then
+    archived_at: datetime | None = None
 
 
 class ChildView(msgspec.Struct, kw_only=True):
@@ -451,6 +457,8 @@ class EventsPage(msgspec.Struct, kw_only=True):
     run_id: uuid.UUID
     items: list[EventView]
     next_after: int | None = None  # pass as `after` for the next page; None: the last page
+    archived: bool = False  # read back from the archive (docs/RETENTION.md), archived then
+    archived_at: datetime | None = None
 
 
 class RunLogLine(msgspec.Struct, kw_only=True, omit_defaults=True):

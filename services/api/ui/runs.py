@@ -6,6 +6,7 @@ output, why it waits, a workflow's steps and children). The same store reads as 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -15,8 +16,9 @@ from litestar.params import FromPath, FromQuery, QueryParameter
 from ostinato import runs
 from ostinato.domain import attributes
 from ostinato.domain import events as ev
-from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.domain.errors import InvalidInput
 from ostinato.domain.states import FINAL, RunState
+from ostinato.eventlog.records import RecordedEvent
 from ostinato.eventlog.store import get_blobs, read_stream_page
 from ostinato.policy import retry as retry_policy
 from ostinato.stores import attributes as attribute_store
@@ -24,6 +26,9 @@ from ostinato.stores import dags as dag_store
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
 from ostinato.stores.runs import RunRow
+from ostinato.stores.steps import StateRow, StepRow
+from ostinato.wire.api import RunningStepView
+from services.api import archived
 from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
 from services.api.running import running_step
@@ -217,17 +222,47 @@ def _opt(at: datetime | None) -> Safe | None:
     return when(at) if at is not None else None
 
 
-async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
+@dataclass(slots=True)
+class RunRead:
+    """What one run's page shows, read from the hot tables or from the run's archive."""
+
+    run: RunRow
+    blobs: dict[uuid.UUID, Any]
+    stream: list[RecordedEvent]  # its first MAX_EVENTS events
+    steps: list[StepRow]  # its first 200
+    reason: str | None = None
+    attrs: dict[str, Any] | None = None
+    running: RunningStepView | None = None
+    published: list[StateRow] = field(default_factory=list)
+    archived_at: datetime | None = None  # read back from the archive (docs/RETENTION.md)
+
+
+async def read_run(ui: UiScope, run_id: uuid.UUID) -> RunRead:
+    """The run as its page shows it; one no longer hot from its archive (the caller's tenant's
+    only: another's is a 404)."""
     run = await run_store.by_id(ui.conn, ui.tenant_id, run_id)
     if run is None:
-        raise NotFound(f"no run {run_id}")
+        gone = await archived.read(ui.archive, ui.tenant_id, run_id)
+        return RunRead(run=archived.run_row(gone), blobs=archived.blobs(gone),
+                       stream=archived.recorded_events(gone)[:MAX_EVENTS],
+                       steps=archived.step_rows(gone)[:200], attrs=dict(gone.attributes) or None,
+                       archived_at=gone.archived_at)
     refs = [r for r in (run.payload_ref, run.output_ref, run.logs_ref) if r is not None]
-    blobs = await get_blobs(ui.conn, refs, ui.tenant_id)
-    reason = await run_store.waiting_reason(ui.conn, run)
+    return RunRead(
+        run=run, blobs=await get_blobs(ui.conn, refs, ui.tenant_id),
+        stream=await read_stream_page(ui.conn, run_id, ui.tenant_id, 0, MAX_EVENTS),
+        steps=await step_store.page(ui.conn, ui.tenant_id, run_id, after=-1, limit=200),
+        reason=await run_store.waiting_reason(ui.conn, run),
+        attrs=(await attribute_store.of_runs(ui.conn, ui.tenant_id, [run_id])).get(run_id),
+        running=await running_step(ui.conn, ui.tenant_id, run),  # the step a workflow executes
+        published=await step_store.state(ui.conn, ui.tenant_id, run_id))
+
+
+async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRead, Safe]:
+    read = await read_run(ui, run_id)
+    run, blobs, reason, stream, attrs, running = (read.run, read.blobs, read.reason, read.stream,
+                                                  read.attrs, read.running)
     dag_node = await dag_store.node_of_run(ui.conn, ui.tenant_id, run_id)
-    stream = await read_stream_page(ui.conn, run_id, ui.tenant_id, 0, MAX_EVENTS)
-    attrs = (await attribute_store.of_runs(ui.conn, ui.tenant_id, [run_id])).get(run_id)
-    running = await running_step(ui.conn, ui.tenant_id, run)  # the step a workflow executes
     summary = html.kv([
         ("state", join([badge(run.state), " (paused)" if run.paused else ""])),
         ("job", link(f"/ui/jobs/{run.job_id}", run.job_id)),
@@ -272,7 +307,7 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
     ]
     parts.append(fmt("<section><h2>Logs (execution {n})</h2>{t}</section>", n=run.attempt,
                      t=log_table(blobs.get(run.logs_ref) if run.logs_ref else None)))
-    steps = await step_store.page(ui.conn, ui.tenant_id, run_id, after=-1, limit=200)
+    steps = read.steps
     if steps or run.steps_done or running is not None:
         parts.append(fmt("<section><h2>Workflow steps ({n})</h2>{t}</section>",
                          n=run.steps_done, t=html.table(
@@ -288,7 +323,7 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
                                                    ""]]
                                                  if running is not None and len(steps) < 200
                                                  else []))))
-    published = await step_store.state(ui.conn, ui.tenant_id, run_id)
+    published = read.published
     if published:  # ctx.set: the latest value of each name (GET /v1/runs/{id}/state)
         parts.append(fmt("<section><h2>Published state</h2>{t}</section>", t=html.table(
             ["name", "value", "step", "set"],
@@ -314,11 +349,16 @@ async def run_body(ui: UiScope, run_id: uuid.UUID) -> tuple[RunRow, Safe]:
         if len(stream) == MAX_EVENTS else Safe("")
     parts.append(fmt("<section><h2>Timeline (event log)</h2>{t}{more}</section>", t=events,
                      more=more))
-    return run, join(parts)
+    if read.archived_at is not None:  # read back from the archive: said first
+        parts.insert(0, fmt('<p class="archived-banner" role="status">archived {t}: read '
+                            'from the archive; it can no longer be changed</p>',
+                            t=when(read.archived_at)))
+    return read, join(parts)
 
 
-def _actions(ui: UiScope, run: RunRow) -> Safe:
-    if not operations.may_operate(ui):  # a viewer's session is offered no change
+def _actions(ui: UiScope, read: RunRead) -> Safe:
+    run = read.run
+    if not operations.may_operate(ui) or read.archived_at is not None:  # nothing to change
         return Safe("")
     buttons = []
     if run.state not in FINAL:
@@ -331,11 +371,11 @@ def _actions(ui: UiScope, run: RunRow) -> Safe:
 
 @get("/runs/{run_id:uuid}", include_in_schema=False)
 async def run_page(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
-    run, body = await run_body(ui, run_id)
+    read, body = await run_body(ui, run_id)
     if "x-ui-fragment" in request.headers:
         return html_response(body)
-    content = body if run.state in FINAL else live(f"/ui/runs/{run_id}", body)
-    return ui.page(f"Run {short(run_id)}", join([_actions(ui, run), content]), "runs")
+    content = body if read.run.state in FINAL else live(f"/ui/runs/{run_id}", body)
+    return ui.page(f"Run {short(run_id)}", join([_actions(ui, read), content]), "runs")
 
 
 @post("/runs/{run_id:uuid}/cancel", include_in_schema=False, status_code=303,

@@ -37,6 +37,7 @@ from ostinato.stores import api_keys, tenants
 from ostinato.stores.api_keys import hash_key
 from ostinato.telemetry.logging import get_logger
 from services.api import auditing
+from services.api.archived import Archive, archive_of
 from services.api.auditing import Audit
 from services.api.ui import html
 from services.api.ui.sessions import COOKIE, Session, Sessions
@@ -83,6 +84,7 @@ class UiScope:
     store: EventStore
     settings: Settings
     audit: Audit  # a form's control action is audited like the API's (services.api.auditing)
+    archive: Archive | None = None  # archived runs read back (services.api.archived)
 
     @property
     def csrf(self) -> str:
@@ -154,7 +156,8 @@ async def ui_scope(request: Request, sessions: NamedDependency[Sessions]) -> Asy
         async with auditing.recorded(conn, request, caller, tenant_id) as audit:
             yield UiScope(session_id=session_id, session=session, tenant_id=tenant_id,
                           tenant=name, actor=actor_of(caller), conn=conn, clock=state.clock,
-                          store=state.store, settings=state.settings, audit=audit)
+                          store=state.store, settings=state.settings, audit=audit,
+                          archive=archive_of(state))
 
 
 @dataclass(frozen=True, slots=True)

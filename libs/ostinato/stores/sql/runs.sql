@@ -2,6 +2,11 @@
 -- One run of one tenant.
 SELECT * FROM runs WHERE id = $1 AND tenant_id = $2;
 
+-- name: hot_run_ids
+-- Which of these runs of one tenant are still in the hot tables (an archived listing leaves
+-- them to the hot part: GET /v1/runs?include=archived).
+SELECT id FROM runs WHERE id = ANY($1::uuid[]) AND tenant_id = $2;
+
 -- name: list_runs
 -- Newest occurrence first, keyset-paginated, one tenant only, optional job and state filters.
 SELECT * FROM runs
