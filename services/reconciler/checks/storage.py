@@ -91,6 +91,8 @@ def _log_change(previous: str | None, level: Level, use: policy.Usage,
         log.warning("database storage unmeasured: set OSTINATO_DB_VOLUME_PATH (a path on the "
                     "database's volume) or OSTINATO_DB_CAPACITY_BYTES; nothing is refused",
                     **fields)
+    elif previous is None:
+        log.info("database storage measured", **fields)
     else:
         log.info("database storage back under the alert watermark", **fields)
 
