@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from ostinato.runtime.contract import apply_contract
 from ostinato.runtime.instants import check_instants
 from ostinato.runtime.ops import (
     BodyLimit,
+    Check,
     instrument_http,
     ops_route_handlers,
     tracing_middleware,
@@ -50,6 +52,7 @@ from services.api import (
 )
 from services.api.ratelimit import KeyRateLimits, Rate
 from services.api.routes import DEPENDENCIES, ROUTES
+from services.api.storage import StorageGate, refuse_new_work_when_full
 
 VERSION = "0.1.0"
 MAX_BODY_BYTES = 4 << 20  # a declared longer body is a 413 before the app reads it
@@ -71,9 +74,19 @@ def swagger_ui() -> SwaggerRenderPlugin:
 
 def create_app(service: Service, store: EventStore,
                wake_operations: Callable[[], None] | None = None,
+               storage: StorageGate | None = None,
                objects: ObjectStore | None = None) -> Litestar:
-    """`objects`: the object store archived runs are read from (none given: the one
-    OSTINATO_OBJECT_STORE_URL names, opened at its first use and closed with the app)."""
+    """`storage`: the storage level as this process reads it (one made here when not given;
+    the api's Kafka ingest shares the service's). `objects`: the object store archived runs
+    are read from (none given: the one OSTINATO_OBJECT_STORE_URL names, opened at its first
+    use and closed with the app)."""
+    gate = storage or StorageGate(lambda: service.pool,
+                                  service.settings.storage_retry_after_seconds)
+
+    async def readiness() -> dict[str, Check]:  # the storage check beside the others
+        checks, storage_ok = await asyncio.gather(service.readiness(kafka=True), gate.check())
+        return {**checks, "storage": storage_ok}
+
     # The run-end listener of GET /v1/runs/{id}/result (started by its first waiter).
     run_ends = results.RunEnds(results.connector(service.settings.database_url),
                                results.reader(lambda: service.pool),
@@ -102,12 +115,13 @@ def create_app(service: Service, store: EventStore,
             *usage.ROUTES,
             *results.ROUTES,
             *ui.routes(),  # the web UI under /ui (docs/UI.md)
-            *ops_route_handlers(lambda: service.readiness(kafka=True)),
+            *ops_route_handlers(readiness),
             create_static_files_router(SWAGGER_ASSETS, [SWAGGER_UI_DIR], name="swagger-assets"),
         ],
         dependencies=DEPENDENCIES,
         exception_handlers=ui.with_ui_pages(EXCEPTION_HANDLERS),  # /ui errors: HTML pages
         before_request=check_instants,
+        guards=[refuse_new_work_when_full],  # 503 storage-full while the storage is full
         middleware=tracing_middleware(),
         openapi_config=OpenAPIConfig(
             title="Ostinato API", version=VERSION, path="/schema",
@@ -123,7 +137,7 @@ def create_app(service: Service, store: EventStore,
         logging_config=None,  # logging is configured once, by telemetry.logging
         state=State({"pool": service.pool, "store": store, "clock": service.clock,
                      "wake_operations": wake_operations, "run_ends": run_ends,
-                     "settings": service.settings, "archive": archive,
+                     "settings": service.settings, "storage": gate, "archive": archive,
                      # set at SIGTERM: a long poll answers at once (the drain, ops.Drain)
                      "stopping": service.stopping,
                      "rate_limits": KeyRateLimits(service.clock, Rate(

@@ -26,6 +26,7 @@ from ostinato.stores import (
     runs,
     signals,
     steps,
+    storage,
     task_schemas,
     tenants,
     usage,
@@ -143,6 +144,7 @@ ROW_OF = {
     (steps, "state_of_run"): steps.StateRow,
     (tenants, "tenants_page"): tenants.TenantRow,
     (tenants, "tenants_created_since"): tenants.TenantRow,
+    (storage, "storage_state"): storage.StorageRow,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
 SCALAR = {
@@ -173,13 +175,14 @@ SCALAR = {
     (dags, "any_dag_work"),
     (job_edits, "definition_versions"),
     (steps, "reply_of_run"),
+    (storage, "storage_database_size"), (storage, "storage_record"),
 }
 
 
 def test_every_store_query_is_accounted_for() -> None:
     stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps, signals,
               task_schemas, ledger, api_keys, audit, operations, fan_outs, dags, deadlines,
-              alerts, health, usage, job_edits)
+              alerts, health, usage, job_edits, storage)
     named = {(store, name) for store in stores for name in store.Q}
     assert named == set(ROW_OF) | SCALAR
 
