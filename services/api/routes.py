@@ -53,6 +53,7 @@ from ostinato.workers import registry
 from services.api import archived, auditing, kafka_access, results
 from services.api.auditing import audited
 from services.api.ratelimit import limited_principal
+from services.api.retention import held_of
 from services.api.running import running_step
 from services.api.scope import Tenant, TenantScope, tenant_scope
 
@@ -421,6 +422,7 @@ async def get_run(run_id: FromPath[uuid.UUID], tenant: Tenant) -> RunView:
     view.running_step = await running_step(tenant.conn, tenant.tenant_id, run)
     if view.running_step is not None:
         view.current_step = view.running_step.name
+    view.held = await held_of(tenant.conn, tenant.tenant_id, run_id)
     fan = await fan_store.latest(tenant.conn, tenant.tenant_id, run_id)
     if fan is not None:
         view.fan_out = fan_out_view(fan)

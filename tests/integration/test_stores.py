@@ -23,6 +23,7 @@ from ostinato.stores import (
     ledger,
     limits,
     operations,
+    retention,
     runs,
     signals,
     steps,
@@ -144,6 +145,8 @@ ROW_OF = {
     (steps, "state_of_run"): steps.StateRow,
     (tenants, "tenants_page"): tenants.TenantRow,
     (tenants, "tenants_created_since"): tenants.TenantRow,
+    (retention, "retention_of_tenant"): retention.RetentionRow,
+    (retention, "holds_of_runs"): retention.HoldRow,
     (storage, "storage_state"): storage.StorageRow,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
@@ -182,7 +185,7 @@ SCALAR = {
 def test_every_store_query_is_accounted_for() -> None:
     stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps, signals,
               task_schemas, ledger, api_keys, audit, operations, fan_outs, dags, deadlines,
-              alerts, health, usage, job_edits, storage)
+              alerts, health, usage, job_edits, storage, retention)
     named = {(store, name) for store in stores for name in store.Q}
     assert named == set(ROW_OF) | SCALAR
 

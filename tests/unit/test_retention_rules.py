@@ -210,6 +210,7 @@ def test_keep_takes_seconds_or_a_duration(value: str | int, seconds: int) -> Non
     (MAX_KEEP_SECONDS + 1, "at most 315360000 seconds"), ("3651d", "at most"),
     ("30x", "not a duration"), ("30 days", "not a duration"), ("", "empty duration"),
     ("1y", "not a duration"), ("P1M", "years and months"), ("1.5d", "whole seconds"),
+    ("\u00b2", "not a duration"), ("\u0663\u0666\u0660\u0660", "not a duration"),
     ("30d\x00", "NUL"), (True, "a number of seconds"), (3600.0, "a number of seconds"),
     (None, "a number of seconds"),
 ])

@@ -15,6 +15,14 @@ pools = typer.Typer(help="Worker pools: slots, pauses and load per priority clas
 workers = typer.Typer(help="Live and recently seen workers.")
 tasks = typer.Typer(help="Tasks per handler version: runs left on each, workers serving it.")
 tenants = typer.Typer(help="Tenants (admin key).", no_args_is_help=True)
+retention = typer.Typer(help="How long a tenant's finished runs stay in the hot database, "
+                        "and whether they are archived first (docs/RETENTION.md).",
+                        no_args_is_help=True)
+tenants.add_typer(retention, name="retention")
+RETENTION_COLUMNS: list[Column] = [
+    ("TENANT", lambda r: r.tenant_id), ("KEEP", lambda r: r.keep),
+    ("ARCHIVE", lambda r: r.archive), ("DEFAULT", lambda r: r.default),
+    ("UPDATED", lambda r: r.updated_at), ("BY", lambda r: r.updated_by)]
 
 POOL_COLUMNS: list[Column] = [
     ("POOL", lambda p: p.name), ("PAUSED", lambda p: p.paused),
@@ -105,3 +113,26 @@ def create_tenant(ctx: typer.Context, name: str,
     """Create a tenant with the admin key; its API key is shown this once."""
     g = state(ctx)
     emit(g.output_for(output), g.client().tenants.create(name, weight=weight))
+
+
+@retention.command("get")
+def get_retention(ctx: typer.Context, tenant_id: str, output: OutputOpt = None) -> None:
+    """TENANT_ID's retention (DEFAULT true when never set: 30d, archive). The admin key, or
+    the tenant's own key."""
+    g = state(ctx)
+    emit(g.output_for(output), g.client().tenants.get_retention(tenant_id), RETENTION_COLUMNS)
+
+
+@retention.command("set")
+def set_retention(ctx: typer.Context, tenant_id: str,
+                  keep: Annotated[str, typer.Option(
+                      help="how long after a run ended: seconds or 30d, 12h, 2w (1h to 10y)")],
+                  archive: Annotated[bool, typer.Option(
+                      help="write each run to object storage before removing it")] = True,
+                  reason: Annotated[str | None, typer.Option(help="recorded with it")] = None,
+                  output: OutputOpt = None) -> None:
+    """Set TENANT_ID's retention (admin key)."""
+    g = state(ctx)
+    value: str | int = int(keep) if keep.isascii() and keep.isdigit() else keep
+    emit(g.output_for(output), g.client().tenants.set_retention(
+        tenant_id, keep=value, archive=archive, reason=reason), RETENTION_COLUMNS)

@@ -256,6 +256,32 @@ def retry(ctx: typer.Context, run_ids: Ids = None, state_: StatesOpt = None,
                dry_run=dry_run, named=bool(run_ids))
 
 
+HOLD_COLUMNS: list[Column] = [
+    ("RUN", lambda r: r.run_id), ("HELD", lambda r: r.held is not None),
+    ("REASON", lambda r: r.held.reason if r.held else None),
+    ("BY", lambda r: r.held.by if r.held else None),
+    ("AT", lambda r: r.held.at if r.held else None), ("CHANGED", lambda r: r.changed)]
+
+
+@app.command()
+def hold(ctx: typer.Context, run_id: str,
+         reason: Annotated[str, typer.Option(help="why (recorded and shown with the hold)")],
+         output: OutputOpt = None) -> None:
+    """Hold RUN_ID: it is never archived or removed until released (docs/RETENTION.md). A
+    held run keeps its first hold (CHANGED false)."""
+    g = state(ctx)
+    emit(g.output_for(output), g.client().runs.hold(run_id, reason=reason), HOLD_COLUMNS)
+
+
+@app.command()
+def release(ctx: typer.Context, run_id: str,
+            reason: Annotated[str | None, typer.Option(help="recorded with the release")] = None,
+            output: OutputOpt = None) -> None:
+    """Release RUN_ID's hold: its tenant's retention applies again."""
+    g = state(ctx)
+    emit(g.output_for(output), g.client().runs.release(run_id, reason=reason), HOLD_COLUMNS)
+
+
 @app.command()
 def signal(ctx: typer.Context, run_id: str, name: str,
            payload: Annotated[str | None, typer.Option(

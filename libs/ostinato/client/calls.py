@@ -411,6 +411,18 @@ def pause_run(run_id: Id, reason: str | None, resume: bool) -> Call[m.RunPaused]
     return Call("POST", f"/v1/runs/{run_id}/{verb}", m.RunPaused, body=body)
 
 
+def hold_run(run_id: Id, reason: str) -> Call[m.RunHoldResult]:
+    """Holding a held run changes nothing: safe to send again."""
+    return Call("POST", f"/v1/runs/{run_id}/hold", m.RunHoldResult,
+                body=_json(m.HoldRequest(reason=reason)), idempotent=True)
+
+
+def release_run(run_id: Id, reason: str | None) -> Call[m.RunHoldResult]:
+    """Releasing a run not held changes nothing: safe to send again."""
+    return Call("POST", f"/v1/runs/{run_id}/release", m.RunHoldResult,
+                body=_json(m.HoldRequest(reason=reason)), idempotent=True)
+
+
 def pause_matching(task: str | None, job_id: Id | None, reason: str | None,
                    resume: bool) -> Call[m.PauseChanged]:
     verb = "resume" if resume else "pause"
@@ -508,6 +520,18 @@ def set_limit(scope: str, name: str, limit: m.LimitRequest) -> Call[m.LimitSet]:
             "resource": f"/v1/limits/resources/{_seg(name)}",
             "tenant": f"/v1/tenants/{_seg(name)}/limits"}[scope]
     return Call("PUT", path, m.LimitSet, body=_json(limit))
+
+
+def get_retention(tenant_id: Id) -> Call[m.RetentionView]:
+    return Call("GET", f"/v1/tenants/{tenant_id}/retention", m.RetentionView)
+
+
+def set_retention(tenant_id: Id, keep: str | int, archive: bool,
+                  reason: str | None) -> Call[m.RetentionView]:
+    """Setting the same policy again records nothing: safe to send again."""
+    return Call("PUT", f"/v1/tenants/{tenant_id}/retention", m.RetentionView,
+                body=_json(m.RetentionRequest(keep=keep, archive=archive, reason=reason)),
+                idempotent=True)
 
 
 def list_tenants(page_size: int) -> Paged[m.TenantView, CursorPage[m.TenantView]]:

@@ -336,6 +336,15 @@ class Runs(_Resource):
         """Where an update stands (`state`: pending, completed, rejected, abandoned)."""
         return self._c.send(c.update_outcome(run_id, update_id, wait))
 
+    def hold(self, run_id: Id, *, reason: str) -> m.RunHoldResult:
+        """Hold the run: never archived or removed until released (docs/RETENTION.md). A
+        held run keeps its first hold (`changed` False)."""
+        return self._c.send(c.hold_run(run_id, reason))
+
+    def release(self, run_id: Id, *, reason: str | None = None) -> m.RunHoldResult:
+        """Release the run's hold (`changed` False when it was not held)."""
+        return self._c.send(c.release_run(run_id, reason))
+
     def pause(self, run_id: Id, *, reason: str | None = None) -> m.RunPaused:
         return self._c.send(c.pause_run(run_id, reason, resume=False))
 
@@ -435,6 +444,17 @@ class Tenants(_Resource):
     def create(self, name: str, *, weight: int = 1) -> m.TenantCreatedView:
         """Admin key only; the answer holds the tenant's API key, shown this once."""
         return self._c.send(c.create_tenant(name, weight))
+
+    def get_retention(self, tenant_id: Id) -> m.RetentionView:
+        """The tenant's retention (`default` True when never set); the admin key, or the
+        tenant's own key for its own."""
+        return self._c.send(c.get_retention(tenant_id))
+
+    def set_retention(self, tenant_id: Id, *, keep: str | int, archive: bool = True,
+                      reason: str | None = None) -> m.RetentionView:
+        """Admin key only: keep finished runs `keep` ("30d" or seconds; 1 hour to 10 years)
+        in the hot database after they ended, archived first when `archive`."""
+        return self._c.send(c.set_retention(tenant_id, keep, archive, reason))
 
 
 class Keys(_Resource):

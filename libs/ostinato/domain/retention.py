@@ -60,7 +60,7 @@ def parse_keep(value: str | int) -> int:
         text = value.strip()
         if "\x00" in text:
             raise _bad("keep", "holds U+0000 (NUL)")
-        if text.isdigit():
+        if text.isascii() and text.isdigit():
             seconds = int(text)
         else:
             try:
@@ -133,8 +133,9 @@ class RunFacts:
     # Its occurrence's completion deadline (scheduled_for + the job's complete_within, for a
     # run with no parent and not a DAG node's): None when the job has none.
     deadline: datetime | None = None
-    # The latest success of its job (by slot or by end; a job not deleted): the staleness rule
-    # and the finding alerts read only that one.
+    # The latest success of its job (by slot or by end; not a DAG node's run), for a recurring
+    # job (kind cron or every) not deleted: the staleness rule and the finding alerts read only
+    # that one. (A one-off job leaves with its last run: nothing reads its success after.)
     latest_success_of_job: bool = False
 
 

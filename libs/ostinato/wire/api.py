@@ -296,6 +296,8 @@ class RunView(msgspec.Struct, kw_only=True):
     # `archived_at`; it can be read, not changed (an action on it is a 409 run-archived)
     archived: bool = False
     archived_at: datetime | None = None
+    # an operator's hold (POST /v1/runs/{id}/hold): never archived or removed until released
+    held: HoldView | None = None
 
 
 class RunningStepView(msgspec.Struct, kw_only=True):
@@ -702,6 +704,51 @@ class RunPaused(msgspec.Struct, kw_only=True):
 
     paused: bool
     changed: bool  # False: it was already so
+
+
+class HoldRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """POST /v1/runs/{id}/hold (`reason` required, non-empty) and /release (optional)."""
+
+    reason: str | None = None
+
+
+class HoldView(msgspec.Struct, kw_only=True):
+    """A run's hold (docs/RETENTION.md): never archived or removed until released."""
+
+    reason: str
+    by: str  # the actor who held it (as the audit trail names it)
+    at: datetime
+
+
+class RunHoldResult(msgspec.Struct, kw_only=True):
+    """POST /v1/runs/{id}/hold and /release: the hold now (None: not held), and whether this
+    call changed it (holding a held run or releasing one not held: False, nothing recorded)."""
+
+    run_id: uuid.UUID
+    held: HoldView | None
+    changed: bool
+
+
+class RetentionRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """PUT /v1/tenants/{id}/retention: `keep` in seconds or as a duration ("30d", "12h",
+    "P30D"; 1 hour to 10 years); `archive`: write each run to object storage before removing
+    it (docs/RETENTION.md)."""
+
+    keep: str | int
+    archive: bool = True
+    reason: str | None = None
+
+
+class RetentionView(msgspec.Struct, kw_only=True):
+    """A tenant's retention; `default`: never set (30 days, archive), `updated_*` then None."""
+
+    tenant_id: uuid.UUID
+    keep_seconds: int
+    keep: str  # the same, compact ("30d")
+    archive: bool
+    default: bool
+    updated_at: datetime | None = None
+    updated_by: str | None = None
 
 
 # Operator interventions (services/api/interventions.py): each body names why, for the audit.

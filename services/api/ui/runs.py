@@ -33,6 +33,7 @@ from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
 from services.api.running import running_step
 from services.api.ui import html, operations
+from services.api.ui.holds import hold_section
 from services.api.ui.html import Safe, badge, fmt, join, link, short, when
 from services.api.ui.operations import offers
 from services.api.ui.params import time_filter as _time_filter
@@ -375,7 +376,8 @@ async def run_page(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Res
     if "x-ui-fragment" in request.headers:
         return html_response(body)
     content = body if read.run.state in FINAL else live(f"/ui/runs/{run_id}", body)
-    return ui.page(f"Run {short(run_id)}", join([_actions(ui, read), content]), "runs")
+    hold = await hold_section(ui, run_id, archived=read.archived_at is not None)
+    return ui.page(f"Run {short(run_id)}", join([_actions(ui, read), hold, content]), "runs")
 
 
 @post("/runs/{run_id:uuid}/cancel", include_in_schema=False, status_code=303,

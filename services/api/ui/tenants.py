@@ -1,7 +1,8 @@
 """The admin's tenants page: every tenant with its weight and limits (cursor pages, as
 GET /v1/tenants), creating a tenant (its API key shown once, in the answer to the form), setting
-a tenant's weight and limits and its API request rate (as PUT /v1/tenants/{id}/limits and
-/limits/api, through the same functions and with the same audit rows), and choosing a tenant to
+a tenant's weight and limits, its API request rate and its retention (as PUT
+/v1/tenants/{id}/limits, /limits/api and /retention, through the same functions and with the
+same audit rows), and choosing a tenant to
 act for: the session then shows that tenant's pages as the API answers the admin key with
 X-Ostinato-Tenant. Only for a session whose key may administer (the admin key): any other gets a
 403, and a form from it leaves a refused row in the audit trail."""
@@ -18,6 +19,8 @@ from litestar.params import FromPath, FromQuery
 
 from ostinato import tenancy
 from ostinato.domain.errors import Forbidden, InvalidInput, NotFound
+from ostinato.domain.retention import format_keep
+from ostinato.runs import retention
 from ostinato.stores import limits
 from ostinato.stores import tenants as tenant_store
 from ostinato.wire.api import ApiRateRequest, LimitRequest, TenantRequest
@@ -182,6 +185,21 @@ async def tenant_page(ui: AdminUi, tenant_id: FromPath[uuid.UUID]) -> Response[s
         r=field("rate_per_second", "requests per second", api.rate_per_second if api else 0,
                 "0"),
         b=field("burst", "burst", api.burst if api else None, "1"))
+    kept = await retention.policy_of(ui.conn, tenant_id)
+    retention_form = fmt(
+        '<form method="post" action="/ui/tenants/{id}/retention" class="filters '
+        'tenant-retention">{csrf}<label>keep <input name="keep" value="{keep}" size="8" '
+        'required></label><label><input type="checkbox" name="archive" value="1"{checked}> '
+        'archive first</label><label>reason <input name="reason" size="30"></label>'
+        '<button type="submit">Set retention</button></form>'
+        '<p class="muted">{now}. How long a finished run stays in the hot database after it '
+        'ended: seconds or 30d, 12h, 2w (1 hour to 10 years), and whether it is written to '
+        'object storage first (as PUT /v1/tenants/{{id}}/retention; docs/RETENTION.md).</p>',
+        id=tenant_id, csrf=html.hidden("_csrf", ui.csrf),
+        keep=format_keep(kept.policy.keep_seconds),
+        checked=Safe(" checked") if kept.policy.archive else Safe(""),
+        now="The default (never set)" if kept.row is None else
+        f"Set by {kept.row.updated_by} at {kept.row.updated_at:%Y-%m-%d %H:%M:%SZ}")
     limit_rows = [[r.scope, r.name or _NONE,
                    _NONE if r.max_concurrency is None else r.max_concurrency,
                    _NONE if r.rate_per_second is None else _number(r.rate_per_second),
@@ -193,6 +211,7 @@ async def tenant_page(ui: AdminUi, tenant_id: FromPath[uuid.UUID]) -> Response[s
             ("weight", _number(tenant.weight))]), act=_act_button(ui, tenant_id)),
         fmt("<section><h2>Weight and limits</h2>{f}</section>", f=limits_form),
         fmt("<section><h2>API rate</h2>{f}</section>", f=api_form),
+        fmt("<section><h2>Retention</h2>{f}</section>", f=retention_form),
         fmt("<section><h2>Every limit of the tenant</h2>{t}</section>", t=html.table(
             ["scope", "name", "at a time", "per second", "burst", "set"], limit_rows,
             "No limits.", "limits")),
@@ -229,6 +248,22 @@ async def set_api_rate(request: Request, ui: AdminUi,
     return redirect(f"/ui/tenants/{tenant_id}")
 
 
+@post("/tenants/{tenant_id:uuid}/retention", include_in_schema=False, dependencies=ADMIN,
+      opt=audited("retention.set", "tenant", "tenant_id"))
+async def set_retention(request: Request, ui: AdminUi,
+                        tenant_id: FromPath[uuid.UUID]) -> Response[Any]:
+    form = await checked_form(request, ui)
+    ui.need_admin()
+    ui.audit.tenant_id = tenant_id  # as the API's route: the row is the tenant's
+    before = await retention.policy_of(ui.conn, tenant_id)
+    shown, changed = await retention.set_retention(
+        ui.conn, ui.store, tenant_id=tenant_id, keep=str(form.get("keep") or ""),
+        archive=form.get("archive") == "1", actor="admin", reason=form.get("reason"))
+    ui.audit.before, ui.audit.after = before.doc(), shown.doc()
+    ui.session.flash = "Retention set." if changed else "Retention unchanged."
+    return redirect(f"/ui/tenants/{tenant_id}")
+
+
 @post("/tenants/{tenant_id:uuid}/act", include_in_schema=False, dependencies=ADMIN,
       opt=audited("tenant.act_for", "tenant", "tenant_id"))
 async def act_for(request: Request, ui: AdminUi, tenant_id: FromPath[uuid.UUID]) -> Response[Any]:
@@ -255,4 +290,5 @@ async def stop_acting(request: Request, ui: AdminUi) -> Response[Any]:
     return redirect("/ui/tenants")
 
 
-ROUTES = [tenants_page, create, tenant_page, set_limits, set_api_rate, act_for, stop_acting]
+ROUTES = [tenants_page, create, tenant_page, set_limits, set_api_rate, set_retention, act_for,
+          stop_acting]

@@ -1,0 +1,70 @@
+"""The run page's hold (docs/RETENTION.md): whether the run is held, by whom, when and why,
+and for an operator the form that holds it (a reason required) or releases it. The forms are
+audited control actions with the session's CSRF token, as the API's POST /v1/runs/{id}/hold
+and /release (`ostinato.runs.retention`)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from litestar import Request, Response, post
+from litestar.params import FromPath
+
+from ostinato.runs import retention
+from ostinato.stores import retention as retention_store
+from services.api.auditing import audited
+from services.api.ui import html, operations
+from services.api.ui.html import Safe, fmt, when
+from services.api.ui.scope import Ui, UiScope, checked_form, redirect
+
+
+async def hold_section(ui: UiScope, run_id: uuid.UUID, *, archived: bool = False) -> Safe:
+    """The run's hold and, for an operator, its form; nothing for an archived run (a held run
+    is never archived, and an archived one cannot be changed)."""
+    if archived:
+        return Safe("")
+    hold = (await retention_store.holds_of(ui.conn, ui.tenant_id, [run_id])).get(run_id)
+    may = operations.may_operate(ui)
+    if hold is None:
+        if not may:
+            return Safe("")
+        return fmt('<section class="hold"><h2>Hold</h2><p class="muted">Not held: it leaves '
+                   'the hot database after its tenant\'s retention. A held run is never '
+                   'archived or removed until released.</p>'
+                   '<form method="post" action="/ui/runs/{id}/hold" class="hold">{csrf}'
+                   '<label>reason <input name="reason" id="hold-reason" size="40" '
+                   'maxlength="1000" required></label> '
+                   '<button type="submit">Hold</button></form></section>',
+                   id=run_id, csrf=html.hidden("_csrf", ui.csrf))
+    release = html.post_button(f"/ui/runs/{run_id}/release", "Release", ui.csrf) if may \
+        else Safe("")
+    return fmt('<section class="hold"><h2>Hold</h2><p class="held" role="status">Held by '
+               '<b>{by}</b> {at}: {reason}</p>{release}</section>',
+               by=hold.held_by, at=when(hold.held_at), reason=hold.reason, release=release)
+
+
+@post("/runs/{run_id:uuid}/hold", include_in_schema=False, status_code=303,
+      opt=audited("run.hold", "run", "run_id"))
+async def hold(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
+    form = await checked_form(request, ui)
+    row, changed = await retention.hold_run(ui.conn, ui.store, tenant_id=ui.tenant_id,
+                                            run_id=run_id, actor=ui.actor,
+                                            reason=form.get("reason"))
+    ui.audit.after = {"reason": row.reason, "by": row.held_by}
+    ui.session.flash = "Held." if changed else "It was held already."
+    return redirect(f"/ui/runs/{run_id}")
+
+
+@post("/runs/{run_id:uuid}/release", include_in_schema=False, status_code=303,
+      opt=audited("run.release", "run", "run_id"))
+async def release(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
+    await checked_form(request, ui)
+    row, changed = await retention.release_run(ui.conn, ui.store, tenant_id=ui.tenant_id,
+                                               run_id=run_id, actor=ui.actor)
+    ui.audit.before = {"reason": row.reason, "by": row.held_by} if row else None
+    ui.session.flash = "Released." if changed else "It was not held."
+    return redirect(f"/ui/runs/{run_id}")
+
+
+ROUTES = [hold, release]
