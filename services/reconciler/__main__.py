@@ -9,9 +9,11 @@ from datetime import timedelta
 from ostinato.alerts import Thresholds
 from ostinato.eventlog.outbox import OutboxRelay
 from ostinato.eventlog.store import EventStore
+from ostinato.objects import open_object_store
 from ostinato.runtime.duties import outbox_relay
 from ostinato.runtime.service import Service, run_service, run_until_stopped
 from services.reconciler import loop
+from services.reconciler.checks.archive import ArchiveConfig
 from services.reconciler.checks.storage import StorageConfig
 from services.reconciler.loop import ReconcileConfig
 
@@ -32,6 +34,10 @@ async def amain() -> None:
         worker_dead_after=timedelta(seconds=settings.worker_dead_after_seconds),
         missed_grace=timedelta(seconds=settings.missed_grace_seconds),
         gap_window=timedelta(seconds=settings.gap_window_seconds),
+        archive=ArchiveConfig(
+            enabled=settings.archive_enabled, batch=settings.archive_batch,
+            interval=timedelta(seconds=settings.archive_interval_seconds),
+            checks_window=timedelta(seconds=settings.gap_window_seconds)),
         output_retention=timedelta(days=settings.output_retention_days),
         alert_thresholds=Thresholds(
             lease_stuck_after=timedelta(seconds=settings.alert_lease_stuck_after_seconds),
@@ -40,19 +46,23 @@ async def amain() -> None:
             lag_min_samples=settings.alert_lag_min_samples,
             outbox_after=timedelta(seconds=settings.alert_outbox_after_seconds),
             no_worker_after=timedelta(seconds=settings.alert_no_worker_after_seconds),
-            disagreement_window=timedelta(seconds=settings.alert_disagreement_window_seconds)),
+            disagreement_window=timedelta(seconds=settings.alert_disagreement_window_seconds),
+            archive_failing_after=timedelta(seconds=settings.archive_failing_after_seconds)),
         storage=StorageConfig(volume_path=settings.db_volume_path,
                               capacity_bytes=settings.db_capacity_bytes,
                               watermarks=settings.storage_watermarks),
     )
 
+    objects = open_object_store(settings.object_store_url)
     relay = service.add_duty(outbox_relay(OutboxRelay(pool, producer, settings.topics)))
-    service.add_duties(loop.duties(pool, store, service.clock, config, on_repaired=relay.wake))
+    service.add_duties(loop.duties(pool, store, service.clock, config, on_repaired=relay.wake,
+                                   objects=objects))
 
     ops = service.ops_server(settings.reconciler_port)
     await ops.start()
     await run_until_stopped(service, on_stop=ops.stop)
     await producer.stop()
+    await objects.close()
 
 
 def main() -> None:

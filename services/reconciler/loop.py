@@ -20,9 +20,11 @@ from ostinato.alerts.conditions import DEFAULT as DEFAULT_THRESHOLDS
 from ostinato.clock import Clock
 from ostinato.eventlog import start_lags
 from ostinato.eventlog.store import EventStore
+from ostinato.objects import ObjectStore
 from ostinato.runtime.duties import Duty
 from ostinato.stores.runs import StuckThresholds
 from services.reconciler.checks.alerts import deliver_alerts, evaluate_alerts
+from services.reconciler.checks.archive import DEFAULT_ARCHIVE, ArchiveConfig, archive_duty
 from services.reconciler.checks.deadlines import check_deadlines
 from services.reconciler.checks.gaps import check_gaps
 from services.reconciler.checks.leases import DEAD_AFTER, LeaseWatch
@@ -58,6 +60,8 @@ class ReconcileConfig:
     output_retention: timedelta = timedelta(days=30)  # outputs and logs kept this long
     alert_delivery_timeout: timedelta = timedelta(seconds=5)  # one webhook POST at most
     alert_thresholds: Thresholds = DEFAULT_THRESHOLDS  # the fleet-state rules' (docs/ALERTS.md)
+    # archive, then remove: the runs past their tenant's retention (docs/RETENTION.md)
+    archive: ArchiveConfig = DEFAULT_ARCHIVE
     # the database's storage: how it is measured, the watermarks (docs/RETENTION.md "The disk")
     storage: StorageConfig = NO_STORAGE_MEASURE
 
@@ -97,11 +101,15 @@ def found(result: object) -> int:
 
 
 def duties(pool: asyncpg.Pool, store: EventStore, clock: Clock, config: ReconcileConfig, *,
-           on_repaired: Callable[[], None] = lambda: None) -> list[Duty]:
+           on_repaired: Callable[[], None] = lambda: None,
+           objects: ObjectStore | None = None) -> list[Duty]:
     """One duty per check, taking turns (one check at a time, each failing on its own): the
     fast ones every `fast_interval`, the slow ones every `interval`. A check that repaired
-    something (any but health and retention) calls `on_repaired`, the relay's wake-up."""
+    something (any but health and retention) calls `on_repaired`, the relay's wake-up. With
+    an object store (and `archive.enabled`), the archiver too, outside the turns."""
     turn = asyncio.Lock()
+    archiver = ([archive_duty(pool, objects, clock, config.archive)]
+                if objects is not None and config.archive.enabled else [])
 
     def duty(name: str, check: Check, interval: timedelta) -> Duty:
         async def run_once(now: datetime) -> int:
@@ -118,7 +126,7 @@ def duties(pool: asyncpg.Pool, store: EventStore, clock: Clock, config: Reconcil
               for name, check in slow_checks(pool, store, clock, config).items()),
             ledger_duty(pool, store, clock, config, turn),
             start_lag_retention_duty(pool, clock, config, turn),
-            delivery_duty(pool, clock, config)]
+            delivery_duty(pool, clock, config), *archiver]
 
 
 def delivery_duty(pool: asyncpg.Pool, clock: Clock, config: ReconcileConfig) -> Duty:

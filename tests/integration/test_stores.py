@@ -11,6 +11,7 @@ import pytest
 from ostinato.stores import (
     alerts,
     api_keys,
+    archive,
     audit,
     calendars,
     dags,
@@ -57,6 +58,16 @@ ROW_OF = {
     (limits, "lock_pool_control"): limits.PoolControlHead,
     (runs, "lock_runs"): runs.LockedRun,
     (ledger, "ledger_carried_of_job"): ledger.LedgerCarried,
+    (archive, "archive_candidates"): archive.Candidate,
+    (archive, "archive_run_rows"): archive.DocumentRow,
+    (archive, "archive_job_rows"): archive.DocumentRow,
+    (archive, "archive_run_events"): archive.EventRow,
+    (archive, "archive_job_events"): archive.EventRow,
+    (archive, "archive_run_steps"): archive.StepRow,
+    (archive, "archive_run_blobs"): archive.BlobRow,
+    (archive, "archive_run_labels"): archive.LabelRow,
+    (archive, "archive_remove_runs"): archive.Removal,
+    (archive, "archive_health"): archive.ArchiveHealth,
     (runs, "claim_ready_runs"): runs.ClaimedRun,
     (runs, "claim_ready_runs_any_tenant"): runs.ClaimedRun,
     (runs, "claim_due_retries"): runs.DueRetry,
@@ -179,13 +190,14 @@ SCALAR = {
     (job_edits, "definition_versions"),
     (steps, "reply_of_run"),
     (storage, "storage_database_size"), (storage, "storage_record"),
+    (archive, "archive_passed"), (archive, "archive_failed"),
 }
 
 
 def test_every_store_query_is_accounted_for() -> None:
     stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps, signals,
               task_schemas, ledger, api_keys, audit, operations, fan_outs, dags, deadlines,
-              alerts, health, usage, job_edits, storage, retention)
+              alerts, health, usage, job_edits, storage, retention, archive)
     named = {(store, name) for store in stores for name in store.Q}
     assert named == set(ROW_OF) | SCALAR
 

@@ -16,6 +16,7 @@ from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from ostinato.clock import FakeClock
+from ostinato.objects import ObjectMissing, ObjectStoreUnavailable
 from ostinato.runtime.duties import Duty, DutyRunner, readiness, transient
 from ostinato.runtime.ops import ops_app
 
@@ -228,6 +229,8 @@ async def test_duties_sharing_a_turn_never_tick_at_once() -> None:
     (asyncpg.exceptions.DeadlockDetectedError("deadlock detected"), True),  # 40P01
     (KafkaConnectionError(), True),
     (KafkaTimeoutError(), True),
+    (ObjectStoreUnavailable("put k: connection refused"), True),  # the archiver: no removal
+    (ObjectMissing("k"), False),
     (MISSING, False),  # 42P01: a typo in a query fails again the same way
     (asyncpg.exceptions.PostgresSyntaxError("syntax error"), False),
     (asyncpg.exceptions.UniqueViolationError("duplicate key"), False),

@@ -18,6 +18,7 @@ class Thresholds:
     outbox_after: timedelta = timedelta(seconds=120)  # an unpublished message this old
     no_worker_after: timedelta = timedelta(minutes=5)  # runs waiting this long, no worker
     disagreement_window: timedelta = timedelta(hours=24)  # a disagreement fires this long
+    archive_failing_after: timedelta = timedelta(minutes=15)  # archiver passes failing this long
 
 
 def cutoff(now: datetime, after: timedelta) -> datetime:

@@ -51,6 +51,10 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "the database's storage passed its refuse watermark: new jobs, runs and workflow "
          "starts are refused (503 storage-full) until retention makes room; runs in flight "
          "finish"),
+    Rule("OstinatoArchiveFailing", "warning",
+         "archiving finished runs to object storage has failed for a while (see "
+         "failing_since, last_error): retention is paused and the hot tables grow; nothing "
+         "is removed that was not confirmed archived"),
 )}
 IDENTIFYING = ("alertname", "job_id", "kind", "reason", "pool")
 

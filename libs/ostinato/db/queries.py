@@ -64,6 +64,7 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.stores", "alerts.sql"),
     ("ostinato.stores", "health.sql"),
     ("ostinato.stores", "usage.sql"),
+    ("ostinato.stores", "archive.sql"),
     ("ostinato.stores", "storage.sql"),
 ]
 

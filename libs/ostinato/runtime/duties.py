@@ -35,6 +35,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from ostinato.clock import Clock, SystemClock
 from ostinato.db.sqlstate import is_transient
 from ostinato.eventlog.outbox import OutboxRelay
+from ostinato.objects import ObjectStoreUnavailable
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import RateLimitedLogger, get_logger
 
@@ -64,6 +65,8 @@ def transient(exc: BaseException) -> bool:
     cap (False). Database and connection errors are `sqlstate.is_transient`'s to judge."""
     if isinstance(exc, KafkaError):
         return isinstance(exc, KafkaConnectionError | KafkaTimeoutError) or exc.retriable
+    if isinstance(exc, ObjectStoreUnavailable):  # refused, timed out, 5xx (the archiver)
+        return True
     return is_transient(exc)
 
 

@@ -114,6 +114,13 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # folder (file:///abs/dir, the embedded default: this checkout's .cache/objects) or an S3
     # bucket (s3://bucket/prefix?endpoint=...; `make up S3=1`: the local SeaweedFS).
     object_store_url: str = DEFAULT_OBJECT_STORE_URL
+    # The reconciler's archiver (docs/RETENTION.md "Archive, then remove"): runs a pass, the
+    # pause between passes that found less, and how long its passes may fail before
+    # OstinatoArchiveFailing fires. Disabled: no run ever leaves the hot tables.
+    archive_enabled: bool = True
+    archive_batch: int = 200
+    archive_interval_seconds: float = 10.0
+    archive_failing_after_seconds: float = 900.0
     # Fair dispatch (docs/FAIRNESS.md): classes in priority order, name:reserved_share[:lendable]
     priority_classes: str = "critical:0.1:0.5,default:0.7:1,bulk:0.2:1"
     dispatch_interval_seconds: float = 0.2  # a decision at least this often, besides wake-ups
@@ -164,6 +171,10 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
         if self.db_capacity_bytes < 0 or not 1 <= self.storage_retry_after_seconds <= 3600:
             raise ValueError("OSTINATO_DB_CAPACITY_BYTES must be >= 0 (0: none) and "
                              "OSTINATO_STORAGE_RETRY_AFTER_SECONDS in 1..3600")
+        if not (1 <= self.archive_batch <= 1000 and self.archive_interval_seconds > 0
+                and self.archive_failing_after_seconds > 0):
+            raise ValueError("OSTINATO_ARCHIVE_BATCH must be in 1..1000 and "
+                             "OSTINATO_ARCHIVE_*_SECONDS positive")
         try:
             self.classes  # noqa: B018 — validated at start
         except ValueError as exc:

@@ -19,7 +19,10 @@ __all__ = [
     "ALERTS_FIRING",
     "ALERT_DELIVERIES",
     "ALERT_DELIVERIES_PENDING",
+    "ARCHIVE_BYTES",
+    "ARCHIVE_FAILURES",
     "ARCHIVE_READS",
+    "ARCHIVE_RUNS",
     "BLOBS_EXPIRED",
     "BUILD_INFO",
     "CLOCK_SKEW",
@@ -346,6 +349,23 @@ RETRIES_SCHEDULED = Counter(
 STALE_MESSAGES_DROPPED = Counter(
     "ostinato_stale_messages_dropped_total",
     "Kafka messages dropped because their scheduler epoch was older than one already seen.",
+)
+ARCHIVE_RUNS = Counter(
+    "ostinato_archive_runs_total",
+    "Finished runs past their retention the archiver handled: archived (an object written), "
+    "removed from the hot tables, or kept by the removal procedure (reason: a rule of "
+    "docs/RETENTION.md, busy, changed, ...).",
+    ["outcome", "reason"],
+)
+ARCHIVE_BYTES = Counter(
+    "ostinato_archive_bytes_total",
+    "Bytes the archiver wrote to the object store (run objects and index objects, gzip'd).",
+)
+ARCHIVE_FAILURES = Counter(
+    "ostinato_archive_failures_total",
+    "Archiver passes that failed, nothing of their batch removed (kind: store, the object store "
+    "did not confirm a put; database).",
+    ["kind"],
 )
 BLOBS_EXPIRED = Counter(
     "ostinato_blobs_expired_total", "Outputs and captured logs deleted by the retention setting."

@@ -40,11 +40,13 @@ from ostinato.eventlog import outbox
 from ostinato.leases import attempts as attempt_leases
 from ostinato.policy.storage import alerting
 from ostinato.stores import alerts as alert_store
+from ostinato.stores import archive as archive_store
 from ostinato.stores import storage as storage_store
 from ostinato.stores import tenants as tenant_store
 from ostinato.stores.alerts import DueDelivery
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
+from services.reconciler.checks.archive import archive_signals
 from services.reconciler.checks.storage import storage_signals
 
 log = get_logger("ostinato.reconciler")
@@ -86,7 +88,11 @@ async def read_signals(conn: asyncpg.Connection, now: datetime, *,
     disagree = await alert_store.ledger_disagreements(
         conn, alerts.cutoff(now, t.disagreement_window), SIGNAL_LIMIT)
     stored = await storage_store.read(conn)
-    tenants = await tenant_store.weights(conn) if stored and alerting(stored.level) else []
+    archiving = await archive_store.health(conn)
+    archive_failing = bool(archiving and archiving.failing_seconds is not None
+                           and archiving.failing_seconds >= t.archive_failing_after.total_seconds())
+    tenants = (await tenant_store.weights(conn)
+               if (stored and alerting(stored.level)) or archive_failing else [])
     for rows, rules in ((letters, ("OstinatoDeadLetter",)),
                         (findings, ("OstinatoCompletionOverdue", "OstinatoOccurrenceOmitted")),
                         (stale, ("OstinatoCompletionOverdue",)), (stuck, ("OstinatoRunStuck",)),
@@ -94,7 +100,8 @@ async def read_signals(conn: asyncpg.Connection, now: datetime, *,
                         (lags, ("OstinatoLagSLOBreach",)), (backlog, ("OstinatoOutboxBacklog",)),
                         (unserved, ("OstinatoNoWorkerForPool",)),
                         (disagree, ("OstinatoLedgerDisagreement",)),
-                        (tenants, ("OstinatoDatabaseFilling", "OstinatoNewWorkRefused"))):
+                        (tenants, ("OstinatoDatabaseFilling", "OstinatoNewWorkRefused",
+                                   "OstinatoArchiveFailing"))):
         if len(rows) >= SIGNAL_LIMIT:
             partial.update(rules)
     for d in letters:
@@ -154,6 +161,7 @@ async def read_signals(conn: asyncpg.Connection, now: datetime, *,
                           {"disagreements": str(d.n), "last": d.last_at.isoformat(),
                            "runbook": f"GET /v1/jobs/{d.job_id}/ledger"}))
     out.extend(storage_signals(stored, tenants[:SIGNAL_LIMIT]))
+    out.extend(archive_signals(archiving, tenants[:SIGNAL_LIMIT], t.archive_failing_after))
     return out, set(alerts.RULES) - partial
 
 

@@ -1,0 +1,191 @@
+"""The archiver's store (docs/RETENTION.md "Archive, then remove"): the pick of runs due to leave
+the hot tables, each one's whole history read as `ostinato.archive` documents in a few
+statements per batch, and the call of migration 0046's owner-role procedure that removes them.
+The services' role can do nothing else to the log: it has no UPDATE or DELETE on `events`."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from ostinato.archive import ArchivedBlob, ArchivedEvent, ArchivedRun, ArchivedStep
+from ostinato.db.queries import load
+from ostinato.stores.rows import many
+
+Q = load("ostinato.stores", "archive.sql")
+
+
+class Candidate(msgspec.Struct, frozen=True):
+    """A run past its tenant's retention that no rule keeps, as the pick saw it."""
+
+    run_id: uuid.UUID
+    tenant_id: uuid.UUID
+    version: int  # the run's stream version: what is archived, what the removal expects
+    archive: bool  # the tenant's policy: archive first (True) or only remove
+    finished_at: datetime
+
+
+class DocumentRow(msgspec.Struct, frozen=True):
+    id: uuid.UUID
+    row: dict[str, Any]  # every column, as JSON (to_json)
+
+
+class EventRow(msgspec.Struct, frozen=True):
+    stream_id: uuid.UUID
+    seq: int
+    version: int
+    type: str
+    data: Any
+    actor: str
+    epoch: int | None
+    traceparent: str | None
+    occurred_at: datetime
+    recorded_at: datetime
+    event_id: uuid.UUID
+
+
+class StepRow(msgspec.Struct, frozen=True):
+    run_id: uuid.UUID
+    seq: int
+    name: str
+    succeeded: bool
+    attempt: int
+    tries: int
+    duration_ms: float
+    recorded_at: datetime
+    output: Any
+    output_ref: uuid.UUID | None
+    error_type: str | None
+    message: str | None
+    supplied_by: str | None
+    set_aside_version: int | None
+    set_aside_at: datetime | None
+
+
+class BlobRow(msgspec.Struct, frozen=True):
+    run_id: uuid.UUID
+    id: uuid.UUID
+    kind: str
+    data: Any
+    size_bytes: int
+    created_at: datetime
+
+
+class LabelRow(msgspec.Struct, frozen=True):
+    run_id: uuid.UUID
+    workflow_id: str | None
+    attributes: dict[str, Any] | None
+
+
+class Removal(msgspec.Struct, frozen=True):
+    """The procedure's verdict on one run: removed, or the reason it stays."""
+
+    run_id: uuid.UUID
+    removed: bool
+    kept_because: str | None
+
+
+async def candidates(conn: asyncpg.Connection, limit: int,
+                     checks_window: timedelta) -> list[Candidate]:
+    """Up to `limit` runs due to leave, oldest end first (the database's clock decides)."""
+    return many(Candidate, await conn.fetch(Q["archive_candidates"], limit, checks_window))
+
+
+def _event(row: EventRow) -> ArchivedEvent:
+    return ArchivedEvent(seq=row.seq, version=row.version, type=row.type, data=row.data,
+                         actor=row.actor, epoch=row.epoch, traceparent=row.traceparent,
+                         occurred_at=row.occurred_at, recorded_at=row.recorded_at,
+                         event_id=row.event_id)
+
+
+def _step(row: StepRow) -> ArchivedStep:
+    return ArchivedStep(seq=row.seq, name=row.name, succeeded=row.succeeded,
+                        attempt=row.attempt, tries=row.tries, duration_ms=row.duration_ms,
+                        recorded_at=row.recorded_at, output=row.output,
+                        output_ref=row.output_ref, error_type=row.error_type,
+                        message=row.message, supplied_by=row.supplied_by,
+                        set_aside_version=row.set_aside_version, set_aside_at=row.set_aside_at)
+
+
+async def histories(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID],
+                    archived_at: datetime) -> dict[uuid.UUID, ArchivedRun]:
+    """The whole history of each run still hot, as its archive document: its runs row, every
+    event of its stream, its steps (set-aside ones too), the blobs it references, its
+    workflow id and attributes, and a one-off job's row and stream. Read in one repeatable-
+    read snapshot, so the parts agree with each other."""
+    ids = list(run_ids)
+    async with conn.transaction(isolation="repeatable_read", readonly=True):
+        runs = many(DocumentRow, await conn.fetch(Q["archive_run_rows"], ids))
+        events = many(EventRow, await conn.fetch(Q["archive_run_events"], ids))
+        steps = many(StepRow, await conn.fetch(Q["archive_run_steps"], ids))
+        blobs = many(BlobRow, await conn.fetch(Q["archive_run_blobs"], ids))
+        labels = many(LabelRow, await conn.fetch(Q["archive_run_labels"], ids))
+        job_ids = sorted({uuid.UUID(str(r.row["job_id"])) for r in runs})
+        jobs = many(DocumentRow, await conn.fetch(Q["archive_job_rows"], job_ids))
+        job_events = many(EventRow, await conn.fetch(
+            Q["archive_job_events"], [j.id for j in jobs]))
+    events_of: dict[uuid.UUID, list[ArchivedEvent]] = {}
+    for e in events:
+        events_of.setdefault(e.stream_id, []).append(_event(e))
+    job_events_of: dict[uuid.UUID, list[ArchivedEvent]] = {}
+    for e in job_events:
+        job_events_of.setdefault(e.stream_id, []).append(_event(e))
+    steps_of: dict[uuid.UUID, list[ArchivedStep]] = {}
+    set_aside_of: dict[uuid.UUID, list[ArchivedStep]] = {}
+    for s in steps:
+        into = steps_of if s.set_aside_version is None else set_aside_of
+        into.setdefault(s.run_id, []).append(_step(s))
+    blobs_of: dict[uuid.UUID, list[ArchivedBlob]] = {}
+    for b in blobs:
+        blobs_of.setdefault(b.run_id, []).append(ArchivedBlob(
+            id=b.id, kind=b.kind, data=b.data, size_bytes=b.size_bytes, created_at=b.created_at))
+    labels_of = {label.run_id: label for label in labels}
+    jobs_by_id = {j.id: j.row for j in jobs}
+    documents: dict[uuid.UUID, ArchivedRun] = {}
+    for r in runs:
+        label = labels_of.get(r.id)
+        job_id = uuid.UUID(str(r.row["job_id"]))
+        documents[r.id] = ArchivedRun(
+            tenant_id=uuid.UUID(str(r.row["tenant_id"])), run_id=r.id, archived_at=archived_at,
+            run=r.row, events=events_of.get(r.id, []), steps=steps_of.get(r.id, []),
+            set_aside_steps=set_aside_of.get(r.id, []), blobs=blobs_of.get(r.id, []),
+            workflow_id=label.workflow_id if label else None,
+            attributes=(label.attributes or {}) if label else {},
+            job=jobs_by_id.get(job_id), job_events=job_events_of.get(job_id, []))
+    return documents
+
+
+async def remove(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID],
+                 versions: Sequence[int], checks_window: timedelta) -> list[Removal]:
+    """Migration 0046's procedure on these runs, each at the stream version archived: removed
+    in the caller's transaction, or kept with the reason (a rule, `busy`, `changed`, ...)."""
+    return many(Removal, await conn.fetch(Q["archive_remove_runs"], list(run_ids),
+                                          list(versions), checks_window))
+
+
+class ArchiveHealth(msgspec.Struct, frozen=True):
+    failing_since: datetime | None
+    last_error: str | None
+    last_success_at: datetime | None
+    failing_seconds: float | None  # None: not failing
+
+
+async def passed(conn: asyncpg.Connection) -> None:
+    """Record a pass that reached its end."""
+    await conn.execute(Q["archive_passed"])
+
+
+async def failed(conn: asyncpg.Connection, error: str) -> None:
+    """Record a failed pass (kept failing since its first failure)."""
+    await conn.execute(Q["archive_failed"], error[:500])
+
+
+async def health(conn: asyncpg.Connection) -> ArchiveHealth | None:
+    """The archiver's last word, or None before its first pass."""
+    rows = many(ArchiveHealth, await conn.fetch(Q["archive_health"]))
+    return rows[0] if rows else None

@@ -1,0 +1,232 @@
+"""Archive, then remove (docs/RETENTION.md, issue 38 item 2): the reconciler's duty that moves
+finished runs past their tenant's retention out of the hot tables.
+
+One pass: take the cluster-wide advisory lock (two reconcilers never archive the same batch: the
+other one skips its pass); pick up to `batch` runs no rule keeps (stores/archive.sql, oldest end
+first); read each one's whole history in one snapshot; put one object per run
+(`ostinato.archive.run_key`) and the batch's index objects; and only once the object store has
+confirmed every put, call migration 0046's owner-role procedure, which re-checks every rule under
+the row lock and removes what may go in one transaction. A tenant whose policy says
+archive=false has its runs removed without an object.
+
+Faults: a put that fails (the store down, erroring, slow past its timeout) removes nothing of
+the batch and raises: the duty's transient policy retries with backoff, `archive_state` records
+since when passes fail, and OstinatoArchiveFailing fires once that lasts `failing_after`. A kill
+-9 between the puts and the procedure leaves the runs hot and their objects written: the next
+pass writes the same keys again (same content but `archived_at`) and removes them. A run that
+moved after it was read (`changed`) is archived again next pass."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import asyncpg
+
+from ostinato.alerts import Signal
+from ostinato.archive import (
+    ArchivedRun,
+    build_indexes,
+    encode_index,
+    encode_run,
+    run_key,
+)
+from ostinato.clock import Clock
+from ostinato.objects import ObjectStore, ObjectStoreError, ObjectStoreUnavailable
+from ostinato.runtime.duties import Duty
+from ostinato.stores import archive as archive_store
+from ostinato.stores.tenants import TenantWeight
+from ostinato.telemetry import metrics
+from ostinato.telemetry.logging import get_logger
+
+log = get_logger("ostinato.reconciler")
+# pg_advisory_lock key of the archiver: one pass at a time across the reconcilers
+ARCHIVER_LOCK = 0x05717A72
+_NAMESPACE = uuid.UUID("6f0b3f2e-3c1a-4d5e-9b7a-1e2d3c4b5a69")
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveConfig:
+    enabled: bool = True
+    batch: int = 200  # runs a pass (the procedure takes at most 1000)
+    interval: timedelta = timedelta(seconds=10)  # between passes that found less than a batch
+    concurrency: int = 16  # puts in flight
+    put_timeout: timedelta = timedelta(seconds=30)  # one put; past it the pass fails
+    # the reconciler's gap/ledger window: runs whose slot or deadline its checks still read
+    checks_window: timedelta = timedelta(hours=24)
+
+
+def batch_id_of(run_ids: Sequence[uuid.UUID]) -> uuid.UUID:
+    """The same runs make the same batch id: a pass retried after a failure or a crash writes
+    the same index keys again rather than a second index listing the same runs."""
+    return uuid.uuid5(_NAMESPACE, ",".join(sorted(str(r) for r in run_ids)))
+
+
+DEFAULT_ARCHIVE = ArchiveConfig()
+
+
+class Archiver:
+    """The duty's state: the pool, the object store, the clock and the settings."""
+
+    def __init__(self, pool: asyncpg.Pool, objects: ObjectStore, clock: Clock,
+                 config: ArchiveConfig) -> None:
+        self.pool = pool
+        self.objects = objects
+        self.clock = clock
+        self.config = config
+
+    async def tick(self) -> int:
+        """One pass; returns how many runs it handled (removed or found kept), so a full batch
+        means more are waiting. A failed pass raises after recording it."""
+        async with self._lock() as conn:
+            if conn is None:
+                return 0  # another reconciler is archiving
+            try:
+                handled = await self._pass(conn)
+            except Exception as exc:
+                metrics.ARCHIVE_FAILURES.labels(
+                    kind="store" if isinstance(exc, ObjectStoreError) else "database").inc()
+                with contextlib.suppress(Exception):
+                    await archive_store.failed(conn, f"{type(exc).__name__}: {exc}")
+                raise
+            await archive_store.passed(conn)
+            return handled
+
+    @contextlib.asynccontextmanager
+    async def _lock(self) -> AsyncIterator[asyncpg.Connection | None]:
+        """A connection holding the archiver's advisory lock for the pass, or None when
+        another holds it. Session-level, released before the connection goes back (a killed
+        process's connection ends, and the lock with it)."""
+        async with self.pool.acquire() as conn:
+            if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", ARCHIVER_LOCK):
+                yield None
+                return
+            try:
+                yield conn
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1)", ARCHIVER_LOCK)
+
+    async def _pass(self, conn: asyncpg.Connection) -> int:
+        picked = await archive_store.candidates(conn, self.config.batch,
+                                                self.config.checks_window)
+        if not picked:
+            return 0
+        archived_at = self.clock.now()
+        to_archive = [c for c in picked if c.archive]
+        documents = await archive_store.histories(conn, [c.run_id for c in to_archive],
+                                                  archived_at)
+        versions: dict[uuid.UUID, int] = {c.run_id: c.version for c in picked if not c.archive}
+        written: list[ArchivedRun] = []
+        for c in to_archive:
+            doc = documents.get(c.run_id)
+            if doc is None or not doc.events:
+                continue  # gone since the pick (another path removed it): nothing to do
+            # the version archived is the one the removal expects: a run that moved between
+            # the pick and the read is removed only if nothing moves it again
+            versions[c.run_id] = doc.events[-1].version
+            written.append(doc)
+        size = await self._put_all(written, archived_at)
+        removals = await self._remove(conn, versions)
+        self._account(picked, removals, size, len(written))
+        return len(picked)
+
+    async def _put_all(self, documents: list[ArchivedRun], archived_at: datetime) -> int:
+        """Every run's object and the batch's index objects, `concurrency` puts at a time;
+        returns the bytes written. Raises at the first put not confirmed (a timeout is the
+        store being unavailable: transient, like a refused connection or a 5xx)."""
+        if not documents:
+            return 0
+        items = [(run_key(d.tenant_id, d.run_id), encode_run(d)) for d in documents]
+        batch = batch_id_of([d.run_id for d in documents])
+        items += [(key, encode_index(index))
+                  for key, index in build_indexes(batch, archived_at, documents)]
+        gate = asyncio.Semaphore(self.config.concurrency)
+        timeout = self.config.put_timeout.total_seconds()
+
+        async def put(key: str, data: bytes) -> None:
+            async with gate:
+                try:
+                    await asyncio.wait_for(
+                        self.objects.put(key, data, content_type="application/gzip"), timeout)
+                except TimeoutError:
+                    raise ObjectStoreUnavailable(
+                        f"put {key}: no confirmation within {timeout:g}s") from None
+
+        tasks = [asyncio.ensure_future(put(k, d)) for k, d in items]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return sum(len(d) for _, d in items)
+
+    async def _remove(self, conn: asyncpg.Connection,
+                      versions: dict[uuid.UUID, int]) -> list[archive_store.Removal]:
+        if not versions:
+            return []
+        ids = sorted(versions)
+        async with conn.transaction():
+            return await archive_store.remove(conn, ids, [versions[i] for i in ids],
+                                              self.config.checks_window)
+
+    def _account(self, picked: list[archive_store.Candidate],
+                 removals: list[archive_store.Removal], size: int, objects: int) -> None:
+        tenant_of = {c.run_id: c.tenant_id for c in picked}
+        archived = {c.run_id for c in picked if c.archive}
+        removed = [r.run_id for r in removals if r.removed]
+        metrics.ARCHIVE_BYTES.inc(size)
+        metrics.ARCHIVE_RUNS.labels(outcome="archived", reason="").inc(objects)
+        metrics.ARCHIVE_RUNS.labels(outcome="removed", reason="").inc(len(removed))
+        kept: dict[str, int] = {}
+        for r in removals:
+            if not r.removed:
+                reason = r.kept_because or "unknown"
+                kept[reason] = kept.get(reason, 0) + 1
+                metrics.ARCHIVE_RUNS.labels(outcome="kept", reason=reason).inc()
+        for run_id in removed:
+            log.debug("run archived and removed", tenant_id=str(tenant_of.get(run_id)),
+                      run_id=str(run_id), archived=run_id in archived)
+        if removals:
+            log.info("runs archived and removed", removed=len(removed), objects=objects,
+                     bytes=size, kept=kept or None,
+                     tenants=sorted({str(tenant_of[r]) for r in removed}) or None)
+
+
+def archive_duty(pool: asyncpg.Pool, objects: ObjectStore, clock: Clock,
+                 config: ArchiveConfig) -> Duty:
+    """The archiver as a duty: a pass every `interval`, again at once after a full batch.
+    Outside the checks' turns: its puts wait on the object store, and no repair should wait
+    on them. Its errors follow the duties' policy (`ostinato.runtime.duties.transient`: the
+    object store unavailable is transient)."""
+    archiver = Archiver(pool, objects, clock, config)
+
+    async def run_once(now: datetime) -> int:
+        return await archiver.tick()
+
+    return Duty("reconcile_archive", config.interval.total_seconds(), run_once,
+                batch=config.batch)
+
+
+def archive_signals(health: archive_store.ArchiveHealth | None, tenants: Sequence[TenantWeight],
+                    failing_after: timedelta) -> list[Signal]:
+    """OstinatoArchiveFailing for every tenant once the archiver's passes have failed for
+    `failing_after` (by the database's clock): retention is paused, the hot tables grow, and
+    nothing is removed that was not confirmed archived. None while its passes succeed."""
+    if health is None or health.failing_seconds is None \
+            or health.failing_seconds < failing_after.total_seconds():
+        return []
+    notes = {"failing_since": health.failing_since.isoformat() if health.failing_since else "",
+             "last_error": health.last_error or "",
+             "last_success_at": (health.last_success_at.isoformat()
+                                 if health.last_success_at else "never"),
+             "runbook": "docs/RETENTION.md#failure-modes: is the object store up and "
+                        "answering (OSTINATO_OBJECT_STORE_URL)? runs stay hot meanwhile"}
+    return [Signal("OstinatoArchiveFailing", str(t.id), {"tenant": t.name,
+                                                          "tenant_id": str(t.id)}, None, notes)
+            for t in tenants]
