@@ -290,7 +290,7 @@ async def delete_job(job_id: FromPath[uuid.UUID], tenant: Tenant) -> None:
                           actor=tenant.actor)
 
 
-@get("/v1/runs", tags=["runs"])
+@get("/v1/runs", tags=["runs"], opt=READS_ARCHIVE)
 async def list_runs(
     tenant: Tenant,
     job_id: FromQuery[uuid.UUID | None] = None,
