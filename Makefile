@@ -5,6 +5,8 @@
 #   make up HA=1  the HA profile: PostgreSQL primary + synchronous standby, three Kafka brokers
 #               and two instances of each service
 #               (infra/README.md "HA profile"; `make down` stops it too)
+#   make up S3=1  the services keep archived runs on a real S3 server (SeaweedFS, built once per
+#               machine with Go: infra/README.md "SeaweedFS") instead of the local .cache/objects
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 VENV := .venv
@@ -17,13 +19,17 @@ export UV_PYTHON_DOWNLOADS := never
 ifneq ($(HA),)
 export OSTINATO_HA := 1
 endif
+# S3=1: the services' object store is the local S3 server (infra/env.sh OSTINATO_OBJECT_STORE_URL).
+ifneq ($(S3),)
+export OSTINATO_S3 := 1
+endif
 
 .PHONY: help deps assets bench-deps up down test unit lint lock infra-up infra-down migrate \
 	topics clean \
 	bench bench-infra chaos infra-ha-up
 
 help:
-	@echo "make up | down | test | unit | lint | bench [QUICK=1] | chaos [HA=1] [QUICK=1] | lock | clean"
+	@echo "make up [HA=1] [S3=1] | down | test | unit | lint | bench [QUICK=1] | chaos [HA=1] [QUICK=1] | lock | clean"
 
 # Python environment from the committed, hash-pinned lock file (uv installed with pip if missing).
 deps: $(VENV)/.synced
@@ -34,8 +40,9 @@ $(VENV)/.synced: requirements.lock pyproject.toml
 	uv pip install --quiet --python $(PY) --no-deps -e .
 	@touch $@
 
+# the tests' servers: the object-store tests need the S3 server (built once per machine, cached)
 infra-up:
-	infra/up.sh postgres kafka jaeger
+	infra/up.sh postgres kafka jaeger s3
 
 infra-down:
 	infra/down.sh
@@ -53,7 +60,7 @@ assets:
 # PostgreSQL and Kafka first; Jaeger is only waited for with TRACING=1, otherwise started from
 # the cached binary or built and started in the background (infra/jaeger/background.sh).
 up: deps assets
-	infra/up.sh $(if $(HA),postgres-ha kafka-ha,postgres kafka) $(if $(TRACING),jaeger)
+	infra/up.sh $(if $(HA),postgres-ha kafka-ha,postgres kafka) $(if $(TRACING),jaeger) $(if $(S3),s3)
 	$(WITH_ENV) $(PY) -m ostinato migrate
 	$(WITH_ENV) $(PY) -m ostinato topics
 	$(if $(TRACING),,infra/jaeger/background.sh)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Stop the local infrastructure of this checkout (idempotent): jaeger, redis, the HA profile's
-# three Kafka nodes, kafka, the HA profile's PostgreSQL, postgres.
-#   infra/down.sh                -> jaeger, redis, kafka-ha, kafka, postgres-ha, then postgres
+# Stop the local infrastructure of this checkout (idempotent): the S3 server, jaeger, redis, the
+# HA profile's three Kafka nodes, kafka, the HA profile's PostgreSQL, postgres.
+#   infra/down.sh                -> s3, jaeger, redis, kafka-ha, kafka, postgres-ha, then postgres
 #   infra/down.sh postgres       -> only postgres
 # Data is kept; see infra/README.md to reset it.
 set -euo pipefail
@@ -10,7 +10,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=infra/env.sh
 . "$ROOT/infra/env.sh"
 
-KNOWN_DOWN="jaeger redis kafka-ha kafka postgres-ha postgres"  # reverse of the start order
+KNOWN_DOWN="s3 jaeger redis kafka-ha kafka postgres-ha postgres"  # reverse of the start order
 read -r -a components <<<"${*//,/ }"
 [ "${#components[@]}" -gt 0 ] || read -r -a components <<<"$KNOWN_DOWN"
 for c in "${components[@]}"; do

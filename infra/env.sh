@@ -63,6 +63,23 @@ fi
 : "${OSTINATO_JAEGER_OTLP:=http://127.0.0.1:4318}"
 : "${OSTINATO_JAEGER_QUERY:=http://127.0.0.1:16686}"
 
+# SeaweedFS's S3 gateway (infra/s3/up.sh: master, volume and filer on the three ports under it,
+# each gRPC port 10000 higher), the tests' object store; `make up S3=1` (OSTINATO_S3=1) gives
+# it to the services as OSTINATO_OBJECT_STORE_URL (otherwise: the local folder .cache/objects).
+# The key is local and loopback-only, like the trust auth of the local PostgreSQL.
+: "${OSTINATO_S3_PORT:=18333}"
+: "${OSTINATO_S3_ENDPOINT:=http://127.0.0.1:${OSTINATO_S3_PORT}}"
+: "${OSTINATO_S3_ACCESS_KEY:=ostinato}"
+: "${OSTINATO_S3_SECRET_KEY:=ostinato-local-secret}"
+: "${OSTINATO_S3_BUCKET:=ostinato}"
+: "${OSTINATO_S3_URL:=s3://${OSTINATO_S3_BUCKET}?endpoint=${OSTINATO_S3_ENDPOINT}&access_key_id=${OSTINATO_S3_ACCESS_KEY}&secret_access_key=${OSTINATO_S3_SECRET_KEY}}"
+if [ "${OSTINATO_S3:-0}" = 1 ]; then
+  : "${OSTINATO_OBJECT_STORE_URL:=$OSTINATO_S3_URL}"
+  export OSTINATO_OBJECT_STORE_URL
+fi
+export OSTINATO_S3_PORT OSTINATO_S3_ENDPOINT OSTINATO_S3_ACCESS_KEY OSTINATO_S3_SECRET_KEY \
+       OSTINATO_S3_BUCKET OSTINATO_S3_URL
+
 export OSTINATO_CACHE OSTINATO_PG_PORT OSTINATO_DATABASE_URL OSTINATO_OWNER_DATABASE_URL \
        OSTINATO_ADMIN_DATABASE_URL \
        OSTINATO_KAFKA_BOOTSTRAP OSTINATO_KAFKA_CONTROLLER_PORT OSTINATO_KAFKA_TENANT_BOOTSTRAP \

@@ -13,6 +13,7 @@ import pytest
 
 from ostinato.db.migrate import migrate
 from ostinato.db.pool import create_pool
+from ostinato.objects import ObjectStore
 from ostinato.telemetry import metrics
 from tests.helpers.env import (
     KAFKA_BOOTSTRAP,
@@ -26,6 +27,7 @@ from tests.helpers.env import (
     slots_out_of_step,
     url_for,
 )
+from tests.helpers.objects import PrivateS3, running_private_s3, s3_store
 
 # One test process labels thousands of tenants; tests read per-tenant series by tenant id, so
 # the cap (metrics.tenant_label) is lifted here (its own unit test sets it low).
@@ -64,6 +66,22 @@ async def pool(db_url: str) -> AsyncIterator[asyncpg.Pool]:
     p = await create_pool(db_url, max_size=8)
     yield p
     await p.close()
+
+
+@pytest.fixture
+async def object_store() -> AsyncIterator[ObjectStore]:
+    """An ObjectStore on the real S3 server (SeaweedFS, `infra/up.sh s3`) under a prefix of the
+    test's own, emptied afterwards (tests/helpers/objects.py)."""
+    async with s3_store() as store:
+        yield store
+
+
+@pytest.fixture
+async def private_s3(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[PrivateS3]:
+    """A real S3 server of the test's own (its folder, its ports), to stop or SIGSTOP without
+    touching the shared one; stopped afterwards."""
+    async with running_private_s3(tmp_path_factory.mktemp("s3")) as server:
+        yield server
 
 
 @pytest.fixture

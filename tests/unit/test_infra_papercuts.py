@@ -154,4 +154,8 @@ def test_default_ports_lie_outside_the_ephemeral_range() -> None:
     ports += [int(values[name].rpartition(":")[2].rstrip("/")) for name in (
         "OSTINATO_KAFKA_BOOTSTRAP", "OSTINATO_KAFKA_TENANT_BOOTSTRAP",
         "OSTINATO_KAFKA_SERVICE_BOOTSTRAP", "OSTINATO_JAEGER_OTLP", "OSTINATO_JAEGER_QUERY")]
+    # the S3 server (infra/s3/common.sh): master, volume, filer on the three ports under the S3
+    # port, and each one's gRPC port 10000 higher
+    s3 = int(values["OSTINATO_S3_PORT"])
+    ports += [p + grpc for p in range(s3 - 3, s3 + 1) for grpc in (0, 10_000)]
     assert [p for p in ports if 32768 <= p <= 60999] == []
