@@ -222,7 +222,10 @@ async def create_job(data: JSONBody[JobRequest], tenant: Tenant) -> Response[Job
     tenant.audit.target_id, tenant.audit.status = str(job.id), 201 if created else 200
     tenant.audit.after = definition(job) if created else None
     version = 1 if created else await job_edits.definition_version(tenant.conn, job.id)
-    return Response(job_view(job, data.payload, version), status_code=201 if created else 200)
+    attrs = (await attribute_store.of_jobs(tenant.conn, tenant.tenant_id, [job.id])).get(job.id) \
+        if data.attributes or not created else None  # as stored, like GET /v1/jobs/{id}
+    return Response(job_view(job, data.payload, version, attrs),
+                    status_code=201 if created else 200)
 
 
 @post("/v1/jobs/batch", status_code=200, tags=["jobs"],

@@ -321,6 +321,34 @@ async def test_the_ui_edit_form_previews_then_saves_the_version_it_read(
     assert (await client.get(f"/v1/jobs/{job}", headers=auth(key))).json()["version"] == 2
 
 
+async def test_the_ui_edit_form_changes_retry_limits_and_deadlines_and_blank_clears(
+        pool: asyncpg.Pool, client: httpx.AsyncClient) -> None:
+    _, key = await new_tenant(pool)
+    job = await create(client, key, schedule={"cron": "0 3 * * *"}, payload={},
+                       concurrency_key="acct-1", max_staleness="2d")
+    token = await login(client, key)
+    page = await client.get(f"/ui/jobs/{job}")
+    for field in ("retry", "concurrency_key", "resource", "queue_wait_timeout",
+                  "on_queue_wait", "complete_within", "max_staleness"):
+        assert f'name="{field}"' in page.text, field
+    assert 'name="concurrency_key" value="acct-1"' in page.text
+    form = {"_csrf": token, "version": "1", "do": "save", "concurrency_key": "",
+            "retry": '{"max_attempts": 7, "initial_delay": "2s"}', "queue_wait_timeout": "10m",
+            "on_queue_wait": "skip", "max_staleness": "3d"}
+    saved = await client.post(f"/ui/jobs/{job}/edit", data=form)
+    assert saved.status_code == 303, saved.text
+    got = (await client.get(f"/v1/jobs/{job}", headers=auth(key))).json()
+    assert (got["retry"]["max_attempts"], got["retry"]["initial_delay"]) == (7, "2s")
+    assert (got["concurrency_key"], got["queue_wait_seconds"], got["on_queue_wait"],
+            got["max_staleness_seconds"]) == (None, 600.0, "skip", 3 * 86400.0)
+    changed = (await events(client, key, job))[-1]
+    assert changed["type"] == "JobUpdated"
+    bad = await client.post(f"/ui/jobs/{job}/edit", data={**form, "version": "2",
+                                                          "retry": "{not json"})
+    assert bad.status_code == 422 and "retry is not JSON" in bad.text
+    assert (await client.get(f"/v1/jobs/{job}", headers=auth(key))).json()["version"] == 2
+
+
 async def test_under_shard_leases_the_edit_holds_across_two_schedulers_and_a_takeover(
         pool: asyncpg.Pool, client: httpx.AsyncClient, api_clock: FakeClock) -> None:
     """Two scheduler instances share the shards under leases (epochs); jobs are edited between

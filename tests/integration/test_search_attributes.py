@@ -296,6 +296,29 @@ async def test_the_cli_and_the_clients_declare_filter_and_cancel_by_attribute(
     assert code == 1 and "(404)" in err
 
 
+async def test_the_cli_sets_attributes_at_submission(api_url: str, tmp_path: Path) -> None:
+    key = await new_key(api_url)
+    env = {"OSTINATO_API_URL": api_url, "OSTINATO_API_KEY": key}
+    for name, type_ in (("customer", "keyword"), ("amount", "int")):
+        assert (await cli(tmp_path, "attributes", "declare", name, type_, env=env))[0] == 0
+    code, out, err = await cli(tmp_path, "jobs", "create", "--name", "nightly", "--every", "1h",
+                               "-a", "customer=initech", "-a", "amount=9", "-o", "json", env=env)
+    assert code == 0, err
+    job = json.loads(out)
+    assert job["attributes"] == {"customer": "initech", "amount": 9}
+    code, out, err = await cli(tmp_path, "run", "report", "--attribute", "customer=initech",
+                               "-o", "json", env=env)
+    assert code == 0, err
+    started = json.loads(out)["job_id"]  # its run inherits them when the scheduler makes it
+    code, out, err = await cli(tmp_path, "jobs", "get", started, "-o", "json", env=env)
+    assert code == 0, err
+    assert json.loads(out)["attributes"] == {"customer": "initech"}
+    code, _, err = await cli(tmp_path, "run", "report", "-a", "amount=nine", env=env)
+    assert code == 1 and "(422)" in err  # text where an int is declared: the API refuses it
+    code, _, err = await cli(tmp_path, "run", "report", "-a", "no-equals-sign", env=env)
+    assert code == 2 and "NAME=VALUE" in err
+
+
 async def test_the_ui_runs_list_filters_by_its_where_box_and_offers_the_bulk_cancel(
         client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
     key = await tenant(client, "attrs-ui")

@@ -13,9 +13,9 @@ from typing import Annotated, Any
 
 import typer
 
-from ostinato.cli.context import OutputOpt, state
+from ostinato.cli.context import AttributeOpt, OutputOpt, state
 from ostinato.cli.output import emit
-from ostinato.cli.parse import json_value
+from ostinato.cli.parse import attributes, json_value
 from ostinato.client import RunTimeoutError
 from ostinato.client.handles import RunHandle
 from ostinato.wire.api import RunResult
@@ -68,6 +68,7 @@ def run(ctx: typer.Context,
         priority: Annotated[str | None, typer.Option(help="the priority class")] = None,
         idempotency_key: Annotated[str | None, typer.Option(
             help="the same key again starts nothing new (the first run is answered)")] = None,
+        attribute: AttributeOpt = None,
         output: OutputOpt = None) -> None:
     """Start a run of TASK now (a one-off job). Without --wait: print its run and job ids.
     With --wait: exit 0 succeeded, 3 failed (dead-lettered), 4 cancelled, 5 --timeout ran
@@ -75,6 +76,8 @@ def run(ctx: typer.Context,
     value: Any = None if payload is None else json_value(payload, "--payload")
     fields = {k: v for k, v in (("pool", pool), ("priority", priority),
                                 ("idempotency_key", idempotency_key)) if v is not None}
+    if attribute:
+        fields["attributes"] = attributes(attribute)
     g = state(ctx)
     handle = g.client().runs.start(task, value, **fields)
     if not wait_:

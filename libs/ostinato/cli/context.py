@@ -34,6 +34,9 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="show what would chan
                                                            "nothing")]
 LimitOpt = Annotated[int | None, typer.Option("--limit", "-n", min=1, metavar="N",
                                               help="show at most N (default: all)")]
+AttributeOpt = Annotated[list[str] | None, typer.Option(
+    "--attribute", "-a", metavar="NAME=VALUE", help="a searchable attribute (declared with "
+    "`ostinato attributes declare`), repeatable; VALUE is JSON or else text")]
 
 
 @dataclass

@@ -12,6 +12,7 @@ import typer
 from ostinato.cli import bulk
 from ostinato.cli.common import first, need_selection
 from ostinato.cli.context import (
+    AttributeOpt,
     DryRunOpt,
     LimitOpt,
     Output,
@@ -22,7 +23,7 @@ from ostinato.cli.context import (
     usage,
 )
 from ostinato.cli.output import Column, emit, emit_many, schedule_text
-from ostinato.cli.parse import instant, json_value
+from ostinato.cli.parse import attributes, instant, json_value
 from ostinato.client import Client
 from ostinato.schedules.spec import edited_spec
 from ostinato.wire.api import JobView
@@ -94,6 +95,7 @@ def create(
     timeout: Annotated[str | None, typer.Option(help="an attempt's time limit: 30m")] = None,
     max_attempts: Annotated[int | None, typer.Option(min=1, help="retry policy's attempts")]
         = None,
+    attribute: AttributeOpt = None,
     output: OutputOpt = None,
 ) -> None:
     """Register a job. Without a schedule it is due now. Bad input is refused by the API
@@ -122,6 +124,8 @@ def create(
         body["payload"] = json_value(payload, "--payload")
     if max_attempts is not None:
         body["retry"] = {**(body.get("retry") or {}), "max_attempts": max_attempts}
+    if attribute:
+        body["attributes"] = {**(body.get("attributes") or {}), **attributes(attribute)}
     if "name" not in body:
         raise usage("a job needs a name: --name, or \"name\" in --file")
     g = state(ctx)

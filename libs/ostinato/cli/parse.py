@@ -40,3 +40,21 @@ def instant(text: str, option: str) -> datetime:
         raise typer.BadParameter(f"{text!r} has no UTC offset (add Z or +01:00)",
                                  param_hint=option)
     return value
+
+
+def attributes(pairs: list[str] | None, option: str = "--attribute") -> dict[str, Any]:
+    """`NAME=VALUE` pairs as searchable attributes: a VALUE that is JSON is taken as such
+    (`n=5` an int, `vip=true` a bool, `at="2026-01-01T00:00:00Z"` a string), any other text as
+    a string (`customer=acme`); the API checks each against its declared type."""
+    found: dict[str, Any] = {}
+    for pair in pairs or []:
+        name, sep, text = pair.partition("=")
+        if not sep or not name.strip():
+            raise typer.BadParameter(f"{pair!r} is not NAME=VALUE", param_hint=option)
+        if name in found:
+            raise typer.BadParameter(f"{name!r} given twice", param_hint=option)
+        try:
+            found[name] = msgspec.json.decode(text)
+        except msgspec.DecodeError:
+            found[name] = text
+    return found

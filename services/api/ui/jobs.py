@@ -293,14 +293,26 @@ async def trigger(request: Request, job_id: FromPath[uuid.UUID], ui: Ui) -> Resp
 def _edit_values(job: JobRow, payload: Any) -> list[tuple[str, str, str]]:
     d = job.schedule
     text = msgspec.json.encode(payload).decode() if payload is not None else ""
+    retry_text = msgspec.json.encode(job.retry_policy).decode() if job.retry_policy else ""
     return [("cron", "cron", d.get("cron") or ""), ("every", "every", d.get("every") or ""),
             ("at", "at (RFC 3339)", d.get("at") or ""),
             ("timezone", "time zone", d.get("timezone") or "UTC"),
             ("misfire", "misfire", d.get("misfire") or ""), ("pool", "pool", job.pool),
             ("priority", "class", job.priority),
-            ("timeout", "timeout", schedules.format_duration(timedelta(
-                seconds=job.timeout_seconds)) if job.timeout_seconds else ""),
-            ("owner", "owner", job.owner or ""), ("payload", "payload (JSON)", text)]
+            ("timeout", "timeout", _duration(job.timeout_seconds)),
+            ("queue_wait_timeout", "queue wait", _duration(job.queue_wait_seconds)),
+            ("on_queue_wait", "after the wait", job.on_queue_wait or ""),
+            ("concurrency_key", "concurrency key", job.concurrency_key or ""),
+            ("resource", "resource", job.resource or ""),
+            ("complete_within", "complete within", _duration(job.complete_within_seconds)),
+            ("max_staleness", "max staleness", _duration(job.max_staleness_seconds)),
+            ("owner", "owner", job.owner or ""),
+            ("retry", "retry (JSON; blank: the pool's)", retry_text),
+            ("payload", "payload (JSON)", text)]
+
+
+def _duration(seconds: float | None) -> str:
+    return schedules.format_duration(timedelta(seconds=seconds)) if seconds else ""
 
 
 def edit_form(ui: UiScope, job: JobRow, version: int, payload: Any,
@@ -312,7 +324,7 @@ def edit_form(ui: UiScope, job: JobRow, version: int, payload: Any,
     given = given or {}
     fields = [fmt('<label>{label} <input name="{name}" value="{value}" size="{size}"></label>',
                   label=label, name=name, value=given.get(name, value),
-                  size=60 if name == "payload" else 16)
+                  size=60 if name in ("payload", "retry") else 16)
               for name, label, value in _edit_values(job, payload)]
     checked = Safe(" checked") if given.get("apply_to_scheduled") else Safe("")
     return fmt('<section><h2>Edit</h2><form method="post" action="/ui/jobs/{id}/edit" '
@@ -323,6 +335,10 @@ def edit_form(ui: UiScope, job: JobRow, version: int, payload: Any,
                '</form></section>', id=job.id, csrf=html.hidden("_csrf", ui.csrf),
                version=html.hidden("version", given.get("version", version)),
                fields=join(fields, " "), reason=given.get("reason", ""), checked=checked)
+
+
+_CLEARABLE = ("timeout", "queue_wait_timeout", "concurrency_key", "resource",
+              "complete_within", "max_staleness", "owner")
 
 
 def _patch_from(form: dict[str, Any], job: JobRow, payload: Any) -> JobUpdateRequest:
@@ -336,15 +352,19 @@ def _patch_from(form: dict[str, Any], job: JobRow, payload: Any) -> JobUpdateReq
                                                      "misfire") if k in changed}
     if schedule:
         body["schedule"] = edited_spec(job.schedule, schedule)
-    for k in ("pool", "priority", "timeout", "owner"):  # blank clears timeout and owner
-        if k in changed and (changed[k] or k in ("timeout", "owner")):
+    for k in ("pool", "priority", "on_queue_wait"):  # blank keeps these
+        if changed.get(k):
+            body[k] = changed[k]
+    for k in _CLEARABLE:  # blank clears
+        if k in changed:
             body[k] = changed[k] or None
-    if "payload" in changed:
-        try:
-            body["payload"] = msgspec.json.decode(changed["payload"] or "null")
-        except msgspec.DecodeError as exc:
-            raise InvalidInput("payload is not JSON", errors=[
-                {"field": "payload", "message": str(exc)}]) from None
+    for k in ("payload", "retry"):  # JSON; a blank retry is the pool's default policy
+        if k in changed:
+            try:
+                body[k] = msgspec.json.decode(changed[k] or "null")
+            except msgspec.DecodeError as exc:
+                raise InvalidInput(f"{k} is not JSON", errors=[
+                    {"field": k, "message": str(exc)}]) from None
     if form.get("reason"):
         body["reason"] = form["reason"]
     body["apply_to_scheduled"] = bool(form.get("apply_to_scheduled"))
