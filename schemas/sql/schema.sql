@@ -634,6 +634,19 @@ CREATE TABLE public.dead_letters (
 );
 
 --
+-- Name: dispatch_fairness; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.dispatch_fairness (
+    id smallint NOT NULL,
+    tags jsonb NOT NULL,
+    written_by uuid NOT NULL,
+    rounds bigint NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT dispatch_fairness_id_check CHECK ((id = 1))
+);
+
+--
 -- Name: dispatch_holds; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1434,6 +1447,13 @@ ALTER TABLE ONLY public.dags
 
 ALTER TABLE ONLY public.dead_letters
     ADD CONSTRAINT dead_letters_pkey PRIMARY KEY (run_id);
+
+--
+-- Name: dispatch_fairness dispatch_fairness_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.dispatch_fairness
+    ADD CONSTRAINT dispatch_fairness_pkey PRIMARY KEY (id);
 
 --
 -- Name: dispatch_holds dispatch_holds_pkey; Type: CONSTRAINT; Schema: public; Owner: -

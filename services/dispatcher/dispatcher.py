@@ -85,6 +85,7 @@ class Dispatcher:
         self.prefetch = prefetch
         self.on_queued = on_queued
         self.state = FairState()
+        self.instance = uuid.uuid4()  # who wrote the stored fair-queueing memory last
         self._written: dict[uuid.UUID, tuple[str, float]] = {}
         self._depth_at = self._pruned_at = self._explained_at = float("-inf")
 
@@ -113,6 +114,7 @@ class Dispatcher:
     async def _decide(self, conn: asyncpg.Connection, now: datetime, started: float) -> int:
         async with conn.transaction():
             await conn.execute(DQ["dispatch_lock"])
+            self.state = await snapshot.fairness(conn, self.instance, self.state)
             snap = await snapshot.load(conn, now, self.clock.db_now(), self.capacity)
             explain = self.clock.monotonic() - self._explained_at >= HOLD_REFRESH_SECONDS
             free = snapshot.free_slots(snap, self.prefetch)
@@ -133,6 +135,8 @@ class Dispatcher:
             columns = snapshot.bucket_rows(decision.buckets, given.bucket_keys)
             if columns[0]:
                 await conn.execute(DQ["save_buckets"], *columns)
+            if decision.state != self.state:
+                await snapshot.save_fairness(conn, self.instance, decision.state)
         self.state = decision.state
         if explain:
             self._explained_at = self.clock.monotonic()

@@ -26,7 +26,7 @@ import asyncpg
 import msgspec
 
 from ostinato.db.queries import load as load_queries
-from ostinato.policy.fairness import Bucket, Buckets, Limits, PoolState, Waiting
+from ostinato.policy.fairness import Bucket, Buckets, FairState, Limits, PoolState, Waiting
 from ostinato.stores import limits, runs, tenants
 from ostinato.stores.rows import many
 from ostinato.workers.registry import PoolCapacity, ServedVersion, unserved_reason
@@ -85,6 +85,21 @@ async def load(conn: asyncpg.Connection, now: datetime, db_now: datetime | None,
         waiting=(),
         buckets=await load_buckets(conn),
     )
+
+
+async def fairness(conn: asyncpg.Connection, instance: uuid.UUID,
+                   mine: FairState) -> FairState:
+    """The fair-queueing memory to decide from: `mine` if this instance wrote the stored one
+    last (or none is stored), else the stored one, which another instance's rounds changed."""
+    row = await conn.fetchrow(DQ["load_fairness"], instance)
+    if row is None or row["tags"] is None:
+        return mine
+    return FairState({(p, c, t): float(lag) for p, c, t, lag in row["tags"]})
+
+
+async def save_fairness(conn: asyncpg.Connection, instance: uuid.UUID, state: FairState) -> None:
+    await conn.execute(DQ["save_fairness"],
+                       [[p, c, t, lag] for (p, c, t), lag in state.tags.items()], instance)
 
 
 async def with_waiting(conn: asyncpg.Connection, snap: Snapshot, candidates: int,

@@ -61,11 +61,11 @@ BOUND = SFQ_BOUND + CAPACITY + SLACK
 @pytest.fixture
 async def cluster(template_db: str, topic_prefix: str,
                   tmp_path: Path) -> AsyncIterator[Cluster]:
-    # One instance of each: the bound below is the fair queue's for one sequence of
-    # decisions with its memory (FairState) carried from round to round; two dispatchers take
-    # turns, each with its own memory, which docs/ARCHITECTURE.md §3 bounds at one run's worth
-    # per tenant per hand-over, a term this exact count does not include.
-    async with running_cluster(template_db, topic_prefix, tmp_path / "logs", instances=1,
+    # Two instances of each (the e2e default): the bound below is the fair queue's for one
+    # sequence of decisions with its memory (FairState) carried from round to round, which two
+    # dispatchers taking turns are, since each round reads the memory the other one saved
+    # (dispatch_fairness, docs/ARCHITECTURE.md §3).
+    async with running_cluster(template_db, topic_prefix, tmp_path / "logs",
                                env={"OSTINATO_LOG_LEVEL": "warning",
                                     "OSTINATO_DISPATCH_PREFETCH": str(PREFETCH),
                                     "OSTINATO_SCHEDULER_BATCH_SIZE": "500"}) as c:

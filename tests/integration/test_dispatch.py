@@ -18,7 +18,7 @@ from ostinato.domain import events as ev
 from ostinato.eventlog.store import read_stream
 from ostinato.jobs import submit_jobs
 from ostinato.jobs.request import JobRequest
-from ostinato.policy.fairness import DEFAULT_CLASSES
+from ostinato.policy.fairness import DEFAULT_CLASSES, parse_classes
 from ostinato.stores import runs as run_store
 from ostinato.stores import tenants
 from ostinato.telemetry import metrics
@@ -310,6 +310,33 @@ async def test_two_dispatchers_deciding_at_once_never_exceed_a_global_limit(
         assert await states(pool, t) == {"queued": 5, "scheduled": 25}
     await complete_all(pool, clock, t)
     assert sum(await asyncio.gather(a.run_round(), b.run_round())) == 5
+
+
+async def test_two_dispatchers_taking_turns_decide_as_one_fair_sequence(
+        pool: asyncpg.Pool, clock: FakeClock) -> None:
+    # Two tenants of equal weight, one free slot a round: one dispatcher alternates them. Two
+    # taking turns must too: each round reads the memory the other one saved
+    # (dispatch_fairness), else the second instance, not knowing the first just served the
+    # tenant with the older runs, serves it again.
+    first, _ = await new_tenant(pool)
+    second, _ = await new_tenant(pool)
+    await runs_of(pool, clock, first, 6)
+    clock.advance(1)  # the first tenant's runs waited longer
+    await runs_of(pool, clock, second, 6)
+    one_class = parse_classes("default:1")  # one slot, one run admitted a round
+    a, b = (Dispatcher(pool, store(clock), clock, classes=one_class,
+                       capacity=fixed_capacity(1, ["default"])) for _ in range(2))
+    served: list[uuid.UUID] = []
+    writers: list[uuid.UUID] = []
+    for d in (a, b) * 4:
+        assert await d.run_round() == 1
+        for t in (first, second):
+            if await complete_all(pool, clock, t):
+                served.append(t)
+        async with pool.acquire() as conn:
+            writers.append(await conn.fetchval("SELECT written_by FROM dispatch_fairness"))
+    assert served == [first, second] * 4
+    assert writers == [a.instance, b.instance] * 4
 
 
 async def test_queue_depth_and_oldest_wait_are_exported_per_tenant_class_and_pool(

@@ -31,3 +31,16 @@ INSERT INTO token_buckets (tenant_id, scope, name, tokens, updated_at)
 SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::float8[], $5::timestamptz[])
 ON CONFLICT (tenant_id, scope, name) DO UPDATE
     SET tokens = excluded.tokens, updated_at = excluded.updated_at;
+
+-- name: load_fairness
+-- The fair-queueing memory, unless this instance ($1) wrote it last (it has it in memory).
+SELECT written_by, CASE WHEN written_by = $1 THEN NULL ELSE tags END AS tags
+FROM dispatch_fairness WHERE id = 1;
+
+-- name: save_fairness
+-- The fair-queueing memory after a round that changed it.
+INSERT INTO dispatch_fairness AS f (id, tags, written_by, rounds, updated_at)
+VALUES (1, $1::jsonb, $2, 1, now())
+ON CONFLICT (id) DO UPDATE
+    SET tags = excluded.tags, written_by = excluded.written_by, rounds = f.rounds + 1,
+        updated_at = excluded.updated_at;
