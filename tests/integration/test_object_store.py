@@ -19,9 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from ostinato.objects import ObjectMissing, ObjectStore, ObjectStoreUnavailable
+from ostinato.objects import (
+    ObjectMissing,
+    ObjectStore,
+    ObjectStoreError,
+    ObjectStoreUnavailable,
+    open_object_store,
+)
 from ostinato.objects.local import LocalObjectStore
-from tests.helpers.objects import PrivateS3, empty
+from tests.helpers.objects import S3_SECRET_KEY, PrivateS3, empty, s3_url
 
 pytestmark = pytest.mark.integration
 
@@ -142,6 +148,20 @@ async def test_a_server_that_stops_answering_is_unavailable_within_the_client_ti
     finally:
         private_s3.resume()
     assert await store.get("k") == b"v"
+
+
+async def test_a_key_the_server_refuses_is_an_error_of_configuration_not_unavailable(
+        object_store: ObjectStore) -> None:
+    """Credentials refused (403) are no transient fault: retrying later will not help, so the
+    caller must not take it for the store being down."""
+    await object_store.put("k", b"v")  # the bucket exists, the server answers
+    wrong = open_object_store(s3_url("refused").replace(
+        f"secret_access_key={S3_SECRET_KEY}", "secret_access_key=not-the-secret"))
+    for call in (lambda: wrong.put("k", b"v"), lambda: wrong.get("k")):
+        with pytest.raises(ObjectStoreError) as refused:
+            await call()
+        assert not isinstance(refused.value, ObjectStoreUnavailable | ObjectMissing), \
+            repr(refused.value)
 
 
 def _caused_by(exc: BaseException, *words: str) -> bool:
