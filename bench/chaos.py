@@ -1752,6 +1752,24 @@ def failures(r: dict[str, Any]) -> list[str]:
     return found
 
 
+async def until_replayed(url: str, within: float = 60) -> None:
+    """Until a connection to the new database `url` opens. On the HA profile the standby
+    replays CREATE DATABASE a moment after the primary committed it, and a multi-host URL whose
+    first host is the standby then fails with "database does not exist" instead of moving on to
+    the primary (target_session_attrs is judged only once connected)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            conn = await asyncpg.connect(url)
+        except asyncpg.InvalidCatalogNameError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+        else:
+            await conn.close()
+            return
+
+
 async def amain(args: argparse.Namespace) -> dict[str, Any]:
     name = f"ostinato_chaos_{uuid.uuid4().hex[:8]}"
     admin = Db(BASE_URL)
@@ -1772,6 +1790,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     chaos = Chaos(args, lab)
     try:
+        await until_replayed(url)
         await migrate(url)
         result = await chaos.run()
         return {**result, "machine": await machine(BASE_URL)}

@@ -149,7 +149,7 @@ async def takeover(rate: float, before: float, after: float, drain: float) -> di
         verdict = await verify(lab.db, load.job_ids)
         times = [r["recorded_at"] for r in await lab.db.fetch(
             "SELECT DISTINCT recorded_at FROM events WHERE type = 'RunQueued' "
-            "AND recorded_at > $1 - make_interval(secs => $2) ORDER BY 1",
+            "AND recorded_at > $1::timestamptz - make_interval(secs => $2::float8) ORDER BY 1",
             killed_at, before - 2)]
         earlier = [t for t in times if t <= killed_at]
         later = [t for t in times if t > killed_at]

@@ -49,7 +49,8 @@ async def main(args: Any) -> dict[str, Any]:
         for i in range(1, args.schedulers):
             await asyncio.to_thread(bench.cluster.spawn, f"scheduler-{i + 1}", "scheduler")
         db = Db(bench.url)
-        chaos = Chaos(argparse.Namespace(), Lab(cluster=bench.cluster, db=db, api_key=bench.key))
+        chaos = Chaos(argparse.Namespace(seed=None),
+                      Lab(cluster=bench.cluster, db=db, api_key=bench.key))
         try:
             start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
             schedule = {"cron": "* * * * * *", "start_at": start.isoformat(),

@@ -47,6 +47,7 @@ from tests.helpers.lab.rolling import (
     Restart,
     WireCounts,
     added_latency,
+    effect_problems,
     rolling_restart,
 )
 
@@ -119,6 +120,9 @@ async def one_round(every: float, env: dict[str, str]) -> dict[str, Any]:
             await load.stop()
         missing, open_ = await wait_settled(_Pool(url), list(load.accepted), within=180)
         verdict = await verify(_Pool(url), load.accepted)
+        # a workflow's steps write step_effects, not effects: judged by effect_problems
+        verdict.runs_without_effect = []
+        effects = await effect_problems(_Pool(url), load.accepted, load.steps)
         for w in workers:
             await asyncio.to_thread(w.stop)
         extra = added_latency(load, restarts)
@@ -132,7 +136,7 @@ async def one_round(every: float, env: dict[str, str]) -> dict[str, Any]:
                        "lost": load.counts.lost, "retries": load.counts.retries,
                        "latency_s": distribution([s for _, s in load.latencies], 3)},
             "jobs": len(load.accepted), "unsettled": missing + open_,
-            "problems": verdict.problems(),
+            "problems": verdict.problems() + effects,
             "duplicate_effects": len(verdict.duplicate_effect_keys),
             "lost": len(verdict.jobs_without_run),
         }

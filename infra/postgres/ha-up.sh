@@ -148,12 +148,16 @@ wait_for "a primary and a synchronous standby" "SELECT count(*) FILTER (WHERE re
   'primary' AND goalstate = 'primary') = 1 AND count(*) FILTER (WHERE reportedstate =
   'secondary' AND goalstate = 'secondary') = 1 FROM pgautofailover.node"
 
-primary=$(monitor_sql "SELECT nodeport FROM pgautofailover.node WHERE reportedstate = 'primary'")
-# (the monitor's last states may predate a restart of the nodes: ask the primary itself)
+# The monitor's last states may predate a restart of the nodes (after a failover the nodes
+# start again in their old roles and the monitor then swaps them): ask the node the monitor
+# names now, again each time, until one takes writes.
 deadline=$(( $(date +%s) + START_TIMEOUT ))
-until [ "$("$PGBIN/psql" -X -tA -h 127.0.0.1 -p "$primary" -U postgres -d postgres \
-          -c "SELECT NOT pg_is_in_recovery()" 2>/dev/null)" = t ]; do
-  [ "$(date +%s)" -lt "$deadline" ] || die "the primary 127.0.0.1:$primary does not take writes (logs in $LOGDIR)"
+while :; do
+  primary=$(monitor_sql "SELECT nodeport FROM pgautofailover.node WHERE reportedstate = 'primary'
+    AND goalstate = 'primary' LIMIT 1")
+  [ -n "$primary" ] && [ "$("$PGBIN/psql" -X -tA -h 127.0.0.1 -p "$primary" -U postgres \
+      -d postgres -c "SELECT NOT pg_is_in_recovery()" 2>/dev/null)" = t ] && break
+  [ "$(date +%s)" -lt "$deadline" ] || die "no primary takes writes (the monitor names ${primary:-none}; logs in $LOGDIR)"
   sleep 0.5
 done
 ensure_role_and_db "$primary"

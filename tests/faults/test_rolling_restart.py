@@ -28,7 +28,7 @@ from tests.helpers.lab.cluster import SERVICES, Cluster
 from tests.helpers.lab.database import Db
 from tests.helpers.lab.invariants import verify, wait_settled
 from tests.helpers.lab.lab import FAULT_ENV, Lab
-from tests.helpers.lab.rolling import ClientLoad, rolling_restart
+from tests.helpers.lab.rolling import ClientLoad, effect_problems, rolling_restart
 
 # The timeout only gives up on a hang: alone on the machine the test takes about two minutes
 # (on one shared with other suites, the ten restarts took 20 minutes).
@@ -85,14 +85,4 @@ async def test_a_rolling_restart_of_every_instance_is_not_seen_by_clients(
     assert v.duplicate_occurrences == 0
     assert v.runs == len(load.accepted)  # one run per job
     # fx: one fenced effect per run; wf: each step's effect (no dedupe at all) exactly once.
-    fx = {k for k, kind in load.accepted.items() if kind == "fx"}
-    wf = {k for k, kind in load.accepted.items() if kind == "wf"}
-    per_run = await lab.db.fetch(
-        "SELECT r.job_id::text AS job, count(e.*) AS n FROM runs r "
-        "LEFT JOIN effects e ON e.run_id = r.id GROUP BY r.job_id")
-    assert {row["job"]: row["n"] for row in per_run if row["job"] in fx} == dict.fromkeys(fx, 1)
-    steps = await lab.db.fetch(
-        "SELECT r.job_id::text AS job, array_agg(s.seq ORDER BY s.seq) AS seqs FROM runs r "
-        "LEFT JOIN step_effects s ON s.run_id = r.id GROUP BY r.job_id")
-    assert {row["job"]: list(row["seqs"]) for row in steps if row["job"] in wf} == \
-        {job: list(range(STEPS)) for job in wf}
+    assert await effect_problems(lab.db, load.accepted, STEPS) == []

@@ -22,6 +22,7 @@ import httpx
 from ostinato.client import AsyncClient
 from ostinato.client.errors import ApiError, ApiUnreachable
 from tests.helpers.lab.cluster import ROOT, SERVICES, Cluster
+from tests.helpers.lab.invariants import Queries
 from tests.helpers.lab.load import RETRY
 
 __all__ = ["ClientLoad", "Restart", "WireCounts", "restart_instance", "rolling_restart"]
@@ -185,3 +186,22 @@ def added_latency(load: ClientLoad, restarts: list[Restart]) -> Mapping[str, flo
         during = [s for t0, s in load.latencies if t0 <= r.ready_at and t0 + s >= r.started_at]
         out[r.alias] = max(0.0, max(during, default=median) - median)
     return out
+
+
+async def effect_problems(db: Queries, accepted: Mapping[str, str], steps: int) -> list[str]:
+    """What the load's effects say is wrong: each `fx` job's run applied its fenced effect
+    exactly once, each `wf` job's run each of its `steps` step effects exactly once (they are
+    not deduplicated, so a step run twice shows). Empty: nothing."""
+    fx = {k for k, kind in accepted.items() if kind == "fx"}
+    wf = {k for k, kind in accepted.items() if kind == "wf"}
+    per_run = {row["job"]: row["n"] for row in await db.fetch(
+        "SELECT r.job_id::text AS job, count(e.*) AS n FROM runs r "
+        "LEFT JOIN effects e ON e.run_id = r.id GROUP BY r.job_id") if row["job"] in fx}
+    seqs = {row["job"]: [s for s in row["seqs"] if s is not None] for row in await db.fetch(
+        "SELECT r.job_id::text AS job, array_agg(s.seq ORDER BY s.seq) AS seqs FROM runs r "
+        "LEFT JOIN step_effects s ON s.run_id = r.id GROUP BY r.job_id") if row["job"] in wf}
+    found = [f"fx job {job}: {per_run.get(job, 0)} effects" for job in sorted(fx)
+             if per_run.get(job, 0) != 1]
+    found += [f"wf job {job}: step effects {seqs.get(job, [])}" for job in sorted(wf)
+              if seqs.get(job, []) != list(range(steps))]
+    return found
