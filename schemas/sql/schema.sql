@@ -243,10 +243,10 @@ $$;
 
 CREATE FUNCTION public.ostinato_retention_kept(state text, ended_at timestamp with time zone, held boolean, dead_letter_triage text, triaged_at timestamp with time zone, children_not_final boolean, parent_state text, parent_notified boolean, dag_run_state text, checked_slot timestamp with time zone, deadline timestamp with time zone, latest_success_of_job boolean, keep_seconds bigint, now timestamp with time zone, checks_window interval) RETURNS text[]
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     SELECT array_remove(ARRAY[
-        CASE WHEN NOT final THEN 'not_final' END,
+        CASE WHEN NOT (state IN ('succeeded', 'dead_lettered', 'cancelled')
+                       AND ended_at IS NOT NULL) THEN 'not_final' END,
         CASE WHEN held THEN 'held' END,
         CASE WHEN dead_letter_triage = 'new'
                   OR (state = 'dead_lettered' AND dead_letter_triage IS NULL)
@@ -260,15 +260,13 @@ CREATE FUNCTION public.ostinato_retention_kept(state text, ended_at timestamp wi
                   AND dag_run_state NOT IN ('succeeded', 'failed', 'cancelled')
              THEN 'dag_run_not_final' END,
         -- retention runs from the later of the end and a dead letter's triage
-        CASE WHEN final AND now < greatest(ended_at, triaged_at)
-                                  + keep_seconds * interval '1 second'
+        CASE WHEN state IN ('succeeded', 'dead_lettered', 'cancelled') AND ended_at IS NOT NULL
+                  AND now < greatest(ended_at, triaged_at) + keep_seconds * interval '1 second'
              THEN 'inside_retention' END,
         CASE WHEN checked_slot >= now - checks_window THEN 'slot_in_checks_window' END,
         CASE WHEN deadline >= now - checks_window THEN 'deadline_in_checks_window' END,
         CASE WHEN latest_success_of_job THEN 'latest_success_of_job' END
-    ], NULL)
-    FROM (SELECT state IN ('succeeded', 'dead_lettered', 'cancelled')
-                 AND ended_at IS NOT NULL AS final) AS f
+    ], NULL::text)
 $$;
 
 --
@@ -278,6 +276,7 @@ $$;
 CREATE FUNCTION public.ostinato_run_kept(run uuid, at_now timestamp with time zone, checks_window interval) RETURNS text[]
     LANGUAGE plpgsql STABLE COST 1000
     SET search_path TO 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     kept text[];
