@@ -164,6 +164,50 @@ async def test_a_key_the_server_refuses_is_an_error_of_configuration_not_unavail
             repr(refused.value)
 
 
+async def test_a_closed_store_refuses_further_use(object_store: ObjectStore) -> None:
+    store = open_object_store(s3_url("closed"))
+    await store.put("k", b"v")
+    await store.delete("k")
+    await store.close()
+    with pytest.raises(ObjectStoreError, match="closed"):
+        await store.get("k")
+
+
+EXITS = textwrap.dedent("""
+    import asyncio, sys
+    from ostinato.runtime.settings import load_settings  # a service's imports
+    from ostinato.objects import open_object_store
+
+    async def main() -> None:
+        store = open_object_store(sys.argv[1])  # never closed, as a process that just ends
+        await store.put("k", b"v")
+        print(await store.get("k"))
+        await store.delete("k")
+        print([k async for k in store.list("")])
+
+    load_settings()
+    asyncio.run(main())
+""")
+
+
+async def test_a_process_that_used_the_store_exits_cleanly(object_store: ObjectStore) -> None:
+    """obstore's Tokio threads, left busy with a client's connections as the interpreter
+    finalizes, aborted short processes (exit 134, after their work was done) in about one run
+    of three; a process must end with its own exit code."""
+    url = s3_url(f"exits/{uuid.uuid4().hex}")
+    codes = []
+    for _ in range(16):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", EXITS, url, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE)
+        _, err = await proc.communicate()
+        codes.append((proc.returncode, err.decode()[-300:]))
+    assert [c for c in codes if c[0] != 0] == []
+    cleanup = open_object_store(url)
+    await empty(cleanup)
+    await cleanup.close()
+
+
 def _caused_by(exc: BaseException, *words: str) -> bool:
     """A word of `words` in the message of the exception or of one of its causes."""
     seen: BaseException | None = exc
