@@ -20,6 +20,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 
 from ostinato.dags.graph import EdgeSpec, NodeSpec
+from ostinato.domain import retention
 from ostinato.domain.names import PoolName
 from ostinato.domain.states import FINAL, RunState
 from ostinato.policy.retry import RetrySpec
@@ -734,7 +735,8 @@ class RetentionRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True)
     "P30D"; 1 hour to 10 years); `archive`: write each run to object storage before removing
     it (docs/RETENTION.md)."""
 
-    keep: str | int
+    keep: str | Annotated[int, msgspec.Meta(ge=retention.MIN_KEEP_SECONDS,
+                                            le=retention.MAX_KEEP_SECONDS)]
     archive: bool = True
     reason: str | None = None
 
