@@ -66,6 +66,8 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.stores", "usage.sql"),
     ("ostinato.stores", "archive.sql"),
     ("ostinato.stores", "storage.sql"),
+    ("ostinato.stores", "retention.sql"),
+    ("ostinato.eventlog", "retention.sql"),
 ]
 
 
