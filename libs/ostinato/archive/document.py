@@ -19,13 +19,16 @@ import gzip
 import hashlib
 import uuid
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import date, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 from ostinato.archive.keys import index_key, parse_index_key, parse_run_key
+
+K = TypeVar("K")  # what a key names
+D = TypeVar("D", "ArchivedRun", "ArchiveIndex")  # a sealed document
 
 FORMAT_VERSION = 1
 
@@ -218,26 +221,37 @@ def encode_run(run: ArchivedRun) -> bytes:
     return _seal(_encoder.encode(run))
 
 
+def _expected(parse: Callable[[str], K], key: str | None) -> K | None:
+    """What `key` names (tenant, run or day and batch), or None without a key; a key that
+    is not one of ours makes the object corrupt."""
+    if key is None:
+        return None
+    try:
+        return parse(key)
+    except ValueError as exc:
+        raise ArchiveCorrupt(str(exc), key=key) from None
+
+
+def _document(data: bytes, key: str | None, type_: type[D], what: str) -> D:
+    """The sealed body decoded as `type_`, of this format version."""
+    try:
+        doc = msgspec.json.decode(_open(data, key), type=type_)
+    except msgspec.DecodeError as exc:
+        raise ArchiveCorrupt(f"the body is not {what} ({exc})", key=key) from None
+    if doc.format_version != FORMAT_VERSION:
+        raise ArchiveCorrupt(
+            f"body format version {doc.format_version}: the envelope says {FORMAT_VERSION}",
+            key=key,
+        )
+    return doc
+
+
 def decode_run(data: bytes, *, key: str | None = None) -> ArchivedRun:
     """The run archived in `data`. With `key` (where it was read from) the document must be
     that key's tenant's and run's: an object copied or restored under the wrong key is
     corrupt, never another tenant's run answered."""
-    expected = None
-    if key is not None:
-        try:
-            expected = parse_run_key(key)
-        except ValueError as exc:
-            raise ArchiveCorrupt(str(exc), key=key) from None
-    body = _open(data, key)
-    try:
-        run = msgspec.json.decode(body, type=ArchivedRun)
-    except msgspec.DecodeError as exc:
-        raise ArchiveCorrupt(f"the body is not an archived run ({exc})", key=key) from None
-    if run.format_version != FORMAT_VERSION:
-        raise ArchiveCorrupt(
-            f"body format version {run.format_version}: the envelope says {FORMAT_VERSION}",
-            key=key,
-        )
+    expected = _expected(parse_run_key, key)
+    run = _document(data, key, ArchivedRun, "an archived run")
     if expected is not None:
         tenant_id, run_id = expected
         if run.tenant_id != tenant_id:
@@ -307,22 +321,8 @@ def encode_index(index: ArchiveIndex) -> bytes:
 
 def decode_index(data: bytes, *, key: str | None = None) -> ArchiveIndex:
     """The index archived in `data`; with `key`, it must be that key's tenant, day and batch."""
-    expected = None
-    if key is not None:
-        try:
-            expected = parse_index_key(key)
-        except ValueError as exc:
-            raise ArchiveCorrupt(str(exc), key=key) from None
-    body = _open(data, key)
-    try:
-        index = msgspec.json.decode(body, type=ArchiveIndex)
-    except msgspec.DecodeError as exc:
-        raise ArchiveCorrupt(f"the body is not an archive index ({exc})", key=key) from None
-    if index.format_version != FORMAT_VERSION:
-        raise ArchiveCorrupt(
-            f"body format version {index.format_version}: the envelope says {FORMAT_VERSION}",
-            key=key,
-        )
+    expected = _expected(parse_index_key, key)
+    index = _document(data, key, ArchiveIndex, "an archive index")
     if expected is not None:
         tenant_id, day, batch_id = expected
         if index.tenant_id != tenant_id:
