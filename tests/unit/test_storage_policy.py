@@ -11,12 +11,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ostinato.policy.storage import (
+    PAGE_BYTES,
+    PAGE_HEADER_BYTES,
+    TOAST_CHUNK_BYTES,
     Level,
+    RelationSpace,
     Volume,
     Watermarks,
     alerting,
     level,
     refuses_new_work,
+    relation_reusable_bytes,
+    reusable_bytes,
+    tuple_bytes,
     usage,
 )
 
@@ -108,3 +115,112 @@ def test_level_is_monotonic_in_the_ratio(ratio: float, a: float, b: float) -> No
     marks = Watermarks(min(a, b), max(a, b))
     order = [Level.OK, Level.FILLING, Level.FULL]
     assert order.index(level(ratio, marks)) <= order.index(level(ratio + 0.01, marks))
+
+
+# Room inside the database's files (issue 38 item 9 after removals): PostgreSQL keeps the space
+# removed rows held; once VACUUM freed it, new rows take it before any file grows.
+
+PAGE_ROOM = PAGE_BYTES - PAGE_HEADER_BYTES
+
+
+def rel(pages: int, live: int = 0, dead: int = 0, width: int | None = 100,
+        fillfactor: int = 100) -> RelationSpace:
+    return RelationSpace(size_bytes=pages * PAGE_BYTES, live_tuples=live, dead_tuples=dead,
+                         tuple_bytes=width, fillfactor=fillfactor)
+
+
+@pytest.mark.parametrize(("columns", "width", "expected"), [
+    (0, 0, 24 + 0 + 4),  # a header alone (23 bytes, aligned), a line pointer
+    (1, 1, 24 + 8 + 4),  # data aligned up
+    (8, 8, 24 + 8 + 4),  # eight columns' null bitmap still fits the header's 24
+    (9, 8, 32 + 8 + 4),  # a ninth column's bit takes the header to 25: aligned to 32
+    (50, 300.2, 32 + 304 + 4),  # an average width rounds up, then aligns (7-byte bitmap)
+    (3, -5, 24 + 0 + 4),  # nonsense width: no data, never negative
+])
+def test_a_tuple_takes_its_header_its_aligned_data_and_a_line_pointer(
+        columns: int, width: float, expected: int) -> None:
+    assert tuple_bytes(columns, width) == expected
+
+
+def test_a_toast_chunk_is_counted_at_its_largest() -> None:
+    # four full chunks fill a page, as TOAST_MAX_CHUNK_SIZE is made for
+    assert 4 * TOAST_CHUNK_BYTES <= PAGE_ROOM < 5 * TOAST_CHUNK_BYTES
+
+
+def test_a_table_s_room_is_its_pages_less_its_live_and_dead_tuples() -> None:
+    assert relation_reusable_bytes(rel(10)) == 10 * PAGE_ROOM  # empty pages: all room
+    assert relation_reusable_bytes(rel(10, live=100)) == 10 * PAGE_ROOM - 100 * 100
+    # dead tuples are not room until VACUUM frees them (they count as used)
+    assert relation_reusable_bytes(rel(10, live=100, dead=50)) == 10 * PAGE_ROOM - 150 * 100
+    # after VACUUM the same 50 are free again
+    assert relation_reusable_bytes(rel(10, live=100, dead=0)) > \
+        relation_reusable_bytes(rel(10, live=100, dead=50))
+
+
+def test_a_full_table_or_statistics_behind_it_count_no_room_never_less() -> None:
+    full = PAGE_ROOM // 100
+    assert relation_reusable_bytes(rel(1, live=full)) == PAGE_ROOM - full * 100
+    assert relation_reusable_bytes(rel(1, live=full + 1)) == 0
+    assert relation_reusable_bytes(rel(1, live=10**9, dead=10**9)) == 0
+
+
+def test_a_table_without_statistics_or_pages_counts_no_room() -> None:
+    assert relation_reusable_bytes(rel(10, width=None)) == 0  # never analyzed: width unknown
+    assert relation_reusable_bytes(rel(10, width=0)) == 0
+    assert relation_reusable_bytes(rel(0)) == 0
+    # a partial page (a size not a whole number of pages) is not counted
+    assert relation_reusable_bytes(RelationSpace(PAGE_BYTES - 1, 0, 0, 100)) == 0
+
+
+@pytest.mark.parametrize(("fillfactor", "room"), [
+    (100, PAGE_ROOM), (90, PAGE_ROOM * 90 // 100), (10, PAGE_ROOM * 10 // 100),
+    (5, PAGE_ROOM * 10 // 100), (150, PAGE_ROOM),  # out of PostgreSQL's 10..100: clamped
+])
+def test_the_fillfactor_s_reserve_is_no_room_for_inserts(fillfactor: int, room: int) -> None:
+    assert relation_reusable_bytes(rel(1, fillfactor=fillfactor)) == room
+
+
+def test_the_database_s_room_is_the_sum_of_its_tables() -> None:
+    tables = [rel(10, live=100), rel(4, live=10**6), rel(3, width=None), rel(2)]
+    assert reusable_bytes(tables) == (10 * PAGE_ROOM - 100 * 100) + 0 + 0 + 2 * PAGE_ROOM
+    assert reusable_bytes([]) == 0
+
+
+def test_reusable_room_brings_a_full_volume_back_under_the_refuse_watermark() -> None:
+    """A 1,000-byte volume 96 % used: full. Retention removed rows and VACUUM freed 100 bytes
+    inside the database's files: the volume is still 96 % used by df, but 86 % by the room new
+    rows have, so new work is accepted again; 10 bytes are not enough (95 %: still full)."""
+    v = Volume(total_bytes=1000, available_bytes=40)
+    assert level(usage(900, volume=v).used_ratio, MARKS) is Level.FULL
+    after = usage(900, volume=v, reusable=100)
+    assert after.used_ratio == pytest.approx(0.86) and level(after.used_ratio, MARKS) \
+        is Level.FILLING
+    assert (after.free_bytes, after.reusable_bytes) == (140, 100)
+    assert level(usage(900, volume=v, reusable=10).used_ratio, MARKS) is Level.FULL  # 95 %
+    assert level(usage(900, volume=v, reusable=11).used_ratio, MARKS) is Level.FILLING
+
+
+def test_reusable_room_counts_against_a_capacity_too() -> None:
+    assert usage(960, capacity_bytes=1000).used_ratio == 0.96
+    u = usage(960, capacity_bytes=1000, reusable=200)
+    assert (u.used_ratio, u.free_bytes, u.reusable_bytes) == (0.76, 240, 200)
+
+
+def test_reusable_room_is_at_most_the_database_and_what_the_volume_has_in_use() -> None:
+    assert usage(100, capacity_bytes=1000, reusable=10**9).used_ratio == 0.0
+    assert usage(100, capacity_bytes=1000, reusable=-5).used_ratio == 0.1  # nonsense: none
+    v = Volume(total_bytes=1000, available_bytes=950)  # 50 used, whatever the estimate says
+    u = usage(500, volume=v, reusable=400)
+    assert (u.used_ratio, u.free_bytes, u.reusable_bytes) == (0.0, 1000, 50)
+    assert usage(1, reusable=10).source == "none"  # unmeasured stays unmeasured
+
+
+@given(st.integers(0, 10**6), st.integers(0, 10**6), st.integers(0, 10**6),
+       st.integers(1, 10**6))
+def test_more_reusable_room_never_raises_the_use(database: int, r1: int, r2: int,
+                                                 capacity: int) -> None:
+    v = Volume(total_bytes=2 * 10**6, available_bytes=10**6)
+    lo, hi = sorted((r1, r2))
+    for kw in ({"volume": v}, {"capacity_bytes": capacity}):
+        assert (usage(database, reusable=hi, **kw).used_ratio or 0) <= \
+            (usage(database, reusable=lo, **kw).used_ratio or 0)
