@@ -1276,6 +1276,24 @@ CREATE TABLE public.token_buckets (
 );
 
 --
+-- Name: ui_sessions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.ui_sessions (
+    token_hash bytea NOT NULL,
+    tenant_id uuid,
+    tenant text NOT NULL,
+    role text NOT NULL,
+    key_hash bytea NOT NULL,
+    csrf text NOT NULL,
+    acting_for uuid,
+    flash text,
+    created_at timestamp with time zone NOT NULL,
+    last_seen_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
+--
 -- Name: usage_carried; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1721,6 +1739,13 @@ ALTER TABLE ONLY public.token_buckets
     ADD CONSTRAINT token_buckets_pkey PRIMARY KEY (tenant_id, scope, name);
 
 --
+-- Name: ui_sessions ui_sessions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ui_sessions
+    ADD CONSTRAINT ui_sessions_pkey PRIMARY KEY (token_hash);
+
+--
 -- Name: usage_carried usage_carried_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2063,6 +2088,12 @@ CREATE INDEX runs_waiting ON public.runs USING btree (state, updated_at) WHERE (
 --
 
 CREATE INDEX runs_wake ON public.runs USING btree (LEAST(wake_at, deadline_at)) WHERE ((state = 'suspended'::text) AND ((wake_at IS NOT NULL) OR (deadline_at IS NOT NULL)));
+
+--
+-- Name: ui_sessions_expires_at; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX ui_sessions_expires_at ON public.ui_sessions USING btree (expires_at);
 
 --
 -- Name: workers_seen; Type: INDEX; Schema: public; Owner: -

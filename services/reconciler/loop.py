@@ -2,8 +2,9 @@
 timeouts, queue-wait deadlines, overdue jobs: cheap indexed queries whose latency decides
 recovery time) run every `fast_interval`; slow ones (pipeline health, the gap enumeration over
 every recurring schedule, the expected-occurrence ledger, completion deadlines, the retention of
-outputs and of the start-lag histogram, the database's storage) every `interval`. Each is its
-own duty, so a failing check is retried and reported on its own while the others still run."""
+outputs, of the start-lag histogram and of the web UI's sessions, the database's storage)
+every `interval`. Each is its own duty, so a failing check is retried and reported on its own
+while the others still run."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from services.reconciler.checks.pipeline import check_once
 from services.reconciler.checks.queue_waits import expire_queue_waits
 from services.reconciler.checks.retention import (
     START_LAG_BATCH,
-    expire_outputs,
+    expire_retained,
     expire_start_lags,
 )
 from services.reconciler.checks.storage import NO_STORAGE_MEASURE, StorageConfig, check_storage
@@ -90,7 +91,7 @@ def slow_checks(pool: asyncpg.Pool, store: EventStore, clock: Clock,
         "deadlines": lambda: check_deadlines(pool, store, clock, window=config.gap_window),
         "alerts": lambda: evaluate_alerts(pool, clock, thresholds=config.alert_thresholds,
                                           worker_ttl=config.worker_ttl),
-        "retention": lambda: expire_outputs(pool, clock, retention=config.output_retention),
+        "retention": lambda: expire_retained(pool, clock, retention=config.output_retention),
         "storage": lambda: check_storage(pool, config.storage),
     }
 

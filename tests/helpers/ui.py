@@ -118,11 +118,10 @@ async def one_run(api: httpx.AsyncClient, h: dict[str, str], job_id: str,
 async def world(template_db: str, tmp_path_factory: pytest.TempPathFactory
                 ) -> AsyncIterator[World]:
     logs = tmp_path_factory.mktemp("ui-logs")
-    # one api instance: the UI's sessions live in the api process's memory
-    # (services/api/ui/sessions.py), so behind the lab's balancer, which spreads connections
-    # without affinity, a browser's next connection may meet the other instance's empty
-    # store (the k8s Service pins a client to one pod: sessionAffinity ClientIP)
-    async with running_cluster(template_db, new_topic_prefix(), logs, instances=1) as cluster, \
+    # two of each service (the suite's default): the browser reaches the api through the lab's
+    # balancer, which spreads connections without affinity; the UI's sessions are in
+    # PostgreSQL, so either instance serves every page (tests/e2e/test_ui_sessions.py)
+    async with running_cluster(template_db, new_topic_prefix(), logs) as cluster, \
             httpx.AsyncClient(base_url=cluster.api_url, timeout=10) as api:
         admin = {"Authorization": f"Bearer {cluster.admin_key}"}
         keys = {}

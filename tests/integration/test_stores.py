@@ -31,6 +31,7 @@ from ostinato.stores import (
     storage,
     task_schemas,
     tenants,
+    ui_sessions,
     usage,
 )
 
@@ -159,6 +160,7 @@ ROW_OF = {
     (retention, "retention_of_tenant"): retention.RetentionRow,
     (retention, "holds_of_runs"): retention.HoldRow,
     (storage, "storage_state"): storage.StorageRow,
+    (ui_sessions, "ui_session_touch"): ui_sessions.SessionRow,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
 SCALAR = {
@@ -191,13 +193,16 @@ SCALAR = {
     (steps, "reply_of_run"),
     (storage, "storage_database_size"), (storage, "storage_record"),
     (archive, "archive_passed"), (archive, "archive_failed"),
+    (ui_sessions, "ui_session_create"), (ui_sessions, "ui_session_save"),
+    (ui_sessions, "ui_session_drop"), (ui_sessions, "ui_sessions_expire"),
 }
 
 
 def test_every_store_query_is_accounted_for() -> None:
     stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps, signals,
               task_schemas, ledger, api_keys, audit, operations, fan_outs, dags, deadlines,
-              alerts, health, usage, job_edits, storage, retention, archive)
+              alerts, health, usage, job_edits, storage, retention, archive,
+              ui_sessions)
     named = {(store, name) for store in stores for name in store.Q}
     assert named == set(ROW_OF) | SCALAR
 

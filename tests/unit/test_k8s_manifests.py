@@ -198,6 +198,15 @@ def test_every_service_runs_two_or_more_instances_spread_over_nodes(file: str) -
     assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == labels
 
 
+def test_no_service_pins_a_client_to_one_pod() -> None:
+    """No session affinity: the web UI's sessions are in PostgreSQL (migration 0049), so any api
+    pod serves a browser; pinning one would put every user behind one NAT on one pod."""
+    services = [doc for _, doc in manifests() if doc["kind"] == "Service"]
+    assert any(doc["metadata"]["name"] == "api" for doc in services)
+    assert [doc["metadata"]["name"] for doc in services
+            if doc["spec"].get("sessionAffinity", "None") != "None"] == []
+
+
 @pytest.mark.parametrize("file", sorted(SERVICE_FILES.values()))
 def test_every_service_has_a_disruption_budget_selecting_its_pods(file: str) -> None:
     deployment = of_kind(f"{file}.yaml", "Deployment")

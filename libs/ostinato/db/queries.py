@@ -67,6 +67,7 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.stores", "archive.sql"),
     ("ostinato.stores", "storage.sql"),
     ("ostinato.stores", "retention.sql"),
+    ("ostinato.stores", "ui_sessions.sql"),
     ("ostinato.eventlog", "retention.sql"),
 ]
 

@@ -32,7 +32,8 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
 def routes(sessions: Sessions | None = None) -> list[Router]:
-    """The UI's routers for one app, with its own session store (in this process's memory)."""
+    """The UI's routers for one app; its sessions live in PostgreSQL, shared by every api
+    instance (`sessions`: their expiry rules)."""
     store = sessions or Sessions()
     pages = Router(
         path="/ui",

@@ -17,7 +17,6 @@ from litestar.params import FromQuery
 
 from ostinato.domain import roles
 from ostinato.runtime.auth import authenticate
-from ostinato.stores.api_keys import hash_key
 from services.api.ui import html
 from services.api.ui.scope import Ui, checked_form, html_response, log, redirect
 from services.api.ui.sessions import COOKIE, LOGIN_COOKIE, MAX_AGE_SECONDS, Sessions
@@ -72,18 +71,19 @@ async def login(request: Request, sessions: NamedDependency[Sessions]) -> Respon
     key = (form.get("api_key") or "").strip()
     state = request.app.state
     found = None
-    if key:
-        async with state.pool.acquire() as conn:
+    async with state.pool.acquire() as conn:
+        if key:
             found = await authenticate(conn, key, state.settings.admin_key, state.clock.now())
-    if found is None:
-        log.info("ui_login_refused", reason="unknown key")
-        return _login_page(request, "Unknown API key.", 401, next_path)
-    if found.tenant_id is None and next_path == "/ui/runs":
-        next_path = "/ui/tenants"  # the admin key has no runs of its own: choose a tenant first
-    if not roles.may(found.role, roles.READ):
-        return _login_page(request, f"A {found.role} key cannot read; log in with an operator "
-                                    "or viewer key.", 403, next_path)
-    session_id, _ = sessions.create(found.tenant_id, found.name, found.role, hash_key(key))
+        if found is None:
+            log.info("ui_login_refused", reason="unknown key")
+            return _login_page(request, "Unknown API key.", 401, next_path)
+        if found.tenant_id is None and next_path == "/ui/runs":
+            next_path = "/ui/tenants"  # the admin key has no runs of its own: choose one first
+        if not roles.may(found.role, roles.READ):
+            return _login_page(request, f"A {found.role} key cannot read; log in with an "
+                                        "operator or viewer key.", 403, next_path)
+        session_id, _ = await sessions.create(conn, state.clock, found.tenant_id, found.name,
+                                              found.role, key)
     log.info("ui_login", tenant_id=str(found.tenant_id or ""), role=found.role)
     return redirect(next_path, cookies=[
         cookie_for(request, COOKIE, session_id, MAX_AGE_SECONDS),
@@ -93,7 +93,7 @@ async def login(request: Request, sessions: NamedDependency[Sessions]) -> Respon
 @post("/logout", include_in_schema=False)
 async def logout(request: Request, ui: Ui, sessions: NamedDependency[Sessions]) -> Response[str]:
     await checked_form(request, ui, action=None)  # any role may end its own session
-    sessions.drop(ui.session_id)
+    await sessions.drop(ui.conn, ui.session_id)  # on every instance at once: the row goes
     return redirect("/ui/login", cookies=[cookie_for(request, COOKIE, "", 0)])
 
 

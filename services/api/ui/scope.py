@@ -34,13 +34,12 @@ from ostinato.runtime.auth import actor_of
 from ostinato.runtime.problems import UNSTORABLE_TEXT
 from ostinato.runtime.settings import Settings
 from ostinato.stores import api_keys, tenants
-from ostinato.stores.api_keys import hash_key
 from ostinato.telemetry.logging import get_logger
 from services.api import auditing
 from services.api.archived import Archive, archive_of
 from services.api.auditing import Audit
 from services.api.ui import html
-from services.api.ui.sessions import COOKIE, Session, Sessions
+from services.api.ui.sessions import COOKIE, Session, Sessions, admin_proof
 
 log = get_logger("ostinato.ui")
 SECURITY_HEADERS = {
@@ -98,11 +97,13 @@ class UiScope:
                                        acting=self.session.acting_for is not None), status)
 
 
-async def _caller(conn: asyncpg.Connection, state: Any, session: Session) -> Principal | None:
+async def _caller(conn: asyncpg.Connection, state: Any, session_id: str,
+                  session: Session) -> Principal | None:
     """The key that opened the session, checked again (None: it is gone, revoked or changed)."""
     admin_key = state.settings.admin_key
     if session.tenant_id is None:  # the admin key's session: the key must still be the admin's
-        if admin_key and hmac.compare_digest(session.key_hash, hash_key(admin_key)):
+        if admin_key and hmac.compare_digest(session.key_hash,
+                                             admin_proof(session_id, admin_key)):
             return Principal(tenant_id=None, role=roles.ADMIN, name="admin")
         return None
     owner = await api_keys.authenticate(conn, session.key_hash, state.clock.now())
@@ -116,17 +117,20 @@ async def _caller(conn: asyncpg.Connection, state: Any, session: Session) -> Pri
 @asynccontextmanager
 async def _live_session(request: Request, sessions: Sessions
                         ) -> AsyncIterator[tuple[str, Session, Any, asyncpg.Connection, Principal]]:
-    """The request's live session, a connection, and the key that opened the session, checked
-    again (gone, revoked or changed: the session is dropped and the login form follows)."""
+    """The request's live session (read from PostgreSQL: any api instance may have opened it),
+    a connection, and the key that opened the session, checked again (gone, revoked or changed:
+    the session is deleted and the login form follows)."""
     session_id = request.cookies.get(COOKIE)
-    session = sessions.get(session_id)
-    if session is None or session_id is None:
+    if not session_id:
         raise LoginRequired
     state = request.app.state
     async with state.pool.acquire() as conn:
-        caller = await _caller(conn, state, session)
+        session = await sessions.get(conn, state.clock, session_id)
+        if session is None:
+            raise LoginRequired
+        caller = await _caller(conn, state, session_id, session)
         if caller is None:
-            sessions.drop(session_id)
+            await sessions.drop(conn, session_id)
             raise LoginRequired
         yield session_id, session, state, conn, caller
 
@@ -158,6 +162,9 @@ async def ui_scope(request: Request, sessions: NamedDependency[Sessions]) -> Asy
                           tenant=name, actor=actor_of(caller), conn=conn, clock=state.clock,
                           store=state.store, settings=state.settings, audit=audit,
                           archive=archive_of(state))
+            # in the action's transaction, before the answer (its redirect may reach another
+            # instance): a flash set or shown
+            await sessions.save(conn, session_id, session)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +213,8 @@ async def admin_scope(request: Request,
                              actor=actor_of(caller), conn=conn, clock=state.clock,
                              store=state.store, settings=state.settings, audit=audit,
                              acting_name=acting)
+            # with the action's audit row: the tenant acted for (or no longer), a flash
+            await sessions.save(conn, session_id, session)
 
 
 Ui = NamedDependency[UiScope]
