@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Shared by the infra scripts: find and stop a server this checkout started.
+# Shared by the infra scripts: build a Go server once per machine, start one and wait until it
+# answers, find and stop a server this checkout started.
 
 log() { echo "[infra] $*"; }
 die() { echo "[infra] ERROR: $*" >&2; exit 1; }
@@ -7,7 +8,7 @@ die() { echo "[infra] ERROR: $*" >&2; exit 1; }
 # show_log: the lines $OUT gained since this start began (offset $OUT_OFFSET), last 40.
 show_log() {
   echo "----- $OUT (this start, last 40 lines) -----" >&2
-  tail -c +$(( OUT_OFFSET + 1 )) "$OUT" 2>/dev/null | tail -n 40 >&2 || true
+  tail -c +$(( ${OUT_OFFSET:-0} + 1 )) "$OUT" 2>/dev/null | tail -n 40 >&2 || true
 }
 
 # cmdline_has PID TEXT: the process's command line contains TEXT (e.g. our config file path).
@@ -67,4 +68,100 @@ stop_ours() {
   done
   rm -f "$pidfile"
   log "$name stopped"
+}
+
+# go_build NAME VERSION MODDIR PKG GO_MIN LDFLAGS [VAR=VALUE...]: build the Go package PKG
+# inside our module MODDIR (its go.mod and go.sum pin every dependency, fetched from the Go
+# module proxy) into $OSTINATO_CACHE/bin/NAME-VERSION, once per machine: reused while the stamp
+# beside it (a hash of go.mod and go.sum) matches, built when missing or stale, one build at a
+# time per cache (flock: two clones may start together). Go's caches are $OSTINATO_CACHE/go/mod
+# and go/build, shared by every such build and clone. VAR=VALUE: more environment for `go build`
+# (e.g. GOTOOLCHAIN=local). The toolchain: $OSTINATO_GO, else `go` on PATH, else
+# /usr/local/go/bin/go (GO_MIN, e.g. 1.24.6, is only named when none is found). The built binary
+# must answer `version`. Prints the binary's path on stdout; progress and errors go to stderr.
+go_build() {
+  local name=$1 version=$2 moddir=$3 pkg=$4 go_min=$5 ldflags=$6
+  shift 6
+  local bin="$OSTINATO_CACHE/bin/$name-$version" want go buildlog tmp t0
+  want=$(cat "$moddir/go.mod" "$moddir/go.sum" | sha256sum | cut -c1-16)
+  if _go_built "$bin" "$want"; then echo "$bin"; return 0; fi
+
+  if [ -n "${OSTINATO_GO:-}" ]; then go=$OSTINATO_GO
+  elif command -v go >/dev/null 2>&1; then go=$(command -v go)
+  elif [ -x /usr/local/go/bin/go ]; then go=/usr/local/go/bin/go
+  else die "no Go toolchain found (need Go >= $go_min: put go on PATH or set OSTINATO_GO)"; fi
+
+  mkdir -p "$OSTINATO_CACHE/bin" "$OSTINATO_CACHE/go/mod" "$OSTINATO_CACHE/go/build"
+  buildlog="$OSTINATO_CACHE/go-build-$name-$version.log"
+  (
+    flock 9
+    if _go_built "$bin" "$want"; then exit 0; fi  # built by another start meanwhile
+    tmp="$bin.tmp.$$"
+    rm -f "$tmp"
+    t0=$(date +%s)
+    log "building $name $version with $("$go" version | cut -d' ' -f3) into $bin (one-off, several minutes cold; log $buildlog)" >&2
+    # GOFLAGS=-modcacherw: the module cache stays deletable with a plain rm -rf.
+    # CGO_ENABLED=0 and -trimpath: a static binary, as the upstreams' release builds.
+    if ! (cd "$moddir" && env GOMODCACHE="$OSTINATO_CACHE/go/mod" GOCACHE="$OSTINATO_CACHE/go/build" \
+          GOFLAGS=-modcacherw GOWORK=off CGO_ENABLED=0 "$@" \
+          "$go" build -trimpath -ldflags "$ldflags" -o "$tmp" "$pkg") \
+          >"$buildlog" 2>&1 </dev/null; then
+      rm -f "$tmp"
+      tail -n 40 "$buildlog" >&2
+      die "go build of $name $version failed (log: $buildlog)"
+    fi
+    "$tmp" version >/dev/null 2>&1 || { rm -f "$tmp"; die "the built $name binary does not run ($tmp)"; }
+    mv -f "$tmp" "$bin"
+    echo "$want" >"$bin.stamp"  # last: a build cut short leaves no stamp, so the next one redoes it
+    log "built $name $version ($(du -m "$bin" | cut -f1) MB) in $(( $(date +%s) - t0 ))s" >&2
+  ) 9>"$OSTINATO_CACHE/.$name-$version.lock" || exit 1  # its die, even where errexit is off
+  _go_built "$bin" "$want" || die "$name binary missing after build ($bin)"
+  echo "$bin"
+}
+
+# _go_built BIN STAMP_WANTED: BIN exists and its stamp says it was built from this go.mod/go.sum.
+_go_built() {
+  [ -x "$1" ] && [ "$(cat "$1.stamp" 2>/dev/null)" = "$2" ]
+}
+
+# start_server NAME PIDFILE OUT COMMAND...: start COMMAND detached from the caller (nohup, and
+# setsid: a Ctrl-C in `make` must not stop it), its output appended to OUT after a header line;
+# the process writes its own pid to PIDFILE (an inner bash that `exec`s the command). Sets
+# SERVER_PID, and OUT_OFFSET (OUT's size before: show_log shows this start's lines only).
+start_server() {
+  local name=$1 pidfile=$2 out=$3
+  shift 3
+  OUT_OFFSET=$(stat -c %s "$out" 2>/dev/null || echo 0)
+  echo "===== $(date -u +%FT%TZ) $name: starting $1 =====" >>"$out"
+  rm -f "$pidfile"
+  # shellcheck disable=SC2016  # $$ and $@ expand in the inner bash
+  nohup setsid bash -c 'echo $$ > "$1"; shift; exec "$@"' _ "$pidfile" "$@" \
+    >>"$out" 2>&1 </dev/null &
+  for _ in $(seq 50); do [ -s "$pidfile" ] && break; sleep 0.1; done
+  # shellcheck disable=SC2034  # the caller's to read
+  SERVER_PID=$(cat "$pidfile" 2>/dev/null) || die "$name did not start (no pid file); see $out"
+}
+
+# wait_server NAME PID T0 TIMEOUT PROBE WHAT STOP: until the command PROBE succeeds (then logs
+# "NAME ready (WHAT, pid PID) in Ns" since T0); dies showing this start's lines of $OUT when the
+# process exits first, or when TIMEOUT seconds since T0 pass (the process left running: STOP
+# says how to stop it).
+wait_server() {
+  local name=$1 pid=$2 t0=$3 timeout=$4 probe=$5 what=$6 stop=$7
+  local deadline=$(( t0 + timeout ))
+  while :; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      show_log
+      die "$name exited during start-up (log: $OUT)"
+    fi
+    if $probe; then
+      log "$name ready ($what, pid $pid) in $(( $(date +%s) - t0 ))s"
+      return 0
+    fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      show_log
+      die "$name did not become ready within ${timeout}s ($what; pid $pid still running; stop it with $stop)"
+    fi
+    sleep 0.5
+  done
 }

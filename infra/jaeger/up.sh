@@ -38,45 +38,19 @@ PORTS=(4317 4318 16685 16686 13132 13133 8888)
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 healthy() { curl -fsS -o /dev/null --max-time 2 "$HEALTH" 2>/dev/null; }
 query_answers() { curl -fsS -o /dev/null --max-time 2 "$QUERY/api/services" 2>/dev/null; }
-# pid of the jaeger started from this checkout (its command line names our config file)
-is_ours() {
-  [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' <"/proc/$1/cmdline" | grep -qF -- "--config $CONF "
-}
-our_pid() {
-  local pid p
-  pid=$(cat "$PIDFILE" 2>/dev/null || true)
-  if [ -n "$pid" ] && is_ours "$pid"; then echo "$pid"; return 0; fi
-  # pid file lost or stale: look for a jaeger running with exactly our config file
-  for p in /proc/[0-9]*; do
-    pid=${p#/proc/}
-    if is_ours "$pid" 2>/dev/null; then echo "$pid" >"$PIDFILE"; echo "$pid"; return 0; fi
-  done
-  return 1
-}
-OUT_OFFSET=0   # size of $OUT before this start: show only this start's lines on failure
+jaeger_ready() { healthy && query_answers; }
+OURS="--config $CONF "  # the jaeger started from this checkout: its command line names our config
 wait_ready() {  # $1 = pid, $2 = start time
-  local pid=$1 t0=$2 deadline=$(( $2 + START_TIMEOUT ))
-  while :; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      show_log
-      die "jaeger exited during start-up (log: $OUT)"
-    fi
-    if healthy && query_answers; then
-      log "jaeger ready (OTLP $OSTINATO_JAEGER_OTLP, query $OSTINATO_JAEGER_QUERY, pid $pid) in $(( $(date +%s) - t0 ))s"
-      return 0
-    fi
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      show_log
-      die "jaeger did not report healthy on $HEALTH within ${START_TIMEOUT}s (pid $pid still running; stop it with infra/jaeger/down.sh)"
-    fi
-    sleep 0.5
-  done
+  wait_server jaeger "$1" "$2" "$START_TIMEOUT" jaeger_ready \
+    "health $HEALTH, OTLP $OSTINATO_JAEGER_OTLP, query $OSTINATO_JAEGER_QUERY" \
+    infra/jaeger/down.sh
 }
 
 mkdir -p "$STATE"
 
 # --- already running? ----------------------------------------------------------------------
-if pid=$(our_pid); then
+pid=$(find_ours "$PIDFILE" "$OURS")
+if [ -n "$pid" ]; then
   log "jaeger already running (pid $pid); checking it answers"
   wait_ready "$pid" "$(date +%s)"
   exit 0
@@ -98,13 +72,5 @@ BIN=$(bash "$ROOT/infra/jaeger/build.sh")
 # --- start -----------------------------------------------------------------------------------
 t0=$(date +%s)
 log "starting jaeger ($(basename "$BIN"), in-memory) on 127.0.0.1 (log $OUT)"
-OUT_OFFSET=$(stat -c %s "$OUT" 2>/dev/null || echo 0)
-echo "===== $(date -u +%FT%TZ) infra/jaeger/up.sh: starting $BIN =====" >>"$OUT"
-# setsid: leave the caller's session (a Ctrl-C in `make` must not kill jaeger);
-# the inner bash writes its own pid, which `exec` hands over to jaeger.
-# shellcheck disable=SC2016  # $$ and $@ expand in the inner bash
-nohup setsid bash -c 'echo $$ > "$1"; shift; exec "$@"' _ "$PIDFILE" \
-  "$BIN" --config "$CONF" >>"$OUT" 2>&1 </dev/null &
-for _ in $(seq 50); do [ -s "$PIDFILE" ] && break; sleep 0.1; done
-pid=$(cat "$PIDFILE" 2>/dev/null) || die "jaeger did not start (no pid file); see $OUT"
-wait_ready "$pid" "$t0"
+start_server infra/jaeger/up.sh "$PIDFILE" "$OUT" "$BIN" --config "$CONF"
+wait_ready "$SERVER_PID" "$t0"

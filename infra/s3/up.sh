@@ -26,23 +26,11 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 START_TIMEOUT=${OSTINATO_S3_START_TIMEOUT:-90}
 command -v curl >/dev/null 2>&1 || die "curl is needed (apt-get install curl)"
 
+s3_ready() { s3_healthy && s3_bucket_ready; }
 wait_ready() {  # $1 = pid, $2 = start time
-  local pid=$1 t0=$2 deadline=$(( $2 + START_TIMEOUT ))
-  while :; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      show_log
-      die "seaweedfs exited during start-up (log: $OUT)"
-    fi
-    if s3_healthy && s3_bucket_ready; then
-      log "seaweedfs S3 ready on $S3_ENDPOINT (bucket $OSTINATO_S3_BUCKET, pid $pid, state $STATE) in $(( $(date +%s) - t0 ))s"
-      return 0
-    fi
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      show_log
-      die "seaweedfs S3 on $S3_ENDPOINT did not take a write within ${START_TIMEOUT}s (pid $pid still running; stop it with infra/s3/down.sh)"
-    fi
-    sleep 0.5
-  done
+  wait_server "seaweedfs S3" "$1" "$2" "$START_TIMEOUT" s3_ready \
+    "$S3_ENDPOINT answers and takes a signed write in bucket $OSTINATO_S3_BUCKET, state $STATE" \
+    "OSTINATO_S3_DIR=$STATE OSTINATO_S3_PORT=$OSTINATO_S3_PORT infra/s3/down.sh"
 }
 
 mkdir -p "$STATE/data"
@@ -85,13 +73,5 @@ umask 022
 # --- start -----------------------------------------------------------------------------------
 t0=$(date +%s)
 log "starting seaweedfs ($(basename "$BIN")) S3 on $S3_ENDPOINT (log $OUT)"
-OUT_OFFSET=$(stat -c %s "$OUT" 2>/dev/null || echo 0)
-echo "===== $(date -u +%FT%TZ) infra/s3/up.sh: starting $BIN =====" >>"$OUT"
-# setsid: leave the caller's session (a Ctrl-C in `make` must not stop the server); the inner
-# bash writes its own pid, which `exec` hands over to weed.
-# shellcheck disable=SC2016  # $$ and $@ expand in the inner bash
-nohup setsid bash -c 'echo $$ > "$1"; shift; exec "$@"' _ "$PIDFILE" \
-  "$BIN" server "${WEED_ARGS[@]}" >>"$OUT" 2>&1 </dev/null &
-for _ in $(seq 50); do [ -s "$PIDFILE" ] && break; sleep 0.1; done
-pid=$(cat "$PIDFILE" 2>/dev/null) || die "seaweedfs did not start (no pid file); see $OUT"
-wait_ready "$pid" "$t0"
+start_server infra/s3/up.sh "$PIDFILE" "$OUT" "$BIN" server "${WEED_ARGS[@]}"
+wait_ready "$SERVER_PID" "$t0"
