@@ -227,6 +227,20 @@ def test_the_bounds_are_inclusive() -> None:
     assert parse_keep(MAX_KEEP_SECONDS) == MAX_KEEP_SECONDS
 
 
+def test_an_operators_lower_floor_lets_minutes_through_and_still_names_the_floor() -> None:
+    """OSTINATO_RETENTION_FLOOR_SECONDS (a soak benchmark's minutes): the floor passed in is
+    the bound, inclusive, and the refusal names it; the default floor stays an hour."""
+    assert parse_keep("2m", floor=60) == 120
+    assert parse_keep(60, floor=60) == 60
+    with pytest.raises(InvalidInput) as caught:
+        parse_keep("59s", floor=60)
+    assert caught.value.errors[0]["field"] == "keep"
+    assert "at least 60 seconds (1m, the retention floor)" in caught.value.detail
+    with pytest.raises(InvalidInput) as caught:
+        parse_keep("2m")
+    assert "at least 3600 seconds (1h, the retention floor); got 120" in caught.value.detail
+
+
 @pytest.mark.parametrize("seconds", [3600, 86400, 30 * 86400, 36 * 3600 + 61, MAX_KEEP_SECONDS])
 def test_keep_is_shown_in_a_form_read_back_to_the_same_value(seconds: int) -> None:
     assert parse_keep(format_keep(seconds)) == seconds

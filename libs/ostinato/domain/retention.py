@@ -19,7 +19,10 @@ from ostinato.domain.durations import format_duration, parse_duration
 from ostinato.domain.errors import InvalidInput
 from ostinato.domain.states import FINAL
 
-MIN_KEEP_SECONDS = 3600  # an hour: short enough for tests, the table's CHECK says so too
+# The floor by default: an hour, short enough for tests. An operator may lower it
+# (OSTINATO_RETENTION_FLOOR_SECONDS, for a soak benchmark that expires runs within minutes):
+# `parse_keep(..., floor=)` and the archiver's pick (`greatest(keep, floor)`) both follow it.
+MIN_KEEP_SECONDS = 3600
 # Ten years: beyond it a run's history is an archive's job, not the hot database's, and a
 # mistyped unit ("30000d") is caught rather than keeping everything forever.
 MAX_KEEP_SECONDS = 10 * 365 * 86400
@@ -50,10 +53,10 @@ def _bad(field: str, message: str) -> InvalidInput:
     return InvalidInput(f"{field}: {message}", errors=[{"field": field, "message": message}])
 
 
-def parse_keep(value: str | int) -> int:
+def parse_keep(value: str | int, *, floor: int = MIN_KEEP_SECONDS) -> int:
     """Seconds from `keep` as the API and CLI take it: a whole number of seconds, or a duration
-    ("30d", "12h", "2w", "1d12h", ISO 8601 "P30D"), within [1 hour, 10 years]; InvalidInput
-    (field `keep`) says what is wrong."""
+    ("30d", "12h", "2w", "1d12h", ISO 8601 "P30D"), within [`floor` (the operator's, 1 hour by
+    default), 10 years]; InvalidInput (field `keep`) says what is wrong, naming the floor."""
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise _bad("keep", "a number of seconds or a duration such as \"30d\"")
     if isinstance(value, str):
@@ -69,8 +72,9 @@ def parse_keep(value: str | int) -> int:
                 raise _bad("keep", f"{exc}; units: s, m, h, d, w (e.g. \"30d\")") from None
     else:
         seconds = value
-    if seconds < MIN_KEEP_SECONDS:
-        raise _bad("keep", f"at least {MIN_KEEP_SECONDS} seconds (1h); got {seconds}")
+    if seconds < floor:
+        raise _bad("keep", f"at least {floor} seconds ({format_keep(floor)}, the retention "
+                           f"floor); got {seconds}")
     if seconds > MAX_KEEP_SECONDS:
         raise _bad("keep", f"at most {MAX_KEEP_SECONDS} seconds (10 years, "
                            f"{MAX_KEEP_SECONDS // 86400}d); got {seconds}")
