@@ -160,6 +160,7 @@ ROW_OF = {
     (retention, "retention_of_tenant"): retention.RetentionRow,
     (retention, "holds_of_runs"): retention.HoldRow,
     (storage, "storage_state"): storage.StorageRow,
+    (storage, "storage_relations"): storage.RelationRow,
     (ui_sessions, "ui_session_touch"): ui_sessions.SessionRow,
 }
 # One value per row (or per call), read inside the store: the function returns the values.

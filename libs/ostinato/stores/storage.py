@@ -10,8 +10,15 @@ import asyncpg
 import msgspec
 
 from ostinato.db.queries import load
-from ostinato.policy.storage import Level, Usage, Watermarks
-from ostinato.stores.rows import one
+from ostinato.policy.storage import (
+    TOAST_CHUNK_BYTES,
+    Level,
+    RelationSpace,
+    Usage,
+    Watermarks,
+    tuple_bytes,
+)
+from ostinato.stores.rows import many, one
 
 Q = load("ostinato.stores", "storage.sql")
 
@@ -31,6 +38,30 @@ class StorageRow(msgspec.Struct, frozen=True):
 
 async def database_size(conn: asyncpg.Connection) -> int:
     return int(await conn.fetchval(Q["storage_database_size"]))
+
+
+class RelationRow(msgspec.Struct, frozen=True):
+    name: str
+    size_bytes: int
+    live_tuples: int
+    dead_tuples: int
+    columns: int
+    data_width: float | None  # sum(pg_stats.avg_width); None: never analyzed
+    toast: bool
+    fillfactor: int
+
+    def space(self) -> RelationSpace:
+        """As `policy.storage` counts it: a TOAST chunk at its largest, a table's tuple from
+        its columns and widths (none without statistics)."""
+        width = TOAST_CHUNK_BYTES if self.toast else (
+            None if self.data_width is None else tuple_bytes(self.columns, self.data_width))
+        return RelationSpace(self.size_bytes, self.live_tuples, self.dead_tuples, width,
+                             self.fillfactor)
+
+
+async def relations(conn: asyncpg.Connection) -> list[RelationRow]:
+    """The tables and TOAST tables of the database with what their room is estimated from."""
+    return many(RelationRow, await conn.fetch(Q["storage_relations"]))
 
 
 async def record(conn: asyncpg.Connection, level: Level, use: Usage, marks: Watermarks,
