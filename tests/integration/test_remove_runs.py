@@ -423,3 +423,43 @@ async def test_a_recurring_jobs_ledger_and_counters_survive_its_runs_removal(
     [job] = [j for j in live["jobs"] if j["id"] == job_id]
     assert job["runs_created"] == 4 and job["last_run_at"] == first + timedelta(minutes=3)
     assert rebuilt == live
+
+
+async def test_a_backfill_over_removed_runs_slots_creates_no_second_run(
+        pool: asyncpg.Pool, app: asyncpg.Connection, client: httpx.AsyncClient) -> None:
+    """One run per occurrence outlives retention: after two runs of an every-minute job are
+    removed, a backfill over their slots leaves them alone (`removed`, counted with the slots
+    that have runs) and creates runs only for the slots before the job existed; repeated, it
+    creates nothing."""
+    tenant_id, key = await new_tenant(pool)
+    first = days_ago(40).replace(second=0, microsecond=0)
+    job_id, run_ids = await recurring_runs(pool, tenant_id, first_slot=first,
+                                           states=["succeeded", "succeeded", "succeeded"])
+    async with pool.acquire() as conn:
+        versions = [await stream_version(conn, i) for i in run_ids]
+    verdicts = [r["kept_because"] for r in sorted(
+        await app.fetch(APP_ROLE_CALL, run_ids, versions),
+        key=lambda r: run_ids.index(r["run_id"]))]
+    assert verdicts == [None, None, "latest_success_of_job"]
+    body = {"start": (first - timedelta(minutes=2)).isoformat(),
+            "end": (first + timedelta(minutes=3)).isoformat()}
+
+    async def backfill(dry_run: bool) -> dict:
+        r = await client.post(f"/v1/jobs/{job_id}/backfill", json={**body, "dry_run": dry_run},
+                              headers=auth(key))
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    plan = await backfill(dry_run=True)
+    assert [s["action"] for s in plan["slots"]] == [
+        "create", "create", "removed", "removed", "has_run"]
+    assert (plan["runs_created"], plan["slots_with_runs"]) == (2, 3)
+    done = await backfill(dry_run=False)
+    assert [s["action"] for s in done["slots"]] == [s["action"] for s in plan["slots"]]
+    again = await backfill(dry_run=False)
+    assert again["runs_created"] == 0
+    async with pool.acquire() as conn:
+        slots = [r["scheduled_for"] for r in await conn.fetch(
+            "SELECT scheduled_for FROM runs WHERE job_id = $1 ORDER BY 1", job_id)]
+    assert slots == [first - timedelta(minutes=2), first - timedelta(minutes=1),
+                     first + timedelta(minutes=2)]

@@ -36,3 +36,18 @@ def test_slots_from_the_jobs_next_slot_on_are_left_to_the_scheduler() -> None:
     assert [s.action for s in plan] == ["has_run", "create", "upcoming", "upcoming"]
     assert [s.action for s in plan_backfill(SLOTS, set(), overlap="skip", active=False,
                                             skips=[], next_slot=SLOTS[0])] == ["upcoming"] * 4
+
+
+def test_slots_inside_a_range_of_removed_runs_are_left_alone() -> None:
+    """Retention keeps removed runs' slots only as ranges, so every slot inside one counts as
+    taken, the range's ends included; a slot just outside is created; overlap=skip spends its
+    one run on a free slot, not on a removed one."""
+    removed = [(SLOTS[1], SLOTS[2])]
+    plan = plan_backfill(SLOTS, set(), overlap="allow", active=False, skips=[], removed=removed)
+    assert [s.action for s in plan] == ["create", "removed", "removed", "create"]
+    one = plan_backfill(SLOTS, set(), overlap="skip", active=False, skips=[],
+                        removed=[(SLOTS[0], SLOTS[1])])
+    assert [s.action for s in one] == ["removed", "removed", "create", "skip"]
+    assert [s.action for s in plan_backfill(SLOTS, {SLOTS[3]}, overlap="allow", active=False,
+                                            skips=[], removed=[(SLOTS[3], SLOTS[3])])] == [
+        "create", "create", "create", "has_run"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from ostinato.jobs.materialise import dag_of, dag_run_for, run_for
 from ostinato.stores import attributes as attribute_store
 from ostinato.stores import dags as dag_store
 from ostinato.stores import jobs as job_store
+from ostinato.stores import ledger as ledger_store
 from ostinato.stores import runs as run_store
 
 _EPSILON = timedelta(microseconds=1)
@@ -161,12 +163,13 @@ MAX_BACKFILL_SLOTS = 1000
 @dataclasses.dataclass(frozen=True, slots=True)
 class BackfillSlot:
     """One slot of a backfill's range and what the backfill does with it: `create` a run,
-    leave it alone because it `has_run` or is `upcoming` (at or after the job's next slot: the
-    scheduler's), or `skip` it (overlap=skip; recorded as a skip).
-    `recorded_skip` is the reason of an earlier recorded skip of the slot, if any."""
+    leave it alone because it `has_run`, lies among runs retention `removed` (their slots
+    survive as ranges: a run made here could be an occurrence's second) or is `upcoming` (at or
+    after the job's next slot: the scheduler's), or `skip` it (overlap=skip; recorded as a
+    skip). `recorded_skip` is the reason of an earlier recorded skip of the slot, if any."""
 
     slot: datetime
-    action: str  # create | has_run | upcoming | skip
+    action: str  # create | has_run | removed | upcoming | skip
     recorded_skip: str | None = None
 
 
@@ -186,7 +189,7 @@ class Backfill:
 
     @property
     def slots_with_runs(self) -> int:
-        return sum(1 for s in self.slots if s.action == "has_run")
+        return sum(1 for s in self.slots if s.action in ("has_run", "removed"))
 
     @property
     def slots_skipped(self) -> int:
@@ -195,17 +198,22 @@ class Backfill:
 
 def plan_backfill(slots: list[datetime], existing: set[datetime], *, overlap: str,
                   active: bool, skips: list[job_store.Skip],
-                  next_slot: datetime | None = None) -> list[BackfillSlot]:
-    """The pure decision per slot: a slot with a run is left alone; a slot at or after the
-    job's next slot is `upcoming`, the scheduler's to fire (a run made here would be made again
-    by it, misfire policy and all); overlap=skip creates at most one run, and none while a run
-    of the job is active; every other slot gets a run."""
+                  next_slot: datetime | None = None,
+                  removed: Sequence[tuple[datetime, datetime]] = ()) -> list[BackfillSlot]:
+    """The pure decision per slot: a slot with a run is left alone; so is one inside a range
+    [first, last] of slots whose runs retention removed (`ledger_carried`: which slots of the
+    range had runs is not kept, so every one counts as taken: never two runs for a slot); a
+    slot at or after the job's next slot is `upcoming`, the scheduler's to fire (a run made
+    here would be made again by it, misfire policy and all); overlap=skip creates at most one
+    run, and none while a run of the job is active; every other slot gets a run."""
     keep = len(slots) if overlap != "skip" else 0 if active else 1
     out: list[BackfillSlot] = []
     for slot in slots:
         earlier = next((k.reason for k in skips if k.first_slot <= slot <= k.last_slot), None)
         if slot in existing:
             action = "has_run"
+        elif any(first <= slot <= last for first, last in removed):
+            action = "removed"
         elif next_slot is not None and slot >= next_slot:
             action = "upcoming"
         elif keep > 0:
@@ -252,10 +260,12 @@ async def backfill(
                                "backfill it in parts", errors=[
                                    {"field": "end", "message": "range too long"}])
         existing = await run_store.slots_taken(conn, job_id, start, end)
+        removed = [(c.first_slot, c.last_slot) for c in
+                   await ledger_store.carried_between(conn, tenant_id, job_id, start, end)]
         active = bool((await run_store.active_counts(conn, [job_id])).get(job_id))
         plan = plan_backfill(slots, existing, overlap=s.overlap, active=active,
                              skips=await job_store.skips_between(conn, job_id, start, end),
-                             next_slot=job.next_slot)
+                             next_slot=job.next_slot, removed=removed)
         done = Backfill(start=start, end=end, timezone=s.tz_name, dry_run=dry_run, slots=plan)
         if dry_run:
             return done

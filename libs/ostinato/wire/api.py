@@ -658,9 +658,10 @@ class BackfillRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class BackfillSlotView(msgspec.Struct, kw_only=True):
-    """One slot of the range: `action` create (a run), has_run (left alone), upcoming (at or
-    after the job's next slot: left to the scheduler) or skip (overlap=skip, recorded as a
-    skip); `recorded_skip` the reason of an earlier recorded skip."""
+    """One slot of the range: `action` create (a run), has_run (left alone), removed (among
+    runs retention removed: left alone), upcoming (at or after the job's next slot: left to the
+    scheduler) or skip (overlap=skip, recorded as a skip); `recorded_skip` the reason of an
+    earlier recorded skip."""
 
     slot: datetime
     local: str
