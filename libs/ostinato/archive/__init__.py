@@ -3,6 +3,15 @@ document, one gzip'd JSON object per run and an index object per batch (`documen
 I/O; the archiver duty (services/reconciler/checks/archive.py) writes these objects, the api
 reads them back (V). Kept on the ground floor so both sides share one format."""
 
+from ostinato.archive.blobs import (
+    DEFAULT_INLINE_MAX_BYTES,
+    BlobCorrupt,
+    BlobRef,
+    checked,
+    goes_to_objects,
+    reference,
+    reference_document,
+)
 from ostinato.archive.document import (
     FORMAT_VERSION,
     ArchiveCorrupt,
@@ -20,8 +29,10 @@ from ostinato.archive.document import (
     summary_of,
 )
 from ostinato.archive.keys import (
+    blob_key,
     index_key,
     index_prefix,
+    parse_blob_key,
     parse_index_key,
     parse_run_key,
     run_key,
@@ -29,6 +40,7 @@ from ostinato.archive.keys import (
 )
 
 __all__ = [
+    "DEFAULT_INLINE_MAX_BYTES",
     "FORMAT_VERSION",
     "ArchiveCorrupt",
     "ArchiveIndex",
@@ -37,15 +49,23 @@ __all__ = [
     "ArchivedRun",
     "ArchivedRunSummary",
     "ArchivedStep",
+    "BlobCorrupt",
+    "BlobRef",
+    "blob_key",
     "build_indexes",
+    "checked",
     "decode_index",
     "decode_run",
     "encode_index",
     "encode_run",
+    "goes_to_objects",
     "index_key",
     "index_prefix",
+    "parse_blob_key",
     "parse_index_key",
     "parse_run_key",
+    "reference",
+    "reference_document",
     "run_key",
     "summary_of",
     "tenant_prefix",

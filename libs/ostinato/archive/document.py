@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from ostinato.archive.blobs import BlobRef
 from ostinato.archive.keys import index_key, parse_index_key, parse_run_key
 
 K = TypeVar("K")  # what a key names
@@ -84,13 +85,16 @@ class ArchivedStep(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class ArchivedBlob(msgspec.Struct, kw_only=True, frozen=True):
-    """A blob the run referenced (its payload, output, captured logs, step outputs)."""
+    """A blob the run referenced (its payload, output, captured logs, step outputs). One kept
+    in the object store (over the inline limit) is kept there: `ref` names its object (key and
+    SHA-256, which a reader checks) and `data` is None; the archive never copies it."""
 
     id: uuid.UUID
     kind: str
     data: Any
     size_bytes: int | None = None
     created_at: datetime | None = None
+    ref: BlobRef | None = None
 
 
 class ArchivedRun(msgspec.Struct, kw_only=True, frozen=True):

@@ -11,6 +11,9 @@ from datetime import date
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _RUN_KEY = re.compile(rf"^tenants/(?P<tenant>{_UUID})/runs/(?P<run>{_UUID})\.json\.gz$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_BLOB_KEY = re.compile(rf"^tenants/(?P<tenant>{_UUID})/blobs/sha256/(?P<two>[0-9a-f]{{2}})/"
+                       rf"(?P<hex>[0-9a-f]{{64}})$")
 _INDEX_KEY = re.compile(
     rf"^tenants/(?P<tenant>{_UUID})/index/(?P<y>\d{{4}})/(?P<m>\d{{2}})/(?P<d>\d{{2}})/"
     rf"(?P<batch>{_UUID})\.json\.gz$"
@@ -67,3 +70,20 @@ def parse_index_key(key: str) -> tuple[uuid.UUID, date, uuid.UUID]:
         raise ValueError(f"{key!r} is not an archive index key")
     day = date(int(match["y"]), int(match["m"]), int(match["d"]))
     return uuid.UUID(match["tenant"]), day, uuid.UUID(match["batch"])
+
+
+def blob_key(tenant_id: uuid.UUID | str, sha256_hex: str) -> str:
+    """A blob's object (an output, payload, signal payload, step output or captured log over
+    the inline limit) by content address: one tenant's equal values share one object, two
+    tenants' never do (its data leaves with the tenant's prefix)."""
+    if not isinstance(sha256_hex, str) or not _SHA256.match(sha256_hex):
+        raise ValueError(f"{sha256_hex!r} is not a lower-case hex SHA-256 digest")
+    return f"{tenant_prefix(tenant_id)}blobs/sha256/{sha256_hex[:2]}/{sha256_hex}"
+
+
+def parse_blob_key(key: str) -> tuple[uuid.UUID, str]:
+    """(tenant_id, sha256 hex) of a blob key; ValueError for anything that is not one."""
+    match = _BLOB_KEY.match(key)
+    if match is None or match["two"] != match["hex"][:2]:
+        raise ValueError(f"{key!r} is not a blob key")
+    return uuid.UUID(match["tenant"]), match["hex"]
