@@ -242,7 +242,7 @@ $$;
 --
 
 CREATE FUNCTION public.ostinato_retention_kept(state text, ended_at timestamp with time zone, held boolean, dead_letter_triage text, triaged_at timestamp with time zone, children_not_final boolean, parent_state text, parent_notified boolean, dag_run_state text, checked_slot timestamp with time zone, deadline timestamp with time zone, latest_success_of_job boolean, keep_seconds bigint, now timestamp with time zone, checks_window interval) RETURNS text[]
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
     SELECT array_remove(ARRAY[
         CASE WHEN NOT (state IN ('succeeded', 'dead_lettered', 'cancelled')
@@ -516,6 +516,19 @@ CREATE TABLE public.audit (
 );
 
 --
+-- Name: blob_objects; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.blob_objects (
+    tenant_id uuid NOT NULL,
+    sha256 text NOT NULL,
+    object_key text NOT NULL,
+    size_bytes bigint NOT NULL,
+    touched_at timestamp with time zone DEFAULT now() NOT NULL,
+    archived_at timestamp with time zone
+);
+
+--
 -- Name: blobs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -525,7 +538,9 @@ CREATE TABLE public.blobs (
     data json NOT NULL,
     size_bytes integer NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text DEFAULT 'payload'::text NOT NULL
+    kind text DEFAULT 'payload'::text NOT NULL,
+    sha256 text,
+    object_key text
 );
 
 --
@@ -1248,7 +1263,7 @@ CREATE TABLE public.tenant_retention (
     archive boolean DEFAULT true NOT NULL,
     updated_at timestamp with time zone NOT NULL,
     updated_by text NOT NULL,
-    CONSTRAINT tenant_retention_keep_seconds_check CHECK ((keep_seconds >= 3600))
+    CONSTRAINT tenant_retention_keep_seconds_positive CHECK ((keep_seconds >= 1))
 );
 
 --
@@ -1401,6 +1416,13 @@ ALTER TABLE ONLY public.attempt_leases
 
 ALTER TABLE ONLY public.audit
     ADD CONSTRAINT audit_pkey PRIMARY KEY (id);
+
+--
+-- Name: blob_objects blob_objects_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.blob_objects
+    ADD CONSTRAINT blob_objects_pkey PRIMARY KEY (tenant_id, sha256);
 
 --
 -- Name: blobs blobs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1802,10 +1824,22 @@ CREATE INDEX audit_recent ON public.audit USING btree (recorded_at DESC, id DESC
 CREATE INDEX audit_tenant_recent ON public.audit USING btree (tenant_id, recorded_at DESC, id DESC);
 
 --
+-- Name: blob_objects_collectable; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX blob_objects_collectable ON public.blob_objects USING btree (touched_at) WHERE (archived_at IS NULL);
+
+--
 -- Name: blobs_expiring; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX blobs_expiring ON public.blobs USING btree (created_at) WHERE (kind <> 'payload'::text);
+
+--
+-- Name: blobs_objects; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX blobs_objects ON public.blobs USING btree (tenant_id, sha256) WHERE (sha256 IS NOT NULL);
 
 --
 -- Name: dag_run_nodes_active; Type: INDEX; Schema: public; Owner: -
