@@ -24,7 +24,7 @@ from bench.common import RESULTS, ROOT, log, machine, table, write_result
 
 SCENARIOS = ("throughput", "start_lag", "burst", "idle_cost", "failover", "fairness",
              "workflows", "dags", "fanout", "peers", "capacity", "sdk_attempt",
-             "hot_updates", "append_cost", "kafka_hop")
+             "hot_updates", "append_cost", "kafka_hop", "soak")
 
 # scenario -> [(label, how to read the figure from its JSON, target)]
 Reader = Callable[[dict[str, Any]], Any]
@@ -116,6 +116,15 @@ HEADLINES: dict[str, list[tuple[str, Reader, str]]] = {
          lambda r: (r["at_both"]["ostinato"] or {}).get("cpu_per_run_ms"), "≤ pgqueuer's"),
         ("CPU ms per job at the rate both sustain, pgqueuer",
          lambda r: (r["at_both"]["peer"] or {}).get("cpu_per_run_ms"), "")],
+    "soak": [
+        ("soak: hot database growth, last half (MB)",
+         lambda r: round(r["hot_growth_last_half_bytes"] / 1e6, 2), "≈ 0 (flat)"),
+        ("soak: archiver CPU / a run's CPU", lambda r: r["archiver_share_of_run_cpu"],
+         "≤ 0.10"),
+        ("soak: start lag p99 ms during archiving",
+         lambda r: r["start_lag_ms"]["during_archiving"]["p99"], "≤ 250"),
+        ("soak: GB/day archived @1000 runs/s",
+         lambda r: r["gb_per_day_at_1000_per_s"]["archived"], "")],
     "peers": [
         (f"Ostinato/{peer} throughput ratio",
          lambda r, p=peer: r["ratios"].get(p, {}).get("throughput"), "")
