@@ -16,8 +16,6 @@ import gzip
 import json
 import shlex
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,21 +28,16 @@ import pytest
 from ostinato.archive import ArchivedRun, run_key
 from ostinato.client import ApiError, AsyncClient, Client
 from ostinato.objects import ObjectStore
-from ostinato.runtime.ops import HttpServer
-from ostinato.runtime.service import Service
-from ostinato.runtime.settings import Settings
 from ostinato.sdk import WorkflowContext, workflow
 from ostinato.telemetry import metrics
-from services.api.app import create_app
-from tests.helpers.api import ADMIN, assert_problem, auth
-from tests.helpers.archives import history, put_archived
+from tests.helpers.api import assert_problem, auth
+from tests.helpers.archives import api, history, put_archived, served
 from tests.helpers.cli import ROOT, cli
 from tests.helpers.integration import (
     drive_one_run,
     login,
     new_tenant,
     queued_workflow_run,
-    store,
 )
 from tests.helpers.objects import PrivateS3
 from tests.helpers.workflows import work_until
@@ -53,31 +46,6 @@ pytestmark = pytest.mark.integration
 
 ARCHIVED_AT = datetime(2026, 11, 20, 3, 0, tzinfo=UTC)
 ENDED_AFTER, ENDED_BEFORE = ("2026-01-01T00:00:00Z", "2026-01-31T00:00:00Z")
-
-
-@asynccontextmanager
-async def api(pool: asyncpg.Pool, db_url: str,
-              objects: ObjectStore) -> AsyncIterator[httpx.AsyncClient]:
-    """The public API in-process over the test's pool, reading archives from `objects`."""
-    service = Service("api", Settings(database_url=db_url, admin_key=ADMIN))
-    service.pool = pool
-    app = create_app(service, store(), objects=objects)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://api.test") as c:
-        yield c
-
-
-@asynccontextmanager
-async def served(pool: asyncpg.Pool, db_url: str, objects: ObjectStore) -> AsyncIterator[str]:
-    """The same API served on a free port of 127.0.0.1 (for the CLI and the clients): its URL."""
-    service = Service("api", Settings(database_url=db_url, admin_key=ADMIN))
-    service.pool = pool
-    server = HttpServer(create_app(service, store(), objects=objects), "127.0.0.1", 0)
-    await server.start()
-    try:
-        yield f"http://127.0.0.1:{server.port}"
-    finally:
-        await server.stop()
 
 
 async def one_archived(pool: asyncpg.Pool, objects: ObjectStore, ended: datetime | None = None,
