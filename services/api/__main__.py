@@ -19,6 +19,7 @@ from services.api.storage import StorageGate
 
 async def amain() -> None:
     service = Service("api")
+    service.use_blob_objects()  # large blobs in the object store (issue 38)
     await service.connect_database()
     store = EventStore(service.clock, service.settings.topics)
     pool, batch = service.pool, service.settings.operation_batch_size

@@ -35,7 +35,9 @@ from ostinato.archive import (
     index_prefix,
     run_key,
 )
-from ostinato.domain import attributes
+from ostinato.domain import attributes, fanout
+from ostinato.domain import events as ev
+from ostinato.domain import workflow as wf
 from ostinato.domain.attributes import AttributeFilter
 from ostinato.domain.errors import (
     ArchiveUnreadable,
@@ -46,9 +48,11 @@ from ostinato.domain.errors import (
 )
 from ostinato.domain.events import Event, decode_event
 from ostinato.eventlog.records import RecordedEvent
+from ostinato.eventlog.store import read_blob_objects
 from ostinato.objects import ObjectMissing, ObjectStore, ObjectStoreError, open_object_store
+from ostinato.runs.updates import UpdateOutcome
 from ostinato.stores.runs import RunRow
-from ostinato.stores.steps import StepRow
+from ostinato.stores.steps import SetAsideStepRow, StateRow, StepRow
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 
@@ -94,7 +98,7 @@ class Archive:
         except ArchiveCorrupt as exc:
             raise _unreadable(exc, tenant_id, f"run {run_id}", run_id=str(run_id)) from None
         metrics.ARCHIVE_READS.labels("read").inc()
-        return found
+        return await with_blob_values(found)
 
     async def holds(self, tenant_id: uuid.UUID, run_id: uuid.UUID) -> bool:
         """Whether the tenant's archive has the run (no read of the object)."""
@@ -111,6 +115,19 @@ class Archive:
             return None
         except ObjectStoreError as exc:
             raise _unavailable(exc, tenant_id, **ids) from None
+
+
+async def with_blob_values(archived: ArchivedRun) -> ArchivedRun:
+    """The archived run with the values of its blobs kept in the object store read in (the
+    document keeps their references, key and SHA-256, never a copy: issue 38): `blobs()` then
+    answers as for any archived run. One gone or not the bytes named: 424 blob-unreadable."""
+    refs = {b.id: (archived.tenant_id, b.ref) for b in archived.blobs if b.ref is not None}
+    if not refs:
+        return archived
+    values = await read_blob_objects(refs)
+    return msgspec.structs.replace(archived, blobs=[
+        msgspec.structs.replace(b, data=values[b.id]) if b.id in values else b
+        for b in archived.blobs])
 
 
 def _unreadable(exc: ArchiveCorrupt, tenant_id: uuid.UUID, what: str,
@@ -186,10 +203,97 @@ def step_rows(archived: ArchivedRun) -> list[StepRow]:
             for s in sorted(archived.steps, key=lambda s: s.seq)]
 
 
+def set_aside_rows(archived: ArchivedRun, *, after: tuple[int, int],
+                   limit: int) -> list[SetAsideStepRow]:
+    """The records interventions set aside, a page after the (set_aside_version, seq) cursor
+    `after`, in that order, as `stores.steps.set_aside_page` reads them."""
+    rows = sorted((SetAsideStepRow(
+        set_aside_version=s.set_aside_version, seq=s.seq, name=s.name, succeeded=s.succeeded,
+        output=s.output, output_ref=s.output_ref, error_type=s.error_type, message=s.message,
+        attempt=s.attempt, tries=s.tries, duration_ms=s.duration_ms, recorded_at=s.recorded_at,
+        supplied_by=s.supplied_by, set_aside_at=s.set_aside_at)
+        for s in archived.set_aside_steps
+        if s.set_aside_version is not None and s.set_aside_at is not None),
+        key=lambda r: (r.set_aside_version, r.seq))
+    return [r for r in rows if (r.set_aside_version, r.seq) > after][:limit]
+
+
 def blobs(archived: ArchivedRun) -> dict[uuid.UUID, Any]:
     """The documents the run referenced (payload, output, logs, step outputs), by id: what
     `get_blobs` answers for a hot run."""
     return {b.id: b.data for b in archived.blobs}
+
+
+def logs(archived: ArchivedRun) -> list[Any]:
+    """The captured log lines of the run's latest reported attempt, as `GET .../logs` answers
+    a hot run: the document `logs_ref` names, none when it had none."""
+    ref = run_row(archived).logs_ref
+    if ref is None:
+        return []
+    lines = blobs(archived).get(ref, [])
+    return lines if isinstance(lines, list) else []
+
+
+def state_values(archived: ArchivedRun, name: str | None = None) -> list[StateRow]:
+    """The latest value of each name the workflow published (`ctx.set`: steps `set:<name>`), by
+    name, as `stores.steps.state` reads them from `run_steps`; `name`: that one only."""
+    latest: dict[str, StateRow] = {}
+    for s in step_rows(archived):
+        if not s.name.startswith(wf.STATE_PREFIX):
+            continue
+        published = s.name[len(wf.STATE_PREFIX):]
+        if name is not None and published != name:
+            continue
+        if published not in latest or s.seq > latest[published].seq:
+            latest[published] = StateRow(name=published, value=s.output, seq=s.seq,
+                                         set_at=s.recorded_at)
+    return [latest[n] for n in sorted(latest)]
+
+
+def update_outcome(archived: ArchivedRun, update_id: uuid.UUID) -> UpdateOutcome:
+    """Where an update to the archived run stands, from its stream (the `SignalReceived` on
+    the update channel that carried it, its `SignalDelivered`) and its `reply:<id>` step, as
+    `runs.updates.outcome` reads them from the hot tables; NotFound when it never had it."""
+    sent: ev.SignalReceived | None = None
+    taken = False
+    for r in recorded_events(archived):
+        match r.event:
+            case ev.SignalReceived(signal_id=sid, name=wf.UPDATE_SIGNAL) if sid == update_id:
+                sent = r.event
+            case ev.SignalDelivered(signal_id=sid) if sid == update_id:
+                taken = True
+    if sent is None:
+        raise NotFound(f"no update {update_id} on run {archived.run_id}")
+    envelope = sent.payload
+    if envelope is None and sent.payload_ref is not None:
+        envelope = blobs(archived).get(sent.payload_ref)
+    reply = wf.reply_step(update_id)
+    answer = next((s.output for s in step_rows(archived) if s.name == reply), None)
+    return UpdateOutcome(update_id, str((envelope or {}).get("name", ""))
+                         if isinstance(envelope, dict) else "",
+                         wf.update_state(answer if isinstance(answer, dict) else None, True),
+                         taken, answer if isinstance(answer, dict) else None)
+
+
+def child_ids(archived: ArchivedRun) -> list[uuid.UUID]:
+    """The ids of the runs the workflow made as its children, in id order, from its stream:
+    `ChildStarted` (ctx.child, ctx.start_child), each fan-out's admitted chunk runs (their ids
+    derive from the parent, the position and the index) and its completion run. A parent
+    leaves the hot tables with or after its children (migration 0046), so they are archived
+    too; the archive keeps no index by parent, the parent's stream is that index."""
+    found: set[uuid.UUID] = set()
+    admitted: dict[int, int] = {}
+    for r in recorded_events(archived):
+        match r.event:
+            case ev.ChildStarted(child_run_id=child):
+                found.add(child)
+            case ev.FanOutStarted(seq=seq, admitted=n) | ev.FanOutProgressed(seq=seq, admitted=n):
+                admitted[seq] = max(admitted.get(seq, 0), n)
+            case ev.FanOutCompleted(completion_run_id=child) if child is not None:
+                found.add(child)
+    for seq, n in admitted.items():
+        found.update(fanout.chunk_run_id(archived.run_id, seq, i) for i in range(n))
+    return sorted(found)
 
 
 def refuses_archived(fn: F) -> F:

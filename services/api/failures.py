@@ -33,6 +33,7 @@ from ostinato.wire.api import (
     Triaged,
     TriageRequest,
 )
+from services.api import archived
 from services.api.archived import refuses_archived
 from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
@@ -71,12 +72,15 @@ async def retry_run(
     )
 
 
-@get("/v1/runs/{run_id:uuid}/logs", tags=["runs"])
+@get("/v1/runs/{run_id:uuid}/logs", tags=["runs"], opt={"reads_archive": True})
 async def run_logs(run_id: FromPath[uuid.UUID], tenant: Tenant) -> RunLogs:
-    """The log lines the handler emitted during the run's latest reported attempt."""
+    """The log lines the handler emitted during the run's latest reported attempt. An
+    archived run's come from its archive (`archived` true)."""
     run = await run_store.by_id(tenant.conn, tenant.tenant_id, run_id)
     if run is None:
-        raise NotFound(f"no run {run_id}")
+        gone = await archived.read(tenant.archive, tenant.tenant_id, run_id)
+        return RunLogs(run_id=run_id, attempt=archived.run_row(gone).attempt,
+                       items=archived.logs(gone), archived=True, archived_at=gone.archived_at)
     lines: Any = []  # the stored lines as the gateway wrote them (RunLogLine's shape), as-is
     if run.logs_ref is not None:
         logs = await get_blobs(tenant.conn, [run.logs_ref], tenant.tenant_id)

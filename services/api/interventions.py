@@ -12,7 +12,6 @@ from typing import Annotated
 from litestar import get, post
 from litestar.params import FromPath, FromQuery, JSONBody, PathParameter, QueryParameter
 
-from ostinato.domain.errors import NotFound
 from ostinato.runs import interventions
 from ostinato.runs.interventions import Intervened
 from ostinato.stores import runs as run_store
@@ -27,6 +26,7 @@ from ostinato.wire.api import (
     SkipStepRequest,
     SucceedRunRequest,
 )
+from services.api import archived
 from services.api.archived import refuses_archived
 from services.api.auditing import audited
 from services.api.scope import Tenant, TenantScope
@@ -109,18 +109,22 @@ async def fail(run_id: FromPath[uuid.UUID], tenant: Tenant,
         reason=data.reason), tenant)
 
 
-@get("/v1/runs/{run_id:uuid}/steps/set-aside", tags=["interventions"])
+@get("/v1/runs/{run_id:uuid}/steps/set-aside", tags=["interventions"],
+     opt={"reads_archive": True})
 async def set_aside_steps(run_id: FromPath[uuid.UUID], tenant: Tenant,
                           after_version: FromQuery[AfterVersion] = 0,
                           after_seq: FromQuery[AfterSeq] = -1,
                           limit: FromQuery[Limit] = 100) -> SetAsideStepsPage:
     """The records interventions set aside, in the order they were set aside, then by
     position, after the cursor (`after_version`, `after_seq`). GET .../steps shows the current
-    ones."""
+    ones. An archived run's come from its archive (`archived` true)."""
+    gone = None
     if await run_store.by_id(tenant.conn, tenant.tenant_id, run_id) is None:
-        raise NotFound(f"no run {run_id}")
-    page = await step_store.set_aside_page(tenant.conn, tenant.tenant_id, run_id,
-                                           after=(after_version, after_seq), limit=limit)
+        gone = await archived.read(tenant.archive, tenant.tenant_id, run_id)
+        page = archived.set_aside_rows(gone, after=(after_version, after_seq), limit=limit)
+    else:
+        page = await step_store.set_aside_page(tenant.conn, tenant.tenant_id, run_id,
+                                               after=(after_version, after_seq), limit=limit)
     last = page[-1] if len(page) == limit else None
     return SetAsideStepsPage(
         run_id=run_id,
@@ -132,7 +136,8 @@ async def set_aside_steps(run_id: FromPath[uuid.UUID], tenant: Tenant,
                                 error_type=s.error_type, message=s.message,
                                 supplied_by=s.supplied_by) for s in page],
         next_after_version=last.set_aside_version if last else None,
-        next_after_seq=last.seq if last else None)
+        next_after_seq=last.seq if last else None,
+        archived=gone is not None, archived_at=gone.archived_at if gone else None)
 
 
 ROUTES = [retry_step, skip_step, restart, succeed, fail, set_aside_steps]

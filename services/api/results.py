@@ -30,10 +30,11 @@ import asyncpg
 from litestar import Request, get
 from litestar.params import FromPath, FromQuery
 
+from ostinato.archive import ArchivedRun
 from ostinato.dags import targets
 from ostinato.db.queries import load
 from ostinato.domain.durations import parse_duration
-from ostinato.domain.errors import InvalidInput, NotFound
+from ostinato.domain.errors import InvalidInput
 from ostinato.domain.ids import run_id_for
 from ostinato.domain.states import FINAL
 from ostinato.eventlog import ended
@@ -45,7 +46,7 @@ from ostinato.stores import runs as run_store
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 from ostinato.wire.api import RunResult
-from services.api import scope
+from services.api import archived, scope
 
 log = get_logger("ostinato.results")
 Q = load("services.api", "results.sql")
@@ -276,9 +277,11 @@ def dag_run_answer(run_id: uuid.UUID, state: str,
 
 
 async def read_result(conn: asyncpg.Connection, tenant_id: uuid.UUID, run_id: uuid.UUID,
-                      job_id: uuid.UUID | None) -> RunResult:
+                      job_id: uuid.UUID | None,
+                      archive: archived.Archive | None = None) -> RunResult:
     """The run's (or DAG run's) answer as it stands; NotFound unless the tenant has it, or
-    `job_id` is its job's and the run is that job's next occurrence, not created yet. The
+    `job_id` is its job's and the run is that job's next occurrence, not created yet, or the
+    tenant's archive holds it (`archived` true: final, its output from the archive). The
     job is read first: its next slot moves in the transaction that creates the run."""
     job = await job_store.by_id(conn, tenant_id, job_id) if job_id is not None else None
     run = await run_store.by_id(conn, tenant_id, run_id)
@@ -294,7 +297,17 @@ async def read_result(conn: asyncpg.Connection, tenant_id: uuid.UUID, run_id: uu
     if job is not None and next_run_id(job.id, job.task, job.next_slot) == run_id:
         kind = "dag_run" if job.task.startswith(targets.DAG_TASK_PREFIX) else "run"
         return RunResult(run_id=run_id, kind=kind, done=False, state="scheduled")
-    raise NotFound(f"no run {run_id}")
+    return archived_result(await archived.read(archive, tenant_id, run_id))
+
+
+def archived_result(found: ArchivedRun) -> RunResult:
+    """An archived run's answer: final, as its `runs` row and output were when archived."""
+    row = archived.run_row(found)
+    output = archived.blobs(found).get(row.output_ref) if row.output_ref is not None else None
+    answer = run_answer(row.id, row.state, output=output, last_error=row.last_error,
+                        finished_at=row.finished_at)
+    answer.archived, answer.archived_at = True, found.archived_at
+    return answer
 
 
 def reader(pool_of: Callable[[], asyncpg.Pool]) -> Reader:
@@ -325,7 +338,7 @@ def reader(pool_of: Callable[[], asyncpg.Pool]) -> Reader:
     return read
 
 
-@get("/v1/runs/{run_id:uuid}/result", tags=["runs"])
+@get("/v1/runs/{run_id:uuid}/result", tags=["runs"], opt={"reads_archive": True})
 async def run_result(request: Request, run_id: FromPath[uuid.UUID], caller: Caller,
                      wait: FromQuery[str | None] = None,
                      job_id: FromQuery[uuid.UUID | None] = None) -> RunResult:
@@ -334,7 +347,8 @@ async def run_result(request: Request, run_id: FromPath[uuid.UUID], caller: Call
     (a duration, "30s" by default, at most "60s"; "0s": answer at once) with `done: false`:
     ask again. The wait holds no database connection: it is woken by the run's end. `job_id`:
     the run is that job's next occurrence (`JobView.next_run_id`), which may not exist yet
-    (a job just submitted), and is awaited as `scheduled`."""
+    (a job just submitted), and is awaited as `scheduled`. A run that has left the hot
+    database answers at once from its archive (`archived` true; docs/RETENTION.md)."""
     seconds = parse_wait(wait)
     state = request.app.state
     ends: RunEnds = state.run_ends
@@ -345,7 +359,8 @@ async def run_result(request: Request, run_id: FromPath[uuid.UUID], caller: Call
         deadline = asyncio.get_running_loop().time() + seconds
         while True:
             async with pool.acquire() as conn:
-                answer = await read_result(conn, tenant_id, run_id, job_id)
+                answer = await read_result(conn, tenant_id, run_id, job_id,
+                                           archived.archive_of(state))
             left = deadline - asyncio.get_running_loop().time()
             if answer.done or left <= 0 or ends.closed:
                 return answer

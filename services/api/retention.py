@@ -77,7 +77,7 @@ async def put_retention(request: Request, tenant_id: FromPath[uuid.UUID],
         audit.before = (await retention.policy_of(conn, tenant_id)).doc()
         shown, _ = await retention.set_retention(
             conn, s.store, tenant_id=tenant_id, keep=data.keep, archive=data.archive,
-            actor="admin", reason=data.reason)
+            actor="admin", reason=data.reason, floor=s.settings.retention_floor_seconds)
         audit.after = shown.doc()
     return retention_view(tenant_id, shown)
 

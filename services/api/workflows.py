@@ -26,7 +26,7 @@ from ostinato.runtime.auth import Caller
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
 from ostinato.stores.runs import RunRow
-from ostinato.stores.steps import StepRow
+from ostinato.stores.steps import StateRow, StepRow
 from ostinato.wire.api import (
     ChildrenPage,
     ChildView,
@@ -110,18 +110,37 @@ async def _running(tenant: Tenant, run: RunRow, after: int, *, last: bool) -> li
     return [running_item(step, run.attempt)] if step is not None and step.seq > after else []
 
 
-@get("/v1/runs/{run_id:uuid}/children", tags=["runs"])
+@get("/v1/runs/{run_id:uuid}/children", tags=["runs"], opt={"reads_archive": True})
 async def run_children(run_id: FromPath[uuid.UUID], tenant: Tenant,
                        after: FromQuery[uuid.UUID | None] = None,
                        limit: FromQuery[Limit] = 100) -> ChildrenPage:
-    """A workflow run's child runs (`ctx.child`, `ctx.start_child`) in id order, after the id
-    `after`."""
+    """A workflow run's child runs (`ctx.child`, `ctx.start_child`, fan-out chunks) in id
+    order, after the id `after`. An archived run's are named by its archived stream and read
+    from their own archive objects (`archived` true; a child with no object is left out)."""
     if await run_store.by_id(tenant.conn, tenant.tenant_id, run_id) is None:
-        raise NotFound(f"no run {run_id}")
+        return await _archived_children(
+            tenant, await archived.read(tenant.archive, tenant.tenant_id, run_id), after, limit)
     page = await run_store.children_of(tenant.conn, tenant.tenant_id, run_id, after, limit)
     return ChildrenPage(run_id=run_id, items=[
         ChildView(id=c.id, task=c.task, state=c.state, parent_notified=c.parent_notified)
         for c in page], next_after=page[-1].id if len(page) == limit else None)
+
+
+async def _archived_children(tenant: Tenant, gone: ArchivedRun, after: uuid.UUID | None,
+                             limit: int) -> ChildrenPage:
+    """A page of an archived parent's children: ids from its stream, each child's state from
+    its own object (a parent leaves the hot tables with or after its children)."""
+    ids = [c for c in archived.child_ids(gone) if after is None or c > after][:limit]
+    assert tenant.archive is not None  # the parent was read from it
+    found = {c.run_id: c for c in await archived.runs_of(tenant.archive, tenant.tenant_id, ids)}
+    items = []
+    for child in (found[c] for c in ids if c in found):
+        row = archived.run_row(child)
+        items.append(ChildView(id=row.id, task=row.task, state=row.state,
+                               parent_notified=row.parent_notified))
+    return ChildrenPage(run_id=gone.run_id, items=items,
+                        next_after=ids[-1] if len(ids) == limit else None,
+                        archived=True, archived_at=gone.archived_at)
 
 
 @post("/v1/runs/{run_id:uuid}/pause", status_code=200, tags=["runs"],
@@ -207,20 +226,27 @@ async def send_signal(request: Request, run_id: FromPath[uuid.UUID], name: FromP
                     status_code=202 if sent.created else 200)
 
 
-@get("/v1/runs/{run_id:uuid}/state", tags=["runs"])
+@get("/v1/runs/{run_id:uuid}/state", tags=["runs"], opt={"reads_archive": True})
 async def run_state(request: Request, run_id: FromPath[uuid.UUID], caller: Caller,
                     name: FromQuery[StateName | None] = None,
                     wait: FromQuery[str | None] = None) -> RunStateView:
     """The latest value of each name the workflow published (`ctx.set`), while it runs and
     after; `name`: that one only. With `name` and `wait` (a duration, "30s", at most "60s"):
     answers once `name` is published or the run is final, else after `wait` without it. The
-    wait holds no connection: it is woken by the run's news (`services.api.news`)."""
+    wait holds no connection: it is woken by the run's news (`services.api.news`). An
+    archived run's values come from its archive (`archived` true), at once."""
     seconds = parse_wait(wait) if wait is not None else 0.0  # checked even without a name
+    archive = archived.archive_of(request.app.state)
 
     async def read(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> RunStateView:
-        state, rows = await run_updates.state(conn, tenant_id, run_id, name=name)
-        return RunStateView(run_id=run_id, run_state=state, values={
-            r.name: StateValue(value=r.value, seq=r.seq, set_at=r.set_at) for r in rows})
+        try:
+            state, rows = await run_updates.state(conn, tenant_id, run_id, name=name)
+        except NotFound:
+            gone = await archived.read(archive, tenant_id, run_id)
+            return RunStateView(run_id=run_id, run_state=archived.run_row(gone).state,
+                                values=_values(archived.state_values(gone, name)),
+                                archived=True, archived_at=gone.archived_at)
+        return RunStateView(run_id=run_id, run_state=state, values=_values(rows))
 
     return await _awaited(request, caller, run_id, seconds if name is not None else 0.0, read,
                           lambda v: bool(v.values) or v.run_state in _FINAL)
@@ -247,18 +273,33 @@ async def send_update(run_id: FromPath[uuid.UUID], data: JSONBody[UpdateRequest]
                     status_code=202 if sent.created else 200)
 
 
-@get("/v1/runs/{run_id:uuid}/updates/{update_id:uuid}", tags=["runs"])
+def _values(rows: list[StateRow]) -> dict[str, StateValue]:
+    return {r.name: StateValue(value=r.value, seq=r.seq, set_at=r.set_at) for r in rows}
+
+
+@get("/v1/runs/{run_id:uuid}/updates/{update_id:uuid}", tags=["runs"],
+     opt={"reads_archive": True})
 async def get_update(request: Request, run_id: FromPath[uuid.UUID],
                      update_id: FromPath[uuid.UUID], caller: Caller,
                      wait: FromQuery[str | None] = None) -> UpdateView:
     """Where an update stands; `wait` (a duration, "30s", at most "60s"; none: at once):
     answers once it is answered or its run ended, else as it stands after `wait`. The wait
-    holds no connection: it is woken by the run's news (`services.api.news`)."""
+    holds no connection: it is woken by the run's news (`services.api.news`). An archived
+    run's update is read from its archive (`archived` true), at once."""
     seconds = parse_wait(wait) if wait is not None else 0.0
+    archive = archived.archive_of(request.app.state)
 
     async def read(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> UpdateView:
-        found = await run_updates.outcome(conn, tenant_id, run_id, update_id)
-        return _update_view(run_id, found, True)
+        try:
+            return _update_view(run_id, await run_updates.outcome(conn, tenant_id, run_id,
+                                                                  update_id), True)
+        except NotFound:
+            if await run_store.by_id(conn, tenant_id, run_id) is not None:
+                raise  # a hot run without that update
+        gone = await archived.read(archive, tenant_id, run_id)
+        view = _update_view(run_id, archived.update_outcome(gone, update_id), True)
+        view.archived, view.archived_at = True, gone.archived_at
+        return view
 
     return await _awaited(request, caller, run_id, seconds, read,
                           lambda v: v.state != wf.UpdateState.PENDING)

@@ -17,6 +17,7 @@ from services.dispatcher.fence import EpochFence
 
 async def amain() -> None:
     service = Service("dispatcher")
+    service.use_blob_objects()  # large blobs in the object store (issue 38)
     settings = service.settings
     pool = await service.connect_database()
     producer = await service.start_producer()

@@ -14,6 +14,7 @@ from ostinato.runtime.duties import outbox_relay
 from ostinato.runtime.service import Service, run_service, run_until_stopped
 from services.reconciler import loop
 from services.reconciler.checks.archive import ArchiveConfig
+from services.reconciler.checks.blob_objects import blob_collect_duty
 from services.reconciler.checks.storage import StorageConfig
 from services.reconciler.loop import ReconcileConfig
 
@@ -37,7 +38,8 @@ async def amain() -> None:
         archive=ArchiveConfig(
             enabled=settings.archive_enabled, batch=settings.archive_batch,
             interval=timedelta(seconds=settings.archive_interval_seconds),
-            checks_window=timedelta(seconds=settings.gap_window_seconds)),
+            checks_window=timedelta(seconds=settings.gap_window_seconds),
+            floor_seconds=settings.retention_floor_seconds),
         output_retention=timedelta(days=settings.output_retention_days),
         alert_thresholds=Thresholds(
             lease_stuck_after=timedelta(seconds=settings.alert_lease_stuck_after_seconds),
@@ -54,9 +56,14 @@ async def amain() -> None:
     )
 
     objects = open_object_store(settings.object_store_url)
+    service.use_blob_objects(objects)  # large blobs in the object store (issue 38)
     relay = service.add_duty(outbox_relay(OutboxRelay(pool, producer, settings.topics)))
     service.add_duties(loop.duties(pool, store, service.clock, config, on_repaired=relay.wake,
                                    objects=objects))
+    if settings.blob_objects:  # blob objects nothing references, deleted after their grace
+        service.add_duty(blob_collect_duty(
+            pool, objects, grace=timedelta(seconds=settings.blob_collect_grace_seconds),
+            interval=config.interval))
 
     ops = service.ops_server(settings.reconciler_port)
     await ops.start()

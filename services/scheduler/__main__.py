@@ -19,6 +19,7 @@ from services.scheduler.work import WorkGate
 
 async def amain() -> None:
     service = Service("scheduler")
+    service.use_blob_objects()  # large blobs in the object store (issue 38)
     settings = service.settings
     pool = await service.connect_database()
     producer = await service.start_producer()

@@ -18,6 +18,7 @@ from services.worker_gateway.wakeups import ReadySignals
 
 async def amain() -> None:
     service = Service("worker-gateway")
+    service.use_blob_objects()  # large blobs in the object store (issue 38)
     settings = service.settings
     pool = await service.connect_database()
     producer = await service.start_producer()

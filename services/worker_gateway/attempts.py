@@ -64,6 +64,21 @@ class Attempts:
                                           payload_versions=req.payload_versions)
             if not rows:
                 return []
+            # None (shared worker): the refs come from the claimed rows, so each is its run's.
+            # A payload in the object store that cannot be read now (gone, corrupt: counted and
+            # alerted; the store away) leaves its run queued; the others are handed out.
+            unreadable: set[uuid.UUID] = set()
+            payloads = await get_blobs(conn, [r.payload_ref for r in rows], tenant_id,
+                                       unreadable=unreadable)
+            if unreadable:
+                for r in rows:
+                    if r.payload_ref in unreadable:
+                        log.warning("run left queued: its payload cannot be read",
+                                    tenant_id=str(r.tenant_id), run_id=str(r.id),
+                                    payload_ref=str(r.payload_ref))
+                rows = [r for r in rows if r.payload_ref not in unreadable]
+                if not rows:
+                    return []
             tokens = [r.fencing_token + 1 for r in rows]
             leases = await attempt_leases.grant_leases(
                 conn, [r.id for r in rows], [r.tenant_id for r in rows],
@@ -91,8 +106,6 @@ class Attempts:
                     f"worker:{req.worker_id}", epoch=token, traceparent=traces[r.id])
                 for r, token in zip(rows, tokens, strict=True)
             ])
-            # None (shared worker): the refs come from the claimed rows, so each is its run's.
-            payloads = await get_blobs(conn, [r.payload_ref for r in rows], tenant_id)
         metrics.RUNS_CLAIMED.inc(len(rows))
         started = self.clock.now()
         lags: dict[tuple[uuid.UUID, str], list[float]] = defaultdict(list)

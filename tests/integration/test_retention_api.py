@@ -20,9 +20,12 @@ import pytest
 from ostinato.client import ApiError, AsyncClient, Client
 from ostinato.eventlog.readmodels import snapshot
 from ostinato.eventlog.rebuild import rebuild
+from ostinato.runtime.service import Service
+from ostinato.runtime.settings import Settings
+from services.api.app import create_app
 from tests.helpers.api import ADMIN, assert_problem, auth, issue, tenant
 from tests.helpers.cli import cli
-from tests.helpers.integration import CSRF, login, tenant_id_of
+from tests.helpers.integration import CSRF, login, store, tenant_id_of
 
 pytestmark = pytest.mark.integration
 
@@ -386,3 +389,44 @@ async def test_the_admin_sets_a_tenants_retention_from_its_page(
         (3 * 86400, False)]
     assert [a["outcome"] for a in await audit_rows(pool, "retention.set", str(tid))] == [
         "done", "rejected"]
+
+
+async def test_an_operators_lower_floor_lets_minutes_through_the_api_and_the_default_refuses(
+        client: httpx.AsyncClient, pool: asyncpg.Pool, db_url: str) -> None:
+    """OSTINATO_RETENTION_FLOOR_SECONDS (docs/RETENTION.md "The floor"): with the default an
+    hour, keep "2m" (or 120 seconds) is a 422 naming the floor and records nothing; the same
+    requests to an api whose operator set the floor to 60 are accepted and stored, as the
+    projection's CHECK (migration 0051) lets them; below 60 is refused there, naming 60."""
+    name = f"ret-floor-{uuid.uuid4().hex[:6]}"
+    await tenant(client, name)
+    tid = await tenant_id_of(pool, name)
+    for keep in ("2m", 120):
+        problem = assert_problem(await client.put(
+            f"/v1/tenants/{tid}/retention", headers=auth(ADMIN), json={"keep": keep}), 422,
+            "keep")
+        assert "at least 3600 seconds (1h, the retention floor)" in problem["detail"]
+    assert await retention_rows(pool, tid) == []
+
+    service = Service("api", Settings(database_url=db_url, admin_key=ADMIN,
+                                      retention_floor_seconds=60))
+    service.pool = pool
+    transport = httpx.ASGITransport(app=create_app(service, store()))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as lowered:
+        r = await lowered.put(f"/v1/tenants/{tid}/retention", headers=auth(ADMIN),
+                              json={"keep": "2m"})
+        assert r.status_code == 200, r.text
+        assert (r.json()["keep_seconds"], r.json()["keep"]) == (120, "2m")
+        r = await lowered.put(f"/v1/tenants/{tid}/retention", headers=auth(ADMIN),
+                              json={"keep": 90})
+        assert r.status_code == 200 and r.json()["keep_seconds"] == 90, r.text
+        problem = assert_problem(await lowered.put(
+            f"/v1/tenants/{tid}/retention", headers=auth(ADMIN), json={"keep": "59s"}), 422,
+            "keep")
+        assert "at least 60 seconds (1m, the retention floor)" in problem["detail"]
+    assert [r["keep_seconds"] for r in await retention_rows(pool, tid)] == [90]
+
+
+def test_the_floor_setting_is_validated_at_start() -> None:
+    with pytest.raises(ValueError, match="OSTINATO_RETENTION_FLOOR_SECONDS"):
+        Settings(retention_floor_seconds=0)
+    assert Settings().retention_floor_seconds == 3600

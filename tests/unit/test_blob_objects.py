@@ -28,6 +28,7 @@ from ostinato.archive import (
     tenant_prefix,
 )
 from ostinato.archive.blobs import REFERENCE_FIELD
+from ostinato.runtime.settings import load_settings
 
 TENANT = uuid.UUID("11111111-1111-4111-8111-111111111111")
 OTHER = uuid.UUID("22222222-2222-4222-8222-222222222222")
@@ -115,3 +116,11 @@ def test_the_archive_keeps_a_reference_not_a_copy_and_reads_older_documents():
         {"id": str(uuid.UUID(int=3)), "kind": "payload", "data": [1]}), type=ArchivedBlob)
     assert old.ref is None and old.data == [1]
 
+
+def test_the_settings_default_and_refuse_a_negative_limit():
+    settings = load_settings({})
+    assert settings.blob_objects and settings.blob_inline_max_bytes == 4096
+    assert load_settings({"OSTINATO_BLOB_INLINE_MAX_BYTES": "0"}).blob_inline_max_bytes == 0
+    assert not load_settings({"OSTINATO_BLOB_OBJECTS": "false"}).blob_objects
+    with pytest.raises(SystemExit, match="OSTINATO_BLOB_INLINE_MAX_BYTES"):
+        load_settings({"OSTINATO_BLOB_INLINE_MAX_BYTES": "-1"})

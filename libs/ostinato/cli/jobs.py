@@ -300,7 +300,8 @@ def backfill(ctx: typer.Context, job_id: str,
              end: Annotated[str, typer.Option(help="last slot (RFC 3339), exclusive")],
              yes: YesOpt = False, dry_run: DryRunOpt = False, output: OutputOpt = None) -> None:
     """Runs for the slots in [start, end) that have none; repeating it creates none. The slots
-    are listed first (UTC and local time; create, has_run, removed, upcoming or skip) and confirmed."""
+    are listed first (UTC and local time; create, has_run, removed, upcoming or skip) and
+    confirmed."""
     g = state(ctx)
     client, out = g.client(), g.output_for(output)
     since, until = instant(start, "--start"), instant(end, "--end")

@@ -116,6 +116,17 @@ class ArchiveUnreadable(OstinatoError):
     title = "The run's archive object cannot be read"
 
 
+class BlobUnreadable(OstinatoError):
+    """A blob kept in the object store (an output, payload, signal payload, step output or
+    captured log over the inline limit) whose object is gone or is not the bytes its reference
+    names (length, SHA-256). A 4xx, not a 5xx: a retry reads the same; an operator restores the
+    object from a backup (docs/RETENTION.md "Blobs")."""
+
+    code = "blob-unreadable"
+    status = 424
+    title = "A value kept in object storage cannot be read"
+
+
 class ServiceUnavailable(OstinatoError):
     """Something this answer needs cannot serve now (the object store down or throttling):
     a 503 with `Retry-After` (`retry_after_seconds`), which clients retry."""

@@ -3,25 +3,40 @@ the events, updates the read models and fills the outbox, so all commit or none 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
 import msgspec
 
+from ostinato.archive import (
+    BlobCorrupt,
+    BlobRef,
+    checked,
+    goes_to_objects,
+    parse_blob_key,
+    reference,
+    reference_document,
+)
 from ostinato.bus.topics import Topics
 from ostinato.clock import Clock
 from ostinato.db.queries import load
-from ostinato.domain.errors import VersionConflict
+from ostinato.domain.errors import BlobUnreadable, ServiceUnavailable, VersionConflict
 from ostinato.domain.events import encode_event, event_type
 from ostinato.eventlog import ended, outbox, readmodels
 from ostinato.eventlog.records import NewEvent, RecordedEvent
+from ostinato.objects import ObjectMissing, ObjectStore, ObjectStoreError, open_object_store
 from ostinato.telemetry import metrics
+from ostinato.telemetry.logging import get_logger
 
 Q = load("ostinato.eventlog", "eventlog.sql")
 _json = msgspec.json.Encoder()
+log = get_logger("ostinato.blobs")
+BLOB_RETRY_AFTER_SECONDS = 5  # an object store restarting or throttling: ask again soon
+MAX_CONCURRENT_OBJECT_CALLS = 32  # a fan-out's thousand chunk payloads: 32 puts at a time
 
 
 class EventStore:
@@ -98,18 +113,106 @@ async def read_all_after(conn: asyncpg.Connection, after: int, limit: int) -> li
     return [RecordedEvent.from_row(r) for r in await conn.fetch(Q["read_all_after"], after, limit)]
 
 
+class BlobObjects:
+    """Where this process puts blobs over `inline_max_bytes` (issue 38 item 4): an object store,
+    given or opened from its URL at its first use (a process that never meets a large blob
+    contacts no store). Installed for the process by `use_blob_objects` (each service at its
+    start); none installed: every blob inline, as before object storage."""
+
+    def __init__(self, store: ObjectStore | str, inline_max_bytes: int) -> None:
+        if inline_max_bytes < 0:
+            raise ValueError("the inline limit of blobs is a number of bytes, at least 0")
+        self._url = store if isinstance(store, str) else None
+        self._store = None if isinstance(store, str) else store
+        self._owned = isinstance(store, str)  # a store handed in is closed by its maker
+        self.inline_max_bytes = inline_max_bytes
+
+    @property
+    def store(self) -> ObjectStore:
+        if self._store is None:
+            assert self._url is not None
+            self._store = open_object_store(self._url)
+        return self._store
+
+    async def close(self) -> None:
+        if self._store is not None and self._owned:
+            await self._store.close()
+            self._store = None
+
+
+_blob_objects: BlobObjects | None = None
+
+
+def use_blob_objects(objects: BlobObjects | None) -> BlobObjects | None:
+    """Install where this process keeps large blobs (None: inline); returns what was there."""
+    global _blob_objects
+    previous, _blob_objects = _blob_objects, objects
+    return previous
+
+
+def blob_objects() -> BlobObjects | None:
+    return _blob_objects
+
+
+def _unavailable(exc: ObjectStoreError, op: str, keys: Sequence[str]) -> ServiceUnavailable:
+    metrics.BLOB_OBJECTS.labels(op=op, outcome="unavailable").inc()
+    log.warning("object store unavailable for blobs", op=op, error=str(exc), keys=list(keys)[:5])
+    return ServiceUnavailable(
+        f"the object store that keeps large values cannot be reached ({type(exc).__name__}); "
+        f"nothing was recorded: retry after {BLOB_RETRY_AFTER_SECONDS} s",
+        retry_after_seconds=BLOB_RETRY_AFTER_SECONDS)
+
+
+async def _put_objects(conn: asyncpg.Connection, objects: BlobObjects,
+                       items: Sequence[tuple[uuid.UUID, bytes, BlobRef]]) -> None:
+    """Touch each object's row, then put the objects (each confirmed), all before the caller's
+    transaction records the references: a crash after the puts leaves an orphan object (the
+    collector's), never a reference to nothing."""
+    unique = {ref.key: (tenant_id, data, ref) for tenant_id, data, ref in items}
+    rows = sorted(unique.values(), key=lambda x: (x[0], x[2].sha256))
+    await conn.execute(Q["touch_blob_objects"], [r[0] for r in rows],
+                       [r[2].sha256 for r in rows], [r[2].key for r in rows],
+                       [r[2].size for r in rows])
+    gate = asyncio.Semaphore(MAX_CONCURRENT_OBJECT_CALLS)
+
+    async def put(key: str, data: bytes) -> None:
+        async with gate:
+            await objects.store.put(key, data, content_type="application/json")
+
+    try:
+        await asyncio.gather(*(put(ref.key, data) for _, data, ref in rows))
+    except ObjectStoreError as exc:
+        raise _unavailable(exc, "put", list(unique)) from exc
+    metrics.BLOB_OBJECTS.labels(op="put", outcome="stored").inc(len(rows))
+    metrics.BLOB_OBJECT_BYTES.labels(op="put").inc(sum(r[2].size for r in rows))
+
+
 async def put_blobs(
     conn: asyncpg.Connection, items: Sequence[tuple[uuid.UUID, uuid.UUID, bytes]],
     kind: str | Sequence[str] = "payload",
 ) -> None:
     """Store many (blob_id, tenant_id, json bytes) documents at once; `kind` is one of
-    payload, output, logs, step (one for all, or one per item): outputs and logs expire."""
-    if items:
-        kinds = [kind] * len(items) if isinstance(kind, str) else list(kind)
-        await conn.execute(
-            Q["insert_blobs"], [i[0] for i in items], [i[1] for i in items],
-            [i[2].decode() for i in items], [len(i[2]) for i in items], kinds,
-        )
+    payload, output, logs, step (one for all, or one per item): outputs and logs expire.
+    One over the process's inline limit goes to the object store first (`BlobObjects`) and
+    its row keeps the reference; the store unavailable is a 503 `ServiceUnavailable` before
+    any row is written (the caller's transaction rolls back: nothing is accepted by half)."""
+    if not items:
+        return
+    kinds = [kind] * len(items) if isinstance(kind, str) else list(kind)
+    objects = _blob_objects
+    limit = objects.inline_max_bytes if objects is not None else None
+    refs = [reference(t, d) if goes_to_objects(len(d), limit) else None for _, t, d in items]
+    big = [(t, d, r) for (_, t, d), r in zip(items, refs, strict=True) if r is not None]
+    if big:
+        assert objects is not None
+        await _put_objects(conn, objects, big)
+    await conn.execute(
+        Q["insert_blobs"], [i[0] for i in items], [i[1] for i in items],
+        [(reference_document(r) if r else i[2]).decode() for i, r in zip(items, refs,
+                                                                           strict=True)],
+        [len(i[2]) for i in items], kinds, [r.sha256 if r else None for r in refs],
+        [r.key if r else None for r in refs],
+    )
 
 
 async def expire_blobs(conn: asyncpg.Connection, older_than: datetime, limit: int = 5000) -> int:
@@ -119,12 +222,132 @@ async def expire_blobs(conn: asyncpg.Connection, older_than: datetime, limit: in
 
 
 async def get_blobs(
-    conn: asyncpg.Connection, ids: Sequence[uuid.UUID], tenant_id: uuid.UUID | None
+    conn: asyncpg.Connection, ids: Sequence[uuid.UUID], tenant_id: uuid.UUID | None, *,
+    unreadable: set[uuid.UUID] | None = None,
 ) -> dict[uuid.UUID, Any]:
-    """Documents by id; `tenant_id=None` only for callers that already checked the tenant."""
+    """Documents by id; `tenant_id=None` only for callers that already checked the tenant.
+    Values kept in the object store are read from it (their tenant's key, checked against the
+    reference): one gone or not the bytes named is a 424 `BlobUnreadable`, the store away a
+    503 `ServiceUnavailable`; with `unreadable`, such blobs' ids are added to it instead (the
+    claim leaves their runs queued rather than failing every run it would hand out)."""
     if tenant_id is None:
         rows = await conn.fetch(Q["get_blobs_any_tenant"], list(ids))
     else:
         rows = await conn.fetch(Q["get_blobs"], list(ids), tenant_id)
-    return {r["id"]: msgspec.json.decode(r["data"]) for r in rows}
+    found: dict[uuid.UUID, Any] = {}
+    refs: dict[uuid.UUID, tuple[uuid.UUID, BlobRef]] = {}
+    for r in rows:
+        if r["sha256"] is None:
+            found[r["id"]] = msgspec.json.decode(r["data"])
+        else:
+            refs[r["id"]] = (r["tenant_id"], BlobRef(key=r["object_key"], sha256=r["sha256"],
+                                                     size=r["size_bytes"]))
+    if refs:
+        found |= await read_blob_objects(refs, unreadable)
+    return found
 
+
+async def read_blob_objects(
+    refs: Mapping[uuid.UUID, tuple[uuid.UUID, BlobRef]],
+    unreadable: set[uuid.UUID] | None = None,
+) -> dict[uuid.UUID, Any]:
+    """The documents of blobs kept in the object store ({blob id: (tenant, reference)}), each
+    object read once however many blobs share it. Also what reads an archived run's blobs.
+    `unreadable`: collects the ids of those that cannot be read instead of raising."""
+    objects = _blob_objects
+    keys = {ref.key: (tenant_id, ref) for tenant_id, ref in refs.values()}
+    if objects is None:
+        problem = BlobUnreadable(
+            "a value is kept in the object store, and this process has none configured "
+            "(OSTINATO_OBJECT_STORE_URL)", key=next(iter(keys)))
+        if unreadable is None:
+            raise problem
+        unreadable.update(refs)
+        return {}
+
+    async def one(key: str, tenant_id: uuid.UUID, ref: BlobRef) -> Any:
+        try:
+            if parse_blob_key(key)[0] != tenant_id:
+                raise BlobCorrupt("the key is not its tenant's", key=key)
+            try:
+                data = await objects.store.get(key)
+            except ObjectMissing:
+                raise BlobCorrupt("the object is gone", key=key) from None
+            return msgspec.json.decode(checked(ref, data))
+        except (BlobCorrupt, ValueError, msgspec.DecodeError) as exc:
+            what = exc.what if isinstance(exc, BlobCorrupt) else f"not readable ({exc})"
+            metrics.BLOB_OBJECTS.labels(op="get", outcome="unreadable").inc()
+            log.error("blob object unreadable", tenant_id=str(tenant_id), key=key,
+                      problem=what)
+            raise BlobUnreadable(
+                f"a value kept in the object store cannot be read: {what} (key {key}); an "
+                "operator restores the object (docs/RETENTION.md)", key=key) from None
+
+    gate = asyncio.Semaphore(MAX_CONCURRENT_OBJECT_CALLS)
+
+    async def gated(key: str, tenant_id: uuid.UUID, ref: BlobRef) -> Any:
+        async with gate:
+            return await one(key, tenant_id, ref)
+
+    pairs = list(keys.items())
+    if unreadable is not None:  # each object on its own: what cannot be read is told apart
+        outcomes = await asyncio.gather(*(gated(k, t, r) for k, (t, r) in pairs),
+                                        return_exceptions=True)
+        by_key: dict[str, Any] = {}
+        for (key, _), outcome in zip(pairs, outcomes, strict=True):
+            if isinstance(outcome, ObjectStoreError):
+                _unavailable(outcome, "get", [key])  # counted and logged
+            elif isinstance(outcome, BaseException) and not isinstance(outcome, BlobUnreadable):
+                raise outcome
+            if isinstance(outcome, BaseException):
+                unreadable.update(b for b, (_, ref) in refs.items() if ref.key == key)
+            else:
+                by_key[key] = outcome
+        metrics.BLOB_OBJECTS.labels(op="get", outcome="read").inc(len(by_key))
+        return {b: by_key[ref.key] for b, (_, ref) in refs.items() if ref.key in by_key}
+    try:
+        values = await asyncio.gather(*(gated(k, t, r) for k, (t, r) in pairs))
+    except ObjectStoreError as exc:
+        raise _unavailable(exc, "get", list(keys)) from exc
+    metrics.BLOB_OBJECTS.labels(op="get", outcome="read").inc(len(pairs))
+    read = {k: v for (k, _), v in zip(pairs, values, strict=True)}
+    return {blob_id: read[ref.key] for blob_id, (_, ref) in refs.items()}
+
+
+async def pin_blob_objects(conn: asyncpg.Connection,
+                           objects: Sequence[tuple[uuid.UUID, str]]) -> None:
+    """Keep these blob objects ((tenant, sha256): archive documents reference them) from the
+    collector for as long as the archive is kept; in the archiver's removal transaction."""
+    if objects:
+        await conn.execute(Q["pin_blob_objects"], [o[0] for o in objects],
+                           [o[1] for o in objects])
+
+
+async def collect_blob_objects(conn: asyncpg.Connection, store: ObjectStore, grace: timedelta,
+                               limit: int = 500) -> int:
+    """Delete up to `limit` blob objects nothing references: no `blobs` row (hot), no archive
+    document (`archived_at`), nothing touched for `grace`. Each object is deleted under its
+    `blob_objects` row's lock, before the row goes, in one transaction: a writer touching one
+    waits, then puts it again; a delete that fails leaves every row (the next pass retries).
+    Returns how many went."""
+    async with conn.transaction():
+        rows = await conn.fetch(Q["collectable_blob_objects"], grace, limit)
+        if not rows:
+            return 0
+        gate = asyncio.Semaphore(MAX_CONCURRENT_OBJECT_CALLS)
+
+        async def delete(key: str) -> None:
+            async with gate:
+                await store.delete(key)
+
+        try:
+            await asyncio.gather(*(delete(r["object_key"]) for r in rows))
+        except ObjectStoreError:  # the duty's policy: ObjectStoreUnavailable is transient
+            metrics.BLOB_OBJECTS.labels(op="collect", outcome="unavailable").inc()
+            raise
+        await conn.execute(Q["forget_blob_objects"], [r["tenant_id"] for r in rows],
+                           [r["sha256"] for r in rows])
+    metrics.BLOB_OBJECTS.labels(op="collect", outcome="deleted").inc(len(rows))
+    log.info("blob objects collected", count=len(rows),
+             tenants=sorted({str(r["tenant_id"]) for r in rows}))
+    return len(rows)

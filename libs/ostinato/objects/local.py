@@ -22,10 +22,13 @@ from ostinato.objects import (
     check_key,
     check_prefix,
 )
+from ostinato.objects.measured import measured, measured_list
 
 
 class LocalObjectStore:
     """Objects as files under `root` (created at the first write)."""
+
+    BACKEND = "file"  # the `backend` label of its metrics (ostinato.objects.measured)
 
     def __init__(self, root: Path) -> None:
         if not root.is_absolute():
@@ -38,6 +41,7 @@ class LocalObjectStore:
     def _path(self, key: str) -> Path:
         return self.root.joinpath(*check_key(key).split("/"))
 
+    @measured("put")
     async def put(self, key: str, data: bytes, *,
                   content_type: str = "application/octet-stream") -> None:
         """Write atomically and durably (the content type is not kept: files have none)."""
@@ -48,6 +52,7 @@ class LocalObjectStore:
         except OSError as exc:
             raise ObjectStoreUnavailable(f"writing {key!r} under {self.root}: {exc}") from exc
 
+    @measured("get")
     async def get(self, key: str) -> bytes:
         path = self._path(key)
         try:
@@ -57,6 +62,7 @@ class LocalObjectStore:
         except OSError as exc:
             raise ObjectStoreUnavailable(f"reading {key!r} under {self.root}: {exc}") from exc
 
+    @measured("head")
     async def exists(self, key: str) -> bool:
         path = self._path(key)
         try:
@@ -64,6 +70,7 @@ class LocalObjectStore:
         except OSError as exc:
             raise ObjectStoreUnavailable(f"checking {key!r} under {self.root}: {exc}") from exc
 
+    @measured("delete")
     async def delete(self, key: str) -> None:
         path = self._path(key)
         try:
@@ -76,6 +83,7 @@ class LocalObjectStore:
         is a ValueError at the call, not at the first item)."""
         return self._list(check_prefix(prefix))
 
+    @measured_list
     async def _list(self, prefix: str) -> AsyncIterator[str]:
         folder, _, _ = prefix.rpartition("/")
         start = self.root.joinpath(*folder.split("/")) if folder else self.root

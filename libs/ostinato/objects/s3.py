@@ -39,6 +39,7 @@ from ostinato.objects import (
     check_key,
     check_prefix,
 )
+from ostinato.objects.measured import measured, measured_list
 
 # a status a server may answer when it cannot now (throttling, overload, its own timeout)
 _TRANSIENT_STATUS = re.compile(r"status(?: code)?:? (408|429|5\d\d)\b")
@@ -63,6 +64,8 @@ def _drop_open_clients() -> None:
 
 class S3ObjectStore:
     """Objects under `location.prefix` in `location.bucket`."""
+
+    BACKEND = "s3"  # the `backend` label of its metrics (ostinato.objects.measured)
 
     def __init__(self, location: S3Location) -> None:
         self.location = location
@@ -95,6 +98,7 @@ class S3ObjectStore:
     def __repr__(self) -> str:
         return f"S3ObjectStore({self.location!r})"
 
+    @measured("put")
     async def put(self, key: str, data: bytes, *,
                   content_type: str = "application/octet-stream") -> None:
         check_key(key)
@@ -105,6 +109,7 @@ class S3ObjectStore:
         except Exception as exc:
             raise _mapped(exc, "put", key) from exc
 
+    @measured("get")
     async def get(self, key: str) -> bytes:
         check_key(key)
         await self._ensure_bucket()
@@ -116,6 +121,7 @@ class S3ObjectStore:
         except Exception as exc:
             raise _mapped(exc, "get", key) from exc
 
+    @measured("head")
     async def exists(self, key: str) -> bool:
         check_key(key)
         await self._ensure_bucket()
@@ -127,6 +133,7 @@ class S3ObjectStore:
             raise _mapped(exc, "head", key) from exc
         return True
 
+    @measured("delete")
     async def delete(self, key: str) -> None:
         check_key(key)
         await self._ensure_bucket()
@@ -142,6 +149,7 @@ class S3ObjectStore:
         UTF-8 byte order). A bad prefix is a ValueError at the call."""
         return self._list(check_prefix(prefix))
 
+    @measured_list
     async def _list(self, prefix: str) -> AsyncIterator[str]:
         await self._ensure_bucket()
         # obstore lists whole path segments: ask for the folder, keep what the prefix begins

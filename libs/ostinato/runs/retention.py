@@ -13,7 +13,13 @@ import asyncpg
 
 from ostinato.domain import events as ev
 from ostinato.domain.errors import NotFound
-from ostinato.domain.retention import DEFAULT_POLICY, RetentionPolicy, check_reason, parse_keep
+from ostinato.domain.retention import (
+    DEFAULT_POLICY,
+    MIN_KEEP_SECONDS,
+    RetentionPolicy,
+    check_reason,
+    parse_keep,
+)
 from ostinato.eventlog.records import StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.runs.commands import lock_run
@@ -48,10 +54,12 @@ async def policy_of(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> PolicySho
 
 async def set_retention(conn: asyncpg.Connection, store: EventStore, *, tenant_id: uuid.UUID,
                         keep: str | int, archive: bool, actor: str,
-                        reason: str | None = None) -> tuple[PolicyShown, bool]:
+                        reason: str | None = None,
+                        floor: int = MIN_KEEP_SECONDS) -> tuple[PolicyShown, bool]:
     """Record the tenant's policy; (the policy now, whether anything was recorded: setting the
-    policy it has already records nothing)."""
-    keep_seconds = parse_keep(keep)
+    policy it has already records nothing). `floor`: the least keep (the operator's
+    OSTINATO_RETENTION_FLOOR_SECONDS; below it a 422 naming it)."""
+    keep_seconds = parse_keep(keep, floor=floor)
     why = check_reason(reason, required=False)
     async with conn.transaction():
         tenant = await tenants.lock(conn, tenant_id)

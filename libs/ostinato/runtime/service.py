@@ -23,6 +23,8 @@ from ostinato.db.health import WRITES
 from ostinato.db.migrate import current_version, expected_version
 from ostinato.db.pool import create_pool
 from ostinato.db.sqlstate import READ_ONLY
+from ostinato.eventlog.store import BlobObjects, blob_objects, use_blob_objects
+from ostinato.objects import ObjectStore
 from ostinato.runtime.duties import Duty, DutyRunner
 from ostinato.runtime.duties import readiness as duty_readiness
 from ostinato.runtime.ops import Check, Degraded, HttpServer, ops_app
@@ -59,6 +61,8 @@ class Service:
         self._probe_conn: asyncpg.Connection | None = None
         self._probe_lock = asyncio.Lock()  # /readyz and the duty share the probe's connection
         self._up: dict[str, bool] = {}  # each dependency's last state, to log its changes
+        self._blobs: BlobObjects | None = None  # use_blob_objects
+        self._blobs_before: BlobObjects | None = None
 
     async def connect_database(self, *, attempts: int = 60) -> asyncpg.Pool:
         """Connect, waiting for the server and for the schema to be migrated."""
@@ -242,7 +246,21 @@ class Service:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stopping.set)
 
+    def use_blob_objects(self, store: ObjectStore | None = None) -> None:
+        """Keep this process's large blobs in the object store (`store`, or the one
+        OSTINATO_OBJECT_STORE_URL names, opened at its first use), unless OSTINATO_BLOB_OBJECTS
+        is false; undone by `close`."""
+        if self.settings.blob_objects:
+            self._blobs = BlobObjects(store or self.settings.object_store_url,
+                                      self.settings.blob_inline_max_bytes)
+            self._blobs_before = use_blob_objects(self._blobs)
+
     async def close(self) -> None:
+        if self._blobs is not None:
+            if blob_objects() is self._blobs:
+                use_blob_objects(self._blobs_before)
+            await self._blobs.close()
+            self._blobs = None
         self._drop_probe_conn()
         if self.pool is not None:
             await self.pool.close()

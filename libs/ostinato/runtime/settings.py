@@ -12,9 +12,11 @@ from pathlib import Path
 
 import msgspec
 
+from ostinato.archive import DEFAULT_INLINE_MAX_BYTES
 from ostinato.bus.kafka import KafkaAuth
 from ostinato.bus.topics import POOL_NAME, Topics
 from ostinato.domain.errors import InvalidInput
+from ostinato.domain.retention import MAX_KEEP_SECONDS, MIN_KEEP_SECONDS
 from ostinato.objects import parse_object_store_url
 from ostinato.policy.fairness import ClassConfig, parse_classes
 from ostinato.policy.retry import RetryPolicy, RetrySpec, parse_retry
@@ -114,6 +116,14 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     # folder (file:///abs/dir, the embedded default: this checkout's .cache/objects) or an S3
     # bucket (s3://bucket/prefix?endpoint=...; `make up S3=1`: the local SeaweedFS).
     object_store_url: str = DEFAULT_OBJECT_STORE_URL
+    # Blobs (payloads, outputs, signal payloads, large step outputs, captured logs) over this
+    # many bytes are kept in the object store by content address, their `blobs` rows only the
+    # reference (docs/RETENTION.md "Blobs"). `blob_objects` false: every blob inline, as the
+    # previous release wrote them (for a rolling upgrade from it: docs/UPGRADES.md). The
+    # reconciler deletes objects nothing references once untouched for the grace period.
+    blob_objects: bool = True
+    blob_inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES
+    blob_collect_grace_seconds: float = 3600.0
     # The reconciler's archiver (docs/RETENTION.md "Archive, then remove"): runs a pass, the
     # pause between passes that found less, and how long its passes may fail before
     # OstinatoArchiveFailing fires. Disabled: no run ever leaves the hot tables.
@@ -121,6 +131,10 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     archive_batch: int = 200
     archive_interval_seconds: float = 10.0
     archive_failing_after_seconds: float = 900.0
+    # The least `keep` a tenant's retention may have (docs/RETENTION.md "The floor"): the API
+    # refuses less (422 naming it) and the archiver never removes a run sooner. An hour by
+    # default; an operator lowers it for a soak benchmark that expires runs within minutes.
+    retention_floor_seconds: int = MIN_KEEP_SECONDS
     # Fair dispatch (docs/FAIRNESS.md): classes in priority order, name:reserved_share[:lendable]
     priority_classes: str = "critical:0.1:0.5,default:0.7:1,bulk:0.2:1"
     dispatch_interval_seconds: float = 0.2  # a decision at least this often, besides wake-ups
@@ -175,6 +189,11 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
                 and self.archive_failing_after_seconds > 0):
             raise ValueError("OSTINATO_ARCHIVE_BATCH must be in 1..1000 and "
                              "OSTINATO_ARCHIVE_*_SECONDS positive")
+        if self.blob_inline_max_bytes < 0 or self.blob_collect_grace_seconds < 60:
+            raise ValueError("OSTINATO_BLOB_INLINE_MAX_BYTES must be >= 0 and "
+                             "OSTINATO_BLOB_COLLECT_GRACE_SECONDS at least 60")
+        if not 1 <= self.retention_floor_seconds <= MAX_KEEP_SECONDS:
+            raise ValueError(f"OSTINATO_RETENTION_FLOOR_SECONDS must be in 1..{MAX_KEEP_SECONDS}")
         try:
             self.classes  # noqa: B018 — validated at start
         except ValueError as exc:

@@ -24,12 +24,15 @@ __all__ = [
     "ARCHIVE_READS",
     "ARCHIVE_RUNS",
     "BLOBS_EXPIRED",
+    "BLOB_OBJECTS",
+    "BLOB_OBJECT_BYTES",
     "BUILD_INFO",
     "CLOCK_SKEW",
     "COMPLETION_OVERDUE",
     "CONSUMER_BATCH_SECONDS",
     "CONSUMER_LAG",
     "DATABASE_BYTES",
+    "DATABASE_REUSABLE_BYTES",
     "DATABASE_VOLUME_BYTES",
     "DATABASE_VOLUME_USED_RATIO",
     "DATABASE_WRITES_FAILING",
@@ -50,6 +53,9 @@ __all__ = [
     "LEDGER_SLOTS_MISSING",
     "LEDGER_SLOTS_RESOLVED",
     "MESSAGES_CONSUMED",
+    "OBJECT_STORE_BYTES",
+    "OBJECT_STORE_REQUESTS",
+    "OBJECT_STORE_SECONDS",
     "OCCURRENCES_MISSED",
     "OCCURRENCES_SKIPPED",
     "OLDEST_DUE_AGE",
@@ -370,6 +376,14 @@ ARCHIVE_FAILURES = Counter(
 BLOBS_EXPIRED = Counter(
     "ostinato_blobs_expired_total", "Outputs and captured logs deleted by the retention setting."
 )
+BLOB_OBJECTS = Counter(
+    "ostinato_blob_objects_total",
+    "Blob objects (values over the inline limit) put, read and collected, by outcome: put "
+    "stored|unavailable, get read|unreadable|unavailable, collect deleted.", ["op", "outcome"]
+)
+BLOB_OBJECT_BYTES = Counter(
+    "ostinato_blob_object_bytes_total", "Bytes of blob objects put and collected.", ["op"]
+)
 SHARD_EPOCH = Gauge(
     "ostinato_shard_epoch", "Epoch of each scheduler shard lease this instance holds.", ["shard"]
 )
@@ -429,11 +443,37 @@ DATABASE_VOLUME_BYTES = Gauge(
     "capacity) and free (what PostgreSQL may still write). Set by the reconciler; absent while "
     "neither OSTINATO_DB_VOLUME_PATH nor OSTINATO_DB_CAPACITY_BYTES is set.", ["kind"]
 )
+DATABASE_REUSABLE_BYTES = Gauge(
+    "ostinato_database_reusable_bytes",
+    "Room inside the database's files (space removed rows left that VACUUM freed, estimated "
+    "from the statistics: policy.storage.reusable_bytes), counted in the free kind of "
+    "ostinato_database_volume_bytes and the used ratio. Set by the reconciler."
+)
 DATABASE_VOLUME_USED_RATIO = Gauge(
     "ostinato_database_volume_used_ratio",
     "Used over total of the database's storage (0 to 1; over 1 when the database outgrew its "
     "capacity); the alert watermark (0.8) fires OstinatoDatabaseFilling, the refuse watermark "
     "(0.95) makes the api refuse new work; 0 while unmeasured. Set by the reconciler."
+)
+# The object store (ostinato.objects, both backends): every call by operation and outcome, its
+# latency and the bytes it moved (docs/OBSERVABILITY.md). Outcomes: ok, missing (ObjectMissing),
+# unavailable (ObjectStoreUnavailable: down, slow, 5xx, throttled), error (any other failure).
+OBJECT_STORE_REQUESTS = Counter(
+    "ostinato_object_store_requests_total",
+    "Object store calls by backend (file, s3), operation (put, get, head, delete, list) and "
+    "outcome (ok, missing, unavailable, error).", ["backend", "op", "outcome"]
+)
+OBJECT_STORE_SECONDS = Histogram(
+    "ostinato_object_store_request_seconds",
+    "Latency of object store calls by backend and operation, whatever their outcome (a list: "
+    "until its last key).", ["backend", "op"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+             30.0, 60.0),
+)
+OBJECT_STORE_BYTES = Counter(
+    "ostinato_object_store_bytes_total",
+    "Bytes moved by successful object store calls, by backend and direction (put: written, "
+    "get: read).", ["backend", "op"]
 )
 STORAGE_REFUSING = Gauge(
     "ostinato_storage_refusing",

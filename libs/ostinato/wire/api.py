@@ -352,6 +352,8 @@ class ChildrenPage(msgspec.Struct, kw_only=True):
     run_id: uuid.UUID
     items: list[ChildView]
     next_after: uuid.UUID | None = None  # pass as `after` for the next page; None: the last
+    archived: bool = False  # read back from the archive (docs/RETENTION.md), archived then
+    archived_at: datetime | None = None
 
 
 class SignalAccepted(msgspec.Struct, kw_only=True):
@@ -422,6 +424,8 @@ class UpdateView(msgspec.Struct, kw_only=True):
     created: bool = True  # False: this idempotency key was used before; nothing new was sent
     output: Any = None
     error: UpdateError | None = None
+    archived: bool = False  # read back from the archive (docs/RETENTION.md), archived then
+    archived_at: datetime | None = None
 
 
 class StateValue(msgspec.Struct, kw_only=True):
@@ -437,6 +441,8 @@ class RunStateView(msgspec.Struct, kw_only=True):
     run_id: uuid.UUID
     run_state: str
     values: dict[str, StateValue]
+    archived: bool = False  # read back from the archive (docs/RETENTION.md), archived then
+    archived_at: datetime | None = None
 
 
 class EventView(msgspec.Struct, kw_only=True):
@@ -479,6 +485,8 @@ class RunLogs(msgspec.Struct, kw_only=True):
     run_id: uuid.UUID
     attempt: int
     items: list[RunLogLine]
+    archived: bool = False  # read back from the archive (docs/RETENTION.md), archived then
+    archived_at: datetime | None = None
 
 
 class RunResult(msgspec.Struct, kw_only=True):
@@ -494,6 +502,8 @@ class RunResult(msgspec.Struct, kw_only=True):
     output: Any = None
     error: dict[str, Any] | None = None
     finished_at: datetime | None = None
+    archived: bool = False  # read back from the archive (docs/RETENTION.md), archived then
+    archived_at: datetime | None = None
 
 
 class Cancelled(msgspec.Struct, kw_only=True):
@@ -733,11 +743,12 @@ class RunHoldResult(msgspec.Struct, kw_only=True):
 
 class RetentionRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """PUT /v1/tenants/{id}/retention: `keep` in seconds or as a duration ("30d", "12h",
-    "P30D"; 1 hour to 10 years); `archive`: write each run to object storage before removing
-    it (docs/RETENTION.md)."""
+    "P30D"; from the operator's floor, 1 hour unless lowered, to 10 years); `archive`: write
+    each run to object storage before removing it (docs/RETENTION.md)."""
 
-    keep: str | Annotated[int, msgspec.Meta(ge=retention.MIN_KEEP_SECONDS,
-                                            le=retention.MAX_KEEP_SECONDS)]
+    # ge=1, not the floor: the floor is a setting (OSTINATO_RETENTION_FLOOR_SECONDS), checked
+    # by the command with a 422 that names it
+    keep: str | Annotated[int, msgspec.Meta(ge=1, le=retention.MAX_KEEP_SECONDS)]
     archive: bool = True
     reason: str | None = None
 
@@ -822,6 +833,8 @@ class SetAsideStepsPage(msgspec.Struct, kw_only=True):
     # pass as after_version and after_seq for the next page; None: the last page
     next_after_version: int | None = None
     next_after_seq: int | None = None
+    archived: bool = False  # read back from the archive (docs/RETENTION.md), archived then
+    archived_at: datetime | None = None
 
 
 class RetryRunRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -258,7 +258,8 @@ async def set_retention(request: Request, ui: AdminUi,
     before = await retention.policy_of(ui.conn, tenant_id)
     shown, changed = await retention.set_retention(
         ui.conn, ui.store, tenant_id=tenant_id, keep=str(form.get("keep") or ""),
-        archive=form.get("archive") == "1", actor="admin", reason=form.get("reason"))
+        archive=form.get("archive") == "1", actor="admin", reason=form.get("reason"),
+        floor=request.app.state.settings.retention_floor_seconds)
     ui.audit.before, ui.audit.after = before.doc(), shown.doc()
     ui.session.flash = "Retention set." if changed else "Retention unchanged."
     return redirect(f"/ui/tenants/{tenant_id}")

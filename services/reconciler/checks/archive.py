@@ -36,6 +36,8 @@ from ostinato.archive import (
     run_key,
 )
 from ostinato.clock import Clock
+from ostinato.domain.retention import MIN_KEEP_SECONDS
+from ostinato.eventlog.store import pin_blob_objects
 from ostinato.objects import ObjectStore, ObjectStoreError, ObjectStoreUnavailable
 from ostinato.runtime.duties import Duty
 from ostinato.stores import archive as archive_store
@@ -58,6 +60,8 @@ class ArchiveConfig:
     put_timeout: timedelta = timedelta(seconds=30)  # one put; past it the pass fails
     # the reconciler's gap/ledger window: runs whose slot or deadline its checks still read
     checks_window: timedelta = timedelta(hours=24)
+    # the operator's retention floor (OSTINATO_RETENTION_FLOOR_SECONDS): no run leaves sooner
+    floor_seconds: int = MIN_KEEP_SECONDS
 
 
 def batch_id_of(run_ids: Sequence[uuid.UUID]) -> uuid.UUID:
@@ -112,7 +116,8 @@ class Archiver:
 
     async def _pass(self, conn: asyncpg.Connection) -> int:
         picked = await archive_store.candidates(conn, self.config.batch,
-                                                self.config.checks_window)
+                                                self.config.checks_window,
+                                                self.config.floor_seconds)
         if not picked:
             return 0
         archived_at = self.clock.now()
@@ -130,7 +135,9 @@ class Archiver:
             versions[c.run_id] = doc.events[-1].version
             written.append(doc)
         size = await self._put_all(written, archived_at)
-        removals = await self._remove(conn, versions)
+        # the blob objects the documents reference stay while the archive does (issue 38)
+        pin = sorted({(d.tenant_id, b.ref.sha256) for d in written for b in d.blobs if b.ref})
+        removals = await self._remove(conn, versions, pin)
         self._account(picked, removals, size, len(written))
         return len(picked)
 
@@ -166,12 +173,14 @@ class Archiver:
             raise
         return sum(len(d) for _, d in items)
 
-    async def _remove(self, conn: asyncpg.Connection,
-                      versions: dict[uuid.UUID, int]) -> list[archive_store.Removal]:
+    async def _remove(self, conn: asyncpg.Connection, versions: dict[uuid.UUID, int],
+                      pin: list[tuple[uuid.UUID, str]]) -> list[archive_store.Removal]:
         if not versions:
             return []
         ids = sorted(versions)
         async with conn.transaction():
+            # the objects first: a run kept after all leaves them pinned (they stay: harmless)
+            await pin_blob_objects(conn, pin)
             return await archive_store.remove(conn, ids, [versions[i] for i in ids],
                                               self.config.checks_window)
 

@@ -2,9 +2,11 @@
 `reconcile_storage` duty measures the database's size (`pg_database_size`) and the free space
 of its storage — statvfs of `OSTINATO_DB_VOLUME_PATH` (a path on the database's volume, where
 the reconciler shares its host) and/or `OSTINATO_DB_CAPACITY_BYTES` (a quota for a managed
-database) — decides the level against the watermarks (`ostinato.policy.storage`), records it in
-the one row of `storage_state` (migration 0047) that every api instance reads through a short
-cache, sets the metrics and logs each change of level once.
+database) — and the room inside the database's files that removed rows left and VACUUM freed
+(estimated from the statistics, `policy.storage.reusable_bytes`), decides the level against
+the watermarks (`ostinato.policy.storage`), records it in the one row of `storage_state`
+(migration 0047) that every api instance reads through a short cache, sets the metrics and logs
+each change of level once.
 
 PostgreSQL cannot report its volume's free space itself (no built-in function does; reading
 the disk from SQL needs a superuser's COPY ... PROGRAM), so the measure is taken where the
@@ -61,10 +63,12 @@ async def check_storage(pool: asyncpg.Pool, config: StorageConfig) -> int:
               if config.volume_path else None)
     async with pool.acquire() as conn:
         size = await storage_store.database_size(conn)
-        use = policy.usage(size, volume, config.capacity_bytes or None)
+        room = policy.reusable_bytes(r.space() for r in await storage_store.relations(conn))
+        use = policy.usage(size, volume, config.capacity_bytes or None, room)
         level = policy.level(use.used_ratio, config.watermarks)
         previous = await storage_store.record(conn, level, use, config.watermarks, MEASURED_BY)
     metrics.DATABASE_BYTES.set(size)
+    metrics.DATABASE_REUSABLE_BYTES.set(room)
     if use.total_bytes is not None and use.free_bytes is not None:
         metrics.DATABASE_VOLUME_BYTES.labels(kind="total").set(use.total_bytes)
         metrics.DATABASE_VOLUME_BYTES.labels(kind="free").set(use.free_bytes)
@@ -81,6 +85,7 @@ def _log_change(previous: str | None, level: Level, use: policy.Usage,
     fields = {"level": level.value, "previous": previous, "source": use.source,
               "used_percent": None if use.used_ratio is None else round(100 * use.used_ratio, 2),
               "database_bytes": use.database_bytes, "free_bytes": use.free_bytes,
+              "reusable_bytes": use.reusable_bytes,
               "alert_percent": 100 * marks.alert, "refuse_percent": 100 * marks.refuse}
     if level is Level.FULL:
         log.error("database storage full: the api refuses new work until it falls back under "

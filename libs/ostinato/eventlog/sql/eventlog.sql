@@ -51,10 +51,23 @@ ORDER BY seq
 LIMIT $2;
 
 -- name: insert_blobs
--- Many documents at once (a batch of jobs, of completions).
-INSERT INTO blobs (id, tenant_id, data, size_bytes, kind)
-SELECT i, t, d::json, n, k
-FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::text[]) AS x(i, t, d, n, k);
+-- Many documents at once (a batch of jobs, of completions). A value in the object store: its
+-- reference ($6 sha256, $7 key; `d` the reference document, `n` the value's length), else NULLs.
+INSERT INTO blobs (id, tenant_id, data, size_bytes, kind, sha256, object_key)
+SELECT i, t, d::json, n, k, s, o
+FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[])
+    AS x(i, t, d, n, k, s, o);
+
+-- name: touch_blob_objects
+-- Before its objects are put (migration 0050): each object's row inserted or touched, so the
+-- collector, which deletes an object only under this row's lock and when nothing touched it
+-- for its grace period, never deletes one a transaction is about to reference. In key order,
+-- so two writers of the same objects lock them in one order.
+INSERT INTO blob_objects AS o (tenant_id, sha256, object_key, size_bytes, touched_at)
+SELECT t, s, k, n, now()
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[]) AS x(t, s, k, n)
+ORDER BY t, s
+ON CONFLICT (tenant_id, sha256) DO UPDATE SET touched_at = now();
 
 -- name: expire_blobs
 -- Retention: outputs and captured logs older than the cutoff go; payloads stay for replays,
@@ -64,9 +77,38 @@ DELETE FROM blobs WHERE id IN (
 );
 
 -- name: get_blobs
--- Documents by id, tenant-scoped.
-SELECT id, data::text AS data FROM blobs WHERE id = ANY($1::uuid[]) AND tenant_id = $2;
+-- Documents by id, tenant-scoped (a value in the object store: its reference).
+SELECT id, tenant_id, data::text AS data, size_bytes, sha256, object_key
+FROM blobs WHERE id = ANY($1::uuid[]) AND tenant_id = $2;
 
 -- name: get_blobs_any_tenant
 -- Documents by id for the worker gateway, which has already checked the runs' tenant.
-SELECT id, data::text AS data FROM blobs WHERE id = ANY($1::uuid[]);
+SELECT id, tenant_id, data::text AS data, size_bytes, sha256, object_key
+FROM blobs WHERE id = ANY($1::uuid[]);
+
+-- name: collectable_blob_objects
+-- The collector (issue 38 item 4): objects no `blobs` row references, that no archive document
+-- points at and nothing touched for the grace period ($1), locked (a writer touching one
+-- waits, and its touch is re-checked here after); the caller deletes each object, then its row,
+-- and commits.
+SELECT o.tenant_id, o.sha256, o.object_key
+FROM blob_objects o
+WHERE o.archived_at IS NULL AND o.touched_at < now() - $1::interval
+  AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.tenant_id = o.tenant_id AND b.sha256 = o.sha256)
+ORDER BY o.touched_at
+LIMIT $2
+FOR UPDATE OF o SKIP LOCKED;
+
+-- name: forget_blob_objects
+-- The rows of the objects the collector deleted.
+DELETE FROM blob_objects o
+USING unnest($1::uuid[], $2::text[]) AS x(t, s)
+WHERE o.tenant_id = x.t AND o.sha256 = x.s;
+
+-- name: pin_blob_objects
+-- The blob objects archived runs' documents reference ($1 tenants, $2 SHA-256s: content
+-- addresses) are kept as long as the archive is: the collector never deletes a row with
+-- `archived_at` set. In the removal's transaction, before the references leave.
+UPDATE blob_objects o SET archived_at = coalesce(o.archived_at, now())
+FROM unnest($1::uuid[], $2::text[]) AS x(t, s)
+WHERE o.tenant_id = x.t AND o.sha256 = x.s;

@@ -4,25 +4,106 @@
 
 -- name: archive_candidates
 -- Up to $1 runs past their tenant's retention that no rule keeps ($2: the reconciler's checks
--- window), with their stream's head version (what a removal without an archive expects),
--- oldest end first, each tenant through runs_ended (tenant_id, finished_at); a run a
--- rule keeps is skipped here, so kept runs at the head of the index never stall the pick.
+-- window; $3: the operator's retention floor in seconds, OSTINATO_RETENTION_FLOOR_SECONDS: no
+-- run leaves before greatest(keep, floor)), with their stream's head version (what a removal
+-- without an archive expects). One statement a batch, every rule of docs/RETENTION.md's table
+-- applied here in SQL (ostinato_retention_kept, the SQL twin of the pure rules, fed each
+-- run's facts) plus the procedure's own two, so what it picks the procedure removes:
+--   * tenants with an expired run, the one with the oldest end first (one probe of
+--     runs_ended each), then each one's runs through runs_ended (tenant_id, finished_at),
+--     oldest end first, lazily: the outer LIMIT stops the scan once $1 runs passed, so a pass
+--     reads about $1 runs plus those kept at the head of the index (never every tenant's $1);
+--   * the facts are columns of a fenced subquery (OFFSET 0: not flattened), each an index
+--     probe by key evaluated per row as it is read, so the rules' function stays inlinable
+--     (its arguments are plain columns) and the scan stays ordered (no join for the planner
+--     to turn into a sort of every expired run): the facts ostinato_run_kept reads, read
+--     the same way.
+-- A parent with any child in the hot tables is not picked (the procedure's
+-- child_in_hot_tables, made simple): its children leave first, it follows a pass later.
 SELECT c.id AS run_id, t.id AS tenant_id,
        (SELECT max(e.version) FROM events e WHERE e.stream_id = c.id) AS version,
-       coalesce(tr.archive, true) AS archive, c.finished_at
-FROM tenants t
-LEFT JOIN tenant_retention tr ON tr.tenant_id = t.id
+       t.archive, c.finished_at
+FROM (
+    SELECT t.id, coalesce(tr.archive, true) AS archive,
+           greatest(coalesce(tr.keep_seconds, 2592000), $3::bigint) AS keep_seconds,
+           o.oldest
+    FROM tenants t
+    LEFT JOIN tenant_retention tr ON tr.tenant_id = t.id
+    CROSS JOIN LATERAL (
+        SELECT min(r.finished_at) AS oldest FROM runs r
+        WHERE r.tenant_id = t.id AND r.state IN ('succeeded', 'dead_lettered', 'cancelled')
+    ) AS o
+    WHERE o.oldest <= now()
+          - greatest(coalesce(tr.keep_seconds, 2592000), $3::bigint) * interval '1 second'
+    ORDER BY o.oldest, t.id
+) AS t
 CROSS JOIN LATERAL (
-    SELECT r.id, r.finished_at FROM runs r
-    WHERE r.tenant_id = t.id AND r.state IN ('succeeded', 'dead_lettered', 'cancelled')
-      AND r.finished_at < now() - coalesce(tr.keep_seconds, 2592000) * interval '1 second'
-      -- one filter on the ordered index scan, so the scan stops at the limit (joins for the
-      -- cheap rules made the planner sort every expired run of the tenant first)
-      AND cardinality(ostinato_run_kept(r.id, now(), $2::interval)) = 0
-    ORDER BY r.finished_at
+    SELECT f.id, f.finished_at
+    FROM (
+        SELECT r.id, r.state, r.finished_at, r.job_id, r.scheduled_for,
+               EXISTS (SELECT 1 FROM run_holds h WHERE h.run_id = r.id) AS held,
+               (SELECT d.triage_state FROM dead_letters d WHERE d.run_id = r.id)
+                   AS triage_state,
+               (SELECT d.triaged_at FROM dead_letters d WHERE d.run_id = r.id) AS triaged_at,
+               -- any child in the hot tables (final or not) keeps its parent in the pick; a
+               -- scalar probe of runs_children, not EXISTS (which the planner may hash over
+               -- every run of the table: a sequential scan of `runs` each pass)
+               (SELECT ch.id FROM runs ch WHERE ch.parent_run_id = r.id LIMIT 1) IS NOT NULL
+                   AS has_children,
+               CASE WHEN r.parent_run_id IS NOT NULL THEN (
+                   SELECT p.state FROM runs p WHERE p.id = r.parent_run_id) END
+                   AS parent_state,
+               r.parent_run_id IS NULL OR r.parent_notified AS parent_notified,
+               (SELECT dr.state FROM dag_run_nodes n JOIN dag_runs dr ON dr.id = n.dag_run_id
+                WHERE n.run_id = r.id ORDER BY dr.created_at DESC LIMIT 1) AS dag_run_state,
+               r.trigger, r.parent_run_id,
+               (SELECT j.kind FROM jobs j WHERE j.id = r.job_id) AS job_kind,
+               (SELECT j.status FROM jobs j WHERE j.id = r.job_id) AS job_status,
+               (SELECT j.complete_within_seconds FROM jobs j WHERE j.id = r.job_id)
+                   AS complete_within_seconds,
+               (SELECT j.consecutive_failures FROM jobs j WHERE j.id = r.job_id)
+                   AS consecutive_failures
+        FROM runs r
+        WHERE r.tenant_id = t.id AND r.state IN ('succeeded', 'dead_lettered', 'cancelled')
+          AND r.finished_at <= now() - t.keep_seconds * interval '1 second'
+        ORDER BY r.finished_at
+        OFFSET 0
+    ) AS f
+    WHERE NOT f.has_children
+      AND cardinality(ostinato_retention_kept(
+              f.state, f.finished_at, f.held, f.triage_state, f.triaged_at,
+              false,  -- children_not_final: has_children already keeps such a parent
+              f.parent_state, f.parent_notified, f.dag_run_state,
+              -- a slot the gap check (runs_of_job_between: every run not manual) reads
+              CASE WHEN f.trigger <> 'manual' AND f.job_kind IN ('cron', 'every')
+                        AND f.job_status IN ('active', 'paused')
+                   THEN f.scheduled_for END,
+              CASE WHEN f.parent_run_id IS NULL AND f.trigger <> 'dag'
+                   THEN f.scheduled_for + f.complete_within_seconds * interval '1 second' END,
+              -- the latest success of a recurring job, by slot or by end (runs_job_slot)
+              f.state = 'succeeded' AND f.job_kind IN ('cron', 'every')
+                  AND f.job_status <> 'deleted' AND f.trigger <> 'dag'
+                  AND (NOT EXISTS (
+                           SELECT 1 FROM runs s
+                           WHERE s.job_id = f.job_id AND s.parent_run_id IS NULL
+                             AND s.trigger <> 'dag' AND s.state = 'succeeded'
+                             AND s.scheduled_for > f.scheduled_for)
+                       OR NOT EXISTS (
+                           SELECT 1 FROM runs s
+                           WHERE s.job_id = f.job_id AND s.parent_run_id IS NULL
+                             AND s.trigger <> 'dag' AND s.state = 'succeeded'
+                             AND s.finished_at > f.finished_at)),
+              t.keep_seconds, now(), $2::interval)) = 0
+      -- the procedure's job_failure_streak: a dead letter its recurring job still counts
+      AND NOT (f.state = 'dead_lettered' AND f.job_kind IN ('cron', 'every')
+               AND f.consecutive_failures > 0
+               AND NOT EXISTS (
+                   SELECT 1 FROM runs s
+                   WHERE s.job_id = f.job_id AND s.parent_run_id IS NULL
+                     AND s.trigger <> 'dag' AND s.state = 'succeeded'
+                     AND s.finished_at > f.finished_at))
     LIMIT $1
 ) AS c
-ORDER BY c.finished_at, c.id
 LIMIT $1;
 
 -- name: archive_run_rows
@@ -65,7 +146,8 @@ FROM run_steps_set_aside WHERE run_id = ANY($1::uuid[])
 ORDER BY run_id, set_aside_version NULLS FIRST, seq;
 
 -- name: archive_run_blobs
--- The blobs the runs reference: payload, output, captured logs, step outputs, signal payloads.
+-- The blobs the runs reference: payload, output, captured logs, step outputs, signal payloads
+-- (one kept in the object store: its reference, which the archive document keeps).
 WITH refs AS (
     SELECT id AS run_id, payload_ref AS ref FROM runs WHERE id = ANY($1::uuid[])
     UNION SELECT id, output_ref FROM runs WHERE id = ANY($1::uuid[])
@@ -74,7 +156,7 @@ WITH refs AS (
     UNION SELECT run_id, output_ref FROM run_steps_set_aside WHERE run_id = ANY($1::uuid[])
     UNION SELECT run_id, payload_ref FROM run_signals WHERE run_id = ANY($1::uuid[])
 )
-SELECT refs.run_id, b.id, b.kind, b.data, b.size_bytes, b.created_at
+SELECT refs.run_id, b.id, b.kind, b.data, b.size_bytes, b.created_at, b.sha256, b.object_key
 FROM refs JOIN blobs b ON b.id = refs.ref
 ORDER BY refs.run_id, b.id;
 
