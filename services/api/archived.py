@@ -49,7 +49,7 @@ from ostinato.domain.errors import (
 from ostinato.domain.events import Event, decode_event
 from ostinato.eventlog.records import RecordedEvent
 from ostinato.eventlog.store import read_blob_objects
-from ostinato.objects import ObjectMissing, ObjectStore, ObjectStoreError, open_object_store
+from ostinato.objects import LazyObjectStore, ObjectMissing, ObjectStore, ObjectStoreError
 from ostinato.runs.updates import UpdateOutcome
 from ostinato.stores.runs import RunRow
 from ostinato.stores.steps import SetAsideStepRow, StateRow, StepRow
@@ -72,20 +72,14 @@ class Archive:
     reads an archived run contacts no store), closed when the app stops."""
 
     def __init__(self, url: str, store: ObjectStore | None = None) -> None:
-        self._url = url
-        self._store = store
-        self._owned = store is None  # a store handed in is closed by whoever made it
+        self._handle = LazyObjectStore(url if store is None else store)
 
     @property
     def store(self) -> ObjectStore:
-        if self._store is None:
-            self._store = open_object_store(self._url)
-        return self._store
+        return self._handle.store
 
     async def close(self) -> None:
-        if self._store is not None and self._owned:
-            await self._store.close()
-            self._store = None
+        await self._handle.close()
 
     async def run(self, tenant_id: uuid.UUID, run_id: uuid.UUID) -> ArchivedRun | None:
         """The tenant's archived run; None when its archive holds no such run."""

@@ -28,7 +28,7 @@ from ostinato.domain.errors import BlobUnreadable, ServiceUnavailable, VersionCo
 from ostinato.domain.events import encode_event, event_type
 from ostinato.eventlog import ended, outbox, readmodels
 from ostinato.eventlog.records import NewEvent, RecordedEvent
-from ostinato.objects import ObjectMissing, ObjectStore, ObjectStoreError, open_object_store
+from ostinato.objects import LazyObjectStore, ObjectMissing, ObjectStore, ObjectStoreError
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 
@@ -122,22 +122,15 @@ class BlobObjects:
     def __init__(self, store: ObjectStore | str, inline_max_bytes: int) -> None:
         if inline_max_bytes < 0:
             raise ValueError("the inline limit of blobs is a number of bytes, at least 0")
-        self._url = store if isinstance(store, str) else None
-        self._store = None if isinstance(store, str) else store
-        self._owned = isinstance(store, str)  # a store handed in is closed by its maker
+        self._handle = LazyObjectStore(store)
         self.inline_max_bytes = inline_max_bytes
 
     @property
     def store(self) -> ObjectStore:
-        if self._store is None:
-            assert self._url is not None
-            self._store = open_object_store(self._url)
-        return self._store
+        return self._handle.store
 
     async def close(self) -> None:
-        if self._store is not None and self._owned:
-            await self._store.close()
-            self._store = None
+        await self._handle.close()
 
 
 _blob_objects: BlobObjects | None = None

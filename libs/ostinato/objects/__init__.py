@@ -22,6 +22,7 @@ from typing import Protocol, runtime_checkable
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 __all__ = [
+    "LazyObjectStore",
     "LocalLocation",
     "ObjectMissing",
     "ObjectStore",
@@ -248,3 +249,25 @@ def open_object_store(url: str) -> ObjectStore:
     from ostinato.objects.s3 import S3ObjectStore
 
     return S3ObjectStore(location)
+
+
+class LazyObjectStore:
+    """A process's handle on a store: opened from its URL at the first use (a process that
+    never needs it contacts no store), or a store handed in, which its maker closes."""
+
+    def __init__(self, source: ObjectStore | str) -> None:
+        self._url = source if isinstance(source, str) else None
+        self._store = None if isinstance(source, str) else source
+        self._owned = isinstance(source, str)
+
+    @property
+    def store(self) -> ObjectStore:
+        if self._store is None:
+            assert self._url is not None
+            self._store = open_object_store(self._url)
+        return self._store
+
+    async def close(self) -> None:
+        if self._store is not None and self._owned:
+            await self._store.close()
+            self._store = None
