@@ -1,8 +1,11 @@
-"""HTML for the web UI without a template engine: every value goes through `esc` unless it is
-already `Safe` (markup this module built), so a value can only ever render as text.
+"""HTML built in Python, for the pages not yet moved to templates (services/api/ui/templates,
+rendered by `render`): every value goes through `esc` unless it is already `Safe` (markup this
+module or a template built), so a value can only ever render as text.
 
 `fmt("<td>{name}</td>", name=job.name)` escapes `name`; `Safe` parts (built by `fmt`, `join`,
-`badge`, ...) pass through unchanged. No other function here takes raw markup from a caller."""
+`badge`, ...) pass through unchanged, in a template too (`Safe.__html__`). No other function
+here takes raw markup from a caller. `page()` renders the one base layout (base.html) around a
+body built here."""
 
 from __future__ import annotations
 
@@ -12,23 +15,31 @@ import string
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
-from ostinato.domain import roles
+from services.api.ui import render
+from services.api.ui.render import NAV, STATE_CLASSES, url
 
+__all__ = ["NAV", "STATE_CLASSES", "Safe", "badge", "esc", "fmt", "hidden", "ident", "join",
+           "kv", "link", "page", "post_button", "pre_json", "select", "short", "table", "url",
+           "when"]
 _FORMATTER = string.Formatter()
 
 
 class Safe(str):
-    """Markup built by this module: inserted as it is."""
+    """Markup built by this module: inserted as it is (a template too: `__html__`)."""
 
     __slots__ = ()
+
+    def __html__(self) -> str:
+        return self
 
 
 def esc(value: Any) -> Safe:
     if isinstance(value, Safe):
         return value
+    if hasattr(value, "__html__"):  # a template's or a macro's markup
+        return Safe(value.__html__())
     if value is None:
         return Safe("")
     return Safe(html.escape(str(value), quote=True))
@@ -41,23 +52,6 @@ def fmt(template: str, /, **values: Any) -> Safe:
 
 def join(parts: Iterable[Any], sep: str = "") -> Safe:
     return Safe(sep.join(esc(p) for p in parts))
-
-
-def url(path: str, **query: Any) -> str:
-    """A path with a query string of the given non-empty values (escape it where it is used)."""
-    q = {k: str(v) for k, v in query.items() if v not in (None, "")}
-    return f"{path}?{urlencode(q)}" if q else path
-
-
-STATE_CLASSES = {
-    "succeeded": "ok", "active": "ok", "fixed": "ok",
-    "running": "busy", "queued": "busy", "scheduled": "wait", "retry_scheduled": "wait",
-    "suspended": "wait", "paused": "wait", "new": "wait", "acknowledged": "wait",
-    "failed": "bad", "dead_lettered": "bad", "cancelled": "off", "deleted": "off",
-    "completed": "off", "wont_fix": "off",
-    "pending": "wait", "waiting": "wait", "upstream_failed": "bad", "skipped": "off",  # DAGs
-    "done": "ok", "rejected": "wait", "refused": "bad", "error": "bad",  # audit outcomes
-}
 
 
 def badge(state: str | None) -> Safe:
@@ -101,6 +95,12 @@ def short(value: Any) -> str:
     return str(value).split("-", 1)[0]
 
 
+def ident(value: Any, href: str | None = None, label: Any = None) -> Safe:
+    """An id that never looks like another, as the `id` macro shows it: the name (label) or the
+    id's random tail, the full id on hover, a copy button; a link when given `href`."""
+    return Safe(render.macro("id", value, href, label))
+
+
 def table(headers: Iterable[str], rows: Iterable[Iterable[Any]], empty: str = "Nothing yet.",
           cls: str = "") -> Safe:
     body = [fmt("<tr>{cells}</tr>", cells=join(fmt("<td>{c}</td>", c=c) for c in row))
@@ -137,51 +137,11 @@ def select(name: str, options: Iterable[tuple[str, str]], chosen: str | None) ->
         for v, label in options))
 
 
-# (section, path, label, the action a session's role needs to be offered it)
-NAV = (("tenants", "/ui/tenants", "Tenants", roles.ADMINISTER),
-       ("runs", "/ui/runs", "Runs", roles.READ),
-       ("jobs", "/ui/jobs", "Jobs & schedules", roles.READ),
-       ("dags", "/ui/dags", "DAGs", roles.READ),
-       ("dead-letters", "/ui/dead-letters", "Dead letters", roles.READ),
-       ("operations", "/ui/operations", "Bulk operations", roles.READ),
-       ("pools", "/ui/pools", "Pools", roles.READ),
-       ("workers", "/ui/workers", "Workers", roles.READ),
-       ("keys", "/ui/keys", "Keys", roles.MANAGE_KEYS),
-       ("audit", "/ui/audit", "Audit", roles.READ_AUDIT))
-
-
 def page(title: str, body: Safe, *, section: str = "", tenant: str | None = None,
          csrf: str | None = None, flash: str | None = None, role: str | None = None,
          acting: bool = False) -> str:
-    """A whole page. `tenant` is the tenant whose pages the session shows (None: an admin session
-    acting for none, offered only the admin's pages); `acting`: an admin session acting for it."""
-    nav = Safe("")
-    banner = Safe("")
-    if csrf is not None and (tenant is not None or role == roles.ADMIN):
-        who = (fmt('<span class="who">admin for tenant <b>{t}</b></span>', t=tenant) if acting
-               else fmt('<span class="who">tenant <b>{t}</b></span>', t=tenant)
-               if tenant is not None else Safe('<span class="who"><b>admin</b></span>'))
-        nav = fmt('<nav>{links}{who}{logout}</nav>',
-                  links=join(fmt('<a href="{href}" class="{cls}">{label}</a>', href=href,
-                                 label=label, cls="here" if key == section else "")
-                             for key, href, label, action in NAV
-                             if (role is None or roles.may(role, action))
-                             and (tenant is not None or action == roles.ADMINISTER)),
-                  who=who, logout=post_button("/ui/logout", "Log out", csrf, cls="link"))
-        if acting:
-            banner = fmt('<div class="acting" role="status">Acting for tenant <b>{t}</b> with '
-                         'the admin key: its pages, as the API shows them to the admin key with '
-                         'X-Ostinato-Tenant; every action is audited with actor admin. {stop}'
-                         '</div>', t=tenant, stop=post_button(
-                             "/ui/tenants/stop-acting", "Back to the tenants", csrf))
-    note = fmt('<p class="flash" role="status">{flash}</p>', flash=flash) if flash else Safe("")
-    return fmt(
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<title>{title} · Ostinato</title>'
-        '<link rel="icon" href="data:,">'
-        '<link rel="stylesheet" href="/ui/static/ui.css">'
-        '<script src="/ui/static/ui.js" defer></script></head>'
-        '<body><header><a class="brand" href="/ui/runs">Ostinato</a>{nav}</header>'
-        '<main>{banner}{note}<h1>{title}</h1>{body}</main></body></html>',
-        title=title, nav=nav, banner=banner, note=note, body=body)
+    """A whole page: the base layout (templates/base.html) around a body built here. `tenant`
+    is the tenant whose pages the session shows (None: an admin session acting for none,
+    offered only the admin's pages); `acting`: an admin session acting for it."""
+    return render.render_text("page.html", title=title, body=body, chrome=render.chrome(
+        section=section, tenant=tenant, csrf=csrf, flash=flash, role=role, acting=acting))

@@ -38,19 +38,12 @@ from ostinato.telemetry.logging import get_logger
 from services.api import auditing
 from services.api.archived import Archive, archive_of
 from services.api.auditing import Audit
-from services.api.ui import html
+from services.api.ui import html, render
+from services.api.ui.render import SECURITY_HEADERS, Chrome, html_response
 from services.api.ui.sessions import COOKIE, Session, Sessions, admin_proof
 
 log = get_logger("ostinato.ui")
-SECURITY_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
-                               "img-src 'self' data:; connect-src 'self'; form-action 'self'; "
-                               "frame-ancestors 'none'; base-uri 'none'; object-src 'none'",
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
+__all__ = ["SECURITY_HEADERS", "html_response"]  # their home is render; imported from here too
 
 
 class LoginRequired(Exception):
@@ -89,12 +82,21 @@ class UiScope:
     def csrf(self) -> str:
         return self.session.csrf
 
+    def chrome(self, section: str = "") -> Chrome:
+        """The base layout's chrome for this session (takes its flash message)."""
+        return render.chrome(section=section, tenant=self.tenant, csrf=self.csrf,
+                             flash=self.session.take_flash(), role=self.session.role,
+                             acting=self.session.acting_for is not None)
+
+    def render(self, template: str, /, *, section: str = "", status: int = 200,
+               **context: Any) -> Response[str]:
+        """A page from a template extending base.html, inside this session's chrome."""
+        return render.render(template, status=status, chrome=self.chrome(section), **context)
+
     def page(self, title: str, body: html.Safe, section: str = "",
              status: int = 200) -> Response[str]:
-        return html_response(html.page(title, body, section=section, tenant=self.tenant,
-                                       csrf=self.csrf, flash=self.session.take_flash(),
-                                       role=self.session.role,
-                                       acting=self.session.acting_for is not None), status)
+        """A page whose body is still built in Python (html), inside the same base layout."""
+        return self.render("page.html", section=section, status=status, title=title, body=body)
 
 
 async def _caller(conn: asyncpg.Connection, state: Any, session_id: str,
@@ -195,13 +197,19 @@ class AdminScope:
         if not roles.may(self.caller.role, roles.ADMINISTER):
             raise Forbidden(roles.refusal(self.caller.role, roles.ADMINISTER))
 
+    def chrome(self, section: str = "") -> Chrome:
+        tenant = self.acting_name if self.caller.tenant_id is None else self.caller.name
+        return render.chrome(section=section, tenant=tenant, csrf=self.csrf,
+                             flash=self.session.take_flash(), role=self.session.role,
+                             acting=self.acting_name is not None)
+
+    def render(self, template: str, /, *, section: str = "", status: int = 200,
+               **context: Any) -> Response[str]:
+        return render.render(template, status=status, chrome=self.chrome(section), **context)
+
     def page(self, title: str, body: html.Safe, section: str = "",
              status: int = 200) -> Response[str]:
-        tenant = self.acting_name if self.caller.tenant_id is None else self.caller.name
-        return html_response(html.page(title, body, section=section, tenant=tenant,
-                                       csrf=self.csrf, flash=self.session.take_flash(),
-                                       role=self.session.role,
-                                       acting=self.acting_name is not None), status)
+        return self.render("page.html", section=section, status=status, title=title, body=body)
 
 
 async def admin_scope(request: Request,
@@ -234,12 +242,6 @@ async def checked_form(request: Request, ui: UiScope | AdminScope,
         log.warning("ui_csrf_rejected", path=request.url.path, tenant_id=str(ui.tenant_id))
         raise CsrfRejected
     return {k: form.get(k) for k in form}
-
-
-def html_response(text: str, status: int = 200,
-                  cookies: list[Cookie] | None = None) -> Response[str]:
-    return Response(text, status_code=status, media_type=MediaType.HTML,
-                    headers=SECURITY_HEADERS, cookies=cookies or [])
 
 
 def redirect(path: str, cookies: list[Cookie] | None = None) -> Redirect:

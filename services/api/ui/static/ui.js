@@ -1,8 +1,97 @@
-// Ostinato web UI: live regions. An element with data-live="<url>" is refreshed every
-// data-every seconds from that url, asked for as a fragment (header X-UI-Fragment), while the
-// tab is visible. No framework, nothing fetched from anywhere but this server.
+// Ostinato web UI, the one script (the CSP allows no other, and no inline script):
+// - live regions: an element with data-live="<url>" is refreshed every data-every seconds from
+//   that url, asked for as a fragment (header X-UI-Fragment), while the tab is visible;
+// - times: <time data-when datetime="ISO"> (macro `when`) shown relative ("3 min ago"), the
+//   absolute time on hover in UTC or this browser's zone (the header's toggle, remembered in
+//   localStorage); without script the server's UTC text stays;
+// - ids: button.copy[data-copy] (macro `id`) copies the full id to the clipboard;
+// - button.danger asks before it submits.
+// No framework, nothing fetched from anywhere but this server.
 (function () {
   "use strict";
+
+  var ZONE_KEY = "ostinato.times";  // "utc" (the default) or "local"
+
+  function zone() {
+    try { return window.localStorage.getItem(ZONE_KEY) === "local" ? "local" : "utc"; }
+    catch (e) { return "utc"; }
+  }
+
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+
+  function absolute(date, where) {
+    if (where === "utc") { return date.toISOString().slice(0, 19).replace("T", " ") + " UTC"; }
+    var name = "";
+    try { name = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (e) { name = ""; }
+    return date.getFullYear() + "-" + pad(date.getMonth() + 1) + "-" + pad(date.getDate()) +
+      " " + pad(date.getHours()) + ":" + pad(date.getMinutes()) + ":" + pad(date.getSeconds()) +
+      " " + (name || "local");
+  }
+
+  // "3 min ago", "in 2 h"; beyond 30 days the absolute time itself
+  function relative(date, now, where) {
+    var delta = date.getTime() - now, s = Math.round(Math.abs(delta) / 1000), text;
+    if (s < 5) { return delta <= 0 ? "just now" : "in a moment"; }
+    if (s < 60) { text = s + " s"; }
+    else if (s < 3600) { text = Math.floor(s / 60) + " min"; }
+    else if (s < 86400) {
+      text = Math.floor(s / 3600) + " h" + (s % 3600 >= 60 ? " " + Math.floor(s % 3600 / 60) + " min" : "");
+    } else if (s < 30 * 86400) { text = Math.floor(s / 86400) + " d"; }
+    else { return absolute(date, where); }
+    return delta <= 0 ? text + " ago" : "in " + text;
+  }
+
+  function showTimes(root) {
+    var where = zone(), now = Date.now();
+    root.querySelectorAll("time[data-when]").forEach(function (el) {
+      var date = new Date(el.getAttribute("datetime"));
+      if (isNaN(date.getTime())) { return; }
+      el.textContent = relative(date, now, where);
+      el.title = absolute(date, where);
+    });
+    var toggle = document.querySelector("[data-zone-toggle]");
+    if (toggle && document.querySelector("time[data-when]")) {  // offered where times are
+      toggle.hidden = false;
+      toggle.textContent = where === "utc" ? "times: UTC" : "times: local";
+      toggle.setAttribute("aria-pressed", where === "local" ? "true" : "false");
+    }
+  }
+
+  function toggleZone() {
+    try { window.localStorage.setItem(ZONE_KEY, zone() === "utc" ? "local" : "utc"); }
+    catch (e) { return; }
+    showTimes(document);
+  }
+
+  function copied(button) {
+    var label = button.textContent;
+    button.textContent = "copied";
+    button.classList.add("copied");
+    window.setTimeout(function () {
+      button.textContent = label;
+      button.classList.remove("copied");
+    }, 1500);
+  }
+
+  function copy(button) {
+    var text = button.dataset.copy;
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(function () { copied(button); },
+        function () { copyBySelection(button, text); });
+    } else {
+      copyBySelection(button, text);
+    }
+  }
+
+  function copyBySelection(button, text) {  // a page served over plain http to another host
+    var area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.className = "offscreen";
+    document.body.appendChild(area);
+    area.select();
+    try { if (document.execCommand("copy")) { copied(button); } } finally { area.remove(); }
+  }
 
   function refresh(region) {
     if (document.hidden) { return Promise.resolve(); }
@@ -15,6 +104,7 @@
     }).then(function (text) {
       if (text === null) { return; }
       region.innerHTML = text;  // the server escaped every value in it
+      showTimes(region);
       region.classList.remove("stale");
       region.dataset.updated = new Date().toISOString();
     }).catch(function () {
@@ -35,8 +125,16 @@
     });
   }
 
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest ? event.target.closest("button.copy[data-copy]") : null;
+    if (button) { event.preventDefault(); copy(button); return; }
+    if (event.target.closest && event.target.closest("[data-zone-toggle]")) { toggleZone(); }
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-live]").forEach(start);
     confirmForms();
+    showTimes(document);
+    window.setInterval(function () { showTimes(document); }, 30000);
   });
 }());
