@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 import msgspec
 
 from ostinato.archive.blobs import BlobRef
-from ostinato.archive.keys import index_key, parse_index_key, parse_run_key
+from ostinato.archive.keys import index_key, parse_dag_run_key, parse_index_key, parse_run_key
 
 K = TypeVar("K")  # what a key names
-D = TypeVar("D", "ArchivedRun", "ArchiveIndex")  # a sealed document
+D = TypeVar("D", "ArchivedRun", "ArchiveIndex", "ArchivedDagRun")  # a sealed document
 
 FORMAT_VERSION = 1
 
@@ -114,6 +114,23 @@ class ArchivedRun(msgspec.Struct, kw_only=True, frozen=True):
     # A one-off job leaves the hot tables with its last run (migration 0046): its `jobs` row
     # and its stream's events travel in its runs' objects (None / empty for a recurring job,
     # which stays hot).
+    job: dict[str, Any] | None = None
+    job_events: list[ArchivedEvent] = []
+    format_version: int = FORMAT_VERSION
+
+
+class ArchivedDagRun(msgspec.Struct, kw_only=True, frozen=True):
+    """A finished DAG run's history (migration 0052): its `dag_runs` row and `dag_run_nodes`
+    rows as they stood (JSON, column by column), every event of its stream, and a one-off DAG
+    job's row and stream when the job leaves with it. Its node runs are archived first, each in
+    its own run object; the definition (`dags`, `dag_versions`) stays hot with its DAG."""
+
+    tenant_id: uuid.UUID
+    dag_run_id: uuid.UUID
+    archived_at: datetime
+    dag_run: dict[str, Any]
+    nodes: list[dict[str, Any]]
+    events: list[ArchivedEvent]
     job: dict[str, Any] | None = None
     job_events: list[ArchivedEvent] = []
     format_version: int = FORMAT_VERSION
@@ -266,6 +283,52 @@ def decode_run(data: bytes, *, key: str | None = None) -> ArchivedRun:
     if fault is not None:
         raise ArchiveCorrupt(fault, key=key)
     return run
+
+
+def _check_dag_run(doc: ArchivedDagRun) -> str | None:
+    """Why the document is not a whole, ordered history of its DAG run, or None."""
+    if str(doc.dag_run.get("id")) != str(doc.dag_run_id):
+        return f"the dag_runs row is DAG run {doc.dag_run.get('id')}, not {doc.dag_run_id}"
+    if str(doc.dag_run.get("tenant_id")) != str(doc.tenant_id):
+        return f"the dag_runs row is tenant {doc.dag_run.get('tenant_id')}'s, not {doc.tenant_id}'s"
+    for node in doc.nodes:
+        if str(node.get("dag_run_id")) != str(doc.dag_run_id):
+            return f"node {node.get('key')!r} is DAG run {node.get('dag_run_id')}'s"
+    if not doc.events:
+        return "no events: a DAG run's history starts with DagRunStarted"
+    for expected, event in enumerate(doc.events, start=1):
+        if event.version != expected:
+            return f"events out of order or missing: version {event.version} at position {expected}"
+    return None
+
+
+def encode_dag_run(doc: ArchivedDagRun) -> bytes:
+    """The object to store at `dag_run_key(doc.tenant_id, doc.dag_run_id)`; ValueError for a
+    document that is not its DAG run's whole history in order."""
+    if doc.format_version != FORMAT_VERSION:
+        raise ValueError(f"this release writes format {FORMAT_VERSION}, not {doc.format_version}")
+    fault = _check_dag_run(doc)
+    if fault is not None:
+        raise ValueError(fault)
+    return _seal(_encoder.encode(doc))
+
+
+def decode_dag_run(data: bytes, *, key: str | None = None) -> ArchivedDagRun:
+    """The DAG run archived in `data`; with `key`, it must be that key's tenant's and DAG
+    run's (ArchiveCorrupt otherwise, as for a run)."""
+    expected = _expected(parse_dag_run_key, key)
+    doc = _document(data, key, ArchivedDagRun, "an archived DAG run")
+    if expected is not None:
+        tenant_id, dag_run_id = expected
+        if doc.tenant_id != tenant_id:
+            raise ArchiveCorrupt(f"tenant {doc.tenant_id}, not the key's {tenant_id}", key=key)
+        if doc.dag_run_id != dag_run_id:
+            raise ArchiveCorrupt(f"DAG run {doc.dag_run_id}, not the key's {dag_run_id}",
+                                 key=key)
+    fault = _check_dag_run(doc)
+    if fault is not None:
+        raise ArchiveCorrupt(fault, key=key)
+    return doc
 
 
 def summary_of(run: ArchivedRun) -> ArchivedRunSummary:

@@ -11,6 +11,8 @@ from datetime import date
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _RUN_KEY = re.compile(rf"^tenants/(?P<tenant>{_UUID})/runs/(?P<run>{_UUID})\.json\.gz$")
+_DAG_RUN_KEY = re.compile(
+    rf"^tenants/(?P<tenant>{_UUID})/dag-runs/(?P<dag_run>{_UUID})\.json\.gz$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _BLOB_KEY = re.compile(rf"^tenants/(?P<tenant>{_UUID})/blobs/sha256/(?P<two>[0-9a-f]{{2}})/"
                        rf"(?P<hex>[0-9a-f]{{64}})$")
@@ -47,6 +49,20 @@ def parse_run_key(key: str) -> tuple[uuid.UUID, uuid.UUID]:
     if match is None:
         raise ValueError(f"{key!r} is not an archived run's key")
     return uuid.UUID(match["tenant"]), uuid.UUID(match["run"])
+
+
+def dag_run_key(tenant_id: uuid.UUID | str, dag_run_id: uuid.UUID | str) -> str:
+    """The one object holding a DAG run's history (its row, nodes and stream); its node runs
+    are run objects of their own (`run_key`)."""
+    return f"{tenant_prefix(tenant_id)}dag-runs/{_canonical(dag_run_id, 'DAG run id')}.json.gz"
+
+
+def parse_dag_run_key(key: str) -> tuple[uuid.UUID, uuid.UUID]:
+    """(tenant_id, dag_run_id) of a DAG run key; ValueError for anything that is not one."""
+    match = _DAG_RUN_KEY.match(key)
+    if match is None:
+        raise ValueError(f"{key!r} is not an archived DAG run's key")
+    return uuid.UUID(match["tenant"]), uuid.UUID(match["dag_run"])
 
 
 def index_prefix(tenant_id: uuid.UUID | str, ended_day: date | None = None) -> str:

@@ -208,3 +208,79 @@ def removable(facts: RunFacts, policy: RetentionPolicy, now: datetime, *,
         kept.append(Kept.LATEST_SUCCESS_OF_JOB)
     return RetentionDecision(removable=not kept, kept=tuple(kept), archive=policy.archive,
                              expires_at=expiry)
+
+
+# -- DAG runs ---------------------------------------------------------------------------------
+
+
+class DagRunKept(StrEnum):
+    """Why a DAG run stays in the hot tables (its `dag_runs` row, nodes and stream), in the
+    order `dag_run_removable` reports them. The shared names mean what they mean for a run."""
+
+    NOT_FINAL = "not_final"  # pending or running: it still decides its next nodes
+    # a run it made for a node (any generation) is still hot, for any reason (held, inside its
+    # own retention, ...): the DAG run is what names it, so it leaves after its node runs
+    NODE_RUN_IN_HOT_TABLES = "node_run_in_hot_tables"
+    INSIDE_RETENTION = "inside_retention"  # ended less than keep_seconds ago
+    SLOT_IN_CHECKS_WINDOW = "slot_in_checks_window"  # a DAG job's occurrence the checks read
+    DEADLINE_IN_CHECKS_WINDOW = "deadline_in_checks_window"  # its completion deadline, read
+    LATEST_SUCCESS_OF_JOB = "latest_success_of_job"  # a DAG job's staleness reads it
+
+
+@dataclass(frozen=True, slots=True)
+class DagRunFacts:
+    """What the rules need to know about one DAG run (migration 0052's
+    ostinato_dag_run_kept reads them). A DAG job's occurrence is its DAG run, so the slot,
+    deadline and latest-success facts are a run's, read from `dag_runs`."""
+
+    state: str  # dag_runs.state: pending | running | succeeded | failed | cancelled
+    ended_at: datetime | None  # dag_runs.finished_at
+    node_runs_hot: bool = False  # a run named by its DagNodeReady events is in `runs`
+    # its slot of a recurring DAG job the reconciler checks (trigger not manual; the job's
+    # kind cron or every, status active or paused): dag_runs.scheduled_for; None otherwise
+    checked_slot: datetime | None = None
+    deadline: datetime | None = None  # scheduled_for + the job's complete_within
+    # the latest succeeded DAG run of its recurring job (by slot or by end), job not deleted
+    latest_success_of_job: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DagRunDecision:
+    """`removable` when no reason keeps the DAG run; `kept` every reason that does."""
+
+    removable: bool
+    kept: tuple[DagRunKept, ...]
+    archive: bool
+    expires_at: datetime | None
+
+    @property
+    def reason(self) -> DagRunKept | None:
+        return self.kept[0] if self.kept else None
+
+
+def dag_run_removable(facts: DagRunFacts, policy: RetentionPolicy, now: datetime, *,
+                      checks_window: timedelta = DEFAULT_CHECKS_WINDOW) -> DagRunDecision:
+    """Whether the DAG run may leave the hot tables at `now`: its tenant's retention counts
+    from its end as a run's does (at the instant `expires_at` it may go), and it leaves only
+    after every run it made for its nodes has (a held node run keeps it), so the archive holds
+    each node's run before the DAG run naming it. The same window rules as a run's keep a
+    recurring DAG job's occurrences while the gap, ledger, deadline and staleness checks read
+    them."""
+    kept: list[DagRunKept] = []
+    final = facts.state in DAG_RUN_FINAL and facts.ended_at is not None
+    if not final:
+        kept.append(DagRunKept.NOT_FINAL)
+    if facts.node_runs_hot:
+        kept.append(DagRunKept.NODE_RUN_IN_HOT_TABLES)
+    expiry = facts.ended_at + policy.keep if final and facts.ended_at is not None else None
+    if final and (expiry is None or now < expiry):
+        kept.append(DagRunKept.INSIDE_RETENTION)
+    horizon = now - checks_window
+    if facts.checked_slot is not None and facts.checked_slot >= horizon:
+        kept.append(DagRunKept.SLOT_IN_CHECKS_WINDOW)
+    if facts.deadline is not None and facts.deadline >= horizon:
+        kept.append(DagRunKept.DEADLINE_IN_CHECKS_WINDOW)
+    if facts.latest_success_of_job:
+        kept.append(DagRunKept.LATEST_SUCCESS_OF_JOB)
+    return DagRunDecision(removable=not kept, kept=tuple(kept), archive=policy.archive,
+                          expires_at=expiry)
