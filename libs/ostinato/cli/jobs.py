@@ -339,9 +339,10 @@ def upcoming(ctx: typer.Context, job_id: str,
 @app.command()
 def events(ctx: typer.Context, job_id: str, limit: LimitOpt = None,
            output: OutputOpt = None) -> None:
-    """The job's timeline from the log: created, occurrences fired and skipped, pauses."""
-    from ostinato.cli.runs import EVENT_COLUMNS
+    """The job's timeline from the log, each event in words: created, occurrences fired and
+    skipped, pauses."""
+    from ostinato.cli.runs import told_event_columns
 
     g = state(ctx)
     emit_many(g.output_for(output), first(g.client().jobs.events(job_id), limit),
-              EVENT_COLUMNS)
+              told_event_columns())

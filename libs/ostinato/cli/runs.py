@@ -26,7 +26,9 @@ from ostinato.cli.parse import instant, json_value
 from ostinato.client import Client, UpdateTimeoutError
 from ostinato.client.updates import final_view as update_view
 from ostinato.clock import SystemClock
-from ostinato.wire.api import FINAL_STATES, RUN_STATES, RunView
+from ostinato.domain.events import decode_event
+from ostinato.domain.narrative import Narrator
+from ostinato.wire.api import FINAL_STATES, RUN_STATES, EventView, RunView
 
 app = typer.Typer(help="Runs: one occurrence of a job, with its attempts and timeline.",
                   no_args_is_help=True)
@@ -48,6 +50,21 @@ EVENT_COLUMNS: list[Column] = [
     ("VERSION", lambda e: e.version), ("TYPE", lambda e: e.type),
     ("OCCURRED", lambda e: e.occurred_at), ("ACTOR", lambda e: e.actor),
 ]
+
+
+def told_event_columns() -> list[Column]:
+    """EVENT_COLUMNS and WHAT HAPPENED: each event in words, as the UI's run page tells it
+    (`ostinato.domain.narrative`), told in the stream's order by one narrator (attempts are
+    numbered as the retry policy counts them); `-o json` keeps the events as they are."""
+    narrator = Narrator()
+
+    def what(e: EventView) -> str:
+        try:
+            event = decode_event(msgspec.json.encode(e.data))
+        except (msgspec.ValidationError, msgspec.DecodeError):  # a field this release misreads
+            return f"{e.type} (its data: -o json)"
+        return str(narrator.tell(event, e.occurred_at, e.actor))
+    return [*EVENT_COLUMNS, ("WHAT HAPPENED", what)]
 # Names for groups of states, as operators speak of them.
 ALIASES: dict[str, tuple[str, ...]] = {
     "waiting": ("scheduled", "queued", "retry_scheduled"),  # not started yet
@@ -158,11 +175,11 @@ def get(ctx: typer.Context, run_id: str, output: OutputOpt = None) -> None:
 @app.command()
 def events(ctx: typer.Context, run_id: str, limit: LimitOpt = None,
            output: OutputOpt = None) -> None:
-    """The run's timeline straight from the append-only log (read a page at a time; `-o
-    jsonl` prints each page as it comes)."""
+    """The run's timeline straight from the append-only log, each event in words (read a page
+    at a time; `-o jsonl` prints each page as it comes)."""
     g = state(ctx)
     emit_many(g.output_for(output), first(g.client().runs.events(run_id), limit),
-              EVENT_COLUMNS)
+              told_event_columns())
 
 
 @app.command()

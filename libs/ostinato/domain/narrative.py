@@ -147,8 +147,8 @@ def generic(event: ev.Event) -> Sentence:
     name = ev.event_type(event)
     if ev.is_unknown(event):
         return Sentence((Part("an event of a type this release does not know: "),
-                         Part(name, "code"), Part(" (its data below)")), "info", known=False)
-    return Sentence((Part(name, "code"), Part(" recorded (its data below)")), "info",
+                         Part(name, "code"), Part(" (see its data)")), "info", known=False)
+    return Sentence((Part(name, "code"), Part(" recorded (see its data)")), "info",
                     known=False)
 
 
