@@ -1867,8 +1867,11 @@ def main() -> None:
         args.pause = LEASE_TTL + (1.5 if args.quick else 3)
     if args.scheduler_pause is None:
         args.scheduler_pause = SHARD_TTL + 1.5 if args.quick else 2 * SHARD_TTL + 1
-    if args.rate is None:
-        args.rate = 100.0 if args.quick else 200.0
+    if args.ha and (len(KAFKA.split(",")) < 3 or "target_session_attrs" not in BASE_URL):
+        parser.error("--ha needs the HA profile's servers in the environment: source "
+                     "infra/env.sh with OSTINATO_HA=1 set first (`make chaos HA=1` does)")
+    if args.rate is None:  # the HA profile's servers take a 2-core machine's other half
+        args.rate = (40.0 if args.ha else 100.0) if args.quick else 200.0
     if args.baseline is None:
         args.baseline = 5.0 if args.quick else 20.0
     if args.settle is None:
