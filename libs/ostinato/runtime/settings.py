@@ -124,6 +124,9 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
     blob_objects: bool = True
     blob_inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES
     blob_collect_grace_seconds: float = 3600.0
+    # The bucket sweep (objects no row knows, docs/RETENTION.md "Blobs"): one page of 1,000
+    # listed keys every this many seconds; 0: no sweep.
+    blob_sweep_interval_seconds: float = 60.0
     # The reconciler's archiver (docs/RETENTION.md "Archive, then remove"): runs a pass, the
     # pause between passes that found less, and how long its passes may fail before
     # OstinatoArchiveFailing fires. Disabled: no run ever leaves the hot tables.
@@ -189,9 +192,11 @@ class Settings(msgspec.Struct, kw_only=True, frozen=True):
                 and self.archive_failing_after_seconds > 0):
             raise ValueError("OSTINATO_ARCHIVE_BATCH must be in 1..1000 and "
                              "OSTINATO_ARCHIVE_*_SECONDS positive")
-        if self.blob_inline_max_bytes < 0 or self.blob_collect_grace_seconds < 60:
-            raise ValueError("OSTINATO_BLOB_INLINE_MAX_BYTES must be >= 0 and "
-                             "OSTINATO_BLOB_COLLECT_GRACE_SECONDS at least 60")
+        if (self.blob_inline_max_bytes < 0 or self.blob_collect_grace_seconds < 60
+                or self.blob_sweep_interval_seconds < 0):
+            raise ValueError("OSTINATO_BLOB_INLINE_MAX_BYTES must be >= 0, "
+                             "OSTINATO_BLOB_COLLECT_GRACE_SECONDS at least 60 and "
+                             "OSTINATO_BLOB_SWEEP_INTERVAL_SECONDS >= 0")
         if not 1 <= self.retention_floor_seconds <= MAX_KEEP_SECONDS:
             raise ValueError(f"OSTINATO_RETENTION_FLOOR_SECONDS must be in 1..{MAX_KEEP_SECONDS}")
         try:
