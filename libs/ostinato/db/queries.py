@@ -68,6 +68,7 @@ REGISTRY: list[tuple[str, str]] = [
     ("ostinato.stores", "storage.sql"),
     ("ostinato.stores", "retention.sql"),
     ("ostinato.stores", "ui_sessions.sql"),
+    ("ostinato.stores", "overview.sql"),
     ("ostinato.eventlog", "retention.sql"),
 ]
 
