@@ -25,7 +25,8 @@ from services.api.ui.scope import Ui, UiScope, checked_form, redirect
 EXAMPLE = json.dumps({"nodes": [{"key": "extract", "task": "etl.extract"},
                                 {"key": "transform", "task": "etl.transform"},
                                 {"key": "load", "task": "etl.load"}],
-                      "edges": [["extract", "transform"], ["transform", "load"]]}, indent=2)
+                      "edges": [{"from": "extract", "to": "transform"},
+                                {"from": "transform", "to": "load"}]}, indent=2)
 
 
 def may_define(ui: UiScope) -> bool:
