@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.helpers import ui
-from tests.helpers.ui import Tab, World
+from tests.helpers.ui import Tab, World, shown_id
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 # the UI fixtures, for this module: its own cluster, browser and a fresh tab per test
@@ -140,8 +140,8 @@ async def test_the_admin_acts_for_a_tenant_and_its_actions_name_the_admin(
     shown = await tab.text("table.runs tbody").inner_text()
     theirs = (await admin_get(world, "/v1/runs", (await tenants(world))["acme"]["id"]))["items"]
     assert len(theirs) == await tab.text("table.runs tbody tr").count()
-    assert world.greet_run.split("-")[0] in shown
-    assert world.other_run.split("-")[0] not in shown  # globex's run is not acme's
+    assert shown_id(world.greet_run) in shown
+    assert shown_id(world.other_run) not in shown  # globex's run is not acme's
     r = await tab.page.request.get(f"{tab.base}/ui/runs/{world.other_run}")  # the session's
     assert r.status == 404
     await tab.shot("tenant-acting")

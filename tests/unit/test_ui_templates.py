@@ -5,14 +5,20 @@ to strings, no server."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import asyncpg
 import jinja2
+import msgspec
 import pytest
+from litestar import Request
 
 from ostinato.domain import roles
-from services.api.ui import html, render
+from ostinato.stores import jobs as job_store
+from ostinato.stores.runs import RunRow
+from services.api.ui import html, jobs, render, runs, scope
 
 XSS = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -93,3 +99,121 @@ def test_no_template_holds_inline_script_or_style() -> None:
         text = path.read_text()
         assert "<script>" not in text and "<style" not in text and " style=" not in text, path
         assert " on" + "click=" not in text, path
+
+
+# -- the runs and jobs lists (issue 41 items 1, 3, 4) ---------------------------------------------
+
+T0 = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+
+
+def _run(**given: Any) -> RunRow:
+    """A runs row with only what a list row reads set (the rest None: a struct checks no types
+    when built)."""
+    blank = RunRow(*([None] * len(msgspec.structs.fields(RunRow))))
+    return msgspec.structs.replace(blank, **{
+        "id": uuid.uuid4(), "job_id": uuid.uuid4(), "task": "billing", "pool": "default",
+        "priority": "normal", "state": "succeeded", "failures": 0, "retry_policy": None,
+        "paused": False, "scheduled_for": T0, "last_error": None, **given})
+
+
+def test_a_run_line_shows_its_jobs_name_duration_and_a_failures_error() -> None:
+    job = uuid.uuid4()
+    ended = runs.run_line(_run(job_id=job, started_at=T0, finished_at=T0 + timedelta(seconds=3)),
+                          {job: "nightly"}, T0 + timedelta(hours=1))
+    assert (ended.job_name, ended.seconds, ended.running, ended.error_type) == \
+        ("nightly", 3.0, False, None)
+    under_way = runs.run_line(_run(state="running", started_at=T0), {}, T0 + timedelta(minutes=2))
+    assert (under_way.job_name, under_way.seconds, under_way.running) == (None, 120.0, True)
+    failed = runs.run_line(_run(state="dead_lettered", started_at=T0, finished_at=T0,
+                                last_error={"type": "bad_input", "message": XSS}), {}, T0)
+    assert (failed.error_type, failed.error_message, failed.seconds) == ("bad_input", XSS, 0.0)
+    # a succeeded run keeps the error of an earlier attempt in last_error: not shown as failed
+    retried = runs.run_line(_run(last_error={"type": "flaky", "message": "once"}), {}, T0)
+    assert retried.error_type is None and runs.run_line(_run(), {}, T0).seconds is None
+
+
+def test_the_runs_table_shows_every_value_as_text() -> None:
+    a = uuid.UUID("01a24963-0000-7000-8000-00004f2a9c1b")
+    line = runs.run_line(_run(id=a, state="failed", started_at=T0, finished_at=T0,
+                              last_error={"type": XSS, "message": XSS * 10}, task=XSS),
+                         {}, T0)
+    page = render.render_text("runs_table.html", lines=[line], empty="none", sort=None, pager=[])
+    assert "<script>" not in page and ESCAPED in page
+    assert "…4f2a9c1b" in page and 'class="clip"' in page  # the long message cut, whole on hover
+    assert render.render_text("runs_table.html", lines=[], empty=XSS, sort=None, pager=[]) \
+        .strip() == f'<p class="empty">{ESCAPED}</p>'
+
+
+def test_the_durations_read_as_an_operator_says_them() -> None:
+    said = [render.duration_text(s) for s in (0.4121, 3.44, 42, 125, 3600, 11520, 90000, None)]
+    assert said == ["412 ms", "3.4 s", "42 s", "2 min 5 s", "1 h", "3 h 12 min", "1 d 1 h", ""]
+
+
+def test_two_ids_of_one_minute_never_look_alike_as_text_either() -> None:
+    a, b = "01a24963-0000-7000-8000-00004f2a9c1b", "01a24963-0000-7000-8000-0000deadbeef"
+    assert html.short(a) == "…4f2a9c1b" != html.short(b)
+    assert render.id_tail("not-a-uuid") == "not-a-uuid"
+
+
+def _job_line(**given: Any) -> jobs.JobLine:
+    values: dict[str, Any] = {
+        "id": uuid.uuid4(), "name": "nightly-report", "task": "report", "pool": "default",
+        "priority": "normal", "status": "active", "schedule": "every day at 02:30 Europe/Berlin",
+        "schedule_raw": "cron 30 2 * * * (Europe/Berlin)", "next_run_at": T0,
+        "last_run_at": None, "runs": 0, "pause": None, "outcome": None,
+        "controls": html.Safe("")}
+    return jobs.JobLine(**{**values, **given})
+
+
+def _jobs_page(*lines: jobs.JobLine) -> str:
+    return render.render_text("jobs.html", lines=list(lines), statuses=jobs.STATUSES, chosen="",
+                              bulk=html.Safe(""), pager=[])
+
+
+def test_a_paused_job_shows_why_and_no_next_run() -> None:
+    job = uuid.uuid4()
+    paused = _job_line(id=job, status="paused", pause=job_store.PauseReason(
+        job_id=job, reason=XSS, auto=False, actor="tenant:acme", paused_at=T0))
+    page = _jobs_page(paused)
+    assert "<script>" not in page and ESCAPED in page and "by tenant:acme" in page
+    next_cell = page.split('<tr data-status="paused">')[1].split("<td>")[5]
+    assert "none while paused" in next_cell and "<time" not in next_cell
+    active = _jobs_page(_job_line())
+    assert '<time datetime="2026-12-06T12:00:00+00:00"' in active
+    assert 'title="cron 30 2 * * * (Europe/Berlin)">every day at 02:30 Europe/Berlin' in active
+
+
+def test_a_jobs_last_outcome_links_its_run() -> None:
+    run = uuid.uuid4()
+    page = _jobs_page(_job_line(outcome=job_store.LastOutcome(
+        job_id=uuid.uuid4(), run_id=run, state="dead_lettered", finished_at=T0,
+        error_type="bad_input")))
+    assert f'href="/ui/runs/{run}"' in page and '<span class="badge bad">dead_lettered' in page
+    assert '<span class="error-type">bad_input</span>' in page
+
+
+def _request(path: str = "/ui/runs", query: bytes = b"",
+             method: str = "GET") -> Request[Any, Any, Any]:
+    return Request({"type": "http", "method": method, "path": path, "raw_path": path.encode(),
+                    "query_string": query, "headers": [], "scheme": "http",
+                    "server": ("api.test", 80), "root_path": ""})
+
+
+def test_an_unexpected_error_is_a_page_that_tells_nothing_of_it() -> None:
+    answer = scope.on_unexpected(_request(), RuntimeError(f"secret {XSS}"))
+    page = answer.content
+    assert answer.status_code == 500 and answer.media_type == "text/html"
+    assert "secret" not in page and "alert(1)" not in page
+    assert "<h1>Something went wrong</h1>" in page and 'href="/ui/runs"' in page
+    assert answer.headers["Content-Security-Policy"] == render.SECURITY_HEADERS[
+        "Content-Security-Policy"]
+
+
+def test_an_unavailable_database_is_a_503_page_to_try_again() -> None:
+    answer = scope.on_unexpected(_request(query=b"state=failed"),
+                                 asyncpg.CannotConnectNowError("starting up"))
+    assert answer.status_code == 503 and answer.headers["Retry-After"] == "1"
+    assert '<a href="/ui/runs?state=failed">Try again</a>' in answer.content
+    posted = scope.on_unexpected(_request("/ui/runs/x/cancel", method="POST"),
+                                 asyncpg.CannotConnectNowError("starting up"))
+    assert ">Try again</a>" not in posted.content  # a form is not sent again by a link

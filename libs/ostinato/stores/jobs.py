@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import msgspec
@@ -222,3 +222,56 @@ async def skips_page(conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: uui
 
 async def pauses(conn: asyncpg.Connection, job_id: uuid.UUID) -> list[Pause]:
     return many(Pause, await conn.fetch(Q["pauses_of_job"], job_id))
+
+
+async def names(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The names of the tenant's jobs among `job_ids` (another tenant's id: absent)."""
+    if not job_ids:
+        return {}
+    return {r["id"]: r["name"] for r in await conn.fetch(Q["job_names"], tenant_id,
+                                                           list(job_ids))}
+
+
+class LastOutcome(msgspec.Struct, frozen=True):
+    """A job's latest ended run of its own slots: what the jobs list shows as its outcome."""
+
+    job_id: uuid.UUID
+    run_id: uuid.UUID
+    state: str
+    finished_at: datetime | None
+    error_type: str | None
+
+
+async def last_outcomes(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                        job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, LastOutcome]:
+    """Each job's latest ended run, for a page of jobs (one statement)."""
+    return await _of_jobs(conn, "jobs_last_outcomes", LastOutcome, tenant_id, job_ids)
+
+
+class PauseReason(msgspec.Struct, frozen=True):
+    """Why a job is paused: its latest JobPaused event (an operator's reason, or auto-paused
+    after failures)."""
+
+    job_id: uuid.UUID
+    reason: str | None
+    auto: bool
+    actor: str
+    paused_at: datetime
+
+
+Of = TypeVar("Of", LastOutcome, PauseReason)
+
+
+async def pause_reasons(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                        job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, PauseReason]:
+    """Why each of `job_ids` was last paused (one statement)."""
+    return await _of_jobs(conn, "jobs_pause_reasons", PauseReason, tenant_id, job_ids)
+
+
+async def _of_jobs(conn: asyncpg.Connection, query: str, row: type[Of], tenant_id: uuid.UUID,
+                   job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Of]:
+    """One row per job of a page's `job_ids` (at most), by job id."""
+    if not job_ids:
+        return {}
+    return {r.job_id: r for r in many(row, await conn.fetch(Q[query], tenant_id, list(job_ids)))}

@@ -103,11 +103,18 @@ async def page(conn: asyncpg.Connection, tenant_id: uuid.UUID, *, job_id: uuid.U
                limit: int, task: str | None = None, pool: str | None = None,
                since: datetime | None = None, until: datetime | None = None,
                priority: str | None = None, error_type: str | None = None,
-               where: AttributeFilter | None = None) -> list[RunRow]:
+               where: AttributeFilter | None = None, oldest_first: bool = False) -> list[RunRow]:
     """Latest occurrence first, strictly after the (scheduled_for, id) cursor `after`; `task`,
     `pool`, the priority class, the last attempt's error type (`last_error.type`), a
     scheduled-for range [since, until) and searchable attributes (`where`, not with an error
-    type) narrow it further."""
+    type) narrow it further. `oldest_first` (not with `where`): the other way, strictly after
+    the cursor in that order."""
+    if oldest_first:
+        if where:
+            raise ValueError("oldest first is not offered with a where filter")
+        return many(RunRow, await conn.fetch(Q["list_runs_oldest"], tenant_id, job_id, state,
+                                             task, pool, priority, since, until, *after, limit,
+                                             error_type))
     if where:  # planned for these values: an index that suits one value ruins another
         async with conn.transaction():
             await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")

@@ -13,7 +13,7 @@ from ostinato.domain.errors import Forbidden
 from ostinato.stores import audit as audit_store
 from services.api.routes import decode_cursor, encode_cursor
 from services.api.ui import html
-from services.api.ui.html import badge, fmt, join, link, short, when
+from services.api.ui.html import badge, fmt, ident, join, link, when
 from services.api.ui.runs import _time_filter, _uuid_filter
 from services.api.ui.scope import Ui
 
@@ -25,8 +25,8 @@ def _target(row: audit_store.AuditRow) -> Any:
     if not row.target_id:
         return row.target_kind
     page = TARGET_PAGES.get(row.target_kind)
-    label = f"{row.target_kind} {short(row.target_id) if page else row.target_id}"
-    return link(page.format(row.target_id), label) if page else label
+    return join([row.target_kind, " ",
+                 ident(row.target_id, page.format(row.target_id) if page else None)])
 
 
 def _change(row: audit_store.AuditRow) -> Any:
@@ -41,7 +41,7 @@ def audit_rows(rows: list[audit_store.AuditRow]) -> list[list[Any]]:
     return [[when(r.recorded_at), r.action, _target(r),
              fmt("{b} {s}", b=badge(r.outcome), s=r.status),
              fmt('{actor}<br><span class="muted">{role} · key {key}</span>', actor=r.actor,
-                 role=r.role, key=short(r.key_id) if r.key_id else "admin"),
+                 role=r.role, key=ident(r.key_id) if r.key_id else "admin"),
              fmt("<code>{rid}</code>", rid=r.request_id), _change(r)] for r in rows]
 
 

@@ -91,8 +91,10 @@ def link(href: str, text: Any) -> Safe:
 
 
 def short(value: Any) -> str:
-    """The first block of a UUID: enough to tell rows apart in a table."""
-    return str(value).split("-", 1)[0]
+    """An id as plain text where no markup fits (a page's title): its random tail
+    (`…4f2a9c1b`, render.id_tail), never its first block, which for a time-ordered UUIDv7 is the
+    minute it was made in. In a page's body use `ident`."""
+    return render.id_tail(value)
 
 
 def ident(value: Any, href: str | None = None, label: Any = None) -> Safe:

@@ -9,6 +9,7 @@ against the version it was read at."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
@@ -22,6 +23,7 @@ from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.domain.events import event_data
 from ostinato.eventlog.store import get_blobs, read_stream_page
 from ostinato.jobs import edit
+from ostinato.schedules.describe import describe
 from ostinato.schedules.spec import edited_spec
 from ostinato.schedules.zones import load_zone
 from ostinato.stores import job_edits
@@ -35,10 +37,11 @@ from services.api.routes import decode_cursor, encode_cursor
 from services.api.ui import html, operations
 from services.api.ui.html import Safe, badge, fmt, join, link, when
 from services.api.ui.params import time_filter
-from services.api.ui.runs import RUN_HEADERS, run_rows
+from services.api.ui.runs import runs_table
 from services.api.ui.scope import Ui, UiScope, checked_form, redirect
 
 PAGE_SIZE = 50
+PAUSE_REASON_MAX = 500  # as POST /v1/jobs/{id}/pause takes it (wire.api)
 UPCOMING = 10
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 EPSILON = timedelta(microseconds=1)  # as GET /v1/jobs/{id}/upcoming: the next slot included
@@ -74,9 +77,11 @@ def controls(ui: UiScope, job: JobRow, *, misfire_choice: bool = False,
         return Safe("")
     fields = {"back": back} if back else None
     buttons = []
-    if job.status == "active":
-        buttons.append(html.post_button(f"/ui/jobs/{job.id}/pause", "Pause", ui.csrf,
-                                        fields=fields))
+    if job.status == "active":  # the reason is shown with the job while it is paused
+        buttons.append(html.post_button(
+            f"/ui/jobs/{job.id}/pause", "Pause", ui.csrf, fields=fields, extra=fmt(
+                '<input name="reason" maxlength="{n}" size="14" placeholder="reason" '
+                'aria-label="why pause {name}"> ', n=PAUSE_REASON_MAX, name=job.name)))
     elif job.status == "paused":
         extra = html.select("misfire", MISFIRE, None) if misfire_choice else Safe("")
         buttons.append(html.post_button(f"/ui/jobs/{job.id}/resume", "Resume", ui.csrf,
@@ -86,6 +91,36 @@ def controls(ui: UiScope, job: JobRow, *, misfire_choice: bool = False,
     return join(buttons, " ")
 
 
+@dataclass(frozen=True, slots=True)
+class JobLine:
+    """One row of the jobs list (templates/jobs.html)."""
+
+    id: uuid.UUID
+    name: str
+    task: str
+    pool: str
+    priority: str
+    status: str
+    schedule: str  # in words (ostinato.schedules.describe)
+    schedule_raw: str  # as written, on hover
+    next_run_at: datetime | None
+    last_run_at: datetime | None
+    runs: int
+    pause: job_store.PauseReason | None  # why it is paused (paused jobs only)
+    outcome: job_store.LastOutcome | None  # its latest ended run
+    controls: Safe
+
+
+def schedule_raw(doc: dict[str, Any]) -> str:
+    """The schedule as written: the expression and zone, the interval, or the instant."""
+    zone = doc.get("timezone") or "UTC"
+    if doc.get("cron"):
+        return f"cron {doc['cron']} ({zone})"
+    if doc.get("every"):
+        return f"every {doc['every']}"
+    return f"at {doc.get('at')}" if doc.get("at") else str(doc.get("kind") or "once")
+
+
 @get("/jobs", include_in_schema=False)
 async def jobs_page(ui: Ui, status: FromQuery[str | None] = None,
                     cursor: FromQuery[str | None] = None) -> Response[str]:
@@ -93,25 +128,26 @@ async def jobs_page(ui: Ui, status: FromQuery[str | None] = None,
                                 after=decode_cursor(cursor), limit=PAGE_SIZE + 1)
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
-    table = html.table(
-        ["name", "task", "status", "schedule", "pool / class", "next run", "last run", "runs",
-         ""],
-        [[link(f"/ui/jobs/{j.id}", j.name), j.task, badge(j.status), schedule_text(j.schedule),
-          f"{j.pool} / {j.priority}", when(j.next_run_at, zone_of(j)),
-          when(j.last_run_at, zone_of(j)), j.runs_created, controls(ui, j, back="list")]
-         for j in rows],
-        "No jobs.", "jobs")
-    pager = [link(html.url("/ui/jobs", status=status), "first page")] if cursor else []
+    ids = [j.id for j in rows]
+    # two statements for the page, never one a job: outcomes, and why the paused ones are
+    outcomes = await job_store.last_outcomes(ui.conn, ui.tenant_id, ids)
+    pauses = await job_store.pause_reasons(ui.conn, ui.tenant_id,
+                                           [j.id for j in rows if j.status == "paused"])
+    lines = [JobLine(id=j.id, name=j.name, task=j.task, pool=j.pool, priority=j.priority,
+                     status=j.status, schedule=describe(j.schedule),
+                     schedule_raw=schedule_raw(j.schedule), next_run_at=j.next_run_at,
+                     last_run_at=j.last_run_at, runs=j.runs_created,
+                     pause=pauses.get(j.id) if j.status == "paused" else None,
+                     outcome=outcomes.get(j.id), controls=controls(ui, j, back="list"))
+             for j in rows]
+    pager = [(html.url("/ui/jobs", status=status), "first page")] if cursor else []
     if more:
-        pager.append(link(html.url("/ui/jobs", status=status, cursor=encode_cursor(
+        pager.append((html.url("/ui/jobs", status=status, cursor=encode_cursor(
             rows[-1].created_at, rows[-1].id)), "next page →"))
-    form = fmt('<form method="get" action="/ui/jobs" class="filters"><label>status {s}</label>'
-               '<button type="submit">Filter</button></form>',
-               s=html.select("status", STATUSES, status))
     bulk = operations.offers([await operations.offer(ui, "pause", {})]) \
         if status in (None, "", "active") else Safe("")
-    return ui.page("Jobs & schedules", join([form, bulk, table, fmt(
-        '<p class="pager">{p}</p>', p=join(pager, " · "))]), "jobs")
+    return ui.render("jobs.html", section="jobs", lines=lines, statuses=STATUSES,
+                     chosen=status or "", bulk=bulk, pager=pager)
 
 
 async def _job(ui: UiScope, job_id: uuid.UUID) -> JobRow:
@@ -126,17 +162,26 @@ async def job_page(job_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
     job = await _job(ui, job_id)
     zone = zone_of(job)
     payloads = await get_blobs(ui.conn, [job.payload_ref], ui.tenant_id)
+    paused = job.status == "paused"
+    pause = (await job_store.pause_reasons(ui.conn, ui.tenant_id, [job.id])).get(job.id) \
+        if paused else None
     info = html.kv([
         ("status", badge(job.status)), ("task", job.task),
-        ("schedule", schedule_text(job.schedule)),
+        ("schedule", fmt("{words}<br><span class=\"muted\">{raw}</span>",
+                         words=describe(job.schedule), raw=schedule_text(job.schedule))),
         ("time zone", zone),
         ("DST policy", f"gap: {job.schedule.get('dst_gap')}, repeated hour: "
                        f"{job.schedule.get('dst_fold')}"),
         ("misfire", job.schedule.get("misfire")), ("overlap", job.overlap),
         ("calendar", job.calendar), ("pool / class", f"{job.pool} / {job.priority}"),
-        ("next run", when(job.next_run_at, zone)), ("last run", when(job.last_run_at, zone)),
+        ("next run", Safe('<span class="muted">none while paused</span>') if paused
+         else when(job.next_run_at, zone)), ("last run", when(job.last_run_at, zone)),
         ("runs created", job.runs_created), ("consecutive failures", job.consecutive_failures),
-        ("paused at", when(job.paused_at, zone) if job.paused_at else None),
+        ("paused at", when(job.paused_at, zone) if job.paused_at and paused else None),
+        ("paused because", fmt("{auto}{reason} <span class=\"muted\">(by {actor})</span>",
+                               auto="automatically: " if pause.auto else "",
+                               reason=pause.reason or "no reason given", actor=pause.actor)
+         if pause else None),
         ("payload", html.pre_json(payloads.get(job.payload_ref))),
     ])
     upcoming: list[list[Any]] = []
@@ -164,7 +209,7 @@ async def job_page(job_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
                   payloads.get(job.payload_ref)),
         backfill_form(ui, job),
         fmt("<section><h2>Latest runs</h2>{t}<p>{more}</p></section>",
-            t=html.table(RUN_HEADERS, run_rows(recent), "No runs yet.", "runs"),
+            t=await runs_table(ui, recent, "No runs yet."),
             more=link(html.url("/ui/runs", job_id=job.id), "all runs of this job →")),
         fmt("<section><h2>Timeline (event log)</h2>{t}</section>", t=html.table(
             ["version", "event", "occurred", "actor", "data"],
@@ -253,8 +298,12 @@ def _back(form: dict[str, Any], job_id: uuid.UUID) -> str:
       opt=audited("job.pause", "job", "job_id"))
 async def pause(request: Request, job_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
     form = await checked_form(request, ui)
+    reason = str(form.get("reason") or "").strip() or "paused in the web UI"
+    if len(reason) > PAUSE_REASON_MAX:
+        raise InvalidInput(f"a pause reason is at most {PAUSE_REASON_MAX} characters",
+                           errors=[{"field": "reason", "message": "too long"}])
     await jobs.pause_job(ui.conn, ui.store, tenant_id=ui.tenant_id, job_id=job_id,
-                         actor=ui.actor, reason="paused in the web UI")
+                         actor=ui.actor, reason=reason)
     ui.session.flash = "Job paused."
     return redirect(_back(form, job_id))
 

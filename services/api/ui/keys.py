@@ -20,7 +20,7 @@ from ostinato.stores import api_keys
 from ostinato.wire.api import KeyRequest
 from services.api.auditing import audited
 from services.api.ui import html
-from services.api.ui.html import Safe, badge, fmt, join, when
+from services.api.ui.html import Safe, badge, fmt, ident, join, when
 from services.api.ui.scope import Ui, UiScope, checked_form, redirect
 
 ROLES = [(r, r) for r in roles.TENANT_ROLES]
@@ -66,8 +66,10 @@ async def keys_page(ui: Ui, role: FromQuery[str | None] = None,
             continue
         state = "active" if r.revoked_at is None else (
             "rotating" if active else "revoked")
-        table_rows.append([fmt('<span class="key-name">{n}</span>', n=r.name) if r.name
-                           else Safe('<span class="muted">(unnamed)</span>'),
+        # names need not be unique: the key's id beside it tells two apart
+        table_rows.append([join([fmt('<span class="key-name">{n}</span>', n=r.name) if r.name
+                                 else Safe('<span class="muted">(unnamed)</span>'),
+                                 " ", ident(r.id)]),
                            roles.canonical(r.role), ", ".join(r.pools) or "every pool",
                            when(r.created_at), badge({"active": "active", "rotating": "paused",
                                                       "revoked": "cancelled"}[state]),

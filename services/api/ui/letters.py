@@ -19,7 +19,7 @@ from ostinato.stores import dead_letters as letters
 from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
 from services.api.ui import html, operations
-from services.api.ui.html import Safe, badge, fmt, join, link, short, when
+from services.api.ui.html import Safe, badge, fmt, ident, join, link, short, when
 from services.api.ui.runs import attempt_rows
 from services.api.ui.scope import Ui, checked_form, redirect
 
@@ -53,8 +53,8 @@ async def letters_page(ui: Ui, error_type: FromQuery[str | None] = None,
     table = html.table(
         ["run", "job", "task", "reason", "error", "attempts", "dead-lettered", "triage",
          "replays"],
-        [[link(f"/ui/dead-letters/{r.run_id}", short(r.run_id)),
-          link(f"/ui/jobs/{r.job_id}", short(r.job_id)), r.task, r.reason,
+        [[ident(r.run_id, f"/ui/dead-letters/{r.run_id}"),
+          ident(r.job_id, f"/ui/jobs/{r.job_id}"), r.task, r.reason,
           fmt("{t}: {m}", t=r.error_type, m=r.message) if r.error_type else r.message,
           r.attempts, when(r.dead_lettered_at), badge(r.triage_state), r.replays]
          for r in rows], "No dead letters.", "letters")

@@ -23,7 +23,7 @@ from services.api.auditing import audited
 from services.api.operations import FAILURES_SHOWN
 from services.api.routes import decode_cursor, encode_cursor
 from services.api.ui import html
-from services.api.ui.html import Safe, badge, fmt, join, link, short, when
+from services.api.ui.html import Safe, badge, fmt, ident, join, link, short, when
 from services.api.ui.params import time_filter as _time_filter
 from services.api.ui.params import uuid_filter as _uuid_filter
 from services.api.ui.scope import Ui, UiScope, checked_form, html_response, redirect
@@ -224,7 +224,7 @@ async def operations_page(ui: Ui, cursor: FromQuery[str | None] = None) -> Respo
     table = html.table(
         ["operation", "action", "filter", "state", "progress", "done", "skipped", "failed",
          "asked by", "created"],
-        [[link(f"/ui/operations/{r.id}", short(r.id)), KINDS.get(r.kind, (r.kind,))[0],
+        [[ident(r.id, f"/ui/operations/{r.id}"), KINDS.get(r.kind, (r.kind,))[0],
           fmt("<code>{d}</code>", d=describe(r.filter)), badge(r.state),
           f"{r.position:,} / {r.total:,}", r.done, r.skipped, r.failed, r.actor,
           when(r.created_at)] for r in rows],

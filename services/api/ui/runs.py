@@ -23,6 +23,7 @@ from ostinato.eventlog.store import get_blobs, read_stream_page
 from ostinato.policy import retry as retry_policy
 from ostinato.stores import attributes as attribute_store
 from ostinato.stores import dags as dag_store
+from ostinato.stores import jobs as job_store
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps as step_store
 from ostinato.stores.runs import RunRow
@@ -32,7 +33,7 @@ from services.api import archived
 from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
 from services.api.running import running_step
-from services.api.ui import html, operations
+from services.api.ui import html, operations, render
 from services.api.ui.holds import hold_section
 from services.api.ui.html import Safe, badge, fmt, join, link, short, when
 from services.api.ui.operations import offers
@@ -52,14 +53,84 @@ def attempt_text(run: RunRow) -> str:
             f"{retry_policy.max_attempts_of(run.retry_policy)}")
 
 
-def run_rows(rows: list[RunRow]) -> list[list[Any]]:
-    return [[link(f"/ui/runs/{r.id}", short(r.id)), link(f"/ui/jobs/{r.job_id}", short(r.job_id)),
-             r.task, r.pool, badge(r.state), r.trigger, attempt_text(r), r.attempt,
-             when(r.scheduled_for), when(r.updated_at)] for r in rows]
+ERROR_STATES = frozenset({RunState.FAILED, RunState.RETRY_SCHEDULED, RunState.DEAD_LETTERED})
+UNDER_WAY = frozenset({RunState.RUNNING, RunState.SUSPENDED})  # started, not yet ended
 
 
-RUN_HEADERS = ["run", "job", "task", "pool", "state", "trigger", "attempt", "executions",
-               "scheduled for", "updated"]
+@dataclass(frozen=True, slots=True)
+class RunLine:
+    """One row of the runs table (templates/runs_table.html)."""
+
+    id: uuid.UUID
+    job_id: uuid.UUID
+    job_name: str | None  # None: the job is gone (or another tenant's)
+    task: str
+    pool: str
+    priority: str
+    state: str
+    paused: bool
+    attempt: str  # "2 of 3"
+    scheduled_for: datetime
+    started_at: datetime | None
+    seconds: float | None  # started to ended, or to now while under way
+    running: bool  # `seconds` is so far
+    error_type: str | None  # the last attempt's, for a failed run
+    error_message: str | None
+
+
+def run_line(r: RunRow, names: dict[uuid.UUID, str], now: datetime) -> RunLine:
+    """What a row shows of a run: its job by name, how long it took (or has taken so far), and
+    for a failed run the error (pure)."""
+    seconds, running = None, False
+    if r.started_at is not None:
+        if r.state in UNDER_WAY:
+            seconds, running = (now - r.started_at).total_seconds(), True
+        elif r.finished_at is not None and r.finished_at >= r.started_at:
+            seconds = (r.finished_at - r.started_at).total_seconds()
+    error = r.last_error if r.state in ERROR_STATES and isinstance(r.last_error, dict) else {}
+    message = error.get("message")
+    return RunLine(id=r.id, job_id=r.job_id, job_name=names.get(r.job_id), task=r.task,
+                   pool=r.pool, priority=r.priority, state=r.state, paused=r.paused,
+                   attempt=attempt_text(r), scheduled_for=r.scheduled_for,
+                   started_at=r.started_at, seconds=seconds, running=running,
+                   error_type=error.get("type"),
+                   error_message=str(message) if message is not None else None)
+
+
+async def run_lines(ui: UiScope, rows: list[RunRow]) -> list[RunLine]:
+    """The rows of a page of runs, with their jobs' names read in one statement (no N+1)."""
+    names = await job_store.names(ui.conn, ui.tenant_id, list({r.job_id for r in rows}))
+    now = ui.clock.now()
+    return [run_line(r, names, now) for r in rows]
+
+
+async def runs_table(ui: UiScope, rows: list[RunRow], empty: str = "No runs match.") -> Safe:
+    """The runs table of another page (a job's latest runs), as the runs list shows it."""
+    return Safe(render.render_text("runs_table.html", lines=await run_lines(ui, rows),
+                                   empty=empty, sort=None, pager=[]))
+
+
+@dataclass(frozen=True, slots=True)
+class Sort:
+    """The scheduled-for header's link: the one sortable column, the one order the tenant's
+    index (runs_tenant_created: tenant, scheduled_for, id) serves both ways. Started, duration
+    and the rest have no index over a tenant's runs: sorting by them would read them all."""
+
+    href: str
+    oldest_first: bool
+
+    @property
+    def arrow(self) -> str:
+        return "↑" if self.oldest_first else "↓"
+
+    @property
+    def aria(self) -> str:
+        return "ascending" if self.oldest_first else "descending"
+
+    @property
+    def title(self) -> str:
+        return "oldest first; click for newest first" if self.oldest_first else \
+            "newest first; click for oldest first"
 
 
 def live(source: str, content: Safe) -> Safe:
@@ -76,7 +147,7 @@ async def runs_page(request: Request, ui: Ui,
                     pool: FromQuery[str | None] = None, since: FromQuery[str | None] = None,
                     until: FromQuery[str | None] = None, priority: FromQuery[str | None] = None,
                     error_type: FromQuery[str | None] = None,
-                    where: FromQuery[str | None] = None,
+                    where: FromQuery[str | None] = None, order: FromQuery[str | None] = None,
                     cursor: FromQuery[str | None] = None) -> Response[str]:
     state = run_state
     if state and state not in RunState.__members__.values():
@@ -86,43 +157,33 @@ async def runs_page(request: Request, ui: Ui,
     if priority and priority not in classes:
         raise InvalidInput(f"unknown priority class {priority!r}",
                            errors=[{"field": "priority", "message": "unknown"}])
+    if order not in (None, "", "newest", "oldest"):
+        raise InvalidInput(f"unknown order {order!r}: newest or oldest",
+                           errors=[{"field": "order", "message": "newest or oldest"}])
+    oldest = order == "oldest"
+    if oldest and attributes.split_where(where):
+        raise InvalidInput("oldest first is not offered with a where filter",
+                           errors=[{"field": "order", "message": "not with where"}])
     rows = await run_store.page(
         ui.conn, ui.tenant_id, job_id=_uuid_filter("job", job_id), state=state or None,
         after=decode_cursor(cursor), limit=PAGE_SIZE + 1, task=task or None, pool=pool or None,
         since=_time_filter("from", since), until=_time_filter("until", until),
         priority=priority or None, error_type=error_type or None,
-        where=await _where(ui, where, error_type))
+        where=await _where(ui, where, error_type), oldest_first=oldest)
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
     query = {"state": state, "job_id": job_id, "task": task, "pool": pool, "since": since,
-             "until": until, "priority": priority, "error_type": error_type, "where": where}
-    pager = [link(html.url("/ui/runs", **query), "first page")] if cursor else []
+             "until": until, "priority": priority, "error_type": error_type, "where": where,
+             "order": "oldest" if oldest else None}
+    pager = [(html.url("/ui/runs", **query), "first page")] if cursor else []
     if more:
-        pager.append(link(html.url("/ui/runs", **query, cursor=encode_cursor(
+        pager.append((html.url("/ui/runs", **query, cursor=encode_cursor(
             rows[-1].scheduled_for, rows[-1].id)), "next page →"))
-    content = fmt('{table}<p class="pager">{pager}</p>',
-                  table=html.table(RUN_HEADERS, run_rows(rows), "No runs match.", "runs"),
-                  pager=join(pager, " · "))
+    table = {"lines": await run_lines(ui, rows), "empty": "No runs match.", "pager": pager,
+             "sort": Sort(html.url("/ui/runs", **{**query, "order": None if oldest else
+                                                  "oldest"}), oldest)}
     if "x-ui-fragment" in request.headers:
-        return html_response(content)
-    states = [("", "any state"), *((s.value, s.value) for s in RunState)]
-    form = fmt(
-        '<form method="get" action="/ui/runs" class="filters">'
-        '<label>state {state}</label>'
-        '<label>job id <input name="job_id" value="{job_id}" size="12"></label>'
-        '<label>task <input name="task" value="{task}" size="12"></label>'
-        '<label>pool <input name="pool" value="{pool}" size="10"></label>'
-        '<label>priority {priority}</label>'
-        '<label>error type <input name="error_type" value="{error_type}" size="12"></label>'
-        '<label title="searchable attributes, e.g. customer=acme and amount&gt;100">where '
-        '<input name="where" value="{where}" size="24" placeholder="customer=acme"></label>'
-        '<label>from (UTC) <input type="datetime-local" step="1" name="since" value="{since}">'
-        '</label><label>until (UTC) <input type="datetime-local" step="1" name="until" '
-        'value="{until}"></label><button type="submit">Filter</button> '
-        '<a href="/ui/runs">clear</a></form>',
-        state=html.select("state", states, state), job_id=job_id, task=task, pool=pool,
-        since=since, until=until, error_type=error_type, where=where, priority=html.select(
-            "priority", [("", "any class"), *((c, c) for c in classes)], priority))
+        return render.render("runs_table.html", **table)
     # the live region polls this very page: a later cursor page stays where it is
     source = html.url("/ui/runs", **query, cursor=cursor)
     values = {"states": state, "job_id": job_id, "task": task, "pool": pool, "since": since,
@@ -132,7 +193,10 @@ async def runs_page(request: Request, ui: Ui,
     bulk = Safe("") if priority or error_type else offers(
         [await operations.offer(ui, "cancel", values),
          await operations.offer(ui, "retry", values) if state else Safe("")])
-    return ui.page("Runs", join([form, bulk, live(source, content)]), "runs")
+    return ui.render("runs.html", section="runs", source=source, every=LIVE_SECONDS, bulk=bulk,
+                     states=[("", "any state"), *((s.value, s.value) for s in RunState)],
+                     classes=[("", "any class"), *((c, c) for c in classes)],
+                     f={**query, "order": "oldest" if oldest else None}, **table)
 
 
 async def _where(ui: UiScope, text: str | None,

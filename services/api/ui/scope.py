@@ -12,6 +12,7 @@ page)."""
 from __future__ import annotations
 
 import hmac
+import math
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,19 +20,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-from litestar import MediaType, Request, Response
+from litestar import Request, Response
 from litestar.datastructures import Cookie
 from litestar.di import NamedDependency
 from litestar.exceptions import HTTPException
 from litestar.response import Redirect
 
 from ostinato.clock import Clock
+from ostinato.db.sqlstate import is_unavailable
 from ostinato.domain import roles
-from ostinato.domain.errors import Forbidden, OstinatoError
+from ostinato.domain.errors import Forbidden, OstinatoError, RateLimited, ServiceUnavailable
 from ostinato.domain.roles import Principal
 from ostinato.eventlog.store import EventStore
+from ostinato.runtime import request_ids
 from ostinato.runtime.auth import actor_of
-from ostinato.runtime.problems import UNSTORABLE_TEXT
+from ostinato.runtime.problems import RETRY_AFTER_SECONDS, UNSTORABLE_TEXT
 from ostinato.runtime.settings import Settings
 from ostinato.stores import api_keys, tenants
 from ostinato.telemetry.logging import get_logger
@@ -248,18 +251,23 @@ def redirect(path: str, cookies: list[Cookie] | None = None) -> Redirect:
     return Redirect(path, status_code=303, headers=SECURITY_HEADERS, cookies=cookies or [])
 
 
-def _error_page(status: int, title: str, detail: str,
-                headers: dict[str, str] | None = None) -> Response[str]:
-    body = html.fmt('<p class="error">{detail}</p><p><a href="/ui/runs">Back to runs</a></p>',
-                    detail=detail)
-    return Response(html.page(title, body), status_code=status, media_type=MediaType.HTML,
-                    headers={**SECURITY_HEADERS, **(headers or {})})
+BACK = ("/ui/runs", "Back to runs")
+
+
+def _error_page(status: int, title: str, detail: str, headers: dict[str, str] | None = None,
+                ways: list[tuple[str, str]] | None = None) -> Response[str]:
+    """Every error a browser gets under /ui: one page (templates/error.html) saying what
+    happened, the status and the request id to quote, and a way back; never the API's JSON."""
+    return render.render("error.html", status=status, headers=headers, code=status, title=title,
+                         detail=detail, request_id=request_ids.current(),
+                         ways=ways or [BACK])
 
 
 def on_login_required(request: Request, exc: LoginRequired) -> Response[Any]:
     if request.method == "GET" and "x-ui-fragment" not in request.headers:
         return redirect(html.url("/ui/login", next=request.url.path))
-    return _error_page(401, "Logged out", "Your session has ended; log in again.")
+    return _error_page(401, "Logged out", "Your session has ended; log in again.",
+                       ways=[("/ui/login", "Log in"), BACK])
 
 
 def on_choose_tenant(request: Request, exc: ChooseTenant) -> Response[Any]:
@@ -275,7 +283,18 @@ def on_csrf(request: Request, exc: CsrfRejected) -> Response[str]:
 
 
 def on_ostinato_error(request: Request, exc: OstinatoError) -> Response[str]:
+    if isinstance(exc, RateLimited | ServiceUnavailable):  # when to ask again, as the API says
+        return _error_page(exc.status, exc.title, exc.detail, {
+            "Retry-After": str(max(1, math.ceil(exc.retry_after_seconds)))},
+            _again(request))
     return _error_page(exc.status, exc.title, exc.detail)
+
+
+def _again(request: Request) -> list[tuple[str, str]]:
+    """A page that may work in a moment: 'Try again' (a page, not a form: a GET only)."""
+    again = [(request.url.path + (f"?{request.url.query}" if request.url.query else ""),
+              "Try again")] if request.method == "GET" else []
+    return [*again, BACK]
 
 
 def on_http_error(request: Request, exc: HTTPException) -> Response[str]:
@@ -311,8 +330,14 @@ def on_unstorable_text(request: Request, exc: Exception) -> Response[str]:
 
 
 def on_unexpected(request: Request, exc: Exception) -> Response[str]:
+    if is_unavailable(exc):  # the database restarting, failing over, out of connections
+        log.warning("ui_database_unavailable", path=request.url.path, error=type(exc).__name__)
+        return _error_page(503, "Service unavailable", "The database cannot serve this page "
+                           f"now ({type(exc).__name__}). Try again in a moment.",
+                           {"Retry-After": str(RETRY_AFTER_SECONDS)}, _again(request))
     log.exception("ui_error", path=request.url.path)
-    return _error_page(500, "Something went wrong", "The error was logged.")
+    return _error_page(500, "Something went wrong", "The error was logged; quote the request id "
+                       "below when you report it.")
 
 
 EXCEPTION_HANDLERS: dict[Any, Any] = {

@@ -141,3 +141,34 @@ SELECT first_slot, last_slot, slots, reason FROM occurrence_skips
 WHERE job_id = $1 AND tenant_id = $2 AND first_slot > $3
 ORDER BY first_slot
 LIMIT $4;
+
+-- name: job_names
+-- The web UI's runs list: the names of the jobs of a page of runs (one statement a page).
+SELECT id, name FROM jobs WHERE tenant_id = $1 AND id = ANY($2::uuid[]);
+
+-- name: jobs_last_outcomes
+-- The web UI's jobs list: each job's latest ended run of its own slots (runs_job_slot, newest
+-- slot first), one statement for a page of jobs.
+SELECT j.id AS job_id, r.id AS run_id, r.state, r.finished_at, r.last_error->>'type' AS error_type
+FROM unnest($2::uuid[]) AS j(id)
+CROSS JOIN LATERAL (
+  SELECT id, state, finished_at, last_error FROM runs
+  WHERE runs.job_id = j.id AND runs.tenant_id = $1 AND parent_run_id IS NULL
+    AND trigger <> 'dag' AND finished_at IS NOT NULL
+  ORDER BY scheduled_for DESC
+  LIMIT 1
+) r;
+
+-- name: jobs_pause_reasons
+-- The web UI's jobs list: why each paused job of a page is paused, its latest JobPaused event:
+-- the events' primary key read backwards from the stream's end (a paused job fires no
+-- occurrences, so its pause is among its last events, however long its stream).
+SELECT j.id AS job_id, e.data->>'reason' AS reason,
+       coalesce((e.data->>'auto')::boolean, false) AS auto, e.actor, e.occurred_at AS paused_at
+FROM unnest($2::uuid[]) AS j(id)
+CROSS JOIN LATERAL (
+  SELECT data, actor, occurred_at FROM events
+  WHERE stream_id = j.id AND tenant_id = $1 AND type = 'JobPaused'
+  ORDER BY version DESC
+  LIMIT 1
+) e;

@@ -50,6 +50,23 @@ WHERE tenant_id = $1
 ORDER BY scheduled_for DESC, id DESC
 LIMIT $11;
 
+-- name: list_runs_oldest
+-- The run list oldest occurrence first (the web UI's sort by scheduled time), every filter of
+-- list_runs_filtered and the error type $12; the tenant's index runs_tenant_created read forward.
+SELECT * FROM runs
+WHERE tenant_id = $1
+  AND ($2::uuid IS NULL OR job_id = $2)
+  AND ($3::text IS NULL OR state = $3)
+  AND ($4::text IS NULL OR task = $4)
+  AND ($5::text IS NULL OR pool = $5)
+  AND ($6::text IS NULL OR priority = $6)
+  AND ($7::timestamptz IS NULL OR scheduled_for >= $7)
+  AND ($8::timestamptz IS NULL OR scheduled_for < $8)
+  AND ($9::timestamptz IS NULL OR (scheduled_for, id) > ($9, $10::uuid))
+  AND ($12::text IS NULL OR (last_error IS NOT NULL AND last_error->>'type' = $12))
+ORDER BY scheduled_for, id
+LIMIT $11;
+
 -- name: hold_of_run
 -- GET /v1/runs/{id}: why this waiting run waits, as of the last decision that looked at it.
 SELECT reason FROM dispatch_holds WHERE run_id = $1 AND tenant_id = $2;

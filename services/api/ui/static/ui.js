@@ -63,14 +63,9 @@
     showTimes(document);
   }
 
-  function copied(button) {
-    var label = button.textContent;
-    button.textContent = "copied";
+  function copied(button) {  // its label is the stylesheet's (not in a row's text)
     button.classList.add("copied");
-    window.setTimeout(function () {
-      button.textContent = label;
-      button.classList.remove("copied");
-    }, 1500);
+    window.setTimeout(function () { button.classList.remove("copied"); }, 1500);
   }
 
   function copy(button) {
