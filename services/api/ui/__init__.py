@@ -15,11 +15,13 @@ from litestar.static_files import create_static_files_router
 from services.api.ui import (
     audit,
     capacity,
+    dag_define,
     dags,
     holds,
     jobs,
     keys,
     letters,
+    limits,
     login,
     operations,
     runs,
@@ -37,9 +39,10 @@ def routes(sessions: Sessions | None = None) -> list[Router]:
     store = sessions or Sessions()
     pages = Router(
         path="/ui",
-        route_handlers=[*login.ROUTES, *runs.ROUTES, *jobs.ROUTES, *dags.ROUTES, *letters.ROUTES,
-                        *operations.ROUTES, *capacity.ROUTES, *keys.ROUTES, *audit.ROUTES,
-                        *tenants.ROUTES, *holds.ROUTES],
+        route_handlers=[*login.ROUTES, *runs.ROUTES, *jobs.ROUTES, *dag_define.ROUTES,
+                        *dags.ROUTES, *letters.ROUTES, *operations.ROUTES, *capacity.ROUTES,
+                        *limits.ROUTES, *keys.ROUTES, *audit.ROUTES, *tenants.ROUTES,
+                        *holds.ROUTES],
         dependencies={"sessions": Provide(lambda: store, use_cache=True, sync_to_thread=False),
                       "ui": Provide(ui_scope)},
         exception_handlers=EXCEPTION_HANDLERS,

@@ -172,7 +172,8 @@ async def pools_page(request: Request, ui: Ui, pool: FromQuery[str | None] = Non
     note = Safe('<p class="muted">Fair dispatch (docs/FAIRNESS.md): each class keeps its reserved '
                 'share of a pool\'s live slots and may lend the lendable part of it while it '
                 'does not need it; within a class, tenants share by weight. Waiting and in '
-                'flight count this tenant\'s runs.</p>')
+                'flight count this tenant\'s runs. <a href="/ui/limits">Task and resource '
+                'limits</a></p>')
     return ui.page("Pools & fairness", join([form, note, *sections]), "pools")
 
 

@@ -12,6 +12,7 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 
 from ostinato.dags import graph
+from ostinato.domain import roles
 from ostinato.domain.errors import NotFound
 from ostinato.runs import dags
 from ostinato.stores import dags as dag_store
@@ -111,7 +112,10 @@ async def dags_page(ui: Ui, after: FromQuery[str] = "") -> Response[str]:
         "dags")
     pager = link(html.url("/ui/dags", after=rows[-1].name), "next page →") \
         if len(rows) == PAGE_SIZE else Safe("")
-    return ui.page("DAGs", fmt('{t}<p class="pager">{p}</p>', t=table, p=pager), "dags")
+    define = fmt('<div class="actions"><a class="button" href="/ui/dags/new">Define a DAG</a>'
+                 '</div>') if roles.may(ui.session.role, roles.SUBMIT) else Safe("")
+    return ui.page("DAGs", fmt('{d}{t}<p class="pager">{p}</p>', d=define, t=table, p=pager),
+                   "dags")
 
 
 async def _dag(ui: UiScope, dag_id: uuid.UUID) -> DagRow:
@@ -127,7 +131,11 @@ async def dag_page(dag_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
     dag = await dags.load_dag(ui.conn, row.id, row.version)
     runs = await dag_store.runs_of(ui.conn, ui.tenant_id, dag_id, RUNS_SHOWN)
     views = [await run_view(ui.conn, r) for r in runs]
+    start = fmt('<div class="actions">{b} <a href="/ui/dags/new">Define a new version</a></div>',
+                b=html.post_button(f"/ui/dags/{row.id}/runs", "Start a run", ui.csrf)) \
+        if roles.may(ui.session.role, roles.SUBMIT) else Safe("")
     body = join([
+        start,
         html.kv([("name", row.name), ("id", row.id), ("version", row.version),
                  ("version hash", fmt("<code>{h}</code>", h=row.version_hash)),
                  ("nodes", row.node_count), ("defined", when(row.created_at)),

@@ -71,9 +71,10 @@ async def limits_page(ui: Ui) -> Response[str]:
     return await _page(ui)
 
 
-@post("/limits/{scope:str}/review", include_in_schema=False, status_code=200)
-async def review(request: Request, scope: FromPath[str], ui: Ui) -> Response[str]:
+@post("/limits/{kind:str}/review", include_in_schema=False, status_code=200)
+async def review(request: Request, kind: FromPath[str], ui: Ui) -> Response[str]:
     """What applying the form would change (nothing changed yet)."""
+    scope = kind
     if scope not in FIELDS:
         raise NotFound(f"no limit kind {scope!r}: task or resource")
     form = await checked_form(request, ui)
@@ -87,10 +88,11 @@ async def review(request: Request, scope: FromPath[str], ui: Ui) -> Response[str
         "before": _words(scope, now), "after": _words(scope, asked)})
 
 
-@post("/limits/{scope:str}", include_in_schema=False, status_code=303,
+@post("/limits/{kind:str}", include_in_schema=False, status_code=303,
       opt=audited("limit.set", "limit"))
-async def apply(request: Request, scope: FromPath[str], ui: Ui) -> Response[Any]:
+async def apply(request: Request, kind: FromPath[str], ui: Ui) -> Response[Any]:
     """Set the reviewed limit (the same command as the API's PUT)."""
+    scope = kind
     if scope not in FIELDS:
         raise NotFound(f"no limit kind {scope!r}: task or resource")
     form = await checked_form(request, ui)
