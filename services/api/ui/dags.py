@@ -21,7 +21,7 @@ from ostinato.wire.api import DagNodeView, DagRunView
 from services.api.auditing import audited
 from services.api.dags import rules_of, run_view
 from services.api.ui import html, operations
-from services.api.ui.html import Safe, badge, fmt, join, link, short, when
+from services.api.ui.html import Safe, badge, fmt, ident, join, link, short, when
 from services.api.ui.runs import live
 from services.api.ui.scope import Ui, UiScope, checked_form, html_response, redirect
 
@@ -93,7 +93,7 @@ def progress(view: DagRunView) -> Safe:
 
 
 def _dag_run_rows(views: list[DagRunView]) -> list[list[Any]]:
-    return [[link(f"/ui/dag-runs/{v.id}", short(v.id)), badge(v.state), v.dag_version,
+    return [[ident(v.id, f"/ui/dag-runs/{v.id}"), badge(v.state), v.dag_version,
              v.trigger, fmt("{e} / {t}", e=sum(n for s, n in v.progress.items()
                                                 if s not in ("total", "waiting", "active")),
                             t=v.progress.get("total", 0)),
@@ -106,7 +106,7 @@ async def dags_page(ui: Ui, after: FromQuery[str] = "") -> Response[str]:
     rows = await dag_store.page(ui.conn, ui.tenant_id, after, PAGE_SIZE)
     table = html.table(
         ["DAG", "id", "version", "nodes", "version hash", "defined", "last changed"],
-        [[link(f"/ui/dags/{r.id}", r.name), short(r.id), r.version, r.node_count,
+        [[link(f"/ui/dags/{r.id}", r.name), ident(r.id), r.version, r.node_count,
           fmt("<code>{h}</code>", h=r.version_hash[:12]), when(r.created_at),
           when(r.updated_at)] for r in rows], "No DAGs yet (POST /v1/dags defines one).",
         "dags")
@@ -166,7 +166,7 @@ def _node_rows(ui: UiScope, view: DagRunView) -> list[list[Any]]:
         error = fmt("{t}: {m}", t=n.last_error.get("type"), m=n.last_error.get("message")) \
             if n.last_error else Safe("")
         rows.append([n.key, n.task, badge(n.state), join(n.parents, ", "),
-                     link(f"/ui/runs/{n.run_id}", short(n.run_id)) if n.run_id else Safe(""),
+                     ident(n.run_id, f"/ui/runs/{n.run_id}") if n.run_id else Safe(""),
                      n.generation, n.attempts, _opt(n.ready_at), _opt(n.started_at),
                      _opt(n.finished_at), error, action])
     return rows
