@@ -1,7 +1,7 @@
-"""The web UI, served by the api process under /ui: server-rendered pages (runs, run detail,
-jobs and schedules, DAGs and DAG runs, dead letters, bulk operations, pools, workers, the
-tenant's keys, the audit trail; the admin's tenants), one CSS and one JS file from `static/`,
-logins with an API key (docs/UI.md)."""
+"""The web UI, served by the api process under /ui: server-rendered pages (the overview, runs,
+run detail, jobs and schedules, DAGs and DAG runs, dead letters, bulk operations, pools,
+workers, the tenant's keys, the audit trail; the admin's tenants), one CSS and one JS file from
+`static/`, logins with an API key (docs/UI.md)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from services.api.ui import (
     limits,
     login,
     operations,
+    overview,
     runs,
     tenants,
 )
@@ -39,10 +40,10 @@ def routes(sessions: Sessions | None = None) -> list[Router]:
     store = sessions or Sessions()
     pages = Router(
         path="/ui",
-        route_handlers=[*login.ROUTES, *runs.ROUTES, *jobs.ROUTES, *dag_define.ROUTES,
-                        *dags.ROUTES, *letters.ROUTES, *operations.ROUTES, *capacity.ROUTES,
-                        *limits.ROUTES, *keys.ROUTES, *audit.ROUTES, *tenants.ROUTES,
-                        *holds.ROUTES],
+        route_handlers=[*login.ROUTES, *overview.ROUTES, *runs.ROUTES, *jobs.ROUTES,
+                        *dag_define.ROUTES, *dags.ROUTES, *letters.ROUTES, *operations.ROUTES,
+                        *capacity.ROUTES, *limits.ROUTES, *keys.ROUTES, *audit.ROUTES,
+                        *tenants.ROUTES, *holds.ROUTES],
         dependencies={"sessions": Provide(lambda: store, use_cache=True, sync_to_thread=False),
                       "ui": Provide(ui_scope)},
         exception_handlers=EXCEPTION_HANDLERS,

@@ -52,6 +52,7 @@ STATE_CLASSES = {
 
 # (section, path, label, the action a session's role needs to be offered it)
 NAV = (("tenants", "/ui/tenants", "Tenants", roles.ADMINISTER),
+       ("overview", "/ui/overview", "Overview", roles.READ),
        ("runs", "/ui/runs", "Runs", roles.READ),
        ("jobs", "/ui/jobs", "Jobs & schedules", roles.READ),
        ("dags", "/ui/dags", "DAGs", roles.READ),
