@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -24,17 +25,21 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 __all__ = [
     "LazyObjectStore",
     "LocalLocation",
+    "ObjectInfo",
     "ObjectMissing",
     "ObjectStore",
     "ObjectStoreError",
     "ObjectStoreUnavailable",
     "S3Location",
     "check_key",
+    "check_page",
     "check_prefix",
     "open_object_store",
     "parse_object_store_url",
 ]
 
+# S3's most keys in one listing answer (ListObjectsV2's max-keys): `list_page`'s largest page.
+MAX_PAGE = 1000
 # S3's limit on a key (bytes of UTF-8), and the usual file-system limit on one path segment
 # (ext4, xfs): both enforced everywhere, so a key good on one backend is good on the other.
 MAX_KEY_BYTES = 1024
@@ -61,6 +66,15 @@ class ObjectStoreUnavailable(ObjectStoreError):
     throttled): transient; nothing is known to have been written or deleted."""
 
 
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """One listed object: its key, length and last write (the store's clock, UTC)."""
+
+    key: str
+    size: int
+    last_modified: datetime
+
+
 @runtime_checkable
 class ObjectStore(Protocol):
     async def put(self, key: str, data: bytes, *,
@@ -79,6 +93,12 @@ class ObjectStore(Protocol):
     def list(self, prefix: str) -> AsyncIterator[str]:
         """Every key starting with `prefix` (a plain string prefix, as in S3), in key order
         (by UTF-8 bytes)."""
+
+    async def list_page(self, prefix: str, *, start_after: str | None = None,
+                        limit: int = MAX_PAGE) -> list[ObjectInfo]:
+        """Up to `limit` (1..1000) objects whose keys start with `prefix` and sort after
+        `start_after` (any string), in key order, with size and last write: about one request
+        to S3, so a caller walks a large bucket a page at a time from a cursor it keeps."""
 
     async def close(self) -> None: ...
 
@@ -102,6 +122,14 @@ def check_key(key: str) -> str:
     for segment in key.split("/"):
         _check_segment(key, segment)
     return key
+
+
+def check_page(start_after: str | None, limit: int) -> None:
+    """A ValueError unless `list_page`'s cursor and page size are usable on every backend."""
+    if start_after is not None and (not isinstance(start_after, str) or "\x00" in start_after):
+        raise ValueError("a listing's start_after is a string without NUL")
+    if not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"a listing's page holds 1 to {MAX_PAGE} objects")
 
 
 def check_prefix(prefix: str) -> str:

@@ -13,13 +13,17 @@ import asyncio
 import os
 import secrets
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ostinato.objects import (
+    MAX_PAGE,
     RESERVED_SEGMENT_PREFIX,
+    ObjectInfo,
     ObjectMissing,
     ObjectStoreUnavailable,
     check_key,
+    check_page,
     check_prefix,
 )
 from ostinato.objects.measured import measured, measured_list
@@ -103,6 +107,18 @@ class LocalObjectStore:
             elif key.startswith(prefix):
                 yield key
 
+    @measured("list")
+    async def list_page(self, prefix: str, *, start_after: str | None = None,
+                        limit: int = MAX_PAGE) -> list[ObjectInfo]:
+        """A page of the keys `list` walks, after `start_after`: folders whose keys all sort
+        before it are not read, so a walk by pages reads each folder about once."""
+        check_prefix(prefix)
+        check_page(start_after, limit)
+        try:
+            return await asyncio.to_thread(_page, self.root, prefix, start_after or "", limit)
+        except OSError as exc:
+            raise ObjectStoreUnavailable(f"listing {prefix!r} under {self.root}: {exc}") from exc
+
     async def _entries(self, folder: Path, base: str) -> list[tuple[str, bool]]:
         try:
             return await asyncio.to_thread(_scan, folder, base)
@@ -128,6 +144,41 @@ def _scan(folder: Path, base: str) -> list[tuple[str, bool]]:
         elif entry.is_file(follow_symlinks=False):
             found.append((f"{base}{entry.name}", False))
     found.sort(key=lambda e: e[0].encode("utf-8", "surrogateescape"))
+    return found
+
+
+def _bytes(key: str) -> bytes:
+    return key.encode("utf-8", "surrogateescape")
+
+
+def _page(root: Path, prefix: str, after: str, limit: int) -> list[ObjectInfo]:
+    """Up to `limit` objects under `root` whose keys start with `prefix` and sort after
+    `after` (by UTF-8 bytes), in key order."""
+    found: list[ObjectInfo] = []
+    after_b = _bytes(after)
+    folder, _, _ = prefix.rpartition("/")
+
+    def walk(path: Path, base: str) -> None:
+        for key, is_dir in _scan(path, base):
+            if len(found) >= limit:
+                return
+            key_b = _bytes(key)
+            if is_dir:
+                inside = key.startswith(prefix) or prefix.startswith(key)
+                # every key in the folder starts with `key`: all sort before `after` when it
+                # sorts after `key` without starting with it
+                passed = after_b > key_b and not after_b.startswith(key_b)
+                if inside and not passed:
+                    walk(root / key, key)
+            elif key.startswith(prefix) and key_b > after_b:
+                try:
+                    st = (root / key).stat()
+                except FileNotFoundError:  # deleted since the folder was read
+                    continue
+                found.append(ObjectInfo(key, st.st_size,
+                                        datetime.fromtimestamp(st.st_mtime, UTC)))
+
+    walk(root.joinpath(*folder.split("/")) if folder else root, f"{folder}/" if folder else "")
     return found
 
 

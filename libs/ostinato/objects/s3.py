@@ -32,11 +32,14 @@ from obstore.exceptions import (
 from obstore.store import S3Store
 
 from ostinato.objects import (
+    MAX_PAGE,
+    ObjectInfo,
     ObjectMissing,
     ObjectStoreError,
     ObjectStoreUnavailable,
     S3Location,
     check_key,
+    check_page,
     check_prefix,
 )
 from ostinato.objects.measured import measured, measured_list
@@ -163,6 +166,30 @@ class S3ObjectStore:
                         yield key
         except Exception as exc:
             raise _mapped(exc, "list", prefix) from exc
+
+    @measured("list")
+    async def list_page(self, prefix: str, *, start_after: str | None = None,
+                        limit: int = MAX_PAGE) -> list[ObjectInfo]:
+        """One ListObjectsV2 page from `start_after` (S3's StartAfter) on: keys starting with
+        `prefix` after it, in key order (UTF-8 bytes, as S3 lists), at most `limit`."""
+        check_prefix(prefix)
+        check_page(start_after, limit)
+        await self._ensure_bucket()
+        folder = prefix.rpartition("/")[0]
+        found: list[ObjectInfo] = []
+        try:
+            stream = obstore.list(self._store, folder or None, offset=start_after or None,
+                                  chunk_size=limit)
+            async for chunk in stream:
+                for meta in chunk:
+                    key = meta["path"]
+                    if key.startswith(prefix) and (start_after is None or key > start_after):
+                        found.append(ObjectInfo(key, int(meta["size"]), meta["last_modified"]))
+                if len(found) >= limit:
+                    break
+        except Exception as exc:
+            raise _mapped(exc, "list", prefix) from exc
+        return found[:limit]
 
     async def close(self) -> None:
         """Drop the clients (and their connections); the store is unusable afterwards."""
