@@ -53,9 +53,11 @@ migrate: deps
 topics: deps
 	$(WITH_ENV) $(PY) -m ostinato topics
 
-# Swagger UI's assets, served by the api itself (fetched once into .cache; see the script).
+# Swagger UI's assets, served by the api itself, and axe-core, which the browser tests inject
+# to check each UI page's accessibility (each fetched once into .cache; see the scripts).
 assets:
 	infra/swagger_ui.sh
+	infra/axe.sh
 
 # PostgreSQL and Kafka first; Jaeger is only waited for with TRACING=1, otherwise started from
 # the cached binary or built and started in the background (infra/jaeger/background.sh).
