@@ -63,7 +63,9 @@ async def amain() -> None:
     if settings.blob_objects:  # blob objects nothing references, deleted after their grace
         service.add_duty(blob_collect_duty(
             pool, objects, grace=timedelta(seconds=settings.blob_collect_grace_seconds),
-            interval=config.interval))
+            interval=config.interval,
+            sweep_interval=timedelta(seconds=settings.blob_sweep_interval_seconds)
+            if settings.blob_sweep_interval_seconds > 0 else None))
 
     ops = service.ops_server(settings.reconciler_port)
     await ops.start()

@@ -25,7 +25,16 @@ from ostinato.domain import events as ev
 from ostinato.domain.ids import idempotency_key
 from ostinato.domain.workflow import StepKind
 from ostinato.eventlog.records import NewEvent, StreamHead
-from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
+from ostinato.eventlog.store import (
+    NOTHING_STAGED,
+    EventStore,
+    StagedBlobs,
+    blob_objects,
+    get_blobs,
+    kept_in_objects,
+    put_blobs,
+    stage_blobs,
+)
 from ostinato.leases import attempts as attempt_leases
 from ostinato.outcomes import observe
 from ostinato.policy import retry
@@ -36,8 +45,19 @@ from ostinato.stores.runs import LockedRun
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
 from ostinato.wire import worker as p
-from services.worker_gateway.reports import Outcome, parse_run_id, record_outcomes
-from services.worker_gateway.steps import Children, kind_of, record_steps, step_records
+from services.worker_gateway.reports import (
+    Outcome,
+    outcome_blob_values,
+    parse_run_id,
+    record_outcomes,
+)
+from services.worker_gateway.steps import (
+    Children,
+    kind_of,
+    record_steps,
+    step_blob_values,
+    step_records,
+)
 
 _json = msgspec.json.Encoder()
 log = get_logger("ostinato.gateway")
@@ -180,12 +200,16 @@ class Attempts:
         """Record completions, failures and releases; one result per item, in order."""
         if not items:
             return []
-        async with self.pool.acquire() as conn, conn.transaction():
-            ids = [o.run_id for o in items if o.run_id is not None]
-            rows = _visible(await runs.lock(conn, ids), tenant_id)
-            done = record_outcomes(rows, worker_id, items, self.clock.now())
-            await put_blobs(conn, [b[:3] for b in done.blobs], [b[3] for b in done.blobs])
-            await self._append(conn, done.events, done.finished)
+        async with self.pool.acquire() as conn:
+            staged = await _stage(conn, tenant_id, outcome_blob_values(items)
+                                  if blob_objects() is not None else [])
+            async with conn.transaction():
+                ids = [o.run_id for o in items if o.run_id is not None]
+                rows = _visible(await runs.lock(conn, ids), tenant_id)
+                done = record_outcomes(rows, worker_id, items, self.clock.now())
+                await put_blobs(conn, [b[:3] for b in done.blobs], [b[3] for b in done.blobs],
+                                staged=staged)
+                await self._append(conn, done.events, done.finished)
         self._after(done.events, done.finished, rows)
         return done.results
 
@@ -198,24 +222,27 @@ class Attempts:
         waits = [i.wait for i in items if i.wait is not None]
         timed = waits or any(i.deadline is not None or i.child is not None
                              or i.fan_out is not None for i in items)
-        async with self.pool.acquire() as conn, conn.transaction():
-            rows = _visible(await runs.lock(conn, ids), tenant_id)
-            now = pending = None
-            if timed:
-                now = self.clock.db_now() or await signals.database_now(conn)
-                names = [w.signal for w in waits if w.signal]
-                pending = await signals.pending(conn, list(rows), names) if names else {}
-                pending = await _with_payloads(conn, pending)
-            upserting = {rows[rid].tenant_id for item in items
-                         if kind_of(item) is StepKind.ATTRIBUTES
-                         and (rid := parse_run_id(item.run_id)) in rows}
-            declared = (await attribute_store.types_of_tenants(conn, list(upserting))
-                        if upserting else None)
-            done = record_steps(rows, worker_id, items, now, pending,
-                                await self._children(conn, rows, items), declared)
-            await put_blobs(conn, done.payloads)
-            await put_blobs(conn, done.blobs, "step")
-            await self._append(conn, done.events, done.finished)
+        async with self.pool.acquire() as conn:
+            staged = await _stage(conn, tenant_id, step_blob_values(items)
+                                  if blob_objects() is not None else [])
+            async with conn.transaction():
+                rows = _visible(await runs.lock(conn, ids), tenant_id)
+                now = pending = None
+                if timed:
+                    now = self.clock.db_now() or await signals.database_now(conn)
+                    names = [w.signal for w in waits if w.signal]
+                    pending = await signals.pending(conn, list(rows), names) if names else {}
+                    pending = await _with_payloads(conn, pending)
+                upserting = {rows[rid].tenant_id for item in items
+                             if kind_of(item) is StepKind.ATTRIBUTES
+                             and (rid := parse_run_id(item.run_id)) in rows}
+                declared = (await attribute_store.types_of_tenants(conn, list(upserting))
+                            if upserting else None)
+                done = record_steps(rows, worker_id, items, now, pending,
+                                    await self._children(conn, rows, items), declared)
+                await put_blobs(conn, done.payloads, staged=staged)
+                await put_blobs(conn, done.blobs, "step", staged=staged)
+                await self._append(conn, done.events, done.finished)
         self._after(done.events, done.finished)
         return done.results
 
@@ -331,6 +358,24 @@ async def _with_payloads(conn: asyncpg.Connection,
     docs = await get_blobs(conn, [s.payload_ref for s in kept if s.payload_ref], None)
     return {k: s if s.payload_ref is None else msgspec.structs.replace(
         s, payload=docs.get(s.payload_ref)) for k, s in pending.items()}
+
+
+async def _stage(conn: asyncpg.Connection, tenant_id: uuid.UUID | None,
+                 values: Sequence[tuple[uuid.UUID, bytes]]) -> StagedBlobs:
+    """Put a report's values over the inline limit in the object store before its transaction
+    locks the runs (`stage_blobs`): a stalled store holds no run's lock. Each under its run's
+    tenant (the worker's key's, or read unlocked from the run: a run of another tenant is
+    refused by the transaction, and its object is the collector's after the grace)."""
+    big = [(rid, data) for rid, data in values if kept_in_objects(len(data))]
+    if not big:
+        return NOTHING_STAGED
+    tenants: dict[uuid.UUID, uuid.UUID] = {}
+    for rid in {rid for rid, _ in big}:
+        if tenant_id is not None:
+            tenants[rid] = tenant_id
+        elif (token := await runs.token_of(conn, rid)) is not None:
+            tenants[rid] = token.tenant_id
+    return await stage_blobs(conn, [(tenants[rid], data) for rid, data in big if rid in tenants])
 
 
 def _visible(rows: Sequence[LockedRun],

@@ -120,6 +120,21 @@ def record_outcomes(rows: Mapping[uuid.UUID, LockedRun], worker_id: str, items: 
     return done
 
 
+def outcome_blob_values(items: Sequence[Outcome]) -> list[tuple[uuid.UUID, bytes]]:
+    """The outputs and captured logs a batch may keep as blobs, by run, encoded as
+    `record_outcomes` encodes them: what the gateway puts in the object store before the
+    batch's transaction locks the runs (those over the inline limit)."""
+    found: list[tuple[uuid.UUID, bytes]] = []
+    for o in items:
+        if o.run_id is None or o.kind == "release":
+            continue
+        if o.logs:
+            found.append((o.run_id, _json.encode(o.logs)))
+        if o.output is not None and o.kind != "fail":
+            found.append((o.run_id, _json.encode(o.output)))
+    return found
+
+
 def _events_for(row: LockedRun, o: Outcome, now: datetime, actor: str, tenant_id: uuid.UUID,
                 blobs: list[tuple[uuid.UUID, uuid.UUID, bytes, str]]) -> list[ev.Event]:
     if o.kind == "release":

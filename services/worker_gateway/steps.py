@@ -198,6 +198,28 @@ def record_steps(rows: Mapping[uuid.UUID, LockedRun], worker_id: str,
     return done
 
 
+def step_blob_values(items: Sequence[p.StepItem]) -> list[tuple[uuid.UUID, bytes]]:
+    """The values a batch of step reports may keep as blobs, by run, encoded as `record_steps`
+    encodes them: step outputs over the events' inline limit, children's payloads and fan-out
+    chunks. What the gateway puts in the object store before the batch's transaction locks
+    the runs (those over the store's inline limit); one the transaction does not write (a
+    repeat, a refusal) is the collector's after its grace."""
+    found: list[tuple[uuid.UUID, bytes]] = []
+    for item in items:
+        rid = parse_run_id(item.run_id)
+        if rid is None or item.error is not None:
+            continue
+        if item.child is not None:
+            found.append((rid, _json.encode(item.child.payload)))
+        elif item.fan_out is not None:
+            found += [(rid, _json.encode(c)) for c in item.fan_out.chunks]
+        elif item.wait is None:
+            encoded = _json.encode(item.output)
+            if len(encoded) > wf.INLINE_OUTPUT_BYTES:
+                found.append((rid, encoded))
+    return found
+
+
 def kind_of(item: p.StepItem) -> wf.StepKind:
     """The step model's kind of a reported step."""
     return wf.kind_of(wait=item.wait.kind if item.wait else None,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +22,8 @@ from ostinato.archive import (
     reference,
     reference_document,
 )
+from ostinato.archive.sweep import ROOT as SWEEP_ROOT
+from ostinato.archive.sweep import sweep_step
 from ostinato.bus.topics import Topics
 from ostinato.clock import Clock
 from ostinato.db.queries import load
@@ -28,7 +31,13 @@ from ostinato.domain.errors import BlobUnreadable, ServiceUnavailable, VersionCo
 from ostinato.domain.events import encode_event, event_type
 from ostinato.eventlog import ended, outbox, readmodels
 from ostinato.eventlog.records import NewEvent, RecordedEvent
-from ostinato.objects import LazyObjectStore, ObjectMissing, ObjectStore, ObjectStoreError
+from ostinato.objects import (
+    MAX_PAGE,
+    LazyObjectStore,
+    ObjectMissing,
+    ObjectStore,
+    ObjectStoreError,
+)
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 
@@ -147,6 +156,12 @@ def blob_objects() -> BlobObjects | None:
     return _blob_objects
 
 
+def kept_in_objects(size: int) -> bool:
+    """Whether a blob of `size` bytes goes to this process's object store (none: inline)."""
+    objects = _blob_objects
+    return goes_to_objects(size, objects.inline_max_bytes if objects is not None else None)
+
+
 def _unavailable(exc: ObjectStoreError, op: str, keys: Sequence[str]) -> ServiceUnavailable:
     metrics.BLOB_OBJECTS.labels(op=op, outcome="unavailable").inc()
     log.warning("object store unavailable for blobs", op=op, error=str(exc), keys=list(keys)[:5])
@@ -156,16 +171,47 @@ def _unavailable(exc: ObjectStoreError, op: str, keys: Sequence[str]) -> Service
         retry_after_seconds=BLOB_RETRY_AFTER_SECONDS)
 
 
-async def _put_objects(conn: asyncpg.Connection, objects: BlobObjects,
-                       items: Sequence[tuple[uuid.UUID, bytes, BlobRef]]) -> None:
-    """Touch each object's row, then put the objects (each confirmed), all before the caller's
-    transaction records the references: a crash after the puts leaves an orphan object (the
-    collector's), never a reference to nothing."""
-    unique = {ref.key: (tenant_id, data, ref) for tenant_id, data, ref in items}
-    rows = sorted(unique.values(), key=lambda x: (x[0], x[2].sha256))
-    await conn.execute(Q["touch_blob_objects"], [r[0] for r in rows],
-                       [r[2].sha256 for r in rows], [r[2].key for r in rows],
-                       [r[2].size for r in rows])
+# A put made before its transaction (`stage_blobs`) is trusted if the transaction locks the
+# object's row within this long of the first touch: the collector's least grace is 60 s
+# (OSTINATO_BLOB_COLLECT_GRACE_SECONDS), so no collector can have deleted the object meanwhile.
+CONFIRM_WITHIN = timedelta(seconds=30)
+
+
+@dataclass(frozen=True, slots=True)
+class StagedBlobs:
+    """Objects put before the transaction that references them (`stage_blobs`): each key with
+    the moment its `blob_objects` row was touched, before the put."""
+
+    touched: Mapping[str, datetime] = field(default_factory=dict)
+    # touched inside the caller's transaction (an audited route's, a Kafka submission's): the
+    # rows stay locked until it ends, so no collector can have come between
+    held: bool = False
+
+
+NOTHING_STAGED = StagedBlobs()
+_Big = tuple[uuid.UUID, bytes, BlobRef]
+
+
+def _big(objects: BlobObjects, values: Iterable[tuple[uuid.UUID, bytes]]) -> dict[str, _Big]:
+    """The values over the inline limit by object key (one per content)."""
+    limit = objects.inline_max_bytes
+    found: dict[str, _Big] = {}
+    for tenant_id, data in values:
+        if goes_to_objects(len(data), limit):
+            ref = reference(tenant_id, data)
+            found[ref.key] = (tenant_id, data, ref)
+    return found
+
+
+async def _touch(conn: asyncpg.Connection, rows: Sequence[_Big]) -> list[asyncpg.Record]:
+    rows = sorted(rows, key=lambda r: (r[0], r[2].sha256))
+    return await conn.fetch(Q["touch_blob_objects"], [r[0] for r in rows],
+                            [r[2].sha256 for r in rows], [r[2].key for r in rows],
+                            [r[2].size for r in rows])
+
+
+async def _put_all(objects: BlobObjects, rows: Sequence[_Big], outcome: str) -> None:
+    """Put each object and await the store's confirmation; the store away is a 503."""
     gate = asyncio.Semaphore(MAX_CONCURRENT_OBJECT_CALLS)
 
     async def put(key: str, data: bytes) -> None:
@@ -175,30 +221,82 @@ async def _put_objects(conn: asyncpg.Connection, objects: BlobObjects,
     try:
         await asyncio.gather(*(put(ref.key, data) for _, data, ref in rows))
     except ObjectStoreError as exc:
-        raise _unavailable(exc, "put", list(unique)) from exc
-    metrics.BLOB_OBJECTS.labels(op="put", outcome="stored").inc(len(rows))
+        raise _unavailable(exc, "put", [r[2].key for r in rows]) from exc
+    metrics.BLOB_OBJECTS.labels(op="put", outcome=outcome).inc(len(rows))
     metrics.BLOB_OBJECT_BYTES.labels(op="put").inc(sum(r[2].size for r in rows))
+
+
+async def stage_blobs(conn: asyncpg.Connection,
+                      values: Iterable[tuple[uuid.UUID, bytes]]) -> StagedBlobs:
+    """Put the values ((tenant, JSON bytes)) over the inline limit in the object store BEFORE
+    the transaction that references them (`put_blobs(..., staged=...)`): a slow or stalled
+    store then holds none of its locks (a run's, a job's). Each object's row is touched first,
+    committed on its own (`conn` in no transaction), so the collector leaves the object alone
+    for its grace; `put_blobs` checks under the row's lock that it did. Called inside an outer
+    transaction (an audited route's), the touch holds the row's lock until that one ends: the
+    put still comes before the caller's own locks, not before the outer transaction's. A crash
+    or a rollback after the put leaves a row with no reference (the collector's after the
+    grace), or, in an outer transaction, no row (the bucket sweep's). The store unavailable: a
+    503 and nothing referenced. Nothing over the limit: no statement."""
+    objects = _blob_objects
+    if objects is None:
+        return NOTHING_STAGED
+    big = _big(objects, values)
+    if not big:
+        return NOTHING_STAGED
+    held = conn.is_in_transaction()
+    rows = await _touch(conn, list(big.values()))
+    await _put_all(objects, list(big.values()), "stored")
+    return StagedBlobs({r["object_key"]: r["touched_at"] for r in rows}, held)
+
+
+async def _record_objects(conn: asyncpg.Connection, objects: BlobObjects, big: dict[str, _Big],
+                          staged: StagedBlobs) -> None:
+    """In the transaction recording the references: lock each object's row (touched), then
+    make sure each object is in the store before the references commit. One staged and locked
+    within CONFIRM_WITHIN of its first touch is; one a committed reference vouches for is;
+    any other (not staged, or its row deleted or late since) is put now, under the lock."""
+    missing: dict[str, bool] = {}  # key: its row was inserted (gone since the first touch)
+    for r in await _touch(conn, list(big.values())):
+        when = staged.touched.get(r["object_key"])
+        late = not staged.held and r["touched_at"] - when >= CONFIRM_WITHIN \
+            if when is not None else True
+        if late or r["inserted"]:
+            missing[r["object_key"]] = r["inserted"]
+    if not missing:
+        return
+    ask = [big[k] for k, inserted in missing.items() if not inserted]
+    vouched = {r["object_key"] for r in await conn.fetch(
+        Q["vouched_blob_objects"], [b[0] for b in ask], [b[2].sha256 for b in ask])} \
+        if ask else set()
+    if vouched:
+        metrics.BLOB_OBJECTS.labels(op="put", outcome="reused").inc(len(vouched))
+    todo = [big[k] for k in missing if k not in vouched]
+    if todo:
+        await _put_all(objects, todo, "stored_in_transaction")
 
 
 async def put_blobs(
     conn: asyncpg.Connection, items: Sequence[tuple[uuid.UUID, uuid.UUID, bytes]],
-    kind: str | Sequence[str] = "payload",
+    kind: str | Sequence[str] = "payload", *, staged: StagedBlobs = NOTHING_STAGED,
 ) -> None:
-    """Store many (blob_id, tenant_id, json bytes) documents at once; `kind` is one of
-    payload, output, logs, step (one for all, or one per item): outputs and logs expire.
-    One over the process's inline limit goes to the object store first (`BlobObjects`) and
-    its row keeps the reference; the store unavailable is a 503 `ServiceUnavailable` before
-    any row is written (the caller's transaction rolls back: nothing is accepted by half)."""
+    """Store many (blob_id, tenant_id, json bytes) documents at once, in the caller's
+    transaction; `kind` is one of payload, output, logs, step (one for all, or one per item):
+    outputs and logs expire. One over the process's inline limit is kept in the object store
+    (`BlobObjects`) and its row keeps the reference: put before the transaction by
+    `stage_blobs` (`staged`), else now, under the transaction's locks (unless a committed
+    reference shows the object is there). The store unavailable is a 503 `ServiceUnavailable`
+    before any row is written (the caller's transaction rolls back: nothing accepted by half)."""
     if not items:
         return
     kinds = [kind] * len(items) if isinstance(kind, str) else list(kind)
     objects = _blob_objects
     limit = objects.inline_max_bytes if objects is not None else None
     refs = [reference(t, d) if goes_to_objects(len(d), limit) else None for _, t, d in items]
-    big = [(t, d, r) for (_, t, d), r in zip(items, refs, strict=True) if r is not None]
+    big = {r.key: (t, d, r) for (_, t, d), r in zip(items, refs, strict=True) if r is not None}
     if big:
         assert objects is not None
-        await _put_objects(conn, objects, big)
+        await _record_objects(conn, objects, big, staged)
     await conn.execute(
         Q["insert_blobs"], [i[0] for i in items], [i[1] for i in items],
         [(reference_document(r) if r else i[2]).decode() for i, r in zip(items, refs,
@@ -316,6 +414,26 @@ async def pin_blob_objects(conn: asyncpg.Connection,
                            [o[1] for o in objects])
 
 
+async def _delete_locked(conn: asyncpg.Connection, store: ObjectStore,
+                         rows: Sequence[asyncpg.Record], op: str) -> None:
+    """Delete the objects of `rows` (tenant_id, sha256, object_key), whose `blob_objects` rows
+    this transaction has locked, then those rows: a delete that fails raises (transient for
+    the duties' policy) and the transaction rolls back, forgetting nothing."""
+    gate = asyncio.Semaphore(MAX_CONCURRENT_OBJECT_CALLS)
+
+    async def delete(key: str) -> None:
+        async with gate:
+            await store.delete(key)
+
+    try:
+        await asyncio.gather(*(delete(r["object_key"]) for r in rows))
+    except ObjectStoreError:
+        metrics.BLOB_OBJECTS.labels(op=op, outcome="unavailable").inc()
+        raise
+    await conn.execute(Q["forget_blob_objects"], [r["tenant_id"] for r in rows],
+                       [r["sha256"] for r in rows])
+
+
 async def collect_blob_objects(conn: asyncpg.Connection, store: ObjectStore, grace: timedelta,
                                limit: int = 500) -> int:
     """Delete up to `limit` blob objects nothing references: no `blobs` row (hot), no archive
@@ -327,20 +445,40 @@ async def collect_blob_objects(conn: asyncpg.Connection, store: ObjectStore, gra
         rows = await conn.fetch(Q["collectable_blob_objects"], grace, limit)
         if not rows:
             return 0
-        gate = asyncio.Semaphore(MAX_CONCURRENT_OBJECT_CALLS)
-
-        async def delete(key: str) -> None:
-            async with gate:
-                await store.delete(key)
-
-        try:
-            await asyncio.gather(*(delete(r["object_key"]) for r in rows))
-        except ObjectStoreError:  # the duty's policy: ObjectStoreUnavailable is transient
-            metrics.BLOB_OBJECTS.labels(op="collect", outcome="unavailable").inc()
-            raise
-        await conn.execute(Q["forget_blob_objects"], [r["tenant_id"] for r in rows],
-                           [r["sha256"] for r in rows])
+        await _delete_locked(conn, store, rows, "collect")
     metrics.BLOB_OBJECTS.labels(op="collect", outcome="deleted").inc(len(rows))
     log.info("blob objects collected", count=len(rows),
              tenants=sorted({str(r["tenant_id"]) for r in rows}))
     return len(rows)
+
+
+async def sweep_blob_objects(conn: asyncpg.Connection, store: ObjectStore, grace: timedelta,
+                             after: str | None, limit: int = MAX_PAGE) -> tuple[int, str | None]:
+    """One page of the bucket sweep: list up to `limit` keys under `tenants/` after the cursor
+    `after`, and delete the blob objects among them that have no `blob_objects` row, no
+    `blobs` row naming them and no write for `grace` (the store's last-modified): orphans of
+    a put whose transaction rolled back or died without its row (a previous release's writer,
+    a put under a transaction's lock, a put that outlived its row's grace). Each orphan gets
+    a row in one transaction first, and is deleted under it (`adopt_orphan_blob_objects`): a
+    writer about to reference the same content waits, then puts it again. Returns (objects
+    deleted, the next page's cursor; None: the pass is over)."""
+    page = await store.list_page(SWEEP_ROOT, start_after=after, limit=limit)
+    step = sweep_step([o.key for o in page], full=len(page) >= limit)
+    if not step.blobs:
+        return 0, step.next_after
+    info = {o.key: o for o in page}
+    async with conn.transaction():
+        rows = await conn.fetch(
+            Q["adopt_orphan_blob_objects"], [b[1] for b in step.blobs],
+            [b[2] for b in step.blobs], [b[0] for b in step.blobs],
+            [info[b[0]].size for b in step.blobs],
+            [info[b[0]].last_modified for b in step.blobs], grace)
+        if not rows:
+            return 0, step.next_after
+        await _delete_locked(conn, store, rows, "sweep")
+    metrics.BLOB_OBJECTS.labels(op="sweep", outcome="deleted").inc(len(rows))
+    metrics.BLOB_OBJECT_BYTES.labels(op="sweep").inc(sum(info[r["object_key"]].size
+                                                         for r in rows))
+    log.info("orphan blob objects swept", count=len(rows),
+             tenants=sorted({str(r["tenant_id"]) for r in rows}))
+    return len(rows), step.next_after

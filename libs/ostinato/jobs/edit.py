@@ -49,7 +49,13 @@ from ostinato.domain.errors import (
 from ostinato.domain.ids import new_id
 from ostinato.domain.text import fields_holding_nul
 from ostinato.eventlog.records import NewEvent, StreamHead
-from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
+from ostinato.eventlog.store import (
+    NOTHING_STAGED,
+    EventStore,
+    get_blobs,
+    put_blobs,
+    stage_blobs,
+)
 from ostinato.jobs import payloads
 from ostinato.jobs.submit import calendar_errors
 from ostinato.policy import retry
@@ -182,6 +188,11 @@ async def _update_once(
     nul = fields_holding_nul(msgspec.to_builtins(msgspec.structs.replace(patch, payload=None)))
     if nul:
         raise UnstorableText(nul)
+    staged = NOTHING_STAGED  # a large new payload, put before the job's row is locked
+    if patch.payload is not UNSET and not dry_run:
+        body = _json.encode(patch.payload)
+        if len(body) <= max_payload_bytes:
+            staged = await stage_blobs(conn, [(tenant_id, body)])
     async with conn.transaction():
         head = await job_store.lock(conn, tenant_id, job_id)
         if head is None:
@@ -213,7 +224,8 @@ async def _update_once(
             return Edited(job, after if changed else job, payload, changed, version,
                           new_version, dry_run, switch_at, waiting)
         if payload_bytes is not None:
-            await put_blobs(conn, [(after.payload_ref, tenant_id, payload_bytes)])
+            await put_blobs(conn, [(after.payload_ref, tenant_id, payload_bytes)],
+                            staged=staged)
         waiting_runs = (await job_edits.lock_scheduled_runs(conn, tenant_id, job_id)
                         if patch.apply_to_scheduled else [])
         stream = StreamHead(job_id, tenant_id, head.version)

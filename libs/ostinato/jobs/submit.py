@@ -30,7 +30,7 @@ from ostinato.domain.errors import (
 from ostinato.domain.ids import new_id
 from ostinato.domain.text import fields_holding_nul
 from ostinato.eventlog.records import StreamHead
-from ostinato.eventlog.store import EventStore, put_blobs
+from ostinato.eventlog.store import EventStore, put_blobs, stage_blobs
 from ostinato.jobs import payloads
 from ostinato.jobs.request import JobRequest
 from ostinato.policy import retry
@@ -289,9 +289,11 @@ async def _write(conn: asyncpg.Connection, store: EventStore, tenant_id: uuid.UU
         ), actor, traceparent=traceparent)
         for ref, (job_id, request, schedule, first, _, limits) in zip(refs, fresh, strict=True)
     ]
+    # large payloads put before the transaction: a stalled store holds none of its locks
+    staged = await stage_blobs(conn, [(tenant_id, item[4]) for item in fresh])
     async with conn.transaction():
         await put_blobs(conn, [(ref, tenant_id, item[4]) for ref, item in
-                               zip(refs, fresh, strict=True)])
+                               zip(refs, fresh, strict=True)], staged=staged)
         await store.append(conn, events)
 
 

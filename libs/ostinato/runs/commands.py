@@ -23,7 +23,7 @@ from ostinato.domain.errors import (
 )
 from ostinato.domain.states import FINAL, RunState
 from ostinato.eventlog.records import StreamHead
-from ostinato.eventlog.store import EventStore, put_blobs
+from ostinato.eventlog.store import EventStore, put_blobs, stage_blobs
 from ostinato.jobs import payloads
 from ostinato.jobs.materialise import run_for
 from ostinato.stores import attributes as attribute_store
@@ -132,6 +132,10 @@ async def rerun(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,
     the same new run: (new run id, created now)."""
     key = request_key or uuid.uuid4().hex
     new_id = outcomes.new_run_id(run_id, key)
+    body = None if payload is msgspec.UNSET else _json.encode(payload)
+    # a large corrected payload is put before the run's row is locked
+    staged = await stage_blobs(conn, [(tenant_id, body)] if body is not None
+                               and len(body) <= max_payload_bytes else [])
     async with conn.transaction():
         run = await lock_run(conn, tenant_id, run_id)
         if run.state not in ("failed", "cancelled", "dead_lettered"):
@@ -150,8 +154,7 @@ async def rerun(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,
         # the run's own payload version (a child's is not its parent job's); a corrected
         # payload is checked against the task's newest schema and takes its version
         payload_version = row.payload_version if row is not None else None
-        if payload is not msgspec.UNSET:
-            body = _json.encode(payload)
+        if body is not None:
             if len(body) > max_payload_bytes:
                 raise PayloadTooLarge(f"payload is {len(body)} bytes; the limit is "
                                       f"{max_payload_bytes}", errors=[
@@ -163,7 +166,7 @@ async def rerun(conn: asyncpg.Connection, store: EventStore, clock: Clock, *,
                                              for e in verdict.errors[:10]), verdict.errors)
             payload_version = verdict.payload_version
             payload_ref = ids.new_id()
-            await put_blobs(conn, [(payload_ref, tenant_id, body)])
+            await put_blobs(conn, [(payload_ref, tenant_id, body)], staged=staged)
         # The run's own task, pool, class and payload; the job's current limits.
         source = msgspec.structs.replace(job, payload_ref=run.payload_ref, task=run.task,
                                          pool=run.pool, priority=run.priority,

@@ -26,7 +26,7 @@ from ostinato.domain.ids import new_id
 from ostinato.domain.states import RunState
 from ostinato.domain.workflow import INLINE_OUTPUT_BYTES
 from ostinato.eventlog.records import StreamHead
-from ostinato.eventlog.store import EventStore, put_blobs
+from ostinato.eventlog.store import EventStore, put_blobs, stage_blobs
 from ostinato.runs.commands import cancel_run, lock_run
 from ostinato.stores import runs as run_store
 from ostinato.stores import steps
@@ -64,14 +64,16 @@ async def skip_step(conn: asyncpg.Connection, store: EventStore, *, tenant_id: u
                     reason: str, max_output_bytes: int) -> Intervened:
     """Record the step at `seq` as succeeded with `output` (over 16 KiB: in the blob store)."""
     body = _encoded(output, max_output_bytes)
+    big = len(body) > INLINE_OUTPUT_BYTES
+    staged = await stage_blobs(conn, [(tenant_id, body)] if big else [])  # before the lock
     async with conn.transaction():
         run = await lock_run(conn, tenant_id, run_id)
         record, undone = await _at(conn, run, seq)
-        ref = new_id() if len(body) > INLINE_OUTPUT_BYTES else None
+        ref = new_id() if big else None
         events = rules.skip_step(_target(run), seq, record, name, output, ref, undone,
                                   by=actor, reason=reason)
         if ref is not None:
-            await put_blobs(conn, [(ref, tenant_id, body)], "step")
+            await put_blobs(conn, [(ref, tenant_id, body)], "step", staged=staged)
         return await _append(conn, store, run, events, actor)
 
 
@@ -90,13 +92,14 @@ async def mark_succeeded(conn: asyncpg.Connection, store: EventStore, *, tenant_
                          max_output_bytes: int) -> Intervened:
     """End the run succeeded with `output` (None: none), without running anything."""
     body = None if output is None else _encoded(output, max_output_bytes)
+    staged = await stage_blobs(conn, [] if body is None else [(tenant_id, body)])
     async with conn.transaction():
         run = await lock_run(conn, tenant_id, run_id)
         ref = None if body is None else new_id()
         events = rules.mark_succeeded(_target(run), ref, by=actor, reason=reason,
                                       output_bytes=None if body is None else len(body))
         if ref is not None and body is not None:
-            await put_blobs(conn, [(ref, tenant_id, body)], "output")
+            await put_blobs(conn, [(ref, tenant_id, body)], "output", staged=staged)
         done = await _append(conn, store, run, events, actor)
         return await _cancel_children(conn, store, tenant_id, run_id, actor, done)
 

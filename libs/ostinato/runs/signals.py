@@ -30,7 +30,7 @@ from ostinato.domain.errors import (
 from ostinato.domain.ids import new_id
 from ostinato.domain.states import FINAL, RunState
 from ostinato.eventlog.records import StreamHead
-from ostinato.eventlog.store import EventStore, get_blobs, put_blobs
+from ostinato.eventlog.store import EventStore, get_blobs, put_blobs, stage_blobs
 from ostinato.runs.commands import lock_run
 from ostinato.stores import signals
 
@@ -82,6 +82,9 @@ async def send_signal(conn: asyncpg.Connection, store: EventStore, *, tenant_id:
         raise PayloadTooLarge(f"signal payload is {size} bytes; the limit is "
                               f"{max_payload_bytes}")
     signal_id = signal_id_for(run_id, name, idempotency_key)
+    # a large payload is put before the run's row is locked (a stalled store holds no lock)
+    staged = await stage_blobs(conn, [(tenant_id, body)] if size > wf.INLINE_OUTPUT_BYTES
+                               else [])
     async with conn.transaction():
         run = await lock_run(conn, tenant_id, run_id)
         earlier = await signals.by_id(conn, tenant_id, run_id, signal_id)
@@ -103,7 +106,7 @@ async def send_signal(conn: asyncpg.Connection, store: EventStore, *, tenant_id:
         ref = None
         if size > wf.INLINE_OUTPUT_BYTES:
             ref, payload = new_id(), None
-            await put_blobs(conn, [(ref, tenant_id, body)], "step")
+            await put_blobs(conn, [(ref, tenant_id, body)], "step", staged=staged)
         events = [head.next(ev.SignalReceived(signal_id=signal_id, name=name, payload=payload,
                                               by=actor, payload_ref=ref, reason=reason),
                             actor,

@@ -59,15 +59,46 @@ FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::int[], $5::text[], $6::text[
     AS x(i, t, d, n, k, s, o);
 
 -- name: touch_blob_objects
--- Before its objects are put (migration 0050): each object's row inserted or touched, so the
--- collector, which deletes an object only under this row's lock and when nothing touched it
--- for its grace period, never deletes one a transaction is about to reference. In key order,
--- so two writers of the same objects lock them in one order.
+-- Each object's row inserted or touched (migration 0050), twice per write: on its own before
+-- the object is put (`stage_blobs`: committed, so the collector leaves the object for its grace
+-- period), and in the transaction that records the references (`put_blobs`: under this row's
+-- lock, which the collector and the sweep delete under). `touched_at` is the clock's at the
+-- lock (not the transaction's start), `inserted` whether the row was gone (deleted since the
+-- first touch: its object may be too). In key order, so two writers lock them in one order.
 INSERT INTO blob_objects AS o (tenant_id, sha256, object_key, size_bytes, touched_at)
-SELECT t, s, k, n, now()
+SELECT t, s, k, n, clock_timestamp()
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[]) AS x(t, s, k, n)
 ORDER BY t, s
-ON CONFLICT (tenant_id, sha256) DO UPDATE SET touched_at = now();
+ON CONFLICT (tenant_id, sha256) DO UPDATE SET touched_at = clock_timestamp()
+RETURNING o.object_key, o.touched_at, (o.xmax = 0) AS inserted;
+
+-- name: vouched_blob_objects
+-- Of these objects ($1 tenants, $2 SHA-256s), whose rows the caller has locked, those a
+-- committed reference vouches for: a hot `blobs` row or an archived run (`archived_at`). Read
+-- after the lock (a fresh snapshot): the collector deletes an object only under that lock and
+-- only when neither exists, so each one named here is in the store and needs no put.
+SELECT o.object_key
+FROM blob_objects o
+JOIN unnest($1::uuid[], $2::text[]) AS x(t, s) ON o.tenant_id = x.t AND o.sha256 = x.s
+WHERE o.archived_at IS NOT NULL
+   OR EXISTS (SELECT 1 FROM blobs b WHERE b.tenant_id = o.tenant_id AND b.sha256 = o.sha256);
+
+-- name: adopt_orphan_blob_objects
+-- The bucket sweep: of the blob objects one listed page holds ($1 tenants, $2 SHA-256s, $3
+-- keys, $4 sizes, $5 last writes by the store's clock), those with no row at all, last
+-- written longer than the grace ($6) ago and no `blobs` row names, get a row in this
+-- transaction. The rows returned are the orphans: inserted and not committed, so a writer
+-- touching one waits for the sweep to delete the object and the row and commit, then puts it
+-- again; a row that exists (a writer's touch, committed or not) leaves its object alone.
+INSERT INTO blob_objects AS o (tenant_id, sha256, object_key, size_bytes, touched_at)
+SELECT t, s, k, n, m
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[])
+    AS x(t, s, k, n, m)
+WHERE m < now() - $6::interval
+  AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.tenant_id = x.t AND b.sha256 = x.s)
+ORDER BY t, s
+ON CONFLICT (tenant_id, sha256) DO NOTHING
+RETURNING o.tenant_id, o.sha256, o.object_key;
 
 -- name: expire_blobs
 -- Retention: outputs and captured logs older than the cutoff go; payloads stay for replays,
