@@ -25,6 +25,7 @@ from services.api.ui import (
     login,
     operations,
     overview,
+    run_page,
     runs,
     tenants,
 )
@@ -40,10 +41,10 @@ def routes(sessions: Sessions | None = None) -> list[Router]:
     store = sessions or Sessions()
     pages = Router(
         path="/ui",
-        route_handlers=[*login.ROUTES, *overview.ROUTES, *runs.ROUTES, *jobs.ROUTES,
-                        *dag_define.ROUTES, *dags.ROUTES, *letters.ROUTES, *operations.ROUTES,
-                        *capacity.ROUTES, *limits.ROUTES, *keys.ROUTES, *audit.ROUTES,
-                        *tenants.ROUTES, *holds.ROUTES],
+        route_handlers=[*login.ROUTES, *overview.ROUTES, *runs.ROUTES, *run_page.ROUTES,
+                        *jobs.ROUTES, *dag_define.ROUTES, *dags.ROUTES, *letters.ROUTES,
+                        *operations.ROUTES, *capacity.ROUTES, *limits.ROUTES, *keys.ROUTES,
+                        *audit.ROUTES, *tenants.ROUTES, *holds.ROUTES],
         dependencies={"sessions": Provide(lambda: store, use_cache=True, sync_to_thread=False),
                       "ui": Provide(ui_scope)},
         exception_handlers=EXCEPTION_HANDLERS,
