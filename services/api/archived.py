@@ -28,8 +28,12 @@ import msgspec
 
 from ostinato.archive import (
     ArchiveCorrupt,
+    ArchivedDagRun,
+    ArchivedEvent,
     ArchivedRun,
     ArchivedRunSummary,
+    dag_run_key,
+    decode_dag_run,
     decode_index,
     decode_run,
     index_prefix,
@@ -51,6 +55,7 @@ from ostinato.eventlog.records import RecordedEvent
 from ostinato.eventlog.store import read_blob_objects
 from ostinato.objects import LazyObjectStore, ObjectMissing, ObjectStore, ObjectStoreError
 from ostinato.runs.updates import UpdateOutcome
+from ostinato.stores.dags import DagNodeRow, DagRunRow
 from ostinato.stores.runs import RunRow
 from ostinato.stores.steps import SetAsideStepRow, StateRow, StepRow
 from ostinato.telemetry import metrics
@@ -94,12 +99,35 @@ class Archive:
         metrics.ARCHIVE_READS.labels("read").inc()
         return await with_blob_values(found)
 
+    async def dag_run(self, tenant_id: uuid.UUID,
+                      dag_run_id: uuid.UUID) -> ArchivedDagRun | None:
+        """The tenant's archived DAG run (migration 0052); None when its archive has none."""
+        key = dag_run_key(tenant_id, dag_run_id)
+        data = await self._get(key, tenant_id, dag_run_id=str(dag_run_id))
+        if data is None:
+            return None
+        try:
+            found = decode_dag_run(data, key=key)
+        except ArchiveCorrupt as exc:
+            raise _unreadable(exc, tenant_id, f"DAG run {dag_run_id}",
+                              dag_run_id=str(dag_run_id)) from None
+        metrics.ARCHIVE_READS.labels("read").inc()
+        return found
+
     async def holds(self, tenant_id: uuid.UUID, run_id: uuid.UUID) -> bool:
         """Whether the tenant's archive has the run (no read of the object)."""
+        return await self._exists(run_key(tenant_id, run_id), tenant_id, run_id=str(run_id))
+
+    async def holds_dag_run(self, tenant_id: uuid.UUID, dag_run_id: uuid.UUID) -> bool:
+        """Whether the tenant's archive has the DAG run (no read of the object)."""
+        return await self._exists(dag_run_key(tenant_id, dag_run_id), tenant_id,
+                                  dag_run_id=str(dag_run_id))
+
+    async def _exists(self, key: str, tenant_id: uuid.UUID, **ids: str) -> bool:
         try:
-            return await self.store.exists(run_key(tenant_id, run_id))
+            return await self.store.exists(key)
         except ObjectStoreError as exc:
-            raise _unavailable(exc, tenant_id, run_id=str(run_id)) from None
+            raise _unavailable(exc, tenant_id, **ids) from None
 
     async def _get(self, key: str, tenant_id: uuid.UUID, **ids: str) -> bytes | None:
         try:
@@ -173,19 +201,97 @@ def _event(data: Any) -> Event:
     return decode_event(data if isinstance(data, str | bytes) else msgspec.json.encode(data))
 
 
-def recorded_events(archived: ArchivedRun) -> list[RecordedEvent]:
-    """The run's stream as the log held it, in version order."""
+def _recorded(tenant_id: uuid.UUID, stream_id: uuid.UUID, stream_type: str,
+              events: Sequence[ArchivedEvent], key: str, what: str,
+              **ids: str) -> list[RecordedEvent]:
+    """An archived stream as the log held it, in version order (a 424 if an event does not
+    read as one)."""
     try:
-        return [RecordedEvent(seq=e.seq, event_id=e.event_id, stream_id=archived.run_id,
-                              stream_type="run", version=e.version, tenant_id=archived.tenant_id,
+        return [RecordedEvent(seq=e.seq, event_id=e.event_id, stream_id=stream_id,
+                              stream_type=stream_type, version=e.version, tenant_id=tenant_id,
                               type=e.type, event=_event(e.data), actor=e.actor, epoch=e.epoch,
                               traceparent=e.traceparent, occurred_at=e.occurred_at,
-                              recorded_at=e.recorded_at) for e in archived.events]
+                              recorded_at=e.recorded_at) for e in events]
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise _unreadable(ArchiveCorrupt(f"an event does not read as one ({exc})",
-                                         key=run_key(archived.tenant_id, archived.run_id)),
-                          archived.tenant_id, f"run {archived.run_id}",
-                          run_id=str(archived.run_id)) from None
+        raise _unreadable(ArchiveCorrupt(f"an event does not read as one ({exc})", key=key),
+                          tenant_id, what, **ids) from None
+
+
+def recorded_events(archived: ArchivedRun) -> list[RecordedEvent]:
+    """The run's stream as the log held it, in version order."""
+    return _recorded(archived.tenant_id, archived.run_id, "run", archived.events,
+                     run_key(archived.tenant_id, archived.run_id), f"run {archived.run_id}",
+                     run_id=str(archived.run_id))
+
+
+# An archived DAG run (migration 0052): GET /v1/dag-runs/{id} and /events from its object.
+
+async def read_dag_run(archive: Archive | None, tenant_id: uuid.UUID,
+                       dag_run_id: uuid.UUID) -> ArchivedDagRun:
+    """The tenant's archived DAG run, or the usual 404 when neither the hot tables (the caller
+    looked there first) nor the archive know it."""
+    found = None if archive is None else await archive.dag_run(tenant_id, dag_run_id)
+    if found is None:
+        raise NotFound(f"no DAG run {dag_run_id}")
+    return found
+
+
+def _dag_unreadable(doc: ArchivedDagRun, what: str) -> ArchiveUnreadable:
+    return _unreadable(ArchiveCorrupt(what, key=dag_run_key(doc.tenant_id, doc.dag_run_id)),
+                       doc.tenant_id, f"DAG run {doc.dag_run_id}",
+                       dag_run_id=str(doc.dag_run_id))
+
+
+def dag_run_row(doc: ArchivedDagRun) -> DagRunRow:
+    """The `dag_runs` row as it stood when archived."""
+    try:
+        return msgspec.convert(doc.dag_run, DagRunRow, strict=False)
+    except msgspec.ValidationError as exc:
+        raise _dag_unreadable(doc, f"its dag_runs row does not read as one ({exc})") from None
+
+
+def dag_run_events(doc: ArchivedDagRun) -> list[RecordedEvent]:
+    """The DAG run's stream as the log held it, in version order."""
+    return _recorded(doc.tenant_id, doc.dag_run_id, "dag_run", doc.events,
+                     dag_run_key(doc.tenant_id, doc.dag_run_id), f"DAG run {doc.dag_run_id}",
+                     dag_run_id=str(doc.dag_run_id))
+
+
+class _NodeColumns(msgspec.Struct):
+    """The columns of a `dag_run_nodes` row the view reads."""
+
+    dag_run_id: uuid.UUID
+    key: str
+    state: str
+    run_id: uuid.UUID | None = None
+    generation: int = 0
+    ready_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+async def dag_node_rows(archive: Archive, doc: ArchivedDagRun) -> list[DagNodeRow]:
+    """The nodes as `stores.dags.nodes` reads them hot: each node's row with its current run's
+    state, attempts, times, output and error, read from that run's own archive object (node
+    runs leave before their DAG run; one removed without an object, under archive=false,
+    leaves those fields empty). Up to MAX_CONCURRENT_READS objects at once."""
+    try:
+        nodes = [msgspec.convert(n, _NodeColumns, strict=False) for n in doc.nodes]
+    except msgspec.ValidationError as exc:
+        raise _dag_unreadable(doc, f"a dag_run_nodes row does not read as one ({exc})") from None
+    runs = {r.run_id: run_row(r) for r in await runs_of(
+        archive, doc.tenant_id, [n.run_id for n in nodes if n.run_id is not None])}
+    out = []
+    for n in nodes:
+        run = runs.get(n.run_id) if n.run_id is not None else None
+        out.append(DagNodeRow(
+            dag_run_id=n.dag_run_id, key=n.key, state=n.state, run_id=n.run_id,
+            generation=n.generation, ready_at=n.ready_at, finished_at=n.finished_at,
+            run_state=run.state if run else None, attempt=run.attempt if run else 0,
+            run_started_at=run.started_at if run else None,
+            run_finished_at=run.finished_at if run else None,
+            output_ref=run.output_ref if run else None,
+            last_error=run.last_error if run else None))
+    return out
 
 
 def step_rows(archived: ArchivedRun) -> list[StepRow]:
@@ -294,17 +400,27 @@ def refuses_archived(fn: F) -> F:
     """A control action on one run (path parameter `run_id`, dependency `tenant`): when the run
     is not hot (the action raised NotFound) but its archive holds it, a 409 `run-archived`
     instead, raised inside the route so that its audit row says so."""
+    return _refusing(fn, "run_id", "holds", "run", "/v1/runs")
 
+
+def refuses_archived_dag_run(fn: F) -> F:
+    """The same for an action on one DAG run (path parameter `dag_run_id`): cancel, retry
+    from a node."""
+    return _refusing(fn, "dag_run_id", "holds_dag_run", "DAG run", "/v1/dag-runs")
+
+
+def _refusing(fn: F, param: str, holds: str, what: str, path: str) -> F:
+    """`fn` answering a 409 for an item (path parameter `param`) its archive's `holds` has."""
     @functools.wraps(fn)
     async def action(*args: Any, **kwargs: Any) -> Any:
         try:
             return await fn(*args, **kwargs)
         except NotFound:
-            tenant, run_id = kwargs["tenant"], kwargs["run_id"]
+            tenant, item_id = kwargs["tenant"], kwargs[param]
             archive = tenant.archive
-            if archive is not None and await archive.holds(tenant.tenant_id, run_id):
-                raise RunArchived(f"run {run_id} is archived: it can be read (GET "
-                                  f"/v1/runs/{run_id}), not changed") from None
+            if archive is not None and await getattr(archive, holds)(tenant.tenant_id, item_id):
+                raise RunArchived(f"{what} {item_id} is archived: it can be read (GET "
+                                  f"{path}/{item_id}), not changed") from None
             raise
 
     return action  # type: ignore[return-value]

@@ -18,7 +18,7 @@ from ostinato.domain.errors import NotFound
 from ostinato.runs import dags
 from ostinato.runtime.settings import Settings
 from ostinato.stores import dags as dag_store
-from ostinato.stores.dags import DagRow, DagRunRow
+from ostinato.stores.dags import DagNodeRow, DagRow, DagRunRow
 from ostinato.wire.api import (
     DagNodeRetryRequest,
     DagNodeView,
@@ -33,8 +33,9 @@ from ostinato.wire.api import (
     DagView,
     EventsPage,
 )
+from services.api import archived
 from services.api.auditing import audited
-from services.api.routes import AfterVersion, EventsLimit, timeline_page
+from services.api.routes import READS_ARCHIVE, AfterVersion, EventsLimit, events_page, timeline_page
 from services.api.scope import Tenant
 
 Limit = Annotated[int, QueryParameter(ge=1, le=500)]
@@ -124,10 +125,13 @@ async def dag_runs(dag_id: FromPath[uuid.UUID], tenant: Tenant,
     return DagRunsPage(items=[await run_view(tenant.conn, r) for r in rows])
 
 
-async def run_view(conn: asyncpg.Connection, run: DagRunRow) -> DagRunView:
-    """A DAG run node by node (the API's and the web UI's), its nodes in topological order."""
+async def run_view(conn: asyncpg.Connection, run: DagRunRow,
+                   nodes: list[DagNodeRow] | None = None) -> DagRunView:
+    """A DAG run node by node (the API's and the web UI's), its nodes in topological order
+    (`nodes`: an archived DAG run's, else read from the hot tables)."""
     dag = await dags.load_dag(conn, run.dag_id, run.dag_version)
-    nodes = (await dag_store.nodes(conn, [run.id]))[run.id]
+    if nodes is None:
+        nodes = (await dag_store.nodes(conn, [run.id]))[run.id]
     progress: dict[str, int] = {"total": len(nodes)}
     views = []
     position = {k: i for i, k in enumerate(dag.order)}
@@ -156,28 +160,43 @@ async def _dag_run(tenant: Tenant, dag_run_id: uuid.UUID) -> DagRunRow:
     return run
 
 
-@get("/v1/dag-runs/{dag_run_id:uuid}", tags=["dags"])
+@get("/v1/dag-runs/{dag_run_id:uuid}", tags=["dags"], opt=READS_ARCHIVE)
 async def get_dag_run(dag_run_id: FromPath[uuid.UUID], tenant: Tenant) -> DagRunView:
     """A DAG run: each node's state, run, attempts and timestamps, and the progress counts.
-    Its timeline: GET /v1/dag-runs/{id}/events."""
-    return await run_view(tenant.conn, await _dag_run(tenant, dag_run_id))
+    Its timeline: GET /v1/dag-runs/{id}/events. One that has left the hot database is read
+    from its archive (`archived` true, `archived_at`; docs/RETENTION.md "DAG runs")."""
+    run = await dag_store.run_by_id(tenant.conn, tenant.tenant_id, dag_run_id)
+    if run is not None:
+        return await run_view(tenant.conn, run)
+    gone = await archived.read_dag_run(tenant.archive, tenant.tenant_id, dag_run_id)
+    assert tenant.archive is not None  # read_dag_run found it there
+    view = await run_view(tenant.conn, archived.dag_run_row(gone),
+                          await archived.dag_node_rows(tenant.archive, gone))
+    return msgspec.structs.replace(view, archived=True, archived_at=gone.archived_at)
 
 
-@get("/v1/dag-runs/{dag_run_id:uuid}/events", tags=["dags"])
+@get("/v1/dag-runs/{dag_run_id:uuid}/events", tags=["dags"], opt=READS_ARCHIVE)
 async def dag_run_events(dag_run_id: FromPath[uuid.UUID], tenant: Tenant,
                          after: FromQuery[AfterVersion] = 0,
                          limit: FromQuery[EventsLimit] = 100) -> EventsPage:
     """The DAG run's timeline straight from the log: each node made ready (with its run),
     finished (with its run's real start and end) or skipped, cancels and retries with their
-    actor, and the outcome; the events after version `after`, `next_after` for the next page."""
-    await _dag_run(tenant, dag_run_id)
-    items, next_after = await timeline_page(tenant.conn, dag_run_id, tenant.tenant_id, after,
-                                            limit) or ([], None)
-    return EventsPage(run_id=dag_run_id, items=items, next_after=next_after)
+    actor, and the outcome; the events after version `after`, `next_after` for the next page.
+    An archived DAG run's comes from its archive, paged alike (`archived` true)."""
+    if await dag_store.run_by_id(tenant.conn, tenant.tenant_id, dag_run_id) is not None:
+        items, next_after = await timeline_page(tenant.conn, dag_run_id, tenant.tenant_id,
+                                                after, limit) or ([], None)
+        return EventsPage(run_id=dag_run_id, items=items, next_after=next_after)
+    gone = await archived.read_dag_run(tenant.archive, tenant.tenant_id, dag_run_id)
+    stream = [r for r in archived.dag_run_events(gone) if r.version > after]
+    items, next_after = events_page(stream[:limit + 1], limit)
+    return EventsPage(run_id=dag_run_id, items=items, next_after=next_after, archived=True,
+                      archived_at=gone.archived_at)
 
 
 @post("/v1/dag-runs/{dag_run_id:uuid}/cancel", status_code=200, tags=["dags"],
       opt=audited("dag_run.cancel", "dag_run", "dag_run_id"))
+@archived.refuses_archived_dag_run
 async def cancel_dag_run(dag_run_id: FromPath[uuid.UUID], tenant: Tenant,
                          data: JSONBody[DagRunCancelRequest | None] = None) -> DagRunChanged:
     """Cancel a DAG run: nodes not started will not run, running ones are cancelled (a
@@ -192,6 +211,7 @@ async def cancel_dag_run(dag_run_id: FromPath[uuid.UUID], tenant: Tenant,
 
 @post("/v1/dag-runs/{dag_run_id:uuid}/nodes/{key:str}/retry", status_code=200, tags=["dags"],
       opt=audited("dag_run.retry_node", "dag_run", "dag_run_id"))
+@archived.refuses_archived_dag_run
 async def retry_dag_node(dag_run_id: FromPath[uuid.UUID], key: FromPath[str], tenant: Tenant,
                          data: JSONBody[DagNodeRetryRequest | None] = None) -> DagRunChanged:
     """Re-run the node and everything downstream of it in the same DAG run (recorded as

@@ -195,7 +195,7 @@ NOT_THE_RUNS_ROWS = {
     ("runs", "wait_child"): "a parent's wait, on the parent's row",
     ("dead_letters", "last_replay_run"): "the replay, a run of its own",
     ("fan_outs", "completion_run_id"): "the fan-out's completion run, a run of its own",
-    ("dag_run_nodes", "run_id"): "the DAG run's node (its own stream): a DAG run stays",
+    ("dag_run_nodes", "run_id"): "the DAG run's node: it leaves with its DAG run (0052)",
     ("dag_run_nodes", "dag_run_id"): "a DAG run, not a run",
     ("operation_items", "item_id"): "an operation's frozen selection, kept with it",
     ("operation_failures", "item_id"): "an operation's outcome per item, kept with it",

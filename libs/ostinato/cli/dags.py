@@ -10,7 +10,7 @@ import typer
 
 from ostinato.cli.common import first
 from ostinato.cli.context import LimitOpt, OutputOpt, state, usage
-from ostinato.cli.output import Column, emit, emit_many
+from ostinato.cli.output import Column, emit, emit_many, stdout, text
 from ostinato.cli.parse import json_value
 
 app = typer.Typer(help="DAGs: tasks as nodes with edges and trigger rules.",
@@ -91,11 +91,14 @@ def runs(ctx: typer.Context, dag_id: str, limit: LimitOpt = None,
 
 @runs_app.command("get")
 def get_run(ctx: typer.Context, dag_run_id: str, output: OutputOpt = None) -> None:
-    """A DAG run's nodes: state, run, attempts and times (json: the whole run)."""
+    """A DAG run's nodes: state, run, attempts and times (json: the whole run). One read back
+    from the archive says "archived <when>" first (`-o json`: `archived`, `archived_at`)."""
     g = state(ctx)
     view = g.client().dag_runs.get(dag_run_id)
     out = g.output_for(output)
     if out.value == "table":
+        if view.archived:
+            stdout().print(f"archived {text(view.archived_at)}", markup=False)
         emit(out, view, RUN_COLUMNS)
         emit_many(out, view.nodes, NODE_COLUMNS)
     else:

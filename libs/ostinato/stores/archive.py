@@ -13,7 +13,14 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from ostinato.archive import ArchivedBlob, ArchivedEvent, ArchivedRun, ArchivedStep, BlobRef
+from ostinato.archive import (
+    ArchivedBlob,
+    ArchivedDagRun,
+    ArchivedEvent,
+    ArchivedRun,
+    ArchivedStep,
+    BlobRef,
+)
 from ostinato.db.queries import load
 from ostinato.domain.retention import MIN_KEEP_SECONDS
 from ostinato.stores.rows import many
@@ -181,6 +188,80 @@ async def remove(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID],
     in the caller's transaction, or kept with the reason (a rule, `busy`, `changed`, ...)."""
     return many(Removal, await conn.fetch(Q["archive_remove_runs"], list(run_ids),
                                           list(versions), checks_window))
+
+
+class DagRunCandidate(msgspec.Struct, frozen=True):
+    """A finished DAG run past its tenant's retention that no rule keeps (its node runs gone)."""
+
+    dag_run_id: uuid.UUID
+    tenant_id: uuid.UUID
+    version: int  # its stream's head: what is archived, what the removal expects
+    archive: bool
+    finished_at: datetime
+
+
+class DagRunRemoval(msgspec.Struct, frozen=True):
+    """Migration 0052's verdict on one DAG run: removed, or the reason it stays."""
+
+    dag_run_id: uuid.UUID
+    removed: bool
+    kept_because: str | None
+
+
+async def dag_run_candidates(conn: asyncpg.Connection, limit: int, checks_window: timedelta,
+                             floor_seconds: int = MIN_KEEP_SECONDS) -> list[DagRunCandidate]:
+    """Up to `limit` finished DAG runs due to leave (oldest end first, the tenant with the
+    oldest first; none before `floor_seconds`), every rule of migration 0052 applied in the
+    one statement: a DAG run whose node runs are still hot is not picked."""
+    async with conn.transaction(readonly=True):
+        await conn.execute(NO_JIT)
+        return many(DagRunCandidate, await conn.fetch(
+            Q["dag_run_candidates"], limit, checks_window, floor_seconds))
+
+
+async def dag_run_histories(conn: asyncpg.Connection, dag_run_ids: Sequence[uuid.UUID],
+                            archived_at: datetime) -> dict[uuid.UUID, ArchivedDagRun]:
+    """Each DAG run still hot as its archive document: its row, its nodes, every event of its
+    stream, and a one-off DAG job's row and stream (it leaves with its last DAG run). One
+    repeatable-read snapshot, so the parts agree."""
+    ids = list(dag_run_ids)
+    async with conn.transaction(isolation="repeatable_read", readonly=True):
+        rows = many(DocumentRow, await conn.fetch(Q["archive_dag_run_rows"], ids))
+        nodes = many(DocumentRow, await conn.fetch(Q["archive_dag_run_nodes"], ids))
+        events = many(EventRow, await conn.fetch(Q["archive_dag_run_events"], ids))
+        job_ids = sorted({uuid.UUID(str(r.row["job_id"])) for r in rows
+                          if r.row.get("job_id") is not None})
+        jobs = many(DocumentRow, await conn.fetch(Q["archive_job_rows"], job_ids))
+        job_events = many(EventRow, await conn.fetch(
+            Q["archive_job_events"], [j.id for j in jobs]))
+    nodes_of: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    for n in nodes:
+        nodes_of.setdefault(n.id, []).append(n.row)
+    events_of: dict[uuid.UUID, list[ArchivedEvent]] = {}
+    for e in events:
+        events_of.setdefault(e.stream_id, []).append(_event(e))
+    job_events_of: dict[uuid.UUID, list[ArchivedEvent]] = {}
+    for e in job_events:
+        job_events_of.setdefault(e.stream_id, []).append(_event(e))
+    jobs_by_id = {j.id: j.row for j in jobs}
+    documents: dict[uuid.UUID, ArchivedDagRun] = {}
+    for r in rows:
+        job_id = uuid.UUID(str(r.row["job_id"])) if r.row.get("job_id") is not None else None
+        job = jobs_by_id.get(job_id) if job_id is not None else None  # a one-off job's only
+        documents[r.id] = ArchivedDagRun(
+            tenant_id=uuid.UUID(str(r.row["tenant_id"])), dag_run_id=r.id,
+            archived_at=archived_at, dag_run=r.row, nodes=nodes_of.get(r.id, []),
+            events=events_of.get(r.id, []), job=job,
+            job_events=job_events_of.get(job_id, []) if job is not None and job_id else [])
+    return documents
+
+
+async def remove_dag_runs(conn: asyncpg.Connection, dag_run_ids: Sequence[uuid.UUID],
+                          versions: Sequence[int],
+                          checks_window: timedelta) -> list[DagRunRemoval]:
+    """Migration 0052's procedure on these DAG runs, each at the stream version archived."""
+    return many(DagRunRemoval, await conn.fetch(Q["archive_remove_dag_runs"], list(dag_run_ids),
+                                                list(versions), checks_window))
 
 
 class ArchiveHealth(msgspec.Struct, frozen=True):

@@ -20,6 +20,7 @@ __all__ = [
     "ALERT_DELIVERIES",
     "ALERT_DELIVERIES_PENDING",
     "ARCHIVE_BYTES",
+    "ARCHIVE_DAG_RUNS",
     "ARCHIVE_FAILURES",
     "ARCHIVE_READS",
     "ARCHIVE_RUNS",
@@ -361,6 +362,13 @@ ARCHIVE_RUNS = Counter(
     "Finished runs past their retention the archiver handled: archived (an object written), "
     "removed from the hot tables, or kept by the removal procedure (reason: a rule of "
     "docs/RETENTION.md, busy, changed, ...).",
+    ["outcome", "reason"],
+)
+ARCHIVE_DAG_RUNS = Counter(
+    "ostinato_archive_dag_runs_total",
+    "Finished DAG runs past their retention the archiver handled (migration 0052): archived, "
+    "removed with their nodes and stream (and a one-off DAG job's), or kept (reason: "
+    "node_run_in_hot_tables, a window rule, busy, changed, ...).",
     ["outcome", "reason"],
 )
 ARCHIVE_BYTES = Counter(

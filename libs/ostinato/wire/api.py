@@ -1251,6 +1251,9 @@ class DagRunView(msgspec.Struct, kw_only=True):
     nodes: list[DagNodeView]
     job_id: uuid.UUID | None = None
     scheduled_for: datetime | None = None
+    # read back from the archive (docs/RETENTION.md "DAG runs"), archived then; read, not changed
+    archived: bool = False
+    archived_at: datetime | None = None
 
 
 class DagRunsPage(msgspec.Struct, kw_only=True):

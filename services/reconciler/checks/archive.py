@@ -6,8 +6,10 @@ other one skips its pass); pick up to `batch` runs no rule keeps (stores/archive
 first); read each one's whole history in one snapshot; put one object per run
 (`ostinato.archive.run_key`) and the batch's index objects; and only once the object store has
 confirmed every put, call migration 0046's owner-role procedure, which re-checks every rule under
-the row lock and removes what may go in one transaction. A tenant whose policy says
-archive=false has its runs removed without an object.
+the row lock and removes what may go in one transaction. Then the same for finished DAG runs
+whose node runs have left (migration 0052: one object each, `ostinato.archive.dag_run_key`,
+then ostinato_remove_dag_runs), so a DAG run's node runs may leave and the DAG run follow in
+one pass. A tenant whose policy says archive=false has its runs removed without an object.
 
 Faults: a put that fails (the store down, erroring, slow past its timeout) removes nothing of
 the batch and raises: the duty's transient policy retries with backoff, `archive_state` records
@@ -26,11 +28,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import asyncpg
+from prometheus_client import Counter
 
 from ostinato.alerts import Signal
 from ostinato.archive import (
     ArchivedRun,
     build_indexes,
+    dag_run_key,
+    encode_dag_run,
     encode_index,
     encode_run,
     run_key,
@@ -91,6 +96,7 @@ class Archiver:
                 return 0  # another reconciler is archiving
             try:
                 handled = await self._pass(conn)
+                handled += await self._dag_pass(conn)
             except Exception as exc:
                 metrics.ARCHIVE_FAILURES.labels(
                     kind="store" if isinstance(exc, ObjectStoreError) else "database").inc()
@@ -141,6 +147,48 @@ class Archiver:
         self._account(picked, removals, size, len(written))
         return len(picked)
 
+    async def _dag_pass(self, conn: asyncpg.Connection) -> int:
+        """The finished DAG runs no rule keeps: each one's object put and confirmed, then
+        migration 0052's procedure; returns how many it handled."""
+        picked = await archive_store.dag_run_candidates(conn, self.config.batch,
+                                                        self.config.checks_window,
+                                                        self.config.floor_seconds)
+        if not picked:
+            return 0
+        archived_at = self.clock.now()
+        documents = await archive_store.dag_run_histories(
+            conn, [c.dag_run_id for c in picked if c.archive], archived_at)
+        versions = {c.dag_run_id: c.version for c in picked if not c.archive}
+        items: list[tuple[str, bytes]] = []
+        for c in picked:
+            doc = documents.get(c.dag_run_id)
+            if not c.archive or doc is None or not doc.events:
+                continue  # gone since the pick: nothing to do
+            versions[c.dag_run_id] = doc.events[-1].version
+            items.append((dag_run_key(doc.tenant_id, doc.dag_run_id), encode_dag_run(doc)))
+        size = await self._put_items(items)
+        removals: list[archive_store.DagRunRemoval] = []
+        if versions:
+            ids = sorted(versions)
+            async with conn.transaction():
+                removals = await archive_store.remove_dag_runs(
+                    conn, ids, [versions[i] for i in ids], self.config.checks_window)
+        metrics.ARCHIVE_BYTES.inc(size)
+        metrics.ARCHIVE_DAG_RUNS.labels(outcome="archived", reason="").inc(len(items))
+        tenant_of = {c.dag_run_id: c.tenant_id for c in picked}
+        removed = [r.dag_run_id for r in removals if r.removed]
+        metrics.ARCHIVE_DAG_RUNS.labels(outcome="removed", reason="").inc(len(removed))
+        kept = _count_kept(metrics.ARCHIVE_DAG_RUNS, [r.kept_because for r in removals
+                                                      if not r.removed])
+        for dag_run_id in removed:
+            log.debug("DAG run archived and removed", tenant_id=str(tenant_of.get(dag_run_id)),
+                      dag_run_id=str(dag_run_id))
+        if removals:
+            log.info("DAG runs archived and removed", removed=len(removed), objects=len(items),
+                     bytes=size, kept=kept or None,
+                     tenants=sorted({str(tenant_of[r]) for r in removed}) or None)
+        return len(picked)
+
     async def _put_all(self, documents: list[ArchivedRun], archived_at: datetime) -> int:
         """Every run's object and the batch's index objects, `concurrency` puts at a time;
         returns the bytes written. Raises at the first put not confirmed (a timeout is the
@@ -151,6 +199,13 @@ class Archiver:
         batch = batch_id_of([d.run_id for d in documents])
         items += [(key, encode_index(index))
                   for key, index in build_indexes(batch, archived_at, documents)]
+        return await self._put_items(items)
+
+    async def _put_items(self, items: list[tuple[str, bytes]]) -> int:
+        """Put every (key, object), `concurrency` at a time; the bytes written. Raises at the
+        first put not confirmed within `put_timeout` (ObjectStoreUnavailable: transient)."""
+        if not items:
+            return 0
         gate = asyncio.Semaphore(self.config.concurrency)
         timeout = self.config.put_timeout.total_seconds()
 
@@ -192,12 +247,8 @@ class Archiver:
         metrics.ARCHIVE_BYTES.inc(size)
         metrics.ARCHIVE_RUNS.labels(outcome="archived", reason="").inc(objects)
         metrics.ARCHIVE_RUNS.labels(outcome="removed", reason="").inc(len(removed))
-        kept: dict[str, int] = {}
-        for r in removals:
-            if not r.removed:
-                reason = r.kept_because or "unknown"
-                kept[reason] = kept.get(reason, 0) + 1
-                metrics.ARCHIVE_RUNS.labels(outcome="kept", reason=reason).inc()
+        kept = _count_kept(metrics.ARCHIVE_RUNS, [r.kept_because for r in removals
+                                                  if not r.removed])
         for run_id in removed:
             log.debug("run archived and removed", tenant_id=str(tenant_of.get(run_id)),
                       run_id=str(run_id), archived=run_id in archived)
@@ -205,6 +256,16 @@ class Archiver:
             log.info("runs archived and removed", removed=len(removed), objects=objects,
                      bytes=size, kept=kept or None,
                      tenants=sorted({str(tenant_of[r]) for r in removed}) or None)
+
+
+def _count_kept(counter: Counter, reasons: Sequence[str | None]) -> dict[str, int]:
+    """Count what the removal procedure kept, by reason, in `counter` and for the pass's log."""
+    kept: dict[str, int] = {}
+    for reason in reasons:
+        why = reason or "unknown"
+        kept[why] = kept.get(why, 0) + 1
+        counter.labels(outcome="kept", reason=why).inc()
+    return kept
 
 
 def archive_duty(pool: asyncpg.Pool, objects: ObjectStore, clock: Clock,

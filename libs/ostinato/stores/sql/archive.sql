@@ -194,3 +194,66 @@ ON CONFLICT (id) DO UPDATE SET failing_since = coalesce(archive_state.failing_si
 SELECT failing_since, last_error, last_success_at,
        extract(epoch FROM now() - failing_since)::float8 AS failing_seconds
 FROM archive_state WHERE id;
+
+-- name: dag_run_candidates
+-- Up to $1 finished DAG runs past their tenant's retention (and the operator's floor $3) that
+-- no rule keeps (migration 0052's ostinato_dag_run_kept, $2 the checks window), with their
+-- stream's head version: the tenant with the oldest end first (one probe of dag_runs_ended
+-- each), then each one's DAG runs through dag_runs_ended, oldest end first, read lazily until
+-- $1 passed. A DAG run whose node runs are still hot is passed over (node_run_in_hot_tables):
+-- they leave first, the runs' pick before this one in the same pass.
+SELECT c.id AS dag_run_id, t.id AS tenant_id,
+       (SELECT max(e.version) FROM events e WHERE e.stream_id = c.id) AS version,
+       t.archive, c.finished_at
+FROM (
+    SELECT t.id, coalesce(tr.archive, true) AS archive,
+           greatest(coalesce(tr.keep_seconds, 2592000), $3::bigint) AS keep_seconds,
+           o.oldest
+    FROM tenants t
+    LEFT JOIN tenant_retention tr ON tr.tenant_id = t.id
+    CROSS JOIN LATERAL (
+        SELECT min(d.finished_at) AS oldest FROM dag_runs d
+        WHERE d.tenant_id = t.id AND d.state IN ('succeeded', 'failed', 'cancelled')
+    ) AS o
+    WHERE o.oldest <= now()
+          - greatest(coalesce(tr.keep_seconds, 2592000), $3::bigint) * interval '1 second'
+    ORDER BY o.oldest, t.id
+) AS t
+CROSS JOIN LATERAL (
+    SELECT f.id, f.finished_at
+    FROM (
+        SELECT d.id, d.finished_at
+        FROM dag_runs d
+        WHERE d.tenant_id = t.id AND d.state IN ('succeeded', 'failed', 'cancelled')
+          AND d.finished_at <= now() - t.keep_seconds * interval '1 second'
+        ORDER BY d.finished_at
+        OFFSET 0
+    ) AS f
+    WHERE cardinality(ostinato_dag_run_kept(f.id, now(), $2::interval)) = 0
+    LIMIT $1
+) AS c
+LIMIT $1;
+
+-- name: archive_dag_run_rows
+-- The dag_runs rows as they stand, every column.
+SELECT d.id, to_json(d) AS row FROM dag_runs d WHERE d.id = ANY($1::uuid[]) ORDER BY d.id;
+
+-- name: archive_dag_run_nodes
+-- Their nodes' rows, every column, by DAG run and key.
+SELECT n.dag_run_id AS id, to_json(n) AS row FROM dag_run_nodes n
+WHERE n.dag_run_id = ANY($1::uuid[])
+ORDER BY n.dag_run_id, n.key;
+
+-- name: archive_dag_run_events
+-- Every event of the DAG runs' streams, in order.
+SELECT stream_id, seq, version, type, data, actor, epoch, traceparent, occurred_at,
+       recorded_at, event_id
+FROM events
+WHERE stream_id = ANY($1::uuid[]) AND stream_type = 'dag_run'
+ORDER BY stream_id, version;
+
+-- name: archive_remove_dag_runs
+-- Archive, then remove: migration 0052's owner-role procedure re-checks the rules under the row
+-- lock and removes, in this transaction, each DAG run it finds removable.
+SELECT dag_run_id, removed, kept_because
+FROM ostinato_remove_dag_runs($1::uuid[], $2::int[], $3::interval);
