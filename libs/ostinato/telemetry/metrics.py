@@ -386,11 +386,13 @@ BLOBS_EXPIRED = Counter(
 )
 BLOB_OBJECTS = Counter(
     "ostinato_blob_objects_total",
-    "Blob objects (values over the inline limit) put, read and collected, by outcome: put "
-    "stored|unavailable, get read|unreadable|unavailable, collect deleted.", ["op", "outcome"]
+    "Blob objects (values over the inline limit) put, read, collected and swept, by outcome: "
+    "put stored (before its transaction)|stored_in_transaction (under its locks)|reused (a "
+    "reference vouched for it: no put)|unavailable, get read|unreadable|unavailable, collect "
+    "deleted|unavailable, sweep deleted|unavailable (orphans no row knew).", ["op", "outcome"]
 )
 BLOB_OBJECT_BYTES = Counter(
-    "ostinato_blob_object_bytes_total", "Bytes of blob objects put and collected.", ["op"]
+    "ostinato_blob_object_bytes_total", "Bytes of blob objects put and swept.", ["op"]
 )
 SHARD_EPOCH = Gauge(
     "ostinato_shard_epoch", "Epoch of each scheduler shard lease this instance holds.", ["shard"]
