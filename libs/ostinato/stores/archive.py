@@ -131,6 +131,14 @@ def _step(row: StepRow) -> ArchivedStep:
                         set_aside_version=row.set_aside_version, set_aside_at=row.set_aside_at)
 
 
+def _by_stream(rows: Sequence[EventRow]) -> dict[uuid.UUID, list[ArchivedEvent]]:
+    """Events read in (stream, version) order, each stream's as its archive keeps them."""
+    out: dict[uuid.UUID, list[ArchivedEvent]] = {}
+    for e in rows:
+        out.setdefault(e.stream_id, []).append(_event(e))
+    return out
+
+
 async def histories(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID],
                     archived_at: datetime) -> dict[uuid.UUID, ArchivedRun]:
     """The whole history of each run still hot, as its archive document: its runs row, every
@@ -148,12 +156,7 @@ async def histories(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID],
         jobs = many(DocumentRow, await conn.fetch(Q["archive_job_rows"], job_ids))
         job_events = many(EventRow, await conn.fetch(
             Q["archive_job_events"], [j.id for j in jobs]))
-    events_of: dict[uuid.UUID, list[ArchivedEvent]] = {}
-    for e in events:
-        events_of.setdefault(e.stream_id, []).append(_event(e))
-    job_events_of: dict[uuid.UUID, list[ArchivedEvent]] = {}
-    for e in job_events:
-        job_events_of.setdefault(e.stream_id, []).append(_event(e))
+    events_of, job_events_of = _by_stream(events), _by_stream(job_events)
     steps_of: dict[uuid.UUID, list[ArchivedStep]] = {}
     set_aside_of: dict[uuid.UUID, list[ArchivedStep]] = {}
     for s in steps:
@@ -237,12 +240,7 @@ async def dag_run_histories(conn: asyncpg.Connection, dag_run_ids: Sequence[uuid
     nodes_of: dict[uuid.UUID, list[dict[str, Any]]] = {}
     for n in nodes:
         nodes_of.setdefault(n.id, []).append(n.row)
-    events_of: dict[uuid.UUID, list[ArchivedEvent]] = {}
-    for e in events:
-        events_of.setdefault(e.stream_id, []).append(_event(e))
-    job_events_of: dict[uuid.UUID, list[ArchivedEvent]] = {}
-    for e in job_events:
-        job_events_of.setdefault(e.stream_id, []).append(_event(e))
+    events_of, job_events_of = _by_stream(events), _by_stream(job_events)
     jobs_by_id = {j.id: j.row for j in jobs}
     documents: dict[uuid.UUID, ArchivedDagRun] = {}
     for r in rows:
