@@ -24,6 +24,7 @@ from ostinato.stores import (
     ledger,
     limits,
     operations,
+    overview,
     retention,
     runs,
     signals,
@@ -68,6 +69,11 @@ ROW_OF = {
     (archive, "archive_run_blobs"): archive.BlobRow,
     (archive, "archive_run_labels"): archive.LabelRow,
     (archive, "archive_remove_runs"): archive.Removal,
+    (archive, "dag_run_candidates"): archive.DagRunCandidate,
+    (archive, "archive_dag_run_rows"): archive.DocumentRow,
+    (archive, "archive_dag_run_nodes"): archive.DocumentRow,
+    (archive, "archive_dag_run_events"): archive.EventRow,
+    (archive, "archive_remove_dag_runs"): archive.DagRunRemoval,
     (archive, "archive_health"): archive.ArchiveHealth,
     (runs, "claim_ready_runs"): runs.ClaimedRun,
     (runs, "claim_ready_runs_any_tenant"): runs.ClaimedRun,
@@ -153,6 +159,9 @@ ROW_OF = {
     (alerts, "alert_lag_by_pool"): alerts.LagSignal,
     (alerts, "alert_ledger_disagreements"): alerts.DisagreementSignal,
     (runs, "list_runs_by_error_type"): runs.RunRow,
+    (runs, "list_runs_oldest"): runs.RunRow,
+    (jobs, "jobs_last_outcomes"): jobs.LastOutcome,
+    (jobs, "jobs_pause_reasons"): jobs.PauseReason,
     (runs, "start_lag_by_minute"): runs.StartLag,
     (steps, "state_of_run"): steps.StateRow,
     (tenants, "tenants_page"): tenants.TenantRow,
@@ -162,6 +171,10 @@ ROW_OF = {
     (storage, "storage_state"): storage.StorageRow,
     (storage, "storage_relations"): storage.RelationRow,
     (ui_sessions, "ui_session_touch"): ui_sessions.SessionRow,
+    (overview, "overview_live_runs"): overview.LiveCount,
+    (overview, "overview_ended_hours"): overview.EndedHour,
+    (overview, "overview_lag_buckets"): overview.LagBucket,
+    (overview, "overview_alerts"): overview.AlertEpisode,
 }
 # One value per row (or per call), read inside the store: the function returns the values.
 SCALAR = {
@@ -169,6 +182,7 @@ SCALAR = {
     (runs, "hot_run_ids"),
     (runs, "active_runs_of_jobs"), (runs, "runs_of_job_between"), (runs, "timed_out_runs"),
     (runs, "queue_wait_expired"), (jobs, "oldest_due"), (jobs, "any_due_jobs"),
+    (jobs, "job_names"),
     (calendars, "calendar_names"),
     (tenants, "tenant_by_name"), (tenants, "tenant_name"), (api_keys, "count_operators_left"),
     (signals, "database_now"), (runs, "overdue_wakeups"),
@@ -203,7 +217,7 @@ def test_every_store_query_is_accounted_for() -> None:
     stores = (runs, jobs, dead_letters, calendars, limits, tenants, steps, signals,
               task_schemas, ledger, api_keys, audit, operations, fan_outs, dags, deadlines,
               alerts, health, usage, job_edits, storage, retention, archive,
-              ui_sessions)
+              ui_sessions, overview)
     named = {(store, name) for store in stores for name in store.Q}
     assert named == set(ROW_OF) | SCALAR
 
