@@ -57,8 +57,8 @@ async def test_a_dag_is_previewed_then_saved_and_started(
     assert r.status_code == 200 and r.json()["dag_id"] == dag["id"], r.text
     async with pool.acquire() as conn:
         actions = [r["action"] for r in await conn.fetch(
-            "SELECT action FROM audit WHERE target_id = $1 AND outcome = 'done' ORDER BY recorded_at",
-            dag["id"])]
+            "SELECT action FROM audit WHERE target_id = $1 AND outcome = 'done' "
+            "ORDER BY recorded_at", dag["id"])]
     assert actions == ["dag.define", "dag.run"]
 
 
