@@ -165,3 +165,26 @@ wait_server() {
     sleep 0.5
   done
 }
+
+# npm_asset PACKAGE VERSION SHA256 DEST FILE...: an npm package's FILEs (and its LICENSE) copied
+# into DEST once, from `npm pack` of the pinned VERSION checked against its SHA-256 (Swagger UI's
+# assets, axe-core). Already there: nothing. Without npm: a note, and nothing (the caller says
+# what goes without). A checksum mismatch: an error, nothing installed.
+npm_asset() {
+  local package=$1 version=$2 sha256=$3 dest=$4; shift 4
+  local f have=1 work
+  for f in "$@"; do [ -s "$dest/$f" ] || have=0; done
+  [ "$have" -eq 1 ] && return 0
+  command -v npm >/dev/null 2>&1 || { log "npm missing: $package not installed"; return 0; }
+  work=$(mktemp -d)
+  log "fetching $package $version (one-off)"
+  (cd "$work" && npm pack "$package@$version" --silent >/dev/null) \
+    || { rm -rf "$work"; die "$package $version: npm pack failed"; }
+  echo "$sha256  $work/$package-$version.tgz" | sha256sum -c --quiet - \
+    || { rm -rf "$work"; die "$package $version: checksum mismatch"; }
+  tar -xzf "$work/$package-$version.tgz" -C "$work"
+  rm -rf "$dest.partial" && mkdir -p "$dest.partial"
+  for f in "$@" LICENSE; do cp "$work/package/$f" "$dest.partial/$f"; done
+  rm -rf "$dest" && mv "$dest.partial" "$dest"
+  rm -rf "$work"
+}
