@@ -44,7 +44,7 @@ from tests.helpers.cli import cli
 from tests.helpers.dags import node
 from tests.helpers.env import app_url_for
 from tests.helpers.expired_runs import days_ago
-from tests.helpers.integration import dispatch, new_tenant, store
+from tests.helpers.integration import dispatch, login, new_tenant, store
 from tests.helpers.privileges import APP_ROLE, database
 
 pytestmark = pytest.mark.integration
@@ -256,6 +256,18 @@ async def test_an_archived_dag_run_reads_back_marked_archived_and_only_for_its_t
         other = await client.post(f"/v1/dag-runs/{dag_run_id}/cancel",
                                   headers=auth(other_key), json={})
         assert other.status_code == 404
+
+    # the UI's DAG run page: under the archived banner, its nodes, no action; 404 elsewhere
+    async with api(pool, db_url, object_store) as client:
+        await login(client, key)
+        page = await client.get(f"/ui/dag-runs/{dag_run_id}")
+        assert page.status_code == 200, page.text
+        assert 'class="archived-banner" role="status">archived' in page.text
+        assert "extract" in page.text and "load" in page.text and str(node_runs[0]) in page.text
+        assert f'action="/ui/dag-runs/{dag_run_id}/' not in page.text  # no form acts on it
+    async with api(pool, db_url, object_store) as other_ui:
+        await login(other_ui, other_key)
+        assert (await other_ui.get(f"/ui/dag-runs/{dag_run_id}")).status_code == 404
 
     # the client and the CLI say so too (docs/RETENTION.md's worked example)
     async with served(pool, db_url, object_store) as url:

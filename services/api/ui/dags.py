@@ -8,9 +8,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 
+from ostinato.archive import ArchivedDagRun
 from ostinato.dags import graph
 from ostinato.domain import roles
 from ostinato.domain.errors import NotFound
@@ -18,6 +20,7 @@ from ostinato.runs import dags
 from ostinato.stores import dags as dag_store
 from ostinato.stores.dags import DagRow, DagRunRow
 from ostinato.wire.api import DagNodeView, DagRunView
+from services.api import archived
 from services.api.auditing import audited
 from services.api.dags import rules_of, run_view
 from services.api.ui import html, operations
@@ -157,7 +160,7 @@ async def _dag_run(ui: UiScope, dag_run_id: uuid.UUID) -> DagRunRow:
 
 
 def _node_rows(ui: UiScope, view: DagRunView) -> list[list[Any]]:
-    operate = operations.may_operate(ui) and view.state != "pending"
+    operate = operations.may_operate(ui) and view.state != "pending" and not view.archived
     rows = []
     for n in view.nodes:
         action = html.post_button(f"/ui/dag-runs/{view.id}/nodes/{n.key}/retry",
@@ -176,8 +179,17 @@ def _opt(at: Any) -> Safe:
     return when(at) if at is not None else Safe('<span class="muted">—</span>')
 
 
-async def dag_run_body(ui: UiScope, run: DagRunRow) -> tuple[DagRunView, Safe]:
-    view = await run_view(ui.conn, run)
+async def dag_run_body(ui: UiScope, run: DagRunRow,
+                       gone: ArchivedDagRun | None = None) -> tuple[DagRunView, Safe]:
+    """The DAG run's summary, graph and nodes; `gone`: it is read from its archive (no
+    actions: it can be read, not changed)."""
+    if gone is None:
+        view = await run_view(ui.conn, run)
+    else:
+        assert ui.archive is not None  # read_dag_run found it there
+        view = msgspec.structs.replace(
+            await run_view(ui.conn, run, await archived.dag_node_rows(ui.archive, gone)),
+            archived=True, archived_at=gone.archived_at)
     dag = await dags.load_dag(ui.conn, run.dag_id, run.dag_version)
     row = await _dag(ui, run.dag_id)
     summary = html.kv([
@@ -190,7 +202,11 @@ async def dag_run_body(ui: UiScope, run: DagRunRow) -> tuple[DagRunView, Safe]:
         ("due at", when(view.due_at)), ("created", when(view.created_at)),
         ("started", _opt(view.started_at)), ("finished", _opt(view.finished_at)),
     ])
+    banner = fmt('<p class="archived-banner" role="status">archived {w}: read from the '
+                 'archive; it can no longer be changed</p>', w=when(view.archived_at)) \
+        if view.archived and view.archived_at else Safe("")
     body = join([
+        banner,
         fmt("<section><h2>Summary</h2>{s}{p}</section>", s=summary, p=progress(view)),
         fmt("<section><h2>Graph</h2>{g}</section>",
             g=graph_svg(dag, {n.key: n for n in view.nodes})),
@@ -205,7 +221,12 @@ async def dag_run_body(ui: UiScope, run: DagRunRow) -> tuple[DagRunView, Safe]:
 @get("/dag-runs/{dag_run_id:uuid}", include_in_schema=False)
 async def dag_run_page(request: Request, dag_run_id: FromPath[uuid.UUID],
                        ui: Ui) -> Response[str]:
-    view, body = await dag_run_body(ui, await _dag_run(ui, dag_run_id))
+    run = await dag_store.run_by_id(ui.conn, ui.tenant_id, dag_run_id)
+    if run is None:  # left the hot tables: from its archive, or the usual 404
+        gone = await archived.read_dag_run(ui.archive, ui.tenant_id, dag_run_id)
+        _, body = await dag_run_body(ui, archived.dag_run_row(gone), gone)
+        return ui.page(f"DAG run {short(dag_run_id)}", body, "dags")
+    view, body = await dag_run_body(ui, run)
     if "x-ui-fragment" in request.headers:
         return html_response(body)
     actions = Safe("")
