@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.helpers import ui
-from tests.helpers.ui import XSS_NAME, Tab, World, api_get, one_run, until
+from tests.helpers.ui import XSS_NAME, Tab, World, api_get, one_run, shown_id, until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 # the UI fixtures, for this module: its own cluster, browser and a fresh tab per test
@@ -52,6 +52,7 @@ async def test_every_page_loads_without_console_errors(tab: Tab, world: World) -
     await tab.shot("login")
     await tab.login(world.key)
     pages = [
+        ("overview", "/ui/overview", "section.pool-card"),
         ("runs", "/ui/runs", "table.runs"),
         ("run", f"/ui/runs/{world.greet_run}", "table.events"),
         ("jobs", "/ui/jobs", "table.jobs"),
@@ -74,6 +75,7 @@ async def test_every_page_loads_without_console_errors(tab: Tab, world: World) -
 
 async def test_a_filter_narrows_the_runs_list(tab: Tab, world: World) -> None:
     await tab.login(world.key)
+    await tab.goto("/ui/runs")
     rows = tab.text("table.runs tbody tr")
     await rows.first.wait_for()
     everything = await rows.count()
@@ -83,7 +85,7 @@ async def test_a_filter_narrows_the_runs_list(tab: Tab, world: World) -> None:
     await tab.page.wait_for_url("**state=dead_lettered**")
     dead = (await api_get(world, "/v1/runs?state=dead_lettered"))["items"]
     assert 1 <= await rows.count() == len(dead) < everything
-    assert world.boom_run.split("-")[0] in " ".join(await rows.all_inner_texts())
+    assert shown_id(world.boom_run) in " ".join(await rows.all_inner_texts())
     await tab.goto("/ui/runs?task=greet")
     assert await rows.count() >= 1
     for text in await rows.all_inner_texts():
@@ -107,7 +109,7 @@ async def test_the_runs_list_updates_live(tab: Tab, world: World) -> None:
         assert r.status_code == 201, r.text
         new_run = r.json()["run_id"]
     # no reload: the live region fetches the list again every few seconds
-    await tab.text("table.runs").get_by_text(new_run.split("-")[0]).wait_for()
+    await tab.text("table.runs").get_by_text(shown_id(new_run)).wait_for()
     assert await rows.count() == before + 1
     assert tab.errors == []
 
@@ -252,11 +254,11 @@ def test_the_session_cookie_is_secure_over_https() -> None:
         assert (cookie.secure, cookie.httponly, cookie.samesite) == (secure, True, "strict")
 
 
-async def test_home_leads_to_the_runs(tab: Tab, world: World) -> None:
+async def test_home_leads_to_the_overview(tab: Tab, world: World) -> None:
     await tab.login(world.key)
     for path in ("/ui", "/ui/"):
         await tab.goto(path)
-        assert tab.page.url.endswith("/ui/runs"), path
+        assert tab.page.url.endswith("/ui/overview"), path
 
 
 async def test_skipped_occurrences_are_shown_with_their_reason(tab: Tab, world: World) -> None:
@@ -317,7 +319,7 @@ async def test_the_audit_page_lists_control_actions_with_filters(tab: Tab, world
     rows = await tab.text("table.audit tbody tr").all_inner_texts()
     assert rows and all("job.pause" in row for row in rows)
     assert "done 303" in rows[0] and "tenant:acme" in rows[0]  # the form's own record
-    assert job[:8] in rows[0]
+    assert shown_id(job) in rows[0]
     await tab.goto(f"/ui/audit?request_id={request_id}")
     [row] = await tab.text("table.audit tbody tr").all_inner_texts()
     assert "limit.set" in row and "task:ui-audit" in row and "done 200" in row
@@ -573,8 +575,8 @@ async def test_dag_pages_show_the_graph_with_node_states_and_retry_from_a_node(
     await tab.text(".dag-graph svg").wait_for()
     await tab.shot("dag")
     [row] = await tab.text("table.dag-runs tbody tr").all_inner_texts()
-    assert row.startswith(dag_run.split("-")[0]) and "failed" in row and "4 / 4" in row
-    await tab.text(f"table.dag-runs a:text-is('{dag_run.split('-')[0]}')").click()
+    assert row.startswith(shown_id(dag_run)) and "failed" in row and "4 / 4" in row
+    await tab.text(f"table.dag-runs a[href='/ui/dag-runs/{dag_run}']").click()
     await tab.page.wait_for_url(f"**/ui/dag-runs/{dag_run}")
     drawn = {await g.get_attribute("data-key"): await g.get_attribute("data-state")
              for g in await tab.text(".dag-graph g.node").all()}
@@ -596,7 +598,8 @@ async def test_dag_pages_show_the_graph_with_node_states_and_retry_from_a_node(
     assert "(node load)" in await tab.text("table.kv").inner_text()
     await tab.text(f"table.kv a[href='/ui/dag-runs/{dag_run}']").click()
     await tab.page.wait_for_url(f"**/ui/dag-runs/{dag_run}")
-    await tab.text("table.dag-nodes tr:has(td:first-child:text-is('load')) button").click()
+    await tab.text("table.dag-nodes tr:has(td:first-child:text-is('load')) "
+                   "button[type=submit]").click()  # not the copy button of its run
     await tab.text("p.flash").get_by_text("Retrying from node load.").wait_for()
     async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
         load = next(n for n in (await _dag_state(api, world, dag_run))["nodes"]
@@ -671,15 +674,16 @@ async def test_the_runs_list_filters_by_priority_class_and_error_type(
         assert r.status_code == 201, r.text
         bulk_run = await one_run(api, world.h(), r.json()["id"])
     await tab.login(world.key)
+    await tab.goto("/ui/runs")  # a login lands on the overview
     await tab.page.select_option("#f-priority", "bulk")
     await tab.page.click("form.filters button[type=submit]")
     await tab.page.wait_for_url("**priority=bulk**")
     shown = [row.split("\t")[0] for row in await tab.text("table.runs tbody tr")
              .all_inner_texts()]
     wanted = (await api_get(world, "/v1/runs?priority=bulk"))["items"]
-    assert bulk_run.split("-")[0] in shown
-    assert shown == [i["id"].split("-")[0] for i in wanted]
-    assert world.greet_run.split("-")[0] not in shown
+    assert shown_id(bulk_run) in shown
+    assert shown == [shown_id(i["id"]) for i in wanted]
+    assert shown_id(world.greet_run) not in shown
     assert await tab.text("a.bulk").count() == 0  # a bulk filter has no class: not offered
     await tab.shot("runs-filtered")
 
@@ -690,10 +694,10 @@ async def test_the_runs_list_filters_by_priority_class_and_error_type(
     shown = [row.split("\t")[0] for row in await tab.text("table.runs tbody tr")
              .all_inner_texts()]
     failed = (await api_get(world, "/v1/runs?error_type=bad_input"))["items"]
-    assert world.boom_run.split("-")[0] in shown
-    assert shown == [i["id"].split("-")[0] for i in failed]
+    assert shown_id(world.boom_run) in shown
+    assert shown == [shown_id(i["id"]) for i in failed]
     assert all(i["last_error"]["type"] == "bad_input" for i in failed)
-    assert world.greet_run.split("-")[0] not in shown
+    assert shown_id(world.greet_run) not in shown
     r = await tab.goto("/ui/runs?priority=urgent")
     assert r.status == 422
     r = await tab.goto("/ui/runs?error_type=bad%00input")  # PostgreSQL text cannot hold NUL

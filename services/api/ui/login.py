@@ -21,6 +21,10 @@ from services.api.ui import html
 from services.api.ui.scope import Ui, checked_form, html_response, log, redirect
 from services.api.ui.sessions import COOKIE, LOGIN_COOKIE, MAX_AGE_SECONDS, Sessions
 
+# where a login without a page to return to lands: the overview, what an operator reads first
+# (runs by state, lag, failures, alerts per pool; docs/UI.md)
+LANDING = "/ui/overview"
+
 
 def cookie_for(request: Request, key: str, value: str, max_age: int | None) -> Cookie:
     return Cookie(key=key, value=value, path="/ui", max_age=max_age, httponly=True,
@@ -32,11 +36,11 @@ def _safe_next(target: str | None) -> str:
     if target and target.startswith("/ui/") and not target.startswith("/ui//") \
             and "\\" not in target and target != "/ui/login":
         return target
-    return "/ui/runs"
+    return LANDING
 
 
 def _login_page(request: Request, error: str | None = None, status: int = 200,
-                next_path: str = "/ui/runs") -> Response[str]:
+                next_path: str = LANDING) -> Response[str]:
     token = secrets.token_urlsafe(24)
     message = html.fmt('<p class="error" role="alert">{e}</p>', e=error) if error else html.Safe("")
     body = html.fmt(
@@ -53,7 +57,7 @@ def _login_page(request: Request, error: str | None = None, status: int = 200,
 
 @get("/", include_in_schema=False)
 async def home() -> Response[None]:
-    return redirect("/ui/runs")
+    return redirect(LANDING)
 
 
 @get("/login", include_in_schema=False)
@@ -77,7 +81,7 @@ async def login(request: Request, sessions: NamedDependency[Sessions]) -> Respon
         if found is None:
             log.info("ui_login_refused", reason="unknown key")
             return _login_page(request, "Unknown API key.", 401, next_path)
-        if found.tenant_id is None and next_path == "/ui/runs":
+        if found.tenant_id is None and next_path == LANDING:
             next_path = "/ui/tenants"  # the admin key has no runs of its own: choose one first
         if not roles.may(found.role, roles.READ):
             return _login_page(request, f"A {found.role} key cannot read; log in with an "

@@ -26,7 +26,7 @@ from litestar import MediaType, Response
 from litestar.datastructures import Cookie
 from markupsafe import Markup
 
-from ostinato.domain import roles
+from ostinato.domain import narrative, roles
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -94,23 +94,9 @@ def iso(at: datetime) -> str:
 
 
 def duration_text(seconds: float | None) -> str:
-    """A duration as an operator reads it: `412 ms`, `3.4 s`, `2 min 5 s`, `3 h 12 min`,
-    `2 d 4 h` (None: empty)."""
-    if seconds is None:
-        return ""
-    s = max(0.0, float(seconds))
-    if s < 1:
-        return f"{round(s * 1000)} ms"
-    if s < 10:
-        return f"{s:.1f} s"
-    n = round(s)
-    if n < 60:
-        return f"{n} s"
-    if n < 3600:
-        return f"{n // 60} min {n % 60} s" if n % 60 else f"{n // 60} min"
-    if n < 86400:
-        return f"{n // 3600} h {n % 3600 // 60} min" if n % 3600 // 60 else f"{n // 3600} h"
-    return f"{n // 86400} d {n % 86400 // 3600} h" if n % 86400 // 3600 else f"{n // 86400} d"
+    """A duration as an operator reads it (`412 ms`, `3.4 s`, `2 min 5 s`, `3 h 12 min`,
+    `2 d 4 h`): the timeline's words (ostinato.domain.narrative), empty for None."""
+    return "" if seconds is None else narrative.duration_words(seconds)
 
 
 def state_class(state: str | None) -> str:
