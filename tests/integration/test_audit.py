@@ -375,6 +375,8 @@ async def test_the_cli_manages_keys_and_lists_the_audit_trail(api_url: str,
 NOT_CONTROL_ACTIONS = {
     ("POST", "/v1/schedules/preview"),  # changes nothing (action READ)
     ("POST", "/ui/login"), ("POST", "/ui/logout"),  # a session of the web UI, no change
+    # the web UI's previews of a form (a DAG's graph, a limit before and after): nothing saved
+    ("POST", "/ui/dags/preview"), ("POST", "/ui/limits/{kind:str}/review"),
 }
 
 
