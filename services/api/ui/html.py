@@ -82,7 +82,8 @@ def when(at: datetime | None, zone: str | None = None) -> Safe:
 def pre_json(value: Any) -> Safe:
     if value is None:
         return Safe('<span class="muted">—</span>')
-    return fmt("<pre>{text}</pre>", text=json.dumps(value, indent=2, sort_keys=True,
+    # tabindex: a <pre> that scrolls is reachable from the keyboard (axe: scrollable-region)
+    return fmt('<pre tabindex="0">{text}</pre>', text=json.dumps(value, indent=2, sort_keys=True,
                                                    default=str, ensure_ascii=False))
 
 

@@ -18,8 +18,8 @@ from ostinato.eventlog.store import get_blobs, read_stream
 from ostinato.stores import dead_letters as letters
 from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
-from services.api.ui import html, operations
-from services.api.ui.html import Safe, badge, fmt, ident, join, link, short, when
+from services.api.ui import operations
+from services.api.ui.render import url
 from services.api.ui.runs import attempt_rows
 from services.api.ui.scope import Ui, checked_form, redirect
 
@@ -41,33 +41,16 @@ async def letters_page(ui: Ui, error_type: FromQuery[str | None] = None,
     by_type: dict[str, int] = {}
     for c in counts:
         by_type[c.error_type or "none"] = by_type.get(c.error_type or "none", 0) + c.n
-    summary = fmt('<p class="counts">{total} dead letters{types}</p>',
-                  total=sum(by_type.values()),
-                  types=fmt(": {t}", t=", ".join(f"{k} {v}" for k, v in sorted(by_type.items())))
-                  if by_type else "")
-    form = fmt('<form method="get" action="/ui/dead-letters" class="filters">'
-               '<label>error type <input name="error_type" value="{e}" size="14"></label>'
-               '<label>triage {t}</label><button type="submit">Filter</button> '
-               '<a href="/ui/dead-letters">clear</a></form>',
-               e=error_type, t=html.select("triage_state", TRIAGE, triage_state))
-    table = html.table(
-        ["run", "job", "task", "reason", "error", "attempts", "dead-lettered", "triage",
-         "replays"],
-        [[ident(r.run_id, f"/ui/dead-letters/{r.run_id}"),
-          ident(r.job_id, f"/ui/jobs/{r.job_id}"), r.task, r.reason,
-          fmt("{t}: {m}", t=r.error_type, m=r.message) if r.error_type else r.message,
-          r.attempts, when(r.dead_lettered_at), badge(r.triage_state), r.replays]
-         for r in rows], "No dead letters.", "letters")
-    pager = []
-    if more:
-        pager.append(link(html.url("/ui/dead-letters", error_type=error_type,
-                                   triage_state=triage_state, cursor=encode_cursor(
-                                       rows[-1].dead_lettered_at, rows[-1].run_id)),
-                          "next page →"))
+    next_page = url("/ui/dead-letters", error_type=error_type, triage_state=triage_state,
+                    cursor=encode_cursor(rows[-1].dead_lettered_at, rows[-1].run_id)) \
+        if more else None
     bulk = operations.offers([await operations.offer(
         ui, "replay", {"error_type": error_type, "triage_state": triage_state})])
-    return ui.page("Dead letters", join([form, summary, bulk, table, fmt(
-        '<p class="pager">{p}</p>', p=join(pager))]), "dead-letters")
+    return ui.render("dead_letters.html", section="dead-letters", rows=rows, bulk=bulk,
+                     total=sum(by_type.values()), by_type=sorted(by_type.items()),
+                     triage=TRIAGE, next_page=next_page,
+                     filtered=bool(error_type or triage_state or cursor),
+                     f={"error_type": error_type, "triage_state": triage_state})
 
 
 @get("/dead-letters/{run_id:uuid}", include_in_schema=False)
@@ -77,43 +60,11 @@ async def letter_page(run_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
         raise NotFound(f"no dead letter {run_id}")
     payload = (await get_blobs(ui.conn, [row.payload_ref], ui.tenant_id)).get(row.payload_ref)
     stream = await read_stream(ui.conn, run_id, ui.tenant_id)
-    info = html.kv([
-        ("run", link(f"/ui/runs/{row.run_id}", row.run_id)),
-        ("job", link(f"/ui/jobs/{row.job_id}", row.job_id)), ("task", row.task),
-        ("reason", row.reason), ("error", fmt("{t}: {m}", t=row.error_type, m=row.message)),
-        ("attempts", row.attempts), ("dead-lettered", when(row.dead_lettered_at)),
-        ("triage", join([badge(row.triage_state), fmt(" {c}", c=row.triage_comment or "")])),
-        ("replays", row.replays),
-        ("last replay", link(f"/ui/runs/{row.last_replay_run}", row.last_replay_run)
-         if row.last_replay_run else None),
-    ])
-    text = json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False)
-    replay = fmt(
-        '<form method="post" action="/ui/dead-letters/{id}/replay" class="replay">{csrf}'
-        '<label><input type="checkbox" name="edit" value="1" id="edit-payload"> replay with '
-        'this payload instead of the original</label>'
-        '<textarea name="payload" id="payload" rows="10" cols="70" spellcheck="false">{text}'
-        '</textarea><button type="submit">Replay</button></form>',
-        id=run_id, text=text, csrf=join([html.hidden("_csrf", ui.csrf),
-                                         html.hidden("request_key", uuid.uuid4().hex)]))
-    triage = fmt(
-        '<form method="post" action="/ui/dead-letters/{id}/triage" class="filters">{csrf}'
-        '<label>triage state {state}</label><label>comment <input name="comment" size="40" '
-        'maxlength="2000" value="{comment}"></label><button type="submit">Save triage</button>'
-        '</form>', id=run_id, csrf=html.hidden("_csrf", ui.csrf), comment=row.triage_comment,
-        state=html.select("state", TRIAGE[1:], row.triage_state))
-    operate = operations.may_operate(ui)  # a viewer's session sees no triage or replay form
-    body = join([
-        fmt("<section><h2>Dead letter</h2>{i}</section>", i=info),
-        fmt("<section><h2>Triage</h2>{t}</section>", t=triage) if operate else Safe(""),
-        fmt("<section><h2>Attempts</h2>{t}</section>", t=html.table(
-            ["attempt", "fencing token", "worker", "started", "ended", "outcome", "error"],
-            attempt_rows(stream), "No attempt started.")),
-        fmt("<section><h2>Replay</h2><p class=\"muted\">A new run linked to this one; the "
-            "original payload unless the box is ticked.</p>{f}</section>", f=replay)
-        if operate else Safe(""),
-    ])
-    return ui.page(f"Dead letter {short(run_id)}", body, "dead-letters")
+    # a viewer's session sees no triage or replay form
+    return ui.render("dead_letter.html", section="dead-letters", row=row, csrf=ui.csrf,
+                     operate=operations.may_operate(ui), triage=TRIAGE[1:],
+                     attempts=attempt_rows(stream), request_key=uuid.uuid4().hex,
+                     payload=json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False))
 
 
 def _request_key(form: dict[str, Any]) -> str | None:

@@ -1,0 +1,77 @@
+"""The pages moved from Python-built HTML to templates (issue 41): dead letters, DAGs, audit.
+Each rendered with markup in every value a tenant controls (shown as text), its controls only
+for a role that may use them, and what axe-core asks of it (a labelled textarea, a focusable
+scrolling <pre>, no link inside an image). Pure: rendered to strings, no server."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from ostinato.stores.dead_letters import DeadLetterRow
+from services.api.ui import html, render
+from services.api.ui.render import Chrome
+
+XSS = "<script>alert(1)</script>"
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+RUN = uuid.UUID("01900000-0000-7000-8000-0000004f2a9c")
+
+
+def _page(template: str, **context: Any) -> str:
+    return render.render_text(template, chrome=Chrome(csrf="t0k"), **context)
+
+
+def _letter(**given: Any) -> DeadLetterRow:
+    values: dict[str, Any] = dict(
+        run_id=RUN, tenant_id=uuid.uuid4(), job_id=uuid.uuid4(), task=XSS, reason="exhausted",
+        error_type=XSS, message=XSS, attempts=3, dead_lettered_at=AT, triage_state="new",
+        triage_by=None, triage_comment=XSS, triaged_at=None, replays=0, last_replay_run=None,
+        payload_ref=uuid.uuid4(), last_error=None)
+    return DeadLetterRow(**{**values, **given})
+
+
+def _letters(rows: list[DeadLetterRow], *, filtered: bool = False) -> str:
+    return _page("dead_letters.html", rows=rows, bulk=html.Safe(""), total=len(rows),
+                 by_type=[(XSS, len(rows))] if rows else [], triage=[("", "any")],
+                 next_page=None, filtered=filtered, f={"error_type": XSS, "triage_state": ""})
+
+
+def test_the_dead_letters_list_shows_every_value_as_text() -> None:
+    page = _letters([_letter()])
+    assert "<script>" not in page and page.count(ESCAPED) >= 4  # filter, counts, task, error
+    assert f'href="/ui/dead-letters/{RUN}"' in page and "<code>…004f2a9c</code>" in page
+    assert '<time datetime="2026-12-01T09:00:00+00:00"' in page  # the when macro
+
+
+def test_an_empty_dead_letters_list_says_what_would_appear_and_how() -> None:
+    none_yet = _letters([])
+    assert "max_attempts" in none_yet and 'href="/ui/runs?state=failed"' in none_yet
+    filtered = _letters([], filtered=True)
+    assert "match this filter" in filtered and 'href="/ui/dead-letters">clear the filter' \
+        in filtered
+
+
+def _letter_page(operate: bool) -> str:
+    return _page("dead_letter.html", row=_letter(last_replay_run=uuid.uuid4()), csrf="t0k",
+                 operate=operate, triage=[("new", "new"), ("fixed", "fixed")], attempts=[],
+                 request_key="k", payload='{"note": "' + XSS + '"}')
+
+
+def test_a_dead_letters_replay_payload_is_text_in_a_labelled_textarea() -> None:
+    page = _letter_page(operate=True)
+    assert "<script>" not in page
+    assert '<label for="payload">' in page and '<textarea name="payload" id="payload"' in page
+    assert '<label for="edit-payload">' in page
+    assert page.count('name="_csrf" value="t0k"') == 2  # triage and replay
+
+
+def test_a_viewer_sees_a_dead_letter_with_no_form() -> None:
+    page = _letter_page(operate=False)
+    main = page.split("<main>", 1)[1]
+    assert 'method="post"' not in main and "textarea" not in main
+
+
+def test_a_json_block_can_be_scrolled_from_the_keyboard() -> None:
+    assert '<pre tabindex="0">' in str(html.pre_json({"a": XSS}))
