@@ -5,12 +5,15 @@ scrolling <pre>, no link inside an image). Pure: rendered to strings, no server.
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from ostinato.dags import graph
 from ostinato.stores.dead_letters import DeadLetterRow
-from services.api.ui import html, render
+from ostinato.wire.api import DagNodeView, DagRunView
+from services.api.ui import dags, html, render
 from services.api.ui.render import Chrome
 
 XSS = "<script>alert(1)</script>"
@@ -75,3 +78,60 @@ def test_a_viewer_sees_a_dead_letter_with_no_form() -> None:
 
 def test_a_json_block_can_be_scrolled_from_the_keyboard() -> None:
     assert '<pre tabindex="0">' in str(html.pre_json({"a": XSS}))
+
+
+def _dag() -> graph.Dag:
+    return graph.parse({"nodes": [{"key": "extract", "task": XSS}, {"key": "load", "task": "t"},
+                                  {"key": "report", "task": "t"}],
+                        "edges": [{"from": "extract", "to": "load"},
+                                  {"from": "load", "to": "report"}]})
+
+
+def _node(key: str, state: str, **given: Any) -> DagNodeView:
+    return DagNodeView(key=key, task="t", state=state, trigger_rule="all_success",
+                       parents=[], **given)
+
+
+def test_a_dag_runs_graph_is_a_group_whose_nodes_link_their_runs() -> None:
+    run = uuid.uuid4()
+    svg = str(dags.graph_svg(_dag(), {"extract": _node("extract", "succeeded", run_id=run),
+                                      "load": _node("load", "failed")}))
+    assert 'role="group"' in svg and 'role="img"' not in svg  # an image holds no links
+    assert svg.count("<a ") == 1 and f'href="/ui/runs/{run}"' in svg
+    assert "<script>" not in svg and ESCAPED in svg
+    x = {k: float(re.search(rf'data-key="{k}"[^>]*><rect x="(\d+)"', svg)[1])  # type: ignore
+         for k in ("extract", "load", "report")}
+    assert x["extract"] < x["load"] < x["report"]  # one column per layer
+
+
+def _run_view(nodes: list[DagNodeView]) -> DagRunView:
+    return DagRunView(id=RUN, dag_id=uuid.uuid4(), dag_version=2, state="failed",
+                      trigger=XSS, due_at=AT, cancel_requested=False, created_at=AT,
+                      started_at=AT, finished_at=None, nodes=nodes,
+                      progress={"total": 2, "succeeded": 1, "failed": 1})
+
+
+def test_a_dag_runs_nodes_show_their_times_and_error_in_few_columns() -> None:
+    failed = _node("load", "failed", ready_at=AT, started_at=AT, last_error={
+        "type": "bad_input", "message": XSS + "x" * 200})
+    view = _run_view([_node("extract", "succeeded"), failed])
+    page = _page("dag_run_body.html", view=view, dag={"id": view.dag_id, "name": XSS},
+                 progress={"total": 2, "ended": 2, "counts": [("failed", 1)]},
+                 graph=html.Safe(""), csrf="t0k", retryable=("failed",), operate=True)
+    assert "<script>" not in page
+    table = page.split('<table class="dag-nodes">', 1)[1]
+    assert table.split("</tr>", 1)[0].count("<th ") == 9  # a 1,440 px screen holds them
+    assert "<span class=\"muted\">ready</span>" in table and "started</span>" in table
+    assert 'title="' + ESCAPED in table  # the long error clipped, whole on hover
+    assert table.count("Retry from here") == 1  # the failed node only
+    viewer = _page("dag_run_body.html", view=view, dag={"id": view.dag_id, "name": "d"},
+                   progress={"total": 2, "ended": 2, "counts": []}, graph=html.Safe(""),
+                   csrf="t0k", retryable=("failed",), operate=False)
+    assert "Retry from here" not in viewer and 'method="post"' not in viewer
+
+
+def test_no_dags_yet_says_what_a_dag_is_and_where_to_define_one() -> None:
+    page = _page("dags.html", rows=[], may_define=True, next_page=None)
+    assert "docs/DAGS.md" in page and 'href="/ui/dags/new">Define a DAG</a> here' in page
+    viewer = _page("dags.html", rows=[], may_define=False, next_page=None)
+    assert "/ui/dags/new" not in viewer

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
+from markupsafe import Markup
 
 from ostinato.archive import ArchivedDagRun
 from ostinato.dags import graph
@@ -23,10 +24,10 @@ from ostinato.wire.api import DagNodeView, DagRunView
 from services.api import archived
 from services.api.auditing import audited
 from services.api.dags import rules_of, run_view
-from services.api.ui import html, operations
-from services.api.ui.html import Safe, badge, fmt, ident, join, link, short, when
-from services.api.ui.runs import live
-from services.api.ui.scope import Ui, UiScope, checked_form, html_response, redirect
+from services.api.ui import operations, render
+from services.api.ui.render import url
+from services.api.ui.runs import LIVE_SECONDS
+from services.api.ui.scope import Ui, UiScope, checked_form, redirect
 
 PAGE_SIZE = 100
 RUNS_SHOWN = 50
@@ -39,86 +40,51 @@ NODE_CLASSES = {"waiting": "wait", "active": "busy", "succeeded": "ok", "failed"
                 "upstream_failed": "bad", "cancelled": "off", "skipped": "off"}
 
 
-def graph_svg(dag: graph.Dag, nodes: dict[str, DagNodeView] | None = None) -> Safe:
+def graph_svg(dag: graph.Dag, nodes: dict[str, DagNodeView] | None = None) -> Markup:
     """The DAG left to right, one column per topological layer, an edge from each parent's
     right side to its child's left; with `nodes`, each box shows and is coloured by its state
-    and links to the node's run."""
+    and links to the node's run (templates/dag_graph.html draws it)."""
     place: dict[str, tuple[int, int]] = {}
     layers = dag.layers()
     for col, layer in enumerate(layers):
         for row, key in enumerate(layer):
             place[key] = (PAD + col * (BOX_W + GAP_X), PAD + row * (BOX_H + GAP_Y))
-    width = PAD * 2 + len(layers) * BOX_W + max(len(layers) - 1, 0) * GAP_X
-    height = PAD * 2 + max(len(ly) for ly in layers) * (BOX_H + GAP_Y) - GAP_Y
     edges = []
     for key in dag.order:
         x2, y2 = place[key]
         for parent in dag.parents[key]:
             x1, y1 = place[parent]
-            x1, y1, y2c = x1 + BOX_W, y1 + BOX_H // 2, y2 + BOX_H // 2
-            mid = (x1 + x2) // 2
-            edges.append(fmt('<path class="edge" d="M{x1},{y1} C{m},{y1} {m},{y2} {x2},{y2}">'
-                             '<title>{a} → {b}</title></path>', x1=x1, y1=y1, m=mid, x2=x2,
-                             y2=y2c, a=parent, b=key))
+            edges.append({"x1": x1 + BOX_W, "y1": y1 + BOX_H // 2, "x2": x2,
+                          "y2": y2 + BOX_H // 2, "mid": (x1 + BOX_W + x2) // 2,
+                          "parent": parent, "child": key})
     boxes = []
     for key in dag.order:
-        x, y = place[key]
         node = (nodes or {}).get(key)
         state = node.state if node else ""
-        sub = f"{dag.nodes[key].task}" + (f" · {node.attempts} att." if node else "")
-        box = fmt('<g class="node {cls}" data-key="{key}" data-state="{state}">'
-                  '<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="6"></rect>'
-                  '<text x="{tx}" y="{ty1}" class="key">{key}</text>'
-                  '<text x="{tx}" y="{ty2}" class="sub">{sub}</text>'
-                  '<text x="{tx}" y="{ty3}" class="state">{state}</text>'
-                  '<title>{key}: {state}</title></g>',
-                  cls=NODE_CLASSES.get(state, "plain"), key=key, state=state or "", x=x, y=y,
-                  w=BOX_W, h=BOX_H, tx=x + 10, ty1=y + 18, ty2=y + 34, ty3=y + 50, sub=sub)
-        if node is not None and node.run_id is not None:
-            box = fmt('<a href="{href}">{box}</a>', href=f"/ui/runs/{node.run_id}", box=box)
-        boxes.append(box)
-    return fmt('<div class="dag-graph"><svg xmlns="http://www.w3.org/2000/svg" role="img" '
-               'aria-label="the DAG\'s graph" width="{w}" height="{h}" viewBox="0 0 {w} {h}">'
-               '{edges}{boxes}</svg></div>', w=width, h=height, edges=join(edges),
-               boxes=join(boxes))
+        boxes.append({
+            "key": key, "state": state, "cls": NODE_CLASSES.get(state, "plain"),
+            "x": place[key][0], "y": place[key][1],
+            "sub": dag.nodes[key].task + (f" · {node.attempts} att." if node else ""),
+            "href": f"/ui/runs/{node.run_id}" if node and node.run_id else None})
+    return Markup(render.render_text(
+        "dag_graph.html", edges=edges, boxes=boxes, box_w=BOX_W, box_h=BOX_H,
+        label="the DAG run's graph: its nodes and their states" if nodes else "the DAG's graph",
+        width=PAD * 2 + len(layers) * BOX_W + max(len(layers) - 1, 0) * GAP_X,
+        height=PAD * 2 + max(len(ly) for ly in layers) * (BOX_H + GAP_Y) - GAP_Y))
 
 
-def progress(view: DagRunView) -> Safe:
-    total = view.progress.get("total", 0)
-    ended = sum(n for s, n in view.progress.items() if s != "total" and s not in
-                ("waiting", "active"))
-    counts = join((fmt("{b} {n}", b=badge(s), n=n) for s, n in sorted(view.progress.items())
-                   if s != "total"), " ")
-    return fmt('<div class="progress" data-state="{state}"><progress max="{total}" '
-               'value="{ended}"></progress> <span class="progress-text"><b id="dag-ended">'
-               '{ended}</b> of {total} nodes ended</span> {counts}</div>',
-               state=view.state, total=total, ended=ended, counts=counts)
-
-
-def _dag_run_rows(views: list[DagRunView]) -> list[list[Any]]:
-    return [[ident(v.id, f"/ui/dag-runs/{v.id}"), badge(v.state), v.dag_version,
-             v.trigger, fmt("{e} / {t}", e=sum(n for s, n in v.progress.items()
-                                                if s not in ("total", "waiting", "active")),
-                            t=v.progress.get("total", 0)),
-             when(v.created_at), when(v.finished_at) if v.finished_at else
-             Safe('<span class="muted">—</span>')] for v in views]
+def ended(view: DagRunView) -> int:
+    """How many of a DAG run's nodes have ended (neither waiting nor active)."""
+    return sum(n for s, n in view.progress.items() if s not in ("total", "waiting", "active"))
 
 
 @get("/dags", include_in_schema=False)
 async def dags_page(ui: Ui, after: FromQuery[str] = "") -> Response[str]:
     rows = await dag_store.page(ui.conn, ui.tenant_id, after, PAGE_SIZE)
-    table = html.table(
-        ["DAG", "id", "version", "nodes", "version hash", "defined", "last changed"],
-        [[link(f"/ui/dags/{r.id}", r.name), ident(r.id), r.version, r.node_count,
-          fmt("<code>{h}</code>", h=r.version_hash[:12]), when(r.created_at),
-          when(r.updated_at)] for r in rows], "No DAGs yet (POST /v1/dags defines one).",
-        "dags")
-    pager = link(html.url("/ui/dags", after=rows[-1].name), "next page →") \
-        if len(rows) == PAGE_SIZE else Safe("")
-    define = fmt('<div class="actions"><a class="button" href="/ui/dags/new">Define a DAG</a>'
-                 '</div>') if roles.may(ui.session.role, roles.SUBMIT) else Safe("")
-    return ui.page("DAGs", fmt('{d}{t}<p class="pager">{p}</p>', d=define, t=table, p=pager),
-                   "dags")
+    return ui.render("dags.html", section="dags", rows=rows,
+                     may_define=roles.may(ui.session.role, roles.SUBMIT),
+                     next_page=url("/ui/dags", after=rows[-1].name)
+                     if len(rows) == PAGE_SIZE else None)
 
 
 async def _dag(ui: UiScope, dag_id: uuid.UUID) -> DagRow:
@@ -133,23 +99,10 @@ async def dag_page(dag_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
     row = await _dag(ui, dag_id)
     dag = await dags.load_dag(ui.conn, row.id, row.version)
     runs = await dag_store.runs_of(ui.conn, ui.tenant_id, dag_id, RUNS_SHOWN)
-    views = [await run_view(ui.conn, r) for r in runs]
-    start = fmt('<div class="actions">{b} <a href="/ui/dags/new">Define a new version</a></div>',
-                b=html.post_button(f"/ui/dags/{row.id}/runs", "Start a run", ui.csrf)) \
-        if roles.may(ui.session.role, roles.SUBMIT) else Safe("")
-    body = join([
-        start,
-        html.kv([("name", row.name), ("id", row.id), ("version", row.version),
-                 ("version hash", fmt("<code>{h}</code>", h=row.version_hash)),
-                 ("nodes", row.node_count), ("defined", when(row.created_at)),
-                 ("last changed", when(row.updated_at))]),
-        fmt("<section><h2>Graph (version {v})</h2>{g}</section>", v=row.version,
-            g=graph_svg(dag)),
-        fmt("<section><h2>Runs (the latest {n})</h2>{t}</section>", n=RUNS_SHOWN,
-            t=html.table(["DAG run", "state", "version", "trigger", "nodes ended", "created",
-                          "finished"], _dag_run_rows(views), "No runs yet.", "dag-runs")),
-    ])
-    return ui.page(f"DAG {row.name}", body, "dags")
+    return ui.render("dag.html", section="dags", row=row, graph=graph_svg(dag),
+                     views=[await run_view(ui.conn, r) for r in runs], shown=RUNS_SHOWN,
+                     ended=ended, csrf=ui.csrf,
+                     may_start=roles.may(ui.session.role, roles.SUBMIT))
 
 
 async def _dag_run(ui: UiScope, dag_run_id: uuid.UUID) -> DagRunRow:
@@ -159,30 +112,10 @@ async def _dag_run(ui: UiScope, dag_run_id: uuid.UUID) -> DagRunRow:
     return run
 
 
-def _node_rows(ui: UiScope, view: DagRunView) -> list[list[Any]]:
-    operate = operations.may_operate(ui) and view.state != "pending" and not view.archived
-    rows = []
-    for n in view.nodes:
-        action = html.post_button(f"/ui/dag-runs/{view.id}/nodes/{n.key}/retry",
-                                  "Retry from here", ui.csrf) \
-            if operate and n.state in RETRYABLE else Safe("")
-        error = fmt("{t}: {m}", t=n.last_error.get("type"), m=n.last_error.get("message")) \
-            if n.last_error else Safe("")
-        rows.append([n.key, n.task, badge(n.state), join(n.parents, ", "),
-                     ident(n.run_id, f"/ui/runs/{n.run_id}") if n.run_id else Safe(""),
-                     n.generation, n.attempts, _opt(n.ready_at), _opt(n.started_at),
-                     _opt(n.finished_at), error, action])
-    return rows
-
-
-def _opt(at: Any) -> Safe:
-    return when(at) if at is not None else Safe('<span class="muted">—</span>')
-
-
 async def dag_run_body(ui: UiScope, run: DagRunRow,
-                       gone: ArchivedDagRun | None = None) -> tuple[DagRunView, Safe]:
-    """The DAG run's summary, graph and nodes; `gone`: it is read from its archive (no
-    actions: it can be read, not changed)."""
+                       gone: ArchivedDagRun | None = None) -> dict[str, Any]:
+    """What dag_run_body.html shows of a DAG run: its summary, progress, graph and nodes;
+    `gone`: it is read from its archive (no actions: it can be read, not changed)."""
     if gone is None:
         view = await run_view(ui.conn, run)
     else:
@@ -191,31 +124,12 @@ async def dag_run_body(ui: UiScope, run: DagRunRow,
             await run_view(ui.conn, run, await archived.dag_node_rows(ui.archive, gone)),
             archived=True, archived_at=gone.archived_at)
     dag = await dags.load_dag(ui.conn, run.dag_id, run.dag_version)
-    row = await _dag(ui, run.dag_id)
-    summary = html.kv([
-        ("state", join([badge(view.state), " (cancel requested)" if view.cancel_requested
-                        else ""])),
-        ("DAG", link(f"/ui/dags/{row.id}", f"{row.name} (version {view.dag_version})")),
-        ("trigger", view.trigger),
-        ("job", link(f"/ui/jobs/{view.job_id}", view.job_id) if view.job_id else None),
-        ("scheduled for", when(view.scheduled_for) if view.scheduled_for else None),
-        ("due at", when(view.due_at)), ("created", when(view.created_at)),
-        ("started", _opt(view.started_at)), ("finished", _opt(view.finished_at)),
-    ])
-    banner = fmt('<p class="archived-banner" role="status">archived {w}: read from the '
-                 'archive; it can no longer be changed</p>', w=when(view.archived_at)) \
-        if view.archived and view.archived_at else Safe("")
-    body = join([
-        banner,
-        fmt("<section><h2>Summary</h2>{s}{p}</section>", s=summary, p=progress(view)),
-        fmt("<section><h2>Graph</h2>{g}</section>",
-            g=graph_svg(dag, {n.key: n for n in view.nodes})),
-        fmt("<section><h2>Nodes</h2>{t}</section>", t=html.table(
-            ["node", "task", "state", "after", "run", "generation", "attempts", "ready",
-             "started", "finished", "error", ""], _node_rows(ui, view), "No nodes.",
-            "dag-nodes")),
-    ])
-    return view, body
+    progress = {"total": view.progress.get("total", 0), "ended": ended(view),
+                "counts": sorted((s, n) for s, n in view.progress.items() if s != "total")}
+    return {"view": view, "dag": await _dag(ui, run.dag_id), "progress": progress,
+            "graph": graph_svg(dag, {n.key: n for n in view.nodes}), "csrf": ui.csrf,
+            "retryable": RETRYABLE, "operate": operations.may_operate(ui)
+            and view.state != "pending" and not view.archived}
 
 
 @get("/dag-runs/{dag_run_id:uuid}", include_in_schema=False)
@@ -224,18 +138,17 @@ async def dag_run_page(request: Request, dag_run_id: FromPath[uuid.UUID],
     run = await dag_store.run_by_id(ui.conn, ui.tenant_id, dag_run_id)
     if run is None:  # left the hot tables: from its archive, or the usual 404
         gone = await archived.read_dag_run(ui.archive, ui.tenant_id, dag_run_id)
-        _, body = await dag_run_body(ui, archived.dag_run_row(gone), gone)
-        return ui.page(f"DAG run {short(dag_run_id)}", body, "dags")
-    view, body = await dag_run_body(ui, run)
+        body = await dag_run_body(ui, archived.dag_run_row(gone), gone)
+        return ui.render("dag_run.html", section="dags", cancel_offered=False, live=False,
+                         every=LIVE_SECONDS, **body)
+    body = await dag_run_body(ui, run)
     if "x-ui-fragment" in request.headers:
-        return html_response(body)
-    actions = Safe("")
-    if operations.may_operate(ui) and view.state not in FINAL \
-            and not view.cancel_requested:
-        actions = fmt('<div class="actions">{b}</div>', b=html.post_button(
-            f"/ui/dag-runs/{dag_run_id}/cancel", "Cancel DAG run", ui.csrf, cls="danger"))
-    content = body if view.state in FINAL else live(f"/ui/dag-runs/{dag_run_id}", body)
-    return ui.page(f"DAG run {short(dag_run_id)}", join([actions, content]), "dags")
+        return render.render("dag_run_body.html", **body)
+    view = body["view"]
+    return ui.render("dag_run.html", section="dags", every=LIVE_SECONDS,
+                     live=view.state not in FINAL,
+                     cancel_offered=operations.may_operate(ui) and view.state not in FINAL
+                     and not view.cancel_requested, **body)
 
 
 @post("/dag-runs/{dag_run_id:uuid}/cancel", include_in_schema=False, status_code=303,

@@ -1,0 +1,82 @@
+"""The pages moved to templates (issue 41) through the api's own app over the real PostgreSQL:
+the dead letters list and a dead letter (the replay form, a replay through it), the DAG pages
+(a run's graph and nodes, its live fragment), the audit page found by a request id; each with
+a viewer's session offered no form."""
+
+from __future__ import annotations
+
+import re
+
+import asyncpg
+import httpx
+import pytest
+
+from ostinato.domain import roles
+from tests.helpers.api import auth, issue
+from tests.helpers.integration import dead_letters, login, new_tenant
+
+pytestmark = pytest.mark.integration
+DAG = {"name": "etl", "nodes": [{"key": "extract", "task": "etl.extract"},
+                                {"key": "load", "task": "etl.load"}],
+       "edges": [{"from": "extract", "to": "load"}]}
+
+
+def _main(page: httpx.Response) -> str:
+    assert page.status_code == 200, page.text
+    return page.text.split("<main>", 1)[1]
+
+
+async def test_dead_letters_are_listed_shown_and_replayed(
+        client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    _, key = await new_tenant(pool)
+    csrf = await login(client, key)
+    empty = _main(await client.get("/ui/dead-letters"))
+    assert "No dead letters: no run has used up its attempts." in empty
+    [run_id] = await dead_letters(client, pool, key, ["<b>bad</b>"])
+    listed = _main(await client.get("/ui/dead-letters"))
+    assert f'href="/ui/dead-letters/{run_id}"' in listed and "<b>bad</b>" not in listed
+    assert "1 dead letter: &lt;b&gt;bad&lt;/b&gt; 1" in listed
+    none = _main(await client.get("/ui/dead-letters?triage_state=fixed"))
+    assert "No dead letters match this filter." in none
+    page = _main(await client.get(f"/ui/dead-letters/{run_id}"))
+    assert '<label for="payload">' in page and "&#34;n&#34;: 0" in page
+    request_key = re.search(r'name="request_key" value="([0-9a-f]+)"', page)[1]  # type: ignore
+    r = await client.post(f"/ui/dead-letters/{run_id}/replay", data={
+        "_csrf": csrf, "request_key": request_key, "edit": "1", "payload": '{"n": 7}'})
+    assert r.status_code == 303, r.text
+    new = await client.get(f"/v1/runs/{r.headers['location'].rsplit('/', 1)[1]}",
+                           headers=auth(key))
+    assert new.json()["replay_of"] == run_id and new.json()["payload"] == {"n": 7}
+    viewer = (await issue(client, key, roles.VIEWER))["key"]
+    await login(client, viewer)
+    seen = _main(await client.get(f"/ui/dead-letters/{run_id}"))
+    assert "method=\"post\"" not in seen and "<textarea" not in seen
+
+
+async def test_the_dag_pages_show_a_runs_graph_and_nodes(
+        client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    _, key = await new_tenant(pool)
+    await login(client, key)
+    assert "docs/DAGS.md" in _main(await client.get("/ui/dags"))
+    r = await client.post("/v1/dags", json=DAG, headers=auth(key))
+    assert r.status_code == 201, r.text
+    dag = r.json()["id"]
+    listed = _main(await client.get("/ui/dags"))
+    assert f'<a href="/ui/dags/{dag}">etl</a>' in listed
+    assert "No runs of this DAG yet." in _main(await client.get(f"/ui/dags/{dag}"))
+    r = await client.post(f"/v1/dags/{dag}/runs", headers=auth(key))
+    assert r.status_code == 201, r.text
+    dag_run = r.json()["id"]
+    shown = _main(await client.get(f"/ui/dags/{dag}"))
+    assert f'href="/ui/dag-runs/{dag_run}"' in shown and "0 / 2" in shown
+    page = _main(await client.get(f"/ui/dag-runs/{dag_run}"))
+    assert 'role="group"' in page and 'data-key="extract"' in page
+    assert 'class="dag-nodes"' in page and f'data-live="/ui/dag-runs/{dag_run}"' in page
+    assert "Cancel DAG run" in page
+    fragment = await client.get(f"/ui/dag-runs/{dag_run}", headers={"x-ui-fragment": "1"})
+    assert fragment.status_code == 200 and "<main>" not in fragment.text
+    assert 'class="dag-nodes"' in fragment.text
+    viewer = (await issue(client, key, roles.VIEWER))["key"]
+    await login(client, viewer)
+    seen = _main(await client.get(f"/ui/dag-runs/{dag_run}"))
+    assert 'method="post"' not in seen and 'data-key="load"' in seen
