@@ -80,3 +80,23 @@ async def test_the_dag_pages_show_a_runs_graph_and_nodes(
     await login(client, viewer)
     seen = _main(await client.get(f"/ui/dag-runs/{dag_run}"))
     assert 'method="post"' not in seen and 'data-key="load"' in seen
+
+
+async def test_an_actions_audit_entry_is_found_by_its_request_and_spelt_out(
+        client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    _, key = await new_tenant(pool)
+    await login(client, key)
+    assert "No control actions yet." in _main(await client.get("/ui/audit"))
+    for n, request_id in ((2, "req-first"), (5, "req-second")):
+        r = await client.put("/v1/limits/tasks/etl", json={"max_concurrency": n},
+                             headers={**auth(key), "X-Request-Id": request_id})
+        assert r.status_code == 200, r.text
+    page = _main(await client.get("/ui/audit?request_id=req-second"))
+    [entry] = re.findall(r'<section class="audit-entry".*?</section>', page, re.S)
+    assert "<code>limit.set</code>" in entry and "task:etl" in entry
+    change = entry.split("What changed", 1)[1]
+    assert re.search(r"<code>max_concurrency</code></td><td><pre[^>]*>2</pre></td>"
+                     r"<td><pre[^>]*>5</pre>", change), change
+    assert page.count('<tr data-outcome="done">') == 1  # the other request's row is not shown
+    assert "No control actions match this filter." in _main(
+        await client.get("/ui/audit?request_id=no-such-request"))

@@ -13,7 +13,7 @@ from typing import Any
 from ostinato.dags import graph
 from ostinato.stores.dead_letters import DeadLetterRow
 from ostinato.wire.api import DagNodeView, DagRunView
-from services.api.ui import dags, html, render
+from services.api.ui import audit, dags, html, render
 from services.api.ui.render import Chrome
 
 XSS = "<script>alert(1)</script>"
@@ -135,3 +135,11 @@ def test_no_dags_yet_says_what_a_dag_is_and_where_to_define_one() -> None:
     assert "docs/DAGS.md" in page and 'href="/ui/dags/new">Define a DAG</a> here' in page
     viewer = _page("dags.html", rows=[], may_define=False, next_page=None)
     assert "/ui/dags/new" not in viewer
+
+
+def test_an_audit_change_names_only_the_fields_that_differ() -> None:
+    assert audit.changed_fields({"a": 1, "b": XSS}, {"a": 2, "b": XSS, "c": None}) == [
+        ("a", "1", "2")]
+    assert audit.changed_fields(None, {"reason": "x"}) == [("reason", None, '"x"')]
+    assert audit.changed_fields([1], [2]) == [("value", "[\n  1\n]", "[\n  2\n]")]
+    assert audit.changed_fields(None, None) == []
