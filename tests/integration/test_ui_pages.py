@@ -100,3 +100,27 @@ async def test_an_actions_audit_entry_is_found_by_its_request_and_spelt_out(
     assert page.count('<tr data-outcome="done">') == 1  # the other request's row is not shown
     assert "No control actions match this filter." in _main(
         await client.get("/ui/audit?request_id=no-such-request"))
+
+
+async def test_keys_are_issued_shown_once_rotated_and_listed(
+        client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    _, key = await new_tenant(pool)
+    csrf = await login(client, key)
+    issued = _main(await client.post("/ui/keys", data={
+        "_csrf": csrf, "name": "dash", "role": "viewer", "pools": ""}))
+    secret = re.search(r'<pre id="new-key" tabindex="0">(ost_[^<]+)</pre>', issued)[1]  # type: ignore
+    assert "<td>dash</td>" in issued and "<td>viewer</td>" in issued
+    [made] = [k for k in (await client.get("/v1/keys", headers=auth(key))).json()["keys"]
+              if k["name"] == "dash"]
+    listed = _main(await client.get("/ui/keys"))
+    assert secret not in listed  # shown once
+    operator_row, = re.findall(r"<tr data-state=\"active\">(?:(?!</tr>).)*<td>operator</td>"
+                               r"(?:(?!</tr>).)*</tr>", listed, re.S)
+    assert "Rotate" in operator_row and "Revoke" not in operator_row  # the last operator's
+    rotated = _main(await client.post(f"/ui/keys/{made['id']}/rotate", data={
+        "_csrf": csrf, "grace_seconds": "3600"}))
+    assert re.search(r'<pre id="new-key" tabindex="0">ost_', rotated)
+    viewers = _main(await client.get("/ui/keys?role=viewer"))
+    assert viewers.count('<tr data-state="rotating">') == 1 and "rotating until" in viewers
+    assert viewers.count('<tr data-state="active">') == 1
+    assert "No keys match this filter." in _main(await client.get("/ui/keys?role=worker"))

@@ -6,6 +6,7 @@ kept in the session, never shown again)."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -19,8 +20,6 @@ from ostinato.domain.errors import Forbidden, InvalidInput
 from ostinato.stores import api_keys
 from ostinato.wire.api import KeyRequest
 from services.api.auditing import audited
-from services.api.ui import html
-from services.api.ui.html import Safe, badge, fmt, ident, join, when
 from services.api.ui.scope import Ui, UiScope, checked_form, redirect
 
 ROLES = [(r, r) for r in roles.TENANT_ROLES]
@@ -37,16 +36,19 @@ def _need(ui: UiScope) -> None:
         raise Forbidden(roles.refusal(ui.session.role, roles.MANAGE_KEYS))
 
 
-def _controls(ui: UiScope, row: api_keys.KeyRow, active: bool, last_operator: bool) -> Safe:
-    if not active:
-        return Safe("")
-    rotate = html.post_button(f"/ui/keys/{row.id}/rotate", "Rotate", ui.csrf,
-                              extra=fmt('<label class="inline">old key ends {s}</label> ',
-                                        s=html.select("grace_seconds", GRACES, "3600")))
-    if last_operator:  # the API refuses it (409): not offered
-        return rotate
-    revoke = html.post_button(f"/ui/keys/{row.id}/revoke", "Revoke", ui.csrf, cls="danger")
-    return join([rotate, revoke], " ")
+@dataclass(frozen=True, slots=True)
+class KeyLine:
+    """One row of the keys table: the key, its role by its canonical name, its state (active,
+    rotating: revoked at a time still to come, revoked) and the badge that colours it."""
+
+    row: api_keys.KeyRow
+    role: str
+    state: str
+    last_operator: bool  # the tenant's last operator key: the API refuses its revoke (409)
+
+    @property
+    def badge(self) -> str:
+        return {"active": "active", "rotating": "paused", "revoked": "cancelled"}[self.state]
 
 
 @get("/keys", include_in_schema=False)
@@ -57,61 +59,20 @@ async def keys_page(ui: Ui, role: FromQuery[str | None] = None,
     rows = await api_keys.list_keys(ui.conn, ui.tenant_id)
     operators = [r for r in rows if roles.canonical(r.role) == roles.OPERATOR
                  and r.revoked_at is None]
-    table_rows = []
+    lines = []
     for r in rows:
         active = r.revoked_at is None or r.revoked_at > now
-        if role and roles.canonical(r.role) != role:
+        if (role and roles.canonical(r.role) != role) or (show != "all" and not active):
             continue
-        if show != "all" and not active:
-            continue
-        state = "active" if r.revoked_at is None else (
-            "rotating" if active else "revoked")
-        # names need not be unique: the key's id beside it tells two apart
-        table_rows.append([join([fmt('<span class="key-name">{n}</span>', n=r.name) if r.name
-                                 else Safe('<span class="muted">(unnamed)</span>'),
-                                 " ", ident(r.id)]),
-                           roles.canonical(r.role), ", ".join(r.pools) or "every pool",
-                           when(r.created_at), badge({"active": "active", "rotating": "paused",
-                                                      "revoked": "cancelled"}[state]),
-                           fmt("{s}{until}", s=state, until=fmt(" until {t}", t=when(
-                               r.revoked_at)) if state == "rotating" else ""),
-                           when(r.last_used_at) if r.last_used_at else
-                           Safe('<span class="muted">never</span>'),
-                           _controls(ui, r, active, operators == [r])])
-    info = html.kv([("tenant", ui.tenant), ("tenant id", fmt("<code>{i}</code>",
-                                                                     i=ui.tenant_id)),
-                    ("signed in with", ui.actor)])
-    form = fmt('<form method="get" action="/ui/keys" class="filters"><label>role {r}</label>'
-               '<label>show {s}</label><button type="submit">Filter</button> '
-               '<a href="/ui/keys">clear</a></form>',
-               r=html.select("role", [("", "any role"), *ROLES], role),
-               s=html.select("show", [("", "active keys"), ("all", "revoked ones too")], show))
-    issue = fmt(
-        '<form method="post" action="/ui/keys" class="filters issue">{csrf}'
-        '<label>name <input name="name" id="key-name" required maxlength="100" size="18">'
-        '</label><label>role {role}</label><label>pools (worker keys; blank: every pool) '
-        '<input name="pools" size="18" placeholder="default, etl"></label>'
-        '<button type="submit">Issue key</button></form>',
-        csrf=html.hidden("_csrf", ui.csrf), role=html.select("role", ROLES, "viewer"))
-    body = join([
-        fmt("<section><h2>Tenant</h2>{i}</section>", i=info),
-        fmt("<section><h2>API keys</h2>{f}{t}<p class=\"muted\">Last use is kept to the minute. "
-            "The tenant's last operator key cannot be revoked.</p></section>", f=form,
-            t=html.table(["name", "role", "pools", "created", "", "state", "last used", ""],
-                         table_rows, "No keys match.", "keys")),
-        fmt("<section><h2>Issue a key</h2>{f}</section>", f=issue),
-    ])
-    return ui.page("Tenant & API keys", body, "keys")
+        state = "active" if r.revoked_at is None else "rotating" if active else "revoked"
+        lines.append(KeyLine(r, roles.canonical(r.role), state, operators == [r]))
+    return ui.render("keys.html", section="keys", lines=lines, roles=ROLES, graces=GRACES,
+                     f={"role": role, "show": show}, csrf=ui.csrf, tenant=ui.tenant,
+                     tenant_id=ui.tenant_id, actor=ui.actor)
 
 
 def _shown_once(ui: UiScope, title: str, issued: tenancy.IssuedKey, note: str) -> Response[str]:
-    body = fmt('<section class="issued"><p>{note}</p><p>Copy it now: it is shown <b>once</b> and '
-               'only its hash is kept.</p><pre id="new-key">{key}</pre>{kv}'
-               '<p><a href="/ui/keys">Back to the keys</a></p></section>',
-               note=note, key=issued.key, kv=html.kv([
-                   ("name", issued.name), ("role", issued.role),
-                   ("pools", ", ".join(issued.pools) or "every pool")]))
-    return ui.page(title, body, "keys")
+    return ui.render("key_issued.html", section="keys", title=title, note=note, issued=issued)
 
 
 @post("/keys", include_in_schema=False, opt=audited("key.issue", "key"))
