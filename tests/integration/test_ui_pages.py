@@ -13,7 +13,7 @@ import pytest
 
 from ostinato.domain import roles
 from tests.helpers.api import auth, issue
-from tests.helpers.integration import dead_letters, login, new_tenant
+from tests.helpers.integration import dead_letters, login, new_tenant, runs_of
 
 pytestmark = pytest.mark.integration
 DAG = {"name": "etl", "nodes": [{"key": "extract", "task": "etl.extract"},
@@ -124,3 +124,29 @@ async def test_keys_are_issued_shown_once_rotated_and_listed(
     assert viewers.count('<tr data-state="rotating">') == 1 and "rotating until" in viewers
     assert viewers.count('<tr data-state="active">') == 1
     assert "No keys match this filter." in _main(await client.get("/ui/keys?role=worker"))
+
+
+async def test_a_bulk_operation_is_offered_confirmed_started_and_shown(
+        client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    tenant_id, key = await new_tenant(pool)
+    csrf = await login(client, key)
+    assert "No bulk operations yet." in _main(await client.get("/ui/operations"))
+    await runs_of(pool, tenant_id, "bulk.pages", 3)
+    listed = _main(await client.get("/ui/runs?task=bulk.pages"))
+    offer = re.search(r'<a class="bulk button danger" data-kind="cancel" href="([^"]+)">'
+                      r"Cancel all 3 runs matching…</a>", listed)
+    assert offer, listed
+    confirm = _main(await client.get(offer[1].replace("&amp;", "&")))
+    assert '<b id="confirm-count">3 runs</b>' in confirm and "task = bulk.pages" in confirm
+    fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', confirm))
+    assert fields == {"_csrf": csrf, "kind": "cancel", "task": "bulk.pages"}
+    started = await client.post("/ui/operations", data=fields)
+    assert started.status_code == 303, started.text
+    page = _main(await client.get(started.headers["location"]))
+    assert '<span id="op-done">' in page and "of 3 runs handled" in page
+    fragment = await client.get(started.headers["location"], headers={"x-ui-fragment": "1"})
+    assert fragment.status_code == 200 and "<main>" not in fragment.text
+    assert "of 3 runs handled" in fragment.text
+    ops = _main(await client.get("/ui/operations"))
+    assert f'href="{started.headers["location"]}"' in ops and "<code>task = bulk.pages</code>" \
+        in ops

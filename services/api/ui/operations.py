@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
+from markupsafe import Markup
 
 from ostinato.domain import attributes, roles
 from ostinato.domain.errors import InvalidInput, NotFound, OstinatoError
@@ -22,11 +23,11 @@ from ostinato.wire.api import OperationFilter
 from services.api.auditing import audited
 from services.api.operations import FAILURES_SHOWN
 from services.api.routes import decode_cursor, encode_cursor
-from services.api.ui import html
-from services.api.ui.html import Safe, badge, fmt, ident, join, link, short, when
+from services.api.ui import render
 from services.api.ui.params import time_filter as _time_filter
 from services.api.ui.params import uuid_filter as _uuid_filter
-from services.api.ui.scope import Ui, UiScope, checked_form, html_response, redirect
+from services.api.ui.render import url
+from services.api.ui.scope import Ui, UiScope, checked_form, redirect
 
 PROGRESS_SECONDS = 1
 # kind: (verb, noun, the page it came from)
@@ -90,31 +91,31 @@ def describe(doc: dict[str, Any]) -> str:
                      for k, v in doc.items())
 
 
+def _offer_macro(name: str, /, *args: Any) -> Markup:
+    return Markup(getattr(render.ENV.get_template("bulk_offer.html").module, name)(*args))
+
+
 async def offer(ui: UiScope, kind: str, values: dict[str, Any], *,
-                label: str | None = None) -> Safe:
-    """The "act on all N matching" box of a list page, or nothing (a viewer, no match)."""
+                label: str | None = None) -> Markup:
+    """The "act on all N matching" link of a list page, or nothing (a viewer, no match)."""
     if not may_operate(ui):
-        return Safe("")
+        return Markup("")
     f = filter_of(kind, values)
     try:
         n = await work.count(ui.conn, tenant_id=ui.tenant_id, kind=kind, f=f)
     except InvalidInput:
-        return Safe("")  # the page's filter is not one this kind takes (e.g. a final state)
+        return Markup("")  # the page's filter is not one this kind takes (e.g. a final state)
     if n == 0:
-        return Safe("")
+        return Markup("")
     verb, noun, _ = KINDS[kind]
-    return fmt('<a class="bulk button {cls}" data-kind="{kind}" href="{href}">{label}</a>',
-               cls="danger" if kind == "cancel" else "", kind=kind,
-               href=html.url("/ui/operations/new", kind=kind, **_form_values(f)),
-               label=label or f"{verb} all {_plural(n, noun)} matching…")
+    return _offer_macro("offer", kind, url("/ui/operations/new", kind=kind, **_form_values(f)),
+                        label or f"{verb} all {_plural(n, noun)} matching…")
 
 
-def offers(parts: list[Safe]) -> Safe:
+def offers(parts: list[Any]) -> Markup:
+    """The box of a list page's offers, or nothing when none is offered."""
     shown = [p for p in parts if p]
-    if not shown:
-        return Safe("")
-    return fmt('<div class="bulk-offer"><span class="muted">Act on everything this filter '
-               'matches, on every page:</span> {o}</div>', o=join(shown, " "))
+    return _offer_macro("offers", shown) if shown else Markup("")
 
 
 @get("/operations/new", include_in_schema=False)
@@ -124,21 +125,9 @@ async def confirm_page(request: Request, ui: Ui, kind: FromQuery[str] = "") -> R
         raise NotFound("a viewer's session starts no operations")
     n = await work.count(ui.conn, tenant_id=ui.tenant_id, kind=kind, f=f)
     verb, noun, back = KINDS[kind]
-    doc = filters.given(f)
-    fields = join([html.hidden("_csrf", ui.csrf), html.hidden("kind", kind),
-                   *(html.hidden(k, v) for k, v in _form_values(f).items())])
-    body = fmt(
-        '<section class="confirm"><p>{verb} <b id="confirm-count">{count}</b> matching '
-        '<code>{filter}</code>?</p><p class="muted">The selection is frozen now: items that '
-        'start matching later are not touched, and items that no longer qualify when their '
-        'turn comes (a run that finished meanwhile) are skipped. It runs in the background in '
-        'batches; you can stop it from its page.</p>'
-        '<form method="post" action="/ui/operations" class="inline confirm">{fields}'
-        '<button type="submit" class="{cls}" id="confirm">{verb} {count}</button></form> '
-        '<a href="{back}">back</a></section>',
-        verb=verb, count=_plural(n, noun), filter=describe(doc), fields=fields,
-        cls="danger-plain" if kind == "cancel" else "", back=back)
-    return ui.page(f"{verb} all matching", body, back.rsplit("/", 1)[-1])
+    return ui.render("operation_confirm.html", section=back.rsplit("/", 1)[-1], verb=verb,
+                     count=_plural(n, noun), filter=describe(filters.given(f)), kind=kind,
+                     fields=_form_values(f), csrf=ui.csrf, back=back)
 
 
 @post("/operations", include_in_schema=False, opt=audited("operation.start", "operation"))
@@ -158,23 +147,6 @@ async def start(request: Request, ui: Ui) -> Response[Any]:
     return redirect(f"/ui/operations/{row.id}")
 
 
-def progress(row: OperationRow) -> Safe:
-    verb, noun, _ = KINDS.get(row.kind, (row.kind, "item", ""))
-    return fmt(
-        '<div class="progress" data-state="{state}"><progress max="{total}" value="{pos}">'
-        '</progress> <span class="progress-text"><b>{pos_text}</b> of {total_text} handled'
-        '</span></div>{kv}',
-        state=row.state, total=max(row.total, 1), pos=row.position if row.total else 1,
-        pos_text=f"{row.position:,}", total_text=_plural(row.total, noun),
-        kv=html.kv([("state", badge(row.state)), ("action", verb),
-                    ("filter", fmt("<code>{d}</code>", d=describe(row.filter))),
-                    ("done", fmt('<span id="op-done">{n}</span>', n=row.done)),
-                    ("skipped", row.skipped), ("failed", row.failed),
-                    ("asked by", row.actor), ("created", when(row.created_at)),
-                    ("finished", when(row.finished_at) if row.finished_at else None),
-                    ("stopped by", row.cancelled_by)]))
-
-
 async def _op(ui: UiScope, op_id: uuid.UUID) -> OperationRow:
     row = await op_store.by_id(ui.conn, ui.tenant_id, op_id)
     if row is None:
@@ -185,20 +157,16 @@ async def _op(ui: UiScope, op_id: uuid.UUID) -> OperationRow:
 @get("/operations/{op_id:uuid}", include_in_schema=False)
 async def operation_page(request: Request, op_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
     row = await _op(ui, op_id)
-    failures = await op_store.failures_of(ui.conn, row.id, FAILURES_SHOWN)
-    content = join([progress(row), fmt("<h2>Skipped or refused</h2>{t}", t=html.table(
-        ["item", "outcome", "why"],
-        [[link(f"/ui/{'jobs' if row.kind == 'pause' else 'runs'}/{x.item_id}", x.item_id),
-          x.outcome, x.detail] for x in failures], "None.", "failures"))])
-    if row.state == "running" and may_operate(ui):  # in the polled part: gone when it ends
-        content = join([fmt('<div class="actions">{b}</div>', b=html.post_button(
-            f"/ui/operations/{row.id}/cancel", "Stop", ui.csrf, cls="danger")), content])
+    verb, noun, _ = KINDS.get(row.kind, (row.kind, "item", ""))
+    body = {"row": row, "verb": verb, "plural": lambda n: _plural(n, noun),
+            "describe": describe, "csrf": ui.csrf,
+            "failures": await op_store.failures_of(ui.conn, row.id, FAILURES_SHOWN),
+            "item_page": "/ui/jobs/" if row.kind == "pause" else "/ui/runs/",
+            # in the polled part: gone when it ends
+            "stop_offered": row.state == "running" and may_operate(ui)}
     if "x-ui-fragment" in request.headers:
-        return html_response(content)
-    if row.state == "running":
-        content = fmt('<div class="live" data-live="{src}" data-every="{every}">{c}</div>',
-                      src=f"/ui/operations/{row.id}", every=PROGRESS_SECONDS, c=content)
-    return ui.page(f"Operation {short(row.id)}", content, "operations")
+        return render.render("operation_body.html", **body)
+    return ui.render("operation.html", section="operations", every=PROGRESS_SECONDS, **body)
 
 
 @post("/operations/{op_id:uuid}/cancel", include_in_schema=False,
@@ -221,19 +189,11 @@ async def operations_page(ui: Ui, cursor: FromQuery[str | None] = None) -> Respo
     rows = await op_store.page(ui.conn, ui.tenant_id, state=None, after=decode_cursor(cursor),
                                limit=51)
     more, rows = len(rows) > 50, rows[:50]
-    table = html.table(
-        ["operation", "action", "filter", "state", "progress", "done", "skipped", "failed",
-         "asked by", "created"],
-        [[ident(r.id, f"/ui/operations/{r.id}"), KINDS.get(r.kind, (r.kind,))[0],
-          fmt("<code>{d}</code>", d=describe(r.filter)), badge(r.state),
-          f"{r.position:,} / {r.total:,}", r.done, r.skipped, r.failed, r.actor,
-          when(r.created_at)] for r in rows],
-        "No bulk operations yet: start one from the runs, jobs or dead-letter pages.",
-        "operations")
-    pager = link(html.url("/ui/operations", cursor=encode_cursor(
-        rows[-1].created_at, rows[-1].id)), "next page →") if more else Safe("")
-    return ui.page("Bulk operations", join([table, fmt('<p class="pager">{p}</p>', p=pager)]),
-                   "operations")
+    return ui.render("operations.html", section="operations", rows=rows, describe=describe,
+                     verb=lambda kind: KINDS.get(kind, (kind,))[0],
+                     may_operate=may_operate(ui),
+                     next_page=url("/ui/operations", cursor=encode_cursor(
+                         rows[-1].created_at, rows[-1].id)) if more else None)
 
 
 ROUTES = [confirm_page, start, operation_page, stop, operations_page]
