@@ -10,38 +10,27 @@ from typing import Any
 
 from litestar import Request, Response, post
 from litestar.params import FromPath
+from markupsafe import Markup
 
 from ostinato.runs import retention
 from ostinato.stores import retention as retention_store
 from services.api.auditing import audited
-from services.api.ui import html, operations
-from services.api.ui.html import Safe, fmt, when
+from services.api.ui import operations, render
 from services.api.ui.scope import Ui, UiScope, checked_form, redirect
 
 
-async def hold_section(ui: UiScope, run_id: uuid.UUID, *, archived: bool = False) -> Safe:
-    """The run's hold and, for an operator, its form; nothing for an archived run (a held run
-    is never archived, and an archived one cannot be changed)."""
+async def hold_section(ui: UiScope, run_id: uuid.UUID, *, archived: bool = False) -> Markup:
+    """The run's hold and, for an operator, its form (templates/hold.html); nothing for an
+    archived run (a held run is never archived, and an archived one cannot be changed) nor
+    for a viewer's session when the run is not held."""
     if archived:
-        return Safe("")
+        return Markup("")
     hold = (await retention_store.holds_of(ui.conn, ui.tenant_id, [run_id])).get(run_id)
     may = operations.may_operate(ui)
-    if hold is None:
-        if not may:
-            return Safe("")
-        return fmt('<section class="hold"><h2>Hold</h2><p class="muted">Not held: it leaves '
-                   'the hot database after its tenant\'s retention. A held run is never '
-                   'archived or removed until released.</p>'
-                   '<form method="post" action="/ui/runs/{id}/hold" class="hold">{csrf}'
-                   '<label>reason <input name="reason" id="hold-reason" size="40" '
-                   'maxlength="1000" required></label> '
-                   '<button type="submit">Hold</button></form></section>',
-                   id=run_id, csrf=html.hidden("_csrf", ui.csrf))
-    release = html.post_button(f"/ui/runs/{run_id}/release", "Release", ui.csrf) if may \
-        else Safe("")
-    return fmt('<section class="hold"><h2>Hold</h2><p class="held" role="status">Held by '
-               '<b>{by}</b> {at}: {reason}</p>{release}</section>',
-               by=hold.held_by, at=when(hold.held_at), reason=hold.reason, release=release)
+    if hold is None and not may:
+        return Markup("")
+    return Markup(render.render_text("hold.html", hold=hold, may=may, run_id=run_id,
+                                     csrf=ui.csrf))
 
 
 @post("/runs/{run_id:uuid}/hold", include_in_schema=False, status_code=303,
