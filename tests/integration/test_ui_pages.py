@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from ostinato.domain import roles
+from ostinato.workers import registry
 from tests.helpers.api import auth, issue
 from tests.helpers.integration import dead_letters, login, new_tenant, runs_of
 
@@ -150,3 +151,36 @@ async def test_a_bulk_operation_is_offered_confirmed_started_and_shown(
     ops = _main(await client.get("/ui/operations"))
     assert f'href="{started.headers["location"]}"' in ops and "<code>task = bulk.pages</code>" \
         in ops
+
+
+async def test_the_pools_page_shows_each_pool_and_pauses_this_tenants_queue(
+        client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    _, key = await new_tenant(pool)
+    csrf = await login(client, key)
+    pools = (await client.get("/v1/pools", headers=auth(key))).json()["items"]
+    page = _main(await client.get("/ui/pools"))
+    assert page.count('<section class="pool"') == len(pools)
+    assert "No run of yours started in the last 30 minutes." in page
+    one = _main(await client.get("/ui/pools?pool=default&priority=bulk"))
+    [classes] = re.findall(r'<table class="classes">.*?</table>', one, re.S)
+    assert re.findall(r"<tr><td>(\w+)</td>", classes) == ["bulk"]
+    r = await client.post("/ui/pools/default/pause", data={"_csrf": csrf})
+    assert r.status_code == 303, r.text
+    paused = _main(await client.get("/ui/pools?pool=default"))
+    assert "Resume my queue" in paused and "your queue: <span class=\"badge wait\">paused" \
+        in paused
+    assert next(p for p in (await client.get("/v1/pools", headers=auth(key))).json()["items"]
+                if p["name"] == "default")["queue_paused"]
+
+
+async def test_the_workers_page_lists_the_tenants_workers_and_says_how_one_appears(
+        client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    tenant_id, key = await new_tenant(pool)
+    await login(client, key)
+    assert "none has called the worker-gateway yet" in _main(await client.get("/ui/workers"))
+    async with pool.acquire() as conn:
+        await registry.touch(conn, "w-<b>1</b>", tenant_id, ["default"], 4, None,
+                             versions={"etl.load": "v2"})
+    page = _main(await client.get("/ui/workers"))
+    assert "<code>w-&lt;b&gt;1&lt;/b&gt;</code>" in page and "etl.load v2" in page
+    assert "No workers match." in _main(await client.get("/ui/workers?task=no.such"))

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ostinato.dags import graph
 from ostinato.stores.dead_letters import DeadLetterRow
-from ostinato.wire.api import DagNodeView, DagRunView
-from services.api.ui import audit, dags, html, render
+from ostinato.stores.runs import StartLag
+from ostinato.wire.api import DagNodeView, DagRunView, PoolView
+from services.api.ui import audit, capacity, dags, html, render
 from services.api.ui.render import Chrome
 
 XSS = "<script>alert(1)</script>"
@@ -143,3 +144,20 @@ def test_an_audit_change_names_only_the_fields_that_differ() -> None:
     assert audit.changed_fields(None, {"reason": "x"}) == [("reason", None, '"x"')]
     assert audit.changed_fields([1], [2]) == [("value", "[\n  1\n]", "[\n  2\n]")]
     assert audit.changed_fields(None, None) == []
+
+
+def test_the_start_lag_chart_draws_each_minute_of_each_class_with_its_figures() -> None:
+    start = capacity.lag_window(AT)
+    points = [StartLag(pool="default", priority=XSS, minute=start + timedelta(minutes=m),
+                       runs=m + 1, p50=0.5 * m, p99=1.5 * m) for m in (3, 10)]
+    chart = capacity.lag_chart(points, ["default", XSS], start)
+    view = PoolView(name="default", paused=False, queue_paused=False, shared_slots=2,
+                    own_slots=1, classes={})
+    page = _page("pools.html", sections=[{"view": view, "slots": 3, "rows": [], "chart": chart}],
+                 csrf="t0k", operate=False, minutes=capacity.LAG_MINUTES, pools=[("", "every")],
+                 f={"pool": "", "priority": ""}, classes=[("", "every class")])
+    assert "<script>" not in page and 'data-class="' + ESCAPED in page
+    dots = re.findall(r'<circle class="lag-point c1" cx="([\d.]+)"[^>]*data-runs="(\d+)"', page)
+    assert [runs for _, runs in dots] == ["4", "11"] and float(dots[0][0]) < float(dots[1][0])
+    assert page.count("<polyline") == 2 and "Pause my queue" not in page  # a viewer's
+    assert capacity.lag_chart([], ["default"], start) is None

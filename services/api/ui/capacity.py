@@ -22,8 +22,7 @@ from ostinato.stores.runs import StartLag
 from ostinato.workers import registry
 from services.api.auditing import audited
 from services.api.capacity import pool_views
-from services.api.ui import html
-from services.api.ui.html import Safe, badge, fmt, join, when
+from services.api.ui.render import url
 from services.api.ui.scope import Ui, UiScope, checked_form, redirect
 
 
@@ -57,61 +56,47 @@ def _ceiling(seconds: float) -> float:
         step *= 10
 
 
-def lag_chart(points: Sequence[StartLag], classes: Sequence[str], start: datetime) -> Safe:
-    """Start lag p50 (solid) and p99 (dashed) per class and minute as inline SVG, from
-    `start` over LAG_MINUTES minutes; each minute a dot holding its figures."""
+def lag_chart(points: Sequence[StartLag], classes: Sequence[str],
+              start: datetime) -> dict[str, Any] | None:
+    """Start lag p50 (solid) and p99 (dashed) per class and minute, from `start` over
+    LAG_MINUTES minutes, as the geometry pools.html draws (inline SVG), each minute a dot
+    holding its figures; None when no run started then."""
     if not points:
-        return fmt('<p class="empty lag-empty">No run of yours started in the last {m} '
-                   'minutes.</p>', m=LAG_MINUTES)
+        return None
     top = _ceiling(max(p.p99 for p in points))
     span = LAG_MINUTES * 60.0
     width, height = CHART_W - LEFT - RIGHT, CHART_H - TOP - BOTTOM
 
-    def x(at: datetime) -> float:
-        return LEFT + min(max((at - start).total_seconds() / span, 0.0), 1.0) * width
+    def x(at: datetime) -> str:
+        return f"{LEFT + min(max((at - start).total_seconds() / span, 0.0), 1.0) * width:.1f}"
 
     def y(v: float) -> float:
         return TOP + (1 - min(v / top, 1.0)) * height
 
-    grid = []
-    for v in (0.0, top / 2, top):
-        grid.append(fmt('<line class="grid" x1="{a}" x2="{b}" y1="{y}" y2="{y}"></line>'
-                        '<text class="axis" x="{t}" y="{ty}" text-anchor="end">{v}</text>',
-                        a=LEFT, b=LEFT + width, y=f"{y(v):.1f}", t=LEFT - 6,
-                        ty=f"{y(v) + 4:.1f}", v=_age(v)))
-    for i, anchor in ((0, "start"), (LAG_MINUTES // 2, "middle"), (LAG_MINUTES, "end")):
-        at = start + timedelta(minutes=i)
-        grid.append(fmt('<text class="axis" x="{x}" y="{y}" text-anchor="{a}">{t}</text>',
-                        x=f"{x(at):.1f}", y=CHART_H - 6, a=anchor, t=at.strftime("%H:%M UTC")))
-    series, legend = [], []
+    grid = [{"y": f"{y(v):.1f}", "ty": f"{y(v) + 4:.1f}", "label": _age(v)}
+            for v in (0.0, top / 2, top)]
+    ticks = [{"x": x(start + timedelta(minutes=i)), "anchor": anchor,
+              "label": (start + timedelta(minutes=i)).strftime("%H:%M UTC")}
+             for i, anchor in ((0, "start"), (LAG_MINUTES // 2, "middle"),
+                               (LAG_MINUTES, "end"))]
+    series = []
     for i, name in enumerate(classes):
         mine = [p for p in points if p.priority == name]
         if not mine:
             continue
-        colour = f"c{i % COLOURS}"
-        for q in ("p50", "p99"):
-            series.append(fmt(
-                '<polyline class="lag {c} {q}" data-class="{name}" data-q="{q}" '
-                'points="{pts}"></polyline>', c=colour, q=q, name=name,
-                pts=" ".join(f"{x(p.minute):.1f},{y(getattr(p, q)):.1f}" for p in mine)))
-        series.extend(fmt(
-            '<circle class="lag-point {c}" cx="{x}" cy="{y}" r="3" data-class="{name}" '
-            'data-minute="{m}" data-runs="{n}" data-p50="{p50}" data-p99="{p99}"><title>'
-            '{name} {t}: {n} runs, p50 {a}, p99 {b}</title></circle>', c=colour,
-            x=f"{x(p.minute):.1f}", y=f"{y(p.p99):.1f}", name=name, m=p.minute.isoformat(),
-            n=p.runs, p50=f"{p.p50:.6f}", p99=f"{p.p99:.6f}", t=p.minute.strftime("%H:%M"),
-            a=_age(p.p50), b=_age(p.p99)) for p in mine)
-        legend.append(fmt('<span class="swatch {c}"></span> {name}', c=colour, name=name))
-    return fmt(
-        '<figure class="lag-chart"><svg xmlns="http://www.w3.org/2000/svg" role="img" '
-        'aria-label="start lag per class" width="{w}" height="{h}" viewBox="0 0 {w} {h}">'
-        '{grid}{series}</svg><figcaption>{legend} · p50 solid, p99 dashed; the lag from '
-        'due to started of your runs started in their first attempt, per minute of their '
-        'slot</figcaption></figure>', w=CHART_W, h=CHART_H, grid=join(grid),
-        series=join(series), legend=join(legend, " "))
+        series.append({
+            "name": name, "colour": f"c{i % COLOURS}",
+            "lines": [(q, " ".join(f"{x(p.minute)},{y(getattr(p, q)):.1f}" for p in mine))
+                      for q in ("p50", "p99")],
+            "dots": [{"x": x(p.minute), "y": f"{y(p.p99):.1f}", "minute": p.minute.isoformat(),
+                      "runs": p.runs, "p50": f"{p.p50:.6f}", "p99": f"{p.p99:.6f}",
+                      "hhmm": p.minute.strftime("%H:%M"), "p50_text": _age(p.p50),
+                      "p99_text": _age(p.p99)} for p in mine]})
+    return {"w": CHART_W, "h": CHART_H, "left": LEFT, "right": LEFT + width, "grid": grid,
+            "ticks": ticks, "series": series}
 
 
-def _pools(ui: UiScope, chosen: str | None) -> list[tuple[str, str]]:
+def _pools(ui: UiScope) -> list[tuple[str, str]]:
     return [("", "every pool"), *((p, p) for p in ui.settings.pool_names)]
 
 
@@ -128,22 +113,13 @@ async def pools_page(request: Request, ui: Ui, pool: FromQuery[str | None] = Non
     views = await pool_views(ui.conn, request.app.state, ui.tenant_id)
     start = lag_window(ui.clock.now())
     lags = await run_store.start_lag(ui.conn, ui.tenant_id, start)
-    operate = roles.may(ui.session.role, roles.OPERATE)
     sections = []
     for v in views:
         if pool and v.name != pool:
             continue
         slots = v.shared_slots + v.own_slots
-        status = badge("paused") if v.paused else badge("active")
-        queue = fmt(" your queue: {b}", b=badge("paused")) if v.queue_paused else Safe("")
-        action = Safe("")
-        if operate:
-            verb = "resume" if v.queue_paused else "pause"
-            action = html.post_button(f"/ui/pools/{v.name}/{verb}",
-                                      "Resume my queue" if v.queue_paused else "Pause my queue",
-                                      ui.csrf)
-        rows = []
         share = fairness.shares(slots, classes)  # the dispatcher's own rounding
+        rows = []
         for c in classes:
             if priority and c.name != priority:
                 continue
@@ -152,29 +128,13 @@ async def pools_page(request: Request, ui: Ui, pool: FromQuery[str | None] = Non
                          f"{c.lendable_fraction:.0%}", load.waiting if load else 0,
                          _age(load.oldest_waiting_seconds if load else None),
                          load.in_flight if load else 0])
-        sections.append(fmt(
-            '<section class="pool" data-pool="{name}"><h2>Pool {name} {status}{queue}</h2>'
-            '<p>{slots} live slots: {shared} shared, {own} of your own workers. {action}</p>'
-            '{table}<h3>Start lag, the last {m} minutes</h3>{chart}</section>',
-            name=v.name, status=status, queue=queue, slots=slots, shared=v.shared_slots,
-            own=v.own_slots, action=action, table=html.table(
-                ["class", "reserved share", "reserved slots", "lendable", "waiting (yours)",
-                 "oldest waiting", "in flight (yours)"], rows, "No class.", "classes"),
-            m=LAG_MINUTES, chart=lag_chart(
-                [p for p in lags if p.pool == v.name and (not priority or p.priority == priority)],
-                [c.name for c in classes], start)))
-    form = fmt('<form method="get" action="/ui/pools" class="filters"><label>pool {p}</label>'
-               '<label>class {c}</label><button type="submit">Filter</button> '
-               '<a href="/ui/pools">clear</a></form>',
-               p=html.select("pool", _pools(ui, pool), pool),
-               c=html.select("priority", [("", "every class"),
-                                          *((c.name, c.name) for c in classes)], priority))
-    note = Safe('<p class="muted">Fair dispatch (docs/FAIRNESS.md): each class keeps its reserved '
-                'share of a pool\'s live slots and may lend the lendable part of it while it '
-                'does not need it; within a class, tenants share by weight. Waiting and in '
-                'flight count this tenant\'s runs. <a href="/ui/limits">Task and resource '
-                'limits</a></p>')
-    return ui.page("Pools & fairness", join([form, note, *sections]), "pools")
+        sections.append({"view": v, "slots": slots, "rows": rows, "chart": lag_chart(
+            [p for p in lags if p.pool == v.name and (not priority or p.priority == priority)],
+            [c.name for c in classes], start)})
+    return ui.render("pools.html", section="pools", sections=sections, csrf=ui.csrf,
+                     operate=roles.may(ui.session.role, roles.OPERATE), minutes=LAG_MINUTES,
+                     pools=_pools(ui), f={"pool": pool, "priority": priority},
+                     classes=[("", "every class"), *((c.name, c.name) for c in classes)])
 
 
 async def _pause(request: Request, ui: UiScope, pool: str, paused: bool) -> Any:
@@ -187,7 +147,7 @@ async def _pause(request: Request, ui: UiScope, pool: str, paused: bool) -> Any:
     word = "paused" if paused else "resumed"
     ui.session.flash = (f"Your queue in pool {pool} is {word}." if changed
                         else f"Your queue in pool {pool} was already {word}.")
-    return redirect(html.url("/ui/pools"))
+    return redirect(url("/ui/pools"))
 
 
 @post("/pools/{pool:str}/pause", include_in_schema=False,
@@ -209,34 +169,18 @@ async def workers_page(ui: Ui, pool: FromQuery[str | None] = None,
     workers = await registry.list_workers(ui.conn, ui.tenant_id)
     now = ui.clock.now()
     ttl = timedelta(seconds=ui.settings.worker_ttl_seconds)
-    rows = []
+    lines = []
     for w in workers:
         is_live = now - w.seen_at <= ttl
-        if pool and pool not in w.pools:
+        if (pool and pool not in w.pools) or (task and task not in (w.versions or {})) \
+                or (live and not is_live):
             continue
-        if task and task not in (w.versions or {}):
-            continue
-        if live and not is_live:
-            continue
-        rows.append([fmt("<code>{w}</code>", w=w.worker_id), "shared" if w.tenant_id is None
-                     else "this tenant", ", ".join(w.pools), w.slots,
-                     badge("active") if is_live else badge("off"), when(w.seen_at),
-                     ", ".join(f"{k} {v}" for k, v in sorted((w.versions or {}).items()))
-                     or Safe('<span class="muted">—</span>')])
-    form = fmt(
-        '<form method="get" action="/ui/workers" class="filters"><label>pool {p}</label>'
-        '<label>serves task <input name="task" value="{task}" size="14"></label>'
-        '<label class="check"><span>live only</span><input type="checkbox" name="live" '
-        'value="1"{checked}></label><button type="submit">Filter</button> '
-        '<a href="/ui/workers">clear</a></form>',
-        p=html.select("pool", _pools(ui, pool), pool), task=task,
-        checked=Safe(" checked") if live else Safe(""))
-    note = fmt('<p class="muted">Workers seen within {ttl} s are live: their slots are pool '
-               'capacity. Shared workers (the admin key\'s) serve every tenant.</p>',
-               ttl=f"{ui.settings.worker_ttl_seconds:g}")
-    return ui.page("Workers", join([form, note, html.table(
-        ["worker", "scope", "pools", "slots", "live", "last seen", "task versions"], rows,
-        "No workers match.", "workers")]), "workers")
+        lines.append({"row": w, "live": is_live, "versions": ", ".join(
+            f"{k} {v}" for k, v in sorted((w.versions or {}).items()))})
+    return ui.render("workers.html", section="workers", lines=lines, pools=_pools(ui),
+                     f={"pool": pool, "task": task, "live": live},
+                     filtered=bool(pool or task or live),
+                     ttl=f"{ui.settings.worker_ttl_seconds:g}")
 
 
 ROUTES = [pools_page, pause_pool, resume_pool, workers_page]
