@@ -6,6 +6,7 @@ a viewer's session offered no form."""
 from __future__ import annotations
 
 import re
+import uuid
 
 import asyncpg
 import httpx
@@ -13,8 +14,8 @@ import pytest
 
 from ostinato.domain import roles
 from ostinato.workers import registry
-from tests.helpers.api import auth, issue
-from tests.helpers.integration import dead_letters, login, new_tenant, runs_of
+from tests.helpers.api import ADMIN, auth, issue
+from tests.helpers.integration import CSRF, dead_letters, login, new_tenant, runs_of
 
 pytestmark = pytest.mark.integration
 DAG = {"name": "etl", "nodes": [{"key": "extract", "task": "etl.extract"},
@@ -184,3 +185,35 @@ async def test_the_workers_page_lists_the_tenants_workers_and_says_how_one_appea
     page = _main(await client.get("/ui/workers"))
     assert "<code>w-&lt;b&gt;1&lt;/b&gt;</code>" in page and "etl.load v2" in page
     assert "No workers match." in _main(await client.get("/ui/workers?task=no.such"))
+
+
+async def test_the_admin_creates_a_tenant_sees_its_key_once_and_its_limits(
+        client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    form = await client.get("/ui/login")
+    token = re.search(r'name="_login" value="([^"]+)"', form.text)[1]  # type: ignore
+    r = await client.post("/ui/login", data={"_login": token, "api_key": ADMIN,
+                                             "next": "/ui/tenants"})
+    assert r.status_code == 303, r.text
+    csrf = CSRF.search((await client.get("/ui/tenants")).text)[1]  # type: ignore
+    name = f"pages-{uuid.uuid4().hex[:6]}"
+    created = _main(await client.post("/ui/tenants", data={
+        "_csrf": csrf, "name": name, "weight": "3"}))
+    key = re.search(r'<pre id="new-key" tabindex="0">(ost_[^<]+)</pre>', created)[1]  # type: ignore
+    tenant_id = re.search(r'href="/ui/tenants/([0-9a-f-]+)">Its weight', created)[1]  # type: ignore
+    assert (await client.get("/v1/jobs", headers=auth(key))).status_code == 200
+    listed = _main(await client.get("/ui/tenants"))
+    assert key not in listed  # shown once
+    row = re.search(rf'<tr><td><a href="/ui/tenants/{tenant_id}">{name}</a>.*?</tr>', listed,
+                    re.S)
+    assert row and "<td>3</td>" in row[0] and "Act for" in row[0]
+    page = _main(await client.get(f"/ui/tenants/{tenant_id}"))
+    assert "No limits: the tenant" in page and 'name="weight" type="number" min="0" ' \
+        'step="any" value="3"' in page
+    r = await client.post(f"/ui/tenants/{tenant_id}/limits", data={
+        "_csrf": csrf, "weight": "5", "max_concurrency": "7"})
+    assert r.status_code == 303, r.text
+    page = _main(await client.get(f"/ui/tenants/{tenant_id}"))
+    assert 'name="max_concurrency" type="number" min="0" step="1" value="7"' in page
+    assert re.search(r'<table class="limits">.*<td>tenant</td><td><span class="muted">—</span>'
+                     r"</td><td>7</td>", page, re.S)
+    assert "7 at a time" in _main(await client.get("/ui/tenants"))
