@@ -3,7 +3,7 @@ rendered by `render`): every value goes through `esc` unless it is already `Safe
 module or a template built), so a value can only ever render as text.
 
 `fmt("<td>{name}</td>", name=job.name)` escapes `name`; `Safe` parts (built by `fmt`, `join`,
-`badge`, ...) pass through unchanged, in a template too (`Safe.__html__`). No other function
+`table`, ...) pass through unchanged, in a template too (`Safe.__html__`). No other function
 here takes raw markup from a caller. `page()` renders the one base layout (base.html) around a
 body built here."""
 
@@ -18,11 +18,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from services.api.ui import render
-from services.api.ui.render import NAV, STATE_CLASSES, url
+from services.api.ui.render import url
 
-__all__ = ["NAV", "STATE_CLASSES", "Safe", "badge", "esc", "fmt", "hidden", "ident", "join",
-           "kv", "link", "page", "post_button", "pre_json", "select", "short", "table", "url",
-           "when"]
+__all__ = ["Safe", "esc", "fmt", "hidden", "ident", "join", "page", "pre_json", "short", "table",
+           "url", "when"]
 _FORMATTER = string.Formatter()
 
 
@@ -54,13 +53,6 @@ def join(parts: Iterable[Any], sep: str = "") -> Safe:
     return Safe(sep.join(esc(p) for p in parts))
 
 
-def badge(state: str | None) -> Safe:
-    if not state:
-        return Safe("")
-    return fmt('<span class="badge {cls}">{state}</span>', cls=STATE_CLASSES.get(state, "off"),
-               state=state)
-
-
 def when(at: datetime | None, zone: str | None = None) -> Safe:
     """A UTC instant as text (and, given the schedule's zone, its local time beside it)."""
     if at is None:
@@ -87,10 +79,6 @@ def pre_json(value: Any) -> Safe:
                                                    default=str, ensure_ascii=False))
 
 
-def link(href: str, text: Any) -> Safe:
-    return fmt('<a href="{href}">{text}</a>', href=href, text=text)
-
-
 def short(value: Any) -> str:
     """An id as plain text where no markup fits (a page's title): its random tail
     (`…4f2a9c1b`, render.id_tail), never its first block, which for a time-ordered UUIDv7 is the
@@ -114,30 +102,8 @@ def table(headers: Iterable[str], rows: Iterable[Iterable[Any]], empty: str = "N
                cls=cls, head=join(fmt("<th>{h}</th>", h=h) for h in headers), body=join(body))
 
 
-def kv(pairs: Iterable[tuple[str, Any]]) -> Safe:
-    """A two-column table of labels and values; a row whose value is None is left out."""
-    return fmt('<table class="kv"><tbody>{rows}</tbody></table>', rows=join(
-        fmt("<tr><th>{k}</th><td>{v}</td></tr>", k=k, v=v) for k, v in pairs if v is not None))
-
-
 def hidden(name: str, value: Any) -> Safe:
     return fmt('<input type="hidden" name="{name}" value="{value}">', name=name, value=value)
-
-
-def post_button(action: str, label: str, csrf: str, *, fields: dict[str, Any] | None = None,
-                cls: str = "", extra: Safe | None = None) -> Safe:
-    """A one-button POST form carrying the session's CSRF token."""
-    inputs = join([hidden("_csrf", csrf), *(hidden(k, v) for k, v in (fields or {}).items())])
-    return fmt('<form method="post" action="{action}" class="inline">{inputs}{extra}'
-               '<button type="submit" class="{cls}">{label}</button></form>',
-               action=action, inputs=inputs, extra=extra or Safe(""), cls=cls, label=label)
-
-
-def select(name: str, options: Iterable[tuple[str, str]], chosen: str | None) -> Safe:
-    return fmt('<select name="{name}" id="f-{name}">{opts}</select>', name=name, opts=join(
-        fmt('<option value="{v}"{sel}>{label}</option>', v=v, label=label,
-            sel=Safe(" selected") if v == (chosen or "") else Safe(""))
-        for v, label in options))
 
 
 def page(title: str, body: Safe, *, section: str = "", tenant: str | None = None,
