@@ -2332,6 +2332,12 @@ CREATE INDEX runs_tenant_created ON public.runs USING btree (tenant_id, schedule
 CREATE INDEX runs_tenant_error_type ON public.runs USING btree (tenant_id, ((last_error ->> 'type'::text)), scheduled_for DESC, id) WHERE (last_error IS NOT NULL);
 
 --
+-- Name: runs_tenant_state; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_tenant_state ON public.runs USING btree (tenant_id, state, scheduled_for DESC, id DESC);
+
+--
 -- Name: runs_waiting; Type: INDEX; Schema: public; Owner: -
 --
 

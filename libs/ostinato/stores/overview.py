@@ -13,6 +13,7 @@ import msgspec
 
 from ostinato.db.queries import load
 from ostinato.policy.overview import (
+    LAG_MINUTES,
     AlertEpisode,
     EndedHour,
     LagBucket,
@@ -49,6 +50,6 @@ async def _read(conn: asyncpg.Connection, tenant_id: uuid.UUID, now: datetime) -
         live=many(LiveCount, await conn.fetch(Q["overview_live_runs"], tenant_id)),
         ended=many(EndedHour, await conn.fetch(Q["overview_ended_hours"], tenant_id, day)),
         lags=many(LagBucket, await conn.fetch(Q["overview_lag_buckets"], tenant_id,
-                                              lag_start(now))),
+                                              lag_start(now), LAG_MINUTES)),
         alerts=many(AlertEpisode, await conn.fetch(Q["overview_alerts"], tenant_id, day,
                                                    ALERTS_SHOWN)))

@@ -8,7 +8,9 @@ SELECT * FROM runs WHERE id = $1 AND tenant_id = $2;
 SELECT id FROM runs WHERE id = ANY($1::uuid[]) AND tenant_id = $2;
 
 -- name: list_runs
--- Newest occurrence first, keyset-paginated, one tenant only, optional job and state filters.
+-- Newest occurrence first, keyset-paginated, one tenant only, optional job and state filters:
+-- the tenant's index runs_tenant_created, or with a state runs_tenant_state (0053; planned
+-- for the values, stores/runs.py page).
 SELECT * FROM runs
 WHERE tenant_id = $1
   AND ($2::uuid IS NULL OR job_id = $2)
@@ -52,7 +54,8 @@ LIMIT $11;
 
 -- name: list_runs_oldest
 -- The run list oldest occurrence first (the web UI's sort by scheduled time), every filter of
--- list_runs_filtered and the error type $12; the tenant's index runs_tenant_created read forward.
+-- list_runs_filtered and the error type $12; the tenant's index runs_tenant_created read forward
+-- (with a state, runs_tenant_state read backward).
 SELECT * FROM runs
 WHERE tenant_id = $1
   AND ($2::uuid IS NULL OR job_id = $2)

@@ -1,0 +1,14 @@
+-- 0053: a tenant's runs in one state, newest or oldest occurrence first (issue 41 item 6: the
+-- web UI's runs list filtered by state, GET /v1/runs?state=, and the bulk actions' counts of
+-- the runs a cancel or a re-run would take). Without it the list read the tenant's index
+-- runs_tenant_created and filtered by state: with 1,000,000 runs of the tenant, 50,000 of them
+-- dead-lettered, the dead-lettered page took 186/267 ms (p50/p99, bench/ui_pages.py), and a
+-- state no run is in read every run of the tenant (1.1 s); the "re-run all N matching" count
+-- of those 50,000 read the whole table (a parallel seq scan, 150-290 ms).
+--
+-- Its cost is on the run path: `state` changes three times after a run is scheduled, never as
+-- a HOT update (it is in other indexes' keys and predicates, 0011), so each change writes one
+-- more index entry (bench/README.md `hot_updates` and `ui_pages` have the figures).
+-- Keyed in the list's order both ways: newest first (scheduled_for DESC, id DESC) read forward,
+-- oldest first read backward. Expand-only (docs/UPGRADES.md): one index.
+CREATE INDEX IF NOT EXISTS runs_tenant_state ON runs (tenant_id, state, scheduled_for DESC, id DESC);
