@@ -141,8 +141,6 @@ async def _check(tab: Tab, paths: list[str], who: str) -> list[axe.Violation]:
 # owners this session: (axe rule, the pages' path pattern, who fixes it and how). Each is still
 # printed; any other violation fails the test. Remove a line when its fix lands.
 KNOWN = [
-    ("aria-allowed-attr", r"^/ui/runs(\?|$)",
-     "runs list: aria-sort on the sort link; it belongs on the column's <th>"),
     ("scrollable-region-focusable", r"^/ui/(runs|jobs)/",
      "a scrolling <pre> (html.pre_json: the job page): it needs tabindex=\"0\""),
     ("nested-interactive", r"^/ui/dag-runs/",
