@@ -83,9 +83,12 @@ $(VENV)/.synced-bench: requirements-bench.lock $(VENV)/.synced
 	uv pip install --quiet --python $(PY) --no-deps -e .
 	@touch $@
 
-# PostgreSQL, Kafka and (for Celery, a peer) Redis; the same variables as infra/up.sh.
+# PostgreSQL, Kafka and (for Celery, a peer) Redis; the same variables as infra/up.sh. And
+# Temporal's dev server, the workflow peer (infra/temporal.sh: built from the Go module proxy
+# once per machine, minutes cold; never by `make up` or `make test`).
 bench-infra:
 	infra/up.sh postgres kafka redis
+	infra/temporal.sh up
 
 # Figures, never timed assertions: every scenario of bench/README.md, one summary table at the
 # end (bench/results/*.json). QUICK=1: minutes instead of an hour; ONLY=a,b / SKIP=a,b choose

@@ -4,13 +4,15 @@ due time to its run's next start), the wake poll's cost with many runs asleep ag
 the SDK worker's memory while one long workflow runs.
 
     .venv/bin/python -m bench.workflows [--quick] [--workflows 2000] [--sleepers 500]
-        [--asleep 100000] [--long-steps 100000] [--only steps,resume,idle,long,dbos]
+        [--asleep 100000] [--long-steps 100000] [--only steps,resume,idle,long,dbos,temporal]
 
 Needs PostgreSQL and Kafka (`infra/up.sh`). Scenarios, each on its own services and database:
 
 - steps: `--workflows` (quick 300) workflows of 10 no-op steps, submitted through
   POST /v1/jobs/batch, run by an SDK worker in this process (concurrency 256): workflows/s and
-  steps/s from the first submission to the last run finished (the database's clock).
+  steps/s from the first submission to the last run finished (the database's clock), and CPU
+  a workflow: the five services, PostgreSQL, Kafka and this process (client and worker), /proc
+  stat over the same window, as bench/throughput.py counts a run.
 - resume: `--sleepers` (quick 100) workflows that sleep 2 s, then take one step: for each, the
   database time from the timer's due time (`TimerFired.due_at`) to the start of the run's next
   attempt (`RunStarted`), p50/p99/max.
@@ -31,6 +33,11 @@ Needs PostgreSQL and Kafka (`infra/up.sh`). Scenarios, each on its own services 
   database, in its own process: all started at once, at most 64 running (DBOS's best of 16, 64
   and 256 here); workflows/s and steps/s from the first start to the last finished (the database's
   clock), and the ratio Ostinato/DBOS of workflows/s when the steps scenario ran too.
+- temporal: the same workload on Temporal's development server (bench/peers/temporal_workflow.py;
+  `make bench-infra` builds it with infra/temporal.sh, `temporalio` is in the bench lock), once
+  with each step an activity and once a local activity, a worker and client in their own
+  process, at most 64 workflows in flight as DBOS: workflows/s, steps/s, CPU a workflow (that
+  process and the server's), and the ratios to Ostinato's figures when the steps scenario ran.
 
 `--only` runs the scenarios named (default: all). Writes bench/results/workflows.json (with
 `--only`, only the scenarios that ran).
@@ -53,6 +60,9 @@ from bench.common import (
     Bench,
     base_parser,
     bench_cluster,
+    cpu_by_process_group,
+    cpu_per_run_ms,
+    cpu_spent,
     distribution,
     last_finished,
     log,
@@ -66,7 +76,7 @@ from ostinato import eventloop
 
 SCENARIO = "workflows"
 STEPS = 10
-SCENARIOS = ("steps", "resume", "idle", "long", "dbos")
+SCENARIOS = ("steps", "resume", "idle", "long", "dbos", "temporal")
 
 
 def _rss_mib() -> float:
@@ -127,13 +137,17 @@ def _job(task: str, i: int) -> dict[str, Any]:
 
 async def steps_scenario(n: int) -> dict[str, Any]:
     async with bench_cluster(SCENARIO) as bench, workflow_worker(bench):
+        services = {a: bench.pid(a) for a in bench.cluster.procs}
+        cpu_before = cpu_by_process_group(services)
         start = time.time()
         await submit_jobs(bench, n, lambda i: _job("wf10", i), batch=500, scenario=SCENARIO)
         done = await wait_succeeded(bench.url, n, within=600, scenario=SCENARIO)
+        cpu = cpu_spent(cpu_before, cpu_by_process_group(services))
         seconds = await last_finished(bench.url) - start
     return {"workflows": n, "succeeded": done, "seconds": round(seconds, 2),
             "workflows_per_s": round(n / seconds, 1),
-            "steps_per_s": round(n * STEPS / seconds, 1)}
+            "steps_per_s": round(n * STEPS / seconds, 1), "cpu_seconds": cpu,
+            "cpu_ms_per_workflow": cpu_per_run_ms(cpu, n)}
 
 
 async def resume_scenario(n: int) -> dict[str, Any]:
@@ -256,6 +270,40 @@ async def dbos_scenario(n: int) -> dict[str, Any]:
         return {"not_run": f"the DBOS process failed: {str(e)[:300]}"}
 
 
+async def temporal_scenario(n: int) -> dict[str, Any]:
+    """The steps scenario's workload on Temporal's dev server, with activities and with local
+    activities (bench/peers/temporal_workflow.py)."""
+    from bench.peers import temporal_workflow
+
+    if temporal_workflow.sdk_version() is None:
+        return {"not_run": "Temporal's Python SDK (`temporalio`) is not installed: `make "
+                           "bench-deps` installs the benchmark lock, which pins it"}
+    if temporal_workflow.server_binary() is None:
+        return {"not_run": "Temporal's dev server is not built: `make bench-infra` builds it "
+                           "(infra/temporal.sh, once per machine)"}
+    result: dict[str, Any] = {}
+    for mode, local in (("activities", False), ("local_activities", True)):
+        try:
+            result[mode] = await temporal_workflow.run(n, steps=STEPS, local=local,
+                                                       scenario=SCENARIO)
+        except RuntimeError as e:  # the server or the process failed: say so, keep the rest
+            log(SCENARIO, f"temporal ({mode}): not measured: {e}")
+            result[mode] = {"not_run": f"the Temporal process failed: {str(e)[:300]}"}
+    return result
+
+
+def ratios(ours: dict[str, Any], peer: dict[str, Any]) -> dict[str, float | None]:
+    """Ostinato's figures over a peer's (workflows/s, steps/s) and the peer's CPU a workflow over
+    Ostinato's: > 1 favours Ostinato in each."""
+    def over(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 2) if a and b else None
+
+    return {"ratio_workflows_per_s": over(ours.get("workflows_per_s"), peer["workflows_per_s"]),
+            "ratio_steps_per_s": over(ours.get("steps_per_s"), peer["steps_per_s"]),
+            "ratio_cpu_per_workflow": over(peer.get("cpu_ms_per_workflow"),
+                                           ours.get("cpu_ms_per_workflow"))}
+
+
 async def long_scenario(steps: int) -> dict[str, Any]:
     samples: list[float] = []
 
@@ -278,22 +326,52 @@ async def long_scenario(steps: int) -> dict[str, Any]:
                         "last": round(samples[-1], 1), "samples": len(samples)}}
 
 
+def _ratio_rows(who: str, peer: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """The ratios of Ostinato's figures to a peer's (present when the steps scenario ran)."""
+    if peer.get("ratio_workflows_per_s") is None:
+        return []
+    return [(f"ratio Ostinato/{who}, workflows/s", peer["ratio_workflows_per_s"],
+             "> 1 favours Ostinato"),
+            (f"ratio Ostinato/{who}, steps/s", peer["ratio_steps_per_s"], ""),
+            (f"ratio {who}/Ostinato, CPU a workflow", peer["ratio_cpu_per_workflow"],
+             "> 1 favours Ostinato")]
+
+
 def report(result: dict[str, Any]) -> str:
     """The printed table: a block of rows per scenario that ran."""
     rows: list[tuple[str, Any, str]] = []
-    s, d = result.get("steps"), result.get("peers", {}).get("dbos")
+    peers = result.get("peers", {})
+    s, d = result.get("steps"), peers.get("dbos")
     if s:
         rows += [("workflows/s (10 no-op steps each)", s["workflows_per_s"], "end to end"),
-                 ("steps/s", s["steps_per_s"], "end to end")]
+                 ("steps/s", s["steps_per_s"], "end to end"),
+                 ("CPU ms a workflow", s.get("cpu_ms_per_workflow"),
+                  "services, PostgreSQL, Kafka, worker")]
     if d and "workflows_per_s" in d:
         rows += [(f"DBOS {d['dbos']}: workflows/s", d["workflows_per_s"],
                   f"same workload, ≤ {d['max_inflight']} in flight"),
                  ("DBOS steps/s", d["steps_per_s"], ""),
-                 ("DBOS process CPU ms per step", d["cpu_ms_per_step"], ""),
-                 ("ratio Ostinato/DBOS, workflows/s", d.get("ratio_workflows_per_s"),
-                  "> 1 favours Ostinato")]
+                 ("DBOS CPU ms a workflow", d.get("cpu_ms_per_workflow"),
+                  "its process and PostgreSQL"),
+                 *_ratio_rows("DBOS", d)]
     elif d:
         rows.append(("DBOS", "not run", d.get("not_run", "")))
+    t = peers.get("temporal") or {}
+    if "not_run" in t:
+        rows.append(("Temporal", "not run", t["not_run"]))
+    for mode, label in (("activities", "activities"), ("local_activities", "local activities")):
+        f = t.get(mode)
+        if f and "workflows_per_s" in f:
+            who = f"Temporal ({label})"
+            rows += [(f"{who}: workflows/s", f["workflows_per_s"],
+                      f"{f.get('server')}, temporalio {f['temporalio']}, "
+                      f"≤ {f['max_inflight']} in flight"),
+                     (f"{who}: steps/s", f["steps_per_s"], ""),
+                     (f"{who}: CPU ms a workflow", f["cpu_ms_per_workflow"],
+                      "worker process and server"),
+                     *_ratio_rows(who, f)]
+        elif f:
+            rows.append((f"Temporal ({label})", "not run", f.get("not_run", "")))
     if r := result.get("resume"):
         rows += [("resume latency p50 (ms)", r["resume_ms"].get("p50"), "timer due -> next start"),
                  ("resume latency p99 (ms)", r["resume_ms"].get("p99"), "")]
@@ -339,11 +417,15 @@ async def main() -> None:
         log(SCENARIO, f"dbos: {args.workflows} workflows of {STEPS} steps on DBOS Transact")
         dbos = await dbos_scenario(args.workflows)
         if "workflows_per_s" in dbos and "steps" in result:
-            dbos["ratio_workflows_per_s"] = round(
-                result["steps"]["workflows_per_s"] / dbos["workflows_per_s"], 2)
-            dbos["ratio_steps_per_s"] = round(
-                result["steps"]["steps_per_s"] / dbos["steps_per_s"], 2)
-        result["peers"] = {"dbos": dbos}
+            dbos.update(ratios(result["steps"], dbos))
+        result.setdefault("peers", {})["dbos"] = dbos
+    if "temporal" in only:
+        log(SCENARIO, f"temporal: {args.workflows} workflows of {STEPS} steps on Temporal")
+        temporal = await temporal_scenario(args.workflows)
+        for figures in temporal.values():
+            if isinstance(figures, dict) and "workflows_per_s" in figures and "steps" in result:
+                figures.update(ratios(result["steps"], figures))
+        result.setdefault("peers", {})["temporal"] = temporal
     if "resume" in only:
         log(SCENARIO, f"resume: {args.sleepers} sleeping workflows")
         result["resume"] = await resume_scenario(args.sleepers)

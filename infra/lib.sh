@@ -78,7 +78,8 @@ stop_ours() {
 # and go/build, shared by every such build and clone. VAR=VALUE: more environment for `go build`
 # (e.g. GOTOOLCHAIN=local). The toolchain: $OSTINATO_GO, else `go` on PATH, else
 # /usr/local/go/bin/go (GO_MIN, e.g. 1.24.6, is only named when none is found). The built binary
-# must answer `version`. Prints the binary's path on stdout; progress and errors go to stderr.
+# must answer `version` (GO_BUILD_VERSION_ARG: another argument, e.g. --version). Prints the
+# binary's path on stdout; progress and errors go to stderr.
 go_build() {
   local name=$1 version=$2 moddir=$3 pkg=$4 go_min=$5 ldflags=$6
   shift 6
@@ -110,7 +111,7 @@ go_build() {
       tail -n 40 "$buildlog" >&2
       die "go build of $name $version failed (log: $buildlog)"
     fi
-    "$tmp" version >/dev/null 2>&1 || { rm -f "$tmp"; die "the built $name binary does not run ($tmp)"; }
+    "$tmp" "${GO_BUILD_VERSION_ARG:-version}" >/dev/null 2>&1 || { rm -f "$tmp"; die "the built $name binary does not run ($tmp)"; }
     mv -f "$tmp" "$bin"
     echo "$want" >"$bin.stamp"  # last: a build cut short leaves no stamp, so the next one redoes it
     log "built $name $version ($(du -m "$bin" | cut -f1) MB) in $(( $(date +%s) - t0 ))s" >&2

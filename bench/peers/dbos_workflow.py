@@ -14,7 +14,7 @@ retried; of 16, 64 and 256 in flight (600 workflows each, one session) 64 did be
 7.3 workflows/s), so DBOS runs with its best of those, not with the Ostinato worker's 256.
 The clock runs from just before the first start to the last workflow's `updated_at` (its
 SUCCESS status, written with the database's `now()`); the process's CPU seconds over the same
-window are reported too.
+window are reported too, and with PostgreSQL's (all its processes, /proc stat) CPU a workflow.
 
     python -m bench.peers.dbos_workflow <database url> <workflows> [--steps 10]
         [--max-inflight 64]
@@ -35,7 +35,7 @@ from typing import Any
 
 import asyncpg
 
-from bench.common import BASE_URL, ROOT, log
+from bench.common import BASE_URL, ROOT, cpu_by_process_group, log
 
 APP = "ostinato-bench"
 
@@ -81,9 +81,11 @@ async def _measure(url: str, n: int, steps: int, max_inflight: int) -> dict[str,
                 return await handle.get_result()
 
         usage = resource.getrusage(resource.RUSAGE_SELF)
+        pg_before = cpu_by_process_group({}).get("postgresql", 0.0)
         start = time.time()
         results = await asyncio.gather(*(one() for _ in range(n)))
         returned = time.time()
+        pg_cpu = cpu_by_process_group({}).get("postgresql", 0.0) - pg_before
         used = resource.getrusage(resource.RUSAGE_SELF)
         cpu = (used.ru_utime - usage.ru_utime) + (used.ru_stime - usage.ru_stime)
     finally:
@@ -105,6 +107,8 @@ async def _measure(url: str, n: int, steps: int, max_inflight: int) -> dict[str,
             "recorded_steps": int(recorded), "max_inflight": max_inflight,
             "seconds": round(seconds, 2), "seconds_to_last_result": round(returned - start, 2),
             "process_cpu_s": round(cpu, 2), "cpu_ms_per_step": round(1000 * cpu / (n * steps), 3),
+            "postgres_cpu_s": round(pg_cpu, 2),
+            "cpu_ms_per_workflow": round(1000 * (cpu + pg_cpu) / n, 2),
             "workflows_per_s": round(n / seconds, 1),
             "steps_per_s": round(n * steps / seconds, 1), "dbos": dbos_version()}
 
