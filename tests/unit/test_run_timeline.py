@@ -326,10 +326,14 @@ def test_the_run_page_renders_its_words_and_waterfall_with_every_value_escaped()
     read = run_page.RunRead(run=run, blobs={}, stream=_recorded(run.id, stream), steps=[],
                             running=RunningStepView(seq=1, name="refund", since=_at(4)))
     context = run_page.page_context(read, now=_at(10), job_name=XSS)
-    page = render.render_text("run.html", hold=html_safe(""), csrf="t0k", cancel_offered=True,
-                              retry_offered=False, **context)
+    from services.api.ui.run_offers import Offer, Offers
+    offered = Offers(run=[Offer("cancel", f"/ui/runs/{run.id}/cancel", "Cancel run",
+                                f"Cancel run of job {XSS}: it is asked to stop.", cls="danger")])
+    page = render.render_text("run.html", hold=html_safe(""), csrf="t0k", offers=offered,
+                              **context)
     assert "<script>" not in page.replace('<script src="/ui/static/ui.js" defer></script>', "")
     assert ESCAPED in page and "style=" not in page and "<style" not in page
+    assert f"Cancel run of job {ESCAPED}: it is asked to stop." in page  # the confirmation
     # the executing step and for how long, in words; the timeline told; the waterfall drawn
     assert "executing step <code>refund</code> for 6.0 s (position 1)" in page
     assert "(step 1, running since " in page

@@ -25,6 +25,7 @@ from services.api.ui import (
     login,
     operations,
     overview,
+    run_actions,
     run_page,
     runs,
     tenants,
@@ -42,6 +43,7 @@ def routes(sessions: Sessions | None = None) -> list[Router]:
     pages = Router(
         path="/ui",
         route_handlers=[*login.ROUTES, *overview.ROUTES, *runs.ROUTES, *run_page.ROUTES,
+                        *run_actions.ROUTES,
                         *jobs.ROUTES, *dag_define.ROUTES, *dags.ROUTES, *letters.ROUTES,
                         *operations.ROUTES, *capacity.ROUTES, *limits.ROUTES, *keys.ROUTES,
                         *audit.ROUTES, *tenants.ROUTES, *holds.ROUTES],

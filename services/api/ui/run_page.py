@@ -3,7 +3,8 @@ executes and for how long, why it waits), links to its job, parent, children and
 waterfall of its executions, steps and waits, and its timeline told in sentences
 (`ostinato.domain.narrative`), each row opening to the event's JSON; then its executions,
 output, payload, captured logs, a workflow's steps, published state, timers, signals and child
-runs. Cancel / Re-run and the hold for operators. The same store reads as GET /v1/runs/{id},
+runs. For operators, the actions the API would take now (services/api/ui/run_offers.py,
+run_actions.py) and the hold. The same store reads as GET /v1/runs/{id},
 /events, /logs, /steps and /children, tenant-scoped; a run no longer hot is read from its
 archive (docs/RETENTION.md)."""
 
@@ -14,10 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from litestar import Request, Response, get, post
+from litestar import Request, Response, get
 from litestar.params import FromPath
 
-from ostinato import runs
 from ostinato.domain import events as ev
 from ostinato.domain.narrative import Narrator, Part, Sentence, duration_words, time_words
 from ostinato.domain.states import FINAL, RunState
@@ -32,13 +32,12 @@ from ostinato.stores.runs import ChildRun, RunRow
 from ostinato.stores.steps import StateRow, StepRow
 from ostinato.wire.api import RunningStepView
 from services.api import archived
-from services.api.auditing import audited
 from services.api.running import running_step
-from services.api.ui import html, operations, render, waterfall
+from services.api.ui import html, render, run_offers, waterfall
 from services.api.ui.holds import hold_section
 from services.api.ui.html import Safe, fmt, short, when
 from services.api.ui.runs import LIVE_SECONDS, attempt_rows, attempt_text
-from services.api.ui.scope import Ui, UiScope, checked_form, redirect
+from services.api.ui.scope import Ui, UiScope
 
 MAX_EVENTS = 2000  # a page shows a run's first events; the API pages through the rest
 TONE_GLYPH = {"ok": "✓", "bad": "✕", "wait": "◷", "busy": "▸", "operator": "⚑", "info": "•"}
@@ -188,6 +187,14 @@ def workflow_waits(stream: list[Any]) -> tuple[list[list[Any]], list[list[Any]],
     return timer_rows, signal_rows + timeouts, started
 
 
+def paused_by(stream: list[RecordedEvent]) -> tuple[str, str | None, datetime] | None:
+    """Who paused the run last, why, and when (None: no pause among the events read)."""
+    for r in reversed(stream):
+        if isinstance(r.event, ev.RunPaused):
+            return r.event.by or r.actor, r.event.reason, r.occurred_at
+    return None
+
+
 def log_table(lines: Any) -> Safe:
     """The lines the handler logged in the run's latest reported attempt (what GET
     /v1/runs/{id}/logs returns): seconds into the attempt, level, message, fields."""
@@ -277,6 +284,7 @@ def page_context(read: RunRead, *, now: datetime, job_name: str | None = None,
         if run.finished_at and run.started_at else None,
         "executing": executing, "waiting": waiting_words(run, read.dispatch_reason),
         "dag_node": dag_node, "children": children or [], "started": started,
+        "paused_by": paused_by(stream) if run.paused else None,
         "timeline": timeline(stream), "more_events": len(stream) == MAX_EVENTS,
         "max_events": MAX_EVENTS, "waterfall": waterfall.layout(lanes, first, end),
         "executions": html.table(
@@ -298,47 +306,27 @@ def page_context(read: RunRead, *, now: datetime, job_name: str | None = None,
     }
 
 
-def _may_act(ui: UiScope, read: RunRead) -> tuple[bool, bool]:
-    """(Cancel, Re-run) offered: an operator's session, a run still hot."""
-    run = read.run
-    if not operations.may_operate(ui) or read.archived_at is not None:  # nothing to change
-        return False, False
-    return (run.state not in FINAL,
-            run.state in (RunState.FAILED, RunState.CANCELLED, RunState.DEAD_LETTERED))
-
-
 @get("/runs/{run_id:uuid}", include_in_schema=False)
 async def run_page(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
-    context = await run_context(ui, run_id)
     if "x-ui-fragment" in request.headers:  # the live region's refresh
+        context = await run_context(ui, run_id)
         return render.html_response(render.render_text("run_body.html", **context))
+    return await page(ui, run_id)
+
+
+async def page(ui: UiScope, run_id: uuid.UUID, *, errors: dict[str, str] | None = None,
+               values: dict[str, dict[str, Any]] | None = None,
+               status: int = 200) -> Response[str]:
+    """The whole page: its body, and for an operator the actions the API would take now
+    (`run_offers`; `errors`/`values`: a refused form shown again open, what was typed kept)."""
+    context = await run_context(ui, run_id)
     read = context["read"]
-    cancel_offered, retry_offered = _may_act(ui, read)
+    offered = run_offers.offers(ui, read.run, read.steps, context["job_name"],
+                                archived=read.archived_at is not None)
+    offered.errors, offered.values = errors or {}, values or {}
     hold = await hold_section(ui, run_id, archived=read.archived_at is not None)
-    return ui.render("run.html", section="runs", hold=hold, csrf=ui.csrf,
-                     cancel_offered=cancel_offered, retry_offered=retry_offered, **context)
+    return ui.render("run.html", section="runs", status=status, hold=hold, csrf=ui.csrf,
+                     offers=offered, **context)
 
 
-@post("/runs/{run_id:uuid}/cancel", include_in_schema=False, status_code=303,
-      opt=audited("run.cancel", "run", "run_id"))
-async def cancel(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
-    await checked_form(request, ui)
-    state = await runs.cancel_run(ui.conn, ui.store, tenant_id=ui.tenant_id, run_id=run_id,
-                                  actor=ui.actor)
-    ui.audit.after = {"state": state}
-    ui.session.flash = "Cancelled." if state == "cancelled" else "Cancel requested."
-    return redirect(f"/ui/runs/{run_id}")
-
-
-@post("/runs/{run_id:uuid}/retry", include_in_schema=False, status_code=303,
-      opt=audited("run.retry", "run", "run_id"))
-async def retry(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
-    await checked_form(request, ui)
-    new_id, _ = await runs.rerun(ui.conn, ui.store, ui.clock, tenant_id=ui.tenant_id,
-                                 run_id=run_id, actor=ui.actor, request_key=None)
-    ui.audit.after = {"run_id": str(new_id)}
-    ui.session.flash = f"Re-run of {run_id} created."
-    return redirect(f"/ui/runs/{new_id}")
-
-
-ROUTES = [run_page, cancel, retry]
+ROUTES = [run_page]

@@ -5,7 +5,11 @@
 //   absolute time on hover in UTC or this browser's zone (the header's toggle, remembered in
 //   localStorage); without script the server's UTC text stays;
 // - ids: button.copy[data-copy] (macro `id`) copies the full id to the clipboard;
-// - button.danger asks before it submits.
+// - button.danger asks before it submits;
+// - textarea[data-json] (an action's JSON payload or output) is parsed as it is typed: the parse
+//   error is shown in the element its aria-describedby names, and the form's submit button is
+//   disabled while any of its JSON fields is invalid (empty is valid: null); the server checks
+//   again.
 // No framework, nothing fetched from anywhere but this server.
 (function () {
   "use strict";
@@ -120,6 +124,26 @@
     });
   }
 
+  function jsonError(area) {
+    var text = area.value.trim();
+    if (!text) { return ""; }
+    try { JSON.parse(text); return ""; } catch (e) { return "Not JSON: " + e.message; }
+  }
+
+  function checkJson(area) {
+    var error = jsonError(area), note = document.getElementById(area.getAttribute("aria-describedby") || "");
+    if (note) { note.textContent = error; }
+    if (error) { area.setAttribute("aria-invalid", "true"); } else { area.removeAttribute("aria-invalid"); }
+    var form = area.form, bad = false;
+    if (!form) { return; }
+    form.querySelectorAll("textarea[data-json]").forEach(function (a) { bad = bad || !!jsonError(a); });
+    form.querySelectorAll("button[type=submit]").forEach(function (b) { b.disabled = bad; });
+  }
+
+  document.addEventListener("input", function (event) {
+    if (event.target.matches && event.target.matches("textarea[data-json]")) { checkJson(event.target); }
+  });
+
   document.addEventListener("click", function (event) {
     var button = event.target.closest ? event.target.closest("button.copy[data-copy]") : null;
     if (button) { event.preventDefault(); copy(button); return; }
@@ -129,6 +153,7 @@
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-live]").forEach(start);
     confirmForms();
+    document.querySelectorAll("textarea[data-json]").forEach(checkJson);
     showTimes(document);
     window.setInterval(function () { showTimes(document); }, 30000);
   });
