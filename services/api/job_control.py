@@ -4,9 +4,10 @@ exclusion calendars."""
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
+import asyncpg
 from litestar import Response, get, patch, post, put
 from litestar.params import (
     FromPath,
@@ -134,12 +135,20 @@ async def preview(data: JSONBody[PreviewRequest], tenant: Tenant) -> UpcomingVie
     """The next `count` (at most 100; no paging: preview from a later `start_at` for more)
     occurrences a schedule not yet created would have, jitter shown for a sample id. The same
     checks as creating the job: an unknown `calendar` is a 422."""
-    s = schedules.parse_schedule(data.schedule, now=tenant.clock.now())
+    s = await checked_schedule(tenant.conn, tenant.tenant_id, data.schedule, tenant.clock.now())
+    return _upcoming(s, PREVIEW_JOB_ID, schedules.next_occurrence(s, None), data.count)
+
+
+async def checked_schedule(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                           spec: schedules.ScheduleSpec, now: datetime) -> schedules.Schedule:
+    """A schedule not yet created, checked as creating its job checks it (the preview's and
+    the web UI's new-job form's): InvalidInput naming each bad field or unknown calendar."""
+    s = schedules.parse_schedule(spec, now=now)
     if s.calendar:
-        known = await calendar_store.existing_names(tenant.conn, tenant.tenant_id, [s.calendar])
+        known = await calendar_store.existing_names(conn, tenant_id, [s.calendar])
         if errors := calendar_errors(s, known):
             raise InvalidInput("the schedule names an unknown calendar", errors=errors)
-    return _upcoming(s, PREVIEW_JOB_ID, schedules.next_occurrence(s, None), data.count)
+    return s
 
 
 IfMatch = Annotated[str | None, HeaderParameter(

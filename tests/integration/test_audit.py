@@ -377,6 +377,7 @@ NOT_CONTROL_ACTIONS = {
     ("POST", "/ui/login"), ("POST", "/ui/logout"),  # a session of the web UI, no change
     # the web UI's previews of a form (a DAG's graph, a limit before and after): nothing saved
     ("POST", "/ui/dags/preview"), ("POST", "/ui/limits/{kind:str}/review"),
+    ("POST", "/ui/jobs/preview"),  # a new job's occurrences: nothing created
 }
 
 

@@ -160,14 +160,14 @@ def _job_line(**given: Any) -> jobs.JobLine:
         "id": uuid.uuid4(), "name": "nightly-report", "task": "report", "pool": "default",
         "priority": "normal", "status": "active", "schedule": "every day at 02:30 Europe/Berlin",
         "schedule_raw": "cron 30 2 * * * (Europe/Berlin)", "next_run_at": T0,
-        "last_run_at": None, "runs": 0, "pause": None, "outcome": None,
-        "controls": html.Safe("")}
+        "last_run_at": None, "runs": 0, "pause": None, "outcome": None}
     return jobs.JobLine(**{**values, **given})
 
 
 def _jobs_page(*lines: jobs.JobLine) -> str:
     return render.render_text("jobs.html", lines=list(lines), statuses=jobs.STATUSES, chosen="",
-                              bulk=html.Safe(""), pager=[])
+                              bulk=html.Safe(""), pager=[], operate=False, create=False,
+                              misfires=[], csrf="t")
 
 
 def test_a_paused_job_shows_why_and_no_next_run() -> None:
