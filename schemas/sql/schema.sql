@@ -2263,7 +2263,7 @@ CREATE INDEX runs_dispatchable ON public.runs USING btree (tenant_id, pool, prio
 -- Name: runs_ended; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX runs_ended ON public.runs USING btree (tenant_id, finished_at) WHERE (state = ANY (ARRAY['succeeded'::text, 'dead_lettered'::text, 'cancelled'::text]));
+CREATE INDEX runs_ended ON public.runs USING btree (tenant_id, finished_at) INCLUDE (pool, state, failures) WHERE (state = ANY (ARRAY['succeeded'::text, 'dead_lettered'::text, 'cancelled'::text]));
 
 --
 -- Name: runs_job_active; Type: INDEX; Schema: public; Owner: -

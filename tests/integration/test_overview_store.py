@@ -188,8 +188,17 @@ async def test_the_reads_of_runs_are_bounded_by_an_index(pool: asyncpg.Pool, nam
             " finished_at, failures, started_at)"
             " SELECT gen_random_uuid(), $1, gen_random_uuid(), 't', 'default', 'default',"
             " gen_random_uuid(), at, 'succeeded', 1, 1, $2, 3, 'schedule', at, 0, at"
-            " FROM (SELECT $2::timestamptz - make_interval(secs => i) AS at"
-            "       FROM generate_series(1, 20000) i) s", theirs, NOW)
+            " FROM (SELECT $2::timestamptz - make_interval(secs => i * 120) AS at"
+            "       FROM generate_series(1, 20000) i) s", theirs, NOW)  # over 28 days
+        # and this tenant's runs of earlier days: the day's range, not the tenant, bounds it
+        await conn.execute(
+            "INSERT INTO runs (id, tenant_id, job_id, task, pool, priority, payload_ref,"
+            " scheduled_for, state, attempt, fencing_token, updated_at, version, trigger,"
+            " finished_at, failures, started_at)"
+            " SELECT gen_random_uuid(), $1, gen_random_uuid(), 't', 'default', 'default',"
+            " gen_random_uuid(), at, 'succeeded', 1, 1, at, 3, 'schedule', at, 0, at"
+            " FROM (SELECT $2::timestamptz - interval '3 days' - make_interval(secs => i) AS at"
+            "       FROM generate_series(1, 5000) i) s", mine, NOW)
         await conn.execute("ANALYZE runs")
         args: dict[str, tuple[Any, ...]] = {
             "overview_live_runs": (mine,),

@@ -46,8 +46,15 @@ async def read(conn: asyncpg.Connection, tenant_id: uuid.UUID, now: datetime) ->
 
 async def _read(conn: asyncpg.Connection, tenant_id: uuid.UUID, now: datetime) -> OverviewRows:
     day = day_start(now)
+    # The live runs lie one a page among the finished ones: read in the index's order (the plan
+    # the planner prices lowest) each is a random heap visit, 3.4 times slower than a bitmap
+    # scan's page order (20,550 live runs of 1,000,000: 218 ms against 65 ms, bench/ui_pages.py).
+    # For this statement only, then the setting as it was (a caller's transaction too).
+    was = await conn.fetchval(Q["overview_bitmap_scans"])
+    live = many(LiveCount, await conn.fetch(Q["overview_live_runs"], tenant_id))
+    await conn.execute(Q["overview_index_scans"], was)
     return OverviewRows(
-        live=many(LiveCount, await conn.fetch(Q["overview_live_runs"], tenant_id)),
+        live=live,
         ended=many(EndedHour, await conn.fetch(Q["overview_ended_hours"], tenant_id, day)),
         lags=many(LagBucket, await conn.fetch(Q["overview_lag_buckets"], tenant_id,
                                               lag_start(now), LAG_MINUTES)),
