@@ -2335,7 +2335,7 @@ CREATE INDEX runs_tenant_error_type ON public.runs USING btree (tenant_id, ((las
 -- Name: runs_tenant_state; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX runs_tenant_state ON public.runs USING btree (tenant_id, state, scheduled_for DESC, id DESC);
+CREATE INDEX runs_tenant_state ON public.runs USING btree (tenant_id, state, scheduled_for DESC, id DESC) WHERE (state = ANY (ARRAY['failed'::text, 'retry_scheduled'::text, 'dead_lettered'::text, 'cancelled'::text]));
 
 --
 -- Name: runs_waiting; Type: INDEX; Schema: public; Owner: -

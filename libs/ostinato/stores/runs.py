@@ -115,10 +115,11 @@ async def page(conn: asyncpg.Connection, tenant_id: uuid.UUID, *, job_id: uuid.U
             error_type, where, oldest_first)
     if where is None and state is None:
         return await _page(conn, *args)
-    # planned for these values: an index that suits one value ruins another. A state is read
-    # through runs_tenant_state (migration 0053) in the list's order; a plan made for any state
-    # (a prepared statement's generic plan, its other filters' `$n IS NULL OR` unresolved)
-    # guesses a row or two and sorts every run in the state (50,000: 190 ms).
+    # planned for these values: an index that suits one value ruins another. A failed,
+    # retrying, dead-lettered or cancelled state is read through runs_tenant_state (partial,
+    # migration 0053) in the list's order, which only a plan made for the state can use; a
+    # plan made for any state (a prepared statement's generic plan, its other filters' `$n IS
+    # NULL OR` unresolved) guesses a row or two and sorts every run in it (50,000: 190 ms).
     async with conn.transaction():
         await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
         return await _page(conn, *args)

@@ -9,8 +9,8 @@ SELECT id FROM runs WHERE id = ANY($1::uuid[]) AND tenant_id = $2;
 
 -- name: list_runs
 -- Newest occurrence first, keyset-paginated, one tenant only, optional job and state filters:
--- the tenant's index runs_tenant_created, or with a state runs_tenant_state (0053; planned
--- for the values, stores/runs.py page).
+-- the tenant's index runs_tenant_created, or with a failed, retrying, dead-lettered or
+-- cancelled state runs_tenant_state (0053, partial; planned for the values: stores/runs.py).
 SELECT * FROM runs
 WHERE tenant_id = $1
   AND ($2::uuid IS NULL OR job_id = $2)
@@ -55,7 +55,7 @@ LIMIT $11;
 -- name: list_runs_oldest
 -- The run list oldest occurrence first (the web UI's sort by scheduled time), every filter of
 -- list_runs_filtered and the error type $12; the tenant's index runs_tenant_created read forward
--- (with a state, runs_tenant_state read backward).
+-- (with one of runs_tenant_state's states, that index read backward).
 SELECT * FROM runs
 WHERE tenant_id = $1
   AND ($2::uuid IS NULL OR job_id = $2)
