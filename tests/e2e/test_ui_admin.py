@@ -147,6 +147,7 @@ async def test_the_admin_acts_for_a_tenant_and_its_actions_name_the_admin(
     await tab.shot("tenant-acting")
 
     await tab.goto(f"/ui/jobs/{world.cron_job}")
+    await tab.page.click("div.actions summary:text('Pause')")  # its confirmation
     await tab.page.click("div.actions button:text('Pause')")
     await tab.text("p.flash").get_by_text("Job paused").wait_for()
     job = await ui.api_get(world, f"/v1/jobs/{world.cron_job}")  # acme's own key

@@ -95,8 +95,8 @@ async def test_a_browser_logged_in_on_one_api_instance_is_served_by_the_other(
     # a form on instance 2, its redirect followed on instance 1: the flash goes along, once
     r = await browser.on("api-2", "POST", f"/ui/jobs/{job}/pause", data={"_csrf": csrf})
     assert r.status_code == 303, r.text
-    assert "Job paused." in (await browser.on("api", "GET", f"/ui/jobs/{job}")).text
-    assert "Job paused." not in (await browser.on("api-2", "GET", f"/ui/jobs/{job}")).text
+    assert "Job paused:" in (await browser.on("api", "GET", f"/ui/jobs/{job}")).text
+    assert "Job paused:" not in (await browser.on("api-2", "GET", f"/ui/jobs/{job}")).text
 
     # logged out on instance 1: instance 2 no longer knows the session either, even when the
     # old cookie is sent again
