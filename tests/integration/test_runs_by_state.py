@@ -92,6 +92,18 @@ async def test_the_bulk_offer_counts_the_states_runs(client: httpx.AsyncClient,
     assert "Re-run all" not in page and "Cancel all" not in page  # none to act on
 
 
+async def test_the_bulk_offer_says_a_thousand_and_more_and_its_confirmation_counts_all(
+        client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
+    mine, key = await new_tenant(pool)
+    await _runs(pool, mine, 6000)  # 1,200 dead-lettered
+    await login(client, key)
+    page = (await client.get("/ui/runs?state=dead_lettered")).text
+    assert "Re-run all 1,000+ runs matching" in page
+    href = markup.unescape(re.search(r'href="(/ui/operations/new[^"]+)"', page).group(1))
+    confirm = (await client.get(href)).text
+    assert "1,200 runs" in confirm
+
+
 async def test_a_state_filtered_page_reads_the_states_index(pool: asyncpg.Pool) -> None:
     """A page of a state reads runs_tenant_state in the list's order (no sort of the state's
     runs) either way, whatever plans the connection made before for other states."""

@@ -41,10 +41,12 @@ async def _declared(conn: asyncpg.Connection, tenant_id: uuid.UUID,
 
 
 async def count(conn: asyncpg.Connection, *, tenant_id: uuid.UUID, kind: str,
-                f: OperationFilter) -> int:
-    """How many items the operation would act on now (the dry run)."""
+                f: OperationFilter, at_most: int | None = None) -> int:
+    """How many items the operation would act on now (the dry run); of runs, at most
+    `at_most` (None: all)."""
     return await op_store.count(conn, kind, tenant_id,
-                                filters.selection(kind, f, await _declared(conn, tenant_id, f)))
+                                filters.selection(kind, f, await _declared(conn, tenant_id, f)),
+                                at_most)
 
 
 async def start(conn: asyncpg.Connection, *, tenant_id: uuid.UUID, kind: str, f: OperationFilter,

@@ -56,8 +56,15 @@ class Failure(msgspec.Struct, frozen=True):
 
 
 async def count(conn: asyncpg.Connection, kind: str, tenant_id: uuid.UUID,
-                args: Sequence[Any]) -> int:
-    return int(await conn.fetchval(Q[SELECTIONS[kind][0]], tenant_id, *args))
+                args: Sequence[Any], at_most: int | None = None) -> int:
+    """How many items `kind`'s selection holds; of runs, at most `at_most` (None: all), read
+    with a plan made for the states (a failed, dead-lettered or cancelled state's partial index,
+    migration 0053, is usable only by such a plan)."""
+    if kind not in ("cancel", "retry"):
+        return int(await conn.fetchval(Q[SELECTIONS[kind][0]], tenant_id, *args))
+    async with conn.transaction():
+        await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+        return int(await conn.fetchval(Q[SELECTIONS[kind][0]], tenant_id, *args, at_most))
 
 
 async def create(conn: asyncpg.Connection, *, op_id: uuid.UUID, tenant_id: uuid.UUID, kind: str,

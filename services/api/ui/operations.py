@@ -30,6 +30,9 @@ from services.api.ui.render import url
 from services.api.ui.scope import Ui, UiScope, checked_form, redirect
 
 PROGRESS_SECONDS = 1
+# a list's offer counts runs up to this ("1,000+": 50,000 would cost the page 100 ms and
+# more); its confirmation page counts them all
+OFFER_COUNT = 1000
 # kind: (verb, noun, the page it came from)
 KINDS = {"cancel": ("Cancel", "run", "/ui/runs"), "retry": ("Re-run", "run", "/ui/runs"),
          "replay": ("Replay", "dead letter", "/ui/dead-letters"),
@@ -102,14 +105,16 @@ async def offer(ui: UiScope, kind: str, values: dict[str, Any], *,
         return Markup("")
     f = filter_of(kind, values)
     try:
-        n = await work.count(ui.conn, tenant_id=ui.tenant_id, kind=kind, f=f)
+        n = await work.count(ui.conn, tenant_id=ui.tenant_id, kind=kind, f=f,
+                             at_most=OFFER_COUNT + 1)
     except InvalidInput:
         return Markup("")  # the page's filter is not one this kind takes (e.g. a final state)
     if n == 0:
         return Markup("")
     verb, noun, _ = KINDS[kind]
+    many = f"{OFFER_COUNT:,}+ {noun}s" if n > OFFER_COUNT else _plural(n, noun)
     return _offer_macro("offer", kind, url("/ui/operations/new", kind=kind, **_form_values(f)),
-                        label or f"{verb} all {_plural(n, noun)} matching…")
+                        label or f"{verb} all {many} matching…")
 
 
 def offers(parts: list[Any]) -> Markup:

@@ -13,8 +13,9 @@ WHERE id = $1;
 -- name: count_runs_matching
 -- How many of a tenant's runs a cancel or retry filter selects (the dry run and the count the
 -- operator confirms): states $2 (NULL: any), job $3, task $4, pool $5, scheduled_for in [$6, $7),
--- and with $8 the searchable attributes (list_runs_by_attributes' $12-$20 as $9-$17).
-SELECT count(*) FROM runs
+-- and with $8 the searchable attributes (list_runs_by_attributes' $12-$20 as $9-$17); at most
+-- $18 of them (NULL: all; a list page's offer says "1,000+" rather than count 50,000).
+SELECT count(*) FROM (SELECT 1 FROM runs
 WHERE tenant_id = $1
   AND ($2::text[] IS NULL OR state = ANY ($2))
   AND ($3::uuid IS NULL OR job_id = $3)
@@ -42,7 +43,8 @@ WHERE tenant_id = $1
             WHERE v.run_id = a.run_id AND v.tenant_id = $1 AND v.name = $13
               AND ($14::numeric IS NULL OR v.num > $14) AND ($15::numeric IS NULL OR v.num >= $15)
               AND ($16::numeric IS NULL OR v.num < $16)
-              AND ($17::numeric IS NULL OR v.num <= $17)))));
+              AND ($17::numeric IS NULL OR v.num <= $17)))))
+LIMIT $18::bigint) AS matching;
 
 -- name: select_run_items
 -- Freeze the runs count_runs_matching counts (same arguments, $18 the operation), oldest first.

@@ -16,15 +16,6 @@ WHERE tenant_id = $1 AND state <> ALL (ARRAY['succeeded', 'dead_lettered', 'canc
 GROUP BY pool, state
 ORDER BY pool, state;
 
--- name: overview_bitmap_scans
--- Before overview_live_runs: no plain index scan in this transaction (stores/overview.py says
--- why); the setting as it was, for overview_index_scans.
-SELECT current_setting('enable_indexscan') AS was, set_config('enable_indexscan', 'off', true);
-
--- name: overview_index_scans
--- After overview_live_runs: enable_indexscan as it was ($1).
-SELECT set_config('enable_indexscan', $1, true);
-
 -- name: overview_ended_hours
 -- The tenant's runs that ended since $2 (a day) per pool and hour (UTC): ended, dead-lettered,
 -- and ended after a failed attempt (the retry policy's count) or dead-lettered. The predicate
