@@ -103,9 +103,11 @@ async def seed(http: httpx.AsyncClient, owner: asyncpg.Connection, key: str, *, 
 def pages(seeded: dict[str, str]) -> dict[str, str]:
     return {"runs": "/ui/runs",
             "runs_failed": "/ui/runs?state=dead_lettered",
+            "runs_failed_oldest": "/ui/runs?state=dead_lettered&order=oldest",
             "runs_running": "/ui/runs?state=running",
-            "runs_of_a_job": f"/ui/runs?job={seeded['job']}",
-            "runs_search": "/ui/runs?q=ValueError",
+            "runs_cancelled": "/ui/runs?state=cancelled",  # a state no run is in
+            "runs_of_a_job": f"/ui/runs?job_id={seeded['job']}",
+            "runs_by_error_type": "/ui/runs?error_type=ValueError",
             "jobs": "/ui/jobs",
             "dead_letters": "/ui/dead-letters",
             "overview": "/ui/overview"}
