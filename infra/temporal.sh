@@ -33,7 +33,9 @@ START_TIMEOUT=${OSTINATO_TEMPORAL_START_TIMEOUT:-120}
 build() {
   grep -qE "^[[:space:]]*github.com/temporalio/cli v$TEMPORAL_VERSION( |$)" "$MODDIR/go.mod" \
     || die "infra/temporal/go.mod does not require github.com/temporalio/cli v$TEMPORAL_VERSION; update TEMPORAL_VERSION in infra/temporal.sh"
-  renice -n 19 -p $$ >/dev/null  # the build (go and its compilers inherit it) yields the CPU
+  # the build (go and its compilers inherit it) yields the CPU; $BASHPID: this function's own
+  # process under `up`'s $(build), so the server that `up` starts later keeps its priority
+  renice -n 19 -p "$BASHPID" >/dev/null
   GO_BUILD_VERSION_ARG=--version go_build temporal "$TEMPORAL_VERSION" "$MODDIR" \
     github.com/temporalio/cli/cmd/temporal 1.25.0 \
     "-s -w -X github.com/temporalio/cli/temporalcli.Version=$TEMPORAL_VERSION" GOTOOLCHAIN=local
