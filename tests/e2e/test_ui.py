@@ -150,9 +150,11 @@ async def test_a_workflow_runs_steps_are_shown_in_order(tab: Tab, world: World) 
 async def test_pause_and_resume_through_the_ui(tab: Tab, world: World) -> None:
     await tab.login(world.key)
     await tab.goto(f"/ui/jobs/{world.cron_job}")
+    await tab.page.click("div.actions summary:text('Pause')")  # its confirmation
     await tab.page.click("div.actions button:text('Pause')")
     await tab.text("p.flash").get_by_text("Job paused").wait_for()
     assert (await api_get(world, f"/v1/jobs/{world.cron_job}"))["status"] == "paused"
+    await tab.page.click("div.actions summary:text('Resume')")
     await tab.page.select_option("#f-misfire", "skip")
     await tab.page.click("div.actions button:text('Resume')")
     await tab.text("p.flash").get_by_text("Job resumed").wait_for()
@@ -160,9 +162,12 @@ async def test_pause_and_resume_through_the_ui(tab: Tab, world: World) -> None:
     events = (await api_get(world, f"/v1/jobs/{world.cron_job}/events"))["items"]
     steered = [(e["type"], e["actor"]) for e in events if e["type"] in ("JobPaused", "JobResumed")]
     assert steered == [("JobPaused", "tenant:acme"), ("JobResumed", "tenant:acme")]
-    # the upcoming preview: local (Berlin) and UTC times
-    first = await tab.text("table.upcoming tbody tr").first.inner_text()
-    assert "T02:30:00+0" in first and "UTC" in first
+    # the upcoming preview: local (Berlin) and UTC times (the slot relative, in UTC on hover)
+    first = tab.text("table.upcoming tbody tr").first
+    assert "T02:30:00+0" in await first.inner_text()
+    slot = first.locator("td:nth-child(2) time")
+    assert (await slot.get_attribute("datetime")).endswith("+00:00")
+    assert (await slot.get_attribute("title")).endswith(" UTC")
     assert tab.errors == []
 
 
@@ -272,6 +277,7 @@ async def test_skipped_occurrences_are_shown_with_their_reason(tab: Tab, world: 
         await asyncio.sleep(3)  # slots pass while it is paused
         await tab.login(world.key)
         await tab.goto(f"/ui/jobs/{ticker}")
+        await tab.page.click("div.actions summary:text('Resume')")
         await tab.page.select_option("#f-misfire", "skip")
         await tab.page.click("div.actions button:text('Resume')")
         await tab.text("p.flash").get_by_text("Job resumed").wait_for()
@@ -305,8 +311,10 @@ async def test_the_audit_page_lists_control_actions_with_filters(tab: Tab, world
         job = r.json()["id"]
     await tab.login(world.key)
     await tab.goto(f"/ui/jobs/{job}")
+    await tab.page.click("div.actions summary:text('Pause')")  # its confirmation
     await tab.page.click("div.actions button:text('Pause')")
     await tab.text("p.flash").get_by_text("Job paused").wait_for()
+    await tab.page.click("div.actions summary:text('Resume')")
     await tab.page.click("div.actions button:text('Resume')")
     await tab.text("p.flash").get_by_text("Job resumed").wait_for()
 

@@ -120,7 +120,9 @@ async def test_the_jobs_list_says_the_schedule_and_why_a_job_is_paused(
     assert await row.locator(".schedule").inner_text() == \
         "at 09:00 Europe/Berlin on Monday to Friday"
     assert await row.locator("td:nth-child(5) time").count() == 1  # its next run
-    await row.locator("input[name=reason]").fill(f"quarter close {XSS_NAME}")
+    await row.locator("summary:text('Pause')").click()  # its confirmation, with a reason
+    await row.locator("details:has(summary:text('Pause')) input[name=reason]").fill(
+        f"quarter close {XSS_NAME}")
     await row.locator("button:text('Pause')").click()
     await tab.text("p.flash").get_by_text("Job paused").wait_for()
     row = tab.text(f"table.jobs tbody tr:has(button.copy[data-copy='{job}'])")
