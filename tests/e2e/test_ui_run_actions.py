@@ -53,10 +53,23 @@ async def gate(ctx: WorkflowContext, payload: dict) -> dict:
     return {"prepared": prepared, "go": go}
 
 
+CHECKED: dict[str, int] = {}  # executions of `strict` by order
+
+
+@workflow("ui.actions.strict")
+async def strict(ctx: WorkflowContext, payload: dict) -> dict:
+    """Fails between its steps on its first execution (nothing recorded failed)."""
+    prepared = await ctx.step("prepare", _prepare, payload["order"])
+    CHECKED[payload["order"]] = CHECKED.get(payload["order"], 0) + 1
+    if CHECKED[payload["order"]] == 1:
+        raise PermanentError("a check outside any step failed", type="check_failed")
+    return {"prepared": prepared}
+
+
 @pytest.fixture(scope="module")
 async def worker(world: World) -> AsyncIterator[None]:
     """A worker of this module's workflows, beside the world's."""
-    w = Worker(world.cluster.gateway_url, world.key, [order, gate], concurrency=4,
+    w = Worker(world.cluster.gateway_url, world.key, [order, gate, strict], concurrency=4,
                claim_wait_seconds=1, shutdown_grace_seconds=5)
     running = asyncio.create_task(w.run())
     try:
@@ -273,6 +286,37 @@ async def test_restart_mark_succeeded_and_mark_failed_from_the_page(
     assert [(m["error_type"], m["message"], m["reason"]) for m in marked] == [
         ("withdrawn", "customer withdrew", "customer withdrew")]
     await audited(tab, world, "run.fail", "customer withdrew")
+    assert tab.errors == [] and tab.dialogs == []
+
+
+async def test_a_wait_is_skipped_and_a_dead_lettered_run_reopened_from_the_page(
+        tab: Tab, world: World, worker: None) -> None:
+    waiting = await _run(world, "gate-skip", "ui.actions.gate", {"order": "W-1"}, "suspended",
+                         "go")
+    await tab.login(world.key)
+    await tab.goto(f"/ui/runs/{waiting}")
+    lines = await tab.text("table.step-actions tbody tr").all_inner_texts()
+    assert [x.split("\t")[:3] for x in lines] == [["0", "prepare", "succeeded"],
+                                                    ["1", "signal:go", "waiting (signal)"]]
+    confirm = await act(tab, "skip-1", "approved in the meeting", {"output": '{"by": "board"}'})
+    assert confirm.startswith(f"Skip the wait signal:go (position 1) of run {shown_id(waiting)}")
+    await _until_state(world, waiting, "succeeded")
+    result = await api_get(world, f"/v1/runs/{waiting}/result?wait=0s")
+    assert result["output"]["go"] == {"by": "board"}, result
+    await audited(tab, world, "run.step_skip", "approved in the meeting")
+
+    failed = await _run(world, "strict-reopen", "ui.actions.strict", {"order": "O-1"},
+                        "dead_lettered")
+    await tab.goto(f"/ui/runs/{failed}")
+    confirm = await act(tab, "reopen", "the check is fixed")
+    assert confirm.startswith(f"Reopen run {shown_id(failed)} of job strict-reopen: it is "
+                              "scheduled again"), confirm
+    await _until_state(world, failed, "succeeded")
+    assert CHECKED["O-1"] == 2
+    kinds = [e["type"] for e in await _events(world, failed)]
+    assert kinds.count("StepCompleted") == 1  # prepare kept, not run again
+    assert "RunRestarted" in kinds and "RunReopened" in kinds
+    await audited(tab, world, "run.restart", "the check is fixed")
     assert tab.errors == [] and tab.dialogs == []
 
 

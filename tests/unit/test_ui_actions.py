@@ -85,7 +85,7 @@ def _offered(run: RunRow, role: str = roles.OPERATOR, archived: bool = False,
              steps: list[StepRow] | None = None) -> tuple[list[str], list[list[str]]]:
     ui: Any = SimpleNamespace(session=SimpleNamespace(role=role))
     found = run_offers.offers(ui, run, steps or [], "nightly-report", archived=archived)
-    return [o.key for o in found.run], [[o.key for o in shown] for _, shown in found.steps]
+    return [o.key for o in found.run], [[o.key for o in line.offers] for line in found.steps]
 
 
 STEPS = [_step(0, True), _step(1, False)]
@@ -95,6 +95,13 @@ STEPS = [_step(0, True), _step(1, False)]
     ({"state": "running"}, ["pause", "signal", "cancel"], []),
     ({"state": "suspended", "wait_reason": "signal", "wait_signal": "go"},
      ["pause", "signal", "cancel", "succeed", "fail"],
+     [["restart-0"], ["retry-1", "skip-1", "restart-1"]]),
+    # the wait it stopped at (position 2, nothing recorded there): a skip ends it
+    ({"state": "suspended", "wait_reason": "signal", "wait_seq": 2, "wait_name": "go"},
+     ["pause", "signal", "cancel", "succeed", "fail"],
+     [["restart-0"], ["retry-1", "skip-1", "restart-1"], ["skip-2"]]),
+    ({"state": "suspended", "wait_reason": "paused", "wait_seq": 2, "wait_name": "s2",
+      "paused": True}, ["resume", "signal", "cancel", "succeed", "fail"],
      [["restart-0"], ["retry-1", "skip-1", "restart-1"]]),
     ({"state": "suspended", "paused": True}, ["resume", "signal", "cancel", "succeed", "fail"],
      [["restart-0"], ["retry-1", "skip-1", "restart-1"]]),
@@ -108,6 +115,14 @@ STEPS = [_step(0, True), _step(1, False)]
 def test_a_run_page_offers_what_the_api_would_take_in_its_state(
         given: dict[str, Any], run_keys: list[str], step_keys: list[list[str]]) -> None:
     assert _offered(_run(**given), steps=STEPS) == (run_keys, step_keys)
+
+
+def test_a_dead_lettered_run_whose_last_step_did_not_fail_may_be_reopened_in_place() -> None:
+    ok = [_step(0, True), _step(1, True)]
+    assert _offered(_run(state="dead_lettered"), steps=ok) == (
+        ["rerun", "succeed", "reopen"], [["restart-0"], ["restart-1"]])
+    assert _offered(_run(state="dead_lettered", steps_done=0)) == (
+        ["rerun", "succeed", "reopen"], [])  # a task run: retried as the same run
 
 
 def test_a_viewer_and_an_archived_run_are_offered_nothing() -> None:
@@ -128,7 +143,7 @@ def test_each_confirmation_names_the_run_its_job_and_what_will_change() -> None:
     assert said["signal"].endswith("; it waits for signal go now.")
     assert said["cancel"].startswith(f"Cancel run {tail} of job nightly-report: it is "
                                      "cancelled now and will not run")
-    steps = {o.key: o for _, shown in found.steps for o in shown}
+    steps = {o.key: o for line in found.steps for o in line.offers}
     assert steps["retry-1"].confirm == (
         f"Retry step 1 s1 of run {tail} of job nightly-report: its failed record is set aside "
         "(kept in the history) and its next attempt runs the step again.")

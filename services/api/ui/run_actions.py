@@ -173,7 +173,9 @@ async def skip_step(request: Request, run_id: FromPath[uuid.UUID], seq: FromPath
 async def restart(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
     form = await request.form()
     raw = form.get("from_seq")
-    key = f"restart-{raw}" if isinstance(raw, str) and raw.isdigit() else "restart"
+    named = form.get("form_key")  # the reopen form (from the position where it stopped)
+    key = (named if named == "reopen" else
+           f"restart-{raw}" if isinstance(raw, str) and raw.isdigit() else "restart")
     try:
         got = await actions.posted(request, ui, reason_required=True)
         if not got.text("from_seq").isdigit():

@@ -35,12 +35,23 @@ class Offer:
     fields: dict[str, Any] = field(default_factory=dict)  # hidden ones
 
 
+@dataclass(frozen=True, slots=True)
+class StepLine:
+    """A workflow position the page offers actions on: a recorded step, or the wait where a
+    suspended run stopped."""
+
+    seq: int
+    name: str
+    outcome: str  # succeeded | failed | waiting (<its reason>)
+    offers: list[Offer]
+
+
 @dataclass(slots=True)
 class Offers:
     """What the run's page offers an operator: actions on the run, and on each step."""
 
     run: list[Offer] = field(default_factory=list)
-    steps: list[tuple[StepRow, list[Offer]]] = field(default_factory=list)
+    steps: list[StepLine] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)  # a refused form's key: why
     values: dict[str, dict[str, Any]] = field(default_factory=dict)  # its fields as typed
 
@@ -98,8 +109,30 @@ def offers(ui: UiScope, run: RunRow, steps: list[StepRow], job_name: str | None,
                       "and nothing more of it runs (no compensation); its child runs that are "
                       "not final are cancelled.", reason="required", cls="danger",
                       inputs="fail"))
-        found.steps = [(s, _step_offers(base, it, run, s)) for s in steps]
+        if state is RunState.DEAD_LETTERED and (not steps or steps[-1].succeeded):
+            say(Offer("reopen", f"{base}/restart", "Reopen run",
+                      f"Reopen {it}: it is scheduled again with a fresh retry budget and goes "
+                      f"on from position {run.steps_done} (its recorded steps are kept); this "
+                      "run, not a new one.", reason="required",
+                      fields={"from_seq": run.steps_done, "form_key": "reopen"}))
+        found.steps = [StepLine(s.seq, s.name, "succeeded" if s.succeeded else "failed",
+                                _step_offers(base, it, run, s)) for s in steps]
+        found.steps.extend(_wait_line(base, it, run, {s.seq for s in steps}))
     return found
+
+
+def _wait_line(base: str, it: str, run: RunRow, recorded: set[int]) -> list[StepLine]:
+    """The wait a suspended workflow stopped at, which a skip ends with an output (none for a
+    pause's own suspension: nothing waits there)."""
+    seq, name = run.wait_seq, run.wait_name
+    if (run.state != RunState.SUSPENDED or seq is None or not name or seq in recorded
+            or run.wait_reason in (None, "paused")):
+        return []
+    return [StepLine(seq, name, f"waiting ({run.wait_reason})", [Offer(
+        f"skip-{seq}", f"{base}/steps/{seq}/skip", "Skip the wait",
+        f"Skip the wait {name} (position {seq}) of {it}: it ends now as if it had succeeded, "
+        "the output below being what the wait returns, and the workflow goes on from there.",
+        reason="required", inputs="output")])]
 
 
 def _step_offers(base: str, it: str, run: RunRow, step: StepRow) -> list[Offer]:
