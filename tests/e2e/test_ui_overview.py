@@ -141,12 +141,6 @@ async def _check(tab: Tab, paths: list[str], who: str) -> list[axe.Violation]:
 # owners this session: (axe rule, the pages' path pattern, who fixes it and how). Each is still
 # printed; any other violation fails the test. Remove a line when its fix lands.
 KNOWN = [
-    ("scrollable-region-focusable", r"^/ui/(runs|jobs)/",
-     "a scrolling <pre> (html.pre_json: the job page): it needs tabindex=\"0\""),
-    ("nested-interactive", r"^/ui/dag-runs/",
-     "DAG run graph: <svg role=\"img\"> holds the nodes' links: role=\"group\" or none"),
-    ("label", r"^/ui/dead-letters/",
-     "dead letter's replay form: the payload <textarea> has no <label>"),
 ]
 
 
