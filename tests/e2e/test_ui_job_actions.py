@@ -126,6 +126,7 @@ async def test_pause_with_a_reason_resume_and_trigger_now(tab: Tab, world: World
         "the upstream feed is late"]
     status = await tab.text("table.kv").inner_text()
     assert "the upstream feed is late" in status and "none while paused" in status
+    await tab.shot("job-paused")
     await _follow_audit_link(tab, "job.pause", "the upstream feed is late")
 
     await tab.goto(f"/ui/jobs/{job}")
@@ -224,10 +225,12 @@ async def test_the_job_pages_with_their_forms_open_have_no_serious_violation(
     for summary in await tab.text("div.actions details.action summary").all():
         await summary.click()
     found.extend(await axe.violations(tab.page, f"/ui/jobs/{job} (actions open)"))
+    await tab.shot("job-actions-open")
     await tab.page.fill("#edit input[name=cron]", "15 4 * * *")
     await tab.page.click("#edit button:text('Preview')")
     await tab.text("table.upcoming-after").wait_for()
     found.extend(await axe.violations(tab.page, f"/ui/jobs/{job}/edit"))
+    await tab.shot("job-edit-preview")
     await tab.goto(f"/ui/jobs/{job}/backfill?from=2026-03-27T12:00:00&to=2026-03-30T00:00:00")
     found.extend(await axe.violations(tab.page, f"/ui/jobs/{job}/backfill"))
     await tab.goto("/ui/jobs")
