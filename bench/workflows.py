@@ -36,7 +36,7 @@ Needs PostgreSQL and Kafka (`infra/up.sh`). Scenarios, each on its own services 
 - temporal: the same workload on Temporal's development server (bench/peers/temporal_workflow.py;
   `make bench-infra` builds it with infra/temporal.sh, `temporalio` is in the bench lock), once
   with each step an activity and once a local activity, a worker and client in their own
-  process, at most 64 workflows in flight as DBOS: workflows/s, steps/s, CPU a workflow (that
+  process, at most 16 workflows in flight (its best): workflows/s, steps/s, CPU a workflow (that
   process and the server's), and the ratios to Ostinato's figures when the steps scenario ran.
 
 `--only` runs the scenarios named (default: all). Writes bench/results/workflows.json (with

@@ -12,12 +12,16 @@ on uvloop as Ostinato's and DBOS's), the Python SDK's defaults otherwise (its Ru
 100 concurrent workflow tasks and activities, 1,000 workflows cached) but for the workflow
 sandbox, which is off (`sandboxed=False`: a module re-imported for every workflow run, a safety
 net that DBOS and Ostinato don't pay for either). All N are started at once, at most
-`--max-inflight` (default 64, as DBOS's) running at a time. The clock runs from just before the
-first start to the last workflow's close time (the server's clock); CPU is this process's
-(worker, client) plus the server process's (/proc/<pid>/stat) over the same window.
+`--max-inflight` (default 16) running at a time: of 4, 8, 16, 64 and 256 in flight (150
+workflows each, 64 in a run of 300; one session, 2026-12-07) 16 did best in both modes
+(activities 3.7, 6.6, 7.6, 3.3, 4.6 workflows/s; local activities 29.3, 27.2, 38.8, 19.1,
+22.2), so Temporal runs with it.
+The clock runs from just before the first start to the last workflow's close time (the
+server's clock); CPU is this process's (worker, client) plus the server process's
+(/proc/<pid>/stat) over the same window.
 
     python -m bench.peers.temporal_workflow <host:port> <server pid> <workflows>
-        [--steps 10] [--local] [--max-inflight 64]
+        [--steps 10] [--local] [--max-inflight 16]
 
 prints one JSON object on its last line of stdout.
 """
@@ -39,7 +43,7 @@ from typing import Any
 
 from bench.common import ROOT, cpu_seconds, log
 
-MAX_INFLIGHT = 64
+MAX_INFLIGHT = 16  # its best here (module doc); DBOS runs with its own best, 64
 TEMPORAL_SH = ROOT / "infra" / "temporal.sh"
 STATE = ROOT / ".cache" / "temporal"
 
