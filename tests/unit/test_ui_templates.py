@@ -21,7 +21,17 @@ from ostinato.stores.runs import RunRow
 from services.api.ui import html, jobs, render, runs, scope
 
 XSS = "<script>alert(1)</script>"
+PAGE = render.ENV.from_string(  # the base layout around a body, as every page extends it
+    '{% extends "base.html" %}{% block title %}{{ title }}{% endblock %}'
+    '{% block content %}{{ body }}{% endblock %}')
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+
+
+def _page(title: str, body: html.Safe, *, section: str = "", tenant: str | None = None,
+          csrf: str | None = None, flash: str | None = None, role: str | None = None,
+          acting: bool = False) -> str:
+    return PAGE.render(title=title, body=body, chrome=render.chrome(
+        section=section, tenant=tenant, csrf=csrf, flash=flash, role=role, acting=acting))
 
 
 def test_every_template_escapes_and_refuses_unknown_names() -> None:
@@ -35,7 +45,7 @@ def test_every_template_escapes_and_refuses_unknown_names() -> None:
 
 def test_markup_in_a_title_flash_tenant_or_body_value_is_text() -> None:
     body = html.fmt("<p>{v}</p>", v=XSS)
-    page = html.page(XSS, body, section="runs", tenant=XSS, csrf="t0k", flash=XSS,
+    page = _page(XSS, body, section="runs", tenant=XSS, csrf="t0k", flash=XSS,
                      role=roles.OPERATOR)
     assert "<script>" not in page
     assert page.count(ESCAPED) == 5  # <title>, <h1>, the tenant, the flash, the body
@@ -43,7 +53,7 @@ def test_markup_in_a_title_flash_tenant_or_body_value_is_text() -> None:
 
 
 def test_the_base_layout_holds_the_chrome_and_only_the_one_script_and_stylesheet() -> None:
-    page = html.page("Runs", html.Safe("<p>x</p>"), section="runs", tenant="acme", csrf="t0k",
+    page = _page("Runs", html.Safe("<p>x</p>"), section="runs", tenant="acme", csrf="t0k",
                      role=roles.OPERATOR)
     assert '<meta name="csrf-token" content="t0k">' in page
     assert '<a href="/ui/runs" class="here">Runs</a>' in page
@@ -56,14 +66,14 @@ def test_the_base_layout_holds_the_chrome_and_only_the_one_script_and_stylesheet
 
 
 def test_a_viewer_is_offered_no_keys_and_no_session_has_no_navigation() -> None:
-    viewer = html.page("Runs", html.Safe(""), tenant="acme", csrf="t", role=roles.VIEWER)
+    viewer = _page("Runs", html.Safe(""), tenant="acme", csrf="t", role=roles.VIEWER)
     assert '<a href="/ui/runs"' in viewer and '<a href="/ui/keys"' not in viewer
-    anonymous = html.page("Log in", html.Safe(""))
+    anonymous = _page("Log in", html.Safe(""))
     assert "<nav>" not in anonymous and "csrf-token" not in anonymous
 
 
 def test_an_admin_acting_for_a_tenant_is_told_so() -> None:
-    page = html.page("Runs", html.Safe(""), tenant="acme", csrf="t", role=roles.ADMIN,
+    page = _page("Runs", html.Safe(""), tenant="acme", csrf="t", role=roles.ADMIN,
                      acting=True)
     assert "admin for tenant <b>acme</b>" in page
     assert 'action="/ui/tenants/stop-acting"' in page

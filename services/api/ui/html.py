@@ -1,11 +1,10 @@
-"""HTML built in Python, for the pages not yet moved to templates (services/api/ui/templates,
-rendered by `render`): every value goes through `esc` unless it is already `Safe` (markup this
-module or a template built), so a value can only ever render as text.
+"""The few cells still built in Python (a run page's tables, a JSON block) for the templates
+(services/api/ui/templates, rendered by `render`): every value goes through `esc` unless it is
+already `Safe` (markup this module or a template built), so a value can only ever render as text.
 
 `fmt("<td>{name}</td>", name=job.name)` escapes `name`; `Safe` parts (built by `fmt`, `join`,
 `table`, ...) pass through unchanged, in a template too (`Safe.__html__`). No other function
-here takes raw markup from a caller. `page()` renders the one base layout (base.html) around a
-body built here."""
+here takes raw markup from a caller. Every page is a template: there is no page built here."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from zoneinfo import ZoneInfo
 from services.api.ui import render
 from services.api.ui.render import url
 
-__all__ = ["Safe", "esc", "fmt", "hidden", "ident", "join", "page", "pre_json", "short", "table",
+__all__ = ["Safe", "esc", "fmt", "ident", "join", "pre_json", "short", "table",
            "url", "when"]
 _FORMATTER = string.Formatter()
 
@@ -100,17 +99,3 @@ def table(headers: Iterable[str], rows: Iterable[Iterable[Any]], empty: str = "N
         return fmt('<p class="empty">{empty}</p>', empty=empty)
     return fmt('<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>',
                cls=cls, head=join(fmt("<th>{h}</th>", h=h) for h in headers), body=join(body))
-
-
-def hidden(name: str, value: Any) -> Safe:
-    return fmt('<input type="hidden" name="{name}" value="{value}">', name=name, value=value)
-
-
-def page(title: str, body: Safe, *, section: str = "", tenant: str | None = None,
-         csrf: str | None = None, flash: str | None = None, role: str | None = None,
-         acting: bool = False) -> str:
-    """A whole page: the base layout (templates/base.html) around a body built here. `tenant`
-    is the tenant whose pages the session shows (None: an admin session acting for none,
-    offered only the admin's pages); `acting`: an admin session acting for it."""
-    return render.render_text("page.html", title=title, body=body, chrome=render.chrome(
-        section=section, tenant=tenant, csrf=csrf, flash=flash, role=role, acting=acting))

@@ -17,8 +17,8 @@ from litestar.params import FromQuery
 
 from ostinato.domain import roles
 from ostinato.runtime.auth import authenticate
-from services.api.ui import html
-from services.api.ui.scope import Ui, checked_form, html_response, log, redirect
+from services.api.ui.render import render
+from services.api.ui.scope import Ui, checked_form, log, redirect
 from services.api.ui.sessions import COOKIE, LOGIN_COOKIE, MAX_AGE_SECONDS, Sessions
 
 # where a login without a page to return to lands: the overview, what an operator reads first
@@ -42,17 +42,8 @@ def _safe_next(target: str | None) -> str:
 def _login_page(request: Request, error: str | None = None, status: int = 200,
                 next_path: str = LANDING) -> Response[str]:
     token = secrets.token_urlsafe(24)
-    message = html.fmt('<p class="error" role="alert">{e}</p>', e=error) if error else html.Safe("")
-    body = html.fmt(
-        '{message}<form method="post" action="/ui/login" class="login">'
-        '{csrf}{next}<label for="api_key">API key of your tenant (or the admin key)</label>'
-        '<input type="password" id="api_key" name="api_key" autocomplete="current-password" '
-        'required autofocus><button type="submit">Log in</button></form>'
-        '<p class="muted">The key is checked like the API checks a bearer key; it is not kept '
-        'in the cookie. The session ends after an hour without use.</p>',
-        message=message, csrf=html.hidden("_login", token), next=html.hidden("next", next_path))
-    return html_response(html.page("Log in", body), status,
-                         cookies=[cookie_for(request, LOGIN_COOKIE, token, 600)])
+    return render("login.html", status=status, error=error, token=token, next_path=next_path,
+                  cookies=[cookie_for(request, LOGIN_COOKIE, token, 600)])
 
 
 @get("/", include_in_schema=False)

@@ -4,8 +4,7 @@ escaped (autoescape on for every template) and every name a template uses requir
 
 A plain `jinja2.Environment` owned by the UI, not Litestar's TemplateConfig: pages answer
 through the UI's own `Response` (the strict CSP and the other SECURITY_HEADERS, cookies, the
-fragments live regions poll, error pages rendered by exception handlers outside any route), and
-`html.page()` renders the same base layout for the pages still built in Python.
+fragments live regions poll, error pages rendered by exception handlers outside any route).
 
 Templates extend `base.html` (blocks `title`, `heading`, `content`) and import what they need
 from `macros.html` (`id`, `when`, `duration`, `badge`, `post_button`, `empty`); a page answers

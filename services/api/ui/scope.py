@@ -96,10 +96,6 @@ class UiScope:
         """A page from a template extending base.html, inside this session's chrome."""
         return render.render(template, status=status, chrome=self.chrome(section), **context)
 
-    def page(self, title: str, body: html.Safe, section: str = "",
-             status: int = 200) -> Response[str]:
-        """A page whose body is still built in Python (html), inside the same base layout."""
-        return self.render("page.html", section=section, status=status, title=title, body=body)
 
 
 async def _caller(conn: asyncpg.Connection, state: Any, session_id: str,
@@ -209,10 +205,6 @@ class AdminScope:
     def render(self, template: str, /, *, section: str = "", status: int = 200,
                **context: Any) -> Response[str]:
         return render.render(template, status=status, chrome=self.chrome(section), **context)
-
-    def page(self, title: str, body: html.Safe, section: str = "",
-             status: int = 200) -> Response[str]:
-        return self.render("page.html", section=section, status=status, title=title, body=body)
 
 
 async def admin_scope(request: Request,
