@@ -25,11 +25,11 @@ export OSTINATO_S3 := 1
 endif
 
 .PHONY: help deps assets bench-deps up down test unit lint lock infra-up infra-down migrate \
-	topics clean \
+	topics clean screenshots \
 	bench bench-infra chaos infra-ha-up
 
 help:
-	@echo "make up [HA=1] [S3=1] | down | test | unit | lint | bench [QUICK=1] | chaos [HA=1] [QUICK=1] | lock | clean"
+	@echo "make up [HA=1] [S3=1] | down | test | unit | lint | bench [QUICK=1] | chaos [HA=1] [QUICK=1] | screenshots | lock | clean"
 
 # Python environment from the committed, hash-pinned lock file (uv installed with pip if missing).
 deps: $(VENV)/.synced
@@ -109,6 +109,12 @@ infra-ha-up:
 
 unit: deps
 	$(PY) -m pytest tests/unit
+
+# docs/ui/*.png, the web UI's screenshots (docs/UI.md "Screenshots"), taken again by its browser
+# tests as they drive each page.
+screenshots: deps assets infra-up
+	infra/tools.sh
+	$(WITH_ENV) OSTINATO_UI_SCREENSHOTS=docs/ui $(PY) -m pytest tests/e2e/test_ui*.py -q
 
 lint: deps
 	$(VENV)/bin/ruff check .

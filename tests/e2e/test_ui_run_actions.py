@@ -368,12 +368,12 @@ async def test_the_run_page_with_its_forms_open_has_no_serious_accessibility_vio
                         {"order": "A-2", "decline": "always"}, "dead_lettered")
     await tab.login(world.key)
     found = []
-    for run in (waiting, failed):
+    for run, shot in ((waiting, "run-actions-waiting"), (failed, "run-actions-failed")):
         await tab.goto(f"/ui/runs/{run}")
         await tab.page.evaluate(
             "() => document.querySelectorAll('details.action').forEach(d => { d.open = true; })")
         await tab.text("details.action[open] p.confirm").first.wait_for()
-        await tab.shot(f"run-actions-{run[-4:]}")
+        await tab.shot(shot)
         found.extend(await axe.violations(tab.page, f"operator /ui/runs/{run} (forms open)"))
     assert found == [], "\n".join(map(str, found))
     assert tab.errors == []
