@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Stop the local infrastructure of this checkout (idempotent): the S3 server, jaeger, redis, the
-# HA profile's three Kafka nodes, kafka, the HA profile's PostgreSQL, postgres.
-#   infra/down.sh                -> s3, jaeger, redis, kafka-ha, kafka, postgres-ha, then postgres
+# Stop the local infrastructure of this checkout (idempotent): the benchmarks' Temporal dev
+# server, the S3 server, jaeger, redis, the HA profile's three Kafka nodes, kafka, the HA
+# profile's PostgreSQL, postgres.
+#   infra/down.sh                -> temporal, s3, jaeger, redis, kafka-ha, kafka, postgres-ha,
+#                                   then postgres
 #   infra/down.sh postgres       -> only postgres
 # Data is kept; see infra/README.md to reset it.
 set -euo pipefail
@@ -10,7 +12,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=infra/env.sh
 . "$ROOT/infra/env.sh"
 
-KNOWN_DOWN="s3 jaeger redis kafka-ha kafka postgres-ha postgres"  # reverse of the start order
+KNOWN_DOWN="temporal s3 jaeger redis kafka-ha kafka postgres-ha postgres"  # reverse of the start order
 read -r -a components <<<"${*//,/ }"
 [ "${#components[@]}" -gt 0 ] || read -r -a components <<<"$KNOWN_DOWN"
 for c in "${components[@]}"; do
@@ -30,6 +32,7 @@ for c in $KNOWN_DOWN; do
                   script=("$ROOT/infra/kafka/cluster.sh" down) ;;
         postgres-ha) [ -d "${OSTINATO_PG_HA_DIR:-/nonexistent}" ] || continue
                      script=("$ROOT/infra/postgres/ha-down.sh") ;;
+        temporal) script=("$ROOT/infra/temporal.sh" down) ;;
         *) script=("$ROOT/infra/$c/down.sh") ;;
       esac
       bash "${script[@]}" || { echo "[infra] ERROR: stopping $c failed" >&2; rc=1; } ;;
