@@ -58,7 +58,7 @@ async def test_every_page_loads_without_console_errors(tab: Tab, world: World) -
         ("jobs", "/ui/jobs", "table.jobs"),
         ("job", f"/ui/jobs/{world.cron_job}", "table.upcoming"),
         ("dead-letters", "/ui/dead-letters", "table.letters"),
-        ("dead-letter", f"/ui/dead-letters/{world.boom_run}", "form.replay"),
+        ("dead-letter", f"/ui/dead-letters/{world.boom_run}", "details.replay summary"),
         ("operations", "/ui/operations", "h1"),
         ("pools", "/ui/pools", "table.classes"),
         ("workers", "/ui/workers", "table.workers"),
@@ -223,9 +223,10 @@ async def test_another_tenants_run_is_not_found(tab: Tab, world: World) -> None:
 async def test_replay_a_dead_letter_with_an_edited_payload(tab: Tab, world: World) -> None:
     await tab.login(world.key)
     await tab.goto(f"/ui/dead-letters/{world.boom_run}")
+    await tab.page.click("details.replay summary")  # its confirmation
     await tab.page.check("#edit-payload")
     await tab.page.fill("#payload", '{"n": 2, "fixed": true}')
-    await tab.page.click("form.replay button[type=submit]")
+    await tab.page.click("details.replay button[type=submit]")
     await tab.text("p.flash").get_by_text("edited payload").wait_for()
     new_run = tab.page.url.rstrip("/").rsplit("/", 1)[1]
     run = await api_get(world, f"/v1/runs/{new_run}")
@@ -237,6 +238,7 @@ async def test_replay_a_dead_letter_with_an_edited_payload(tab: Tab, world: Worl
 async def test_triage_a_dead_letter(tab: Tab, world: World) -> None:
     await tab.login(world.key)
     await tab.goto(f"/ui/dead-letters/{world.boom_run}")
+    await tab.page.click("summary:text('Save triage')")  # its confirmation
     await tab.page.select_option("#f-state", "acknowledged")
     await tab.page.fill("input[name=comment]", "looking into it <b>now</b>")
     await tab.page.click("button:text('Save triage')")
@@ -597,7 +599,7 @@ async def test_dag_pages_show_the_graph_with_node_states_and_retry_from_a_node(
     nodes = {r.split("\t")[0]: r for r in await tab.text("table.dag-nodes tbody tr")
              .all_inner_texts()}
     assert "bad_input: cannot handle" in nodes["load"]
-    assert await tab.text("table.dag-nodes button:text('Retry from here')").count() == 2
+    assert await tab.text("table.dag-nodes summary:text('Retry from here')").count() == 2
     await tab.shot("dag-run")
     # a node's run links back to its DAG run
     load_run = next(n["run_id"] for n in view["nodes"] if n["key"] == "load")
@@ -606,9 +608,10 @@ async def test_dag_pages_show_the_graph_with_node_states_and_retry_from_a_node(
     assert "(node load)" in await tab.text("table.kv").inner_text()
     await tab.text(f"table.kv a[href='/ui/dag-runs/{dag_run}']").click()
     await tab.page.wait_for_url(f"**/ui/dag-runs/{dag_run}")
-    await tab.text("table.dag-nodes tr:has(td:first-child:text-is('load')) "
-                   "button[type=submit]").click()  # not the copy button of its run
-    await tab.text("p.flash").get_by_text("Retrying from node load.").wait_for()
+    load_row = "table.dag-nodes tr:has(td:first-child:text-is('load'))"
+    await tab.text(f"{load_row} summary").click()  # its confirmation (the refresh waits)
+    await tab.text(f"{load_row} button[type=submit]").click()  # not the copy button of its run
+    await tab.text("p.flash").get_by_text("Retrying from node load:").wait_for()
     async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
         load = next(n for n in (await _dag_state(api, world, dag_run))["nodes"]
                     if n["key"] == "load")
@@ -630,10 +633,9 @@ async def test_a_dag_run_is_cancelled_from_its_page(tab: Tab, world: World) -> N
     await tab.login(world.key)
     await tab.goto(f"/ui/dag-runs/{dag_run}")
     await tab.text(".live .dag-graph").wait_for()  # a running DAG run refreshes itself
-    tab.page.remove_listener("dialog", tab._dialog)  # the button asks to confirm: accept
-    tab.page.once("dialog", lambda d: asyncio.ensure_future(d.accept()))
+    await tab.page.click("div.actions summary:text('Cancel DAG run')")  # its confirmation
     await tab.page.click("div.actions button:text('Cancel DAG run')")
-    await tab.text("p.flash").get_by_text("DAG run cancelled.").wait_for()
+    await tab.text("p.flash").get_by_text("DAG run cancelled:").wait_for()
     async with httpx.AsyncClient(base_url=world.cluster.api_url, timeout=10) as api:
         await until(lambda: _equals(_field(_dag_state(api, world, dag_run), "state"),
                                     "cancelled"), "the DAG run ends cancelled")
@@ -735,7 +737,7 @@ async def test_a_viewer_is_offered_no_per_item_action(tab: Tab, world: World) ->
         (f"/ui/jobs/{world.cron_job}", "div.actions button:text('Pause')"),
         (f"/ui/runs/{waiting_run}", "div.actions button:text('Cancel run')"),
         (f"/ui/runs/{world.boom_run}", "div.actions button:text('Re-run')"),
-        (f"/ui/dead-letters/{world.boom_run}", "form.replay"),
+        (f"/ui/dead-letters/{world.boom_run}", "details.replay"),
         (f"/ui/dead-letters/{world.boom_run}", "button:text('Save triage')"),
         (f"/ui/dag-runs/{dag_run}", "div.actions button:text('Cancel DAG run')"),
     ]

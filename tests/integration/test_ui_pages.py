@@ -23,6 +23,17 @@ DAG = {"name": "etl", "nodes": [{"key": "extract", "task": "etl.extract"},
        "edges": [{"from": "extract", "to": "load"}]}
 
 
+async def _posted(client: httpx.AsyncClient, pool: asyncpg.Pool, path: str,
+                  data: dict[str, str]) -> tuple[httpx.Response, asyncpg.Record]:
+    """A form posted with its own request id: the response and the action's audit row."""
+    request_id = f"ui-form-{uuid.uuid4().hex[:12]}"
+    r = await client.post(path, data=data, headers={"X-Request-Id": request_id})
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow("SELECT * FROM audit WHERE request_id = $1", request_id)
+    assert row is not None, (path, r.status_code, r.text)
+    return r, row
+
+
 def _main(page: httpx.Response) -> str:
     assert page.status_code == 200, page.text
     return page.text.split("<main>", 1)[1]
@@ -49,6 +60,17 @@ async def test_dead_letters_are_listed_shown_and_replayed(
     new = await client.get(f"/v1/runs/{r.headers['location'].rsplit('/', 1)[1]}",
                            headers=auth(key))
     assert new.json()["replay_of"] == run_id and new.json()["payload"] == {"n": 7}
+    # each action's reason is kept in its audit row, the flash links that entry
+    r, row = await _posted(client, pool, f"/ui/dead-letters/{run_id}/replay", {
+        "_csrf": csrf, "request_key": "second", "reason": "upstream fixed"})
+    assert r.status_code == 303 and row["action"] == "dead_letter.replay"
+    assert row["detail"] == "reason: upstream fixed" and row["outcome"] == "done"
+    flash = _main(await client.get(r.headers["location"]))
+    assert f'href="/ui/audit?request_id={row["request_id"]}"' in flash
+    r, row = await _posted(client, pool, f"/ui/dead-letters/{run_id}/triage", {
+        "_csrf": csrf, "state": "fixed", "reason": "replayed twice"})
+    assert r.status_code == 303 and row["action"] == "dead_letter.triage"
+    assert row["detail"] == "reason: replayed twice"
     viewer = (await issue(client, key, roles.VIEWER))["key"]
     await login(client, viewer)
     seen = _main(await client.get(f"/ui/dead-letters/{run_id}"))
@@ -78,6 +100,16 @@ async def test_the_dag_pages_show_a_runs_graph_and_nodes(
     fragment = await client.get(f"/ui/dag-runs/{dag_run}", headers={"x-ui-fragment": "1"})
     assert fragment.status_code == 200 and "<main>" not in fragment.text
     assert 'class="dag-nodes"' in fragment.text
+    # its cancel: the reason is the command's and the audit row's, the flash links the entry
+    csrf = re.search(r'name="_csrf" value="([^"]+)"', page)[1]  # type: ignore[index]
+    r, row = await _posted(client, pool, f"/ui/dag-runs/{dag_run}/cancel",
+                           {"_csrf": csrf, "reason": "wrong input file"})
+    assert r.status_code == 303 and row["action"] == "dag_run.cancel"
+    assert row["detail"] == "reason: wrong input file" and row["outcome"] == "done"
+    assert f"request_id={row['request_id']}" in _main(await client.get(r.headers["location"]))
+    events = (await client.get(f"/v1/dag-runs/{dag_run}/events", headers=auth(key))).json()
+    [cancelled] = [e for e in events["items"] if e["type"] == "DagRunCancelled"]
+    assert cancelled["data"]["reason"] == "wrong input file"
     viewer = (await issue(client, key, roles.VIEWER))["key"]
     await login(client, viewer)
     seen = _main(await client.get(f"/ui/dag-runs/{dag_run}"))
@@ -142,13 +174,21 @@ async def test_a_bulk_operation_is_offered_confirmed_started_and_shown(
     assert '<b id="confirm-count">3 runs</b>' in confirm and "task = bulk.pages" in confirm
     fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', confirm))
     assert fields == {"_csrf": csrf, "kind": "cancel", "task": "bulk.pages"}
-    started = await client.post("/ui/operations", data=fields)
+    assert '<input type="text" name="reason" id="op-reason"' in confirm
+    started, row = await _posted(client, pool, "/ui/operations", {**fields, "reason": "bad deploy"})
     assert started.status_code == 303, started.text
+    assert row["action"] == "operation.start" and row["detail"] == "reason: bad deploy"
     page = _main(await client.get(started.headers["location"]))
     assert '<span id="op-done">' in page and "of 3 runs handled" in page
+    assert f"request_id={row['request_id']}" in page  # the flash links its audit entry
     fragment = await client.get(started.headers["location"], headers={"x-ui-fragment": "1"})
     assert fragment.status_code == 200 and "<main>" not in fragment.text
     assert "of 3 runs handled" in fragment.text
+    assert "Stop operation " in page  # no runner in this app: it waits, its Stop offered
+    stopped, row = await _posted(client, pool, started.headers["location"] + "/cancel",
+                                 {"_csrf": csrf, "reason": "wrong filter"})
+    assert stopped.status_code == 303 and row["action"] == "operation.cancel"
+    assert row["detail"] == "reason: wrong filter"
     ops = _main(await client.get("/ui/operations"))
     assert f'href="{started.headers["location"]}"' in ops and "<code>task = bulk.pages</code>" \
         in ops

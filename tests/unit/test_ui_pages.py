@@ -60,7 +60,7 @@ def test_an_empty_dead_letters_list_says_what_would_appear_and_how() -> None:
 def _letter_page(operate: bool) -> str:
     return _page("dead_letter.html", row=_letter(last_replay_run=uuid.uuid4()), csrf="t0k",
                  operate=operate, triage=[("new", "new"), ("fixed", "fixed")], attempts=[],
-                 request_key="k", payload='{"note": "' + XSS + '"}')
+                 request_key="k", payload='{"note": "' + XSS + '"}', job_name="nightly")
 
 
 def test_a_dead_letters_replay_payload_is_text_in_a_labelled_textarea() -> None:
@@ -69,6 +69,7 @@ def test_a_dead_letters_replay_payload_is_text_in_a_labelled_textarea() -> None:
     assert '<label for="payload">' in page and '<textarea name="payload" id="payload"' in page
     assert '<label for="edit-payload">' in page
     assert page.count('name="_csrf" value="t0k"') == 2  # triage and replay
+    assert "Replay dead letter …" in page and " of job nightly: a new run of task " in page
 
 
 def test_a_viewer_sees_a_dead_letter_with_no_form() -> None:
@@ -124,7 +125,8 @@ def test_a_dag_runs_nodes_show_their_times_and_error_in_few_columns() -> None:
     assert table.split("</tr>", 1)[0].count("<th ") == 9  # a 1,440 px screen holds them
     assert "<span class=\"muted\">ready</span>" in table and "started</span>" in table
     assert 'title="' + ESCAPED in table  # the long error clipped, whole on hover
-    assert table.count("Retry from here") == 1  # the failed node only
+    assert table.count("<summary>Retry from here…</summary>") == 1  # the failed node only
+    assert "Retry DAG run " in table and " from node " in table  # its confirmation
     viewer = _page("dag_run_body.html", view=view, dag={"id": view.dag_id, "name": "d"},
                    progress={"total": 2, "ended": 2, "counts": []}, graph=html.Safe(""),
                    csrf="t0k", retryable=("failed",), operate=False)

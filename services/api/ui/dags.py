@@ -24,10 +24,10 @@ from ostinato.wire.api import DagNodeView, DagRunView
 from services.api import archived
 from services.api.auditing import audited
 from services.api.dags import rules_of, run_view
-from services.api.ui import operations, render
+from services.api.ui import actions, operations, render
 from services.api.ui.render import url
 from services.api.ui.runs import LIVE_SECONDS
-from services.api.ui.scope import Ui, UiScope, checked_form, redirect
+from services.api.ui.scope import Ui, UiScope, redirect
 
 PAGE_SIZE = 100
 RUNS_SHOWN = 50
@@ -154,12 +154,12 @@ async def dag_run_page(request: Request, dag_run_id: FromPath[uuid.UUID],
 @post("/dag-runs/{dag_run_id:uuid}/cancel", include_in_schema=False, status_code=303,
       opt=audited("dag_run.cancel", "dag_run", "dag_run_id"))
 async def cancel(request: Request, dag_run_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
-    await checked_form(request, ui)
+    sent = await actions.posted(request, ui)
     asked = await dags.cancel(ui.conn, ui.store, tenant_id=ui.tenant_id, dag_run_id=dag_run_id,
                               actor=ui.actor, now=ui.clock.now(), rules=rules_of(ui.settings),
-                              reason="cancelled in the web UI")
+                              reason=sent.reason or "cancelled in the web UI")
     ui.audit.after = {"cancelled_runs": asked}
-    ui.session.flash = "DAG run cancelled."
+    actions.done(ui, f"DAG run cancelled: {asked} of its node runs asked to stop.")
     return redirect(f"/ui/dag-runs/{dag_run_id}")
 
 
@@ -167,13 +167,13 @@ async def cancel(request: Request, dag_run_id: FromPath[uuid.UUID], ui: Ui) -> R
       status_code=303, opt=audited("dag_run.retry_node", "dag_run", "dag_run_id"))
 async def retry_node(request: Request, dag_run_id: FromPath[uuid.UUID], key: FromPath[str],
                      ui: Ui) -> Response[Any]:
-    await checked_form(request, ui)
+    sent = await actions.posted(request, ui)
     run_id = await dags.retry_from_node(
         ui.conn, ui.store, tenant_id=ui.tenant_id, dag_run_id=dag_run_id, key=key,
         actor=ui.actor, now=ui.clock.now(), rules=rules_of(ui.settings),
-        reason="retried in the web UI")
+        reason=sent.reason or "retried in the web UI")
     ui.audit.after = {"node": key, "run_id": str(run_id)}
-    ui.session.flash = f"Retrying from node {key}."
+    actions.done(ui, f"Retrying from node {key}: a new run of it, then its descendants again.")
     return redirect(f"/ui/dag-runs/{dag_run_id}")
 
 

@@ -16,12 +16,13 @@ from ostinato import runs
 from ostinato.domain.errors import InvalidInput, NotFound
 from ostinato.eventlog.store import get_blobs, read_stream
 from ostinato.stores import dead_letters as letters
+from ostinato.stores import jobs as job_store
 from services.api.auditing import audited
 from services.api.routes import decode_cursor, encode_cursor
-from services.api.ui import operations
+from services.api.ui import actions, operations
 from services.api.ui.render import url
 from services.api.ui.runs import attempt_rows
-from services.api.ui.scope import Ui, checked_form, redirect
+from services.api.ui.scope import Ui, redirect
 
 PAGE_SIZE = 50
 TRIAGE = [("", "any triage state"), ("new", "new"), ("acknowledged", "acknowledged"),
@@ -60,8 +61,10 @@ async def letter_page(run_id: FromPath[uuid.UUID], ui: Ui) -> Response[str]:
         raise NotFound(f"no dead letter {run_id}")
     payload = (await get_blobs(ui.conn, [row.payload_ref], ui.tenant_id)).get(row.payload_ref)
     stream = await read_stream(ui.conn, run_id, ui.tenant_id)
+    job = await job_store.by_id(ui.conn, ui.tenant_id, row.job_id)
     # a viewer's session sees no triage or replay form
     return ui.render("dead_letter.html", section="dead-letters", row=row, csrf=ui.csrf,
+                     job_name=job.name if job is not None else str(row.job_id),
                      operate=operations.may_operate(ui), triage=TRIAGE[1:],
                      attempts=attempt_rows(stream), request_key=uuid.uuid4().hex,
                      payload=json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False))
@@ -76,7 +79,8 @@ def _request_key(form: dict[str, Any]) -> str | None:
 @post("/dead-letters/{run_id:uuid}/replay", include_in_schema=False, status_code=303,
       opt=audited("dead_letter.replay", "run", "run_id"))
 async def replay(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
-    form = await checked_form(request, ui)
+    sent = await actions.posted(request, ui)  # the reason: in the audit row (rerun takes none)
+    form = sent.form
     if await letters.by_id(ui.conn, ui.tenant_id, run_id) is None:
         raise NotFound(f"no dead letter {run_id}")
     payload: Any = msgspec.UNSET
@@ -92,24 +96,25 @@ async def replay(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Respo
         max_payload_bytes=ui.settings.max_payload_bytes,
         trigger="replay")
     ui.audit.after = {"run_id": str(new_id), "payload_changed": payload is not msgspec.UNSET}
-    ui.session.flash = ("Replayed with the edited payload." if payload is not msgspec.UNSET
-                        else "Replayed with the original payload.")
+    actions.done(ui, "Replayed with the edited payload: this is the new run."
+                 if payload is not msgspec.UNSET
+                 else "Replayed with the original payload: this is the new run.")
     return redirect(f"/ui/runs/{new_id}")
 
 
 @post("/dead-letters/{run_id:uuid}/triage", include_in_schema=False, status_code=303,
       opt=audited("dead_letter.triage", "run", "run_id"))
 async def triage(request: Request, run_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
-    form = await checked_form(request, ui)
-    state = form.get("state")
+    sent = await actions.posted(request, ui)  # the reason: in the audit row (triage takes none)
+    state = sent.form.get("state")
     if state not in {v for v, _ in TRIAGE[1:]}:
         raise InvalidInput(f"unknown triage state {state!r}",
                            errors=[{"field": "state", "message": "unknown"}])
-    comment = (form.get("comment") or "").strip()[:2000] or None
+    comment = sent.text("comment")[:2000] or None
     await runs.triage(ui.conn, ui.store, tenant_id=ui.tenant_id, run_id=run_id, state=state,
                       comment=comment, actor=ui.actor)
     ui.audit.after = {"triage_state": state}
-    ui.session.flash = f"Triage saved: {state}."
+    actions.done(ui, f"Triage saved: {state}.")
     return redirect(f"/ui/dead-letters/{run_id}")
 
 

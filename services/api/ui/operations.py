@@ -23,11 +23,11 @@ from ostinato.wire.api import OperationFilter
 from services.api.auditing import audited
 from services.api.operations import FAILURES_SHOWN
 from services.api.routes import decode_cursor, encode_cursor
-from services.api.ui import render
+from services.api.ui import actions, render
 from services.api.ui.params import time_filter as _time_filter
 from services.api.ui.params import uuid_filter as _uuid_filter
 from services.api.ui.render import url
-from services.api.ui.scope import Ui, UiScope, checked_form, redirect
+from services.api.ui.scope import Ui, UiScope, redirect
 
 PROGRESS_SECONDS = 1
 # a list's offer counts runs up to this ("1,000+": 50,000 would cost the page 100 ms and
@@ -137,7 +137,7 @@ async def confirm_page(request: Request, ui: Ui, kind: FromQuery[str] = "") -> R
 
 @post("/operations", include_in_schema=False, opt=audited("operation.start", "operation"))
 async def start(request: Request, ui: Ui) -> Response[Any]:
-    form = await checked_form(request, ui)
+    form = (await actions.posted(request, ui)).form  # the reason: in the audit row only
     kind = str(form.get("kind") or "")
     f = filter_of(kind, form)
     row = await work.start(ui.conn, tenant_id=ui.tenant_id, kind=kind, f=f, actor=ui.actor,
@@ -148,7 +148,7 @@ async def start(request: Request, ui: Ui) -> Response[Any]:
     if wake is not None:
         wake()
     verb, noun, _ = KINDS[kind]
-    ui.session.flash = f"{verb} of {_plural(row.total, noun)} started."
+    actions.done(ui, f"{verb} of {_plural(row.total, noun)} started.")
     return redirect(f"/ui/operations/{row.id}")
 
 
@@ -177,11 +177,11 @@ async def operation_page(request: Request, op_id: FromPath[uuid.UUID], ui: Ui) -
 @post("/operations/{op_id:uuid}/cancel", include_in_schema=False,
       opt=audited("operation.cancel", "operation", "op_id"))
 async def stop(request: Request, op_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
-    await checked_form(request, ui)
+    await actions.posted(request, ui)  # the reason: in the audit row only
     try:
         row = await work.cancel(ui.conn, tenant_id=ui.tenant_id, op_id=op_id, actor=ui.actor,
                                 now=ui.clock.now())
-        ui.session.flash = f"Stopped after {row.position:,} of {row.total:,}."
+        actions.done(ui, f"Stopped after {row.position:,} of {row.total:,}.")
     except OstinatoError as exc:
         if exc.status == 404:
             raise

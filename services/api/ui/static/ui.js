@@ -93,7 +93,10 @@
   }
 
   function refresh(region) {
-    if (document.hidden) { return Promise.resolve(); }
+    // hidden, or an action of the region's open (its reason typed): not redrawn under it
+    if (document.hidden || region.querySelector("details.action[open]")) {
+      return Promise.resolve();
+    }
     return fetch(region.dataset.live, {
       headers: { "X-UI-Fragment": "1" }, credentials: "same-origin", cache: "no-store"
     }).then(function (response) {
