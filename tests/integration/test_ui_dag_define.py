@@ -43,23 +43,28 @@ async def test_a_dag_is_previewed_then_saved_and_started(
     assert await _dags(client, key) == []  # a preview saves nothing
     previewed = PREVIEWED.search(preview.text).group(1)
     saved = await client.post("/ui/dags/new", data={
-        "_csrf": csrf, "name": "nightly-etl", "definition": text, "previewed": previewed})
+        "_csrf": csrf, "name": "nightly-etl", "definition": text, "previewed": previewed,
+        "reason": "the nightly load"})
     assert saved.status_code == 303, saved.text
     [dag] = await _dags(client, key)
     assert (dag["name"], dag["version"], dag["node_count"]) == ("nightly-etl", 1, 2)
     assert saved.headers["location"] == f"/ui/dags/{dag['id']}"
     page = await client.get(saved.headers["location"])
     assert "DAG nightly-etl defined, version 1." in page.text  # the flash
-    started = await client.post(f"/ui/dags/{dag['id']}/runs", data={"_csrf": csrf})
+    assert 'href="/ui/audit?request_id=' in page.text  # its audit entry linked
+    assert "Start a run of DAG nightly-etl (version 1, 2 nodes)" in page.text
+    started = await client.post(f"/ui/dags/{dag['id']}/runs", data={
+        "_csrf": csrf, "reason": "a first try"})
     assert started.status_code == 303, started.text
     run_id = started.headers["location"].rsplit("/", 1)[1]
     r = await client.get(f"/v1/dag-runs/{run_id}", headers=auth(key))
     assert r.status_code == 200 and r.json()["dag_id"] == dag["id"], r.text
     async with pool.acquire() as conn:
-        actions = [r["action"] for r in await conn.fetch(
-            "SELECT action FROM audit WHERE target_id = $1 AND outcome = 'done' "
+        actions = [(r["action"], r["detail"]) for r in await conn.fetch(
+            "SELECT action, detail FROM audit WHERE target_id = $1 AND outcome = 'done' "
             "ORDER BY recorded_at", dag["id"])]
-    assert actions == ["dag.define", "dag.run"]
+    assert actions == [("dag.define", "reason: the nightly load"),
+                       ("dag.run", "reason: a first try")]
 
 
 async def test_a_definition_changed_after_its_preview_is_not_saved(

@@ -19,6 +19,7 @@ from ostinato.runs import dags
 from ostinato.stores import dags as dag_store
 from services.api.auditing import audited
 from services.api.dags import rules_of
+from services.api.ui import actions
 from services.api.ui.dags import _dag, graph_svg
 from services.api.ui.scope import Ui, UiScope, checked_form, redirect
 
@@ -53,7 +54,7 @@ def _parsed(name: str, text: str) -> tuple[graph.Dag | None, list[dict[str, str]
 
 
 async def _form_page(ui: UiScope, *, name: str, text: str, check: bool,
-                     status: int = 200, stale: bool = False) -> Response[str]:
+                     status: int = 200, stale: bool = False, reason: str = "") -> Response[str]:
     """The form; with `check`, the definition's graph (or its problems) and what saving does."""
     dag, errors = _parsed(name, text) if check else (None, [])
     current = await dag_store.by_name(ui.conn, ui.tenant_id, name.strip()) \
@@ -70,7 +71,8 @@ async def _form_page(ui: UiScope, *, name: str, text: str, check: bool,
                   f"(version {current.version} today); runs already started keep theirs.")
     return ui.render(
         "dag_define.html", section="dags", status=422 if errors else status, name=name,
-        definition=text, errors=errors, stale=stale,
+        definition=text, errors=errors, stale=stale, reason=reason,
+        reason_max=actions.MAX_REASON_CHARS,
         graph=graph_svg(dag) if dag is not None else None, change=change,
         version_hash=dag.version_hash if dag is not None else "",
         nodes=len(dag.nodes) if dag is not None else 0,
@@ -89,14 +91,16 @@ async def preview(request: Request, ui: Ui) -> Response[str]:
     """The graph of what was pasted, nothing saved."""
     form = await checked_form(request, ui, roles.SUBMIT)
     return await _form_page(ui, name=str(form.get("name") or ""),
-                            text=str(form.get("definition") or ""), check=True)
+                            text=str(form.get("definition") or ""), check=True,
+                            reason=str(form.get("reason") or ""))
 
 
 @post("/dags/new", include_in_schema=False, status_code=303,
       opt=audited("dag.define", "dag", action=roles.SUBMIT))
 async def define(request: Request, ui: Ui) -> Response[Any]:
     """Save what was previewed: a definition changed since its preview is shown again instead."""
-    form = await checked_form(request, ui, roles.SUBMIT)
+    sent = await actions.posted(request, ui, action=roles.SUBMIT)  # its reason: audited only
+    form = sent.form
     name, text = str(form.get("name") or "").strip(), str(form.get("definition") or "")
     dag, errors = _parsed(name, text)
     if dag is None or dag.version_hash != form.get("previewed"):
@@ -104,14 +108,14 @@ async def define(request: Request, ui: Ui) -> Response[Any]:
         ui.audit.detail = "not saved: " + ("; ".join(e["message"] for e in errors)
                                            or "changed since its preview")
         return await _form_page(ui, name=name, text=text, check=True, status=409,
-                                stale=not errors)
+                                stale=not errors, reason=sent.reason or "")
     row, created = await dags.define(ui.conn, ui.store, tenant_id=ui.tenant_id, name=name,
                                      document=json.loads(text), rules=rules_of(ui.settings),
                                      actor=ui.actor)
     ui.audit.target_id = str(row.id)
     ui.audit.after = {"name": row.name, "version": row.version, "created": created}
-    ui.session.flash = (f"DAG {row.name} defined, version {row.version}." if created else
-                        f"DAG {row.name} unchanged: version {row.version} is this definition.")
+    actions.done(ui, f"DAG {row.name} defined, version {row.version}." if created else
+                 f"DAG {row.name} unchanged: version {row.version} is this definition.")
     return redirect(f"/ui/dags/{row.id}")
 
 
@@ -119,13 +123,13 @@ async def define(request: Request, ui: Ui) -> Response[Any]:
       opt=audited("dag.run", "dag", "dag_id", action=roles.SUBMIT))
 async def start(request: Request, dag_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
     """A run of the DAG's current version, its roots scheduled now."""
-    await checked_form(request, ui, roles.SUBMIT)
+    await actions.posted(request, ui, action=roles.SUBMIT)  # its reason: audited only
     row = await _dag(ui, dag_id)
     async with ui.conn.transaction():
         run_id, _ = await dags.start_run(ui.conn, ui.store, dag=row, now=ui.clock.now(), at=None,
                                          actor=ui.actor, rules=rules_of(ui.settings))
     ui.audit.after = {"dag_run_id": str(run_id), "version": row.version}
-    ui.session.flash = f"DAG run of {row.name} (version {row.version}) started."
+    actions.done(ui, f"DAG run of {row.name} (version {row.version}) started.")
     return redirect(f"/ui/dag-runs/{run_id}")
 
 
