@@ -26,7 +26,7 @@ async def _limits(client: httpx.AsyncClient, key: str) -> list[dict]:
 
 async def test_a_task_limit_is_reviewed_then_set_and_audited(
         client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
-    _, key = await new_tenant(pool)
+    tenant_id, key = await new_tenant(pool)
     _, other = await new_tenant(pool)
     csrf = await login(client, key)
     form = {"_csrf": csrf, "name": "reports.render", "max_concurrency": "3"}
@@ -34,21 +34,24 @@ async def test_a_task_limit_is_reviewed_then_set_and_audited(
     assert r.status_code == 200, r.text
     assert "Now: no limit. After: <b>at most, at a time 3</b>." in r.text
     assert await _limits(client, key) == []  # a review sets nothing
-    r = await client.post("/ui/limits/task", data=form)
+    assert '<input id="f-reason" name="reason"' in r.text  # the reason asked on the review
+    r = await client.post("/ui/limits/task", data={**form, "reason": "the renderer is slow"})
     assert r.status_code == 303 and r.headers["location"] == "/ui/limits", r.text
     [limit] = await _limits(client, key)
     assert (limit["scope"], limit["name"], limit["max_concurrency"]) == \
         ("task", "reports.render", 3)
     page = (await client.get("/ui/limits")).text
     assert "Limit set on task reports.render: at most, at a time 3." in page
+    assert 'href="/ui/audit?request_id=' in page  # the flash links its audit entry
     assert "<code>reports.render</code>" in page
     r = await client.post("/ui/limits/task/review", data={**form, "max_concurrency": "5"})
     assert "Now: at most, at a time 3. After: <b>at most, at a time 5</b>." in r.text
     async with pool.acquire() as conn:
-        row = await conn.fetchrow("SELECT action, target_id, outcome, before, after FROM audit "
-                                  "WHERE action = 'limit.set' AND target_id = $1",
-                                  "task:reports.render")
+        row = await conn.fetchrow("SELECT action, target_id, outcome, before, after, detail "
+                                  "FROM audit WHERE action = 'limit.set' AND target_id = $1 "
+                                  "AND caller_tenant_id = $2", "task:reports.render", tenant_id)
     assert row is not None and row["outcome"] == "done"
+    assert row["detail"] == "reason: the renderer is slow"
     after = row["after"] if isinstance(row["after"], dict) else json.loads(row["after"])
     assert after["max_concurrency"] == 3 and row["before"] is None
     assert await _limits(client, other) == []  # another tenant's limits are its own

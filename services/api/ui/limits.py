@@ -1,7 +1,8 @@
 """Task and resource limits from the web UI (issue 41 item 3): the tenant's limits, and forms
 that set a job type's concurrency limit or a resource's rate. A form is reviewed first (the
 limit before and after, nothing changed), then applied through the same command and audit row
-as PUT /v1/limits/tasks/{task} and /v1/limits/resources/{name}."""
+as PUT /v1/limits/tasks/{task} and /v1/limits/resources/{name}, the reason given on the review
+kept in that row (`services.api.ui.actions`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ostinato.stores import limits
 from ostinato.wire.api import LimitRequest
 from services.api.auditing import audited
 from services.api.capacity import record_limit
+from services.api.ui import actions
 from services.api.ui.scope import Ui, UiScope, checked_form, redirect
 
 NAME = re.compile(r"^[A-Za-z0-9][\w.:-]{0,199}$")  # the API's LimitName
@@ -63,6 +65,7 @@ async def _page(ui: UiScope, *, status: int = 200, **context: Any) -> Response[s
     return ui.render("limits.html", section="pools", status=status,
                      rows=[r for r in rows if r.scope in FIELDS], csrf=ui.csrf,
                      allowed=roles.may(ui.session.role, roles.OPERATE),
+                     reason_max=actions.MAX_REASON_CHARS,
                      **{"errors": [], "form": {}, "scope": "", "review": None, **context})
 
 
@@ -95,14 +98,14 @@ async def apply(request: Request, kind: FromPath[str], ui: Ui) -> Response[Any]:
     scope = kind
     if scope not in FIELDS:
         raise NotFound(f"no limit kind {scope!r}: task or resource")
-    form = await checked_form(request, ui)
+    form = (await actions.posted(request, ui)).form  # the reason: in the audit row only
     name, asked, errors = _read(scope, form)
     if asked is None:
         ui.audit.status = 422
         ui.audit.detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
         return await _page(ui, status=422, errors=errors, form=form, scope=scope)
     await record_limit(ui.conn, ui.store, ui.tenant_id, scope, name, asked, ui.actor, ui.audit)
-    ui.session.flash = f"Limit set on {scope} {name}: {_words(scope, asked)}."
+    actions.done(ui, f"Limit set on {scope} {name}: {_words(scope, asked)}.")
     return redirect("/ui/limits")
 
 
