@@ -17,6 +17,7 @@ async def test_an_operator_holds_and_releases_a_run_from_its_page(tab: Tab, worl
     await tab.login(world.key)
     await tab.goto(f"/ui/runs/{world.greet_run}")
     assert (await api_get(world, f"/v1/runs/{world.greet_run}"))["held"] is None
+    await tab.page.click("section.hold summary:text('Hold')")  # its confirmation
     await tab.page.fill("#hold-reason", "legal hold, ticket 4711")
     await tab.page.click("section.hold button:text('Hold')")
     await tab.text("p.flash").get_by_text("Held.").wait_for()
@@ -25,13 +26,20 @@ async def test_an_operator_holds_and_releases_a_run_from_its_page(tab: Tab, worl
     shown = (await api_get(world, f"/v1/runs/{world.greet_run}"))["held"]
     assert shown["reason"] == "legal hold, ticket 4711" and shown["by"] == "tenant:acme"
 
+    await tab.page.click("section.hold summary:text('Release')")
+    await tab.page.fill("#release-reason", "ticket 4711 closed")
     await tab.page.click("section.hold button:text('Release')")
     await tab.text("p.flash").get_by_text("Released.").wait_for()
-    await tab.page.locator("#hold-reason").wait_for()  # the form again
+    await tab.page.locator("section.hold summary:text('Hold')").wait_for()  # the form again
     assert (await api_get(world, f"/v1/runs/{world.greet_run}"))["held"] is None
     events = (await api_get(world, f"/v1/runs/{world.greet_run}/events"))["items"]
     kinds = [(e["type"], e["actor"]) for e in events if e["type"] in ("RunHeld", "RunReleased")]
     assert kinds == [("RunHeld", "tenant:acme"), ("RunReleased", "tenant:acme")]
     audit = (await api_get(world, "/v1/audit?action=run.hold"))["items"]
     assert [a["outcome"] for a in audit if a["target_id"] == world.greet_run] == ["done"]
+    # the flash's link: the release's audit entry, its reason shown
+    await tab.text("p.flash a:text('See its audit entry')").click()
+    await tab.page.wait_for_url("**/ui/audit?request_id=*")
+    entry = await tab.text("section.audit-entry").inner_text()
+    assert "run.release" in entry and "reason: ticket 4711 closed" in entry
     assert tab.errors == []
