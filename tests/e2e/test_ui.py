@@ -456,10 +456,12 @@ async def test_the_pools_page_shows_slots_and_the_tenants_queue_per_class(
     await tab.page.wait_for_url("**/ui/pools?*priority=bulk*")
     assert await first.locator("table.classes tbody tr td:first-child").all_inner_texts() == [
         "bulk"]
+    await first.locator("summary:text('Pause my queue')").click()  # its confirmation
     await first.locator("button:text('Pause my queue')").click()
     await tab.text("p.flash").get_by_text("Your queue in pool default is paused.").wait_for()
     assert next(p for p in (await api_get(world, "/v1/pools"))["items"]
                 if p["name"] == "default")["queue_paused"]
+    await tab.text("section.pool[data-pool=default] summary:text('Resume my queue')").click()
     await tab.text("section.pool[data-pool=default] button:text('Resume my queue')").click()
     await tab.text("p.flash").get_by_text("is resumed").wait_for()
     assert not next(p for p in (await api_get(world, "/v1/pools"))["items"]

@@ -205,8 +205,10 @@ async def test_the_pools_page_shows_each_pool_and_pauses_this_tenants_queue(
     one = _main(await client.get("/ui/pools?pool=default&priority=bulk"))
     [classes] = re.findall(r'<table class="classes">.*?</table>', one, re.S)
     assert re.findall(r"<tr><td>(\w+)</td>", classes) == ["bulk"]
-    r = await client.post("/ui/pools/default/pause", data={"_csrf": csrf})
-    assert r.status_code == 303, r.text
+    assert "Pause your queue in pool default: none of your runs" in page  # its confirmation
+    r, row = await _posted(client, pool, "/ui/pools/default/pause",
+                           {"_csrf": csrf, "reason": "a bad release"})
+    assert r.status_code == 303 and row["detail"] == "reason: a bad release", r.text
     paused = _main(await client.get("/ui/pools?pool=default"))
     assert "Resume my queue" in paused and "your queue: <span class=\"badge wait\">paused" \
         in paused

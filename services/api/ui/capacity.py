@@ -22,8 +22,9 @@ from ostinato.stores.runs import StartLag
 from ostinato.workers import registry
 from services.api.auditing import audited
 from services.api.capacity import pool_views
+from services.api.ui import actions
 from services.api.ui.render import url
-from services.api.ui.scope import Ui, UiScope, checked_form, redirect
+from services.api.ui.scope import Ui, UiScope, redirect
 
 
 def _age(seconds: float | None) -> str:
@@ -138,15 +139,16 @@ async def pools_page(request: Request, ui: Ui, pool: FromQuery[str | None] = Non
 
 
 async def _pause(request: Request, ui: UiScope, pool: str, paused: bool) -> Any:
-    await checked_form(request, ui)
+    sent = await actions.posted(request, ui)
     if pool not in ui.settings.pool_names:
         raise NotFound(f"no pool {pool!r}")
     changed = await controls.set_paused(ui.conn, ui.store, pool=pool, tenant_id=ui.tenant_id,
-                                        paused=paused, reason="web UI" if paused else None,
+                                        paused=paused,
+                                        reason=(sent.reason or "web UI") if paused else None,
                                         actor=ui.actor)
     word = "paused" if paused else "resumed"
-    ui.session.flash = (f"Your queue in pool {pool} is {word}." if changed
-                        else f"Your queue in pool {pool} was already {word}.")
+    actions.done(ui, f"Your queue in pool {pool} is {word}." if changed
+                 else f"Your queue in pool {pool} was already {word}: nothing changed.")
     return redirect(url("/ui/pools"))
 
 
