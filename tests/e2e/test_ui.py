@@ -494,9 +494,11 @@ async def test_keys_are_listed_issued_rotated_and_revoked_by_an_operator(
     await tab.login(world.key)
     await tab.goto("/ui/keys")
     await tab.text("table.keys").wait_for()
+    await tab.page.click("details.issue summary")  # its confirmation
     await tab.page.fill("#key-name", "dashboard")
-    await tab.page.select_option("form.issue select[name=role]", "viewer")
-    await tab.page.click("form.issue button[type=submit]")
+    await tab.page.select_option("details.issue select[name=role]", "viewer")
+    await tab.page.click("details.issue button[type=submit]")
+    await tab.text("p.flash").get_by_text("Key dashboard issued.").wait_for()
     secret = await tab.text("#new-key").inner_text()
     assert secret.startswith("ost_")
     listed = (await api_get(world, "/v1/keys"))["keys"]
@@ -510,6 +512,7 @@ async def test_keys_are_listed_issued_rotated_and_revoked_by_an_operator(
     assert await operator.locator("button:text('Revoke')").count() == 0
     await tab.shot("keys")
     row = tab.text("table.keys tbody tr:has(.key-name:text-is('dashboard'))")
+    await row.locator("summary:text('Rotate')").click()
     await row.locator("button:text('Rotate')").click()
     rotated = await tab.text("#new-key").inner_text()
     assert rotated.startswith("ost_") and rotated != secret
@@ -533,11 +536,12 @@ async def test_keys_are_listed_issued_rotated_and_revoked_by_an_operator(
         await viewer_tab.page.close()
     await tab.login(world.key)
     await tab.goto("/ui/keys")
-    tab.page.remove_listener("dialog", tab._dialog)
-    tab.page.once("dialog", lambda d: asyncio.ensure_future(d.accept()))
-    await tab.text("table.keys tbody tr:has(.key-name:text-is('dashboard'))").first.locator(
-        "button:text('Revoke')").click()  # the newest first: the rotated key
-    await tab.text("p.flash").get_by_text("Key dashboard revoked.").wait_for()
+    newest = tab.text("table.keys tbody tr:has(.key-name:text-is('dashboard'))").first
+    await newest.locator("summary:text('Revoke')").click()  # the newest first: the rotated key
+    await newest.locator("details:has(summary:text('Revoke')) input[name=reason]").fill(
+        "the dashboard moved")
+    await newest.locator("button:text('Revoke')").click()
+    await tab.text("p.flash").get_by_text("Key dashboard revoked:").wait_for()
     dashboards = [k for k in (await api_get(world, "/v1/keys"))["keys"]
                   if k["name"] == "dashboard"]
     assert [k["active"] for k in dashboards] == [False, True]  # the old one: until its grace ends

@@ -151,13 +151,18 @@ async def test_keys_are_issued_shown_once_rotated_and_listed(
     operator_row, = re.findall(r"<tr data-state=\"active\">(?:(?!</tr>).)*<td>operator</td>"
                                r"(?:(?!</tr>).)*</tr>", listed, re.S)
     assert "Rotate" in operator_row and "Revoke" not in operator_row  # the last operator's
-    rotated = _main(await client.post(f"/ui/keys/{made['id']}/rotate", data={
-        "_csrf": csrf, "grace_seconds": "3600"}))
-    assert re.search(r'<pre id="new-key" tabindex="0">ost_', rotated)
+    rotated, row = await _posted(client, pool, f"/ui/keys/{made['id']}/rotate", {
+        "_csrf": csrf, "grace_seconds": "3600", "reason": "it leaked"})
+    assert re.search(r'<pre id="new-key" tabindex="0">ost_', _main(rotated))
+    assert row["action"] == "key.rotate" and row["detail"] == "reason: it leaked"
+    assert f"request_id={row['request_id']}" in _main(rotated)  # the flash, on that page
     viewers = _main(await client.get("/ui/keys?role=viewer"))
     assert viewers.count('<tr data-state="rotating">') == 1 and "rotating until" in viewers
     assert viewers.count('<tr data-state="active">') == 1
     assert "No keys match this filter." in _main(await client.get("/ui/keys?role=worker"))
+    r, row = await _posted(client, pool, f"/ui/keys/{made['id']}/revoke",
+                           {"_csrf": csrf, "reason": "no longer needed"})
+    assert r.status_code == 303 and row["detail"] == "reason: no longer needed"
 
 
 async def test_a_bulk_operation_is_offered_confirmed_started_and_shown(

@@ -20,7 +20,8 @@ from ostinato.domain.errors import Forbidden, InvalidInput
 from ostinato.stores import api_keys
 from ostinato.wire.api import KeyRequest
 from services.api.auditing import audited
-from services.api.ui.scope import Ui, UiScope, checked_form, redirect
+from services.api.ui import actions
+from services.api.ui.scope import Ui, UiScope, redirect
 
 ROLES = [(r, r) for r in roles.TENANT_ROLES]
 GRACES = [("0", "now"), ("3600", "in 1 hour"), ("86400", "in 24 hours"),
@@ -77,7 +78,7 @@ def _shown_once(ui: UiScope, title: str, issued: tenancy.IssuedKey, note: str) -
 
 @post("/keys", include_in_schema=False, opt=audited("key.issue", "key"))
 async def issue(request: Request, ui: Ui) -> Response[Any]:
-    form = await checked_form(request, ui)
+    form = (await actions.posted(request, ui)).form  # the reason: in the audit row only
     _need(ui)
     pools = sorted({p.strip() for p in str(form.get("pools") or "").split(",") if p.strip()})
     try:
@@ -94,13 +95,14 @@ async def issue(request: Request, ui: Ui) -> Response[Any]:
                                      role=data.role, pools=data.pools, actor=ui.actor)
     ui.audit.target_id = str(issued.key_id)
     ui.audit.after = {"name": issued.name, "role": issued.role, "pools": issued.pools}
+    actions.done(ui, f"Key {issued.name} issued.")  # shown on the page with its secret
     return _shown_once(ui, "Key issued", issued, f"A {issued.role} key named {issued.name}.")
 
 
 @post("/keys/{key_id:uuid}/rotate", include_in_schema=False,
       opt=audited("key.rotate", "key", "key_id"))
 async def rotate(request: Request, key_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
-    form = await checked_form(request, ui)
+    form = (await actions.posted(request, ui)).form  # the reason: in the audit row only
     _need(ui)
     grace = str(form.get("grace_seconds") or "0")
     if grace not in {g for g, _ in GRACES}:
@@ -109,6 +111,7 @@ async def rotate(request: Request, key_id: FromPath[uuid.UUID], ui: Ui) -> Respo
     issued, ends = await tenancy.rotate_key(ui.conn, ui.store, ui.tenant_id, key_id,
                                             now=ui.clock.now(),
                                             grace=timedelta(seconds=int(grace)), actor=ui.actor)
+    actions.done(ui, f"Key {issued.name} rotated.")
     return _shown_once(ui, "Key rotated", issued,
                        f"The new key for {issued.name}; the old one works until "
                        f"{ends.strftime('%Y-%m-%d %H:%M:%S')} UTC.")
@@ -117,11 +120,11 @@ async def rotate(request: Request, key_id: FromPath[uuid.UUID], ui: Ui) -> Respo
 @post("/keys/{key_id:uuid}/revoke", include_in_schema=False,
       opt=audited("key.revoke", "key", "key_id"))
 async def revoke(request: Request, key_id: FromPath[uuid.UUID], ui: Ui) -> Response[Any]:
-    await checked_form(request, ui)
+    sent = await actions.posted(request, ui)
     _need(ui)
     row = await tenancy.revoke_key(ui.conn, ui.store, ui.tenant_id, key_id, now=ui.clock.now(),
-                                   actor=ui.actor)
-    ui.session.flash = f"Key {row.name} revoked."
+                                   actor=ui.actor, reason=sent.reason or "")
+    actions.done(ui, f"Key {row.name} revoked: a request made with it is refused.")
     return redirect("/ui/keys")
 
 
