@@ -71,13 +71,16 @@ async def test_the_admin_creates_a_tenant_and_sets_its_weight_and_limits(
     await tab.shot("tenants")
 
     await tab.page.click("table.tenants a:text-is('initech')")
-    await tab.page.fill("form.tenant-limits input[name=weight]", "5")
-    await tab.page.fill("form.tenant-limits input[name=max_concurrency]", "7")
-    await tab.page.click("form.tenant-limits button[type=submit]")
+    await tab.page.click("details.tenant-limits summary")  # its confirmation
+    await tab.page.fill("details.tenant-limits input[name=weight]", "5")
+    await tab.page.fill("details.tenant-limits input[name=max_concurrency]", "7")
+    await tab.page.fill("details.tenant-limits input[name=reason]", "initech's launch")
+    await tab.page.click("details.tenant-limits button[type=submit]")
     await tab.text("p.flash").get_by_text("Weight and limits set.").wait_for()
     assert (await tenants(world))["initech"]["weight"] == 5
-    await tab.page.fill("form.tenant-api input[name=rate_per_second]", "20")
-    await tab.page.click("form.tenant-api button[type=submit]")
+    await tab.page.click("details.tenant-api summary")
+    await tab.page.fill("details.tenant-api input[name=rate_per_second]", "20")
+    await tab.page.click("details.tenant-api button[type=submit]")
     await tab.text("p.flash").get_by_text("API rate set.").wait_for()
     limits = {(x["scope"], x["name"]): x
               for x in (await admin_get(world, "/v1/limits", made["id"]))["items"]}
@@ -85,8 +88,9 @@ async def test_the_admin_creates_a_tenant_and_sets_its_weight_and_limits(
     assert limits[("tenant", "")]["rate_per_second"] is None
     assert limits[("api", "")]["rate_per_second"] == 20
     # the form shows what is set, so sending it again changes nothing but what is edited
-    assert await tab.page.input_value("form.tenant-limits input[name=max_concurrency]") == "7"
-    assert await tab.page.input_value("form.tenant-limits input[name=weight]") == "5"
+    assert await tab.page.input_value("details.tenant-limits input[name=max_concurrency]") \
+        == "7"
+    assert await tab.page.input_value("details.tenant-limits input[name=weight]") == "5"
 
     audit = (await admin_get(world, "/v1/audit", made["id"]))["items"]
     assert sorted((a["action"], a["target_id"], a["outcome"], a["actor"]) for a in audit) == [
@@ -94,6 +98,7 @@ async def test_the_admin_creates_a_tenant_and_sets_its_weight_and_limits(
         ("tenant.create", made["id"], "done", "admin")]
     [weighted] = [a for a in audit if a["target_id"] == "tenant"]
     assert weighted["after"]["max_concurrency"] == 7
+    assert weighted["detail"] == "reason: initech's launch"
     assert tab.errors == []
 
 

@@ -28,6 +28,7 @@ from services.api import kafka_access
 from services.api.auditing import audited
 from services.api.capacity import record_limit
 from services.api.routes import decode_cursor, encode_cursor
+from services.api.ui import actions
 from services.api.ui.render import url
 from services.api.ui.scope import AdminScope, AdminUi, admin_scope, checked_form, redirect
 
@@ -92,7 +93,7 @@ async def tenants_page(ui: AdminUi, cursor: FromQuery[str | None] = None) -> Res
 @post("/tenants", include_in_schema=False, dependencies=ADMIN,
       opt=audited("tenant.create", "tenant"))
 async def create(request: Request, ui: AdminUi) -> Response[Any]:
-    form = await checked_form(request, ui)
+    form = (await actions.posted(request, ui)).form  # the reason: in the audit row only
     ui.need_admin()
     data = _convert("tenant", {"name": (form.get("name") or "").strip(),
                                **_fields(form, ("weight",))}, TenantRequest)
@@ -132,7 +133,7 @@ async def tenant_page(ui: AdminUi, tenant_id: FromPath[uuid.UUID]) -> Response[s
       opt=audited("limit.set", "limit"))
 async def set_limits(request: Request, ui: AdminUi,
                      tenant_id: FromPath[uuid.UUID]) -> Response[Any]:
-    form = await checked_form(request, ui)
+    form = (await actions.posted(request, ui)).form  # the reason: in the audit row only
     ui.need_admin()
     ui.audit.tenant_id = tenant_id  # as the API's route: the row is the tenant's
     data = _convert("limits", _fields(form, ("weight", "max_concurrency", "rate_per_second",
@@ -146,7 +147,7 @@ async def set_limits(request: Request, ui: AdminUi,
       opt=audited("limit.set", "limit"))
 async def set_api_rate(request: Request, ui: AdminUi,
                        tenant_id: FromPath[uuid.UUID]) -> Response[Any]:
-    form = await checked_form(request, ui)
+    form = (await actions.posted(request, ui)).form  # the reason: in the audit row only
     ui.need_admin()
     ui.audit.tenant_id = tenant_id
     data = _convert("api rate", _fields(form, ("rate_per_second", "burst")), ApiRateRequest)
@@ -160,13 +161,14 @@ async def set_api_rate(request: Request, ui: AdminUi,
       opt=audited("retention.set", "tenant", "tenant_id"))
 async def set_retention(request: Request, ui: AdminUi,
                         tenant_id: FromPath[uuid.UUID]) -> Response[Any]:
-    form = await checked_form(request, ui)
+    sent = await actions.posted(request, ui)  # the reason: the command's and the audit row's
+    form = sent.form
     ui.need_admin()
     ui.audit.tenant_id = tenant_id  # as the API's route: the row is the tenant's
     before = await retention.policy_of(ui.conn, tenant_id)
     shown, changed = await retention.set_retention(
         ui.conn, ui.store, tenant_id=tenant_id, keep=str(form.get("keep") or ""),
-        archive=form.get("archive") == "1", actor="admin", reason=form.get("reason"),
+        archive=form.get("archive") == "1", actor="admin", reason=sent.reason,
         floor=request.app.state.settings.retention_floor_seconds)
     ui.audit.before, ui.audit.after = before.doc(), shown.doc()
     ui.session.flash = "Retention set." if changed else "Retention unchanged."
