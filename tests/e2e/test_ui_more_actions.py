@@ -8,57 +8,22 @@ serious violation on the pages with their forms open."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import httpx
 import pytest
 
 from tests.helpers import axe, ui
-from tests.helpers.ui import Tab, World, api_get, shown_id, until
+from tests.helpers.ui import Tab, World, act, api_get, audit_entry, shown_id, until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 world, browser, tab = ui.world, ui.browser, ui.tab
-
-
-async def _act(tab: Tab, box_selector: str, reason: str, *, check: tuple[str, ...] = (),
-               fill: dict[str, str] | None = None) -> str:
-    """Open the action, fill it in, give the reason, send it: its confirmation as shown."""
-    box = tab.page.locator(box_selector)
-    confirm = box.locator("p.confirm")
-    assert not await confirm.is_visible()  # closed until asked for
-    await box.locator("summary").click()
-    shown = await confirm.inner_text()
-    for selector in check:
-        await box.locator(selector).check()
-    for selector, value in (fill or {}).items():
-        await box.locator(selector).fill(value)
-    await box.locator("input[name=reason]").fill(reason)
-    async with tab.page.expect_navigation():
-        await box.locator("button[type=submit]").click()
-    return shown
-
-
-async def _audit_entry(tab: Tab, world: World, action: str, reason: str) -> dict[str, Any]:
-    """The flash's link leads to the action's audit entry, which shows the reason."""
-    link = tab.text("p.flash a")
-    href = await link.get_attribute("href")
-    assert href is not None and href.startswith("/ui/audit?request_id=")
-    request_id = parse_qs(urlparse(href).query)["request_id"][0]
-    [entry] = (await api_get(world, f"/v1/audit?request_id={request_id}"))["items"]
-    assert (entry["action"], entry["outcome"]) == (action, "done"), entry
-    assert entry["detail"] == f"reason: {reason}", entry
-    await link.click()
-    await tab.page.wait_for_url("**/ui/audit?request_id=*")
-    shown = await tab.text("section.audit-entry").inner_text()
-    assert action in shown and f"reason: {reason}" in shown, shown
-    return entry
 
 
 async def test_a_dead_letter_is_replayed_with_a_reason_and_its_audit_entry_linked(
         tab: Tab, world: World) -> None:
     await tab.login(world.key)
     await tab.goto(f"/ui/dead-letters/{world.boom_run}")
-    confirm = await _act(tab, "details.replay", "upstream fixed, ticket 88",
+    confirm = await act(tab, "details.replay", "upstream fixed, ticket 88",
                          check=("#edit-payload",), fill={"#payload": '{"n": 3, "fixed": true}'})
     assert confirm.startswith(f"Replay dead letter {shown_id(world.boom_run)} of job boom-now: "
                               "a new run of task boom is created"), confirm
@@ -67,7 +32,7 @@ async def test_a_dead_letter_is_replayed_with_a_reason_and_its_audit_entry_linke
     run = await api_get(world, f"/v1/runs/{new_run}")
     assert run["replay_of"] == world.boom_run and run["payload"] == {"n": 3, "fixed": True}
     assert (await api_get(world, f"/v1/dead-letters/{world.boom_run}"))["replays"] >= 1
-    entry = await _audit_entry(tab, world, "dead_letter.replay", "upstream fixed, ticket 88")
+    entry = await audit_entry(tab, world, "dead_letter.replay", "upstream fixed, ticket 88")
     assert entry["target_id"] == world.boom_run
     assert tab.errors == []
 
@@ -95,7 +60,7 @@ async def test_a_dag_run_is_cancelled_with_a_reason_and_its_audit_entry_linked(
         await tab.login(world.key)
         await tab.goto(f"/ui/dag-runs/{dag_run}")
         await tab.text(".live .dag-graph").wait_for()  # refreshed live, not under an open form
-        confirm = await _act(tab, "details#dag-run-cancel", "wrong input file")
+        confirm = await act(tab, "details#dag-run-cancel", "wrong input file")
         assert confirm.startswith(f"Cancel DAG run {shown_id(dag_run)} of more-actions-stuck: "
                                   "its waiting nodes never start"), confirm
         await tab.text("p.flash").get_by_text("DAG run cancelled:").wait_for()
@@ -104,7 +69,7 @@ async def test_a_dag_run_is_cancelled_with_a_reason_and_its_audit_entry_linked(
     [cancelled] = [e for e in events["items"] if e["type"] == "DagRunCancelled"]
     assert cancelled["data"]["reason"] == "wrong input file"  # the command's own reason
     assert cancelled["actor"] == "tenant:acme"
-    await _audit_entry(tab, world, "dag_run.cancel", "wrong input file")
+    await audit_entry(tab, world, "dag_run.cancel", "wrong input file")
     assert tab.errors == []
 
 
@@ -133,7 +98,7 @@ async def test_a_bulk_cancel_is_started_with_a_reason_and_its_audit_entry_linked
         await tab.page.wait_for_url("**/ui/operations/*-*")
         await tab.text("p.flash").get_by_text(f"Cancel of {n} runs started.").wait_for()
         await until(lambda: _is(unfinished(), 0), "every run of more.bulk cancelled")
-    entry = await _audit_entry(tab, world, "operation.start", "a bad deploy")
+    entry = await audit_entry(tab, world, "operation.start", "a bad deploy")
     [op] = [o for o in (await api_get(world, "/v1/operations"))["items"]
             if o["filter"] == {"task": "more.bulk"}]
     assert entry["target_id"] == op["id"] and op["actor"] == "tenant:acme"

@@ -13,14 +13,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import httpx
 import pytest
 
 from ostinato.sdk import PermanentError, Worker, WorkflowContext, workflow
 from tests.helpers import axe, ui
-from tests.helpers.ui import Tab, World, api_get, one_run, shown_id, until
+from tests.helpers.ui import Tab, World, api_get, audit_entry, one_run, shown_id, until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 world, browser, tab = ui.world, ui.browser, ui.tab
@@ -105,34 +104,9 @@ async def _events(world: World, run: str) -> list[dict[str, Any]]:
 
 async def act(tab: Tab, key: str, reason: str | None,
               fill: dict[str, str] | None = None) -> str:
-    """Open the action `key` on the run's page, fill it in, send it; its confirmation."""
-    box = tab.page.locator(f"details#{key}")
-    assert not await box.locator("p.confirm").is_visible()  # closed until asked for
-    await box.locator("summary").click()
-    confirm = await box.locator("p.confirm").inner_text()
-    for name, value in (fill or {}).items():
-        await box.locator(f"[name={name}]").fill(value)
-    if reason is not None:
-        await box.locator("input[name=reason]").fill(reason)
-    async with tab.page.expect_navigation():
-        await box.locator("button[type=submit]").click()
-    return confirm
-
-
-async def audited(tab: Tab, world: World, action: str, reason: str) -> dict[str, Any]:
-    """The flash's link leads to the action's audit entry, which holds the reason."""
-    link = tab.text("p.flash a")
-    href = await link.get_attribute("href")
-    assert href is not None and href.startswith("/ui/audit?request_id=")
-    request_id = parse_qs(urlparse(href).query)["request_id"][0]
-    [entry] = (await api_get(world, f"/v1/audit?request_id={request_id}"))["items"]
-    assert (entry["action"], entry["outcome"]) == (action, "done"), entry
-    assert reason in entry["detail"], entry
-    await link.click()
-    await tab.page.wait_for_url("**/ui/audit?request_id=*")
-    shown = await tab.text("main").inner_text()
-    assert action in shown and request_id in shown
-    return entry
+    """Open the action `key` on the run's page, fill in its fields by name, send it."""
+    return await ui.act(tab, f"details#{key}", reason,
+                        fill={f"[name={name}]": value for name, value in (fill or {}).items()})
 
 
 async def test_pause_and_resume_a_run_with_a_reason_and_the_audit_entry_linked(
@@ -155,7 +129,7 @@ async def test_pause_and_resume_a_run_with_a_reason_and_the_audit_entry_linked(
     row = await tab.text("table.kv tr.paused td").inner_text()
     assert row.startswith("by tenant:acme") and row.endswith(": maintenance window"), row
     assert not await tab.text("details#pause").count()
-    await audited(tab, world, "run.pause", "maintenance window")
+    await audit_entry(tab, world, "run.pause", "maintenance window")
 
     await tab.goto(f"/ui/runs/{run}")
     confirm = await act(tab, "resume", "window over")
@@ -163,7 +137,7 @@ async def test_pause_and_resume_a_run_with_a_reason_and_the_audit_entry_linked(
     assert (await api_get(world, f"/v1/runs/{run}"))["paused"] is False
     resumed = [e for e in await _events(world, run) if e["type"] == "RunResumed"]
     assert [e["data"]["reason"] for e in resumed] == ["window over"]
-    await audited(tab, world, "run.resume", "window over")
+    await audit_entry(tab, world, "run.resume", "window over")
     assert tab.errors == [] and tab.dialogs == []
 
 
@@ -207,7 +181,7 @@ async def test_a_signal_with_a_json_payload_is_checked_in_the_browser_and_on_the
     [received] = [e for e in await _events(world, run) if e["type"] == "SignalReceived"]
     assert (received["data"]["name"], received["data"]["payload"], received["data"]["reason"]
             ) == ("go", {"by": "ops:ana"}, "approved on the phone")
-    await audited(tab, world, "run.signal", "approved on the phone")
+    await audit_entry(tab, world, "run.signal", "approved on the phone")
     # the 422 answer is the browser's one console line (a failed load), and nothing else
     assert [e for e in tab.errors if "status of 422" not in e] == [] and tab.dialogs == []
 
@@ -238,7 +212,7 @@ async def test_a_failed_step_is_retried_and_another_skipped_from_the_page(
     assert [(e["data"]["seq"], e["data"]["reason"]) for e in retried] == [
         (1, "card limit raised")]
     assert PAID["R-1"] == 2
-    await audited(tab, world, "run.step_retry", "card limit raised")
+    await audit_entry(tab, world, "run.step_retry", "card limit raised")
 
     await tab.goto(f"/ui/runs/{always}")
     confirm = await act(tab, "skip-1", "paid by bank transfer",
@@ -250,7 +224,7 @@ async def test_a_failed_step_is_retried_and_another_skipped_from_the_page(
     skipped = [e for e in await _events(world, always) if e["type"] == "StepSkipped"]
     assert [(e["data"]["output"], e["data"]["reason"]) for e in skipped] == [
         ("paid by hand", "paid by bank transfer")]
-    await audited(tab, world, "run.step_skip", "paid by bank transfer")
+    await audit_entry(tab, world, "run.step_skip", "paid by bank transfer")
     assert tab.errors == [] and tab.dialogs == []
 
 
@@ -275,7 +249,7 @@ async def test_restart_mark_succeeded_and_mark_failed_from_the_page(
     await _until_state(world, failing, "succeeded")
     result = await api_get(world, f"/v1/runs/{failing}/result?wait=0s")
     assert result["output"] == {"paid": "by hand"}, result
-    await audited(tab, world, "run.succeed", "settled by hand")
+    await audit_entry(tab, world, "run.succeed", "settled by hand")
 
     waiting = await _run(world, "gate-fail", "ui.actions.gate", {"order": "F-1"}, "suspended",
                          "go")
@@ -285,7 +259,7 @@ async def test_restart_mark_succeeded_and_mark_failed_from_the_page(
     marked = [e["data"] for e in await _events(world, waiting) if e["type"] == "RunMarkedFailed"]
     assert [(m["error_type"], m["message"], m["reason"]) for m in marked] == [
         ("withdrawn", "customer withdrew", "customer withdrew")]
-    await audited(tab, world, "run.fail", "customer withdrew")
+    await audit_entry(tab, world, "run.fail", "customer withdrew")
     assert tab.errors == [] and tab.dialogs == []
 
 
@@ -303,7 +277,7 @@ async def test_a_wait_is_skipped_and_a_dead_lettered_run_reopened_from_the_page(
     await _until_state(world, waiting, "succeeded")
     result = await api_get(world, f"/v1/runs/{waiting}/result?wait=0s")
     assert result["output"]["go"] == {"by": "board"}, result
-    await audited(tab, world, "run.step_skip", "approved in the meeting")
+    await audit_entry(tab, world, "run.step_skip", "approved in the meeting")
 
     failed = await _run(world, "strict-reopen", "ui.actions.strict", {"order": "O-1"},
                         "dead_lettered")
@@ -316,7 +290,7 @@ async def test_a_wait_is_skipped_and_a_dead_lettered_run_reopened_from_the_page(
     kinds = [e["type"] for e in await _events(world, failed)]
     assert kinds.count("StepCompleted") == 1  # prepare kept, not run again
     assert "RunRestarted" in kinds and "RunReopened" in kinds
-    await audited(tab, world, "run.restart", "the check is fixed")
+    await audit_entry(tab, world, "run.restart", "the check is fixed")
     assert tab.errors == [] and tab.dialogs == []
 
 

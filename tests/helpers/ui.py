@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import httpx
 import pytest
@@ -238,3 +239,40 @@ async def api_get(world: World, path: str, key: str | None = None) -> Any:
         r = await api.get(path, headers=world.h(key))
         assert r.status_code == 200, r.text
         return r.json()
+
+
+async def act(tab: Tab, box_selector: str, reason: str | None, *,
+              fill: dict[str, str] | None = None, check: tuple[str, ...] = ()) -> str:
+    """Open an action (the `action_form` macro's <details>), fill it in (selectors within it),
+    give the reason, send it: its confirmation as shown, which is hidden until asked for."""
+    box = tab.page.locator(box_selector)
+    confirm = box.locator("p.confirm")
+    assert not await confirm.is_visible()  # closed until asked for
+    await box.locator("summary").click()
+    shown = await confirm.inner_text()
+    for selector in check:
+        await box.locator(selector).check()
+    for selector, value in (fill or {}).items():
+        await box.locator(selector).fill(value)
+    if reason is not None:
+        await box.locator("input[name=reason]").fill(reason)
+    async with tab.page.expect_navigation():
+        await box.locator("button[type=submit]").click()
+    return shown
+
+
+async def audit_entry(tab: Tab, world: World, action: str, reason: str) -> dict[str, Any]:
+    """The result's flash links the action's audit entry (the audit page filtered by the
+    request's id), which holds and shows the reason."""
+    link = tab.text("p.flash a")
+    href = await link.get_attribute("href")
+    assert href is not None and href.startswith("/ui/audit?request_id=")
+    request_id = parse_qs(urlparse(href).query)["request_id"][0]
+    [entry] = (await api_get(world, f"/v1/audit?request_id={request_id}"))["items"]
+    assert (entry["action"], entry["outcome"]) == (action, "done"), entry
+    assert f"reason: {reason}" in entry["detail"], entry
+    await link.click()
+    await tab.page.wait_for_url("**/ui/audit?request_id=*")
+    shown = await tab.text("main").inner_text()
+    assert action in shown and request_id in shown and reason in shown, shown
+    return entry

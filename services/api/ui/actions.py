@@ -19,7 +19,7 @@ from litestar import Request
 from ostinato.domain import roles
 from ostinato.domain.errors import InvalidInput
 from ostinato.runtime import request_ids
-from services.api.ui.scope import UiScope, checked_form
+from services.api.ui.scope import AdminScope, UiScope, checked_form
 
 MAX_REASON_CHARS = 1000  # as every API command's reason (ostinato.wire.api.Reason)
 AUDIT_MARK = "\x1f"  # a flash's text, this, the request id: the `flash` macro links the latter
@@ -53,7 +53,7 @@ def reason_of(form: Mapping[str, Any], *, required: bool = False) -> str | None:
     return text
 
 
-async def posted(request: Request, ui: UiScope, *, reason_required: bool = False,
+async def posted(request: Request, ui: UiScope | AdminScope, *, reason_required: bool = False,
                  action: str = roles.OPERATE) -> Posted:
     """The action's form once the session may do `action` and it carries the CSRF token, its
     reason read and recorded in the audit row."""
@@ -64,6 +64,6 @@ async def posted(request: Request, ui: UiScope, *, reason_required: bool = False
     return Posted(form, reason)
 
 
-def done(ui: UiScope, message: str) -> None:
+def done(ui: UiScope | AdminScope, message: str) -> None:
     """The flash the next page shows: what was done, and a link to this request's audit entry."""
     ui.session.flash = f"{message}{AUDIT_MARK}{request_ids.current()}"
