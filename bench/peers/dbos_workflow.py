@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import json
 import resource
-import subprocess
 import sys
 import time
 import uuid
@@ -36,6 +35,7 @@ from typing import Any
 import asyncpg
 
 from bench.common import BASE_URL, ROOT, cpu_by_process_group, log
+from bench.peers.harness import run_measured
 
 APP = "ostinato-bench"
 
@@ -125,24 +125,11 @@ async def run(n: int, *, steps: int = 10, max_inflight: int = MAX_INFLIGHT,
     await admin.execute(f'CREATE DATABASE "{name}"')
     url = BASE_URL.rpartition("/")[0] + "/" + name
     logs = ROOT / ".cache" / "bench" / f"dbos-{name[-8:]}.log"
-    logs.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "bench.peers.dbos_workflow", url, str(n), "--steps", str(steps),
            "--max-inflight", str(max_inflight)]
     try:
         log(scenario, f"dbos: {n} workflows of {steps} steps (log: {logs})")
-        with logs.open("wb") as err:
-            proc = await asyncio.create_subprocess_exec(
-                *cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, start_new_session=True)
-            try:
-                out, _ = await asyncio.wait_for(proc.communicate(), within)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-                raise RuntimeError(f"dbos run took over {within:.0f}s; see {logs}") from None
-        if proc.returncode != 0:
-            tail = logs.read_text(errors="replace")[-1500:]
-            raise RuntimeError(f"dbos run exited {proc.returncode}; {logs}:\n{tail}")
-        return dict(json.loads(out.decode().strip().splitlines()[-1]))
+        return await run_measured("dbos", cmd, logs, within)
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()

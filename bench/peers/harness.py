@@ -13,6 +13,7 @@ table (started_at is the claim time), the peers' from the handler's first line.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -204,3 +205,22 @@ def peer_cpu(cpu_seconds: dict[str, float]) -> dict[str, float]:
 
 def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
+
+
+async def run_measured(who: str, cmd: list[str], logs: Path, within: float) -> dict[str, Any]:
+    """A workflow peer's measured run in its own process (its own session, so its CPU is its
+    own): the figures it prints as JSON on its last line; its stderr kept in `logs`."""
+    logs.parent.mkdir(parents=True, exist_ok=True)
+    with logs.open("wb") as err:
+        proc = await asyncio.create_subprocess_exec(
+            *cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, start_new_session=True)
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), within)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise RuntimeError(f"{who} run took over {within:.0f}s; see {logs}") from None
+    if proc.returncode != 0:
+        tail = (await asyncio.to_thread(logs.read_text, errors="replace"))[-1500:]
+        raise RuntimeError(f"{who} run exited {proc.returncode}; {logs}:\n{tail}")
+    return dict(json.loads(out.decode().strip().splitlines()[-1]))

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import ROOT, cpu_seconds, log
+from bench.peers.harness import run_measured
 
 MAX_INFLIGHT = 16  # its best here (module doc); DBOS runs with its own best, 64
 TEMPORAL_SH = ROOT / "infra" / "temporal.sh"
@@ -142,24 +143,11 @@ async def run(n: int, *, steps: int = 10, local: bool = False,
     target = f"127.0.0.1:{os.environ.get('OSTINATO_TEMPORAL_PORT', '17233')}"
     mode = "local" if local else "activities"
     logs = ROOT / ".cache" / "bench" / f"temporal-{mode}-{uuid.uuid4().hex[:8]}.log"
-    logs.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "bench.peers.temporal_workflow", target, str(pid), str(n),
            "--steps", str(steps), "--max-inflight", str(max_inflight)] + (
                ["--local"] if local else [])
     log(scenario, f"temporal ({mode}): {n} workflows of {steps} steps (log: {logs})")
-    with logs.open("wb") as err:
-        proc = await asyncio.create_subprocess_exec(
-            *cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, start_new_session=True)
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), within)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            raise RuntimeError(f"temporal run took over {within:.0f}s; see {logs}") from None
-    if proc.returncode != 0:
-        tail = logs.read_text(errors="replace")[-1500:]
-        raise RuntimeError(f"temporal run exited {proc.returncode}; {logs}:\n{tail}")
-    result = dict(json.loads(out.decode().strip().splitlines()[-1]))
+    result = await run_measured("temporal", cmd, logs, within)
     binary = server_binary()
     result["server"] = binary.name if binary else None
     return result
