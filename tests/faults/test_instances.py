@@ -80,8 +80,9 @@ async def test_second_instances_join_under_load_and_the_first_ones_die(pair_lab:
             await asyncio.to_thread(c.spawn, instance_alias(service, 2), service)
         second = scheduler_owner(c, "scheduler-2")
         # Kept-alive connections stay where they were made (as behind any L4 balancer): a
-        # client and a worker that connect after the join spread over both instances.
-        joined = Load(c.api_url, lab.api_key, rate=30, batch=5).start()
+        # client that connects a batch and a worker that connect after the join spread over
+        # both instances (a kept-alive one could land on the first instance and stay there).
+        joined = Load(c.api_url, lab.api_key, rate=30, batch=5, keep_alive=False).start()
         await lab.worker("w3", concurrency=32, claim_wait_seconds=1)
 
         async def second_holds_shards() -> bool:

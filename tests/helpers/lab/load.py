@@ -83,12 +83,14 @@ async def submit_items(client: httpx.AsyncClient, jobs: Sequence[Mapping[str, An
 class Load:
     """`rate` jobs/s as batches of `batch` through POST /v1/jobs/batch. Each batch is retried
     with the same idempotency keys until the api accepts it, so a job is either accepted (and
-    must run) or reported as abandoned; batches are not held back by a slow predecessor."""
+    must run) or reported as abandoned; batches are not held back by a slow predecessor.
+    `keep_alive=False` opens a connection a batch (a client that reconnects each time)."""
 
     def __init__(self, api_url: str, api_key: str, *, rate: float = 200.0, batch: int = 20,
                  payload: Mapping[str, Any] | None = None, give_up_after: float = 120.0,
-                 max_in_flight: int = 32) -> None:
+                 max_in_flight: int = 32, keep_alive: bool = True) -> None:
         self.api_url = api_url
+        self.keep_alive = keep_alive
         self.api_key = api_key
         self.rate = rate
         self.batch = batch
@@ -152,7 +154,10 @@ class Load:
 
     async def _run(self) -> None:
         interval = self.batch / self.rate
-        limits = httpx.Limits(max_connections=64)
+        # without keep-alive every batch is a new connection: behind a balancer that hands each
+        # new connection to the next instance, the batches alternate between the instances
+        limits = httpx.Limits(max_connections=64,
+                              max_keepalive_connections=None if self.keep_alive else 0)
         headers = {"Authorization": f"Bearer {self.api_key}"}
         pending: set[asyncio.Task[None]] = set()
         async with httpx.AsyncClient(base_url=self.api_url, timeout=10, limits=limits,
