@@ -2,6 +2,7 @@
 
 import json
 import os
+import random
 import threading
 import time
 import uuid
@@ -29,6 +30,21 @@ def test_run_id_is_a_function_of_the_occurrence_instant() -> None:
         run_id_for(job, datetime(2026, 1, 1))  # noqa: DTZ001 — naive on purpose
     rid = run_id_for(job, at)
     assert idempotency_key(rid) == idempotency_key(rid) == f"run:{rid}"
+
+
+def test_run_ids_are_the_uuid5_of_the_occurrence_key_every_release_derived() -> None:
+    """The fast derivation gives exactly the id `uuid.uuid5` gave: runs created by an earlier
+    release keep their ids (one run per occurrence across an upgrade)."""
+    rng = random.Random(44)
+    for _ in range(2000):
+        job = uuid.UUID(int=rng.getrandbits(128))
+        at = datetime(2001, 1, 1, tzinfo=UTC) + timedelta(microseconds=rng.getrandbits(50))
+        expected = uuid.uuid5(uuid.UUID("6f1b7e52-2b0c-4c59-9d7e-0a1e5c3f7a11"),
+                              f"{job}/{at.isoformat(timespec='microseconds')}")
+        made = run_id_for(job, at.astimezone(timezone(timedelta(hours=-5))))
+        assert made == expected and str(made) == str(expected)
+        assert made.version == 5 and made.variant == uuid.RFC_4122
+        assert hash(made) == hash(expected) and made.bytes == expected.bytes
 
 
 def test_new_ids_are_uuidv7_ordered_by_the_millisecond_they_were_made() -> None:

@@ -288,3 +288,33 @@ def test_every_due_slot_is_fired_or_skipped_exactly_once(
     assert plan.next_slot == occurrences(s, now, limit=1)[0]
     if lateness is not None:
         assert all(now - u <= parse_duration(lateness) for u in plan.fire)
+
+
+_instants = st.integers(min_value=-200, max_value=200).map(lambda m: T0 + timedelta(minutes=m))
+
+
+@settings(max_examples=600, deadline=None)
+@given(at=_instants, start_shift=st.integers(min_value=-60, max_value=60),
+       end=st.none() | _instants, next_slot=_instants, now=_instants,
+       policy=st.sampled_from(("run_once", "catch_up", "skip")),
+       grace=st.integers(min_value=0, max_value=90),
+       lateness=st.none() | st.integers(min_value=0, max_value=120),
+       excluded=st.booleans())
+def test_a_one_off_plan_is_what_enumerating_its_slots_plans(
+        at: datetime, start_shift: int, end: datetime | None, next_slot: datetime,
+        now: datetime, policy: str, grace: int, lateness: int | None, excluded: bool) -> None:
+    """`plan_one_off` (the scheduler's fast path for one-off jobs) plans exactly what the
+    general enumeration plans, over the slot's place against next_slot, now and end_at, the
+    misfire policy, its grace and lateness bound, and a calendar excluding its date."""
+    from ostinato.schedules.misfire import plan_enumerated, plan_one_off
+
+    if next_slot > now:
+        return  # plan_due answers that case before either
+    s = Schedule(kind="at", tz_name="Europe/Paris", start_at=at + timedelta(minutes=start_shift),
+                 at=at, end_at=end, misfire_grace=timedelta(minutes=grace),
+                 max_lateness=None if lateness is None else timedelta(minutes=lateness))
+    dates = frozenset({at.astimezone(s.tz).date()}) if excluded else frozenset()
+    fast = plan_one_off(s, next_slot, now, dates, policy)
+    general = plan_enumerated(s, next_slot, now, dates, policy, 10_000)
+    assert (fast.fire, fast.skipped, fast.next_slot) == (general.fire, general.skipped,
+                                                         general.next_slot)

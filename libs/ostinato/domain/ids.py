@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import uuid
@@ -10,6 +11,7 @@ from datetime import UTC, datetime
 
 # Fixed namespace: changing it would give existing occurrences new run ids.
 RUN_NAMESPACE = uuid.UUID("6f1b7e52-2b0c-4c59-9d7e-0a1e5c3f7a11")
+_NAMESPACE_BYTES = RUN_NAMESPACE.bytes
 
 
 # Random 80-bit values made from one getrandom() call per 400 ids rather than one per id;
@@ -26,6 +28,7 @@ def _refill() -> None:
 os.register_at_fork(after_in_child=_randoms.clear)
 _uuid_new, _set = object.__new__, object.__setattr__
 _UUID, _UNKNOWN = uuid.UUID, uuid.SafeUUID.unknown
+_sha1 = hashlib.sha1
 
 
 def new_id() -> uuid.UUID:
@@ -58,8 +61,17 @@ def occurrence_key(job_id: uuid.UUID, scheduled_for: datetime) -> str:
 
 
 def run_id_for(job_id: uuid.UUID, scheduled_for: datetime) -> uuid.UUID:
-    """The one run id an occurrence can have."""
-    return uuid.uuid5(RUN_NAMESPACE, occurrence_key(job_id, scheduled_for))
+    """The one run id an occurrence can have: `uuid.uuid5(RUN_NAMESPACE, occurrence_key)`,
+    made as `new_id` makes one (the SHA-1 digest's bits set here, not checked again by
+    UUID.__init__): a run's id is derived once a run by the scheduler and again by every
+    reader of an occurrence."""
+    digest = _sha1(_NAMESPACE_BYTES + occurrence_key(job_id, scheduled_for).encode()).digest()
+    value = (int.from_bytes(digest[:16], "big") & ~(0xF000 << 64 | 0xC000 << 48)
+             | 5 << 76 | 0x8000 << 48)
+    made = _uuid_new(_UUID)
+    _set(made, "int", value)
+    _set(made, "is_safe", _UNKNOWN)
+    return made  # type: ignore[no-any-return]
 
 
 def idempotency_key(run_id: uuid.UUID) -> str:

@@ -98,6 +98,30 @@ def plan_due(s: Schedule, next_slot: datetime, now: datetime, *,
     now, next_slot = to_utc(now, "now"), to_utc(next_slot, "next_slot")
     if next_slot > now:
         return Plan([], [], next(iter_forward(s, next_slot, inclusive=True), None))
+    if s.kind == "at":
+        return plan_one_off(s, next_slot, now, excluded_dates, chosen)
+    return plan_enumerated(s, next_slot, now, excluded_dates, chosen, max_enumerated)
+
+
+def plan_one_off(s: Schedule, next_slot: datetime, now: datetime, excluded: frozenset[date],
+                 policy: str) -> Plan:
+    """`plan_enumerated`'s plan for a one-off schedule (UTC instants, `next_slot` ≤ `now`),
+    without its generators: its one slot when it falls in [next_slot, now] (and before
+    end_at). Most due jobs are one-off, and the scheduler plans each once."""
+    upper = now if s.end_at is None or s.end_at >= now else s.end_at
+    at = s.at
+    due = [at] if at is not None and max(s.start_at, next_slot) <= at <= upper else []
+    fire, reasons = _decide(s, due, now, policy, excluded, False)
+    skipped = [SkipRange(u, u, 1, reasons[u]) for u in due if u in reasons]
+    # a slot at or before `now` has nothing after it
+    following = next(iter_forward(s, now), None) if at is not None and at > now else None
+    return Plan(fire, skipped, following)
+
+
+def plan_enumerated(s: Schedule, next_slot: datetime, now: datetime, excluded_dates:
+                    frozenset[date], chosen: str, max_enumerated: int) -> Plan:
+    """The slots in [next_slot, now] enumerated newest first (at most `max_enumerated`, the
+    rest one skipped range), each decided by the policy `chosen`."""
     # Newest first, so that a bounded enumeration keeps the slots that still matter.
     newest = list(islice(iter_backward(s, now, inclusive=True, floor=next_slot),
                          max_enumerated + 1))
