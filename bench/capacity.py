@@ -6,7 +6,7 @@ from the first due instant until every run started, divided by the runs started 
 lead before it is `bench.idle_cost`'s figure). Ostinato's steps also give the lag's scheduler
 part and the three slowest seconds (by p99), to lay beside what else ran then.
 
-    .venv/bin/python -m bench.capacity [--quick] [--rates 250,500,1000,1500,2000]
+    .venv/bin/python -m bench.capacity [--quick] [--rates 250,500,1000,...,6000]
                                        [--seconds 60] [--peer pgqueuer] [--no-peer]
 
 Each rate is measured like `bench.start_lag`: one-off jobs due at the rate, all submitted before
@@ -70,6 +70,12 @@ def capacity(steps: list[dict[str, Any]]) -> float | None:
             break
         best = step["rate_per_s"]
     return best
+
+
+def reached_limit(steps: list[dict[str, Any]]) -> bool:
+    """Whether the ladder found the system's limit (a rate failed); otherwise the capacity is
+    only at least its top rate."""
+    return any(not passes(s) for s in steps)
 
 
 async def ostinato_steps(args: Any) -> list[dict[str, Any]]:
@@ -178,8 +184,10 @@ async def main(args: Any) -> dict[str, Any]:
     both = min(cap_ours, cap_theirs) if cap_ours is not None and cap_theirs is not None else None
     return {"scenario": SCENARIO, "seconds": args.seconds, "slo_p99_ms": SLO_P99_MS,
             "peer": None if args.no_peer else args.peer, "service_env": service_env(args),
-            "ostinato": {"capacity_per_s": cap_ours, "steps": ours},
-            "peer_result": {"capacity_per_s": cap_theirs, "steps": theirs},
+            "ostinato": {"capacity_per_s": cap_ours, "limit_found": reached_limit(ours),
+                         "steps": ours},
+            "peer_result": {"capacity_per_s": cap_theirs, "limit_found": reached_limit(theirs),
+                            "steps": theirs},
             "capacity_ratio": round(cap_ours / cap_theirs, 2) if cap_ours and cap_theirs
             else None,
             "both_sustain_per_s": both,
@@ -191,9 +199,11 @@ def report(r: dict[str, Any]) -> str:
     ours, theirs = r["ostinato"], r["peer_result"]
     peer = r["peer"] or "peer"
     rows: list[tuple[str, Any, str]] = [
-        ("Ostinato capacity (due/s at p99 ≤ 250 ms)", ours["capacity_per_s"], ""),
-        (f"{peer} capacity", theirs["capacity_per_s"], ""),
-        ("ratio Ostinato / peer", r["capacity_ratio"], "target ≥ 1.0")]
+        ("Ostinato capacity (due/s at p99 ≤ 250 ms)", ours["capacity_per_s"],
+         "" if ours.get("limit_found") else "≥: no rate failed"),
+        (f"{peer} capacity", theirs["capacity_per_s"],
+         "" if theirs.get("limit_found") else "≥: no rate failed"),
+        ("ratio Ostinato / peer", r["capacity_ratio"], "target ≥ 0.85 (issue 44)")]
     for name, steps in (("Ostinato", ours["steps"]), (peer, theirs["steps"])):
         for s in steps:
             lag = s["start_lag_ms"] or {}
@@ -214,7 +224,9 @@ def report(r: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     parser = base_parser(__doc__)
-    parser.add_argument("--rates", default="250,500,750,1000,1500,2000")
+    # past both systems' limits (issue 44): a ladder that never fails gives no capacity, only
+    # a lower bound ("≥ its top rate")
+    parser.add_argument("--rates", default="250,500,1000,1500,2000,2500,3000,4000,5000,6000")
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--grace", type=float, default=60,
                         help="seconds past the window to wait for the last starts")
