@@ -4,7 +4,8 @@ due time to its run's next start), the wake poll's cost with many runs asleep ag
 the SDK worker's memory while one long workflow runs.
 
     .venv/bin/python -m bench.workflows [--quick] [--workflows 2000] [--sleepers 500]
-        [--asleep 100000] [--long-steps 100000] [--only steps,resume,idle,long,dbos,temporal]
+        [--asleep 100000] [--long-steps 100000] [--lone-steps 2000]
+        [--only steps,resume,idle,long,lone,dbos,temporal]
 
 Needs PostgreSQL and Kafka (`infra/up.sh`). Scenarios, each on its own services and database:
 
@@ -28,6 +29,16 @@ Needs PostgreSQL and Kafka (`infra/up.sh`). Scenarios, each on its own services 
   after the first fails at the last step, so it replays the whole history from pages): steps/s,
   and this process's RSS sampled every 0.5 s (first, peak, last): it must stay flat, as the
   history is read one page at a time.
+- lone: the latency of a lone workflow's step: one workflow of `--lone-steps` (quick 500) no-op
+  steps, one after another, nothing else running (the worker holds only it). Each step timed in
+  the SDK worker's process around `await ctx.step(...)` (`time.perf_counter`: the step's own
+  work, its report's round trip to the gateway, the recording transaction; what the workflow
+  waits), the first 20 left out as warm-up; p50/p99/max ms. Cross-checked from the log: the
+  gap between consecutive `StepCompleted.recorded_at` of the run (the whole cycle, the SDK's
+  work between two reports included). The same on DBOS Transact in its own process (one
+  workflow of as many steps on the same PostgreSQL server, each `await step(i)` timed the same
+  way), and the ratio Ostinato/DBOS of the p50 (< 1 favours Ostinato); the issue's target is
+  p50 <= 1.5 ms.
 - dbos: the steps scenario's workload (`--workflows` workflows of the same 10 no-op steps) on
   DBOS Transact (bench/peers/dbos_workflow.py), on the same PostgreSQL server in its own
   database, in its own process: all started at once, at most 64 running (DBOS's best of 16, 64
@@ -45,9 +56,11 @@ Needs PostgreSQL and Kafka (`infra/up.sh`). Scenarios, each on its own services 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import resource
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -76,7 +89,13 @@ from ostinato import eventloop
 
 SCENARIO = "workflows"
 STEPS = 10
-SCENARIOS = ("steps", "resume", "idle", "long", "dbos", "temporal")
+SCENARIOS = ("steps", "resume", "idle", "long", "lone", "dbos", "temporal")
+LONE_WARMUP = 20  # the first steps of the lone workflow left out: connections, caches
+
+
+def _lone_figures(ms: list[float]) -> dict[str, Any]:
+    """The step latencies of a lone workflow, its warm-up left out: p50/p99/max and the rest."""
+    return distribution(ms[LONE_WARMUP:], digits=3)
 
 
 def _rss_mib() -> float:
@@ -86,8 +105,8 @@ def _rss_mib() -> float:
 
 
 @asynccontextmanager
-async def workflow_worker(bench: Bench, long_steps: int = 0,
-                          concurrency: int = 256) -> AsyncIterator[Any]:
+async def workflow_worker(bench: Bench, long_steps: int = 0, concurrency: int = 256,
+                          lone: list[float] | None = None) -> AsyncIterator[Any]:
     """An SDK worker in this process serving the benchmark's workflows."""
     from ostinato.sdk import RetryableError, Worker, WorkflowContext, workflow
 
@@ -119,7 +138,19 @@ async def workflow_worker(bench: Bench, long_steps: int = 0,
             await ctx.step("noop", noop, i)
         return await ctx.step("last", last, long_steps)
 
-    worker = Worker(bench.cluster.gateway_url, bench.key, [wf10, sleeper, long],
+    timed = lone if lone is not None else []
+
+    @workflow("lone")
+    async def lone_wf(ctx: WorkflowContext, payload: object) -> int:
+        steps = int(payload) if isinstance(payload, int) else 0
+        clock = time.perf_counter
+        for i in range(steps):
+            t = clock()
+            await ctx.step("noop", noop, i)
+            timed.append((clock() - t) * 1000)
+        return steps
+
+    worker = Worker(bench.cluster.gateway_url, bench.key, [wf10, sleeper, long, lone_wf],
                     concurrency=concurrency, claim_wait_seconds=1, capture_logs=False)
     running = asyncio.create_task(worker.run())
     try:
@@ -168,6 +199,89 @@ async def resume_scenario(n: int) -> dict[str, Any]:
             await conn.close()
     lags = sorted(float(r["ms"]) for r in rows)
     return {"workflows": n, "succeeded": done, "resume_ms": distribution(lags)}
+
+
+async def lone_scenario(steps: int) -> dict[str, Any]:
+    """One workflow of `steps` no-op steps, nothing else running: each step's latency, timed
+    in the workflow around `ctx.step`, and the gaps between its steps' `recorded_at`."""
+    timed: list[float] = []
+    async with bench_cluster(SCENARIO) as bench, workflow_worker(bench, lone=timed):
+        await submit_jobs(bench, 1, lambda i: {**_job("lone", i), "payload": steps},
+                          scenario=SCENARIO)
+        done = await wait_succeeded(bench.url, 1, within=1800, scenario=SCENARIO)
+        conn = await asyncpg.connect(bench.url)
+        try:
+            rows = await conn.fetch("""
+                SELECT extract(epoch FROM recorded_at - lag(recorded_at) OVER (
+                           PARTITION BY stream_id ORDER BY version)) * 1000 AS ms
+                FROM events WHERE type = 'StepCompleted' ORDER BY stream_id, version""")
+        finally:
+            await conn.close()
+    gaps = [float(r["ms"]) for r in rows if r["ms"] is not None]
+    return {"steps": steps, "succeeded": done, "warmup_steps": LONE_WARMUP,
+            "step_ms": _lone_figures(timed), "gap_ms": _lone_figures(gaps),
+            "measured": "step_ms: around `await ctx.step` in the worker; gap_ms: between "
+                        "consecutive StepCompleted.recorded_at"}
+
+
+async def dbos_lone_scenario(steps: int) -> dict[str, Any]:
+    """A lone DBOS workflow's steps, timed as Ostinato's, in its own process on a new database
+    of the same PostgreSQL server (`python -m bench.workflows dbos-lone URL STEPS`)."""
+    import uuid
+
+    from bench.common import BASE_URL, ROOT
+    from bench.peers import dbos_workflow
+    from bench.peers.harness import run_measured
+
+    if dbos_workflow.dbos_version() is None:
+        return {"not_run": "DBOS Transact (`dbos`) is not installed: `make bench-deps`"}
+    name = f"bench_dbos_lone_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(BASE_URL)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    url = BASE_URL.rpartition("/")[0] + "/" + name
+    logs = ROOT / ".cache" / "bench" / f"dbos-lone-{name[-8:]}.log"
+    try:
+        return await run_measured("dbos", [sys.executable, "-m", "bench.workflows", "dbos-lone",
+                                           url, str(steps)], logs, 1800)
+    except RuntimeError as e:
+        log(SCENARIO, f"dbos lone: not measured: {e}")
+        return {"not_run": f"the DBOS process failed: {str(e)[:300]}"}
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+async def _dbos_lone(url: str, steps: int) -> dict[str, Any]:
+    """In the DBOS process: one workflow of `steps` no-op steps, each timed around its call."""
+    from dbos import DBOS, DBOSConfig
+
+    from bench.peers import dbos_workflow
+
+    timed: list[float] = []
+
+    @DBOS.step()
+    async def noop(i: int) -> int:
+        return i
+
+    @DBOS.workflow()
+    async def lone(n: int) -> int:
+        clock = time.perf_counter
+        for i in range(n):
+            t = clock()
+            await noop(i)
+            timed.append((clock() - t) * 1000)
+        return n
+
+    config: DBOSConfig = {"name": "ostinato-bench-lone", "system_database_url": url,
+                          "log_level": "WARNING", "enable_otlp": False}
+    DBOS(config=config)
+    DBOS.launch()
+    try:
+        result = await (await DBOS.start_workflow_async(lone, steps)).get_result()
+    finally:
+        DBOS.destroy()
+    return {"steps": steps, "returned_ok": result == steps, "warmup_steps": LONE_WARMUP,
+            "step_ms": _lone_figures(timed), "dbos": dbos_workflow.dbos_version()}
 
 
 def _plan_summary(plan: list[dict[str, Any]]) -> dict[str, Any]:
@@ -384,6 +498,22 @@ def report(result: dict[str, Any]) -> str:
                       f"plan {plan['planning_ms']} ms, exec {plan['execution_ms']} ms")]
         rows.append(("wake poll p50 ratio asleep/none", i["ratio"],
                      f"target ≈ 1 (p99 ratio {i['ratio_p99']})"))
+    if lo := result.get("lone"):
+        ms, gap = lo["step_ms"], lo["gap_ms"]
+        rows += [(f"lone step ms p50 / p99 / max ({lo['steps']} steps)",
+                  f"{ms['p50']} / {ms['p99']} / {ms['max']}",
+                  "around ctx.step in the worker; target p50 <= 1.5"),
+                 ("lone step gap ms p50 / p99 / max", f"{gap['p50']} / {gap['p99']} / {gap['max']}",
+                  "between StepCompleted.recorded_at")]
+        dl = lo.get("dbos") or {}
+        if "step_ms" in dl:
+            dm = dl["step_ms"]
+            rows += [(f"DBOS {dl['dbos']}: lone step ms p50 / p99 / max",
+                      f"{dm['p50']} / {dm['p99']} / {dm['max']}", "around the step's call"),
+                     ("ratio Ostinato/DBOS, lone step p50", lo.get("ratio_p50_dbos"),
+                      "< 1 favours Ostinato")]
+        elif dl:
+            rows.append(("DBOS lone step", "not run", dl.get("not_run", "")))
     if lg := result.get("long"):
         rows += [(f"long workflow, {lg['steps']} steps: steps/s", lg["steps_per_s_incl_replay"],
                   "incl. one full replay"),
@@ -400,6 +530,9 @@ async def main() -> None:
     parser.add_argument("--asleep", type=int, default=100_000)
     parser.add_argument("--polls", type=int, default=500)
     parser.add_argument("--long-steps", type=int, default=100_000)
+    parser.add_argument("--lone-steps", type=int, default=2000)
+    parser.add_argument("--lone-peer", action=argparse.BooleanOptionalAction, default=True,
+                        help="the lone scenario on DBOS too (default: yes)")
     parser.add_argument("--only", default="",
                         help=f"comma-separated, of {','.join(SCENARIOS)} (default: all)")
     args = parser.parse_args()
@@ -408,6 +541,7 @@ async def main() -> None:
         parser.error(f"unknown scenarios: {sorted(unknown)}; choose from {','.join(SCENARIOS)}")
     if args.quick:
         args.workflows, args.sleepers, args.asleep, args.long_steps = 300, 100, 20_000, 20_000
+        args.lone_steps = 500
     result: dict[str, Any] = {"scenario": SCENARIO, "machine": await machine(),
                               "scenarios_run": [x for x in SCENARIOS if x in only]}
     if "steps" in only:
@@ -435,6 +569,14 @@ async def main() -> None:
     if "long" in only:
         log(SCENARIO, f"long: one workflow of {args.long_steps} steps")
         result["long"] = await long_scenario(args.long_steps)
+    if "lone" in only:
+        log(SCENARIO, f"lone: one workflow of {args.lone_steps} steps, alone")
+        lone = await lone_scenario(args.lone_steps)
+        if args.lone_peer:
+            lone["dbos"] = dbos = await dbos_lone_scenario(args.lone_steps)
+            if "step_ms" in dbos and dbos["step_ms"]["p50"] and lone["step_ms"]["p50"]:
+                lone["ratio_p50_dbos"] = round(lone["step_ms"]["p50"] / dbos["step_ms"]["p50"], 2)
+        result["lone"] = lone
     result["path"] = str(write_result(SCENARIO, result))
     print(report(result))
 
@@ -442,5 +584,8 @@ async def main() -> None:
 if __name__ == "__main__":
     from ostinato.telemetry.logging import configure_logging
 
+    if sys.argv[1:2] == ["dbos-lone"]:  # the DBOS process of the lone scenario
+        print(json.dumps(eventloop.run(_dbos_lone(sys.argv[2], int(sys.argv[3])))), flush=True)
+        sys.exit(0)
     configure_logging("bench", "warning")  # the SDK worker's per-run lines off the table
     eventloop.run(main())
