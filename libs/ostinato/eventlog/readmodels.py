@@ -522,6 +522,9 @@ SLOT_UNCHANGED = frozenset({ev.RunScheduled, ev.RunAmended, ev.RunStarted, ev.St
 STREAK: dict[type[ev.Event], int] = {ev.RunSucceeded: 0, ev.RunDeadLettered: 1}
 
 
+SIDED = frozenset({ev.RunScheduled, ev.JobCreated})  # the events `_side_rows` may write for
+
+
 def _side_rows(r: RecordedEvent) -> list[tuple[str, Args]]:
     """What a created job or run writes beside its row (after it, in the same round), only
     when it has some: its searchable attributes, a run's workflow id (run_workflow_ids, a side
@@ -581,10 +584,12 @@ async def apply(conn: asyncpg.Connection, recorded: Sequence[RecordedEvent]) -> 
     for r, k in zip(recorded, _rounds(recorded), strict=True):
         while len(rounds) <= k:
             rounds.append(defaultdict(list))
-        name, args = PROJECTORS.get(type(r.event), _unknown)(r, r.event)
+        kind = type(r.event)
+        name, args = PROJECTORS.get(kind, _unknown)(r, r.event)
         rounds[k][name].append(args)
-        for name, args in _side_rows(r):
-            rounds[k][name].append(args)
+        if kind in SIDED:
+            for name, args in _side_rows(r):
+                rounds[k][name].append(args)
     moved = [r.stream_id for r in recorded
              if r.stream_type == "run" and type(r.event) not in SLOT_UNCHANGED]
     for statements in rounds:
