@@ -2,7 +2,8 @@
 time and chunks/s of one workflow fanning out `--chunks` no-op chunk runs with a cap of
 `--cap`, against the same work submitted as plain jobs.
 
-    .venv/bin/python -m bench.fanout [--quick] [--chunks 10000] [--cap 50] [--only fanout,plain]
+    .venv/bin/python -m bench.fanout [--quick] [--chunks 10000] [--cap 50] [--workers 1]
+                                     [--only fanout,plain]
 
 Needs PostgreSQL and Kafka (`infra/up.sh`). Scenarios, each on its own services and database,
 with an SDK worker in this process (concurrency 256, so the cap, not the worker, bounds the
@@ -10,8 +11,11 @@ fan-out), each after a warm-up of 2,000 no-op jobs (bench.start_lag.warm_up):
 
 - fanout: one job of the workflow `fan`, whose one step is `ctx.fan_out(noop, chunks,
   max_concurrency=cap, on_complete=noop)`: from the submission to the completion run's end
-  (the database's clock), total seconds and chunks/s; and the most chunk runs not final at once,
-  read from the log (must be the cap).
+  (the database's clock), total seconds and chunks/s; the most chunk runs not final at once,
+  read from the log (must be the cap); and how many chunk ends were told in the transaction of
+  the report that recorded them (the worker-gateway's `ParentNotified`), the others by the
+  scheduler's poll (a parent busy when the report came). `--workers N` runs N SDK workers
+  (each concurrency 256): reports ending chunks of the one parent at once.
 - plain: `--chunks` jobs of the same no-op task through POST /v1/jobs/batch (no cap: all due at
   once): from the first submission to the last run's end, seconds and runs/s.
 
@@ -48,7 +52,7 @@ SCENARIOS = ("fanout", "plain")
 
 
 @asynccontextmanager
-async def fan_worker(bench: Bench, chunks: int, cap: int) -> AsyncIterator[Any]:
+async def fan_worker(bench: Bench, chunks: int, cap: int, workers: int = 1) -> AsyncIterator[Any]:
     from ostinato.sdk import Worker, WorkflowContext, task, workflow
 
     @task("noop")
@@ -61,23 +65,25 @@ async def fan_worker(bench: Bench, chunks: int, cap: int) -> AsyncIterator[Any]:
                                     max_concurrency=cap, on_complete=noop)
         return int(summary["succeeded"])
 
-    worker = Worker(bench.cluster.gateway_url, bench.key, [noop, fan], concurrency=256,
-                    claim_wait_seconds=1, capture_logs=False)
-    running = asyncio.create_task(worker.run())
+    started = [Worker(bench.cluster.gateway_url, bench.key, [noop, fan], concurrency=256,
+                      claim_wait_seconds=1, capture_logs=False) for _ in range(workers)]
+    running = [asyncio.create_task(w.run()) for w in started]
     try:
-        yield worker
+        yield started
     finally:
-        await worker.stop()
-        with suppress(Exception):
-            await running
+        for w in started:
+            await w.stop()
+        for r in running:
+            with suppress(Exception):
+                await r
 
 
 def _job(task: str, i: int) -> dict[str, Any]:
     return {"name": f"{task}-{i}", "task": task, "idempotency_key": f"{task}-{i}"}
 
 
-async def fanout_scenario(chunks: int, cap: int) -> dict[str, Any]:
-    async with bench_cluster(SCENARIO) as bench, fan_worker(bench, chunks, cap):
+async def fanout_scenario(chunks: int, cap: int, workers: int = 1) -> dict[str, Any]:
+    async with bench_cluster(SCENARIO) as bench, fan_worker(bench, chunks, cap, workers):
         await warm_up(bench, SCENARIO)
         start = time.time()
         await submit_jobs(bench, 1, lambda i: _job("fan", i), scenario=SCENARIO)
@@ -85,8 +91,23 @@ async def fanout_scenario(chunks: int, cap: int) -> dict[str, Any]:
                                     scenario=SCENARIO) - WARMUP
         seconds = await last_finished(bench.url) - start
         most = await _most_at_once(bench.url)
-    return {"chunks": chunks, "cap": cap, "succeeded_runs": done, "seconds": round(seconds, 2),
-            "chunks_per_s": round(chunks / seconds, 1), "most_not_final_at_once": most}
+        told = await _told_by(bench.url)
+    return {"chunks": chunks, "cap": cap, "workers": workers, "succeeded_runs": done,
+            "seconds": round(seconds, 2), "chunks_per_s": round(chunks / seconds, 1),
+            "most_not_final_at_once": most, "ends_told_by_reports": told.get("worker-gateway", 0),
+            "ends_told_by_poll": told.get("scheduler", 0)}
+
+
+async def _told_by(url: str) -> dict[str, int]:
+    """Chunk ends told to their parent, by who told them (the `ParentNotified`'s actor)."""
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(
+            "SELECT e.actor, count(*) AS n FROM events AS e JOIN runs AS r ON r.id = e.stream_id"
+            " WHERE r.trigger = 'fan_out' AND e.type = 'ParentNotified' GROUP BY e.actor")
+    finally:
+        await conn.close()
+    return {r["actor"]: r["n"] for r in rows}
 
 
 async def _most_at_once(url: str) -> int:
@@ -126,6 +147,10 @@ def report(result: dict[str, Any]) -> str:
                  ("fan-out chunks/s", f["chunks_per_s"], ""),
                  ("most chunk runs not final at once", f["most_not_final_at_once"],
                   f"must be ≤ {f['cap']}")]
+        if "ends_told_by_reports" in f:
+            rows.append(("chunk ends told by their report / by the poll",
+                         f"{f['ends_told_by_reports']} / {f['ends_told_by_poll']}",
+                         f"{f['workers']} worker(s)"))
     if p := result.get("plain"):
         rows += [(f"{p['jobs']} plain jobs: seconds", p["seconds"], "no cap"),
                  ("plain jobs runs/s", p["runs_per_s"], "")]
@@ -139,6 +164,8 @@ async def main() -> None:
     parser = base_parser(__doc__)
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--cap", type=int, default=50)
+    parser.add_argument("--workers", type=int, default=1,
+                        help="SDK workers running the chunks (fanout scenario)")
     parser.add_argument("--only", default="",
                         help=f"comma-separated, of {','.join(SCENARIOS)} (default: all)")
     args = parser.parse_args()
@@ -150,7 +177,7 @@ async def main() -> None:
     result: dict[str, Any] = {"scenario": SCENARIO, "machine": await machine()}
     if "fanout" in only:
         log(SCENARIO, f"fanout: {args.chunks} chunks, cap {args.cap}")
-        result["fanout"] = await fanout_scenario(args.chunks, args.cap)
+        result["fanout"] = await fanout_scenario(args.chunks, args.cap, args.workers)
     if "plain" in only:
         log(SCENARIO, f"plain: {args.chunks} jobs")
         result["plain"] = await plain_scenario(args.chunks)

@@ -13,6 +13,15 @@ Per item, on the run row locked in the request's transaction:
 
 Events and blobs carry the tenant of the locked run row: a shared worker (admin key) reports for
 runs of many tenants in one batch. The caller passes only the rows the worker may see.
+
+A fan-out's chunk run that ends (final: succeeded, dead-lettered, cancelled) is counted by its
+parent's fan-out, and the next chunks admitted, in the same transaction
+(`tell_chunk_parents`, after the report's events): the parent is locked only if it is free
+(the report holds the chunks' rows; the scheduler and a cancel lock a parent before its
+children, so waiting could deadlock), its fan-out read afresh under that lock, the progress
+appended at the parent's fresh version, and the chunk's `ParentNotified` with it: the
+scheduler's poll (`ostinato.runs.children.notify_parents`) never counts that end again, and
+tells the ends whose parent was busy (two reports ending chunks of one parent at once).
 """
 
 from __future__ import annotations
@@ -23,17 +32,25 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import asyncpg
 import msgspec
 
 from ostinato import outcomes
+from ostinato.db.queries import load
 from ostinato.domain import events as ev
 from ostinato.domain.ids import new_id
 from ostinato.domain.states import RunState
 from ostinato.eventlog.records import NewEvent, StreamHead
+from ostinato.eventlog.store import EventStore
 from ostinato.policy import retry
+from ostinato.runs import children
+from ostinato.stores import runs as run_store
+from ostinato.stores.rows import many
 from ostinato.stores.runs import LockedRun
 from ostinato.wire import worker as p
 
+Q = load("services.worker_gateway", "reports.sql")
+ACTOR = "worker-gateway"  # the parent's progress: the gateway's, not the worker's own write
 _json = msgspec.json.Encoder()
 ENDINGS = (ev.RunSucceeded, ev.RunFailed, ev.AttemptTimedOut, ev.LeaseReleased, ev.RunCancelled,
            ev.RunDeadLettered)
@@ -118,6 +135,30 @@ def record_outcomes(rows: Mapping[uuid.UUID, LockedRun], worker_id: str, items: 
         done.events.extend(head.next(event, actor, epoch=o.fencing_token,
                                      traceparent=row.traceparent) for event in new)
     return done
+
+
+async def tell_chunk_parents(conn: asyncpg.Connection, store: EventStore,
+                             rows: Mapping[uuid.UUID, LockedRun], finished: Sequence[uuid.UUID],
+                             now: datetime | None = None) -> int:
+    """In a report's transaction, after its events: the fan-out chunk runs among `finished`
+    (runs of `rows` that left `running`) that are final now, counted by their parents' fan-outs
+    with the next chunks admitted (`ostinato.runs.children.tell`; `now`, the gateway's clock
+    as for the report's other due times, dates them; None: the database's); returns how many
+    ends were told. No statement when no run of `finished` has a parent; a parent another
+    transaction holds is not waited for: its chunks' ends stay in the scheduler's poll."""
+    ids = [rid for rid in finished if (row := rows.get(rid)) is not None
+           and row.parent_run_id is not None]
+    if not ids:
+        return 0
+    ended = [c for c in await run_store.lock_children(conn, ids) if c.trigger == "fan_out"]
+    if not ended:
+        return 0
+    parents = {p.id: p for p in many(LockedRun, await conn.fetch(
+        Q["lock_parents_without_waiting"], sorted({c.parent_run_id for c in ended})))}
+    told = [c for c in ended if c.parent_run_id in parents]
+    if told:
+        await children.tell(conn, store, parents, told, actor=ACTOR, now=now)
+    return len(told)
 
 
 def outcome_blob_values(items: Sequence[Outcome]) -> list[tuple[uuid.UUID, bytes]]:

@@ -150,7 +150,12 @@ async def notify_parents(conn: asyncpg.Connection, store: EventStore, *, batch_s
     many children were handled. A fan-out's chunk runs move their parent's fan-out on
     (`ostinato.runs.fanout`: counted, the next chunks admitted) in the same transaction. With
     no parent to tell, one read and no transaction (none at all when `checked`: the caller's
-    read found one)."""
+    read found one).
+
+    A chunk's end is mostly told by the worker-gateway in the transaction that records it
+    (`tell`, from `services.worker_gateway.reports.tell_chunk_parents`); this poll tells the
+    ends the gateway left (a parent it could not lock without waiting) and every other end (a
+    chunk dead-lettered or cancelled by an operator, a child's)."""
     if not checked and not await run_store.any_finished_child(conn):
         return 0
     async with conn.transaction():
@@ -159,43 +164,59 @@ async def notify_parents(conn: asyncpg.Connection, store: EventStore, *, batch_s
             return 0
         parents = {p.id: p for p in await run_store.lock(
             conn, sorted({c.parent_run_id for c in found}))}
+        # locked after their parents, still final and not told (a gateway may have told them
+        # since the read above): each end is told once
         children = await run_store.lock_children(conn, [c.id for c in found])
-        outputs = await outputs_of(conn, children)
-        heads = {pid: StreamHead.of(p) for pid, p in parents.items()}
-        events: list[NewEvent] = []
-        blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]] = []
-        chunks: dict[uuid.UUID, list[ChildRun]] = {}
-        for child in children:
-            parent = parents.get(child.parent_run_id)
-            woke = waits_for(parent, child)
-            if child.trigger == "fan_out":
-                chunks.setdefault(child.parent_run_id, []).append(child)
-            elif woke:
-                assert parent is not None and parent.wait_seq is not None
-                head = heads[parent.id]
-                # a paused parent gets the record; its resume wakes it (ostinato.runs.pausing)
-                _, woke = wf.ended_wait(True, parent.paused)
-                outcome = finished(child, parent.wait_seq, parent.wait_name or "child",
-                                   outputs.get(child.id), blobs)
-                events.append(head.next(outcome, actor, traceparent=parent.traceparent))
-                if woke:
-                    events.append(head.next(ev.RunWoken(cause="child"), actor,
-                                            traceparent=parent.traceparent))
-            events.append(StreamHead.of(child).next(
-                ev.ParentNotified(parent_run_id=child.parent_run_id, woke=woke), actor,
-                traceparent=child.traceparent))
-        payloads: list[tuple[uuid.UUID, uuid.UUID, bytes]] = []
-        if chunks:
-            fans = await fan_store.of_parents(conn, sorted(chunks))
-            now = await signal_store.database_now(conn)
-            for pid, ended in chunks.items():
-                running = [f for (p, _), f in fans.items() if p == pid and f.state == "running"]
-                if pid in parents and running:
-                    moves = fanout.progressed(parents[pid], heads[pid], running[0], ended, now,
-                                              actor)
-                    events += moves.events
-                    payloads += moves.payloads
-        await put_blobs(conn, blobs, "step")
-        await put_blobs(conn, payloads)
-        await store.append(conn, events)
+        await tell(conn, store, parents, children, actor=actor)
     return len(children)
+
+
+async def tell(conn: asyncpg.Connection, store: EventStore, parents: dict[uuid.UUID, LockedRun],
+               children: Sequence[ChildRun], *, actor: str,
+               now: datetime | None = None) -> None:
+    """In the caller's transaction, `children` (final, not told yet) and the `parents` found
+    locked: append what their ends tell (`ChildFinished` and `RunWoken` to a parent waiting for
+    that child, a fan-out's progress for chunk runs) and each child's `ParentNotified`, which
+    takes it out of the scheduler's poll. `now` (the database clock; read when needed and not
+    given) dates the chunks admitted."""
+    waited = [c for c in children if c.trigger != "fan_out"
+              and waits_for(parents.get(c.parent_run_id), c)]  # a chunk's output: not read
+    outputs = await outputs_of(conn, waited) if waited else {}
+    heads = {pid: StreamHead.of(p) for pid, p in parents.items()}
+    events: list[NewEvent] = []
+    blobs: list[tuple[uuid.UUID, uuid.UUID, bytes]] = []
+    chunks: dict[uuid.UUID, list[ChildRun]] = {}
+    for child in children:
+        parent = parents.get(child.parent_run_id)
+        woke = waits_for(parent, child)
+        if child.trigger == "fan_out":
+            chunks.setdefault(child.parent_run_id, []).append(child)
+        elif woke:
+            assert parent is not None and parent.wait_seq is not None
+            head = heads[parent.id]
+            # a paused parent gets the record; its resume wakes it (ostinato.runs.pausing)
+            _, woke = wf.ended_wait(True, parent.paused)
+            outcome = finished(child, parent.wait_seq, parent.wait_name or "child",
+                               outputs.get(child.id), blobs)
+            events.append(head.next(outcome, actor, traceparent=parent.traceparent))
+            if woke:
+                events.append(head.next(ev.RunWoken(cause="child"), actor,
+                                        traceparent=parent.traceparent))
+        events.append(StreamHead.of(child).next(
+            ev.ParentNotified(parent_run_id=child.parent_run_id, woke=woke), actor,
+            traceparent=child.traceparent))
+    payloads: list[tuple[uuid.UUID, uuid.UUID, bytes]] = []
+    if chunks:
+        fans = await fan_store.of_parents(conn, sorted(chunks))
+        if now is None:
+            now = await signal_store.database_now(conn)
+        for pid, ended in chunks.items():
+            running = [f for (p, _), f in fans.items() if p == pid and f.state == "running"]
+            if pid in parents and running:
+                moves = fanout.progressed(parents[pid], heads[pid], running[0], ended, now,
+                                          actor)
+                events += moves.events
+                payloads += moves.payloads
+    await put_blobs(conn, blobs, "step")
+    await put_blobs(conn, payloads)
+    await store.append(conn, events)

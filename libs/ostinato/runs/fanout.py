@@ -4,14 +4,17 @@
   `FanOutStarted`, every chunk's payload in the blob store (ids derived from parent, position
   and index), `RunScheduled` for the first `max_concurrency` chunks (trigger `fan_out`,
   `parent_run_id` the parent, ids derived likewise) and `RunSuspended` (reason fan_out).
-- Progress (the scheduler's `notify_parents`, in the transaction that records children's ends
+- Progress (`ostinato.runs.children.tell`, in the transaction that records children's ends
   with `ParentNotified`): one `FanOutProgressed` per parent and batch (the ends counted, the
   failed ones listed), `RunScheduled` for the chunks admitted into the room freed; after the
   last end, `FanOutCompleted` (the position's record), the completion run's `RunScheduled`
   (once: its id is derived) when the policy says so, and `RunWoken` (cause fan_out).
 
+Who tells: the worker-gateway, in the transaction of the report that ends the chunk
+(`services.worker_gateway.reports.tell_chunk_parents`), when it can lock the parent without
+waiting; otherwise, and for every end no report made, the scheduler's `notify_parents` poll.
 Every way a chunk run ends (succeeded, dead-lettered after its retries or by an operator,
-cancelled, marked succeeded) makes it final, and a final child is in the scheduler's poll
+cancelled, marked succeeded) makes it final, and a final child is in that poll
 (`runs_children_done`) until its parent is told: so each end is counted once, by the
 transaction that also admits the next chunk, and the window holds under any crash.
 """
