@@ -20,8 +20,11 @@ parent's fan-out, and the next chunks admitted, in the same transaction
 (the report holds the chunks' rows; the scheduler and a cancel lock a parent before its
 children, so waiting could deadlock), its fan-out read afresh under that lock, the progress
 appended at the parent's fresh version, and the chunk's `ParentNotified` with it: the
-scheduler's poll (`ostinato.runs.children.notify_parents`) never counts that end again, and
-tells the ends whose parent was busy (two reports ending chunks of one parent at once).
+scheduler's poll (`ostinato.runs.children.notify_parents`) never counts that end again. The
+ends of a parent that was busy (two reports ending chunks of one parent at once) are told by
+the next report that ends one of its chunks, or by that poll, whichever comes first; every
+lock here is taken without waiting (SKIP LOCKED), so no two of these transactions wait for
+each other.
 """
 
 from __future__ import annotations
@@ -44,9 +47,8 @@ from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.policy import retry
 from ostinato.runs import children
-from ostinato.stores import runs as run_store
 from ostinato.stores.rows import many
-from ostinato.stores.runs import LockedRun
+from ostinato.stores.runs import ChildRun, LockedRun
 from ostinato.wire import worker as p
 
 Q = load("services.worker_gateway", "reports.sql")
@@ -141,16 +143,18 @@ async def tell_chunk_parents(conn: asyncpg.Connection, store: EventStore,
                              rows: Mapping[uuid.UUID, LockedRun], finished: Sequence[uuid.UUID],
                              now: datetime | None = None) -> int:
     """In a report's transaction, after its events: the fan-out chunk runs among `finished`
-    (runs of `rows` that left `running`) that are final now, counted by their parents' fan-outs
-    with the next chunks admitted (`ostinato.runs.children.tell`; `now`, the gateway's clock
-    as for the report's other due times, dates them; None: the database's); returns how many
-    ends were told. No statement when no run of `finished` has a parent; a parent another
-    transaction holds is not waited for: its chunks' ends stay in the scheduler's poll."""
+    (runs of `rows` that left `running`) that are final now, and the ends of their parents'
+    other chunks that no one told yet, counted by the parents' fan-outs with the next chunks
+    admitted (`ostinato.runs.children.tell`; `now`, the gateway's clock as for the report's
+    other due times, dates them; None: the database's); returns how many ends were told. No
+    statement when no run of `finished` has a parent; a parent another transaction holds is
+    not waited for: its chunks' ends wait for the next report that ends one of its chunks, or
+    the scheduler's poll, whichever comes first."""
     ids = [rid for rid in finished if (row := rows.get(rid)) is not None
            and row.parent_run_id is not None]
     if not ids:
         return 0
-    ended = [c for c in await run_store.lock_children(conn, ids) if c.trigger == "fan_out"]
+    ended = many(ChildRun, await conn.fetch(Q["lock_ended_chunks"], ids))
     if not ended:
         return 0
     parents = {p.id: p for p in many(LockedRun, await conn.fetch(

@@ -1,8 +1,9 @@
 """A fan-out's chunk ends told in the transaction that records them
 (`services.worker_gateway.reports.tell_chunk_parents`, issue 44), against the real PostgreSQL:
 the end is counted and the next chunk admitted in that transaction, the scheduler's poll never
-counts it again, a parent another transaction holds is not waited for (its chunks' ends stay in
-the poll, counted there once), and a report rolled back leaves nothing counted."""
+counts it again, a parent another transaction holds is not waited for (its chunks' ends are
+told once, by the poll or by the next report ending one of its chunks), and a report rolled
+back leaves nothing counted."""
 
 from __future__ import annotations
 
@@ -134,6 +135,22 @@ async def test_a_busy_parent_is_not_waited_for_and_the_poll_counts_its_chunk_end
     fan = await fan_out_of(pool, run_id)
     assert (fan.admitted, fan.succeeded) == (4, 2)
 
+
+
+async def test_a_busy_parents_chunk_end_is_told_by_the_next_report_ending_one_of_its_chunks(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient) -> None:
+    tenant_id, run_id = await fanned_out(pool, gateway, n=5, cap=2)
+    first, second = await claim_chunks(pool, tenant_id)
+    async with pool.acquire() as holder, pool.acquire() as conn:
+        async with holder.transaction():
+            await holder.execute("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", run_id)
+            assert await asyncio.wait_for(report(conn, [first]), 120) == 0  # a hang guard
+        assert await report(conn, [second]) == 2  # its own end and the one left
+    fan = await fan_out_of(pool, run_id)
+    assert (fan.admitted, fan.succeeded) == (4, 2)
+    assert await tell_parents(pool) == 0
+    kinds = await chunk_kinds(pool, run_id)
+    assert kinds.count("ParentNotified") == 2 and kinds.count("RunScheduled") == 4
 
 async def test_a_report_rolled_back_counts_nothing(
         pool: asyncpg.Pool, gateway: httpx.AsyncClient) -> None:
