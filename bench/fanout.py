@@ -19,7 +19,9 @@ fan-out), each after a warm-up of 2,000 no-op jobs (bench.start_lag.warm_up):
 - plain: `--chunks` jobs of the same no-op task through POST /v1/jobs/batch (no cap: all due at
   once): from the first submission to the last run's end, seconds and runs/s.
 
-`--quick`: 1,000 chunks. Writes bench/results/fanout.json.
+`--quick`: 1,000 chunks. `--repeat N` (default 1 with `--quick`, else 3): each scenario N times,
+fan-out and plain in turn, the median run (by seconds) of each reported. Writes
+bench/results/fanout.json.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from bench.common import (
     last_finished,
     log,
     machine,
+    repeat_count,
     submit_jobs,
     table,
     wait_succeeded,
@@ -140,10 +143,17 @@ async def plain_scenario(n: int) -> dict[str, Any]:
             "runs_per_s": round(n / seconds, 1)}
 
 
+def _each(scenario: dict[str, Any]) -> str:
+    """The median's note: every repetition's seconds, when there were several."""
+    each = scenario.get("seconds_each", [])
+    return f"median of {each}" if len(each) > 1 else ""
+
+
 def report(result: dict[str, Any]) -> str:
     rows: list[tuple[str, Any, str]] = []
     if f := result.get("fanout"):
-        rows += [(f"fan-out of {f['chunks']} chunks, cap {f['cap']}: seconds", f["seconds"], ""),
+        rows += [(f"fan-out of {f['chunks']} chunks, cap {f['cap']}: seconds", f["seconds"],
+                  _each(f)),
                  ("fan-out chunks/s", f["chunks_per_s"], ""),
                  ("most chunk runs not final at once", f["most_not_final_at_once"],
                   f"must be ≤ {f['cap']}")]
@@ -152,7 +162,7 @@ def report(result: dict[str, Any]) -> str:
                          f"{f['ends_told_by_reports']} / {f['ends_told_by_poll']}",
                          f"{f['workers']} worker(s)"))
     if p := result.get("plain"):
-        rows += [(f"{p['jobs']} plain jobs: seconds", p["seconds"], "no cap"),
+        rows += [(f"{p['jobs']} plain jobs: seconds", p["seconds"], f"no cap {_each(p)}"),
                  ("plain jobs runs/s", p["runs_per_s"], "")]
     if (f := result.get("fanout")) and (p := result.get("plain")):
         rows.append(("fan-out / plain (per second)",
@@ -175,12 +185,19 @@ async def main() -> None:
     if args.quick:
         args.chunks = 1000
     result: dict[str, Any] = {"scenario": SCENARIO, "machine": await machine()}
-    if "fanout" in only:
-        log(SCENARIO, f"fanout: {args.chunks} chunks, cap {args.cap}")
-        result["fanout"] = await fanout_scenario(args.chunks, args.cap, args.workers)
-    if "plain" in only:
-        log(SCENARIO, f"plain: {args.chunks} jobs")
-        result["plain"] = await plain_scenario(args.chunks)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in only}
+    reps = repeat_count(args)
+    for rep in range(1, reps + 1):
+        if "fanout" in only:
+            log(SCENARIO, f"fanout: {args.chunks} chunks, cap {args.cap} ({rep}/{reps})")
+            runs["fanout"].append(await fanout_scenario(args.chunks, args.cap, args.workers))
+        if "plain" in only:
+            log(SCENARIO, f"plain: {args.chunks} jobs ({rep}/{reps})")
+            runs["plain"].append(await plain_scenario(args.chunks))
+    for name, done in runs.items():
+        median = sorted(done, key=lambda r: r["seconds"])[(len(done) - 1) // 2]
+        result[name] = {**median, "repetitions": len(done),
+                        "seconds_each": [r["seconds"] for r in done]}
     result["path"] = str(write_result(SCENARIO, result))
     print(report(result))
 
