@@ -7,6 +7,16 @@ nothing but appends `StaleWriteRejected` (who tried what) and answers 409 for th
 `tenant_id` is the worker's scope: a tenant's key sees only that tenant's runs (any other run is
 answered 404, as if it did not exist); `None` is a shared worker (admin key) serving every
 tenant. Events, blobs, logs and metrics always carry the run's own tenant, from its row.
+
+A lone workflow step (one plain step in the batch: no wait, child, fan-out or deadline, its
+output inline) of a run whose last steps this process recorded takes one statement instead of
+a transaction of four (issue 44): the process remembers where the run stands after its step
+records (`_heads`: the locked row moved by them), decides over that row with the same pure
+`record_steps`, and appends with `append_step_if`, which writes only if the run is still at
+that version, running, under the step's token (fencing in the same statement). Any other
+writer moves the run's version, so a run moved meanwhile (paused, claimed again, another
+gateway's step) writes nothing there and is decided again on the locked row, as every other
+report is.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from ostinato.eventlog.store import (
     NOTHING_STAGED,
     EventStore,
     StagedBlobs,
+    append_step_if,
     blob_objects,
     get_blobs,
     kept_in_objects,
@@ -50,6 +61,7 @@ from services.worker_gateway.reports import (
     outcome_blob_values,
     parse_run_id,
     record_outcomes,
+    tell_chunk_parents,
 )
 from services.worker_gateway.steps import (
     Children,
@@ -73,6 +85,7 @@ class Attempts:
         self.store = store
         self.clock = clock
         self.ttl = timedelta(seconds=lease_ttl_seconds)
+        self._heads: dict[uuid.UUID, LockedRun] = {}  # runs' predicted heads (`_lone_step`)
 
     async def claim(self, tenant_id: uuid.UUID | None,
                     req: p.ClaimRequest) -> list[p.ClaimedRun]:
@@ -210,6 +223,8 @@ class Attempts:
                 await put_blobs(conn, [b[:3] for b in done.blobs], [b[3] for b in done.blobs],
                                 staged=staged)
                 await self._append(conn, done.events, done.finished)
+                await tell_chunk_parents(conn, self.store, rows, done.finished,
+                                         self.clock.now())
         self._after(done.events, done.finished, rows)
         return done.results
 
@@ -218,6 +233,49 @@ class Attempts:
         """Record workflow steps (`steps.py`); one result per item, in order."""
         if not items:
             return []
+        if len(items) == 1 and (fast := await self._lone_step(tenant_id, worker_id,
+                                                               items[0])) is not None:
+            return fast
+        return await self._steps(tenant_id, worker_id, items)
+
+    async def _lone_step(self, tenant_id: uuid.UUID | None, worker_id: str,
+                         item: p.StepItem) -> list[p.BatchItemResult] | None:
+        """A plain step of a run whose head this process predicts (its last step recorded
+        here): decided over the predicted row, appended in one statement that holds only if
+        the run is still there (`append_step_if`). None: take the locked path."""
+        rid = parse_run_id(item.run_id)
+        row = self._heads.get(rid) if rid is not None else None
+        if (row is None or row.fencing_token != item.fencing_token or item.wait is not None
+                or item.child is not None or item.fan_out is not None
+                or item.deadline is not None or kind_of(item) is not StepKind.STEP
+                or (tenant_id is not None and row.tenant_id != tenant_id)):
+            return None
+        done = record_steps({row.id: row}, worker_id, [item])
+        if len(done.events) != 1 or done.blobs or done.finished \
+                or not isinstance(done.events[0].event, ev.StepCompleted | ev.StepFailed):
+            return None
+        async with self.pool.acquire() as conn:
+            if not await append_step_if(self.store, conn, done.events[0], item.fencing_token):
+                self._heads.pop(row.id, None)
+                return None
+        self._predict(row, done.events)
+        self._after(done.events, done.finished)
+        return done.results
+
+    def _predict(self, row: LockedRun, events: Sequence[NewEvent]) -> None:
+        """Remember where the run stands after `events` (all step records) were committed."""
+        last = events[-1].event
+        assert isinstance(last, ev.StepCompleted | ev.StepFailed)
+        self._heads.pop(row.id, None)
+        while len(self._heads) >= 10_000:
+            del self._heads[next(iter(self._heads))]
+        self._heads[row.id] = msgspec.structs.replace(
+            row, version=events[-1].version, steps_done=max(row.steps_done, last.seq + 1),
+            compensable=row.compensable or (isinstance(last, ev.StepCompleted)
+                                            and last.compensable))
+
+    async def _steps(self, tenant_id: uuid.UUID | None, worker_id: str,
+                     items: Sequence[p.StepItem]) -> list[p.BatchItemResult]:
         ids = [i for i in (parse_run_id(item.run_id) for item in items) if i is not None]
         waits = [i.wait for i in items if i.wait is not None]
         timed = waits or any(i.deadline is not None or i.child is not None
@@ -243,6 +301,15 @@ class Attempts:
                 await put_blobs(conn, done.payloads, staged=staged)
                 await put_blobs(conn, done.blobs, "step", staged=staged)
                 await self._append(conn, done.events, done.finished)
+                await tell_chunk_parents(conn, self.store, rows, done.finished,
+                                         self.clock.now())
+        for rid, row in rows.items():
+            mine = [e for e in done.events if e.stream_id == rid]
+            if mine and not done.finished and all(
+                    isinstance(e.event, ev.StepCompleted | ev.StepFailed) for e in mine):
+                self._predict(row, mine)
+            else:
+                self._heads.pop(rid, None)
         self._after(done.events, done.finished)
         return done.results
 

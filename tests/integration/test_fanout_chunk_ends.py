@@ -175,3 +175,19 @@ async def test_a_report_rolled_back_counts_nothing(
     assert fo.chunk_run_id(run_id, 0, 1) in {
         uuid.UUID(c.run_id) for c in await claim_chunks(pool, tenant_id)}
 
+
+
+async def test_the_gateways_report_tells_the_chunk_ends_it_records(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient) -> None:
+    """Through `Attempts.record` (the batch route's outcomes): no poll between a chunk's end
+    and the next chunk's admission."""
+    tenant_id, run_id = await fanned_out(pool, gateway, n=3, cap=2)
+    claimed = await claim_chunks(pool, tenant_id)
+    attempts = Attempts(pool, store(), SystemClock(), lease_ttl_seconds=30)
+    results = await attempts.record(tenant_id, "w1", [
+        Outcome(uuid.UUID(c.run_id), c.run_id, c.fencing_token, "complete", output=1)
+        for c in claimed])
+    assert [r.status for r in results] == [200, 200]
+    fan = await fan_out_of(pool, run_id)
+    assert (fan.admitted, fan.succeeded) == (3, 2)
+    assert await tell_parents(pool) == 0

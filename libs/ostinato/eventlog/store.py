@@ -28,7 +28,7 @@ from ostinato.bus.topics import Topics
 from ostinato.clock import Clock
 from ostinato.db.queries import load
 from ostinato.domain.errors import BlobUnreadable, ServiceUnavailable, VersionConflict
-from ostinato.domain.events import encode_event, event_type
+from ostinato.domain.events import StepCompleted, StepFailed, encode_event, event_type
 from ostinato.eventlog import ended, outbox, readmodels
 from ostinato.eventlog.records import NewEvent, RecordedEvent
 from ostinato.objects import (
@@ -102,6 +102,43 @@ class EventStore:
         await readmodels.apply(conn, recorded)
         metrics.EVENTS_APPENDED.inc(len(recorded))
         return recorded
+
+
+async def append_step_if(store: EventStore, conn: asyncpg.Connection, e: NewEvent,
+                         token: int) -> bool:
+    """Append one workflow step's record (StepCompleted / StepFailed) with its read model, in
+    ONE statement outside any transaction (`append_step_if` in eventlog.sql: no BEGIN, lock or
+    COMMIT round trip), if its run still stands where its writer predicted: at version
+    `e.version - 1`, running, under the fencing token `token`. False, nothing written, when it
+    does not (the caller decides again on the locked row), or when the event is not such a
+    record or notifies (`ended.wakes`). What it writes is what `append` and the projector
+    write for the event (`project_step_recorded`); the outbox row too when the event travels."""
+    event = e.event
+    if not isinstance(event, StepCompleted | StepFailed) or ended.wakes(e):
+        return False
+    occurred_at = store.clock.now()
+    topics, keys, payloads, headers = outbox.messages(store.topics, [e], occurred_at)
+    if isinstance(event, StepCompleted):  # a step that returned null stores NULL
+        step = (event.seq, event.name, True, None if event.output_ref else event.output,
+                event.output_ref, None, None)
+        compensable = event.compensable
+    else:
+        step = (event.seq, event.name, False, None, None, event.error_type, event.message)
+        compensable = False
+    try:
+        row = await conn.fetchrow(
+            Q["append_step_if"], e.stream_id, e.version, event.stream_type, e.tenant_id,
+            e.event_id, event_type(event), encode_event(event).decode(), e.actor, token,
+            e.traceparent, occurred_at, topics, keys, payloads, headers,
+            *step, event.attempt, event.tries, event.duration_ms, compensable)
+    except asyncpg.UniqueViolationError:
+        # the position or the version taken by a writer the run's row did not show: nothing
+        # was written (one statement); the locked path decides again
+        return False
+    if row is None:
+        return False
+    metrics.EVENTS_APPENDED.inc()
+    return True
 
 
 async def read_stream(

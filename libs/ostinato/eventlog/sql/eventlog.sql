@@ -143,3 +143,31 @@ WHERE o.tenant_id = x.t AND o.sha256 = x.s;
 UPDATE blob_objects o SET archived_at = coalesce(o.archived_at, now())
 FROM unnest($1::uuid[], $2::text[]) AS x(t, s)
 WHERE o.tenant_id = x.t AND o.sha256 = x.s;
+
+-- name: append_step_if
+-- One workflow step's record (StepCompleted / StepFailed) appended with its read model in ONE
+-- statement (autocommit: no BEGIN, no lock, no COMMIT round trips), only if the run is where
+-- its writer predicted it: at version $2 - 1, running, under the fencing token $9. The run's
+-- row is moved first (its lock; a concurrent writer waits, then the predicate is checked
+-- again); nothing else is written when it does not match (no row returned: the caller takes
+-- the locked path). $1..$15 as append_events (one event), $16.. the run_steps row.
+WITH moved AS (
+    UPDATE runs SET version = $2, steps_done = greatest(steps_done, $16 + 1),
+                    compensable = compensable OR $26
+    WHERE id = $1 AND version = $2 - 1 AND fencing_token = $9 AND state = 'running'
+    RETURNING id
+), queued AS (
+    INSERT INTO outbox (topics, keys, payloads, headers)
+    SELECT $12::text[], $13::bytea[], $14::bytea[], $15::text[]
+    WHERE cardinality($12::text[]) > 0 AND EXISTS (SELECT 1 FROM moved)
+), step AS (
+    INSERT INTO run_steps (run_id, seq, tenant_id, name, succeeded, output, output_ref,
+                           error_type, message, attempt, tries, duration_ms, recorded_at)
+    SELECT $1, $16, $4, $17, $18, $19::json, $20, $21, $22, $23, $24, $25, $11::timestamptz
+    FROM moved
+)
+INSERT INTO events (stream_id, version, stream_type, tenant_id, event_id, type, data, actor,
+                    epoch, traceparent, occurred_at, recorded_at)
+SELECT $1, $2, $3, $4, $5, $6, $7::text::json, $8, $9, $10, $11::timestamptz, clock_timestamp()
+FROM moved
+RETURNING seq, recorded_at;
