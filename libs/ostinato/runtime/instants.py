@@ -55,6 +55,18 @@ def _datetime_in(t: msgspec.inspect.Type, seen: frozenset[Any] = frozenset()) ->
     return False
 
 
+_FIELDS: dict[Any, tuple[tuple[str, msgspec.inspect.Type], ...]] = {}
+
+
+def _dated_fields(t: Any) -> tuple[tuple[str, msgspec.inspect.Type], ...]:
+    """A struct type's fields that hold datetimes (wire name, type), found once per class."""
+    found = _FIELDS.get(t.cls)
+    if found is None:
+        found = _FIELDS[t.cls] = tuple((getattr(f, "encode_name", f.name), f.type)
+                                       for f in t.fields if _datetime_in(f.type))
+    return found
+
+
 def instant_errors(value: Any, t: msgspec.inspect.Type, path: str) -> list[dict[str, str]]:
     """The fields under `path` where `value` holds a datetime of type `t` that is not an RFC
     3339 string with an offset. Shapes that do not fit `t` are left to msgspec's own errors."""
@@ -76,10 +88,9 @@ def instant_errors(value: Any, t: msgspec.inspect.Type, path: str) -> list[dict[
     if isinstance(t, i.StructType | i.DataclassType | i.TypedDictType) and \
             isinstance(value, dict):
         errors: list[dict[str, str]] = []
-        for f in t.fields:
-            name = getattr(f, "encode_name", f.name)
-            if name in value and _datetime_in(f.type):
-                errors += instant_errors(value[name], f.type, f"{path}.{name}" if path else name)
+        for name, ft in _dated_fields(t):
+            if name in value:
+                errors += instant_errors(value[name], ft, f"{path}.{name}" if path else name)
         return errors
     if isinstance(t, i.ListType | i.SetType | i.FrozenSetType | i.VarTupleType) and \
             isinstance(value, list):
