@@ -39,7 +39,6 @@ import asyncpg
 import msgspec
 
 from ostinato import outcomes
-from ostinato.db.queries import load
 from ostinato.domain import events as ev
 from ostinato.domain.ids import new_id
 from ostinato.domain.states import RunState
@@ -47,11 +46,10 @@ from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.policy import retry
 from ostinato.runs import children
-from ostinato.stores.rows import many
-from ostinato.stores.runs import ChildRun, LockedRun
+from ostinato.stores import runs as run_store
+from ostinato.stores.runs import LockedRun
 from ostinato.wire import worker as p
 
-Q = load("services.worker_gateway", "reports.sql")
 ACTOR = "worker-gateway"  # the parent's progress: the gateway's, not the worker's own write
 _json = msgspec.json.Encoder()
 ENDINGS = (ev.RunSucceeded, ev.RunFailed, ev.AttemptTimedOut, ev.LeaseReleased, ev.RunCancelled,
@@ -154,11 +152,11 @@ async def tell_chunk_parents(conn: asyncpg.Connection, store: EventStore,
            and row.parent_run_id is not None]
     if not ids:
         return 0
-    ended = many(ChildRun, await conn.fetch(Q["lock_ended_chunks"], ids))
+    ended = await run_store.lock_ended_chunks(conn, ids)
     if not ended:
         return 0
-    parents = {p.id: p for p in many(LockedRun, await conn.fetch(
-        Q["lock_parents_without_waiting"], sorted({c.parent_run_id for c in ended})))}
+    parents = {p.id: p for p in await run_store.lock_free(
+        conn, sorted({c.parent_run_id for c in ended}))}
     told = [c for c in ended if c.parent_run_id in parents]
     if told:
         await children.tell(conn, store, parents, told, actor=ACTOR, now=now)

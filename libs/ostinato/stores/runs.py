@@ -476,6 +476,19 @@ async def lock_children(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> l
     return many(ChildRun, await conn.fetch(Q["lock_children"], list(ids)))
 
 
+async def lock_free(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID]) -> list[LockedRun]:
+    """`lock`, skipping the runs another transaction holds (for a caller whose own locks could
+    make waiting a deadlock): the caller checks the tenant and leaves the skipped ones."""
+    return many(LockedRun, await conn.fetch(Q["lock_runs_free"], list(run_ids)))
+
+
+async def lock_ended_chunks(conn: asyncpg.Connection,
+                            run_ids: Sequence[uuid.UUID]) -> list[ChildRun]:
+    """The fan-out chunk runs among `run_ids` that are final and not told to their parents,
+    with their parents' other such chunks (a few of the oldest), locked if free."""
+    return many(ChildRun, await conn.fetch(Q["lock_ended_chunks"], list(run_ids)))
+
+
 async def active_children(conn: asyncpg.Connection,
                           parent_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
     """The not yet final children of these parents (index runs_children)."""

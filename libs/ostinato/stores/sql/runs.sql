@@ -291,6 +291,44 @@ WHERE id = ANY($1::uuid[]) AND parent_run_id IS NOT NULL AND NOT parent_notified
 ORDER BY id
 FOR UPDATE SKIP LOCKED;
 
+-- name: lock_runs_free
+-- lock_runs, skipping the rows another transaction holds: for a writer that already holds rows
+-- those holders may lock after these (a report holding chunk runs locks their parents, which
+-- the scheduler's poll and a cancel lock before the children), so waiting could deadlock.
+SELECT id, tenant_id, job_id, task, pool, priority, state, attempt, fencing_token, payload_ref,
+       scheduled_for, due_at, traceparent, version, failures, retry_policy, cancel_requested,
+       timeout_seconds, queue_wait_seconds, on_queue_wait, worker_id, started_at, last_error,
+       steps_done, wait_reason, wait_seq, wait_name, wait_signal, wake_at, deadline_at,
+       parent_run_id, wait_child, compensable, paused, paused_at, frozen_wake_at
+FROM runs WHERE id = ANY($1::uuid[])
+ORDER BY id
+FOR UPDATE SKIP LOCKED;
+
+-- name: lock_ended_chunks
+-- The chunk runs among $1 (a report's, final now in its transaction) and the other ended chunks
+-- of the same parents not told yet (a report that found their parent busy left them): locked if
+-- free, still final and not told. The others are looked for among the oldest 500 entries of
+-- runs_children_done (the final children not told: few, as every end is told at once or by the
+-- next poll); the rows are reached by their ids, so neither a parent's many chunks nor a
+-- backlog of ends is ever scanned whole.
+WITH left_over AS MATERIALIZED (
+    SELECT id FROM runs
+    WHERE parent_run_id IS NOT NULL AND NOT parent_notified
+      AND state IN ('succeeded', 'dead_lettered', 'cancelled')
+    ORDER BY updated_at
+    LIMIT 500
+), candidates AS MATERIALIZED (
+    SELECT unnest($1::uuid[]) AS id UNION SELECT id FROM left_over
+)
+SELECT r.id, r.tenant_id, r.parent_run_id, r.task, r.state, r.version, r.traceparent,
+       r.output_ref, r.last_error, r.parent_notified, r.trigger
+FROM candidates AS c JOIN runs AS r ON r.id = c.id
+WHERE r.parent_run_id IN (SELECT parent_run_id FROM runs WHERE id = ANY($1::uuid[]))
+  AND r.trigger = 'fan_out' AND NOT r.parent_notified
+  AND r.state IN ('succeeded', 'dead_lettered', 'cancelled')
+ORDER BY r.id
+FOR UPDATE OF r SKIP LOCKED;
+
 -- name: active_children
 -- A cancelled parent's children that are not final yet (index runs_children).
 SELECT id FROM runs
