@@ -38,7 +38,8 @@ Needs PostgreSQL and Kafka (`infra/up.sh`). Scenarios, each on its own services 
   work between two reports included). The same on DBOS Transact in its own process (one
   workflow of as many steps on the same PostgreSQL server, each `await step(i)` timed the same
   way), and the ratio Ostinato/DBOS of the p50 (< 1 favours Ostinato); the issue's target is
-  p50 <= 1.5 ms.
+  p50 <= 1.5 ms. `--profile`: py-spy the gateway and the SDK worker during the steps
+  (bench/results/workflows-lone-profile-*.txt).
 - dbos: the steps scenario's workload (`--workflows` workflows of the same 10 no-op steps) on
   DBOS Transact (bench/peers/dbos_workflow.py), on the same PostgreSQL server in its own
   database, in its own process: all started at once, at most 64 running (DBOS's best of 16, 64
@@ -59,6 +60,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import sys
 import time
@@ -71,6 +73,7 @@ import asyncpg
 
 from bench.common import (
     Bench,
+    Profiler,
     base_parser,
     bench_cluster,
     cpu_by_process_group,
@@ -201,14 +204,22 @@ async def resume_scenario(n: int) -> dict[str, Any]:
     return {"workflows": n, "succeeded": done, "resume_ms": distribution(lags)}
 
 
-async def lone_scenario(steps: int) -> dict[str, Any]:
+async def lone_scenario(steps: int, profile: bool = False) -> dict[str, Any]:
     """One workflow of `steps` no-op steps, nothing else running: each step's latency, timed
-    in the workflow around `ctx.step`, and the gaps between its steps' `recorded_at`."""
+    in the workflow around `ctx.step`, and the gaps between its steps' `recorded_at`.
+    `profile`: py-spy the gateway and this process (the SDK worker) while it runs (a step's
+    figures then include py-spy's sampling)."""
     timed: list[float] = []
     async with bench_cluster(SCENARIO) as bench, workflow_worker(bench, lone=timed):
+        profiler = None
+        if profile:  # about 0.6 ms a step: long enough for the steps asked for
+            profiler = Profiler(f"{SCENARIO}-lone", {"worker_gateway": bench.pid("worker_gateway"),
+                                                      "sdk_worker": os.getpid()},
+                                max(5.0, steps * 0.0012)).start()
         await submit_jobs(bench, 1, lambda i: {**_job("lone", i), "payload": steps},
                           scenario=SCENARIO)
         done = await wait_succeeded(bench.url, 1, within=1800, scenario=SCENARIO)
+        tops = profiler.finish() if profiler else {}
         conn = await asyncpg.connect(bench.url)
         try:
             rows = await conn.fetch("""
@@ -221,7 +232,8 @@ async def lone_scenario(steps: int) -> dict[str, Any]:
     return {"steps": steps, "succeeded": done, "warmup_steps": LONE_WARMUP,
             "step_ms": _lone_figures(timed), "gap_ms": _lone_figures(gaps),
             "measured": "step_ms: around `await ctx.step` in the worker; gap_ms: between "
-                        "consecutive StepCompleted.recorded_at"}
+                        "consecutive StepCompleted.recorded_at",
+            **({"profile_top": {a: t[:12] for a, t in tops.items()}} if profile else {})}
 
 
 async def dbos_lone_scenario(steps: int) -> dict[str, Any]:
@@ -571,7 +583,7 @@ async def main() -> None:
         result["long"] = await long_scenario(args.long_steps)
     if "lone" in only:
         log(SCENARIO, f"lone: one workflow of {args.lone_steps} steps, alone")
-        lone = await lone_scenario(args.lone_steps)
+        lone = await lone_scenario(args.lone_steps, profile=args.profile)
         if args.lone_peer:
             lone["dbos"] = dbos = await dbos_lone_scenario(args.lone_steps)
             if "step_ms" in dbos and dbos["step_ms"]["p50"] and lone["step_ms"]["p50"]:

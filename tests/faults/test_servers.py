@@ -161,6 +161,8 @@ async def test_postgres_restart_under_load(lab: Lab) -> None:
     """The scheduler and the reconciler are frozen *between* transactions while the server
     restarts (the next test shows what a transaction open at that moment does to them); the
     api, dispatcher, gateway and workers take the restart as it comes."""
+    started = await lab.db.fetchval("SELECT pg_postmaster_start_time()")
+
     async def restart() -> None:
         frozen = []
         try:
@@ -178,7 +180,10 @@ async def test_postgres_restart_under_load(lab: Lab) -> None:
     load = await _under_load(lab, restart)
     await all_ready(lab, 30)
     await settle_and_verify(lab, load)
-    assert load.failed_requests > 0, "the api never noticed the outage: was it one?"
+    # The outage was one: the server the services use now is another start of it. (Whether a
+    # request of the load met it depends on the machine's pace, so that is only reported.)
+    assert await lab.db.fetchval("SELECT pg_postmaster_start_time()") > started
+    print(f"requests failed during the restart: {load.failed_requests} {dict(load.errors)}")
 
 
 @pytest.mark.restarts_servers
