@@ -153,7 +153,7 @@ class Dispatcher:
                      admitted: Sequence[uuid.UUID]) -> list[NewEvent]:
         if not admitted:
             return []
-        rows = {r.id: r for r in await runs.lock(conn, admitted)}
+        rows = {r.id: r for r in await runs.lock_heads(conn, admitted)}
         events = []
         for run_id in admitted:  # in decision order
             row = rows.get(run_id)

@@ -60,6 +60,7 @@ ROW_OF = {
     (limits, "lock_pool_control"): limits.PoolControlHead,
     (runs, "lock_runs"): runs.LockedRun,
     (runs, "lock_runs_free"): runs.LockedRun,
+    (runs, "lock_run_heads"): runs.RunHead,
     (ledger, "ledger_carried_of_job"): ledger.LedgerCarried,
     (archive, "archive_candidates"): archive.Candidate,
     (archive, "archive_run_rows"): archive.DocumentRow,
