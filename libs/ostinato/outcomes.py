@@ -1,6 +1,7 @@
 """What follows the end of an attempt, as pure functions over the locked run row (a
-`ostinato.stores.runs.LockedRun`): the events to append, whoever noticed the end (the worker
-reporting, the reconciler finding an expired lease or a timeout, an operator cancelling).
+`ostinato.stores.runs.LockedRun`, or the gateway's narrower `ReportedRun`): the events to
+append, whoever noticed the end (the worker reporting, the reconciler finding an expired lease
+or a timeout, an operator cancelling).
 
     failure ──> RetryScheduled (retry_at)          retryable with attempts left, or throttled
             └─> RunDeadLettered                    permanent, or attempts exhausted
@@ -14,14 +15,14 @@ from datetime import datetime, timedelta
 
 from ostinato.domain import events as ev
 from ostinato.policy import retry
-from ostinato.stores.runs import LockedRun
+from ostinato.stores.runs import LockedRun, ReportedRun
 from ostinato.telemetry import metrics
 from ostinato.telemetry.logging import get_logger
 
 log = get_logger("ostinato.outcomes")
 
 
-def after_failure(run: LockedRun, failure: ev.Event, *, error_type: str, message: str,
+def after_failure(run: LockedRun | ReportedRun, failure: ev.Event, *, error_type: str, message: str,
                   classification: retry.Classification, now: datetime, by: str,
                   retry_after: timedelta | None = None, reason: str | None = None,
                   ) -> list[ev.Event]:
@@ -46,7 +47,7 @@ def after_failure(run: LockedRun, failure: ev.Event, *, error_type: str, message
                                         job_id=run.job_id)]
 
 
-def lease_expired(run: LockedRun, *, now: datetime, worker_id: str,
+def lease_expired(run: LockedRun | ReportedRun, *, now: datetime, worker_id: str,
                   cause: str = "lease_expired") -> list[ev.Event]:
     """The attempt's lease taken back (`policy.liveness.abandoned` says why) and what follows."""
     failure = ev.LeaseExpired(attempt=run.attempt, fencing_token=run.fencing_token,
@@ -58,7 +59,7 @@ def lease_expired(run: LockedRun, *, now: datetime, worker_id: str,
                          reason="lease_expired")
 
 
-def timed_out(run: LockedRun, *, now: datetime, detected_by: str) -> list[ev.Event]:
+def timed_out(run: LockedRun | ReportedRun, *, now: datetime, detected_by: str) -> list[ev.Event]:
     seconds = float(run.timeout_seconds or 0)
     failure = ev.AttemptTimedOut(attempt=run.attempt, fencing_token=run.fencing_token,
                                  timeout_seconds=seconds, detected_by=detected_by)

@@ -26,6 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from logging import DEBUG
+from typing import TypeVar
 
 import asyncpg
 import msgspec
@@ -52,7 +53,7 @@ from ostinato.policy import retry
 from ostinato.runs import children
 from ostinato.stores import attributes as attribute_store
 from ostinato.stores import fan_outs, runs, signals, steps
-from ostinato.stores.runs import LockedRun
+from ostinato.stores.runs import LockedRun, ReportedRun
 from ostinato.telemetry import metrics, tracing
 from ostinato.telemetry.logging import get_logger
 from ostinato.wire import worker as p
@@ -73,6 +74,7 @@ from services.worker_gateway.steps import (
 
 _json = msgspec.json.Encoder()
 log = get_logger("ostinato.gateway")
+R = TypeVar("R", LockedRun, ReportedRun)  # a locked run, whole or as an outcome reads it
 
 
 class Attempts:
@@ -218,7 +220,8 @@ class Attempts:
                                   if blob_objects() is not None else [])
             async with conn.transaction():
                 ids = [o.run_id for o in items if o.run_id is not None]
-                rows = _visible(await runs.lock(conn, ids), tenant_id)
+                rows = _visible(await runs.lock_reported(
+                    conn, ids, with_policy=any(o.kind == "fail" for o in items)), tenant_id)
                 done = record_outcomes(rows, worker_id, items, self.clock.now())
                 await put_blobs(conn, [b[:3] for b in done.blobs], [b[3] for b in done.blobs],
                                 staged=staged)
@@ -337,7 +340,7 @@ class Attempts:
             await attempt_leases.release_leases(conn, list(finished))
 
     def _after(self, events: Sequence[NewEvent], finished: Sequence[uuid.UUID],
-               rows: Mapping[uuid.UUID, LockedRun] | None = None) -> None:
+               rows: Mapping[uuid.UUID, LockedRun | ReportedRun] | None = None) -> None:
         """After the commit: slots freed wake the claim loop; metrics and log lines (the run
         duration from the locked rows' `started_at`, when the report had them)."""
         if finished:
@@ -445,8 +448,7 @@ async def _stage(conn: asyncpg.Connection, tenant_id: uuid.UUID | None,
     return await stage_blobs(conn, [(tenants[rid], data) for rid, data in big if rid in tenants])
 
 
-def _visible(rows: Sequence[LockedRun],
-             tenant_id: uuid.UUID | None) -> dict[uuid.UUID, LockedRun]:
+def _visible(rows: Sequence[R], tenant_id: uuid.UUID | None) -> dict[uuid.UUID, R]:
     """The locked rows this worker may act on: its tenant's, or all for a shared worker."""
     return {r.id: r for r in rows if tenant_id is None or r.tenant_id == tenant_id}
 

@@ -47,7 +47,7 @@ from ostinato.eventlog.store import EventStore
 from ostinato.policy import retry
 from ostinato.runs import children
 from ostinato.stores import runs as run_store
-from ostinato.stores.runs import LockedRun
+from ostinato.stores.runs import LockedRun, ReportedRun
 from ostinato.wire import worker as p
 
 ACTOR = "worker-gateway"  # the parent's progress: the gateway's, not the worker's own write
@@ -85,7 +85,7 @@ class Recorded:
     finished: list[uuid.UUID]  # runs whose lease ends
 
 
-def failure_events(row: LockedRun, o: Outcome, now: datetime, actor: str,
+def failure_events(row: LockedRun | ReportedRun, o: Outcome, now: datetime, actor: str,
                    logs_ref: uuid.UUID | None = None) -> list[ev.Event]:
     assert o.error is not None
     err = o.error
@@ -105,8 +105,8 @@ def failure_events(row: LockedRun, o: Outcome, now: datetime, actor: str,
         now=now, by=actor, retry_after=None if after is None else timedelta(seconds=after))
 
 
-def record_outcomes(rows: Mapping[uuid.UUID, LockedRun], worker_id: str, items: Sequence[Outcome],
-                    now: datetime) -> Recorded:
+def record_outcomes(rows: Mapping[uuid.UUID, ReportedRun], worker_id: str,
+                    items: Sequence[Outcome], now: datetime) -> Recorded:
     """Pure over the locked rows (those of runs the worker may report on): the events and
     answers for a batch of reports."""
     actor = f"worker:{worker_id}"
@@ -138,7 +138,8 @@ def record_outcomes(rows: Mapping[uuid.UUID, LockedRun], worker_id: str, items: 
 
 
 async def tell_chunk_parents(conn: asyncpg.Connection, store: EventStore,
-                             rows: Mapping[uuid.UUID, LockedRun], finished: Sequence[uuid.UUID],
+                             rows: Mapping[uuid.UUID, LockedRun | ReportedRun],
+                             finished: Sequence[uuid.UUID],
                              now: datetime | None = None) -> int:
     """In a report's transaction, after its events: the fan-out chunk runs among `finished`
     (runs of `rows` that left `running`) that are final now, and the ends of their parents'
@@ -178,7 +179,7 @@ def outcome_blob_values(items: Sequence[Outcome]) -> list[tuple[uuid.UUID, bytes
     return found
 
 
-def _events_for(row: LockedRun, o: Outcome, now: datetime, actor: str, tenant_id: uuid.UUID,
+def _events_for(row: ReportedRun, o: Outcome, now: datetime, actor: str, tenant_id: uuid.UUID,
                 blobs: list[tuple[uuid.UUID, uuid.UUID, bytes, str]]) -> list[ev.Event]:
     if o.kind == "release":
         return [ev.LeaseReleased(attempt=row.attempt, fencing_token=o.fencing_token,

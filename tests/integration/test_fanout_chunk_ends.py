@@ -68,8 +68,8 @@ async def report(conn: asyncpg.Connection, claimed: Sequence[p.ClaimedRun],
                      if rid in failing else
                      Outcome(rid, c.run_id, c.fencing_token, "complete", output=1))
     async with conn.transaction():
-        rows = {r.id: r for r in await run_store.lock(conn, [o.run_id for o in items
-                                                             if o.run_id is not None])}
+        rows = {r.id: r for r in await run_store.lock_reported(
+            conn, [o.run_id for o in items if o.run_id is not None], with_policy=bool(failing))}
         done = record_outcomes(rows, "w1", items, datetime.now(UTC))
         assert all(res.status == 200 for res in done.results)
         await store().append(conn, done.events)

@@ -61,6 +61,7 @@ ROW_OF = {
     (runs, "lock_runs"): runs.LockedRun,
     (runs, "lock_runs_free"): runs.LockedRun,
     (runs, "lock_run_heads"): runs.RunHead,
+    (runs, "lock_reported_runs"): runs.ReportedRun,
     (ledger, "ledger_carried_of_job"): ledger.LedgerCarried,
     (archive, "archive_candidates"): archive.Candidate,
     (archive, "archive_run_rows"): archive.DocumentRow,

@@ -274,6 +274,26 @@ class RunHead(msgspec.Struct, frozen=True):
     traceparent: str | None
 
 
+class ReportedRun(msgspec.Struct, frozen=True):
+    """A run as the gateway locks it to record a worker's outcome (`lock_reported`)."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    job_id: uuid.UUID
+    pool: str
+    state: str
+    version: int
+    attempt: int
+    fencing_token: int
+    traceparent: str | None
+    cancel_requested: bool
+    failures: int
+    timeout_seconds: float | None
+    started_at: datetime | None
+    parent_run_id: uuid.UUID | None
+    retry_policy: Any  # None unless asked for (a failure's retry decision reads it)
+
+
 class RunToken(msgspec.Struct, frozen=True):
     id: uuid.UUID
     tenant_id: uuid.UUID
@@ -346,6 +366,14 @@ async def lock_heads(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID]) -> 
     """`lock`, for a writer that needs only the runs' heads, pools and traces (few columns on
     the dispatcher's hot path)."""
     return many(RunHead, await conn.fetch(Q["lock_run_heads"], list(run_ids)))
+
+
+async def lock_reported(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID], *,
+                        with_policy: bool) -> list[ReportedRun]:
+    """`lock`, for recording outcomes: the columns they read; the retry policy only
+    `with_policy` (a batch holding a failure)."""
+    return many(ReportedRun, await conn.fetch(Q["lock_reported_runs"], list(run_ids),
+                                              with_policy))
 
 
 async def token_of(conn: asyncpg.Connection, run_id: uuid.UUID) -> RunToken | None:

@@ -102,6 +102,18 @@ FROM runs WHERE id = ANY($1::uuid[])
 ORDER BY id
 FOR UPDATE;
 
+-- name: lock_reported_runs
+-- The gateway locks the runs a batch of outcomes reports on: what recording an outcome reads
+-- (the head, the attempt and its token, a failure's retry decision, a chunk's parent), not
+-- lock_runs' 36 columns; the retry policy, a JSON document to decode, only when the batch
+-- holds a failure ($2).
+SELECT id, tenant_id, job_id, pool, state, version, attempt, fencing_token, traceparent,
+       cancel_requested, failures, timeout_seconds, started_at, parent_run_id,
+       CASE WHEN $2::bool THEN retry_policy END AS retry_policy
+FROM runs WHERE id = ANY($1::uuid[])
+ORDER BY id
+FOR UPDATE;
+
 -- name: claim_ready_runs
 -- Worker claim: one tenant's queued runs in the given pools, oldest first (index runs_ready,
 -- migration 0011 says why it must stay); SKIP LOCKED lets concurrent claims take different runs.
