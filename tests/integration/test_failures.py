@@ -91,6 +91,7 @@ async def test_retries_wait_their_stored_delay_then_exhaust_into_the_dead_letter
     run = await world.claim()
     for attempt, delay in ((1, 10), (2, 20)):
         assert run.attempt == attempt
+        assert not run.final_attempt  # the claim read the policy's max_attempts (3) in SQL
         assert (await world.report(run, "fail", **fail())).status == 200
         row = await world.run_row(run)
         assert row["state"] == "retry_scheduled" and row["failures"] == attempt
@@ -101,6 +102,7 @@ async def test_retries_wait_their_stored_delay_then_exhaust_into_the_dead_letter
         assert await release_retries(world.pool, store(world.clock), world.clock) == 1
         assert await world.dispatch() == 1
         run = await world.claim()
+    assert run.final_attempt  # the worker is told: a failure now dead-letters
     assert (await world.report(run, "fail", **fail())).status == 200
     row = await world.run_row(run)
     assert row["state"] == "dead_lettered" and row["attempt"] == 3
@@ -109,6 +111,12 @@ async def test_retries_wait_their_stored_delay_then_exhaust_into_the_dead_letter
         letter = await conn.fetchrow(LETTERS["dead_letter_by_id"], row["id"], world.tenant)
     assert (letter["reason"], letter["attempts"], letter["triage_state"]) == ("exhausted", 3,
                                                                               "new")
+
+
+async def test_a_claim_says_whether_the_attempt_is_the_policys_last(world: World) -> None:
+    """`final_attempt` from the job's own `max_attempts` (1 here, not the default 3)."""
+    await world.setup(retry=RetrySpec(max_attempts=1, initial_delay="10s"))
+    assert (await world.claim()).final_attempt
 
 
 async def test_a_permanent_error_goes_straight_to_the_dead_letter_queue(world: World) -> None:
