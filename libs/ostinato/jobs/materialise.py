@@ -247,8 +247,11 @@ def dag_of(task: str | None) -> uuid.UUID | None:
 
 
 def _log_decision(job: DueJob, d: Decision) -> None:
+    debug = log.is_enabled_for(logging.DEBUG)
+    if not (debug or d.skipped or d.pause_reason):
+        return  # most decisions: one slot fired, nothing to count or say at info
     ids = {"tenant_id": str(job.tenant_id), "job_id": str(job.id)}
-    if log.is_enabled_for(logging.DEBUG):  # the ids cost more than the call: skip them unless read
+    if debug:  # the ids cost more than the call: skip them unless read
         for slot, _ in d.fire:
             log.debug("run scheduled", **ids, run_id=str(run_id_for(job.id, slot)),
                       scheduled_for=slot.isoformat())

@@ -55,8 +55,9 @@ def _merge(ranges: list[SkipRange], slot: datetime, reason: str, *, join: bool) 
 
 def _decide(s: Schedule, due: Sequence[datetime], now: datetime, policy: str,
             excluded: frozenset[date], bounded: bool) -> tuple[list[datetime], dict[datetime, str]]:
-    tz = s.tz
-    reasons = {u: "calendar" for u in due if u.astimezone(tz).date() in excluded}
+    # no calendar (most jobs): no zone looked up, no local date computed
+    reasons = {u: "calendar" for u in due if u.astimezone(s.tz).date() in excluded} \
+        if excluded else {}
     eligible = [u for u in due if u not in reasons]
 
     def on_time(u: datetime) -> bool:

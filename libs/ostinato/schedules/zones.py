@@ -43,6 +43,8 @@ def load_zone(name: str) -> ZoneInfo:
 
 def to_utc(value: datetime, what: str = "instant") -> datetime:
     """Normalise an aware datetime to UTC; naive ones are refused (they are ambiguous)."""
+    if value.tzinfo is UTC:  # as the database and the documents give them: nothing to do
+        return value
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"{what} must be timezone-aware, got naive {value.isoformat()}")
     return value.astimezone(UTC)
