@@ -16,6 +16,9 @@ from ostinato.domain.states import RunState
 from ostinato.telemetry.logging import get_logger
 
 _IGNORED: set[tuple[str, str]] = set()
+# a row's state as the member: a dict lookup (0.05 µs) where the Enum call costs 0.5, on every
+# head of every hop (RunState(value) still says what an unknown value is)
+_STATES: dict[str, RunState] = {s.value: s for s in RunState}
 
 
 class NewEvent(msgspec.Struct, frozen=True):
@@ -53,7 +56,7 @@ class StreamHead:
         given `stream_id`), `tenant_id`, `version` and, for a run, `state`."""
         state = getattr(row, "state", None)
         return cls(stream_id or row.id, row.tenant_id, row.version,
-                   None if state is None else RunState(state))
+                   None if state is None else _STATES.get(state) or RunState(state))
 
     def next(self, event: Event, actor: str, *, epoch: int | None = None,
              traceparent: str | None = None, event_id: uuid.UUID | None = None) -> NewEvent:
