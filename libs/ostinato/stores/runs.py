@@ -274,18 +274,12 @@ class RunHead(msgspec.Struct, frozen=True):
     traceparent: str | None
 
 
-class ReportedRun(msgspec.Struct, frozen=True):
-    """A run as the gateway locks it to record a worker's outcome (`lock_reported`)."""
+class ReportedRun(RunHead, frozen=True):
+    """A run as the gateway locks it to record a worker's outcome (`lock_reported`): its head
+    and what an outcome reads."""
 
-    id: uuid.UUID
-    tenant_id: uuid.UUID
-    job_id: uuid.UUID
-    pool: str
-    state: str
-    version: int
     attempt: int
     fencing_token: int
-    traceparent: str | None
     cancel_requested: bool
     failures: int
     timeout_seconds: float | None

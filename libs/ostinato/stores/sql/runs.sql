@@ -107,7 +107,7 @@ FOR UPDATE;
 -- (the head, the attempt and its token, a failure's retry decision, a chunk's parent), not
 -- lock_runs' 36 columns; the retry policy, a JSON document to decode, only when the batch
 -- holds a failure ($2).
-SELECT id, tenant_id, job_id, pool, state, version, attempt, fencing_token, traceparent,
+SELECT id, tenant_id, job_id, pool, state, version, traceparent, attempt, fencing_token,
        cancel_requested, failures, timeout_seconds, started_at, parent_run_id,
        CASE WHEN $2::bool THEN retry_policy END AS retry_policy
 FROM runs WHERE id = ANY($1::uuid[])
