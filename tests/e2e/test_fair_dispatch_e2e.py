@@ -104,13 +104,18 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, seconds: f
 class Dispatches:
     """The log's global order (`events.seq`) of each tenant's `RunScheduled` and `RunQueued`,
     the transaction that wrote each (its `xmin`: one for every run one decision queued, and for
-    every run one scheduler transaction created), and the run of each `RunQueued`."""
+    every run one scheduler transaction created), the run of each `RunQueued` and the
+    `RunScheduled` of each run."""
 
     scheduled: dict[uuid.UUID, list[int]]
     queued: dict[uuid.UUID, list[int]]
     tx: dict[int, int] = field(default_factory=dict)
     run_at: dict[int, uuid.UUID] = field(default_factory=dict)
-    created_by: dict[uuid.UUID, int] = field(default_factory=dict)
+    scheduled_at: dict[uuid.UUID, int] = field(default_factory=dict)
+
+    def created_by(self, run_id: uuid.UUID) -> int:
+        """The transaction that created the run (wrote its `RunScheduled`)."""
+        return self.tx[self.scheduled_at[run_id]]
 
     def decision_from(self, seq: int) -> int:
         """The first seq written by the transaction (a dispatcher's decision) that wrote `seq`."""
@@ -149,19 +154,20 @@ async def run_load(cluster: Cluster,
 
     # The dispatches in the log's global order, through the project's own reader.
     log = Dispatches(scheduled={noisy: [], quiet: []}, queued={noisy: [], quiet: []})
-    log.tx = {r["seq"]: r["tx"] for r in await conn.fetch(
-        "SELECT seq, xmin::text::bigint AS tx FROM events"
-        " WHERE type IN ('RunScheduled', 'RunQueued')")}
     after = 0
     while page := await read_all_after(conn, after, 10_000):
         for e in page:
             if e.type == "RunScheduled":
                 log.scheduled[e.tenant_id].append(e.seq)
-                log.created_by[e.stream_id] = log.tx[e.seq]
+                log.scheduled_at[e.stream_id] = e.seq
             elif e.type == "RunQueued":
                 log.queued[e.tenant_id].append(e.seq)
                 log.run_at[e.seq] = e.stream_id
         after = page[-1].seq
+    # read after the events (the dispatcher is still queueing noisy runs): it holds them all
+    log.tx = {r["seq"]: r["tx"] for r in await conn.fetch(
+        "SELECT seq, xmin::text::bigint AS tx FROM events"
+        " WHERE type IN ('RunScheduled', 'RunQueued')")}
     return noisy, quiet, log
 
 
@@ -187,7 +193,7 @@ async def test_a_quiet_tenant_starts_within_a_bound_whatever_the_noisy_backlog(
     # committed; the latest of those saw them all. No allowance for visibility is needed.
     first_admitted: dict[int, int] = {}
     for q in sorted(queued[quiet]):
-        first_admitted.setdefault(log.created_by[log.run_at[q]], q)
+        first_admitted.setdefault(log.created_by(log.run_at[q]), q)
     seen_from = log.decision_from(max(first_admitted.values()))
     noisy_seen = sum(1 for q in queued[noisy] if seen_from <= q < last)
     # The dispatch order from S ("|") to the last quiet run: n noisy, q quiet.
