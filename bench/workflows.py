@@ -212,7 +212,7 @@ async def lone_scenario(steps: int, profile: bool = False) -> dict[str, Any]:
     timed: list[float] = []
     async with bench_cluster(SCENARIO) as bench, workflow_worker(bench, lone=timed):
         profiler = None
-        if profile:  # about 0.6 ms a step: long enough for the steps asked for
+        if profile:  # about 1.2 ms a step under py-spy: long enough for the steps asked for
             profiler = Profiler(f"{SCENARIO}-lone", {"worker_gateway": bench.pid("worker_gateway"),
                                                       "sdk_worker": os.getpid()},
                                 max(5.0, steps * 0.0012)).start()

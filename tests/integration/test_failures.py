@@ -91,7 +91,7 @@ async def test_retries_wait_their_stored_delay_then_exhaust_into_the_dead_letter
     run = await world.claim()
     for attempt, delay in ((1, 10), (2, 20)):
         assert run.attempt == attempt
-        assert not run.final_attempt  # the claim read the policy's max_attempts (3) in SQL
+        assert not run.final_attempt  # attempts left under the job's policy (max_attempts 3)
         assert (await world.report(run, "fail", **fail())).status == 200
         row = await world.run_row(run)
         assert row["state"] == "retry_scheduled" and row["failures"] == attempt
