@@ -19,9 +19,8 @@ from logging import DEBUG
 import asyncpg
 
 from ostinato.clock import Clock
-from ostinato.domain import events as ev
 from ostinato.domain.states import RunState, can_transition
-from ostinato.eventlog.records import NewEvent, StreamHead
+from ostinato.eventlog.columns import Queued, append_queued
 from ostinato.eventlog.store import EventStore
 from ostinato.policy.fairness import ClassConfig, FairState, decide
 from ostinato.runtime.duties import Duty
@@ -38,6 +37,9 @@ HOLD_REFRESH_SECONDS = 2.0  # a hold whose reason only changed its place in line
 DEPTH_EVERY_SECONDS = 1.0
 PRUNE_EVERY_SECONDS = 10.0
 log = get_logger("ostinato.dispatcher")
+# the states a run is queued from (the lifecycle's table), as the locked rows spell them
+QUEUEABLE = frozenset(s.value for s in RunState if can_transition(s, RunState.QUEUED))
+RETRY = RunState.RETRY_SCHEDULED.value
 
 
 def live_workers(ttl: timedelta) -> CapacitySource:
@@ -129,9 +131,9 @@ class Dispatcher:
             given = snapshot.inputs(snap, self.key_concurrency, self.prefetch)
             decision = decide(given.waiting, given.pools, self.classes, given.limits,
                               given.buckets, self.state, now, explain=explain)
-            events = await self._queue(conn, decision.admit)
+            queued = await self._queue(conn, decision.admit)
             await self._record_holds(conn, {**given.held, **decision.held}, given.tenant_of,
-                                     [e.stream_id for e in events])
+                                     [q.id for q in queued])
             columns = snapshot.bucket_rows(decision.buckets, given.bucket_keys)
             if columns[0]:
                 await conn.execute(DQ["save_buckets"], *columns)
@@ -142,30 +144,31 @@ class Dispatcher:
             self._explained_at = self.clock.monotonic()
         metrics.DISPATCH_DECISIONS.inc()
         metrics.DISPATCH_ROUND_SECONDS.observe(time.perf_counter() - started)
-        if events:
-            metrics.RUNS_QUEUED.inc(len(events))
+        if queued:
+            metrics.RUNS_QUEUED.inc(len(queued))
             self.on_queued()
-            for e in events if log.is_enabled_for(DEBUG) else ():
-                log.debug("run queued", tenant_id=str(e.tenant_id), run_id=str(e.stream_id))
-        return len(events)
+            for q in queued if log.is_enabled_for(DEBUG) else ():
+                log.debug("run queued", tenant_id=str(q.tenant_id), run_id=str(q.id))
+        return len(queued)
 
     async def _queue(self, conn: asyncpg.Connection,
-                     admitted: Sequence[uuid.UUID]) -> list[NewEvent]:
+                     admitted: Sequence[uuid.UUID]) -> list[Queued]:
+        """`RunQueued` for the admitted runs still waiting, in decision order, appended as
+        columns (`append_queued`: one statement for the batch's events and read models)."""
         if not admitted:
             return []
         rows = {r.id: r for r in await runs.lock_heads(conn, admitted)}
-        events = []
+        queued = []
         for run_id in admitted:  # in decision order
             row = rows.get(run_id)
-            if row is None or not can_transition(RunState(row.state), RunState.QUEUED):
+            if row is None or row.state not in QUEUEABLE:
                 continue
             tp = tracing.run_hop("dispatch run", row.traceparent, tenant_id=row.tenant_id,
                                  job_id=row.job_id, run_id=run_id)
-            reason = "retry" if row.state == RunState.RETRY_SCHEDULED else "dispatched"
-            events.append(StreamHead.of(row).next(
-                ev.RunQueued(pool=row.pool, reason=reason), ACTOR, traceparent=tp))
-        await self.store.append(conn, events)
-        return events
+            queued.append(Queued(run_id, row.tenant_id, row.version, row.pool,
+                                 "retry" if row.state == RETRY else "dispatched", tp))
+        await append_queued(self.store, conn, queued, ACTOR)
+        return queued
 
     async def _record_holds(self, conn: asyncpg.Connection, held: dict[uuid.UUID, str],
                             tenant_of: dict[uuid.UUID, uuid.UUID],

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -49,6 +49,12 @@ def messages(topics: Topics, events: Sequence[NewEvent], occurred_at: datetime) 
         if topic is not None:
             seen = last.get((topic, e.tenant_id))
             last[(topic, e.tenant_id)] = (e, 1 if seen is None else seen[1] + 1)
+    return wake_ups(last, occurred_at)
+
+
+def wake_ups(last: Mapping[tuple[str, uuid.UUID], tuple[NewEvent, int]],
+             occurred_at: datetime) -> Messages:
+    """The messages, given each (topic, tenant)'s last event and how many it stands for."""
     rows: Messages = ([], [], [], [])
     for (topic, tenant_id), (e, count) in last.items():
         envelope = Envelope(

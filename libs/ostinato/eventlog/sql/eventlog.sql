@@ -24,6 +24,37 @@ FROM unnest($1::uuid[], $2::int[], $3::text[], $4::uuid[], $5::uuid[], $6::text[
      CROSS JOIN ended
 RETURNING seq, recorded_at, event_id;
 
+-- name: append_run_queued
+-- RunQueued for a batch of locked runs in one statement (eventlog/columns.py `append_queued`):
+-- the events as append_events writes them, the runs as project_run_queued leaves them (the
+-- same columns: tests/integration/test_columnar_append.py compares the two paths' rows), their
+-- slots as sync_run_slots holds a queued run's, and the outbox row ($10..$13). $2: each run's
+-- version after the event.
+WITH x AS (
+    SELECT * FROM unnest($1::uuid[], $2::int[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
+                         $7::text[]) AS x(id, version, tenant_id, event_id, pool, data, tp)
+), logged AS (
+    INSERT INTO events (stream_id, version, stream_type, tenant_id, event_id, type, data, actor,
+                        epoch, traceparent, occurred_at, recorded_at)
+    SELECT id, version, 'run', tenant_id, event_id, 'RunQueued', data::json, $8, NULL, tp,
+           $9::timestamptz, clock_timestamp()
+    FROM x
+), queued AS (
+    INSERT INTO outbox (topics, keys, payloads, headers)
+    SELECT $10::text[], $11::bytea[], $12::bytea[], $13::text[]
+    WHERE cardinality($10::text[]) > 0
+), moved AS (
+    UPDATE runs SET state = 'queued', pool = x.pool, queued_at = $9::timestamptz,
+                    updated_at = $9::timestamptz, version = x.version,
+                    traceparent = coalesce(x.tp, runs.traceparent)
+    FROM x WHERE runs.id = x.id
+    RETURNING runs.id, runs.tenant_id, runs.pool, runs.priority, runs.task,
+              runs.concurrency_key
+)
+INSERT INTO run_slots (run_id, tenant_id, pool, priority, task, concurrency_key)
+SELECT id, tenant_id, pool, priority, task, concurrency_key FROM moved
+ON CONFLICT (run_id) DO NOTHING;
+
 -- name: read_stream
 -- One stream's events in order, tenant-scoped so a guessed id reveals nothing.
 SELECT seq, event_id, stream_id, stream_type, version, tenant_id, type, data::text AS data, actor,

@@ -1,0 +1,154 @@
+"""A hop's batch appended as columns (`ostinato.eventlog.columns`) writes what `EventStore.append`
+and the projector write for the same events: the log's rows, the read models, the outbox row;
+and a rebuild from the log gives the live rows back."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import msgspec
+import pytest
+
+from ostinato.bus import codec
+from ostinato.clock import FakeClock
+from ostinato.domain import events as ev
+from ostinato.domain.errors import VersionConflict
+from ostinato.eventlog.columns import Queued, append_queued
+from ostinato.eventlog.readmodels import snapshot
+from ostinato.eventlog.rebuild import rebuild
+from ostinato.eventlog.records import StreamHead
+from ostinato.stores import runs
+from tests.helpers.integration import new_job, new_tenant, store
+from tests.helpers.run_stories import scheduled
+
+pytestmark = pytest.mark.integration
+
+NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
+LATER = NOW + timedelta(minutes=5)
+TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def _scheduled(job_id: uuid.UUID, **fields: Any) -> ev.RunScheduled:
+    """A run of the job for the same slot as its twin's (a DAG node's: the slot is not unique)."""
+    return msgspec.structs.replace(scheduled(job_id), trigger="dag", **fields)
+
+
+def _stories(job_id: uuid.UUID) -> list[list[ev.Event]]:
+    """Runs waiting for the dispatcher in the ways they can: new, in other pools and classes,
+    with a concurrency key, and a retry whose time has come."""
+    with_key = _scheduled(job_id, pool="long", priority="bulk", concurrency_key="k",
+                          resource="crm")
+    retry = [_scheduled(job_id), ev.RunQueued(pool="default"),
+             ev.RunStarted(attempt=1, fencing_token=1, worker_id="w", lease_expires_at=LATER),
+             ev.RunFailed(attempt=1, fencing_token=1, error_type="boom", message="m",
+                          retryable=True),
+             ev.RetryScheduled(retry_at=LATER, reason="retryable", counts=True, failures=1),
+             ev.RetryDue(pool="default")]
+    return [[_scheduled(job_id)], [_scheduled(job_id, pool="etl")], [with_key], retry]
+
+
+async def _waiting(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                   story: list[ev.Event]) -> uuid.UUID:
+    head = StreamHead(uuid.uuid4(), tenant_id)
+    async with conn.transaction():
+        await store(FakeClock(NOW)).append(conn, [head.next(e, "test") for e in story])
+    return head.stream_id
+
+
+def _in_order(heads: list[runs.RunHead], ids: list[uuid.UUID]) -> list[runs.RunHead]:
+    """The heads in the stories' order (each twin's last message then stands for the same)."""
+    return sorted(heads, key=lambda h: ids.index(h.id))
+
+
+def _without(row: Any, *names: str) -> dict[str, Any]:
+    return {k: v for k, v in dict(row).items() if k not in names}
+
+
+async def _written(conn: asyncpg.Connection, run_id: uuid.UUID) -> dict[str, Any]:
+    """What queueing wrote for the run: its last event, its row, its slot."""
+    event = await conn.fetchrow(
+        "SELECT version, stream_type, tenant_id, type, data::text AS data, actor, epoch,"
+        " traceparent, occurred_at FROM events WHERE stream_id = $1"
+        " ORDER BY version DESC LIMIT 1", run_id)
+    row = await conn.fetchrow("SELECT * FROM runs WHERE id = $1", run_id)
+    slot = await conn.fetchrow("SELECT * FROM run_slots WHERE run_id = $1", run_id)
+    return {"event": dict(event), "run": _without(row, "id"),
+            "slot": slot and _without(slot, "run_id")}
+
+
+def _wake_ups(row: asyncpg.Record) -> list[tuple[Any, ...]]:
+    """An outbox row's messages by topic, less the ids of the event each stands for."""
+    out = []
+    for topic, key, payload, headers in zip(row["topics"], row["keys"], row["payloads"],
+                                            row["headers"], strict=True):
+        envelope = codec.decode(payload)
+        told = msgspec.json.decode(headers)
+        out.append((topic, key, envelope.version, envelope.tenant_id, envelope.actor,
+                    envelope.traceparent, envelope.event, envelope.coalesced,
+                    envelope.occurred_at, sorted(told)))
+    return sorted(out, key=lambda m: m[0])
+
+
+async def test_queued_as_columns_writes_what_append_and_the_projector_write(
+        pool: asyncpg.Pool) -> None:
+    tenant_id, _ = await new_tenant(pool)
+    job = await new_job(pool, tenant_id, at=NOW + timedelta(days=1))
+    clock = FakeClock(NOW + timedelta(seconds=1))
+    async with pool.acquire() as conn:
+        twins = [(await _waiting(conn, tenant_id, s), await _waiting(conn, tenant_id, s))
+                 for s in _stories(job.id)]
+        await conn.execute("DELETE FROM outbox")
+        by_append, by_columns = [a for a, _ in twins], [b for _, b in twins]
+        async with conn.transaction():  # the projector's path, as the dispatcher took it
+            heads = _in_order(await runs.lock_heads(conn, by_append), by_append)
+            await store(clock).append(conn, [StreamHead.of(h).next(
+                ev.RunQueued(pool=h.pool,
+                             reason="retry" if h.state == "retry_scheduled" else "dispatched"),
+                "dispatcher", traceparent=TP) for h in heads])
+        appended = await conn.fetch("DELETE FROM outbox RETURNING *")
+        async with conn.transaction():
+            heads = _in_order(await runs.lock_heads(conn, by_columns), by_columns)
+            await append_queued(store(clock), conn, [Queued(
+                h.id, h.tenant_id, h.version, h.pool,
+                "retry" if h.state == "retry_scheduled" else "dispatched", TP) for h in heads],
+                "dispatcher")
+        columnar = await conn.fetch("DELETE FROM outbox RETURNING *")
+
+        for a, b in twins:
+            assert await _written(conn, b) == await _written(conn, a)
+        retried = await _written(conn, by_columns[-1])
+        assert retried["event"]["data"] == ev.encode_event(
+            ev.RunQueued(pool="default", reason="retry")).decode()
+        assert retried["run"]["state"] == "queued" and retried["slot"] is not None
+        assert len(appended) == len(columnar) == 1
+        assert _wake_ups(columnar[0]) == _wake_ups(appended[0])
+        topics = [m[0] for m in _wake_ups(columnar[0])]
+        assert topics == sorted(store().topics.ready(p) for p in ("default", "etl", "long"))
+
+        live = await snapshot(conn)
+        await rebuild(conn)
+        assert await snapshot(conn) == live
+
+
+async def test_a_stale_head_writes_nothing(pool: asyncpg.Pool) -> None:
+    """A writer that read a run's head before another moved it conflicts on the log's key:
+    no event, no row changed, as `append`."""
+    tenant_id, _ = await new_tenant(pool)
+    job = await new_job(pool, tenant_id, at=NOW + timedelta(days=1))
+    async with pool.acquire() as conn:
+        fresh = await _waiting(conn, tenant_id, [_scheduled(job.id)])
+        moved = await _waiting(conn, tenant_id, [_scheduled(job.id)])
+        [a, b] = sorted(await runs.lock_heads(conn, [fresh, moved]),
+                        key=lambda h: h.id != fresh)
+        async with conn.transaction():
+            await store().append(conn, [StreamHead.of(b).next(ev.CancelRequested(by="t"), "t")])
+        before = await snapshot(conn)
+        with pytest.raises(VersionConflict):
+            async with conn.transaction():
+                await append_queued(store(), conn, [
+                    Queued(h.id, h.tenant_id, h.version, h.pool, "dispatched", None)
+                    for h in (a, b)], "dispatcher")
+        assert await snapshot(conn) == before
