@@ -20,7 +20,11 @@ from ostinato.eventlog.columns import Queued, append_queued
 from ostinato.eventlog.readmodels import snapshot
 from ostinato.eventlog.rebuild import rebuild
 from ostinato.eventlog.records import StreamHead
-from ostinato.stores import runs
+from ostinato.eventlog.store import read_stream
+from ostinato.jobs import materialise
+from ostinato.jobs.materialise import decide_and_append
+from ostinato.leases.shard import SHARDS
+from ostinato.stores import jobs, runs
 from tests.helpers.integration import new_job, new_tenant, store
 from tests.helpers.run_stories import scheduled
 
@@ -152,3 +156,69 @@ async def test_a_stale_head_writes_nothing(pool: asyncpg.Pool) -> None:
                     Queued(h.id, h.tenant_id, h.version, h.pool, "dispatched", None)
                     for h in (a, b)], "dispatcher")
         assert await snapshot(conn) == before
+
+
+ZERO = uuid.UUID(int=0)
+
+
+def _but_ids(event: ev.Event, *names: str) -> ev.Event:
+    """The event with the named fields (its job's and run's own) set alike."""
+    return msgspec.structs.replace(event, **{n: "t" if n == "task" else ZERO for n in names})
+
+
+async def _fire(pool: asyncpg.Pool, clock: FakeClock, job_id: uuid.UUID) -> None:
+    """The scheduler's decision and append for one due job, as its tick makes them."""
+    async with pool.acquire() as conn, conn.transaction():
+        due = [j for j in await jobs.claim_due(conn, clock.now(), 1000, [], range(SHARDS))
+               if j.id == job_id]
+        assert len(due) == 1
+        await decide_and_append(conn, store(clock), clock, due, actor="scheduler")
+
+
+async def test_fired_as_columns_writes_what_append_and_the_projector_write(
+        pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch) -> None:
+    tenant_id, _ = await new_tenant(pool)
+    clock = FakeClock(NOW)
+    a, b = [await new_job(pool, tenant_id, at=NOW - timedelta(minutes=1), name=n, clock=clock,
+                          payload={"same": True}) for n in ("a", "b")]
+    async with pool.acquire() as conn:
+        await conn.execute("DELETE FROM outbox")
+    clock.advance(1)
+    with monkeypatch.context() as m:  # a: the projector's path
+        m.setattr(materialise, "fires_as_columns", lambda run: False)
+        await _fire(pool, clock, a.id)
+    async with pool.acquire() as conn:
+        appended = await conn.fetch("DELETE FROM outbox RETURNING *")
+    await _fire(pool, clock, b.id)  # b: as columns
+    async with pool.acquire() as conn:
+        columnar = await conn.fetch("DELETE FROM outbox RETURNING *")
+        written = {}
+        for job in (a, b):
+            run = await conn.fetchrow("SELECT * FROM runs WHERE job_id = $1", job.id)
+            row = await conn.fetchrow("SELECT * FROM jobs WHERE id = $1", job.id)
+            [scheduled_] = await read_stream(conn, run["id"], tenant_id)
+            fired = (await read_stream(conn, job.id, tenant_id))[-1]
+            assert (run["payload_ref"], run["task"]) == (row["payload_ref"], row["task"])
+            assert fired.version == row["version"]
+            written[job.id] = {
+                "run": _without(run, "id", "job_id", "payload_ref", "task"),
+                "job": _without(row, "id", "name", "task", "payload_ref", "shard"),
+                "scheduled": (scheduled_.version, scheduled_.actor, scheduled_.epoch,
+                              scheduled_.traceparent, scheduled_.occurred_at,
+                              _but_ids(scheduled_.event, "job_id", "task", "payload_ref")),
+                "fired": (fired.type, fired.actor, fired.epoch, fired.traceparent,
+                          fired.occurred_at,
+                          _but_ids(fired.event, "run_id")),
+                "seq": fired.seq - scheduled_.seq}
+        assert written[b.id] == written[a.id]
+        assert written[b.id]["run"]["state"] == "scheduled" and written[b.id]["seq"] == 1
+        assert written[b.id]["job"]["status"] == "completed"  # a one-off: nothing comes next
+        assert len(appended) == len(columnar) == 1
+        [(topic, *_, event, count, _, _)] = _wake_ups(columnar[0])
+        [(topic_a, *_, event_a, count_a, _, _)] = _wake_ups(appended[0])
+        assert (topic, type(event), count) == (topic_a, type(event_a), count_a)
+        assert topic == store().topics.due and isinstance(event, ev.RunScheduled)
+
+        live = await snapshot(conn)
+        await rebuild(conn)
+        assert await snapshot(conn) == live

@@ -2,21 +2,28 @@
 models and outbox row, where `EventStore.append` builds an event, a record and a projection's
 row per run (issue 44: handle runs as columns on the hot path).
 
-`append_queued` is the dispatcher's hop: `RunQueued` for runs it locked. It writes what
-`append` and the projector write for the same events (the events as `append_events` does,
-the runs as `project_run_queued` leaves them, their slots as `sync_run_slots`, the outbox row as
-`outbox.messages` builds it); `tests/integration/test_columnar_append.py` holds the two paths to
-the same rows and a rebuild from the log to the live ones. The documents are the catalogue's
-encoder's (one per pool and reason, not per run), so the log has one encoder.
+- `append_queued`, the dispatcher's hop: `RunQueued` for runs it locked;
+- `append_fired`, the scheduler's: a due job's one fired slot, `RunScheduled` on the new run's
+  stream and `OccurrenceFired` on the job's.
+
+Each writes what `append` and the projector write for the same events: the events as
+`append_events` does (in the same order), the read models as the events' projections leave
+them (`project_run_queued` and `sync_run_slots`; `project_run_scheduled` and
+`project_occurrence_fired`), the outbox row as `outbox.messages` builds it.
+`tests/integration/test_columnar_append.py` holds each pair of paths to the same rows and a
+rebuild from the log to the live ones. The documents are the catalogue's encoder's, so the log
+has one encoder.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import NamedTuple
 
 import asyncpg
+import msgspec
 
 from ostinato.domain import events as ev
 from ostinato.domain.errors import VersionConflict
@@ -25,6 +32,8 @@ from ostinato.eventlog.outbox import wake_ups
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore, Q
 from ostinato.telemetry import metrics
+
+_json = msgspec.json.Encoder()
 
 
 class Queued(NamedTuple):
@@ -67,15 +76,86 @@ async def append_queued(store: EventStore, conn: asyncpg.Connection, runs: Seque
         NewEvent(r.id, r.version + 1, tenant_id, ev.RunQueued(r.pool, r.reason), actor,
                  traceparent=r.traceparent, event_id=event_id), n)
         for (pool, tenant_id), (r, event_id, n) in last.items()}
+    await _execute(conn, "append_run_queued", [r.id for r in runs],
+                   [r.version + 1 for r in runs], [r.tenant_id for r in runs], event_ids,
+                   [r.pool for r in runs], data, [r.traceparent for r in runs], actor,
+                   occurred_at, *wake_ups(told, occurred_at))
+    metrics.EVENTS_APPENDED.inc(len(runs))
+
+
+class Fired(NamedTuple):
+    """A due job's one fired slot as the scheduler decided it: the run it creates (`run`, made
+    by `jobs.materialise.run_for`) and where the job moves on to. `job_version`: the job
+    stream's version after `OccurrenceFired`."""
+
+    run_id: uuid.UUID
+    tenant_id: uuid.UUID
+    run: ev.RunScheduled
+    job_version: int
+    next_run_at: datetime | None
+    next_slot: datetime | None
+    epoch: int | None
+    traceparent: str | None
+
+
+def fires_as_columns(run: ev.RunScheduled) -> bool:
+    """Whether a run's creation can go through `append_fired`: one that writes nothing beside
+    its row (no searchable attributes, no workflow id: `readmodels._side_rows`)."""
+    return not run.attributes and run.workflow_id is None
+
+
+async def append_fired(store: EventStore, conn: asyncpg.Connection, fired: Sequence[Fired],
+                       actor: str) -> None:
+    """Append each fired slot's `RunScheduled` (version 1 of the new run) and `OccurrenceFired`
+    (the job's, at `job_version`; one a job) in one statement, in the caller's transaction;
+    VersionConflict as `append` (the run or the job written meanwhile)."""
+    if not fired:
+        return
+    if not conn.is_in_transaction():
+        raise RuntimeError("append_fired must run inside a transaction")
+    occurred_at = store.clock.now()
+    encode = ev.encode_event
+    event_ids = [new_id() for _ in fired]
+    last: dict[uuid.UUID, tuple[int, int]] = {}  # tenant -> (its last run's index, runs)
+    for i, f in enumerate(fired):
+        seen = last.get(f.tenant_id)
+        last[f.tenant_id] = (i, 1 if seen is None else seen[1] + 1)
+    # the wake-ups on runs.due: one a tenant, its last run's `RunScheduled` (outbox.messages)
+    told = {(store.topics.due, tenant_id): (NewEvent(
+        fired[i].run_id, 1, tenant_id, fired[i].run, actor, epoch=fired[i].epoch,
+        traceparent=fired[i].traceparent, event_id=event_ids[i]), n)
+        for tenant_id, (i, n) in last.items()}
+    runs = [f.run for f in fired]
+    await _execute(
+        conn, "append_run_fired", [f.run_id for f in fired], [f.tenant_id for f in fired],
+        event_ids, [encode(r).decode() for r in runs], [new_id() for _ in fired],
+        [encode(ev.OccurrenceFired(scheduled_for=f.run.scheduled_for, run_id=f.run_id,
+                                   next_run_at=f.next_run_at, next_slot=f.next_slot)).decode()
+         for f in fired],
+        [f.job_version for f in fired], [f.epoch for f in fired],
+        [f.traceparent for f in fired], [f.next_run_at for f in fired],
+        [f.next_slot for f in fired], [r.job_id for r in runs], [r.task for r in runs],
+        [r.pool for r in runs], [r.priority for r in runs], [r.payload_ref for r in runs],
+        [r.scheduled_for for r in runs], [r.trigger for r in runs], [r.due_at for r in runs],
+        [None if r.retry is None else _json.encode(r.retry).decode() for r in runs],
+        [r.timeout_seconds for r in runs], [r.queue_wait_seconds for r in runs],
+        [r.on_queue_wait for r in runs], [r.replay_of for r in runs],
+        [r.concurrency_key for r in runs], [r.resource for r in runs],
+        [r.parent_run_id for r in runs], [r.payload_version for r in runs],
+        actor, occurred_at, *wake_ups(told, occurred_at))
+    metrics.EVENTS_APPENDED.inc(2 * len(fired))
+
+
+# A statement's parts run in no promised order: a run created twice may meet its row's key
+# before its first event's; either is the version conflict `append` reports.
+_CONFLICTS = frozenset({"events_pkey", "runs_pkey"})
+
+
+async def _execute(conn: asyncpg.Connection, name: str, *args: object) -> None:
     try:
-        await conn.execute(
-            Q["append_run_queued"], [r.id for r in runs], [r.version + 1 for r in runs],
-            [r.tenant_id for r in runs], event_ids, [r.pool for r in runs], data,
-            [r.traceparent for r in runs], actor, occurred_at,
-            *wake_ups(told, occurred_at))
+        await conn.execute(Q[name], *args)
     except asyncpg.UniqueViolationError as exc:
-        if exc.constraint_name == "events_pkey":
+        if exc.constraint_name in _CONFLICTS:
             raise VersionConflict(
                 "the stream was changed concurrently; re-read it and try again") from exc
         raise
-    metrics.EVENTS_APPENDED.inc(len(runs))

@@ -10,7 +10,9 @@ the run id derives from the occurrence, so a second creation of the same occurre
 version conflict. `decide_and_append` decides each locked due job
 (`ostinato.jobs.decide`) and appends, in the caller's transaction: per fired slot `RunScheduled`
 on the run's stream and `OccurrenceFired` on the job's, per skipped range `OccurrencesSkipped`,
-and `JobPaused` for an auto-pause. The scheduler's tick and the reconciler's repairs call it;
+and `JobPaused` for an auto-pause. The common decision, one slot fired and nothing else, goes
+as columns (`eventlog.columns.append_fired`: one statement for the batch's events and rows).
+The scheduler's tick and the reconciler's repairs call it;
 trigger, backfill, retry and replay call `run_for` (for a DAG job, trigger and backfill call
 `dag_run_for`).
 
@@ -35,6 +37,7 @@ from ostinato.clock import Clock
 from ostinato.dags import graph, targets
 from ostinato.domain import events as ev
 from ostinato.domain.ids import run_id_for
+from ostinato.eventlog.columns import Fired, append_fired, fires_as_columns
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import EventStore
 from ostinato.jobs.decide import Decision, decide
@@ -217,6 +220,7 @@ async def decide_and_append(
     dag_ids = {d for d in (dag_of(j.task) for j in due) if d is not None}
     dags = await dag_store.current_definitions(conn, list(dag_ids)) if dag_ids else {}
     events: list[NewEvent] = []
+    fired: list[Fired] = []
     created: list[ev.RunScheduled] = []
     for job in due:
         decision = decide(
@@ -230,12 +234,34 @@ async def decide_and_append(
             continue
         epoch = None if epochs is None else epochs.get(job.shard)
         head = heads[job.id] if heads else StreamHead.of(job)
-        job_events, runs = _job_events(job, head, decision, actor, epoch, dags)
-        events += job_events
-        created += runs
+        one = _fired_alone(job, head, decision, epoch)
+        if one is not None:  # most decisions: one slot fired, nothing else
+            fired.append(one)
+            created.append(one.run)
+        else:
+            job_events, runs = _job_events(job, head, decision, actor, epoch, dags)
+            events += job_events
+            created += runs
         _log_decision(job, decision)
+    await append_fired(store, conn, fired, actor)
     await store.append(conn, events)
     return created
+
+
+def _fired_alone(job: DueJob, head: StreamHead, d: Decision,
+                 epoch: int | None) -> Fired | None:
+    """The decision as one fired slot for `append_fired` (the job's head moved on past it), or
+    None when it is more (skips, a pause, several slots, a DAG run, side rows): `_job_events`."""
+    if len(d.fire) != 1 or d.skipped or d.pause_reason or dag_of(job.task) is not None:
+        return None
+    slot, due = d.fire[0]
+    run_id, run = run_for(job, slot, due_at=due)
+    if not fires_as_columns(run):
+        return None
+    tp = tracing.run_hop("schedule run", job.traceparent, tenant_id=job.tenant_id,
+                         job_id=job.id, run_id=run_id)
+    head.version += 1
+    return Fired(run_id, job.tenant_id, run, head.version, d.next_run_at, d.next_slot, epoch, tp)
 
 
 def dag_of(task: str | None) -> uuid.UUID | None:

@@ -55,6 +55,59 @@ INSERT INTO run_slots (run_id, tenant_id, pool, priority, task, concurrency_key)
 SELECT id, tenant_id, pool, priority, task, concurrency_key FROM moved
 ON CONFLICT (run_id) DO NOTHING;
 
+-- name: append_run_fired
+-- A due job's one fired slot for a batch of jobs in one statement (eventlog/columns.py
+-- `append_fired`): RunScheduled (version 1 of the run) then OccurrenceFired (the job's) for each,
+-- in that order, as append_events writes them; the runs as project_run_scheduled inserts them,
+-- the jobs as project_occurrence_fired leaves them (the same columns:
+-- tests/integration/test_columnar_append.py compares the two paths' rows), and the outbox row
+-- ($31..$34).
+WITH x AS (
+    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::uuid[], $6::text[],
+                         $7::int[], $8::bigint[], $9::text[], $10::timestamptz[],
+                         $11::timestamptz[], $12::uuid[], $13::text[], $14::text[], $15::text[],
+                         $16::uuid[], $17::timestamptz[], $18::text[], $19::timestamptz[],
+                         $20::text[], $21::float8[], $22::float8[], $23::text[], $24::uuid[],
+                         $25::text[], $26::text[], $27::uuid[], $28::int[]) WITH ORDINALITY
+        AS x(id, tenant_id, event_id, data, fired_id, fired_data, job_version, epoch, tp,
+             next_run_at, next_slot, job_id, task, pool, priority, payload_ref, scheduled_for,
+             trigger, due_at, retry_policy, timeout_seconds, queue_wait_seconds, on_queue_wait,
+             replay_of, concurrency_key, resource, parent_run_id, payload_version, n)
+), logged AS (
+    INSERT INTO events (stream_id, version, stream_type, tenant_id, event_id, type, data, actor,
+                        epoch, traceparent, occurred_at, recorded_at)
+    SELECT e.stream_id, e.version, e.stream_type, x.tenant_id, e.event_id, e.type, e.data::json,
+           $29, x.epoch, x.tp, $30::timestamptz, clock_timestamp()
+    FROM x CROSS JOIN LATERAL (VALUES
+        (1, x.id, 1, 'run', x.event_id, 'RunScheduled', x.data),
+        (2, x.job_id, x.job_version, 'job', x.fired_id, 'OccurrenceFired', x.fired_data)
+    ) AS e(k, stream_id, version, stream_type, event_id, type, data)
+    ORDER BY x.n, e.k
+), queued AS (
+    INSERT INTO outbox (topics, keys, payloads, headers)
+    SELECT $31::text[], $32::bytea[], $33::bytea[], $34::text[]
+    WHERE cardinality($31::text[]) > 0
+), created AS (
+    INSERT INTO runs (id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for,
+                      state, attempt, fencing_token, scheduled_at, updated_at, version, trigger,
+                      due_at, traceparent, retry_policy, timeout_seconds, queue_wait_seconds,
+                      on_queue_wait, replay_of, concurrency_key, resource, parent_run_id,
+                      payload_version)
+    SELECT id, tenant_id, job_id, task, pool, priority, payload_ref, scheduled_for, 'scheduled',
+           0, 0, $30::timestamptz, $30::timestamptz, 1, trigger,
+           coalesce(due_at, scheduled_for), tp, retry_policy::json, timeout_seconds,
+           queue_wait_seconds, on_queue_wait, replay_of, concurrency_key, resource,
+           parent_run_id, payload_version
+    FROM x
+)
+UPDATE jobs SET next_run_at = x.next_run_at, next_slot = coalesce(x.next_slot, x.next_run_at),
+                last_run_at = greatest(jobs.last_run_at, x.scheduled_for),
+                runs_created = jobs.runs_created + 1, resume_policy = NULL,
+                status = CASE WHEN x.next_run_at IS NULL AND jobs.status = 'active'
+                              THEN 'completed' ELSE jobs.status END,
+                updated_at = $30::timestamptz, version = x.job_version
+FROM x WHERE jobs.id = x.job_id;
+
 -- name: read_stream
 -- One stream's events in order, tenant-scoped so a guessed id reveals nothing.
 SELECT seq, event_id, stream_id, stream_type, version, tenant_id, type, data::text AS data, actor,
