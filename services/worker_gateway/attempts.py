@@ -35,6 +35,7 @@ from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.domain.ids import idempotency_key
 from ostinato.domain.workflow import StepKind
+from ostinato.eventlog.columns import append_succeeded
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import (
     NOTHING_STAGED,
@@ -334,8 +335,12 @@ class Attempts:
     async def _append(self, conn: asyncpg.Connection, events: Sequence[NewEvent],
                       finished: Sequence[uuid.UUID]) -> None:
         """In the report's transaction: the events, and the end of the leases of the runs
-        that left `running`."""
-        await self.store.append(conn, events)
+        that left `running`. A batch of completions only (most batches) goes as columns
+        (`append_succeeded`: one statement for the events and their read models)."""
+        if events and all(type(e.event) is ev.RunSucceeded for e in events):
+            await append_succeeded(self.store, conn, events)
+        else:
+            await self.store.append(conn, events)
         if finished:
             await attempt_leases.release_leases(conn, list(finished))
 

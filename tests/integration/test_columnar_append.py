@@ -4,6 +4,7 @@ and a rebuild from the log gives the live rows back."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,7 +17,8 @@ from ostinato.bus import codec
 from ostinato.clock import FakeClock
 from ostinato.domain import events as ev
 from ostinato.domain.errors import VersionConflict
-from ostinato.eventlog.columns import Queued, append_queued
+from ostinato.eventlog import ended
+from ostinato.eventlog.columns import Queued, append_queued, append_succeeded
 from ostinato.eventlog.readmodels import snapshot
 from ostinato.eventlog.rebuild import rebuild
 from ostinato.eventlog.records import StreamHead
@@ -222,3 +224,73 @@ async def test_fired_as_columns_writes_what_append_and_the_projector_write(
         live = await snapshot(conn)
         await rebuild(conn)
         assert await snapshot(conn) == live
+
+
+def _running(job_id: uuid.UUID, ended: ev.Event | None = None) -> list[ev.Event]:
+    """A run of the job in its first attempt (ended by `ended`, then dead-lettered, if given)."""
+    story: list[ev.Event] = [
+        _scheduled(job_id), ev.RunQueued(pool="default"),
+        ev.RunStarted(attempt=1, fencing_token=1, worker_id="w", lease_expires_at=LATER)]
+    if ended is not None:
+        story += [ended, ev.RunDeadLettered(reason="permanent", error_type="boom", message="m",
+                                            attempts=1)]
+    return story
+
+
+async def test_succeeded_as_columns_writes_what_append_and_the_projector_write(
+        pool: asyncpg.Pool, db_url: str) -> None:
+    tenant_id, _ = await new_tenant(pool)
+    failed = ev.RunFailed(attempt=1, fencing_token=1, error_type="boom", message="m",
+                          retryable=False)
+    ref = uuid.uuid4()
+    outcomes = [dict(output_ref=None, logs_ref=None), dict(output_ref=ref, logs_ref=ref)]
+    clock = FakeClock(NOW + timedelta(seconds=2))
+    heard: list[str] = []
+    listener = await asyncpg.connect(db_url)
+    await listener.add_listener(ended.CHANNEL, lambda *args: heard.append(args[-1]))
+    try:
+        async with pool.acquire() as conn:
+            twins, job_ids = [], []
+            for name in ("a", "b"):  # a job each, with a streak of failures to end
+                job = await new_job(pool, tenant_id, at=NOW + timedelta(days=1), name=name)
+                await _waiting(conn, tenant_id, _running(job.id, failed))
+                twins.append([await _waiting(conn, tenant_id, _running(job.id))
+                              for _ in outcomes])
+                job_ids.append(job.id)
+            streak = "SELECT consecutive_failures FROM jobs WHERE id = ANY($1) ORDER BY id"
+            assert [s["consecutive_failures"] for s in await conn.fetch(streak, job_ids)] == [1, 1]
+            await conn.execute("DELETE FROM outbox")
+            out = []
+            for ids, append in zip(twins, (store(clock).append, _columns(clock)), strict=True):
+                async with conn.transaction():
+                    heads = _in_order(await runs.lock_heads(conn, ids), ids)
+                    await append(conn, [StreamHead.of(h).next(ev.RunSucceeded(
+                        attempt=1, fencing_token=1, **o), "worker:w", epoch=1, traceparent=TP)
+                        for h, o in zip(heads, outcomes, strict=True)])
+                out.append(await conn.fetch("DELETE FROM outbox RETURNING *"))
+            streaks = await conn.fetch(streak, job_ids)
+
+            written = [[await _written(conn, i) for i in ids] for ids in twins]
+            for a, b in zip(*written, strict=True):  # the runs' own job and payload apart
+                assert {**b, "run": _without(b["run"], "job_id", "payload_ref")} == \
+                    {**a, "run": _without(a["run"], "job_id", "payload_ref")}
+            assert [w["run"]["state"] for w in written[1]] == ["succeeded"] * 2
+            assert [w["slot"] for w in written[1]] == [None, None]
+            assert [s["consecutive_failures"] for s in streaks] == [0, 0]
+            assert _wake_ups(out[1][0]) == _wake_ups(out[0][0])
+            live = await snapshot(conn)
+            await rebuild(conn)
+            assert await snapshot(conn) == live
+        for _ in range(100):  # notices arrive after the commits, in order
+            if len(heard) >= 2:
+                break
+            await asyncio.sleep(0.02)
+        assert [set(ended.parse(h)) for h in heard[-2:]] == [set(t) for t in twins]
+    finally:
+        await listener.close()
+
+
+def _columns(clock: FakeClock) -> Any:
+    async def append(conn: asyncpg.Connection, events: list[Any]) -> None:
+        await append_succeeded(store(clock), conn, events)
+    return append

@@ -4,12 +4,14 @@ row per run (issue 44: handle runs as columns on the hot path).
 
 - `append_queued`, the dispatcher's hop: `RunQueued` for runs it locked;
 - `append_fired`, the scheduler's: a due job's one fired slot, `RunScheduled` on the new run's
-  stream and `OccurrenceFired` on the job's.
+  stream and `OccurrenceFired` on the job's;
+- `append_succeeded`, the gateway's report of a batch of completions: `RunSucceeded` each.
 
 Each writes what `append` and the projector write for the same events: the events as
-`append_events` does (in the same order), the read models as the events' projections leave
-them (`project_run_queued` and `sync_run_slots`; `project_run_scheduled` and
-`project_occurrence_fired`), the outbox row as `outbox.messages` builds it.
+`append_events` does (in the same order, with the run-end notices of `ended`), the read models
+as the events' projections leave them (`project_run_queued` and `sync_run_slots`;
+`project_run_scheduled` and `project_occurrence_fired`; `project_run_succeeded` and
+`sync_run_slots`), the outbox row as `outbox.messages` builds it.
 `tests/integration/test_columnar_append.py` holds each pair of paths to the same rows and a
 rebuild from the log to the live ones. The documents are the catalogue's encoder's, so the log
 has one encoder.
@@ -27,8 +29,10 @@ import msgspec
 
 from ostinato.domain import events as ev
 from ostinato.domain.errors import VersionConflict
+from ostinato.domain.events import event_type
 from ostinato.domain.ids import new_id
-from ostinato.eventlog.outbox import wake_ups
+from ostinato.eventlog import ended
+from ostinato.eventlog.outbox import messages, wake_ups
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore, Q
 from ostinato.telemetry import metrics
@@ -144,6 +148,31 @@ async def append_fired(store: EventStore, conn: asyncpg.Connection, fired: Seque
         [r.parent_run_id for r in runs], [r.payload_version for r in runs],
         actor, occurred_at, *wake_ups(told, occurred_at))
     metrics.EVENTS_APPENDED.inc(2 * len(fired))
+
+
+async def append_succeeded(store: EventStore, conn: asyncpg.Connection,
+                           events: Sequence[NewEvent]) -> None:
+    """Append `events`, every one a `RunSucceeded` made by `StreamHead.next` on a locked run,
+    in one statement, in the caller's transaction; VersionConflict as `append`."""
+    if not events:
+        return
+    if not conn.is_in_transaction():
+        raise RuntimeError("append_succeeded must run inside a transaction")
+    occurred_at = store.clock.now()
+    done: list[ev.RunSucceeded] = []
+    for e in events:
+        if type(e.event) is not ev.RunSucceeded:
+            raise TypeError(f"append_succeeded appends RunSucceeded, not {event_type(e.event)}")
+        done.append(e.event)
+    encode = ev.encode_event
+    await _execute(
+        conn, "append_run_succeeded", [e.stream_id for e in events],
+        [e.version for e in events], [e.tenant_id for e in events],
+        [e.event_id for e in events], [encode(d).decode() for d in done],
+        [e.actor for e in events], [e.epoch for e in events], [e.traceparent for e in events],
+        [d.output_ref for d in done], [d.logs_ref for d in done],
+        occurred_at, *messages(store.topics, events, occurred_at), ended.notices(events))
+    metrics.EVENTS_APPENDED.inc(len(events))
 
 
 # A statement's parts run in no promised order: a run created twice may meet its row's key

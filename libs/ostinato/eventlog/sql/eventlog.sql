@@ -108,6 +108,40 @@ UPDATE jobs SET next_run_at = x.next_run_at, next_slot = coalesce(x.next_slot, x
                 updated_at = $30::timestamptz, version = x.job_version
 FROM x WHERE jobs.id = x.job_id;
 
+-- name: append_run_succeeded
+-- RunSucceeded for a batch of locked runs in one statement (eventlog/columns.py
+-- `append_succeeded`): the events as append_events writes them (with the outbox row, $12..$15,
+-- and the run-end notices, $16), the runs and their jobs' streaks as project_run_succeeded
+-- leaves them, the slots freed as sync_run_slots frees a finished run's (the same rows:
+-- tests/integration/test_columnar_append.py compares the two paths').
+WITH x AS (
+    SELECT * FROM unnest($1::uuid[], $2::int[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
+                         $7::bigint[], $8::text[], $9::uuid[], $10::uuid[])
+        AS x(id, version, tenant_id, event_id, data, actor, epoch, tp, output_ref, logs_ref)
+), ended AS (
+    SELECT count(pg_notify('ostinato_run_ended', n)) AS notified FROM unnest($16::text[]) AS n
+), logged AS (
+    INSERT INTO events (stream_id, version, stream_type, tenant_id, event_id, type, data, actor,
+                        epoch, traceparent, occurred_at, recorded_at)
+    SELECT id, version, 'run', tenant_id, event_id, 'RunSucceeded', data::json, actor, epoch, tp,
+           $11::timestamptz, clock_timestamp()
+    FROM x CROSS JOIN ended
+), queued AS (
+    INSERT INTO outbox (topics, keys, payloads, headers)
+    SELECT $12::text[], $13::bytea[], $14::bytea[], $15::text[]
+    WHERE cardinality($12::text[]) > 0
+), moved AS (
+    UPDATE runs SET state = 'succeeded', output_ref = x.output_ref,
+                    finished_at = $11::timestamptz, updated_at = $11::timestamptz,
+                    version = x.version, logs_ref = coalesce(x.logs_ref, runs.logs_ref)
+    FROM x WHERE runs.id = x.id
+    RETURNING runs.id, runs.job_id
+), freed AS (
+    DELETE FROM run_slots s USING moved WHERE s.run_id = moved.id
+)
+UPDATE jobs SET consecutive_failures = 0
+FROM moved WHERE jobs.id = moved.job_id AND jobs.consecutive_failures <> 0;
+
 -- name: read_stream
 -- One stream's events in order, tenant-scoped so a guessed id reveals nothing.
 SELECT seq, event_id, stream_id, stream_type, version, tenant_id, type, data::text AS data, actor,
