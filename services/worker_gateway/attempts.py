@@ -35,7 +35,7 @@ from ostinato.clock import Clock
 from ostinato.domain import events as ev
 from ostinato.domain.ids import idempotency_key
 from ostinato.domain.workflow import StepKind
-from ostinato.eventlog.columns import append_succeeded
+from ostinato.eventlog.columns import append_started, append_succeeded
 from ostinato.eventlog.records import NewEvent, StreamHead
 from ostinato.eventlog.store import (
     NOTHING_STAGED,
@@ -133,7 +133,7 @@ class Attempts:
                                             job_id=r.job_id, run_id=r.id,
                                             attempt=r.attempt + 1)
                       for r in rows}
-            await self.store.append(conn, [
+            await append_started(self.store, conn, [  # as columns: one statement
                 StreamHead.of(r).next(
                     ev.RunStarted(attempt=r.attempt + 1, fencing_token=token,
                                   worker_id=req.worker_id, lease_expires_at=expires[r.id],

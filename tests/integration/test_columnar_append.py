@@ -18,7 +18,7 @@ from ostinato.clock import FakeClock
 from ostinato.domain import events as ev
 from ostinato.domain.errors import VersionConflict
 from ostinato.eventlog import ended
-from ostinato.eventlog.columns import Queued, append_queued, append_succeeded
+from ostinato.eventlog.columns import Queued, append_queued, append_started, append_succeeded
 from ostinato.eventlog.readmodels import snapshot
 from ostinato.eventlog.rebuild import rebuild
 from ostinato.eventlog.records import StreamHead
@@ -261,7 +261,8 @@ async def test_succeeded_as_columns_writes_what_append_and_the_projector_write(
             assert [s["consecutive_failures"] for s in await conn.fetch(streak, job_ids)] == [1, 1]
             await conn.execute("DELETE FROM outbox")
             out = []
-            for ids, append in zip(twins, (store(clock).append, _columns(clock)), strict=True):
+            appenders = (store(clock).append, _columnar(append_succeeded, clock))
+            for ids, append in zip(twins, appenders, strict=True):
                 async with conn.transaction():
                     heads = _in_order(await runs.lock_heads(conn, ids), ids)
                     await append(conn, [StreamHead.of(h).next(ev.RunSucceeded(
@@ -290,7 +291,55 @@ async def test_succeeded_as_columns_writes_what_append_and_the_projector_write(
         await listener.close()
 
 
-def _columns(clock: FakeClock) -> Any:
+def _columnar(append_as_columns: Any, clock: FakeClock) -> Any:
+    """`store(clock).append`'s stand-in: the columnar append given."""
     async def append(conn: asyncpg.Connection, events: list[Any]) -> None:
-        await append_succeeded(store(clock), conn, events)
+        await append_as_columns(store(clock), conn, events)
     return append
+
+
+async def test_started_as_columns_writes_what_append_and_the_projector_write(
+        pool: asyncpg.Pool) -> None:
+    """A claim's starts: the runs, the start-lag histogram (first attempts only), a pinned
+    workflow's version kept."""
+    tenant_id, _ = await new_tenant(pool)
+    job = await new_job(pool, tenant_id, at=NOW + timedelta(days=1))
+    retried = [*_running(job.id)[:3],
+               ev.LeaseReleased(attempt=1, fencing_token=1, worker_id="w"),
+               ev.RunQueued(pool="default", reason="retry")]
+    stories = [_running(job.id)[:2], _running(job.id)[:2], retried]
+    starts = [dict(attempt=1, fencing_token=1, task_version=None, pinned=False),
+              dict(attempt=1, fencing_token=1, task_version="3", pinned=True),
+              dict(attempt=2, fencing_token=2, task_version=None, pinned=False)]
+    minute = "SELECT bucket, starts, max_seconds FROM start_lag_minutes" \
+             " WHERE tenant_id = $1 ORDER BY bucket"
+    out, histograms = [], []
+    async with pool.acquire() as conn:
+        twins = [[await _waiting(conn, tenant_id, s) for s in stories] for _ in range(2)]
+        await conn.execute("DELETE FROM outbox")
+        for ids, columnar in zip(twins, (False, True), strict=True):
+            clock = FakeClock(NOW + timedelta(seconds=3))
+            append = _columnar(append_started, clock) if columnar else store(clock).append
+            before = await conn.fetch(minute, tenant_id)
+            async with conn.transaction():
+                heads = _in_order(await runs.lock_heads(conn, ids), ids)
+                await append(conn, [StreamHead.of(h).next(ev.RunStarted(
+                    worker_id="w", lease_expires_at=LATER, **o), "worker:w",
+                    epoch=o["fencing_token"], traceparent=TP)
+                    for h, o in zip(heads, starts, strict=True)])
+            out.append(await conn.fetch("DELETE FROM outbox RETURNING *"))
+            after = {r["bucket"]: r for r in await conn.fetch(minute, tenant_id)}
+            histograms.append(sorted(
+                (b, r["starts"] - next((x["starts"] for x in before if x["bucket"] == b), 0),
+                 r["max_seconds"]) for b, r in after.items()))
+        written = [[await _written(conn, i) for i in ids] for ids in twins]
+        for a, b in zip(*written, strict=True):
+            assert b == a
+        assert [(await _written(conn, i))["run"]["task_version"] for i in twins[1]] == \
+            [None, "3", None]
+        assert histograms[1] == histograms[0] and sum(h[1] for h in histograms[1]) == 2
+        assert out == [[], []]  # a start wakes no one
+        live = await snapshot(conn)
+        await rebuild(conn)
+        assert await snapshot(conn) == live
+

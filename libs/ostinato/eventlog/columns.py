@@ -5,13 +5,14 @@ row per run (issue 44: handle runs as columns on the hot path).
 - `append_queued`, the dispatcher's hop: `RunQueued` for runs it locked;
 - `append_fired`, the scheduler's: a due job's one fired slot, `RunScheduled` on the new run's
   stream and `OccurrenceFired` on the job's;
+- `append_started`, the gateway's claim: `RunStarted` for each run leased;
 - `append_succeeded`, the gateway's report of a batch of completions: `RunSucceeded` each.
 
 Each writes what `append` and the projector write for the same events: the events as
 `append_events` does (in the same order, with the run-end notices of `ended`), the read models
 as the events' projections leave them (`project_run_queued` and `sync_run_slots`;
-`project_run_scheduled` and `project_occurrence_fired`; `project_run_succeeded` and
-`sync_run_slots`), the outbox row as `outbox.messages` builds it.
+`project_run_scheduled` and `project_occurrence_fired`; `project_run_started`;
+`project_run_succeeded` and `sync_run_slots`), the outbox row as `outbox.messages` builds it.
 `tests/integration/test_columnar_append.py` holds each pair of paths to the same rows and a
 rebuild from the log to the live ones. The documents are the catalogue's encoder's, so the log
 has one encoder.
@@ -22,7 +23,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import asyncpg
 import msgspec
@@ -150,20 +151,35 @@ async def append_fired(store: EventStore, conn: asyncpg.Connection, fired: Seque
     metrics.EVENTS_APPENDED.inc(2 * len(fired))
 
 
+async def append_started(store: EventStore, conn: asyncpg.Connection,
+                         events: Sequence[NewEvent]) -> None:
+    """Append `events`, every one a `RunStarted` made by `StreamHead.next` on a locked run, in
+    one statement, in the caller's transaction; VersionConflict as `append`."""
+    if not events:
+        return
+    occurred_at = store.clock.now()
+    started = _all_of(ev.RunStarted, conn, events)
+    encode = ev.encode_event
+    await _execute(
+        conn, "append_run_started", [e.stream_id for e in events],
+        [e.version for e in events], [e.tenant_id for e in events],
+        [e.event_id for e in events], [encode(d).decode() for d in started],
+        [e.actor for e in events], [e.epoch for e in events], [e.traceparent for e in events],
+        [d.attempt for d in started], [d.fencing_token for d in started],
+        [d.worker_id for d in started], [d.task_version for d in started],
+        [d.pinned for d in started], occurred_at,
+        *messages(store.topics, events, occurred_at), ended.notices(events))
+    metrics.EVENTS_APPENDED.inc(len(events))
+
+
 async def append_succeeded(store: EventStore, conn: asyncpg.Connection,
                            events: Sequence[NewEvent]) -> None:
     """Append `events`, every one a `RunSucceeded` made by `StreamHead.next` on a locked run,
     in one statement, in the caller's transaction; VersionConflict as `append`."""
     if not events:
         return
-    if not conn.is_in_transaction():
-        raise RuntimeError("append_succeeded must run inside a transaction")
     occurred_at = store.clock.now()
-    done: list[ev.RunSucceeded] = []
-    for e in events:
-        if type(e.event) is not ev.RunSucceeded:
-            raise TypeError(f"append_succeeded appends RunSucceeded, not {event_type(e.event)}")
-        done.append(e.event)
+    done = _all_of(ev.RunSucceeded, conn, events)
     encode = ev.encode_event
     await _execute(
         conn, "append_run_succeeded", [e.stream_id for e in events],
@@ -173,6 +189,22 @@ async def append_succeeded(store: EventStore, conn: asyncpg.Connection,
         [d.output_ref for d in done], [d.logs_ref for d in done],
         occurred_at, *messages(store.topics, events, occurred_at), ended.notices(events))
     metrics.EVENTS_APPENDED.inc(len(events))
+
+
+E = TypeVar("E", bound=ev.Event)
+
+
+def _all_of(kind: type[E], conn: asyncpg.Connection, events: Sequence[NewEvent]) -> list[E]:
+    """The events' payloads, each checked to be a `kind` (what the statement writes), inside a
+    transaction (the caller's, so all commit or none do)."""
+    if not conn.is_in_transaction():
+        raise RuntimeError("a columnar append must run inside a transaction")
+    found: list[E] = []
+    for e in events:
+        if type(e.event) is not kind:
+            raise TypeError(f"this append writes {kind.__name__}, not {event_type(e.event)}")
+        found.append(e.event)  # type: ignore[arg-type]
+    return found
 
 
 # A statement's parts run in no promised order: a run created twice may meet its row's key

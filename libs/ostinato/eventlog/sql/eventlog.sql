@@ -108,6 +108,58 @@ UPDATE jobs SET next_run_at = x.next_run_at, next_slot = coalesce(x.next_slot, x
                 updated_at = $30::timestamptz, version = x.job_version
 FROM x WHERE jobs.id = x.job_id;
 
+-- name: append_run_started
+-- RunStarted for a batch of claimed runs in one statement (eventlog/columns.py
+-- `append_started`): the events as append_events writes them (with the outbox row, $15..$18,
+-- and the notices, $19: none for a start, passed as for any append), the runs and the
+-- start-lag histogram as project_run_started leaves them (the same rows:
+-- tests/integration/test_columnar_append.py compares the two paths'). A start keeps the run's
+-- slot (readmodels.SLOT_UNCHANGED).
+WITH x AS (
+    SELECT * FROM unnest($1::uuid[], $2::int[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
+                         $7::bigint[], $8::text[], $9::int[], $10::bigint[], $11::text[],
+                         $12::text[], $13::bool[])
+        AS x(id, version, tenant_id, event_id, data, actor, epoch, tp, attempt, fencing_token,
+             worker_id, task_version, pinned)
+), ended AS (
+    SELECT count(pg_notify('ostinato_run_ended', n)) AS notified FROM unnest($19::text[]) AS n
+), logged AS (
+    INSERT INTO events (stream_id, version, stream_type, tenant_id, event_id, type, data, actor,
+                        epoch, traceparent, occurred_at, recorded_at)
+    SELECT id, version, 'run', tenant_id, event_id, 'RunStarted', data::json, actor, epoch, tp,
+           $14::timestamptz, clock_timestamp()
+    FROM x CROSS JOIN ended
+), queued AS (
+    INSERT INTO outbox (topics, keys, payloads, headers)
+    SELECT $15::text[], $16::bytea[], $17::bytea[], $18::text[]
+    WHERE cardinality($15::text[]) > 0
+), started AS (
+    UPDATE runs SET state = 'running', attempt = x.attempt, fencing_token = x.fencing_token,
+                    worker_id = x.worker_id, started_at = $14::timestamptz,
+                    updated_at = $14::timestamptz, version = x.version,
+                    traceparent = coalesce(x.tp, runs.traceparent),
+                    task_version = CASE WHEN runs.pinned THEN runs.task_version
+                                        ELSE x.task_version END,
+                    pinned = runs.pinned OR (x.pinned AND x.task_version IS NOT NULL)
+    FROM x WHERE runs.id = x.id
+    RETURNING runs.tenant_id, runs.pool, runs.attempt, runs.started_at,
+              greatest(0, extract(epoch FROM runs.started_at
+                                  - coalesce(runs.due_at, runs.scheduled_for)))::float8 AS lag
+), first_starts AS (
+    SELECT date_trunc('minute', started_at, 'UTC') AS minute, tenant_id, pool, lag,
+           CASE WHEN lag < 0.001 THEN 0
+                ELSE 1 + floor(ln(lag / 0.001) / ln(1.1)) END::smallint AS bucket
+    FROM started WHERE attempt = 1
+)
+INSERT INTO start_lag_minutes (minute, tenant_id, pool, bucket, starts, max_seconds)
+SELECT minute, tenant_id, pool, bucket, count(*), max(lag)
+FROM first_starts
+GROUP BY minute, tenant_id, pool, bucket
+ORDER BY minute, tenant_id, pool, bucket
+ON CONFLICT (minute, tenant_id, pool, bucket) DO UPDATE
+    SET starts = start_lag_minutes.starts + excluded.starts,
+        max_seconds = greatest(start_lag_minutes.max_seconds, excluded.max_seconds);
+
 -- name: append_run_succeeded
 -- RunSucceeded for a batch of locked runs in one statement (eventlog/columns.py
 -- `append_succeeded`): the events as append_events writes them (with the outbox row, $12..$15,
