@@ -56,8 +56,9 @@ def _stories(job_id: uuid.UUID) -> list[list[ev.Event]]:
     return [[_scheduled(job_id)], [_scheduled(job_id, pool="etl")], [with_key], retry]
 
 
-async def _waiting(conn: asyncpg.Connection, tenant_id: uuid.UUID,
-                   story: list[ev.Event]) -> uuid.UUID:
+async def _story(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                 story: list[ev.Event]) -> uuid.UUID:
+    """A new run whose stream is `story`, appended the usual way; its id."""
     head = StreamHead(uuid.uuid4(), tenant_id)
     async with conn.transaction():
         await store(FakeClock(NOW)).append(conn, [head.next(e, "test") for e in story])
@@ -104,7 +105,7 @@ async def test_queued_as_columns_writes_what_append_and_the_projector_write(
     job = await new_job(pool, tenant_id, at=NOW + timedelta(days=1))
     clock = FakeClock(NOW + timedelta(seconds=1))
     async with pool.acquire() as conn:
-        twins = [(await _waiting(conn, tenant_id, s), await _waiting(conn, tenant_id, s))
+        twins = [(await _story(conn, tenant_id, s), await _story(conn, tenant_id, s))
                  for s in _stories(job.id)]
         await conn.execute("DELETE FROM outbox")
         by_append, by_columns = [a for a, _ in twins], [b for _, b in twins]
@@ -145,8 +146,8 @@ async def test_a_stale_head_writes_nothing(pool: asyncpg.Pool) -> None:
     tenant_id, _ = await new_tenant(pool)
     job = await new_job(pool, tenant_id, at=NOW + timedelta(days=1))
     async with pool.acquire() as conn:
-        fresh = await _waiting(conn, tenant_id, [_scheduled(job.id)])
-        moved = await _waiting(conn, tenant_id, [_scheduled(job.id)])
+        fresh = await _story(conn, tenant_id, [_scheduled(job.id)])
+        moved = await _story(conn, tenant_id, [_scheduled(job.id)])
         [a, b] = sorted(await runs.lock_heads(conn, [fresh, moved]),
                         key=lambda h: h.id != fresh)
         async with conn.transaction():
@@ -253,8 +254,8 @@ async def test_succeeded_as_columns_writes_what_append_and_the_projector_write(
             twins, job_ids = [], []
             for name in ("a", "b"):  # a job each, with a streak of failures to end
                 job = await new_job(pool, tenant_id, at=NOW + timedelta(days=1), name=name)
-                await _waiting(conn, tenant_id, _running(job.id, failed))
-                twins.append([await _waiting(conn, tenant_id, _running(job.id))
+                await _story(conn, tenant_id, _running(job.id, failed))
+                twins.append([await _story(conn, tenant_id, _running(job.id))
                               for _ in outcomes])
                 job_ids.append(job.id)
             streak = "SELECT consecutive_failures FROM jobs WHERE id = ANY($1) ORDER BY id"
@@ -315,7 +316,7 @@ async def test_started_as_columns_writes_what_append_and_the_projector_write(
              " WHERE tenant_id = $1 ORDER BY bucket"
     out, histograms = [], []
     async with pool.acquire() as conn:
-        twins = [[await _waiting(conn, tenant_id, s) for s in stories] for _ in range(2)]
+        twins = [[await _story(conn, tenant_id, s) for s in stories] for _ in range(2)]
         await conn.execute("DELETE FROM outbox")
         for ids, columnar in zip(twins, (False, True), strict=True):
             clock = FakeClock(NOW + timedelta(seconds=3))
