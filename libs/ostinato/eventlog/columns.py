@@ -11,8 +11,10 @@ row per run (issue 44: handle runs as columns on the hot path).
 Each writes what `append` and the projector write for the same events: the events as
 `append_events` does (in the same order, with the run-end notices of `ended`), the read models
 as the events' projections leave them (`project_run_queued` and `sync_run_slots`;
-`project_run_scheduled` and `project_occurrence_fired`; `project_run_started`;
-`project_run_succeeded` and `sync_run_slots`), the outbox row as `outbox.messages` builds it.
+`project_run_scheduled` and `project_occurrence_fired`; `project_run_succeeded` and
+`sync_run_slots`), the outbox row as `outbox.messages` builds it. `append_started` runs those
+two statements themselves (`append_events`, then `project_run_started`, which also counts the
+start-lag histogram), given columns: what it skips is the per-run Python between them.
 `tests/integration/test_columnar_append.py` holds each pair of paths to the same rows and a
 rebuild from the log to the live ones. The documents are the catalogue's encoder's, so the log
 has one encoder.
@@ -32,7 +34,7 @@ from ostinato.domain import events as ev
 from ostinato.domain.errors import VersionConflict
 from ostinato.domain.events import event_type
 from ostinato.domain.ids import new_id
-from ostinato.eventlog import ended
+from ostinato.eventlog import ended, readmodels
 from ostinato.eventlog.outbox import messages, wake_ups
 from ostinato.eventlog.records import NewEvent
 from ostinato.eventlog.store import EventStore, Q
@@ -81,7 +83,7 @@ async def append_queued(store: EventStore, conn: asyncpg.Connection, runs: Seque
         NewEvent(r.id, r.version + 1, tenant_id, ev.RunQueued(r.pool, r.reason), actor,
                  traceparent=r.traceparent, event_id=event_id), n)
         for (pool, tenant_id), (r, event_id, n) in last.items()}
-    await _execute(conn, "append_run_queued", [r.id for r in runs],
+    await _execute(conn, Q["append_run_queued"], [r.id for r in runs],
                    [r.version + 1 for r in runs], [r.tenant_id for r in runs], event_ids,
                    [r.pool for r in runs], data, [r.traceparent for r in runs], actor,
                    occurred_at, *wake_ups(told, occurred_at))
@@ -132,7 +134,7 @@ async def append_fired(store: EventStore, conn: asyncpg.Connection, fired: Seque
         for tenant_id, (i, n) in last.items()}
     runs = [f.run for f in fired]
     await _execute(
-        conn, "append_run_fired", [f.run_id for f in fired], [f.tenant_id for f in fired],
+        conn, Q["append_run_fired"], [f.run_id for f in fired], [f.tenant_id for f in fired],
         event_ids, [encode(r).decode() for r in runs], [new_id() for _ in fired],
         [encode(ev.OccurrenceFired(scheduled_for=f.run.scheduled_for, run_id=f.run_id,
                                    next_run_at=f.next_run_at, next_slot=f.next_slot)).decode()
@@ -154,22 +156,27 @@ async def append_fired(store: EventStore, conn: asyncpg.Connection, fired: Seque
 async def append_started(store: EventStore, conn: asyncpg.Connection,
                          events: Sequence[NewEvent]) -> None:
     """Append `events`, every one a `RunStarted` made by `StreamHead.next` on a locked run, in
-    one statement, in the caller's transaction; VersionConflict as `append`."""
+    the caller's transaction; VersionConflict as `append`. Two statements, each given columns:
+    the log's `append_events` and the projector's own `project_run_started` (the start-lag
+    histogram is counted in one place)."""
     if not events:
         return
     occurred_at = store.clock.now()
     started = _all_of(ev.RunStarted, conn, events)
     encode = ev.encode_event
+    n = len(events)
+    ids, versions, traces = ([e.stream_id for e in events], [e.version for e in events],
+                             [e.traceparent for e in events])
     await _execute(
-        conn, "append_run_started", [e.stream_id for e in events],
-        [e.version for e in events], [e.tenant_id for e in events],
-        [e.event_id for e in events], [encode(d).decode() for d in started],
-        [e.actor for e in events], [e.epoch for e in events], [e.traceparent for e in events],
-        [d.attempt for d in started], [d.fencing_token for d in started],
-        [d.worker_id for d in started], [d.task_version for d in started],
-        [d.pinned for d in started], occurred_at,
+        conn, Q["append_events"], ids, versions, ["run"] * n, [e.tenant_id for e in events],
+        [e.event_id for e in events], ["RunStarted"] * n, [encode(d).decode() for d in started],
+        [e.actor for e in events], [e.epoch for e in events], traces, occurred_at,
         *messages(store.topics, events, occurred_at), ended.notices(events))
-    metrics.EVENTS_APPENDED.inc(len(events))
+    await conn.execute(
+        readmodels.Q["project_run_started"], ids, [d.attempt for d in started],
+        [d.fencing_token for d in started], [d.worker_id for d in started], [occurred_at] * n,
+        versions, traces, [d.task_version for d in started], [d.pinned for d in started])
+    metrics.EVENTS_APPENDED.inc(n)
 
 
 async def append_succeeded(store: EventStore, conn: asyncpg.Connection,
@@ -182,7 +189,7 @@ async def append_succeeded(store: EventStore, conn: asyncpg.Connection,
     done = _all_of(ev.RunSucceeded, conn, events)
     encode = ev.encode_event
     await _execute(
-        conn, "append_run_succeeded", [e.stream_id for e in events],
+        conn, Q["append_run_succeeded"], [e.stream_id for e in events],
         [e.version for e in events], [e.tenant_id for e in events],
         [e.event_id for e in events], [encode(d).decode() for d in done],
         [e.actor for e in events], [e.epoch for e in events], [e.traceparent for e in events],
@@ -212,9 +219,9 @@ def _all_of(kind: type[E], conn: asyncpg.Connection, events: Sequence[NewEvent])
 _CONFLICTS = frozenset({"events_pkey", "runs_pkey"})
 
 
-async def _execute(conn: asyncpg.Connection, name: str, *args: object) -> None:
+async def _execute(conn: asyncpg.Connection, statement: str, *args: object) -> None:
     try:
-        await conn.execute(Q[name], *args)
+        await conn.execute(statement, *args)
     except asyncpg.UniqueViolationError as exc:
         if exc.constraint_name in _CONFLICTS:
             raise VersionConflict(
