@@ -183,10 +183,15 @@ async def claim_due(conn: asyncpg.Connection, now: datetime | None, limit: int,
     plan cached for any instant and shards (generic) reads the shards' due jobs through the
     wrong index and the candidates by a sequential scan of `jobs` once statistics lag the table
     (100-250 ms a poll over 20,000 due jobs), and planning every statement of the service
-    afresh cost more than its idle polls (plan_cache_mode, `ostinato.db.pool.create_pool`)."""
+    afresh cost more than its idle polls (plan_cache_mode, `ostinato.db.pool.create_pool`).
+    What the transaction runs after a poll that found jobs (the lease check, the append) is
+    cached again: planned afresh, they cost 0.4 ms of PostgreSQL a poll, their reset 0.03."""
     await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
-    return many(DueJob, await conn.fetch(Q["claim_due_jobs"], now, limit, list(skip),
-                                         list(shards)))
+    due = many(DueJob, await conn.fetch(Q["claim_due_jobs"], now, limit, list(skip),
+                                        list(shards)))
+    if due:
+        await conn.execute("SET LOCAL plan_cache_mode = DEFAULT")
+    return due
 
 
 async def oldest_due(conn: asyncpg.Connection, now: datetime | None,
