@@ -9,17 +9,17 @@ import msgspec
 
 from ostinato.bus.codec import decode
 from ostinato.bus.consumer import Delivered
-from ostinato.db.queries import load
 from ostinato.stores.rows import many
 
 __all__ = ["drain_outbox"]
 
-OUTBOX = load("ostinato.eventlog", "outbox.sql")
+# The waiting rows, read without locking or deleting them (the relay takes and deletes).
+WAITING = "SELECT id, topics, keys, payloads, headers FROM outbox ORDER BY id"
 
 
 
 class _OutboxRow(msgspec.Struct, frozen=True):
-    """One append's messages, as the relay's `claim_messages` reads them."""
+    """One append's messages, as the relay takes them."""
 
     id: int
     topics: list[str]
@@ -38,7 +38,7 @@ async def drain_outbox(pool: asyncpg.Pool, topic: str) -> list[Delivered]:
     database's messages were already taken is remembered per pool."""
     taken = _drained.setdefault(id(pool), (pool, set()))[1]
     async with pool.acquire() as conn:
-        rows = many(_OutboxRow, await conn.fetch(OUTBOX["claim_messages"], 10_000))
+        rows = many(_OutboxRow, await conn.fetch(WAITING))
     mine = []
     for r in rows:
         for i, (t, payload) in enumerate(zip(r.topics, r.payloads, strict=True)):

@@ -7,8 +7,9 @@ import asyncio
 
 import asyncpg
 import pytest
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import MessageSizeTooLargeError
 
 from ostinato.bus.codec import HEADER_EVENT_ID, decode
 from ostinato.bus.consumer import BatchConsumer, Delivered
@@ -117,9 +118,12 @@ async def test_an_idle_relay_poll_is_one_read_and_a_busy_one_goes_straight_to_th
             await new_job(pool, tenant_id, name=name)
             await fire_due(pool, EventStore(SystemClock(), topics), SystemClock())
         statements.clear()
-        assert await relay.publish_batch() == 2  # asked, then locked and published both
+        assert await relay.publish_batch() == 2  # asked, then took and published both
         await asyncio.sleep(0)
         assert "EXISTS" in statements[0] and statements[1].startswith("BEGIN"), statements
+        # the take deletes what it locks: BEGIN, one statement, COMMIT
+        assert len(statements) == 4 and "DELETE FROM outbox" in statements[2], statements
+        assert statements[3].startswith("COMMIT"), statements
         await new_job(pool, tenant_id, name="c")
         await fire_due(pool, EventStore(SystemClock(), topics), SystemClock())
         statements.clear()
@@ -131,10 +135,47 @@ async def test_an_idle_relay_poll_is_one_read_and_a_busy_one_goes_straight_to_th
         assert await relay.publish_batch() == 0
         await asyncio.sleep(0)
         assert len(statements) == 1 and not statements[0].startswith("BEGIN"), statements
+        # a writer of this process committed a row and said so: no question first
+        await new_job(pool, tenant_id, name="d")
+        await fire_due(pool, EventStore(SystemClock(), topics), SystemClock())
+        relay.expect()
+        statements.clear()
+        assert await relay.publish_batch() == 1
+        await asyncio.sleep(0)
+        assert statements[0].startswith("BEGIN") and len(statements) == 3, statements
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM outbox") == 0
     finally:
         await producer.stop()
         await pool.close()
-    assert len(await consume(topics.due, 3)) == 3
+    assert len(await consume(topics.due, 4)) == 4
+
+
+async def test_a_failed_send_leaves_the_taken_rows_in_the_outbox(
+        pool: asyncpg.Pool, topic_prefix: str) -> None:
+    # The take deletes the rows it locks; a send that fails (here the producer refuses any
+    # message over 64 bytes) rolls the deletion back, and the next relay publishes them.
+    topics = Topics(prefix=topic_prefix, partitions=3)
+    await ensure_topics(KAFKA_BOOTSTRAP, topics.all(), topics.partitions)
+    refusing = AIOKafkaProducer(bootstrap_servers=KAFKA_BOOTSTRAP, max_request_size=64)
+    producer = make_producer(KAFKA_BOOTSTRAP, "test")
+    await refusing.start()
+    await producer.start()
+    try:
+        tenant_id, _ = await new_tenant(pool)
+        await new_job(pool, tenant_id, name="a")
+        await fire_due(pool, EventStore(SystemClock(), topics), SystemClock())
+        with pytest.raises(MessageSizeTooLargeError):
+            await OutboxRelay(pool, refusing, topics).publish_once()
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM outbox") == 1
+        assert await OutboxRelay(pool, producer, topics).publish_once() == 1
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM outbox") == 0
+    finally:
+        await refusing.stop()
+        await producer.stop()
+    assert len(await consume(topics.due, 1)) == 1
 
 
 async def test_trace_context_travels_from_the_job_to_the_published_message(

@@ -3,11 +3,12 @@
 `EventStore.append` writes one outbox row per append (its messages as parallel arrays: one per
 topic and tenant, a wake-up; none if no event travels) in the writer's transaction, in the same
 statement as the events (`messages` builds the arrays; eventlog.sql's `append_events` inserts
-both). The relay locks a few rows in id order (SKIP LOCKED), produces their messages in order,
-waits for the broker's acks, then deletes the rows and commits. A crash between the acks and
-the commit re-publishes them: consumers read what to do from PostgreSQL, so a second wake-up is
-harmless. A transaction that commits late only delays its row to the next poll; there is no
-cursor that could skip it (id order is not commit order, so we never track a high-water mark).
+both). The relay takes a few rows in id order (SKIP LOCKED) and deletes them in one statement,
+produces their messages in order, waits for the broker's acks, then commits; a failed send rolls
+the deletion back. A crash between the acks and the commit re-publishes them: consumers read
+what to do from PostgreSQL, so a second wake-up is harmless. A transaction that commits late
+only delays its row to the next poll; there is no cursor that could skip it (id order is not
+commit order, so we never track a high-water mark).
 """
 
 from __future__ import annotations
@@ -95,6 +96,11 @@ class OutboxRelay:
         self.idle_poll_seconds = idle_poll_seconds
         self._idle = True  # the last batch found nothing: ask before opening a transaction
 
+    def expect(self) -> None:
+        """A writer of this process committed a row: the next batch takes it without asking
+        first (the duty's `wake()` calls this)."""
+        self._idle = False
+
     async def publish_once(self) -> int:
         """Publish one batch of rows; return how many messages went out."""
         return (await self._publish_rows())[1]
@@ -107,12 +113,14 @@ class OutboxRelay:
     async def _publish_rows(self) -> tuple[int, int]:
         """(rows, messages) published. After a batch that found nothing, one read first: an
         idle poll (every `idle_poll_seconds` in each service with a relay) is that read, not a
-        transaction of three statements; a batch after a batch goes straight to the lock."""
+        transaction; a batch after a batch, or after a writer's `expect`, goes straight to
+        the take (BEGIN, `take_messages`, COMMIT)."""
         async with self.pool.acquire() as conn:
             if self._idle and not await conn.fetchval(Q["any_messages"]):
                 return 0, 0
             async with conn.transaction():
-                rows = await conn.fetch(Q["claim_messages"], self.batch_size)
+                rows = sorted(await conn.fetch(Q["take_messages"], self.batch_size),
+                              key=lambda r: r["id"])
                 self._idle = not rows
                 if not rows:
                     return 0, 0
@@ -126,7 +134,6 @@ class OutboxRelay:
                             headers=[(k, v.encode())
                                      for k, v in _headers.decode(headers).items()]))
                 await asyncio.gather(*futures)
-                await conn.execute(Q["delete_messages"], [r["id"] for r in rows])
         for topic, n in Counter(t for r in rows for t in r["topics"]).items():
             metrics.OUTBOX_PUBLISHED.labels(topic=self.topics.logical(topic)).inc(n)
         return len(rows), len(futures)

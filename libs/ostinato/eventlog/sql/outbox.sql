@@ -6,18 +6,22 @@
 -- relay's poll (each service's, five times a second) is this one read.
 SELECT EXISTS (SELECT 1 FROM outbox);
 
--- name: claim_messages
--- The relay locks a few rows (each an append's messages) in id order; SKIP LOCKED lets a
--- second relay take the next ones.
-SELECT id, topics, keys, payloads, headers
-FROM outbox
-ORDER BY id
-LIMIT $1
-FOR UPDATE SKIP LOCKED;
-
--- name: delete_messages
--- Published rows leave the outbox in the same transaction that held their locks.
-DELETE FROM outbox WHERE id = ANY($1::bigint[]);
+-- name: take_messages
+-- The relay takes a few rows (each an append's messages) in id order and deletes them in one
+-- statement; the deletion holds their locks until the relay commits, after the broker's acks
+-- (a failed send rolls it back: the rows wait for the next batch). SKIP LOCKED lets a second
+-- relay take the next ones. RETURNING gives no order: the relay sorts by id. One statement
+-- where a lock and a delete were two (a relay's batch: BEGIN, this, COMMIT).
+WITH taken AS (
+    SELECT id FROM outbox
+    ORDER BY id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM outbox o
+USING taken
+WHERE o.id = taken.id
+RETURNING o.id, o.topics, o.keys, o.payloads, o.headers;
 
 -- name: outbox_lag
 -- How many messages wait and how old the oldest row is (database clock).
