@@ -165,25 +165,6 @@ async def test_wake_runs_a_sleeping_duty_now_and_a_wake_during_a_tick_runs_again
     assert script.clock.monotonic() == 0  # nobody waited out the hour
 
 
-async def test_each_wake_tells_the_duty_before_its_tick() -> None:
-    # the outbox relay's `expect`: a writer's wake-up means a row waits, so the tick it starts
-    # takes rows without asking first; the hook runs before that tick, once per wake-up
-    told: list[int] = []
-    script = Script("relay", [0, 0], interval=3600.0)
-    script.runner = DutyRunner(
-        Duty("relay", 3600.0, script.run_once, on_wake=lambda: told.append(len(script.ticks()))),
-        script.clock, wait=script.pauses.wait)
-    script.pauses.hold = True
-    task = asyncio.create_task(script.runner.run())
-    await script.pauses.parked.wait()
-    assert told == []  # a timed tick is not a wake-up
-    script.runner.wake()
-    await settled(lambda: len(script.ticks()) == 2 and script.pauses.parked.is_set())
-    assert told == [1]  # told after the first tick, before the second
-    script.runner.stop()
-    await task
-
-
 async def test_stop_lets_the_current_tick_finish_then_returns() -> None:
     entered, release = asyncio.Event(), asyncio.Event()
     script = Script("slow", [1, 1])

@@ -96,11 +96,6 @@ class OutboxRelay:
         self.idle_poll_seconds = idle_poll_seconds
         self._idle = True  # the last batch found nothing: ask before opening a transaction
 
-    def expect(self) -> None:
-        """A writer of this process committed a row: the next batch takes it without asking
-        first (the duty's `wake()` calls this)."""
-        self._idle = False
-
     async def publish_once(self) -> int:
         """Publish one batch of rows; return how many messages went out."""
         return (await self._publish_rows())[1]
@@ -113,8 +108,8 @@ class OutboxRelay:
     async def _publish_rows(self) -> tuple[int, int]:
         """(rows, messages) published. After a batch that found nothing, one read first: an
         idle poll (every `idle_poll_seconds` in each service with a relay) is that read, not a
-        transaction; a batch after a batch, or after a writer's `expect`, goes straight to
-        the take (BEGIN, `take_messages`, COMMIT)."""
+        transaction; a batch after a batch goes straight to the take (BEGIN, `take_messages`,
+        COMMIT)."""
         async with self.pool.acquire() as conn:
             if self._idle and not await conn.fetchval(Q["any_messages"]):
                 return 0, 0

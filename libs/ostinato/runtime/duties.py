@@ -58,7 +58,6 @@ class Duty:
     # `interval` however long ticks take under load (the scheduler's due poll: a 30 ms tick
     # followed by a 50 ms pause made every due job wait 80 ms for the next poll at worst).
     paced: bool = False
-    on_wake: Callable[[], None] | None = None  # told first by each `wake()` (what woke it)
 
 
 def transient(exc: BaseException) -> bool:
@@ -107,8 +106,6 @@ class DutyRunner:
 
     def wake(self) -> None:
         """Tick now, or right after the tick under way."""
-        if self.duty.on_wake is not None:
-            self.duty.on_wake()
         self._wake.set()
 
     def stop(self) -> None:
@@ -189,8 +186,7 @@ def readiness(runners: Iterable[DutyRunner]) -> dict[str, bool | str]:
 def outbox_relay(relay: OutboxRelay,
                  connect: Callable[[], Awaitable[None]] | None = None) -> Duty:
     """The relay as a duty: a batch of outbox rows per tick, every `idle_poll_seconds` unless
-    a batch was full or a writer woke it (then without asking first: `expect`); on stop it
-    publishes what it can (`drain`).
+    a batch was full or a writer woke it; on stop it publishes what it can (`drain`).
     `connect` (the api, which serves without Kafka): start the relay's producer at the first
     tick, and again at each tick until the broker answers (a transient failure, so the
     service stays ready; the rows wait in the outbox meanwhile)."""
@@ -209,7 +205,7 @@ def outbox_relay(relay: OutboxRelay,
             await relay.drain()
 
     return Duty("outbox_relay", relay.idle_poll_seconds, publish, batch=relay.batch_size,
-                on_stop=drain, on_wake=relay.expect)
+                on_stop=drain)
 
 
 class Polled(Protocol):
