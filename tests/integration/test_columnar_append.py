@@ -260,6 +260,10 @@ async def test_succeeded_as_columns_writes_what_append_and_the_projector_write(
                 job_ids.append(job.id)
             streak = "SELECT consecutive_failures FROM jobs WHERE id = ANY($1) ORDER BY id"
             assert [s["consecutive_failures"] for s in await conn.fetch(streak, job_ids)] == [1, 1]
+            # a run waiting for the dispatcher: the freed slots' wake-up is written (below, the
+            # test without one)
+            waiting = await new_job(pool, tenant_id, at=NOW + timedelta(days=1), name="w")
+            await _story(conn, tenant_id, [_scheduled(waiting.id)])
             await conn.execute("DELETE FROM outbox")
             out = []
             appenders = (store(clock).append, _columnar(append_succeeded, clock))
@@ -290,6 +294,41 @@ async def test_succeeded_as_columns_writes_what_append_and_the_projector_write(
         assert [set(ended.parse(h)) for h in heard[-2:]] == [set(t) for t in twins]
     finally:
         await listener.close()
+
+
+async def test_completions_wake_the_dispatcher_only_while_a_run_waits_for_it(
+        pool: asyncpg.Pool) -> None:
+    # A freed slot matters to the dispatcher only if a run waits for one: without such a run
+    # the completions' statement writes no `runs.finished` wake-up (the rest as before).
+    tenant_id, _ = await new_tenant(pool)
+    clock = FakeClock(NOW + timedelta(seconds=2))
+    job = await new_job(pool, tenant_id, at=NOW + timedelta(days=1), name="a")
+    retry_later = [_scheduled(job.id), ev.RunQueued(pool="default"),
+                   ev.RunStarted(attempt=1, fencing_token=1, worker_id="w",
+                                 lease_expires_at=LATER),
+                   ev.RunFailed(attempt=1, fencing_token=1, error_type="boom", message="m",
+                                retryable=True),
+                   ev.RetryScheduled(retry_at=LATER, reason="retryable", counts=True,
+                                     failures=1)]
+    async with pool.acquire() as conn:
+        await _story(conn, tenant_id, retry_later)  # waits for its time, not for a slot
+        wake_ups = []
+        for waiting in (False, True):
+            if waiting:
+                await _story(conn, tenant_id, [_scheduled(job.id)])
+            ran = await _story(conn, tenant_id, _running(job.id))
+            await conn.execute("DELETE FROM outbox")
+            async with conn.transaction():
+                [head] = await runs.lock_heads(conn, [ran])
+                await append_succeeded(store(clock), conn, [StreamHead.of(head).next(
+                    ev.RunSucceeded(attempt=1, fencing_token=1, output_ref=None, logs_ref=None),
+                    "worker:w", epoch=1)])
+            state = await conn.fetchval("SELECT state FROM runs WHERE id = $1", ran)
+            assert state == "succeeded"
+            wake_ups.append([_wake_ups(r) for r in
+                             await conn.fetch("DELETE FROM outbox RETURNING *")])
+    assert wake_ups[0] == []
+    assert [[m[0] for m in row] for row in wake_ups[1]] == [[store(clock).topics.finished]]
 
 
 def _columnar(append_as_columns: Any, clock: FakeClock) -> Any:

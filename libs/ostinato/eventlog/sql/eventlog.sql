@@ -113,7 +113,13 @@ FROM x WHERE jobs.id = x.job_id;
 -- `append_succeeded`): the events as append_events writes them (with the outbox row, $12..$15,
 -- and the run-end notices, $16), the runs and their jobs' streaks as project_run_succeeded
 -- leaves them, the slots freed as sync_run_slots frees a finished run's (the same rows:
--- tests/integration/test_columnar_append.py compares the two paths').
+-- tests/integration/test_columnar_append.py compares the two paths'). One difference: the
+-- outbox row (the `runs.finished` wake-up: "a slot is free") is written only while a run waits
+-- for the dispatcher (runs_dispatchable's predicate, as any_dispatchable asks it). Under a
+-- steady load most completions free a slot no run waits for, and each such wake-up cost a
+-- relay's transaction, the broker, and a dispatcher's read that found nothing. A run that
+-- starts waiting after this statement's snapshot wakes the dispatcher itself (`runs.due`),
+-- and the dispatcher decides every dispatch_interval_seconds whatever wakes it.
 WITH x AS (
     SELECT * FROM unnest($1::uuid[], $2::int[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
                          $7::bigint[], $8::text[], $9::uuid[], $10::uuid[])
@@ -130,6 +136,8 @@ WITH x AS (
     INSERT INTO outbox (topics, keys, payloads, headers)
     SELECT $12::text[], $13::bytea[], $14::bytea[], $15::text[]
     WHERE cardinality($12::text[]) > 0
+      AND EXISTS (SELECT 1 FROM runs
+                  WHERE state = 'scheduled' OR (state = 'retry_scheduled' AND retry_at IS NULL))
 ), moved AS (
     UPDATE runs SET state = 'succeeded', output_ref = x.output_ref,
                     finished_at = $11::timestamptz, updated_at = $11::timestamptz,
