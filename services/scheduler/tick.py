@@ -82,8 +82,7 @@ async def _fire_locked(
     """The runs created, and whether the poll left nothing of `shards` due at `now` (a pass
     completed: fewer due jobs than a batch; those SKIP LOCKED are another transaction's, those
     left out `waiting` are held behind a run on purpose)."""
-    due = await jobs.claim_due(conn, now, batch_size, waiting.ids(clock.monotonic()),
-                               None if len(shards) == SHARDS else shards)
+    due = await jobs.claim_due(conn, now, batch_size, waiting.ids(clock.monotonic()), shards)
     passed = len(due) < batch_size
     if due and ownership is not None:
         # The leases are checked (and held FOR SHARE) only when there is something to write:

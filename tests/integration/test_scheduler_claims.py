@@ -134,22 +134,8 @@ async def test_the_due_poll_reads_its_candidates_by_primary_key_whatever_the_cos
     assert len(claimed) == 40
 
 
-def test_both_due_polls_lock_their_candidates_alike() -> None:
-    # The every-shard poll differs from the per-shard one in its candidates only; its lock is
-    # the same text (comments apart), so a change to one that misses the other fails here.
-    from ostinato.stores import jobs
-
-    def lock(name: str) -> list[str]:
-        text = jobs.Q[name]
-        return [line for line in text[text.index("\nSELECT j.id"):].splitlines()
-                if line.strip() and not line.lstrip().startswith("--")]
-
-    assert lock("claim_due_jobs_every_shard") == lock("claim_due_jobs")
-
-
-@pytest.mark.parametrize("every_shard", [False, True])
 async def test_a_busy_due_poll_reads_twice_its_batch_whatever_the_shards(
-        pool: asyncpg.Pool, every_shard: bool) -> None:
+        pool: asyncpg.Pool) -> None:
     # 3,200 due jobs over the 16 shards: the poll merges the shards' ordered descents and stops
     # after the oldest 2 x batch candidates, instead of reading a batch from every shard
     # (16 x batch index entries and heap rows: 8 of a 400-job poll's 11 ms in a burst), and it
@@ -169,18 +155,14 @@ async def test_a_busy_due_poll_reads_twice_its_batch_whatever_the_shards(
         await copy_job(conn, tenant_id, "due", 3200, now - timedelta(minutes=1),
                        -timedelta(milliseconds=1), shards=SHARDS)
         await conn.execute("ANALYZE jobs")
-        # a scheduler holding every shard polls them in one descent (planned in a tenth of the
-        # time of a branch per shard); any other set of shards, a branch each
-        shards = None if every_shard else list(range(SHARDS))
-        query, args = ((jobs.Q["claim_due_jobs_every_shard"], ()) if every_shard
-                       else (jobs.Q["claim_due_jobs"], (shards,)))
         async with conn.transaction():
-            plan = await conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + query,
-                                       now, batch, [], *args)
+            plan = await conn.fetchval(
+                "EXPLAIN (ANALYZE, FORMAT JSON) " + jobs.Q["claim_due_jobs"],
+                now, batch, [], list(range(SHARDS)))
             oldest = await conn.fetch(
                 "SELECT id FROM jobs WHERE status = 'active' AND next_run_at <= $1"
                 " ORDER BY next_run_at LIMIT $2", now, batch)
-            claimed = await jobs.claim_due(conn, now, batch, [], shards)
+            claimed = await jobs.claim_due(conn, now, batch, [], range(SHARDS))
         await conn.execute("DELETE FROM jobs WHERE tenant_id = $1", tenant_id)
 
     assert rows_read(plan[0]["Plan"], "jobs") <= 2 * batch + SHARDS, plan_nodes(plan[0]["Plan"])
@@ -190,9 +172,8 @@ async def test_a_busy_due_poll_reads_twice_its_batch_whatever_the_shards(
     assert [j.id for j in claimed] == [r["id"] for r in oldest]
 
 
-@pytest.mark.parametrize("every_shard", [False, True])
 async def test_the_due_poll_is_planned_for_its_instant_whatever_the_plan_cache(
-        pool: asyncpg.Pool, every_shard: bool) -> None:
+        pool: asyncpg.Pool) -> None:
     # The scheduler's statements are planned once and cached, like every service's (planning
     # each execution cost 0.2-2.8 ms of PostgreSQL a statement, 20 times a second). The due
     # poll alone must not be: its generic plan, made while nothing was due, reads the shards
@@ -211,8 +192,7 @@ async def test_the_due_poll_is_planned_for_its_instant_whatever_the_plan_cache(
         await conn.execute("SELECT pg_stat_force_next_flush()")
         await conn.execute("SELECT 1")  # (flushed when the backend is next idle)
         async with conn.transaction():  # locks only, released at its end
-            locked = await jobs.claim_due(conn, now, batch, [],
-                                          None if every_shard else range(SHARDS))
+            locked = await jobs.claim_due(conn, now, batch, [], range(SHARDS))
             read = await conn.fetchrow(
                 "SELECT seq_scan, idx_tup_fetch FROM pg_stat_xact_user_tables"
                 " WHERE relname = 'jobs'")
@@ -333,7 +313,7 @@ async def test_an_idle_poll_is_one_read_and_a_due_job_still_fires(db_url: str) -
         statements.clear()
         fired = await fire_due(pool, store(), FakeClock(at))
         assert [(r.job_id, r.scheduled_for) for r in fired] == [(fired[0].job_id, at)]
-        assert any("claim_due_jobs for a poll of every shard" in s for s in statements)
+        assert any("The scheduler's poll" in s for s in statements)
     finally:
         await pool.close()
 
@@ -362,8 +342,7 @@ async def test_only_the_due_poll_is_planned_each_time_not_the_append_after_it(
             mode = await conn.fetchval("SHOW plan_cache_mode")
     finally:
         await pool.close()
-    poll = [v for k, v in plans.items()
-            if k.startswith("-- claim_due_jobs for a poll of every shard")]
+    poll = [v for k, v in plans.items() if k.startswith("-- The scheduler's poll")]
     fired = [v for k, v in plans.items() if k.startswith("-- A due job's one fired slot")]
     assert poll == [(0, 12)], plans  # planned for its instant, every time
     assert fired and fired[0][0] > 0, plans  # the append: from the cache

@@ -85,7 +85,6 @@ ROW_OF = {
     (runs, "waiting_candidates"): runs.WaitingRun,
     (jobs, "lock_job"): jobs.JobHead,
     (jobs, "claim_due_jobs"): jobs.DueJob,
-    (jobs, "claim_due_jobs_every_shard"): jobs.DueJob,
     (jobs, "recurring_jobs"): jobs.RecurringJob,
     (jobs, "lock_job_for_repair"): jobs.RepairJob,
     (jobs, "jobs_by_idempotency_keys"): jobs.KeyedJob,

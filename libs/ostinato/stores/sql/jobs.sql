@@ -94,34 +94,6 @@ ORDER BY j.next_run_at
 LIMIT $2
 FOR UPDATE OF j SKIP LOCKED;
 
--- name: claim_due_jobs_every_shard
--- claim_due_jobs for a poll of every shard (one scheduler holds them all, the usual case): the
--- candidates are the oldest 2 x $2 due jobs in one ordered descent of jobs_next_due, not a merge
--- of 16 branches, which PostgreSQL took 1.1-1.2 ms to plan at every poll (pg_stat_statements at
--- 250 due/s: more than the poll's execution). Planned for its parameters too (stores/jobs.py);
--- the ordered LIMIT makes the descent the cheap plan whatever the statistics say, as in
--- any_due_jobs. The lock below is claim_due_jobs' own, which says why it is written so (a test
--- holds the two to the same text).
-WITH candidates AS MATERIALIZED (
-    SELECT id FROM jobs
-    WHERE status = 'active' AND next_run_at IS NOT NULL
-      AND next_run_at <= coalesce($1::timestamptz, now())
-      AND NOT (id = ANY($3::uuid[]))
-    ORDER BY next_run_at
-    LIMIT $2 * 2
-)
-SELECT j.id, j.tenant_id, j.task, j.pool, j.priority, j.payload_ref, j.next_run_at, j.next_slot,
-       j.schedule, j.traceparent, j.version, j.calendar, j.overlap, j.resume_policy,
-       j.consecutive_failures, j.retry_policy, j.timeout_seconds, j.queue_wait_seconds,
-       j.on_queue_wait, j.shard, j.concurrency_key, j.resource, j.payload_version,
-       (SELECT a.attributes FROM job_attributes a WHERE a.job_id = j.id) AS attributes
-FROM jobs j
-WHERE j.id = ANY (ARRAY(SELECT id FROM candidates))
-  AND (j.status = 'active' AND j.next_run_at <= coalesce($1::timestamptz, now())) IS TRUE
-ORDER BY j.next_run_at
-LIMIT $2
-FOR UPDATE OF j SKIP LOCKED;
-
 -- name: recurring_jobs
 -- The reconciler's sweep: active and paused recurring jobs.
 SELECT id, tenant_id, schedule, status, next_slot, next_run_at, created_at, version
