@@ -90,6 +90,7 @@ class Dispatcher:
         self.instance = uuid.uuid4()  # who wrote the stored fair-queueing memory last
         self._written: dict[uuid.UUID, tuple[str, float]] = {}
         self._depth_at = self._pruned_at = self._explained_at = float("-inf")
+        self._left_waiting = False  # the last round saw runs it did not queue
 
     def duty(self, interval: float) -> Duty:
         """A round (a decision, then housekeeping) on every wake-up (`runs.due`,
@@ -105,11 +106,13 @@ class Dispatcher:
     async def run_round(self) -> int:
         """One decision; returns how many runs were queued. A round that finds no run waiting
         (asked by one read, before any transaction) decides nothing: half the wake-ups under a
-        steady load are a freed slot with no run waiting for one."""
+        steady load are a freed slot with no run waiting for one. After a round that left runs
+        waiting the question is skipped: its answer is known, and in a burst it cost 1.6 ms a
+        round, stepping over the dead entries that queued runs leave at the index's head."""
         started = time.perf_counter()
         now = self.clock.now()
         async with self.pool.acquire() as conn:
-            if not await runs.any_dispatchable(conn):
+            if not self._left_waiting and not await runs.any_dispatchable(conn):
                 return 0
             return await self._decide(conn, now, started)
 
@@ -121,6 +124,7 @@ class Dispatcher:
             explain = self.clock.monotonic() - self._explained_at >= HOLD_REFRESH_SECONDS
             free = snapshot.free_slots(snap, self.prefetch)
             if free <= 0 and not explain:
+                self._left_waiting = True
                 return 0  # saturated: nothing to admit, and the reasons are fresh enough
             # A decision admits at most `free` runs per pool; a few more candidates per queue
             # let it skip runs that a limit refuses. Every HOLD_REFRESH_SECONDS, all of them, so
@@ -132,6 +136,7 @@ class Dispatcher:
             decision = decide(given.waiting, given.pools, self.classes, given.limits,
                               given.buckets, self.state, now, explain=explain)
             queued = await self._queue(conn, decision.admit)
+            self._left_waiting = len(given.waiting) + len(given.held) > len(queued)
             await self._record_holds(conn, {**given.held, **decision.held}, given.tenant_of,
                                      [q.id for q in queued])
             columns = snapshot.bucket_rows(decision.buckets, given.bucket_keys)

@@ -117,6 +117,33 @@ async def test_a_round_with_no_run_waiting_is_one_read_and_no_transaction(
         await pool.close()
 
 
+async def test_a_round_after_one_that_left_runs_waiting_skips_the_question(
+        db_url: str, clock: FakeClock) -> None:
+    # In a burst the question steps over the dead entries queued runs leave at the head of
+    # runs_dispatchable; after a round that left runs waiting its answer is known.
+    pool, statements = await pool_logging_statements(db_url)
+    try:
+        t, _ = await new_tenant(pool)
+        d = dispatcher(pool, clock, fixed_capacity(10, ["default"]))
+        await runs_of(pool, clock, t, 12)
+        assert await d.run_round() == 9  # 3 left waiting: the pool is full
+        statements.clear()
+        assert await d.run_round() == 0
+        await asyncio.sleep(0)
+        assert statements[0].startswith("BEGIN"), statements
+        assert await complete_all(pool, clock, t) == 9
+        statements.clear()
+        assert await d.run_round() == 3  # still skipped; this round queues every run it saw
+        await asyncio.sleep(0)
+        assert statements[0].startswith("BEGIN"), statements
+        statements.clear()
+        assert await d.run_round() == 0  # nothing was left: the question again, and no round
+        await asyncio.sleep(0)
+        assert len(statements) == 1 and "runs_dispatchable" in statements[0], statements
+    finally:
+        await pool.close()
+
+
 async def test_capacity_comes_from_live_workers_of_the_right_scope(
         pool: asyncpg.Pool, clock: FakeClock) -> None:
     owner, _ = await new_tenant(pool)
