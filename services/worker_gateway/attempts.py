@@ -166,7 +166,7 @@ class Attempts:
                 timeout_seconds=r.timeout_seconds, steps_done=r.steps_done,
                 cancel_requested=r.cancel_requested,
                 final_attempt=retry.retries_exhausted(r.retry_policy, r.failures),
-                payload_version=r.payload_version, step_starts=True,
+                payload_version=r.payload_version, step_starts=True, awaited=r.awaited,
             )
             for r, token in zip(rows, tokens, strict=True)
         ]

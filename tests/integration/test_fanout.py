@@ -250,6 +250,33 @@ async def test_a_refused_fan_out_records_nothing(pool: asyncpg.Pool,
     assert (await run_row(pool, tenant_id, run_id)).state == "running"
 
 
+async def test_a_claimed_chunk_says_its_parent_awaits_it_and_a_plain_run_does_not(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient) -> None:
+    # A chunk's end admits the next chunk, so the SDK sends its outcome without the linger
+    # (ClaimedRun.awaited); the parent itself and a plain run are not awaited.
+    tenant_id, key = await new_tenant(pool)
+    await queued_workflow_run(pool, tenant_id, "wf.raw")
+    r = await gateway.post(p.CLAIM_PATH, json={"worker_id": "w1", "max_runs": 1},
+                           headers=auth(key))
+    [parent] = msgspec.json.decode(r.content, type=p.ClaimResponse).runs
+    assert not parent.awaited
+    [started] = await send_steps(gateway, key, [{
+        "run_id": parent.run_id, "fencing_token": parent.fencing_token, "seq": 0,
+        "name": "fan_out:t", "fan_out": {"task": "t", "chunks": [1, 2], "max_concurrency": 5}}])
+    assert started.suspended
+    await new_job(pool, tenant_id, name="plain")
+    while await fire_due(pool, store(), SystemClock()):
+        pass
+    assert await dispatch(pool) == 3
+    r = await gateway.post(p.CLAIM_PATH, json={"worker_id": "w1", "max_runs": 10},
+                           headers=auth(key))
+    claimed = r.json()["runs"]
+    chunks = {str(fo.chunk_run_id(uuid.UUID(parent.run_id), 0, i)) for i in range(2)}
+    assert {c["run_id"]: c["awaited"] for c in claimed} == {
+        c["run_id"]: c["run_id"] in chunks for c in claimed}
+    assert sum(c["awaited"] for c in claimed) == 2 and len(claimed) == 3
+
+
 async def test_a_tenant_sees_only_its_own_fan_out_and_chunks(
         pool: asyncpg.Pool, gateway: httpx.AsyncClient, client: httpx.AsyncClient) -> None:
     a, key_a = await new_tenant(pool)

@@ -463,6 +463,61 @@ async def test_reporter_sends_a_workflow_step_without_lingering(
     assert await reporter.close(1.0) == []
 
 
+async def test_reporter_sends_an_awaited_runs_outcome_without_lingering(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fan-out chunk's end admits the next chunk, so its outcome (urgent: ClaimedRun.awaited)
+    goes at once and takes the outcomes pending with it; an ordinary one lingers. The monotonic
+    clock never moves here, so no linger can expire."""
+    monkeypatch.setattr(reporter_module, "time", SimpleNamespace(monotonic=lambda: 1000.0))
+    requests: list[p.BatchRequest] = []
+
+    async def transport(request: p.BatchRequest) -> p.BatchResponse:
+        requests.append(request)
+        return p.BatchResponse(results=[
+            *(p.BatchItemResult(run_id=c.run_id, kind="complete", status=200)
+              for c in request.completions),
+            *(p.BatchItemResult(run_id=f.run_id, kind="fail", status=200)
+              for f in request.failures)])
+
+    reporter = Reporter(transport, worker_id="w", linger_seconds=3600.0)
+    reporter.start()
+    reporter.complete("r0", 1, None)
+    await asyncio.sleep(0.01)
+    assert requests == []  # an outcome lingers
+    reporter.fail("r1", 1, p.ErrorInfo(type="boom", message="x", retryable=False), urgent=True)
+    await eventually(lambda: len(requests) == 1)
+    assert [c.run_id for c in requests[0].completions] == ["r0"]
+    assert [f.run_id for f in requests[0].failures] == ["r1"]
+    reporter.complete("r2", 1, None)
+    await asyncio.sleep(0.01)
+    assert len(requests) == 1  # the urgency went with its request
+    reporter.complete("r3", 1, None, urgent=True)
+    await eventually(lambda: len(requests) == 2)
+    assert [c.run_id for c in requests[1].completions] == ["r2", "r3"]
+    assert await reporter.close(1.0) == []
+
+
+async def test_a_worker_reports_an_awaited_run_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker hands a run the claim calls `awaited` (a fan-out chunk) to its reporter as
+    urgent. The reporter's clock never moves here, so an outcome that lingers is never due (until
+    the worker stops): only the awaited run's outcome is sent while the worker runs."""
+    monkeypatch.setattr(reporter_module, "time", SimpleNamespace(monotonic=lambda: 1000.0))
+    gw = FakeGateway()
+
+    @task("echo")
+    async def echo(payload: int) -> int:
+        return payload
+
+    plain = await gw.add("echo", 1)
+    async with running(gw, [echo]) as worker:
+        await eventually(lambda: worker._reporter.pending == 1)  # the plain run is over
+        assert gw.batches == []  # its outcome lingers
+        chunk = await gw.add("echo", 2, awaited=True)
+        await eventually(lambda: chunk in gw.completions())
+        assert set(gw.completions()) == {plain, chunk}  # the lingering one rode along
+        assert len(gw.batches) == 1
+
+
 def test_protocol_requests_are_strict_and_compact() -> None:
     with pytest.raises(msgspec.ValidationError, match="unknown field"):
         msgspec.json.decode(b'{"worker_id": "w", "max_runs": 1, "extra": 1}', type=p.ClaimRequest)

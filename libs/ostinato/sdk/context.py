@@ -77,6 +77,7 @@ class RunContext:
         "_loop",
         "_step_starts",
         "attempt",
+        "awaited",
         "fencing_token",
         "final_attempt",
         "idempotency_key",
@@ -111,6 +112,7 @@ class RunContext:
         cancel_requested: bool = False,
         final_attempt: bool = False,
         step_starts: bool = False,
+        awaited: bool = False,
     ) -> None:
         self.run_id = run_id
         self.job_id = job_id
@@ -125,6 +127,8 @@ class RunContext:
         self.steps_done = steps_done  # workflow steps the run has recorded (ostinato.sdk.workflow)
         # A retryable failure now would dead-letter the run: a workflow compensates first.
         self.final_attempt = final_attempt
+        # A parent is told of this run's end (ClaimedRun.awaited): its outcome does not linger.
+        self.awaited = awaited
         self._journal = journal
         self._step_starts = step_starts  # the gateway takes step starts (ClaimedRun.step_starts)
         self._lease_expires_at = lease_expires_at
@@ -168,6 +172,7 @@ class RunContext:
             cancel_requested=run.cancel_requested,
             final_attempt=run.final_attempt,
             step_starts=run.step_starts,
+            awaited=run.awaited,
         )
 
     @property

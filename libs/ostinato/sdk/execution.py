@@ -361,7 +361,8 @@ class AttemptRunner:
         if ctx.is_lease_lost():
             log.warning("run.outcome_withheld", reason="lease lost")
             return
-        self._reporter.complete(ctx.run_id, ctx.fencing_token, output, logs=logs)
+        self._reporter.complete(ctx.run_id, ctx.fencing_token, output, logs=logs,
+                                urgent=ctx.awaited)
         log.info("run.completed", duration_ms=duration_ms, cancel_requested=ctx.is_cancelled())
 
     def _fail(self, ctx: RunContext, info: ErrorInfo, logs: list[LogLine] | None,
@@ -369,7 +370,7 @@ class AttemptRunner:
         if ctx.is_lease_lost():
             log.warning("run.outcome_withheld", reason="lease lost", error_type=info.type)
             return
-        self._reporter.fail(ctx.run_id, ctx.fencing_token, info, logs=logs)
+        self._reporter.fail(ctx.run_id, ctx.fencing_token, info, logs=logs, urgent=ctx.awaited)
         log.warning("run.failed", error_type=info.type, retryable=info.retryable,
                     classified=info.classified, error=info.message, duration_ms=duration_ms,
                     exc_info=exc)

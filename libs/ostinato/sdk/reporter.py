@@ -9,7 +9,9 @@ so under load batches grow by themselves and at low rate the added latency stays
 Workflow steps do not linger: a workflow waits for each step's answer before its next step, so
 a lone workflow would pay the linger on every step. A pending step makes the batch due at once;
 when a request is already in flight the step (and whatever else is pending) rides the next one,
-so under load steps still share batches.
+so under load steps still share batches. An *urgent* outcome does the same: the outcome of a run
+whose parent is told of its end (``ClaimedRun.awaited``: a fan-out chunk, whose end admits the
+next chunk into the window, so the fan-out's rate is its window over this round trip).
 
 A ping (``ping()``: the worker says it is alive, one a second while it holds runs) makes a
 batch due like a heartbeat and rides whatever request goes next; alone, it is an empty batch,
@@ -117,6 +119,7 @@ class Reporter:
         self._heartbeats: dict[_HbKey, asyncio.Future[BatchItemResult]] = {}
         self._steps: deque[_Awaited] = deque()
         self._ping = False  # a ping is pending
+        self._urgent = False  # an outcome waits that must not linger
         # run id -> (token, seq, name, monotonic start): step starts riding the next request
         self._started: dict[str, tuple[int, int, str, float]] = {}
         self._inflight: list[_Outcome] = []
@@ -137,23 +140,25 @@ class Reporter:
             )
 
     def complete(
-        self, run_id: str, fencing_token: int, output: Any, *, logs: list[LogLine] | None = None
+        self, run_id: str, fencing_token: int, output: Any, *, logs: list[LogLine] | None = None,
+        urgent: bool = False,
     ) -> None:
-        """Queue a completion; ``output`` may be a ``msgspec.Raw`` already encoded."""
+        """Queue a completion; ``output`` may be a ``msgspec.Raw`` already encoded; ``urgent``:
+        due at once, without the linger."""
         self._outcomes.append(
             CompletionItem(run_id=run_id, fencing_token=fencing_token, output=output, logs=logs)
         )
-        self._enqueued()
+        self._enqueued(urgent)
 
     def fail(
         self, run_id: str, fencing_token: int, error: ErrorInfo, *,
-        logs: list[LogLine] | None = None,
+        logs: list[LogLine] | None = None, urgent: bool = False,
     ) -> None:
-        """Queue a failure."""
+        """Queue a failure (``urgent``: as for ``complete``)."""
         self._outcomes.append(
             FailureItem(run_id=run_id, fencing_token=fencing_token, error=error, logs=logs)
         )
-        self._enqueued()
+        self._enqueued(urgent)
 
     def release(self, run_id: str, fencing_token: int) -> None:
         """Queue a release: the gateway re-queues the run at once, no attempt used."""
@@ -226,7 +231,10 @@ class Reporter:
         self._steps.clear()
         return lost
 
-    def _enqueued(self) -> None:
+    def _enqueued(self, urgent: bool = False) -> None:
+        if urgent:
+            self._urgent = True
+            self._wake.set()
         if self._first_at is None:
             self._first_at = time.monotonic()
             self._timer = asyncio.get_running_loop().call_later(self._linger, self._wake.set)
@@ -242,7 +250,7 @@ class Reporter:
         count = self._count()
         if count == 0 or self._first_at is None:
             return False
-        return (self._closing or bool(self._steps) or count >= self._max_items
+        return (self._closing or bool(self._steps) or self._urgent or count >= self._max_items
                 or now >= self._first_at + self._linger)
 
     async def _run(self) -> None:
@@ -280,6 +288,7 @@ class Reporter:
                 break
             outcomes.append(self._outcomes.popleft())
             log_bytes += weight
+        self._urgent = self._urgent and bool(self._outcomes)  # some left: one may be urgent
         heartbeats: list[_Awaited] = []
         for key in list(self._heartbeats)[:MAX_BATCH_ITEMS]:
             fut = self._heartbeats.pop(key)

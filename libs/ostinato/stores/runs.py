@@ -260,6 +260,7 @@ class ClaimedRun(msgspec.Struct, frozen=True):
     retry_policy: Any
     failures: int
     payload_version: int | None  # the task's payload schema version at submission
+    awaited: bool  # a parent is told of its end: a fan-out chunk, a workflow's child
 
 
 class RunHead(msgspec.Struct, frozen=True):

@@ -383,6 +383,9 @@ class ClaimedRun(_Response):
     # The gateway takes `BatchRequest.started` (an older one refuses a field it does not know):
     # the SDK says when a step starts only then.
     step_starts: bool = False
+    # A parent run is told of this run's end (a fan-out chunk: its end admits the next chunk;
+    # a workflow's child): the SDK sends its outcome at once, without the batch's linger.
+    awaited: bool = False
 
 
 class ClaimResponse(_Response):

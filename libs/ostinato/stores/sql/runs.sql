@@ -122,7 +122,8 @@ FOR UPDATE;
 -- accepted pairs $8, $9).
 SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
        scheduled_for, due_at, traceparent, timeout_seconds, version, steps_done,
-       cancel_requested, retry_policy, failures, payload_version
+       cancel_requested, retry_policy, failures, payload_version,
+       parent_run_id IS NOT NULL AS awaited
 FROM runs
 WHERE tenant_id = $1 AND pool = ANY($2::text[]) AND state = 'queued'
   AND ($3::text[] IS NULL OR task = ANY($3::text[]))
@@ -138,7 +139,8 @@ FOR UPDATE SKIP LOCKED;
 -- runs_ready_pool); SKIP LOCKED lets concurrent claims take different runs.
 SELECT id, tenant_id, job_id, task, pool, state, attempt, fencing_token, payload_ref,
        scheduled_for, due_at, traceparent, timeout_seconds, version, steps_done,
-       cancel_requested, retry_policy, failures, payload_version
+       cancel_requested, retry_policy, failures, payload_version,
+       parent_run_id IS NOT NULL AS awaited
 FROM runs
 WHERE pool = ANY($1::text[]) AND state = 'queued'
   AND ($2::text[] IS NULL OR task = ANY($2::text[]))
