@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import pytest
 from ostinato.client import AsyncClient
 from ostinato.clock import SystemClock
 from tests.helpers.api import ADMIN
-from tests.helpers.cli import cli, new_key
+from tests.helpers.cli import ROOT, cli, new_key
 
 pytestmark = pytest.mark.integration
 
@@ -449,10 +451,17 @@ async def test_runs_and_dead_letters_verbs_on_a_failed_workflow_run(
 
 
 async def test_shell_completion_is_printed_for_bash(tmp_path: Path) -> None:
-    code, out, err = await cli(tmp_path, "--show-completion", "bash",
-                               env={"SHELL": "/bin/bash"})
-    assert code == 0, err
-    assert "complete " in out and "_OSTINATO_COMPLETE" in out
+    # typer finds the shell among the command's parent processes (shellingham), as when a user
+    # types it: so it runs under bash here, not under whatever started the test run (a runner
+    # with no shell above it made this "Shell  not supported"). Two commands: bash does not
+    # exec the last one in its place.
+    proc = await asyncio.create_subprocess_exec(
+        "/bin/bash", "-c", f"{sys.executable} -m ostinato --show-completion; exit $?",
+        cwd=ROOT, env={**os.environ, "HOME": str(tmp_path), "NO_COLOR": "1"},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)  # a hang guard
+    assert proc.returncode == 0, err.decode()
+    assert b"complete " in out and b"_OSTINATO_COMPLETE" in out
 
 
 async def test_runs_list_filters_by_priority_class_and_error_type(
