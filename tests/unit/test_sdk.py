@@ -437,10 +437,9 @@ async def test_reporter_sends_items_whose_linger_timer_fired_early(
     assert await reporter.close(1.0) == []
 
 
-async def test_reporter_sends_a_workflow_step_without_lingering(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A workflow awaits each step's answer, so a step makes the batch due at once and takes the
-    outcomes pending with it; the monotonic clock never moves here, so no linger can expire."""
+def frozen_reporter(monkeypatch: pytest.MonkeyPatch) -> tuple[Reporter, list[p.BatchRequest]]:
+    """A started reporter whose monotonic clock never moves (no linger can expire) and the
+    requests it sent, every item answered 200."""
     monkeypatch.setattr(reporter_module, "time", SimpleNamespace(monotonic=lambda: 1000.0))
     requests: list[p.BatchRequest] = []
 
@@ -449,11 +448,21 @@ async def test_reporter_sends_a_workflow_step_without_lingering(
         return p.BatchResponse(results=[
             *(p.BatchItemResult(run_id=c.run_id, kind="complete", status=200)
               for c in request.completions),
+            *(p.BatchItemResult(run_id=f.run_id, kind="fail", status=200)
+              for f in request.failures),
             *(p.BatchItemResult(run_id=s.run_id, kind="step", status=200)
               for s in request.steps)])
 
     reporter = Reporter(transport, worker_id="w", linger_seconds=3600.0)
     reporter.start()
+    return reporter, requests
+
+
+async def test_reporter_sends_a_workflow_step_without_lingering(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A workflow awaits each step's answer, so a step makes the batch due at once and takes the
+    outcomes pending with it; the monotonic clock never moves here, so no linger can expire."""
+    reporter, requests = frozen_reporter(monkeypatch)
     reporter.complete("r0", 1, None)
     await asyncio.sleep(0)
     assert requests == []  # an outcome lingers
@@ -468,19 +477,7 @@ async def test_reporter_sends_an_awaited_runs_outcome_without_lingering(
     """A fan-out chunk's end admits the next chunk, so its outcome (urgent: ClaimedRun.awaited)
     goes at once and takes the outcomes pending with it; an ordinary one lingers. The monotonic
     clock never moves here, so no linger can expire."""
-    monkeypatch.setattr(reporter_module, "time", SimpleNamespace(monotonic=lambda: 1000.0))
-    requests: list[p.BatchRequest] = []
-
-    async def transport(request: p.BatchRequest) -> p.BatchResponse:
-        requests.append(request)
-        return p.BatchResponse(results=[
-            *(p.BatchItemResult(run_id=c.run_id, kind="complete", status=200)
-              for c in request.completions),
-            *(p.BatchItemResult(run_id=f.run_id, kind="fail", status=200)
-              for f in request.failures)])
-
-    reporter = Reporter(transport, worker_id="w", linger_seconds=3600.0)
-    reporter.start()
+    reporter, requests = frozen_reporter(monkeypatch)
     reporter.complete("r0", 1, None)
     await asyncio.sleep(0.01)
     assert requests == []  # an outcome lingers
