@@ -64,6 +64,7 @@ from services.worker_gateway.reports import (
     parse_run_id,
     record_outcomes,
     tell_chunk_parents,
+    tell_with_ends,
 )
 from services.worker_gateway.steps import (
     Children,
@@ -76,6 +77,21 @@ from services.worker_gateway.steps import (
 _json = msgspec.json.Encoder()
 log = get_logger("ostinato.gateway")
 R = TypeVar("R", LockedRun, ReportedRun)  # a locked run, whole or as an outcome reads it
+
+
+async def append_outcomes(store: EventStore, conn: asyncpg.Connection,
+                          events: Sequence[NewEvent], finished: Sequence[uuid.UUID],
+                          told: Sequence[NewEvent] = ()) -> None:
+    """In a report's transaction: the events (and `told`, the `ParentNotified` of fan-out
+    chunks they end, `tell_with_ends`), and the end of the leases of the runs that left
+    `running`. A batch of completions only (most batches) goes as columns (`append_succeeded`:
+    one statement for the events and their read models, a told chunk's row written once)."""
+    if events and all(type(e.event) is ev.RunSucceeded for e in events):
+        await append_succeeded(store, conn, events, told)
+    else:
+        await store.append(conn, [*events, *told])
+    if finished:
+        await attempt_leases.release_leases(conn, list(finished))
 
 
 class Attempts:
@@ -226,9 +242,11 @@ class Attempts:
                 done = record_outcomes(rows, worker_id, items, self.clock.now())
                 await put_blobs(conn, [b[:3] for b in done.blobs], [b[3] for b in done.blobs],
                                 staged=staged)
-                await self._append(conn, done.events, done.finished)
+                with_ends = await tell_with_ends(conn, rows, done.events)
+                await append_outcomes(self.store, conn, done.events, done.finished,
+                                      with_ends.events)
                 await tell_chunk_parents(conn, self.store, rows, done.finished,
-                                         self.clock.now())
+                                         self.clock.now(), with_ends)
         self._after(done.events, done.finished, rows)
         return done.results
 
@@ -304,7 +322,7 @@ class Attempts:
                                     await self._children(conn, rows, items), declared)
                 await put_blobs(conn, done.payloads, staged=staged)
                 await put_blobs(conn, done.blobs, "step", staged=staged)
-                await self._append(conn, done.events, done.finished)
+                await append_outcomes(self.store, conn, done.events, done.finished)
                 await tell_chunk_parents(conn, self.store, rows, done.finished,
                                          self.clock.now())
         for rid, row in rows.items():
@@ -331,18 +349,6 @@ class Attempts:
         outputs = await children.outputs_of(conn, list(existing.values())) if existing else {}
         return Children(self.child_rules, existing, outputs,
                         await fan_outs.of_parents(conn, fanning))
-
-    async def _append(self, conn: asyncpg.Connection, events: Sequence[NewEvent],
-                      finished: Sequence[uuid.UUID]) -> None:
-        """In the report's transaction: the events, and the end of the leases of the runs
-        that left `running`. A batch of completions only (most batches) goes as columns
-        (`append_succeeded`: one statement for the events and their read models)."""
-        if events and all(type(e.event) is ev.RunSucceeded for e in events):
-            await append_succeeded(self.store, conn, events)
-        else:
-            await self.store.append(conn, events)
-        if finished:
-            await attempt_leases.release_leases(conn, list(finished))
 
     def _after(self, events: Sequence[NewEvent], finished: Sequence[uuid.UUID],
                rows: Mapping[uuid.UUID, LockedRun | ReportedRun] | None = None) -> None:

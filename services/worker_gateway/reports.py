@@ -47,7 +47,7 @@ from ostinato.eventlog.store import EventStore
 from ostinato.policy import retry
 from ostinato.runs import children
 from ostinato.stores import runs as run_store
-from ostinato.stores.runs import LockedRun, ReportedRun
+from ostinato.stores.runs import ChildRun, LockedRun, ReportedRun
 from ostinato.wire import worker as p
 
 ACTOR = "worker-gateway"  # the parent's progress: the gateway's, not the worker's own write
@@ -137,30 +137,77 @@ def record_outcomes(rows: Mapping[uuid.UUID, ReportedRun], worker_id: str,
     return done
 
 
+@dataclass
+class ToldWithEnds:
+    """Fan-out chunk ends a report tells with the ends themselves (`tell_with_ends`)."""
+
+    parents: dict[uuid.UUID, LockedRun]  # locked by the report's transaction
+    events: list[NewEvent]  # each chunk's ParentNotified, the event after its RunSucceeded
+    chunks: list[ChildRun]  # the chunks as those two events leave their rows
+
+
+async def tell_with_ends(conn: asyncpg.Connection, rows: Mapping[uuid.UUID, ReportedRun],
+                         events: Sequence[NewEvent]) -> ToldWithEnds:
+    """In a report's transaction, before its events are appended: the fan-out chunks that
+    `events` end with `RunSucceeded` whose parents are free, those parents locked now, and each
+    chunk's `ParentNotified`, to append with its end (`columns.append_succeeded`'s `told`), so
+    its row is written once rather than twice. `tell_chunk_parents` then counts them."""
+    told = ToldWithEnds({}, [], [])
+    if all(row.parent_run_id is None for row in rows.values()):
+        return told  # most reports: no run has a parent
+    last = {e.stream_id: e for e in events}
+    ends = {e.stream_id: (e, row, row.parent_run_id) for e in last.values()
+            if type(e.event) is ev.RunSucceeded and (row := rows.get(e.stream_id)) is not None
+            and row.parent_run_id is not None and row.trigger == "fan_out"}
+    if not ends:
+        return told
+    told.parents = {p.id: p for p in await run_store.lock_free(
+        conn, sorted({parent for _, _, parent in ends.values() if parent is not None}))}
+    for e, row, parent in ends.values():
+        if parent is None or parent not in told.parents:
+            continue
+        output_ref = e.event.output_ref if isinstance(e.event, ev.RunSucceeded) else None
+        chunk = ChildRun(id=row.id, tenant_id=row.tenant_id, parent_run_id=parent, task=row.task,
+                         state="succeeded", version=e.version + 1, traceparent=e.traceparent,
+                         output_ref=output_ref, last_error=None, parent_notified=True,
+                         trigger=row.trigger)
+        woke = children.waits_for(told.parents[parent], chunk)
+        told.events.append(StreamHead(row.id, row.tenant_id, e.version, RunState.SUCCEEDED).next(
+            ev.ParentNotified(parent_run_id=parent, woke=woke), ACTOR,
+            traceparent=e.traceparent))
+        told.chunks.append(chunk)
+    return told
+
+
 async def tell_chunk_parents(conn: asyncpg.Connection, store: EventStore,
                              rows: Mapping[uuid.UUID, LockedRun | ReportedRun],
                              finished: Sequence[uuid.UUID],
-                             now: datetime | None = None) -> int:
+                             now: datetime | None = None,
+                             with_ends: ToldWithEnds | None = None) -> int:
     """In a report's transaction, after its events: the fan-out chunk runs among `finished`
     (runs of `rows` that left `running`) that are final now, and the ends of their parents'
     other chunks that no one told yet, counted by the parents' fan-outs with the next chunks
     admitted (`ostinato.runs.children.tell`; `now`, the gateway's clock as for the report's
-    other due times, dates them; None: the database's); returns how many ends were told. No
-    statement when no run of `finished` has a parent; a parent another transaction holds is
-    not waited for: its chunks' ends wait for the next report that ends one of its chunks, or
-    the scheduler's poll, whichever comes first."""
+    other due times, dates them; None: the database's); returns how many ends were told.
+    `with_ends`: the chunks whose `ParentNotified` the report's append wrote with their ends
+    (`tell_with_ends`), counted here with the rest. No statement when no run of `finished` has
+    a parent; a parent another transaction holds is not waited for: its chunks' ends wait for
+    the next report that ends one of its chunks, or the scheduler's poll, whichever comes
+    first."""
     ids = [rid for rid in finished if (row := rows.get(rid)) is not None
            and row.parent_run_id is not None]
     if not ids:
         return 0
+    ahead = with_ends or ToldWithEnds({}, [], [])
     ended = await run_store.lock_ended_chunks(conn, ids)
-    if not ended:
-        return 0
-    parents = {p.id: p for p in await run_store.lock_free(
-        conn, sorted({c.parent_run_id for c in ended}))}
-    told = [c for c in ended if c.parent_run_id in parents]
+    parents = dict(ahead.parents)
+    if missing := sorted({c.parent_run_id for c in ended} - parents.keys()):
+        parents.update({p.id: p for p in await run_store.lock_free(conn, missing)})
+    notified = frozenset(c.id for c in ahead.chunks)
+    told = ahead.chunks + [c for c in ended if c.parent_run_id in parents
+                           and c.id not in notified]
     if told:
-        await children.tell(conn, store, parents, told, actor=ACTOR, now=now)
+        await children.tell(conn, store, parents, told, actor=ACTOR, now=now, notified=notified)
     return len(told)
 
 

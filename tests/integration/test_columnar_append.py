@@ -17,6 +17,7 @@ from ostinato.bus import codec
 from ostinato.clock import FakeClock
 from ostinato.domain import events as ev
 from ostinato.domain.errors import VersionConflict
+from ostinato.domain.states import RunState
 from ostinato.eventlog import ended
 from ostinato.eventlog.columns import Queued, append_queued, append_started, append_succeeded
 from ostinato.eventlog.readmodels import snapshot
@@ -294,6 +295,73 @@ async def test_succeeded_as_columns_writes_what_append_and_the_projector_write(
         assert [set(ended.parse(h)) for h in heard[-2:]] == [set(t) for t in twins]
     finally:
         await listener.close()
+
+
+RUNS_UPDATED = "SELECT pg_stat_get_xact_tuples_updated('runs'::regclass)"  # this transaction's
+
+
+async def test_a_told_chunk_end_writes_what_append_and_the_projector_write_in_one_row_write(
+        pool: asyncpg.Pool) -> None:
+    """A fan-out chunk's end told with it (`told`, the gateway's report holding the parent):
+    its `ParentNotified` goes in the statement of its `RunSucceeded`, and its row is written
+    once, as the two projections leave it after two writes; a run beside it without one is
+    written as before."""
+    tenant_id, _ = await new_tenant(pool)
+    clock = FakeClock(NOW + timedelta(seconds=2))
+    job = await new_job(pool, tenant_id, at=NOW + timedelta(days=1))
+    parent = uuid.uuid4()
+    chunk = [_scheduled(job.id, parent_run_id=parent), *_running(job.id)[1:]]
+    updated = []
+    async with pool.acquire() as conn:
+        twins = [[await _story(conn, tenant_id, chunk),
+                  await _story(conn, tenant_id, _running(job.id))] for _ in range(2)]
+        for ids, columnar in zip(twins, (False, True), strict=True):
+            async with conn.transaction():
+                heads = _in_order(await runs.lock_heads(conn, ids), ids)
+                ends = [StreamHead.of(h).next(ev.RunSucceeded(
+                    attempt=1, fencing_token=1, output_ref=None, logs_ref=None), "worker:w",
+                    epoch=1, traceparent=TP) for h in heads]
+                told = [StreamHead(ids[0], tenant_id, ends[0].version, RunState.SUCCEEDED).next(
+                    ev.ParentNotified(parent_run_id=parent, woke=False), "worker-gateway",
+                    traceparent=TP)]
+                before = await conn.fetchval(RUNS_UPDATED)
+                if columnar:
+                    await append_succeeded(store(clock), conn, ends, told)
+                else:
+                    await store(clock).append(conn, [*ends, *told])
+                updated.append(await conn.fetchval(RUNS_UPDATED) - before)
+        written = [[await _written(conn, i) for i in ids] for ids in twins]
+        for a, b in zip(*written, strict=True):
+            assert {**b, "run": _without(b["run"], "payload_ref")} == \
+                {**a, "run": _without(a["run"], "payload_ref")}
+        [told_chunk, plain] = written[1]
+        assert told_chunk["event"]["type"] == "ParentNotified"
+        assert told_chunk["run"]["parent_notified"] and told_chunk["run"]["version"] == 5
+        assert (plain["event"]["type"], plain["run"]["version"]) == ("RunSucceeded", 4)
+        assert updated == [3, 2]  # the told chunk's row: twice by append, once as columns
+        kinds = "SELECT type FROM events WHERE stream_id = $1 ORDER BY seq"
+        assert [r["type"] for r in await conn.fetch(kinds, twins[1][0])][-2:] == \
+            ["RunSucceeded", "ParentNotified"]
+        live = await snapshot(conn)
+        await rebuild(conn)
+        assert await snapshot(conn) == live
+
+
+async def test_a_told_event_that_is_not_its_runs_next_writes_nothing(pool: asyncpg.Pool) -> None:
+    tenant_id, _ = await new_tenant(pool)
+    job = await new_job(pool, tenant_id, at=NOW + timedelta(days=1))
+    async with pool.acquire() as conn:
+        ran, other = [await _story(conn, tenant_id, _running(job.id)) for _ in range(2)]
+        for told_run, version in ((ran, 6), (other, 5)):  # a version skipped; another run
+            with pytest.raises(ValueError, match="ParentNotified"):
+                async with conn.transaction():
+                    [head] = await runs.lock_heads(conn, [ran])
+                    end = StreamHead.of(head).next(ev.RunSucceeded(
+                        attempt=1, fencing_token=1, output_ref=None, logs_ref=None), "worker:w")
+                    told = StreamHead(told_run, tenant_id, version - 1, RunState.SUCCEEDED).next(
+                        ev.ParentNotified(parent_run_id=uuid.uuid4(), woke=False), "gw")
+                    await append_succeeded(store(FakeClock(NOW)), conn, [end], [told])
+        assert await conn.fetchval("SELECT state FROM runs WHERE id = $1", ran) == "running"
 
 
 async def test_completions_wake_the_dispatcher_only_while_a_run_waits_for_it(

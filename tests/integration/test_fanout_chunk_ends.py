@@ -19,12 +19,16 @@ import pytest
 
 from ostinato.clock import SystemClock
 from ostinato.domain import fanout as fo
-from ostinato.leases import attempts as attempt_leases
 from ostinato.stores import fan_outs
 from ostinato.stores import runs as run_store
 from ostinato.wire import worker as p
-from services.worker_gateway.attempts import Attempts
-from services.worker_gateway.reports import Outcome, record_outcomes, tell_chunk_parents
+from services.worker_gateway.attempts import Attempts, append_outcomes
+from services.worker_gateway.reports import (
+    Outcome,
+    record_outcomes,
+    tell_chunk_parents,
+    tell_with_ends,
+)
 from tests.helpers.api import auth
 from tests.helpers.integration import dispatch, new_tenant, queued_workflow_run, store
 from tests.helpers.workflows import send_steps, tell_parents
@@ -72,9 +76,9 @@ async def report(conn: asyncpg.Connection, claimed: Sequence[p.ClaimedRun],
             conn, [o.run_id for o in items if o.run_id is not None], with_policy=bool(failing))}
         done = record_outcomes(rows, "w1", items, datetime.now(UTC))
         assert all(res.status == 200 for res in done.results)
-        await store().append(conn, done.events)
-        await attempt_leases.release_leases(conn, done.finished)
-        return await tell_chunk_parents(conn, store(), rows, done.finished)
+        with_ends = await tell_with_ends(conn, rows, done.events)
+        await append_outcomes(store(), conn, done.events, done.finished, with_ends.events)
+        return await tell_chunk_parents(conn, store(), rows, done.finished, with_ends=with_ends)
 
 
 async def fan_out_of(pool: asyncpg.Pool, run_id: uuid.UUID) -> fan_outs.FanOutRow:
@@ -191,3 +195,10 @@ async def test_the_gateways_report_tells_the_chunk_ends_it_records(
     fan = await fan_out_of(pool, run_id)
     assert (fan.admitted, fan.succeeded) == (3, 2)
     assert await tell_parents(pool) == 0
+    async with pool.acquire() as conn:  # each end told by the statement that recorded it
+        for c in claimed:
+            last = await conn.fetch(
+                "SELECT type, occurred_at FROM events WHERE stream_id = $1"
+                " ORDER BY version DESC LIMIT 2", uuid.UUID(c.run_id))
+            assert [e["type"] for e in last] == ["ParentNotified", "RunSucceeded"]
+            assert last[0]["occurred_at"] == last[1]["occurred_at"]

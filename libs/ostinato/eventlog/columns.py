@@ -6,7 +6,8 @@ row per run (issue 44: handle runs as columns on the hot path).
 - `append_fired`, the scheduler's: a due job's one fired slot, `RunScheduled` on the new run's
   stream and `OccurrenceFired` on the job's;
 - `append_started`, the gateway's claim: `RunStarted` for each run leased;
-- `append_succeeded`, the gateway's report of a batch of completions: `RunSucceeded` each.
+- `append_succeeded`, the gateway's report of a batch of completions: `RunSucceeded` each, and
+  a fan-out chunk's `ParentNotified` after it when the report tells its parent.
 
 Each writes what `append` and the projector write for the same events: the events as
 `append_events` does (in the same order, with the run-end notices of `ended`), the read models
@@ -180,13 +181,17 @@ async def append_started(store: EventStore, conn: asyncpg.Connection,
 
 
 async def append_succeeded(store: EventStore, conn: asyncpg.Connection,
-                           events: Sequence[NewEvent]) -> None:
+                           events: Sequence[NewEvent], told: Sequence[NewEvent] = ()) -> None:
     """Append `events`, every one a `RunSucceeded` made by `StreamHead.next` on a locked run,
-    in one statement, in the caller's transaction; VersionConflict as `append`."""
+    in one statement, in the caller's transaction; VersionConflict as `append`. `told`: some of
+    those runs' `ParentNotified`, each the event after its run's `RunSucceeded` (a fan-out
+    chunk whose parent the transaction holds), written in the same statement and the same
+    write of the run's row."""
     if not events:
         return
     occurred_at = store.clock.now()
     done = _all_of(ev.RunSucceeded, conn, events)
+    after = _told_after(conn, events, told)
     encode = ev.encode_event
     await _execute(
         conn, Q["append_run_succeeded"], [e.stream_id for e in events],
@@ -194,8 +199,30 @@ async def append_succeeded(store: EventStore, conn: asyncpg.Connection,
         [e.event_id for e in events], [encode(d).decode() for d in done],
         [e.actor for e in events], [e.epoch for e in events], [e.traceparent for e in events],
         [d.output_ref for d in done], [d.logs_ref for d in done],
-        occurred_at, *messages(store.topics, events, occurred_at), ended.notices(events))
-    metrics.EVENTS_APPENDED.inc(len(events))
+        occurred_at, *messages(store.topics, [*events, *told], occurred_at),
+        ended.notices(events),
+        [t and t.event_id for t in after], [t and encode(t.event).decode() for t in after],
+        [t and t.actor for t in after], [t and t.epoch for t in after],
+        [t and t.traceparent for t in after])
+    metrics.EVENTS_APPENDED.inc(len(events) + len(told))
+
+
+def _told_after(conn: asyncpg.Connection, events: Sequence[NewEvent],
+                told: Sequence[NewEvent]) -> list[NewEvent | None]:
+    """`told` aligned with `events`: each run's `ParentNotified` or None; a told event that is
+    not its run's next after the `RunSucceeded` is refused before anything is written."""
+    if not told:
+        return [None] * len(events)
+    _all_of(ev.ParentNotified, conn, told)
+    by_run = {t.stream_id: t for t in told}
+    after = [by_run.pop(e.stream_id, None) for e in events]
+    for e, t in zip(events, after, strict=True):
+        if t is not None and t.version != e.version + 1:
+            raise ValueError(f"ParentNotified of run {e.stream_id} must follow its RunSucceeded"
+                             f" (version {e.version + 1}, not {t.version})")
+    if by_run:
+        raise ValueError(f"ParentNotified of runs without a RunSucceeded here: {sorted(by_run)}")
+    return after
 
 
 E = TypeVar("E", bound=ev.Event)

@@ -173,12 +173,14 @@ async def notify_parents(conn: asyncpg.Connection, store: EventStore, *, batch_s
 
 async def tell(conn: asyncpg.Connection, store: EventStore, parents: dict[uuid.UUID, LockedRun],
                children: Sequence[ChildRun], *, actor: str,
-               now: datetime | None = None) -> None:
+               now: datetime | None = None,
+               notified: frozenset[uuid.UUID] = frozenset()) -> None:
     """In the caller's transaction, `children` (final, not told yet) and the `parents` found
     locked: append what their ends tell (`ChildFinished` and `RunWoken` to a parent waiting for
     that child, a fan-out's progress for chunk runs) and each child's `ParentNotified`, which
     takes it out of the scheduler's poll. `now` (the database clock; read when needed and not
-    given) dates the chunks admitted."""
+    given) dates the chunks admitted. `notified`: the children whose `ParentNotified` the
+    caller wrote already, with their ends (the gateway's report of fan-out chunks)."""
     waited = [c for c in children if c.trigger != "fan_out"
               and waits_for(parents.get(c.parent_run_id), c)]  # a chunk's output: not read
     outputs = await outputs_of(conn, waited) if waited else {}
@@ -202,9 +204,10 @@ async def tell(conn: asyncpg.Connection, store: EventStore, parents: dict[uuid.U
             if woke:
                 events.append(head.next(ev.RunWoken(cause="child"), actor,
                                         traceparent=parent.traceparent))
-        events.append(StreamHead.of(child).next(
-            ev.ParentNotified(parent_run_id=child.parent_run_id, woke=woke), actor,
-            traceparent=child.traceparent))
+        if child.id not in notified:
+            events.append(StreamHead.of(child).next(
+                ev.ParentNotified(parent_run_id=child.parent_run_id, woke=woke), actor,
+                traceparent=child.traceparent))
     payloads: list[tuple[uuid.UUID, uuid.UUID, bytes]] = []
     if chunks:
         fans = await fan_store.of_parents(conn, sorted(chunks))

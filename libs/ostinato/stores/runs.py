@@ -287,6 +287,8 @@ class ReportedRun(RunHead, frozen=True):
     started_at: datetime | None
     parent_run_id: uuid.UUID | None
     retry_policy: Any  # None unless asked for (a failure's retry decision reads it)
+    task: str
+    trigger: str  # fan_out: a fan-out's chunk, whose end its report may tell the parent
 
 
 class RunToken(msgspec.Struct, frozen=True):

@@ -120,18 +120,31 @@ FROM x WHERE jobs.id = x.job_id;
 -- relay's transaction, the broker, and a dispatcher's read that found nothing. A run that
 -- starts waiting after this statement's snapshot wakes the dispatcher itself (`runs.due`),
 -- and the dispatcher decides every dispatch_interval_seconds whatever wakes it.
+-- $17..$21: a fan-out chunk's `ParentNotified` (its parent locked by the same transaction, which
+-- counts the end), the event after its RunSucceeded (NULLs for a run without one): the row is
+-- written once, at the later version with parent_notified set, as the two projections leave it,
+-- not twice (services/worker_gateway/reports.py `tell_with_ends`).
 WITH x AS (
     SELECT * FROM unnest($1::uuid[], $2::int[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
-                         $7::bigint[], $8::text[], $9::uuid[], $10::uuid[])
-        AS x(id, version, tenant_id, event_id, data, actor, epoch, tp, output_ref, logs_ref)
+                         $7::bigint[], $8::text[], $9::uuid[], $10::uuid[], $17::uuid[],
+                         $18::text[], $19::text[], $20::bigint[], $21::text[])
+        AS x(id, version, tenant_id, event_id, data, actor, epoch, tp, output_ref, logs_ref,
+             told_id, told_data, told_actor, told_epoch, told_tp)
 ), ended AS (
     SELECT count(pg_notify('ostinato_run_ended', n)) AS notified FROM unnest($16::text[]) AS n
 ), logged AS (
     INSERT INTO events (stream_id, version, stream_type, tenant_id, event_id, type, data, actor,
                         epoch, traceparent, occurred_at, recorded_at)
-    SELECT id, version, 'run', tenant_id, event_id, 'RunSucceeded', data::json, actor, epoch, tp,
+    SELECT id, version, 'run', tenant_id, event_id, type, data::json, actor, epoch, tp,
            $11::timestamptz, clock_timestamp()
-    FROM x CROSS JOIN ended
+    FROM (SELECT 1 AS k, id, version, tenant_id, event_id, 'RunSucceeded' AS type, data, actor,
+                 epoch, tp
+          FROM x CROSS JOIN ended
+          UNION ALL
+          SELECT 2, id, version + 1, tenant_id, told_id, 'ParentNotified', told_data, told_actor,
+                 told_epoch, told_tp
+          FROM x WHERE told_id IS NOT NULL) AS e
+    ORDER BY k  -- a stream's versions in the log's order
 ), queued AS (
     INSERT INTO outbox (topics, keys, payloads, headers)
     SELECT $12::text[], $13::bytea[], $14::bytea[], $15::text[]
@@ -141,7 +154,9 @@ WITH x AS (
 ), moved AS (
     UPDATE runs SET state = 'succeeded', output_ref = x.output_ref,
                     finished_at = $11::timestamptz, updated_at = $11::timestamptz,
-                    version = x.version, logs_ref = coalesce(x.logs_ref, runs.logs_ref)
+                    version = CASE WHEN x.told_id IS NULL THEN x.version ELSE x.version + 1 END,
+                    parent_notified = runs.parent_notified OR x.told_id IS NOT NULL,
+                    logs_ref = coalesce(x.logs_ref, runs.logs_ref)
     FROM x WHERE runs.id = x.id
     RETURNING runs.id, runs.job_id
 ), freed AS (

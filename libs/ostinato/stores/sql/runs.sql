@@ -109,7 +109,7 @@ FOR UPDATE;
 -- holds a failure ($2).
 SELECT id, tenant_id, job_id, pool, state, version, traceparent, attempt, fencing_token,
        cancel_requested, failures, timeout_seconds, started_at, parent_run_id,
-       CASE WHEN $2::bool THEN retry_policy END AS retry_policy
+       CASE WHEN $2::bool THEN retry_policy END AS retry_policy, task, trigger
 FROM runs WHERE id = ANY($1::uuid[])
 ORDER BY id
 FOR UPDATE;
