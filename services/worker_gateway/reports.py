@@ -21,6 +21,9 @@ parent's fan-out, and the next chunks admitted, in the same transaction
 children, so waiting could deadlock), its fan-out read afresh under that lock, the progress
 appended at the parent's fresh version, and the chunk's `ParentNotified` with it: the
 scheduler's poll (`ostinato.runs.children.notify_parents`) never counts that end again. The
+parents of the chunks a report ends are locked before its events are appended
+(`tell_with_ends`), so a succeeded chunk's `ParentNotified` is written by the statement that
+writes its `RunSucceeded`, and its row once. The
 ends of a parent that was busy (two reports ending chunks of one parent at once) are told by
 the next report that ends one of its chunks, or by that poll, whichever comes first; every
 lock here is taken without waiting (SKIP LOCKED), so no two of these transactions wait for
