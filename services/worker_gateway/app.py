@@ -286,9 +286,12 @@ async def recorded_steps(
 async def goodbye(
     request: Request, data: JSONBody[p.GoodbyeRequest], caller: Caller
 ) -> p.GoodbyeResponse:
-    """A worker stopping gracefully: its declared slots leave the pool capacity at once."""
-    forgotten = await _presence(request).goodbye(worker_scope(caller), data.worker_id)
-    return p.GoodbyeResponse(forgotten=forgotten)
+    """A worker stopping gracefully: its declared slots leave the pool capacity at once, and
+    runs still leased in its name (a claim its stop cut short) go back to the queue."""
+    scope = worker_scope(caller)
+    forgotten = await _presence(request).goodbye(scope, data.worker_id)
+    released = await _attempts(request).release_held(scope, data.worker_id)
+    return p.GoodbyeResponse(forgotten=forgotten, released=released)
 
 
 @post(TASKS_PATH, status_code=200, tags=["worker"])

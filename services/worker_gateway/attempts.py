@@ -250,6 +250,24 @@ class Attempts:
         self._after(done.events, done.finished, rows)
         return done.results
 
+    async def release_held(self, tenant_id: uuid.UUID | None, worker_id: str) -> int:
+        """A worker's goodbye (its last request, once it finished or released every run it
+        knew of): the leases still in its name are runs whose claim answer it never read, a
+        claim its stop cut short after the gateway had granted it. They go back to the queue
+        now (`LeaseReleased`, each fenced by its token), not at their leases' expiry. Returns
+        how many were released."""
+        async with self.pool.acquire() as conn:
+            held = await attempt_leases.leases_of_worker(conn, worker_id, tenant_id)
+        if not held:
+            return 0
+        results = await self.record(tenant_id, worker_id, [
+            Outcome(lease.run_id, str(lease.run_id), lease.fencing_token, "release")
+            for lease in held])
+        released = sum(r.status == 200 for r in results)
+        log.warning("runs released at the worker's goodbye: claimed for it, never read by it",
+                    worker_id=worker_id, released=released)
+        return released
+
     async def steps(self, tenant_id: uuid.UUID | None, worker_id: str,
                     items: Sequence[p.StepItem]) -> list[p.BatchItemResult]:
         """Record workflow steps (`steps.py`); one result per item, in order."""

@@ -18,6 +18,7 @@ ROW_OF = {
     (attempts, "grant_leases"): attempts.GrantedLease,
     (attempts, "extend_leases_if_token"): attempts.ExtendedLease,
     (attempts, "current_tokens"): attempts.LeaseToken,
+    (attempts, "leases_of_worker"): attempts.LeaseToken,
     (attempts, "abandoned_leases"): attempts.WatchedLease,
     (attempts, "busy_slots"): attempts.BusySlots,
     (attempts, "stuck_leases"): attempts.StuckLeases,

@@ -30,7 +30,7 @@ from services.worker_gateway.app import create_app
 from services.worker_gateway.attempts import Attempts
 from services.worker_gateway.wakeups import ReadySignals
 from tests.helpers.api import ADMIN, auth
-from tests.helpers.integration import new_job, new_tenant, store
+from tests.helpers.integration import dispatch, new_job, new_tenant, runs_of, store
 
 pytestmark = pytest.mark.integration
 
@@ -150,9 +150,9 @@ async def test_goodbye_removes_the_worker_and_other_routes_still_need_a_worker_k
             == {(tenant, 3), (None, 5)}
 
     r = await gateway.post(p.GOODBYE_PATH, json={"worker_id": "w"}, headers=auth(key))
-    assert r.status_code == 200 and r.json() == {"forgotten": True}
+    assert r.status_code == 200 and r.json() == {"forgotten": True, "released": 0}
     r = await gateway.post(p.GOODBYE_PATH, json={"worker_id": "w"}, headers=auth(key))
-    assert r.json() == {"forgotten": False}
+    assert r.json() == {"forgotten": False, "released": 0}
     assert [x.status for x in await batch(gateway, key, worker_id="w")] == []  # no resurrection
     async with pool.acquire() as conn:
         assert [(w.worker_id, w.tenant_id) for w in await registry.list_workers(conn, None)] \
@@ -161,3 +161,44 @@ async def test_goodbye_removes_the_worker_and_other_routes_still_need_a_worker_k
     r = await gateway.post(p.GOODBYE_PATH, json={"worker_id": "w"}, headers=auth("ost_nope"))
     assert r.status_code == 401
 
+
+
+async def test_goodbye_queues_again_the_runs_claimed_for_the_worker_that_it_never_read(
+        pool: asyncpg.Pool, gateway: httpx.AsyncClient) -> None:
+    """A stopping worker cancels its claim in flight; a claim the gateway granted as it hung up
+    leaves runs leased in its name that it never ran. Its goodbye (sent once it finished or
+    released every run it knew of) gives them back at once, fenced by their tokens, rather than
+    at their leases' expiry; another worker's leases and another tenant's are left alone."""
+    tenant, key = await new_tenant(pool)
+    other, other_key = await new_tenant(pool)
+    for t in (tenant, other):
+        await runs_of(pool, t, "noop", 3)
+    await dispatch(pool)
+    cut_short = await claim(gateway, key, "w", max_runs=2)  # the answer "w" never read
+    kept = await claim(gateway, key, "w2", max_runs=1)
+    theirs = await claim(gateway, other_key, "w", max_runs=3)  # the same id, another tenant
+    assert (len(cut_short), len(kept), len(theirs)) == (2, 1, 3)
+
+    r = await gateway.post(p.GOODBYE_PATH, json={"worker_id": "w"}, headers=auth(key))
+    assert r.status_code == 200 and r.json() == {"forgotten": True, "released": 2}
+    async with pool.acquire() as conn:
+        for run in cut_short:
+            types = [e.type for e in await read_stream(conn, uuid.UUID(run.run_id), tenant)]
+            assert types[-2:] == ["RunStarted", "LeaseReleased"]
+        states = {r["id"]: (r["state"], r["due"], r["leased"]) for r in await conn.fetch(
+            "SELECT id, state, retry_at <= now() AS due,"
+            " EXISTS (SELECT 1 FROM attempt_leases WHERE run_id = id) AS leased"
+            " FROM runs WHERE id = ANY($1::uuid[])",
+            [uuid.UUID(c.run_id) for c in (*cut_short, *kept, *theirs)])}
+    # due again at once, as a release the worker sends: no attempt used, the lease ended
+    assert [states[uuid.UUID(c.run_id)] for c in cut_short] == \
+        [("retry_scheduled", True, False)] * 2
+    assert [states[uuid.UUID(c.run_id)][0::2] for c in (*kept, *theirs)] == \
+        [("running", True)] * 4
+    late = await gateway.post(p.run_path(cut_short[0].run_id, "complete"),  # records nothing
+                              json={"fencing_token": cut_short[0].fencing_token},
+                              headers={**auth(key), "x-ostinato-worker": "w"})
+    assert late.status_code == 200, late.text  # an outcome resent after the run moved on
+    async with pool.acquire() as conn:
+        types = [e.type for e in await read_stream(conn, uuid.UUID(cut_short[0].run_id), tenant)]
+    assert types[-1] == "LeaseReleased"

@@ -67,6 +67,12 @@ async def current_tokens(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID],
     return many(LeaseToken, await conn.fetch(Q["current_tokens"], run_ids, tenant_id))
 
 
+async def leases_of_worker(conn: asyncpg.Connection, worker_id: str,
+                           tenant_id: uuid.UUID | None) -> list[LeaseToken]:
+    """The leases in `worker_id`'s name, of one tenant (None: of every tenant)."""
+    return many(LeaseToken, await conn.fetch(Q["leases_of_worker"], worker_id, tenant_id))
+
+
 async def step_started(conn: asyncpg.Connection, run_ids: Sequence[uuid.UUID],
                        tokens: Sequence[int], seqs: Sequence[int], names: Sequence[str],
                        ages_ms: Sequence[float], now: datetime | None,

@@ -440,6 +440,8 @@ class OutcomeResponse(_Response):
 
 class GoodbyeResponse(_Response):
     forgotten: bool  # False: the gateway did not know the worker (never claimed, or expired)
+    # runs still leased in its name (claimed for it, the answer never read): queued again
+    released: int = 0
 
 
 class Problem(_Response):

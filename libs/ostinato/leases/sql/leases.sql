@@ -55,6 +55,13 @@ WHERE l.run_id = ANY($1::uuid[]) AND l.tenant_id = $2 AND l.step_seq IS NOT NULL
 SELECT run_id, fencing_token, worker_id FROM attempt_leases
 WHERE run_id = ANY($1::uuid[]) AND tenant_id = $2;
 
+-- name: leases_of_worker
+-- The leases in a worker's name ($2 NULL: a shared worker, every tenant's): at its goodbye,
+-- runs whose claim answer it never read (a claim cut short by its stop).
+SELECT run_id, fencing_token, worker_id FROM attempt_leases
+WHERE worker_id = $1 AND ($2::uuid IS NULL OR tenant_id = $2)
+ORDER BY run_id;
+
 -- name: release_leases
 -- A final outcome ends the lease.
 DELETE FROM attempt_leases WHERE run_id = ANY($1::uuid[]);
