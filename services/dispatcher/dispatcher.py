@@ -119,8 +119,8 @@ class Dispatcher:
     async def _decide(self, conn: asyncpg.Connection, now: datetime, started: float) -> int:
         async with conn.transaction():
             await conn.execute(DQ["dispatch_lock"])
-            self.state = await snapshot.fairness(conn, self.instance, self.state)
-            snap = await snapshot.load(conn, now, self.clock.db_now(), self.capacity)
+            self.state, snap = await snapshot.load(conn, now, self.clock.db_now(), self.capacity,
+                                                   self.instance, self.state)
             explain = self.clock.monotonic() - self._explained_at >= HOLD_REFRESH_SECONDS
             free = snapshot.free_slots(snap, self.prefetch)
             if free <= 0 and not explain:
@@ -137,13 +137,14 @@ class Dispatcher:
                               given.buckets, self.state, now, explain=explain)
             queued = await self._queue(conn, decision.admit)
             self._left_waiting = len(given.waiting) + len(given.held) > len(queued)
-            await self._record_holds(conn, {**given.held, **decision.held}, given.tenant_of,
-                                     [q.id for q in queued])
-            columns = snapshot.bucket_rows(decision.buckets, given.bucket_keys)
-            if columns[0]:
-                await conn.execute(DQ["save_buckets"], *columns)
-            if decision.state != self.state:
-                await snapshot.save_fairness(conn, self.instance, decision.state)
+            admitted = [q.id for q in queued]
+            holds = self._changed_holds({**given.held, **decision.held}, given.tenant_of,
+                                        admitted)
+            buckets = snapshot.bucket_rows(decision.buckets, given.bucket_keys)
+            state = decision.state if decision.state != self.state else None
+            if holds or admitted or buckets[0] or state is not None:
+                await snapshot.save(conn, holds, self.clock.now(), admitted, buckets, state,
+                                    self.instance)
         self.state = decision.state
         if explain:
             self._explained_at = self.clock.monotonic()
@@ -175,28 +176,23 @@ class Dispatcher:
         await append_queued(self.store, conn, queued, ACTOR)
         return queued
 
-    async def _record_holds(self, conn: asyncpg.Connection, held: dict[uuid.UUID, str],
-                            tenant_of: dict[uuid.UUID, uuid.UUID],
-                            admitted: list[uuid.UUID]) -> None:
-        """Write the reasons that changed. A reason that only moved in line ("behind N runs")
-        is refreshed at most every HOLD_REFRESH_SECONDS, so a long backlog is not rewritten on
-        every decision."""
+    def _changed_holds(self, held: dict[uuid.UUID, str],
+                       tenant_of: dict[uuid.UUID, uuid.UUID],
+                       admitted: list[uuid.UUID]) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
+        """The (run, tenant, reason) holds to write: those whose reason changed. A reason that
+        only moved in line ("behind N runs") is refreshed at most every HOLD_REFRESH_SECONDS, so
+        a long backlog is not rewritten on every decision."""
         mono = self.clock.monotonic()
         changed = []
         for run_id, reason in held.items():
             base = reason.split("; behind ", 1)[0]
             last = self._written.get(run_id)
             if last is None or last[0] != base or mono - last[1] >= HOLD_REFRESH_SECONDS:
-                changed.append((run_id, reason))
+                changed.append((run_id, tenant_of[run_id], reason))
                 self._written[run_id] = (base, mono)
-        if changed:
-            await conn.execute(DQ["save_holds"], [r for r, _ in changed],
-                               [tenant_of[r] for r, _ in changed], [x for _, x in changed],
-                               self.clock.now())
-        if admitted:
-            await conn.execute(DQ["drop_holds"], admitted)
-            for run_id in admitted:
-                self._written.pop(run_id, None)
+        for run_id in admitted:
+            self._written.pop(run_id, None)
+        return changed
 
     async def housekeeping(self) -> None:
         """Queue-depth metrics every second; holds of runs no longer waiting pruned now and

@@ -1,10 +1,11 @@
 """The dispatcher's snapshot: what `policy.fairness.decide` needs, read from PostgreSQL.
 
-`load()` does the reading (one transaction, a handful of statements); `inputs()` is pure and
-maps rows to the decision's values. Everything comes from the read models of the log (waiting
-and in-flight runs, limits, pauses, tenants' weights), the worker registry (pool capacity) and
-the persisted token buckets, so a restarted dispatcher decides exactly as before it stopped,
-less at most one run's worth of fair-queueing credit per tenant (`FairState` is soft state).
+`load()` does the reading (one statement, and the capacity source's), `save()` the writing
+(one statement); `inputs()` is pure and maps rows to the decision's values. Everything comes
+from the read models of the log (waiting and in-flight runs, limits, pauses, tenants' weights),
+the worker registry (pool capacity) and the persisted token buckets, so a restarted dispatcher
+decides exactly as before it stopped, less at most one run's worth of fair-queueing credit per
+tenant (`FairState` is soft state).
 
 Pool keys: a tenant's runs use its own workers' capacity when it has live workers in the pool
 (key `pool/tenant`), else the shared workers' (key `pool`). So a tenant without workers never
@@ -28,7 +29,6 @@ import msgspec
 from ostinato.db.queries import load as load_queries
 from ostinato.policy.fairness import Bucket, Buckets, FairState, Limits, PoolState, Waiting
 from ostinato.stores import limits, runs, tenants
-from ostinato.stores.rows import many
 from ostinato.workers.registry import PoolCapacity, ServedVersion, unserved_reason
 
 DQ = load_queries("services.dispatcher", "dispatch.sql")
@@ -51,12 +51,6 @@ class SavedBucket(msgspec.Struct, frozen=True):
     updated_at: datetime
 
 
-async def load_buckets(conn: asyncpg.Connection) -> list[SavedBucket]:
-    """Every saved bucket: a restarted dispatcher starts from where the last decision left
-    them."""
-    return many(SavedBucket, await conn.fetch(DQ["load_buckets"]))
-
-
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     now: datetime
@@ -72,34 +66,37 @@ class Snapshot:
 
 
 async def load(conn: asyncpg.Connection, now: datetime, db_now: datetime | None,
-               capacity: CapacitySource) -> Snapshot:
-    """Everything but the waiting runs (`with_waiting` adds them, once the number of candidates
-    worth looking at is known)."""
-    return Snapshot(
+               capacity: CapacitySource, instance: uuid.UUID,
+               mine: FairState) -> tuple[FairState, Snapshot]:
+    """The fair-queueing memory to decide from (`mine` if this instance wrote the stored one
+    last, or none is stored; else the stored one, which another instance's rounds changed) and
+    everything but the waiting runs (`with_waiting` adds them, once the number of candidates
+    worth looking at is known): one statement, and the capacity source's own."""
+    row = await conn.fetchrow(DQ["snapshot"], instance)
+    tags = row["fairness"]
+    state = mine if tags is None else FairState({(p, c, t): float(lag) for p, c, t, lag in tags})
+    return state, Snapshot(
         now=now,
-        tenants=await tenants.weights(conn),
-        limits=await limits.every_limit(conn),
-        paused=await limits.paused_pools(conn),
+        tenants=[tenants.TenantWeight(*r) for r in row["tenants"]],
+        limits=[limits.Limit(*r) for r in row["limits"]],
+        paused=[limits.PausedPool(*r) for r in row["paused"]],
         capacity=await capacity(conn, db_now),
-        in_flight=await limits.in_flight(conn),
+        in_flight=[limits.InFlight(*r) for r in row["in_flight"]],
         waiting=(),
-        buckets=await load_buckets(conn),
+        buckets=[SavedBucket(*r) for r in row["buckets"]],
     )
 
 
-async def fairness(conn: asyncpg.Connection, instance: uuid.UUID,
-                   mine: FairState) -> FairState:
-    """The fair-queueing memory to decide from: `mine` if this instance wrote the stored one
-    last (or none is stored), else the stored one, which another instance's rounds changed."""
-    row = await conn.fetchrow(DQ["load_fairness"], instance)
-    if row is None or row["tags"] is None:
-        return mine
-    return FairState({(p, c, t): float(lag) for p, c, t, lag in row["tags"]})
-
-
-async def save_fairness(conn: asyncpg.Connection, instance: uuid.UUID, state: FairState) -> None:
-    await conn.execute(DQ["save_fairness"],
-                       [[p, c, t, lag] for (p, c, t), lag in state.tags.items()], instance)
+async def save(conn: asyncpg.Connection, holds: Sequence[tuple[uuid.UUID, uuid.UUID, str]],
+               at: datetime, admitted: Sequence[uuid.UUID],
+               buckets: tuple[list[Any], ...], state: FairState | None,
+               instance: uuid.UUID) -> None:
+    """What a round leaves, in one statement: the (run, tenant, reason) holds that changed, the
+    admitted runs' holds dropped, the token buckets (`bucket_rows`), and the fair-queueing
+    memory unless unchanged (None)."""
+    tags = None if state is None else [[p, c, t, lag] for (p, c, t), lag in state.tags.items()]
+    await conn.execute(DQ["save_round"], [h[0] for h in holds], [h[1] for h in holds],
+                       [h[2] for h in holds], at, admitted, *buckets, tags, instance)
 
 
 async def with_waiting(conn: asyncpg.Connection, snap: Snapshot, candidates: int,

@@ -18,12 +18,14 @@ from ostinato.domain import events as ev
 from ostinato.eventlog.store import read_stream
 from ostinato.jobs import submit_jobs
 from ostinato.jobs.request import JobRequest
-from ostinato.policy.fairness import DEFAULT_CLASSES, parse_classes
+from ostinato.policy.fairness import DEFAULT_CLASSES, FairState, parse_classes
+from ostinato.stores import limits as limit_store
 from ostinato.stores import runs as run_store
 from ostinato.stores import tenants
 from ostinato.telemetry import metrics
 from ostinato.wire import worker as p
 from ostinato.workers import registry
+from services.dispatcher import snapshot
 from services.dispatcher.dispatcher import Dispatcher, fixed_capacity, live_workers
 from services.dispatcher.snapshot import CapacitySource
 from services.scheduler.tick import fire_due
@@ -142,6 +144,76 @@ async def test_a_round_after_one_that_left_runs_waiting_skips_the_question(
         assert len(statements) == 1 and "runs_dispatchable" in statements[0], statements
     finally:
         await pool.close()
+
+
+async def test_a_round_that_queues_runs_is_eight_statements(
+        db_url: str, clock: FakeClock) -> None:
+    # The lock, one read of the small tables (fairness, tenants, limits, pauses, busy slots,
+    # buckets), the candidates, the locked heads, the append, one write of what the round
+    # leaves (holds, buckets, fairness): each statement is a round trip on both sides.
+    pool, statements = await pool_logging_statements(db_url)
+    try:
+        t, _ = await new_tenant(pool)
+        async with pool.acquire() as conn:
+            await controls.set_limit(conn, store(clock), tenant_id=t, actor="test",
+                                     limit=ev.LimitSet(scope="tenant", name="",
+                                                       rate_per_second=100.0, burst=100.0))
+        await runs_of(pool, clock, t, 21)
+        d = dispatcher(pool, clock, fixed_capacity(10, ["default"]))
+        assert await d.run_round() == 9  # 12 held: the pool is full
+        assert await complete_all(pool, clock, t) == 9
+        statements.clear()  # the connection has met every statement and type of a round
+        assert await d.run_round() == 9  # 3 still held; 9 holds dropped, buckets, fairness
+        await asyncio.sleep(0)
+        assert statements[0].startswith("BEGIN") and statements[-1] == "COMMIT;", statements
+        assert len(statements) == 8, statements
+        assert "FROM token_buckets" in statements[2] and "dispatch_holds" in statements[-2]
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM dispatch_holds h JOIN runs r"
+                                       " ON r.id = h.run_id WHERE r.tenant_id = $1", t) == 3
+            assert await conn.fetchval("SELECT tokens FROM token_buckets WHERE tenant_id = $1",
+                                       t) == 82.0
+            assert await conn.fetchval("SELECT written_by FROM dispatch_fairness") == d.instance
+    finally:
+        await pool.close()
+
+
+async def test_the_rounds_one_read_returns_what_the_stores_read(
+        pool: asyncpg.Pool, clock: FakeClock) -> None:
+    a, _ = await new_tenant(pool)
+    b, _ = await new_tenant(pool)
+    async with pool.acquire() as conn:
+        await controls.set_limit(conn, store(clock), tenant_id=a, actor="test",
+                                 limit=ev.LimitSet(scope="task", name="work", max_concurrency=2))
+        await controls.set_limit(conn, store(clock), tenant_id=a, actor="test", limit=ev.LimitSet(
+            scope="resource", name="crm", rate_per_second=1.5, burst=3.0))
+        await controls.set_paused(conn, store(clock), pool="long", tenant_id=b, paused=True,
+                                  reason="fragile API", actor="test")
+    await runs_of(pool, clock, a, 3, resource="crm", concurrency_key="k")
+    await runs_of(pool, clock, b, 2)
+    other = dispatcher(pool, clock, fixed_capacity(100, ["default"]))
+    await other.run_round()  # the fairness memory saved by `other`
+    assert await states(pool, a) == {"queued": 1, "scheduled": 2}  # one at a time for key k
+    assert await states(pool, b) == {"queued": 2}
+    mine = FairState({("default", "normal", "nobody"): 7.0})
+    async with pool.acquire() as conn:
+        state, snap = await snapshot.load(conn, clock.now(), None, fixed_capacity(3, ["x"]),
+                                          uuid.uuid4(), mine)
+        own_state, _ = await snapshot.load(conn, clock.now(), None, fixed_capacity(3, ["x"]),
+                                           other.instance, mine)
+        assert set(snap.tenants) == set(await tenants.weights(conn))
+        assert set(snap.limits) == set(await limit_store.every_limit(conn))
+        assert set(snap.paused) == set(await limit_store.paused_pools(conn))
+        assert set(snap.in_flight) == set(await limit_store.in_flight(conn))
+        assert set(snap.buckets) == {snapshot.SavedBucket(*r) for r in await conn.fetch(
+            "SELECT tenant_id, scope, name, tokens, updated_at FROM token_buckets")}
+    assert {x.tenant_id for x in snap.in_flight} >= {a, b}
+    assert any(x.tenant_id == a and x.rate_per_second == 1.5 for x in snap.limits)
+    assert any(x.tenant_id == b and x.pool == "long" for x in snap.paused)
+    assert any(x.tenant_id == a and x.name == "crm" for x in snap.buckets)
+    assert snap.capacity == [registry.PoolCapacity(tenant_id=None, pool="x", slots=3)]
+    assert state == other.state != mine  # stored by another instance: the stored memory
+    assert own_state == mine  # this instance wrote it last: its own
 
 
 async def test_capacity_comes_from_live_workers_of_the_right_scope(
