@@ -37,7 +37,11 @@ CREATE TABLE IF NOT EXISTS compat_effects (
 async def amain() -> None:
     worker_id = os.environ["COMPAT_WORKER_ID"]
     pool = await asyncpg.create_pool(os.environ["COMPAT_EFFECTS_URL"], min_size=1, max_size=4)
-    await pool.execute(DDL)
+    async with pool.acquire() as conn, conn.transaction():
+        # The two workers start at once: CREATE TABLE IF NOT EXISTS racing itself can fail on
+        # pg_type's unique index, so one creates the table while the other waits its turn.
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('compat_effects'))")
+        await conn.execute(DDL)
 
     async def effect(what: str) -> str:
         ctx = current()
